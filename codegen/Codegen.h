@@ -1,0 +1,41 @@
+//===- Codegen.h - Entry points of Kiln's code generator ------------------===//
+//
+// Turns the training-step module (after the "optimizer" phase: func.func
+// @step holding forward, backward and AdamW updates in the kiln dialect) into
+// a `.kart` artifact (runtime/schema/artifact.fbs): generated C++ kernels,
+// GEMM calls, buffers and the step's schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CODEGEN_H
+#define KILN_CODEGEN_CODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// One generated kernel, as stored in Artifact.kernels.
+struct EmittedKernel {
+  std::string entry;    // exported symbol: extern "C" void entry(void* const*)
+  std::string source;   // C++ source, compiled after the prelude
+  std::string location; // "file:line:col" of the first op it implements
+  std::string ops;      // the kiln ops it implements ("kiln.gelu")
+};
+
+// Emits the artifact bytes for a module after the "optimizer" phase. Emits
+// diagnostics and fails on unsupported ops.
+mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module);
+
+// The kernels alone, each once (for --dump-phases-to and tests).
+mlir::FailureOr<std::vector<EmittedKernel>> emitKernels(mlir::ModuleOp module);
+
+// The C++ prelude every kernel is compiled after (Artifact.prelude).
+const char *kernelPrelude();
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CODEGEN_H

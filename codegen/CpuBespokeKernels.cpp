@@ -1,0 +1,448 @@
+//===- CpuBespokeKernels.cpp - Hand-shaped loop nests for non-pointwise ops ===//
+//
+// Numerics: every reduction accumulates in double and in a fixed order, so a
+// kernel gives the same bits on every run whatever the thread count
+// (parallel loops only split independent outputs, or fixed chunks that are
+// combined serially). Row-wise ops view their input as [rows, C] with C the
+// last dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CpuBespokeKernels.h"
+
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+double floatAttr(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<FloatAttr>(name);
+  return attr ? attr.getValueAsDouble() : 0.0;
+}
+
+std::string floatAttrLiteral(Operation *op, StringRef name) {
+  return ScalarExprEmitter::floatLiteral(floatAttr(op, name));
+}
+
+// Splits a shape into [rows, C] with C the last dimension.
+std::pair<int64_t, int64_t> rowsAndColumns(Value v) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  int64_t c = shape.empty() ? 1 : shape.back();
+  return {numElements(shape) / c, c};
+}
+
+// sum over `dims` of input [..] -> output [kept dims]:
+//   for o in outputs: acc = 0; for r in reduced elements: acc += in[base(o) + off(r)]
+LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(in);
+  ArrayRef<int64_t> dims =
+      op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+  SmallVector<int64_t> inStrides = rowMajorStrides(shape);
+  SmallVector<int64_t> kept, reduced, keptShape, reducedShape;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    bool isReduced = llvm::is_contained(dims, d);
+    (isReduced ? reduced : kept).push_back(d);
+    (isReduced ? reducedShape : keptShape).push_back(shape[d]);
+  }
+  int64_t outN = numElements(keptShape), redN = numElements(reducedShape);
+  SmallVector<int64_t> keptStrides = rowMajorStrides(keptShape);
+  SmallVector<int64_t> redStrides = rowMajorStrides(reducedShape);
+  std::string base, off;
+  for (size_t j = 0; j < kept.size(); ++j)
+    addTerm(base, coordinate("o", keptStrides[j], keptShape[j], j == 0),
+            inStrides[kept[j]]);
+  for (size_t j = 0; j < reduced.size(); ++j)
+    addTerm(off, coordinate("r", redStrides[j], reducedShape[j], j == 0),
+            inStrides[reduced[j]]);
+  if (base.empty())
+    base = "0";
+  if (off.empty())
+    off = "0";
+  std::string acc = w.cType(out) == "float" ? "double" : "int64_t";
+  std::string t = w.cType(out);
+  w.line("// sum over dims " + shapeString(dims) + ": " + shapeString(shape) +
+         " -> " + shapeString(shapeOf(out)));
+  if (outN == 1 && redN >= kParallelWork) {
+    // One output: 64 fixed chunks summed in parallel, combined in order.
+    w.line(acc + " partial[64];");
+    w.line("#pragma omp parallel for schedule(static)");
+    w.open("for (int64_t c = 0; c < 64; ++c)");
+    w.line(acc + " acc = 0;");
+    w.open("for (int64_t r = " + str(redN) + " * c / 64; r < " + str(redN) +
+           " * (c + 1) / 64; ++r)");
+    w.line("acc += " + w.ptr(in) + "[" + off + "];");
+    w.close();
+    w.line("partial[c] = acc;");
+    w.close();
+    w.line(acc + " acc = 0;");
+    w.line("for (int64_t c = 0; c < 64; ++c) acc += partial[c];");
+    w.line(w.ptr(out) + "[0] = (" + t + ")acc;");
+    return success();
+  }
+  if (outN > 1)
+    w.parallelFor(outN * redN);
+  w.open("for (int64_t o = 0; o < " + str(outN) + "; ++o)");
+  w.line("const int64_t base = " + base + ";");
+  w.line(acc + " acc = 0;");
+  w.open("for (int64_t r = 0; r < " + str(redN) + "; ++r)");
+  w.line("acc += " + w.ptr(in) + "[base + " + off + "];");
+  w.close();
+  w.line(w.ptr(out) + "[o] = (" + t + ")acc;");
+  w.close();
+  return success();
+}
+
+// out[i] = in[index of the permuted coordinates of i]
+LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  ArrayRef<int64_t> perm =
+      op->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
+  ArrayRef<int64_t> shape = shapeOf(out);
+  SmallVector<int64_t> outStrides = rowMajorStrides(shape);
+  SmallVector<int64_t> inStrides = rowMajorStrides(shapeOf(in));
+  std::string index;
+  for (size_t d = 0; d < shape.size(); ++d)
+    addTerm(index, coordinate("i", outStrides[d], shape[d], d == 0),
+            inStrides[perm[d]]);
+  if (index.empty())
+    index = "0";
+  int64_t n = numElements(shape);
+  w.line("// permutation " + shapeString(perm) + ": " +
+         shapeString(shapeOf(in)) + " -> " + shapeString(shape));
+  w.parallelFor(n);
+  w.open("for (int64_t i = 0; i < " + str(n) + "; ++i)");
+  w.line(w.ptr(out) + "[i] = " + w.ptr(in) + "[" + index + "];");
+  w.close();
+  return success();
+}
+
+// out[n, :] = table[indices[n], :] (zeros for an out-of-range index)
+LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w) {
+  Value table = op->getOperand(0), indices = op->getOperand(1);
+  Value out = op->getResult(0);
+  auto [v, d] = rowsAndColumns(table);
+  int64_t n = numElements(shapeOf(indices));
+  std::string t = w.cType(out);
+  w.line("// gather rows of the [" + str(v) + ", " + str(d) + "] table for " +
+         str(n) + " indices");
+  w.parallelFor(n * d);
+  w.open("for (int64_t n = 0; n < " + str(n) + "; ++n)");
+  w.line("const int64_t row = (int64_t)" + w.ptr(indices) + "[n];");
+  w.line(t + "* dst = " + w.ptr(out) + " + n * " + str(d) + ";");
+  w.open("if (row < 0 || row >= " + str(v) + ")");
+  w.line("for (int64_t c = 0; c < " + str(d) + "; ++c) dst[c] = 0;");
+  w.line("continue;");
+  w.close();
+  w.line("const " + t + "* src = " + w.ptr(table) + " + row * " + str(d) +
+         ";");
+  w.line("for (int64_t c = 0; c < " + str(d) + "; ++c) dst[c] = src[c];");
+  w.close();
+  return success();
+}
+
+// out = zeros [V, D]; out[indices[n], :] += grad[n, :] for n in order.
+// Threads own disjoint column blocks, so there are no races and each element
+// accumulates in the same order on every run.
+LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w) {
+  Value indices = op->getOperand(0), grad = op->getOperand(1);
+  Value out = op->getResult(0);
+  auto [v, d] = rowsAndColumns(out);
+  int64_t n = numElements(shapeOf(indices));
+  int64_t blocks = (d + 63) / 64;
+  std::string t = w.cType(out);
+  w.line("// scatter-add " + str(n) + " rows of grad into [" + str(v) + ", " +
+         str(d) + "]");
+  w.parallelFor(v * d);
+  w.line("for (int64_t e = 0; e < " + str(v * d) + "; ++e) " + w.ptr(out) +
+         "[e] = 0;");
+  w.parallelFor(n * d);
+  w.open("for (int64_t b = 0; b < " + str(blocks) + "; ++b)");
+  w.line("const int64_t c0 = b * 64;");
+  w.line("const int64_t c1 = c0 + 64 < " + str(d) + " ? c0 + 64 : " + str(d) +
+         ";");
+  w.open("for (int64_t n = 0; n < " + str(n) + "; ++n)");
+  w.line("const int64_t row = (int64_t)" + w.ptr(indices) + "[n];");
+  w.line("if (row < 0 || row >= " + str(v) + ") continue;");
+  w.line(t + "* dst = " + w.ptr(out) + " + row * " + str(d) + ";");
+  w.line("const " + t + "* src = " + w.ptr(grad) + " + n * " + str(d) + ";");
+  w.line("for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];");
+  w.close();
+  w.close();
+  return success();
+}
+
+// Per row of [R, C]: mean, rstd = 1/sqrt(var + eps) (biased variance),
+// y = (x - mean) * rstd * weight + bias.
+LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w) {
+  Value x = op->getOperand(0), weight = op->getOperand(1),
+        bias = op->getOperand(2);
+  Value y = op->getResult(0), mean = op->getResult(1), rstd = op->getResult(2);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c);
+  w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
+  w.parallelFor(r * c);
+  w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("double sum = 0;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += x[c];");
+  w.line("const double m = sum / " + cs + ";");
+  w.line("double var = 0;");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
+  w.line("const double dx = x[c] - m;");
+  w.line("var += dx * dx;");
+  w.close();
+  w.line("var /= " + cs + ";");
+  w.line("const double rs = 1.0 / sqrt(var + (double)" +
+         floatAttrLiteral(op, "epsilon") + ");");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
+  w.line("y[c] = (float)((x[c] - m) * rs) * " + w.ptr(weight) + "[c] + " +
+         w.ptr(bias) + "[c];");
+  w.close();
+  w.line(w.ptr(mean) + "[r] = (float)m;");
+  w.line(w.ptr(rstd) + "[r] = (float)rs;");
+  w.close();
+  return success();
+}
+
+// With xhat = (x - mean) * rstd and dxhat = grad * weight, per row:
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+// and per column: dweight = sum_rows(grad * xhat), dbias = sum_rows(grad).
+LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w) {
+  Value x = op->getOperand(0), weight = op->getOperand(1),
+        mean = op->getOperand(2), rstd = op->getOperand(3),
+        grad = op->getOperand(4);
+  Value dx = op->getResult(0), dw = op->getResult(1), db = op->getResult(2);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c), rs = str(r);
+  w.line("// layer norm backward over rows of [" + rs + ", " + cs + "]");
+  w.parallelFor(r * c);
+  w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
+  w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
+  w.line("const double m = " + w.ptr(mean) + "[r];");
+  w.line("const double s = " + w.ptr(rstd) + "[r];");
+  w.line("double sumDxhat = 0, sumDxhatXhat = 0;");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
+  w.line("const double xhat = (x[c] - m) * s;");
+  w.line("const double dxhat = (double)g[c] * " + w.ptr(weight) + "[c];");
+  w.line("sumDxhat += dxhat;");
+  w.line("sumDxhatXhat += dxhat * xhat;");
+  w.close();
+  w.line("const double mean1 = sumDxhat / " + cs + ";");
+  w.line("const double mean2 = sumDxhatXhat / " + cs + ";");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
+  w.line("const double xhat = (x[c] - m) * s;");
+  w.line("const double dxhat = (double)g[c] * " + w.ptr(weight) + "[c];");
+  w.line("dx[c] = (float)(s * (dxhat - mean1 - xhat * mean2));");
+  w.close();
+  w.close();
+  // Column sums in blocks of 64 columns, rows in order inside each block.
+  int64_t blocks = (c + 63) / 64;
+  w.parallelFor(r * c);
+  w.open("for (int64_t b = 0; b < " + str(blocks) + "; ++b)");
+  w.line("const int64_t c0 = b * 64;");
+  w.line("const int64_t c1 = c0 + 64 < " + cs + " ? c0 + 64 : " + cs + ";");
+  w.line("double accW[64] = {0}, accB[64] = {0};");
+  w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
+  w.line("const double m = " + w.ptr(mean) + "[r];");
+  w.line("const double s = " + w.ptr(rstd) + "[r];");
+  w.open("for (int64_t c = c0; c < c1; ++c)");
+  w.line("const double g = " + w.ptr(grad) + "[r * " + cs + " + c];");
+  w.line("accW[c - c0] += g * ((" + w.ptr(x) + "[r * " + cs +
+         " + c] - m) * s);");
+  w.line("accB[c - c0] += g;");
+  w.close();
+  w.close();
+  w.open("for (int64_t c = c0; c < c1; ++c)");
+  w.line(w.ptr(dw) + "[c] = (float)accW[c - c0];");
+  w.line(w.ptr(db) + "[c] = (float)accB[c - c0];");
+  w.close();
+  w.close();
+  return success();
+}
+
+// Per row: y = exp(x - max) / sum(exp(x - max)).
+LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w) {
+  Value x = op->getOperand(0), y = op->getResult(0);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c);
+  w.line("// softmax over rows of [" + str(r) + ", " + cs + "]");
+  w.parallelFor(r * c);
+  w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("float mx = -INFINITY;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("double sum = 0;");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
+  w.line("const float e = mx == -INFINITY ? 0.0f : expf(x[c] - mx);");
+  w.line("y[c] = e;");
+  w.line("sum += e;");
+  w.close();
+  w.line("const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) y[c] *= inv;");
+  w.close();
+  return success();
+}
+
+// Per row: dx = y * (dy - sum(dy * y)).
+LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w) {
+  Value y = op->getOperand(0), dy = op->getOperand(1), dx = op->getResult(0);
+  auto [r, c] = rowsAndColumns(y);
+  std::string cs = str(c);
+  w.line("// softmax backward over rows of [" + str(r) + ", " + cs + "]");
+  w.parallelFor(r * c);
+  w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.line("const float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("const float* dy = " + w.ptr(dy) + " + r * " + cs + ";");
+  w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
+  w.line("double dot = 0;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) dot += (double)dy[c] * y[c];");
+  w.line("const float d = (float)dot;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) dx[c] = y[c] * (dy[c] - d);");
+  w.close();
+  return success();
+}
+
+// loss = mean over rows n of logsumexp(logits[n]) - logits[n, target[n]].
+// Row losses go to a scratch array and are summed serially (deterministic).
+LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
+  Value logits = op->getOperand(0), targets = op->getOperand(1);
+  Value loss = op->getResult(0);
+  auto [n, v] = rowsAndColumns(logits);
+  std::string vs = str(v), ns = str(n);
+  w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits");
+  w.line("double* rowLoss = (double*)malloc(" + ns + " * sizeof(double));");
+  w.parallelFor(n * v);
+  w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
+  w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
+  w.line("float mx = -INFINITY;");
+  w.line("for (int64_t c = 0; c < " + vs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("double sum = 0;");
+  w.line("for (int64_t c = 0; c < " + vs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
+  w.line("rowLoss[n] = (t < 0 || t >= " + vs +
+         ") ? 0.0 : log(sum) + (double)mx - (double)x[t];");
+  w.close();
+  w.line("double total = 0;");
+  w.line("for (int64_t n = 0; n < " + ns + "; ++n) total += rowLoss[n];");
+  w.line("free(rowLoss);");
+  w.line(w.ptr(loss) + "[0] = (float)(total / " + ns + ");");
+  return success();
+}
+
+// dlogits[n, c] = (softmax(logits[n])[c] - (c == target[n])) * grad / N.
+LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
+  Value logits = op->getOperand(0), targets = op->getOperand(1),
+        grad = op->getOperand(2);
+  Value out = op->getResult(0);
+  auto [n, v] = rowsAndColumns(logits);
+  std::string vs = str(v), ns = str(n);
+  w.line("// cross entropy backward of [" + ns + ", " + vs + "] logits");
+  w.line("const float scale = " + w.ptr(grad) + "[0] / " + ns + ".0f;");
+  w.parallelFor(n * v);
+  w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
+  w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
+  w.line("float* dx = " + w.ptr(out) + " + n * " + vs + ";");
+  w.line("float mx = -INFINITY;");
+  w.line("for (int64_t c = 0; c < " + vs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("double sum = 0;");
+  w.line("for (int64_t c = 0; c < " + vs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("const float inv = (float)(1.0 / sum);");
+  w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
+  w.open("for (int64_t c = 0; c < " + vs + "; ++c)");
+  w.line("const float p = expf(x[c] - mx) * inv;");
+  w.line("dx[c] = (p - (c == t ? 1.0f : 0.0f)) * scale;");
+  w.close();
+  w.close();
+  return success();
+}
+
+// AdamW with decoupled weight decay, elementwise and in place (the results
+// may share buffers with param, m, v):
+//   p -= lr * wd * p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
+//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+LogicalResult emitAdamW(Operation *op, KernelSourceWriter &w) {
+  Value p = op->getOperand(0), g = op->getOperand(1), m = op->getOperand(2),
+        v = op->getOperand(3), lr = op->getOperand(4), step = op->getOperand(5);
+  Value pOut = op->getResult(0), mOut = op->getResult(1),
+        vOut = op->getResult(2);
+  int64_t n = numElements(shapeOf(p));
+  std::string b1 = floatAttrLiteral(op, "beta1");
+  std::string b2 = floatAttrLiteral(op, "beta2");
+  w.line("// AdamW over " + str(n) + " parameters, in place");
+  w.line("const float lr = " + w.ptr(lr) + "[0];");
+  w.line("const float t = " + w.ptr(step) + "[0];");
+  w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 + ", (double)t));");
+  w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 + ", (double)t));");
+  w.line("const float decay = lr * " + floatAttrLiteral(op, "weight_decay") +
+         ";");
+  w.parallelFor(n * 8);
+  w.open("for (int64_t i = 0; i < " + str(n) + "; ++i)");
+  w.line("const float g = " + w.ptr(g) + "[i];");
+  w.line("const float m = " + b1 + " * " + w.ptr(m) + "[i] + (1.0f - " + b1 +
+         ") * g;");
+  w.line("const float v = " + b2 + " * " + w.ptr(v) + "[i] + (1.0f - " + b2 +
+         ") * g * g;");
+  w.line("float p = " + w.ptr(p) + "[i];");
+  w.line("p -= decay * p;");
+  w.line("p -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
+         floatAttrLiteral(op, "epsilon") + ");");
+  w.line(w.ptr(pOut) + "[i] = p;");
+  w.line(w.ptr(mOut) + "[i] = m;");
+  w.line(w.ptr(vOut) + "[i] = v;");
+  w.close();
+  return success();
+}
+
+} // namespace
+
+bool hasBespokeCpuKernel(Operation *op) {
+  return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
+             k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
+             k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
+             k::CrossEntropyGradOp, k::AdamWOp>(op);
+}
+
+LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
+  using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &);
+  Emitter emitter = llvm::TypeSwitch<Operation *, Emitter>(op)
+                        .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
+                        .Case<k::TransposeOp>([](auto) { return emitTranspose; })
+                        .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
+                        .Case<k::EmbeddingGradOp>(
+                            [](auto) { return emitEmbeddingGrad; })
+                        .Case<k::LayerNormOp>([](auto) { return emitLayerNorm; })
+                        .Case<k::LayerNormGradOp>(
+                            [](auto) { return emitLayerNormGrad; })
+                        .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
+                        .Case<k::SoftmaxGradOp>(
+                            [](auto) { return emitSoftmaxGrad; })
+                        .Case<k::CrossEntropyOp>(
+                            [](auto) { return emitCrossEntropy; })
+                        .Case<k::CrossEntropyGradOp>(
+                            [](auto) { return emitCrossEntropyGrad; })
+                        .Case<k::AdamWOp>([](auto) { return emitAdamW; })
+                        .Default([](Operation *) { return nullptr; });
+  if (!emitter)
+    return op->emitError() << "codegen has no CPU kernel for '"
+                           << op->getName() << "'";
+  return emitter(op, w);
+}
+
+} // namespace kiln

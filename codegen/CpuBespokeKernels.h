@@ -1,0 +1,29 @@
+//===- CpuBespokeKernels.h - Hand-shaped loop nests for non-pointwise ops -===//
+//
+// Internal to codegen/: one emitter per op that is not a flat pointwise loop
+// (reductions, transposes, gathers, norms, softmax, losses, the optimizer).
+// Each writes the body of a single-op kernel into a KernelSourceWriter whose
+// buffers are the op's distinct operands followed by its results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CPUBESPOKEKERNELS_H
+#define KILN_CODEGEN_CPUBESPOKEKERNELS_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace kiln {
+
+class KernelSourceWriter;
+
+// True for the ops with a bespoke emitter below.
+bool hasBespokeCpuKernel(mlir::Operation *op);
+
+// Writes the kernel body of `op`; emits an error on `op` on failure.
+mlir::LogicalResult emitBespokeCpuKernel(mlir::Operation *op,
+                                         KernelSourceWriter &w);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CPUBESPOKEKERNELS_H

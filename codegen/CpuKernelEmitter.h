@@ -1,0 +1,70 @@
+//===- CpuKernelEmitter.h - C++ CPU kernels for groups of kiln ops --------===//
+//
+// Turns a group of kiln ops into the C++ source of one kernel with the entry
+// point `extern "C" void <entry>(void* const* buffers)`. The kernel's buffers
+// are the group's inputs followed by its outputs; every shape is baked into
+// the source.
+//
+// A group is an ordered list of ops. Pointwise ops (the elementwise ops of
+// ScalarExprEmitter plus broadcast, splat constant, iota, causal_mask) may form
+// groups of any length: they become one flat loop over the output with one
+// scalar expression per op. Every other op (reductions, norms, softmax, ...)
+// is a group of its own with a bespoke loop nest. Today the artifact writer
+// makes one group per op; a fusion pass will hand over larger groups.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CPUKERNELEMITTER_H
+#define KILN_CODEGEN_CPUKERNELEMITTER_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace kiln {
+
+// The ops one kernel implements, with the values it exchanges with the
+// rest of the step. The kernel's `buffers[]` are `inputs` then `outputs`.
+struct KernelGroup {
+  llvm::SmallVector<mlir::Operation *> ops; // in execution order
+  llvm::SmallVector<mlir::Value> inputs;    // values read, defined outside `ops`
+  llvm::SmallVector<mlir::Value> outputs;   // values written, results of `ops`
+
+  // A group of one op: its (distinct) operands and all its results.
+  static KernelGroup forOp(mlir::Operation *op);
+};
+
+// One generated kernel.
+struct CpuKernel {
+  std::string entry;  // k_<op names>_<hash of the source>
+  std::string source; // the kernel's C++ source (compiled after the prelude)
+  std::string ops;    // the kiln ops it implements, comma separated
+};
+
+class CpuKernelEmitter {
+public:
+  // True if `op` can appear in a group handed to `emit`.
+  static bool supports(mlir::Operation *op);
+
+  // True for the ops that may share one pointwise loop nest with others.
+  static bool isPointwise(mlir::Operation *op);
+
+  // Emits the kernel of `group`. On failure (an unsupported op or a group
+  // that cannot be one kernel) emits an error diagnostic on the offending op.
+  static mlir::FailureOr<CpuKernel> emit(const KernelGroup &group);
+
+  // A kernel copying one buffer of `type` into another (buffers: src, dst),
+  // for step results that need a buffer of their own.
+  static mlir::FailureOr<CpuKernel> emitCopy(mlir::RankedTensorType type);
+
+  // Includes and helpers shared by every kernel (Artifact.prelude).
+  static const char *prelude();
+};
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CPUKERNELEMITTER_H

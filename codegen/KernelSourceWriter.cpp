@@ -1,0 +1,187 @@
+//===- KernelSourceWriter.cpp - Building the text of one C++ kernel -------===//
+
+#include "codegen/KernelSourceWriter.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+// 64-bit FNV-1a: stable across runs and platforms (the entry name is part of
+// the JIT cache key, so it must not depend on pointer values or seeds).
+uint64_t fnv1a(llvm::StringRef text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return os.str();
+}
+} // namespace
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string cElementType(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isInteger(32))
+    return "int32_t";
+  if (t.isInteger(64))
+    return "int64_t";
+  return "";
+}
+
+std::string coordinate(StringRef index, int64_t stride, int64_t size,
+                       bool outermost) {
+  if (size == 1)
+    return "0";
+  std::string s = index.str();
+  if (stride != 1)
+    s = "(" + s + " / " + std::to_string(stride) + ")";
+  if (!outermost)
+    s = "(" + s + " % " + std::to_string(size) + ")";
+  return s;
+}
+
+void addTerm(std::string &sum, const std::string &term, int64_t factor) {
+  if (term == "0" || factor == 0)
+    return;
+  std::string t = factor == 1 ? term : term + " * " + std::to_string(factor);
+  sum = sum.empty() ? t : sum + " + " + t;
+}
+
+LogicalResult KernelSourceWriter::declareBuffers() {
+  auto declare = [&](Value v, bool isOutput, size_t slot) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return group.ops.front()->emitError()
+             << "codegen needs statically shaped tensors, got " << v.getType();
+    std::string c = cElementType(type.getElementType());
+    if (c.empty())
+      return group.ops.front()->emitError()
+             << "the CPU backend does not support element type "
+             << type.getElementType();
+    std::string name =
+        (isOutput ? "out" : "in") +
+        std::to_string(isOutput ? slot - group.inputs.size() : slot);
+    pointers[v] = name;
+    declarations += "  " + std::string(isOutput ? "" : "const ") + c + "* " +
+                    name + " = (" + (isOutput ? "" : "const ") + c +
+                    "*)buffers[" + std::to_string(slot) + "]; // " +
+                    typeString(type) + "\n";
+    return success();
+  };
+  size_t slot = 0;
+  for (Value v : group.inputs)
+    if (failed(declare(v, /*isOutput=*/false, slot++)))
+      return failure();
+  for (Value v : group.outputs)
+    if (failed(declare(v, /*isOutput=*/true, slot++)))
+      return failure();
+  return success();
+}
+
+std::string KernelSourceWriter::ptr(Value v) const {
+  auto it = pointers.find(v);
+  assert(it != pointers.end() && "value is not a buffer of this kernel");
+  return it->second;
+}
+
+std::string KernelSourceWriter::cType(Value v) const {
+  return cElementType(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+void KernelSourceWriter::line(const llvm::Twine &text) {
+  body += std::string(2 * indent, ' ') + text.str() + "\n";
+}
+
+void KernelSourceWriter::open(const llvm::Twine &text) {
+  line(text + " {");
+  ++indent;
+}
+
+void KernelSourceWriter::close() {
+  --indent;
+  line("}");
+}
+
+void KernelSourceWriter::parallelFor(int64_t work) {
+  if (work >= kParallelWork)
+    line("#pragma omp parallel for schedule(static)");
+}
+
+CpuKernel KernelSourceWriter::finish() const {
+  SmallVector<std::string> names, shortNames;
+  for (Operation *op : group.ops) {
+    std::string name = op->getName().getStringRef().str();
+    if (!llvm::is_contained(names, name))
+      names.push_back(name);
+  }
+  for (const std::string &name : names)
+    shortNames.push_back(StringRef(name).starts_with("kiln.")
+                             ? name.substr(5)
+                             : name);
+  std::string ops = llvm::join(names, ",");
+
+  std::string header = "// " + ops + "\n";
+  for (Value v : group.inputs)
+    header += "//   in:  " + typeString(v.getType()) + "\n";
+  for (Value v : group.outputs)
+    header += "//   out: " + typeString(v.getType()) + "\n";
+  std::string text = header + "extern \"C\" void " + kEntryPlaceholder.str() +
+                     "(void* const* buffers) {\n" + declarations + body +
+                     "}\n";
+
+  std::string prefix;
+  for (size_t i = 0; i < shortNames.size() && i < 3; ++i)
+    prefix += (i ? "_" : "") + shortNames[i];
+  return nameKernel(std::move(text), prefix, std::move(ops));
+}
+
+CpuKernel nameKernel(std::string text, StringRef prefix, std::string ops) {
+  CpuKernel kernel;
+  kernel.ops = std::move(ops);
+  kernel.entry = "k_" + prefix.str() + "_" +
+                 llvm::utohexstr(fnv1a(text), /*LowerCase=*/true);
+  size_t pos = text.find(kEntryPlaceholder);
+  assert(pos != std::string::npos && "kernel text without entry placeholder");
+  text.replace(pos, kEntryPlaceholder.size(), kernel.entry);
+  kernel.source = std::move(text);
+  return kernel;
+}
+
+} // namespace kiln

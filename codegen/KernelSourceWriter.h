@@ -1,0 +1,87 @@
+//===- KernelSourceWriter.h - Building the text of one C++ kernel ---------===//
+//
+// Internal to codegen/: the bookkeeping every CPU kernel emitter shares —
+// buffer pointer declarations (inputs then outputs, with their tensor types in
+// comments), indentation, OpenMP pragmas for large loops, static-shape index
+// arithmetic, and the final entry name `k_<ops>_<hash of the source>`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_KERNELSOURCEWRITER_H
+#define KILN_CODEGEN_KERNELSOURCEWRITER_H
+
+#include "codegen/CpuKernelEmitter.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Twine.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+// Loops with at least this many scalar operations get `#pragma omp parallel for`.
+constexpr int64_t kParallelWork = 1 << 15;
+
+// Static shape helpers over ranked tensor values.
+llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+llvm::SmallVector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+// "[4, 8]" (or "[]" for a scalar).
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+// The C type of an element type ("float", "int32_t", "int64_t"), or "" when
+// the CPU backend does not support it.
+std::string cElementType(mlir::Type elementType);
+
+// `(index / stride) % size` with the trivial parts left out; `outermost`
+// means the index never reaches size * stride, so no modulo is needed.
+std::string coordinate(llvm::StringRef index, int64_t stride, int64_t size,
+                       bool outermost);
+// Appends `term * factor` to a sum expression (skipping zero terms).
+void addTerm(std::string &sum, const std::string &term, int64_t factor);
+
+// Stands for the entry name in kernel text until `nameKernel` hashes it.
+constexpr llvm::StringLiteral kEntryPlaceholder = "KILN_KERNEL_ENTRY";
+
+// Names a finished kernel `k_<prefix>_<hash of text>` and substitutes the name
+// for kEntryPlaceholder in `text`, so identical kernels get identical names.
+CpuKernel nameKernel(std::string text, llvm::StringRef prefix,
+                     std::string ops);
+
+class KernelSourceWriter {
+public:
+  explicit KernelSourceWriter(const KernelGroup &group) : group(group) {}
+
+  // Declares `in<i>` / `out<i>` pointers for every input and output. Emits an
+  // error on the group's first op for unsupported element types.
+  mlir::LogicalResult declareBuffers();
+
+  // The pointer variable of an input or output value ("in0", "out1").
+  std::string ptr(mlir::Value v) const;
+  // The C element type of a value.
+  std::string cType(mlir::Value v) const;
+
+  // Appends one line at the current indentation.
+  void line(const llvm::Twine &text);
+  // `text {` and one more level of indentation / `}` and one less.
+  void open(const llvm::Twine &text);
+  void close();
+  // The OpenMP pragma for a loop doing `work` scalar operations (none if small).
+  void parallelFor(int64_t work);
+
+  // The finished kernel: header comment, entry point and body, named after
+  // `ops` and the hash of the text.
+  CpuKernel finish() const;
+
+private:
+  const KernelGroup &group;
+  llvm::DenseMap<mlir::Value, std::string> pointers;
+  std::string declarations;
+  std::string body;
+  int indent = 1;
+};
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_KERNELSOURCEWRITER_H

@@ -1,0 +1,98 @@
+//===- ScalarExprEmitter.cpp - Scalar C expressions of elementwise ops ----===//
+//
+// One formula per elementwise kiln op. Only expressions, no statements, and
+// no calls beyond expf/logf/tanhf/sqrtf, so CUDA can reuse every line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+// sqrt(2/pi) and the cubic coefficient of GPT-2's tanh approximation of GELU.
+constexpr const char *kGeluScale = "0.7978845608028654f";
+constexpr const char *kGeluCubic = "0.044715f";
+
+std::string paren(const std::string &s) { return "(" + s + ")"; }
+
+std::string binary(const std::string &a, const char *op, const std::string &b) {
+  return "(" + paren(a) + " " + op + " " + paren(b) + ")";
+}
+
+std::string call(const char *fn, const std::string &a) {
+  return std::string(fn) + "(" + a + ")";
+}
+
+// gelu(x) = 0.5 x (1 + tanh(s (x + c x^3)))
+std::string gelu(const std::string &x) {
+  std::string px = paren(x);
+  return "(0.5f * " + px + " * (1.0f + tanhf(" + kGeluScale + " * (" + px +
+         " + " + kGeluCubic + " * " + px + " * " + px + " * " + px + "))))";
+}
+
+// d/dx gelu(x) * g, with t = tanh(s (x + c x^3)):
+//   (0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2)) * g
+std::string geluGrad(const std::string &x, const std::string &g) {
+  std::string px = paren(x);
+  std::string t = "tanhf(" + std::string(kGeluScale) + " * (" + px + " + " +
+                  kGeluCubic + " * " + px + " * " + px + " * " + px + "))";
+  return "((0.5f * (1.0f + " + t + ") + 0.5f * " + px + " * (1.0f - " + t +
+         " * " + t + ") * " + kGeluScale + " * (1.0f + 3.0f * " + kGeluCubic +
+         " * " + px + " * " + px + ")) * " + paren(g) + ")";
+}
+} // namespace
+
+bool ScalarExprEmitter::isElementwise(Operation *op) {
+  return isa<mlir::kiln::AddOp, mlir::kiln::SubOp, mlir::kiln::MulOp,
+             mlir::kiln::DivOp, mlir::kiln::NegOp, mlir::kiln::ExpOp,
+             mlir::kiln::LogOp, mlir::kiln::TanhOp, mlir::kiln::SqrtOp,
+             mlir::kiln::GeluOp, mlir::kiln::GeluGradOp>(op);
+}
+
+FailureOr<std::string>
+ScalarExprEmitter::emit(Operation *op, llvm::ArrayRef<std::string> operands) {
+  if (!isElementwise(op) || operands.size() != op->getNumOperands())
+    return failure();
+  auto a = [&] { return operands[0]; };
+  auto b = [&] { return operands[1]; };
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case([&](mlir::kiln::AddOp) { return binary(a(), "+", b()); })
+      .Case([&](mlir::kiln::SubOp) { return binary(a(), "-", b()); })
+      .Case([&](mlir::kiln::MulOp) { return binary(a(), "*", b()); })
+      .Case([&](mlir::kiln::DivOp) { return binary(a(), "/", b()); })
+      .Case([&](mlir::kiln::NegOp) { return "(-" + paren(a()) + ")"; })
+      .Case([&](mlir::kiln::ExpOp) { return call("expf", a()); })
+      .Case([&](mlir::kiln::LogOp) { return call("logf", a()); })
+      .Case([&](mlir::kiln::TanhOp) { return call("tanhf", a()); })
+      .Case([&](mlir::kiln::SqrtOp) { return call("sqrtf", a()); })
+      .Case([&](mlir::kiln::GeluOp) { return gelu(a()); })
+      .Case([&](mlir::kiln::GeluGradOp) { return geluGrad(a(), b()); })
+      .Default([](Operation *) { return std::string(); });
+}
+
+std::string ScalarExprEmitter::floatLiteral(double value) {
+  if (std::isnan(value))
+    return "NAN";
+  if (std::isinf(value))
+    return value < 0 ? "(-INFINITY)" : "INFINITY";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", value);
+  std::string s(buf);
+  // "1" -> "1.0f", "1e-05" -> "1e-05f": a float literal needs '.' or an exponent.
+  if (s.find_first_of(".eE") == std::string::npos)
+    s += ".0";
+  s += "f";
+  return value < 0 ? "(" + s + ")" : s;
+}
+
+} // namespace kiln

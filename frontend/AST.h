@@ -1,0 +1,131 @@
+//===- AST.h - Syntax tree of a Kiln model file ------------------*- C++ -*-===//
+//
+// The parser's output: a faithful, unchecked tree of the model file. Names
+// are not resolved and shapes are not known here; Sema does both while it
+// elaborates the tree into a TensorGraph (blocks inlined, shapes checked).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_AST_H
+#define KILN_FRONTEND_AST_H
+
+#include "frontend/Diagnostics.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+/// One expression node. A single struct with a kind tag keeps the tree easy
+/// to walk; which fields are meaningful depends on `kind`.
+struct Expr {
+  enum class Kind {
+    Number, // 128, 0.02            number, isInteger
+    Name,   // dim, x               name
+    Unary,  // -x                   op ('-'), operands[0]
+    Binary, // a + b, a @ b, a ** b op ('+','-','*','/','@','^' for **), operands[0..1]
+    Call,   // f(a, b)              name, operands = arguments
+    Index,  // table[idx]           operands[0] = table, operands[1] = index
+    List,   // [a, b, c]            operands = elements
+    Repeat, // repeat N Block(x)    operands[0] = N, operands[1] = the Call
+  };
+
+  Kind kind;
+  SourceLoc loc; // the operator / name / first token: where errors point
+  std::string name;
+  char op = 0;
+  double number = 0.0;
+  long long intNumber = 0;
+  bool isInteger = false;
+  std::vector<ExprPtr> operands;
+  unsigned depth = 1; // height of this subtree (bounded by the parser)
+
+  Expr(Kind kind, SourceLoc loc) : kind(kind), loc(loc) {}
+};
+
+/// A shape written in brackets: `[batch, seq, dim]`.
+struct ShapeSpec {
+  SourceLoc loc; // the '['
+  std::vector<ExprPtr> dims;
+};
+
+struct ConfigDecl {
+  std::string name;
+  SourceLoc loc;
+  ExprPtr value;
+};
+
+struct ParamDecl {
+  std::string name;
+  SourceLoc loc;
+  ShapeSpec shape;
+  std::string init; // "zeros" | "ones" | "normal"
+  SourceLoc initLoc;
+  ExprPtr stddev;   // only for normal(STD)
+};
+
+struct InputDecl {
+  std::string name;
+  SourceLoc loc;
+  ShapeSpec shape;
+  std::string dtype; // "i32" (default) or "f32"
+  SourceLoc dtypeLoc;
+};
+
+/// `name = expr` or `return expr`.
+struct Stmt {
+  bool isReturn = false;
+  std::string name;
+  SourceLoc loc;
+  ExprPtr value;
+};
+
+struct BlockArg {
+  std::string name;
+  SourceLoc loc;
+  ShapeSpec shape;
+  std::string dtype = "f32";
+};
+
+struct BlockDecl {
+  std::string name;
+  SourceLoc loc;
+  std::vector<BlockArg> args;
+  std::vector<ParamDecl> params;
+  std::vector<Stmt> body;
+};
+
+/// `key = expr` inside `train { ... }` or inside `adamw(...)`.
+struct Setting {
+  std::string key;
+  SourceLoc loc;
+  ExprPtr value;
+};
+
+struct TrainDecl {
+  SourceLoc loc;
+  std::vector<Setting> settings; // batch, seq, ...
+  std::string optimizer;         // "adamw"
+  SourceLoc optimizerLoc;
+  std::vector<Setting> optimizerArgs;
+};
+
+struct ModuleAST {
+  std::string name;
+  SourceLoc nameLoc;
+  std::vector<ConfigDecl> configs;
+  std::vector<ParamDecl> params;
+  std::vector<InputDecl> inputs;
+  std::vector<BlockDecl> blocks;
+  std::vector<Stmt> stmts; // top-level statements, in order
+  std::optional<TrainDecl> train;
+};
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_AST_H

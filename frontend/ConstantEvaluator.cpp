@@ -1,0 +1,237 @@
+//===- ConstantEvaluator.cpp - Compile-time numbers of a model ------------===//
+//
+// See ConstantEvaluator.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/ConstantEvaluator.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+namespace kiln {
+
+std::string Number::str() const {
+  if (isInteger)
+    return std::to_string(intValue);
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+static bool fitsInt(double v) {
+  return std::fabs(v) < 9.0e15; // exactly representable, far from overflow
+}
+
+std::optional<Number> foldBinary(char op, Number a, Number b,
+                                 std::string &err) {
+  bool ints = a.isInteger && b.isInteger;
+  switch (op) {
+  case '+':
+  case '-':
+  case '*': {
+    double r = op == '+' ? a.value + b.value
+               : op == '-' ? a.value - b.value
+                           : a.value * b.value;
+    if (ints && fitsInt(r))
+      return Number::ofInt(op == '+'   ? a.intValue + b.intValue
+                           : op == '-' ? a.intValue - b.intValue
+                                       : a.intValue * b.intValue);
+    return Number::ofFloat(r);
+  }
+  case '/':
+    if (b.value == 0.0) {
+      err = "division by zero in a constant expression";
+      return std::nullopt;
+    }
+    if (ints && a.intValue % b.intValue == 0)
+      return Number::ofInt(a.intValue / b.intValue);
+    return Number::ofFloat(a.value / b.value);
+  case '^': {
+    double r = std::pow(a.value, b.value);
+    if (ints && b.intValue >= 0 && fitsInt(r))
+      return Number::ofInt((long long)std::llround(r));
+    if (std::isnan(r)) {
+      err = "power of a negative number is not a real number";
+      return std::nullopt;
+    }
+    return Number::ofFloat(r);
+  }
+  default:
+    err = std::string("operator '") + op + "' is not allowed on numbers";
+    return std::nullopt;
+  }
+}
+
+std::optional<Number> foldUnaryFunction(const std::string &fn, Number x,
+                                        std::string &err) {
+  if (fn == "sqrt") {
+    if (x.value < 0) {
+      err = "sqrt of a negative number (" + x.str() + ")";
+      return std::nullopt;
+    }
+    return Number::ofFloat(std::sqrt(x.value));
+  }
+  if (fn == "log") {
+    if (x.value <= 0) {
+      err = "log of a non-positive number (" + x.str() + ")";
+      return std::nullopt;
+    }
+    return Number::ofFloat(std::log(x.value));
+  }
+  if (fn == "exp")
+    return Number::ofFloat(std::exp(x.value));
+  if (fn == "tanh")
+    return Number::ofFloat(std::tanh(x.value));
+  err = "'" + fn + "' cannot be applied to a number";
+  return std::nullopt;
+}
+
+bool ConstantEvaluator::declare(const std::string &name, SourceLoc loc,
+                                const Expr *value, const char *what) {
+  auto it = constants_.find(name);
+  if (it != constants_.end()) {
+    diag_.error(loc, std::string("duplicate ") + what + " '" + name + "'");
+    diag_.note(it->second.loc, "previous definition is here");
+    return false;
+  }
+  Constant c;
+  c.loc = loc;
+  c.expr = value;
+  c.kind = what;
+  constants_.emplace(name, std::move(c));
+  return true;
+}
+
+/// Parses a -D value: an integer, else a float, with nothing left over.
+static std::optional<Number> parseOverride(const std::string &text) {
+  if (text.empty())
+    return std::nullopt;
+  errno = 0;
+  char *end = nullptr;
+  long long i = std::strtoll(text.c_str(), &end, 10);
+  if (errno == 0 && end && *end == '\0')
+    return Number::ofInt(i);
+  errno = 0;
+  double d = std::strtod(text.c_str(), &end);
+  if (errno == 0 && end && *end == '\0' && std::isfinite(d))
+    return Number::ofFloat(d);
+  return std::nullopt;
+}
+
+bool ConstantEvaluator::applyOverrides(
+    const std::map<std::string, std::string> &overrides, SourceLoc modelLoc) {
+  bool ok = true;
+  for (auto &[name, text] : overrides) {
+    auto it = constants_.find(name);
+    if (it == constants_.end()) {
+      diag_.error(modelLoc, "-D " + name + "=" + text +
+                                ": the model has no config named '" + name +
+                                "'");
+      ok = false;
+      continue;
+    }
+    std::optional<Number> v = parseOverride(text);
+    if (!v) {
+      diag_.error(it->second.loc, "-D " + name + "=" + text + ": '" + text +
+                                      "' is not a number");
+      ok = false;
+      continue;
+    }
+    it->second.value = v;
+  }
+  return ok;
+}
+
+std::optional<Number> ConstantEvaluator::lookup(const std::string &name,
+                                                SourceLoc useLoc) {
+  auto it = constants_.find(name);
+  if (it == constants_.end()) {
+    diag_.error(useLoc, "unknown name '" + name + "'");
+    return std::nullopt;
+  }
+  Constant &c = it->second;
+  if (c.value)
+    return c.value;
+  if (c.inProgress) {
+    diag_.error(c.loc, "'" + name + "' is defined in terms of itself");
+    return std::nullopt;
+  }
+  c.inProgress = true;
+  std::optional<Number> v = evaluate(*c.expr);
+  c.inProgress = false;
+  c.value = v;
+  return v;
+}
+
+std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
+  std::string err;
+  switch (e.kind) {
+  case Expr::Kind::Number:
+    return e.isInteger ? Number::ofInt(e.intNumber) : Number::ofFloat(e.number);
+  case Expr::Kind::Name:
+    return lookup(e.name, e.loc);
+  case Expr::Kind::Unary: {
+    std::optional<Number> x = evaluate(*e.operands[0]);
+    if (!x)
+      return std::nullopt;
+    return x->isInteger ? Number::ofInt(-x->intValue) : Number::ofFloat(-x->value);
+  }
+  case Expr::Kind::Binary: {
+    if (e.op == '@') {
+      diag_.error(e.loc, "'@' needs tensors, not compile-time numbers");
+      return std::nullopt;
+    }
+    std::optional<Number> a = evaluate(*e.operands[0]);
+    if (!a)
+      return std::nullopt;
+    std::optional<Number> b = evaluate(*e.operands[1]);
+    if (!b)
+      return std::nullopt;
+    std::optional<Number> r = foldBinary(e.op, *a, *b, err);
+    if (!r)
+      diag_.error(e.loc, err);
+    return r;
+  }
+  case Expr::Kind::Call: {
+    if (e.name != "sqrt" && e.name != "exp" && e.name != "log" &&
+        e.name != "tanh") {
+      diag_.error(e.loc, "'" + e.name +
+                             "(...)' is not a compile-time constant");
+      return std::nullopt;
+    }
+    if (e.operands.size() != 1) {
+      diag_.error(e.loc, "'" + e.name + "' expects 1 argument, got " +
+                             std::to_string(e.operands.size()));
+      return std::nullopt;
+    }
+    std::optional<Number> x = evaluate(*e.operands[0]);
+    if (!x)
+      return std::nullopt;
+    std::optional<Number> r = foldUnaryFunction(e.name, *x, err);
+    if (!r)
+      diag_.error(e.loc, err);
+    return r;
+  }
+  default:
+    diag_.error(e.loc, "expected a compile-time number here");
+    return std::nullopt;
+  }
+}
+
+std::optional<long long>
+ConstantEvaluator::evaluatePositiveInt(const Expr &e, const std::string &what) {
+  std::optional<Number> v = evaluate(e);
+  if (!v)
+    return std::nullopt;
+  if (!v->isInteger || v->intValue <= 0) {
+    diag_.error(e.loc, what + " must be a positive integer, got " + v->str());
+    return std::nullopt;
+  }
+  return v->intValue;
+}
+
+} // namespace kiln

@@ -1,0 +1,199 @@
+//===- Lexer.cpp - Tokens of the Kiln model language ----------------------===//
+//
+// See Lexer.h. Numbers follow C: `128`, `0.02`, `1e-5`, `.5`. Anything that
+// runs straight on from a number (`1e`, `1.2.3`, `12abc`) is one bad literal,
+// reported once, so the parser does not see a confusing token stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Lexer.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+namespace kiln {
+
+std::string describeTokenKind(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::Eof: return "end of file";
+  case TokenKind::Error: return "invalid token";
+  case TokenKind::Identifier: return "identifier";
+  case TokenKind::Number: return "number";
+  case TokenKind::KwModel: return "'model'";
+  case TokenKind::KwConfig: return "'config'";
+  case TokenKind::KwParam: return "'param'";
+  case TokenKind::KwInput: return "'input'";
+  case TokenKind::KwBlock: return "'block'";
+  case TokenKind::KwReturn: return "'return'";
+  case TokenKind::KwRepeat: return "'repeat'";
+  case TokenKind::KwTrain: return "'train'";
+  case TokenKind::LParen: return "'('";
+  case TokenKind::RParen: return "')'";
+  case TokenKind::LBracket: return "'['";
+  case TokenKind::RBracket: return "']'";
+  case TokenKind::LBrace: return "'{'";
+  case TokenKind::RBrace: return "'}'";
+  case TokenKind::Comma: return "','";
+  case TokenKind::Colon: return "':'";
+  case TokenKind::Semicolon: return "';'";
+  case TokenKind::Equal: return "'='";
+  case TokenKind::Plus: return "'+'";
+  case TokenKind::Minus: return "'-'";
+  case TokenKind::Star: return "'*'";
+  case TokenKind::StarStar: return "'**'";
+  case TokenKind::Slash: return "'/'";
+  case TokenKind::At: return "'@'";
+  }
+  return "token";
+}
+
+static bool isIdentStart(char c) {
+  return std::isalpha((unsigned char)c) || c == '_';
+}
+static bool isIdentChar(char c) {
+  return std::isalnum((unsigned char)c) || c == '_';
+}
+
+void Lexer::advance() {
+  if (pos_ >= text_.size())
+    return;
+  if (text_[pos_] == '\n') {
+    ++line_;
+    col_ = 1;
+  } else {
+    ++col_;
+  }
+  ++pos_;
+}
+
+void Lexer::skipSpaceAndComments() {
+  while (pos_ < text_.size()) {
+    char c = peek();
+    if (c == '#') {
+      while (pos_ < text_.size() && peek() != '\n')
+        advance();
+    } else if (std::isspace((unsigned char)c)) {
+      advance();
+    } else {
+      return;
+    }
+  }
+}
+
+Token Lexer::lexNumber() {
+  Token tok;
+  tok.loc = here();
+  size_t start = pos_;
+  bool ok = true, sawDot = false, sawExp = false;
+  while (std::isdigit((unsigned char)peek()))
+    advance();
+  if (peek() == '.') {
+    sawDot = true;
+    advance();
+    while (std::isdigit((unsigned char)peek()))
+      advance();
+  }
+  if (peek() == 'e' || peek() == 'E') {
+    sawExp = true;
+    advance();
+    if (peek() == '+' || peek() == '-')
+      advance();
+    if (!std::isdigit((unsigned char)peek()))
+      ok = false;
+    while (std::isdigit((unsigned char)peek()))
+      advance();
+  }
+  // Swallow whatever sticks to the literal so it is reported as one token.
+  while (isIdentChar(peek()) || peek() == '.') {
+    ok = false;
+    advance();
+  }
+  tok.text = text_.substr(start, pos_ - start);
+  if (tok.text == ".")
+    ok = false;
+  if (ok) {
+    errno = 0;
+    tok.isInteger = !sawDot && !sawExp;
+    if (tok.isInteger) {
+      char *end = nullptr;
+      tok.intValue = std::strtoll(tok.text.c_str(), &end, 10);
+      ok = errno == 0;
+      tok.floatValue = (double)tok.intValue;
+    } else {
+      tok.floatValue = std::strtod(tok.text.c_str(), nullptr);
+      ok = errno == 0;
+    }
+  }
+  if (!ok) {
+    diag_.error(tok.loc, "bad number literal '" + tok.text + "'");
+    tok.kind = TokenKind::Error;
+    return tok;
+  }
+  tok.kind = TokenKind::Number;
+  return tok;
+}
+
+Token Lexer::next() {
+  skipSpaceAndComments();
+  Token tok;
+  tok.loc = here();
+  if (pos_ >= text_.size()) {
+    tok.kind = TokenKind::Eof;
+    return tok;
+  }
+  char c = peek();
+  if (std::isdigit((unsigned char)c) ||
+      (c == '.' && std::isdigit((unsigned char)peek(1))))
+    return lexNumber();
+  if (isIdentStart(c)) {
+    size_t start = pos_;
+    while (isIdentChar(peek()))
+      advance();
+    tok.text = text_.substr(start, pos_ - start);
+    static const std::pair<const char *, TokenKind> keywords[] = {
+        {"model", TokenKind::KwModel},   {"config", TokenKind::KwConfig},
+        {"param", TokenKind::KwParam},   {"input", TokenKind::KwInput},
+        {"block", TokenKind::KwBlock},   {"return", TokenKind::KwReturn},
+        {"repeat", TokenKind::KwRepeat}, {"train", TokenKind::KwTrain}};
+    tok.kind = TokenKind::Identifier;
+    for (auto &kw : keywords)
+      if (tok.text == kw.first)
+        tok.kind = kw.second;
+    return tok;
+  }
+  advance();
+  tok.text = std::string(1, c);
+  switch (c) {
+  case '(': tok.kind = TokenKind::LParen; return tok;
+  case ')': tok.kind = TokenKind::RParen; return tok;
+  case '[': tok.kind = TokenKind::LBracket; return tok;
+  case ']': tok.kind = TokenKind::RBracket; return tok;
+  case '{': tok.kind = TokenKind::LBrace; return tok;
+  case '}': tok.kind = TokenKind::RBrace; return tok;
+  case ',': tok.kind = TokenKind::Comma; return tok;
+  case ':': tok.kind = TokenKind::Colon; return tok;
+  case ';': tok.kind = TokenKind::Semicolon; return tok;
+  case '=': tok.kind = TokenKind::Equal; return tok;
+  case '+': tok.kind = TokenKind::Plus; return tok;
+  case '-': tok.kind = TokenKind::Minus; return tok;
+  case '/': tok.kind = TokenKind::Slash; return tok;
+  case '@': tok.kind = TokenKind::At; return tok;
+  case '*':
+    if (peek() == '*') {
+      advance();
+      tok.kind = TokenKind::StarStar;
+      tok.text = "**";
+    } else {
+      tok.kind = TokenKind::Star;
+    }
+    return tok;
+  default:
+    break;
+  }
+  diag_.error(tok.loc, std::string("unexpected character '") + c + "'");
+  tok.kind = TokenKind::Error;
+  return tok;
+}
+
+} // namespace kiln

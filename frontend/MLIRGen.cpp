@@ -1,0 +1,211 @@
+//===- MLIRGen.cpp - TensorGraph to the kiln dialect ----------------------===//
+//
+// A single forward walk: Sema has already inlined blocks, checked shapes and
+// made broadcasts explicit, so every node maps to exactly one kiln op (or a
+// function argument). Each op gets the FileLineColLoc of its expression; an
+// op inlined from a block gets CallSiteLoc(expression, call site), nested
+// for blocks called from blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/MLIRGen.h"
+
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace kd = mlir::kiln; // the dialect; `kiln` alone is the frontend namespace
+
+namespace kiln {
+namespace {
+
+class MLIRGen {
+public:
+  MLIRGen(MLIRContext &ctx, const TensorGraph &graph, const std::string &path,
+          llvm::raw_ostream &errs)
+      : ctx_(ctx), b_(&ctx), graph_(graph),
+        file_(StringAttr::get(&ctx, path)), errs_(errs) {}
+
+  OwningOpRef<ModuleOp> emit();
+
+private:
+  Location loc(SourceLoc l) {
+    return FileLineColLoc::get(file_, l.line, l.col);
+  }
+  /// locs = [expression, innermost call site, ..., outermost call site].
+  Location loc(const std::vector<SourceLoc> &locs) {
+    Location result = loc(locs.back());
+    for (int i = (int)locs.size() - 2; i >= 0; --i)
+      result = CallSiteLoc::get(loc(locs[i]), result);
+    return result;
+  }
+  RankedTensorType tensorType(const TensorType &t) {
+    Type element = t.isFloat() ? Type(b_.getF32Type())
+                               : Type(b_.getIntegerType(32));
+    return RankedTensorType::get(t.shape, element);
+  }
+  Value emitNode(const Node &n, Location l);
+  void setFunctionAttributes(func::FuncOp func);
+  void setModuleAttributes(ModuleOp module);
+
+  MLIRContext &ctx_;
+  OpBuilder b_;
+  const TensorGraph &graph_;
+  StringAttr file_;
+  llvm::raw_ostream &errs_;
+  std::vector<Value> values_; // node index -> its SSA value
+  Block *entry_ = nullptr;
+};
+
+Value MLIRGen::emitNode(const Node &n, Location l) {
+  auto operand = [&](int i) { return values_[n.operands[i]]; };
+  switch (n.kind) {
+  case NodeKind::Param:
+    return entry_->getArgument(n.argIndex);
+  case NodeKind::Input:
+    return entry_->getArgument(graph_.params.size() + n.argIndex);
+  case NodeKind::Constant:
+    return kd::createSplatConstant(b_, l, tensorType(n.type), n.value);
+  case NodeKind::Iota:
+    return b_.create<kd::IotaOp>(l, tensorType(n.type));
+  case NodeKind::Add:
+    return b_.create<kd::AddOp>(l, operand(0), operand(1));
+  case NodeKind::Sub:
+    return b_.create<kd::SubOp>(l, operand(0), operand(1));
+  case NodeKind::Mul:
+    return b_.create<kd::MulOp>(l, operand(0), operand(1));
+  case NodeKind::Div:
+    return b_.create<kd::DivOp>(l, operand(0), operand(1));
+  case NodeKind::Neg:
+    return b_.create<kd::NegOp>(l, operand(0));
+  case NodeKind::Exp:
+    return b_.create<kd::ExpOp>(l, operand(0));
+  case NodeKind::Log:
+    return b_.create<kd::LogOp>(l, operand(0));
+  case NodeKind::Tanh:
+    return b_.create<kd::TanhOp>(l, operand(0));
+  case NodeKind::Sqrt:
+    return b_.create<kd::SqrtOp>(l, operand(0));
+  case NodeKind::Gelu:
+    return b_.create<kd::GeluOp>(l, operand(0));
+  case NodeKind::Softmax:
+    return b_.create<kd::SoftmaxOp>(l, operand(0));
+  case NodeKind::CausalMask:
+    return b_.create<kd::CausalMaskOp>(
+        l, operand(0),
+        llvm::APFloat::getInf(llvm::APFloat::IEEEsingle(), /*Negative=*/true));
+  case NodeKind::Broadcast:
+    return b_.create<kd::BroadcastOp>(l, tensorType(n.type), operand(0),
+                                        n.dims);
+  case NodeKind::ReduceSum:
+    return b_.create<kd::ReduceSumOp>(l, operand(0), n.dims);
+  case NodeKind::Reshape:
+    return b_.create<kd::ReshapeOp>(l, tensorType(n.type), operand(0));
+  case NodeKind::Transpose:
+    return b_.create<kd::TransposeOp>(l, operand(0), n.dims);
+  case NodeKind::Matmul:
+    return b_.create<kd::MatmulOp>(l, operand(0), operand(1));
+  case NodeKind::Embedding:
+    return b_.create<kd::EmbeddingOp>(l, operand(0), operand(1));
+  case NodeKind::LayerNorm:
+    // Result 0 is the normalized output; mean/rstd serve the VJP.
+    return b_
+        .create<kd::LayerNormOp>(l, operand(0), operand(1), operand(2),
+                                   (float)n.value)
+        ->getResult(0);
+  case NodeKind::CrossEntropy:
+    return b_.create<kd::CrossEntropyOp>(l, operand(0), operand(1));
+  }
+  return Value();
+}
+
+void MLIRGen::setFunctionAttributes(func::FuncOp func) {
+  auto role = b_.getStringAttr("kiln.role");
+  auto name = b_.getStringAttr("kiln.name");
+  auto init = b_.getStringAttr("kiln.init");
+  for (size_t i = 0; i < graph_.params.size(); ++i) {
+    const ParamInfo &p = graph_.params[i];
+    func.setArgAttr(i, role, b_.getStringAttr("param"));
+    func.setArgAttr(i, name, b_.getStringAttr(p.name));
+    func.setArgAttr(i, init,
+                    kd::InitializerAttr::get(&ctx_, p.init, p.stddev));
+  }
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+    unsigned arg = graph_.params.size() + i;
+    func.setArgAttr(arg, role, b_.getStringAttr("input"));
+    func.setArgAttr(arg, name, b_.getStringAttr(graph_.inputs[i].name));
+  }
+  func.setResultAttr(0, role, b_.getStringAttr("loss"));
+}
+
+void MLIRGen::setModuleAttributes(ModuleOp module) {
+  const TrainInfo &t = graph_.train;
+  NamedAttrList train;
+  train.append("batch", b_.getI64IntegerAttr(t.batch));
+  train.append("seq", b_.getI64IntegerAttr(t.seq));
+  train.append("optimizer", b_.getStringAttr(t.optimizer));
+  train.append("beta1", b_.getF32FloatAttr(t.beta1));
+  train.append("beta2", b_.getF32FloatAttr(t.beta2));
+  train.append("epsilon", b_.getF32FloatAttr(t.epsilon));
+  train.append("weight_decay", b_.getF32FloatAttr(t.weightDecay));
+  module->setAttr("kiln.train", train.getDictionary(&ctx_));
+  module->setAttr("kiln.model", b_.getStringAttr(graph_.modelName));
+}
+
+OwningOpRef<ModuleOp> MLIRGen::emit() {
+  Location modelLoc = loc(graph_.modelLoc);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(modelLoc);
+  setModuleAttributes(*module);
+
+  SmallVector<Type> argTypes;
+  SmallVector<Location> argLocs;
+  for (const ParamInfo &p : graph_.params) {
+    argTypes.push_back(tensorType(p.type));
+    argLocs.push_back(loc(p.loc));
+  }
+  for (const InputInfo &in : graph_.inputs) {
+    argTypes.push_back(tensorType(in.type));
+    argLocs.push_back(loc(in.loc));
+  }
+  Type lossType = RankedTensorType::get({}, b_.getF32Type());
+  b_.setInsertionPointToEnd(module->getBody());
+  auto func = b_.create<func::FuncOp>(
+      modelLoc, "step", b_.getFunctionType(argTypes, {lossType}));
+  entry_ = func.addEntryBlock();
+  for (auto [arg, l] : llvm::zip(entry_->getArguments(), argLocs))
+    arg.setLoc(l);
+  setFunctionAttributes(func);
+
+  b_.setInsertionPointToStart(entry_);
+  values_.reserve(graph_.nodes.size());
+  for (const Node &n : graph_.nodes)
+    values_.push_back(emitNode(n, loc(n.locs)));
+  b_.create<func::ReturnOp>(loc(graph_.nodes[graph_.loss].locs),
+                            values_[graph_.loss]);
+
+  if (failed(verify(*module))) {
+    errs_ << "kilnc: internal error: the IR generated for '"
+         << file_.getValue() << "' does not verify (see above)\n";
+    return nullptr;
+  }
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> emitKilnModule(MLIRContext &ctx, const TensorGraph &graph,
+                                     const std::string &path,
+                                     llvm::raw_ostream &errs) {
+  ctx.getOrLoadDialect<kd::KilnDialect>();
+  ctx.getOrLoadDialect<func::FuncDialect>();
+  return MLIRGen(ctx, graph, path, errs).emit();
+}
+
+} // namespace kiln

@@ -1,0 +1,511 @@
+//===- Parser.cpp - Recursive-descent parser for Kiln model files ---------===//
+//
+// The grammar (newlines are insignificant; `;` may separate anything; `#`
+// comments run to the end of the line):
+//
+//   file      ::= 'model' IDENT item*
+//   item      ::= config | param | input | block | train | stmt
+//   config    ::= 'config' IDENT '=' expr
+//   param     ::= 'param' IDENT shape '=' init
+//   init      ::= 'zeros' | 'ones' | 'normal' '(' expr ')'
+//   input     ::= 'input' IDENT shape [':' DTYPE]        DTYPE ::= 'i32' | 'f32'
+//   shape     ::= '[' expr (',' expr)* ']'
+//   block     ::= 'block' IDENT '(' [arg (',' arg)*] ')' '{' (param | stmt)* '}'
+//   arg       ::= IDENT ':' shape [':' DTYPE]
+//   stmt      ::= IDENT '=' expr | 'return' expr
+//   train     ::= 'train' '{' setting* '}'
+//   setting   ::= IDENT '=' expr                          batch, seq
+//               | 'optimizer' '=' IDENT '(' [IDENT '=' expr (',' IDENT '=' expr)*] ')'
+//
+//   expr      ::= mul (('+' | '-') mul)*
+//   mul       ::= unary (('*' | '/' | '@') unary)*         left-assoc, like Python
+//   unary     ::= '-' unary | power
+//   power     ::= postfix ['**' unary]                    right-assoc: -a**b = -(a**b)
+//   postfix   ::= primary ('[' expr ']')*                 gather: table[indices]
+//   primary   ::= NUMBER | IDENT | IDENT '(' [expr (',' expr)*] ')'
+//               | '(' expr ')' | '[' [expr (',' expr)*] ']'
+//               | 'repeat' unary IDENT '(' [expr (',' expr)*] ')'
+//
+// Builtin functions (layer_norm, gelu, softmax, causal_mask, exp, log, tanh,
+// sqrt, transpose, reshape, iota, sum, mean, cross_entropy) and block calls
+// share the call syntax; Sema tells them apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Parser.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+std::optional<ModuleAST> parseModelFile(const SourceFile &file,
+                                        DiagnosticPrinter &diag) {
+  Parser parser(file, diag);
+  return parser.parseModule();
+}
+
+/// Expressions may nest this deep (parentheses, operator chains, calls).
+static constexpr unsigned kMaxNesting = 1000;
+
+bool Parser::enterNesting(SourceLoc loc) {
+  if (++nesting_ <= kMaxNesting)
+    return true;
+  fail(loc, "expression is nested too deeply (more than " +
+                std::to_string(kMaxNesting) + " levels)");
+  return false;
+}
+
+ExprPtr Parser::checkDepth(ExprPtr e) {
+  if (!e)
+    return e;
+  for (const ExprPtr &op : e->operands)
+    e->depth = std::max(e->depth, op->depth + 1);
+  if (e->depth > kMaxNesting) {
+    fail(e->loc, "expression is nested too deeply (more than " +
+                     std::to_string(kMaxNesting) + " levels)");
+    return nullptr;
+  }
+  return e;
+}
+
+std::string Parser::describeCurrent() const {
+  switch (tok_.kind) {
+  case TokenKind::Identifier:
+  case TokenKind::Number:
+    return "'" + tok_.text + "'";
+  default:
+    return describeTokenKind(tok_.kind);
+  }
+}
+
+bool Parser::fail(SourceLoc loc, const std::string &msg) {
+  // A lexer error has already been reported at this token; do not stack a
+  // second, less precise parser message on top of it.
+  if (!failed_ && !tok_.is(TokenKind::Error))
+    diag_.error(loc, msg);
+  failed_ = true;
+  return false;
+}
+
+bool Parser::expect(TokenKind k, const std::string &what) {
+  if (consumeIf(k))
+    return true;
+  return fail(tok_.loc, "expected " + what + ", found " + describeCurrent());
+}
+
+bool Parser::expectIdentifier(const std::string &what, std::string &name,
+                              SourceLoc &loc) {
+  if (!tok_.is(TokenKind::Identifier))
+    return fail(tok_.loc, "expected " + what + ", found " + describeCurrent());
+  name = tok_.text;
+  loc = tok_.loc;
+  consume();
+  return true;
+}
+
+std::optional<ModuleAST> Parser::parseModule() {
+  ModuleAST m;
+  if (!expect(TokenKind::KwModel, "'model NAME' at the start of the file") ||
+      !expectIdentifier("a model name after 'model'", m.name, m.nameLoc))
+    return std::nullopt;
+  while (!failed_) {
+    while (consumeIf(TokenKind::Semicolon)) {
+    }
+    bool ok = true;
+    switch (tok_.kind) {
+    case TokenKind::Eof:
+      return m;
+    case TokenKind::KwConfig:
+      ok = parseConfig(m);
+      break;
+    case TokenKind::KwParam:
+      m.params.emplace_back();
+      ok = parseParam(m.params.back());
+      break;
+    case TokenKind::KwInput:
+      ok = parseInput(m);
+      break;
+    case TokenKind::KwBlock:
+      ok = parseBlock(m);
+      break;
+    case TokenKind::KwTrain:
+      ok = parseTrain(m);
+      break;
+    case TokenKind::Identifier:
+      ok = parseStmt(m.stmts);
+      break;
+    case TokenKind::KwReturn:
+      ok = fail(tok_.loc, "'return' is only allowed inside a block");
+      break;
+    default:
+      ok = fail(tok_.loc, "unexpected " + describeCurrent() +
+                              "; expected 'config', 'param', 'input', "
+                              "'block', 'train' or 'name = expression'");
+    }
+    if (!ok)
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool Parser::parseConfig(ModuleAST &m) {
+  consume(); // 'config'
+  ConfigDecl c;
+  if (!expectIdentifier("a config name", c.name, c.loc) ||
+      !expect(TokenKind::Equal, "'=' after the config name"))
+    return false;
+  c.value = parseExpr();
+  if (!c.value)
+    return false;
+  m.configs.push_back(std::move(c));
+  return true;
+}
+
+bool Parser::parseShape(ShapeSpec &shape) {
+  shape.loc = tok_.loc;
+  if (!expect(TokenKind::LBracket, "'[' to start a shape"))
+    return false;
+  if (tok_.is(TokenKind::RBracket))
+    return consume(), true; // [] is a scalar
+  return parseExprList(TokenKind::RBracket, shape.dims);
+}
+
+bool Parser::parseParam(ParamDecl &p) {
+  consume(); // 'param'
+  if (!expectIdentifier("a parameter name", p.name, p.loc) ||
+      !parseShape(p.shape) ||
+      !expect(TokenKind::Equal, "'=' and an initializer after the shape") ||
+      !expectIdentifier("an initializer (zeros, ones or normal(std))", p.init,
+                        p.initLoc))
+    return false;
+  if (p.init == "normal") {
+    if (!expect(TokenKind::LParen, "'(' after 'normal'"))
+      return false;
+    p.stddev = parseExpr();
+    return p.stddev && expect(TokenKind::RParen, "')' after the standard "
+                                                 "deviation");
+  }
+  if (p.init != "zeros" && p.init != "ones")
+    return fail(p.initLoc, "unknown initializer '" + p.init +
+                               "'; expected zeros, ones or normal(std)");
+  return true;
+}
+
+bool Parser::parseInput(ModuleAST &m) {
+  consume(); // 'input'
+  InputDecl in;
+  if (!expectIdentifier("an input name", in.name, in.loc) ||
+      !parseShape(in.shape))
+    return false;
+  in.dtype = "i32";
+  in.dtypeLoc = tok_.loc;
+  if (consumeIf(TokenKind::Colon) &&
+      !expectIdentifier("an element type", in.dtype, in.dtypeLoc))
+    return false;
+  if (in.dtype != "i32" && in.dtype != "f32")
+    return fail(in.dtypeLoc, "unsupported element type '" + in.dtype +
+                                 "'; expected i32 or f32");
+  m.inputs.push_back(std::move(in));
+  return true;
+}
+
+bool Parser::parseBlock(ModuleAST &m) {
+  consume(); // 'block'
+  BlockDecl b;
+  if (!expectIdentifier("a block name", b.name, b.loc) ||
+      !expect(TokenKind::LParen, "'(' after the block name"))
+    return false;
+  if (!tok_.is(TokenKind::RParen)) {
+    do {
+      BlockArg a;
+      if (!expectIdentifier("an argument name", a.name, a.loc) ||
+          !expect(TokenKind::Colon, "':' and a shape after the argument name") ||
+          !parseShape(a.shape))
+        return false;
+      if (consumeIf(TokenKind::Colon)) {
+        SourceLoc dtLoc;
+        if (!expectIdentifier("an element type", a.dtype, dtLoc))
+          return false;
+        if (a.dtype != "i32" && a.dtype != "f32")
+          return fail(dtLoc, "unsupported element type '" + a.dtype + "'");
+      }
+      b.args.push_back(std::move(a));
+    } while (consumeIf(TokenKind::Comma));
+  }
+  if (!expect(TokenKind::RParen, "')' after the block arguments"))
+    return false;
+  SourceLoc lbrace = tok_.loc;
+  if (!expect(TokenKind::LBrace, "'{' to start the block body"))
+    return false;
+  while (!consumeIf(TokenKind::RBrace)) {
+    while (consumeIf(TokenKind::Semicolon)) {
+    }
+    if (tok_.is(TokenKind::RBrace))
+      continue;
+    bool ok;
+    if (tok_.is(TokenKind::Eof))
+      ok = fail(lbrace, "unterminated block '" + b.name +
+                            "': this '{' is never closed (reached end of "
+                            "file)");
+    else if (tok_.is(TokenKind::KwParam)) {
+      b.params.emplace_back();
+      ok = parseParam(b.params.back());
+    } else if (tok_.is(TokenKind::Identifier) ||
+               tok_.is(TokenKind::KwReturn)) {
+      ok = parseStmt(b.body);
+    } else {
+      ok = fail(tok_.loc, "unexpected " + describeCurrent() +
+                              " in block '" + b.name +
+                              "'; expected 'param', 'name = expression', "
+                              "'return' or '}'");
+    }
+    if (!ok)
+      return false;
+  }
+  m.blocks.push_back(std::move(b));
+  return true;
+}
+
+bool Parser::parseStmt(std::vector<Stmt> &out) {
+  Stmt s;
+  s.loc = tok_.loc;
+  if (consumeIf(TokenKind::KwReturn)) {
+    s.isReturn = true;
+  } else {
+    s.name = tok_.text;
+    consume();
+    if (!expect(TokenKind::Equal, "'=' after '" + s.name + "'"))
+      return false;
+  }
+  s.value = parseExpr();
+  if (!s.value)
+    return false;
+  out.push_back(std::move(s));
+  return true;
+}
+
+bool Parser::parseSetting(Setting &s) {
+  if (!expectIdentifier("a setting name", s.key, s.loc) ||
+      !expect(TokenKind::Equal, "'=' after '" + s.key + "'"))
+    return false;
+  s.value = parseExpr();
+  return s.value != nullptr;
+}
+
+bool Parser::parseTrain(ModuleAST &m) {
+  TrainDecl t;
+  t.loc = tok_.loc;
+  if (m.train)
+    return fail(t.loc, "duplicate 'train' section");
+  consume(); // 'train'
+  SourceLoc lbrace = tok_.loc;
+  if (!expect(TokenKind::LBrace, "'{' after 'train'"))
+    return false;
+  while (!consumeIf(TokenKind::RBrace)) {
+    while (consumeIf(TokenKind::Semicolon)) {
+    }
+    if (tok_.is(TokenKind::RBrace))
+      continue;
+    if (tok_.is(TokenKind::Eof))
+      return fail(lbrace, "unterminated 'train' section: this '{' is never "
+                          "closed (reached end of file)");
+    if (tok_.is(TokenKind::Identifier) && tok_.text == "optimizer") {
+      consume();
+      if (!expect(TokenKind::Equal, "'=' after 'optimizer'") ||
+          !expectIdentifier("an optimizer name", t.optimizer, t.optimizerLoc) ||
+          !expect(TokenKind::LParen, "'(' after the optimizer name"))
+        return false;
+      if (!tok_.is(TokenKind::RParen)) {
+        do {
+          Setting s;
+          if (!parseSetting(s))
+            return false;
+          t.optimizerArgs.push_back(std::move(s));
+        } while (consumeIf(TokenKind::Comma));
+      }
+      if (!expect(TokenKind::RParen, "')' after the optimizer arguments"))
+        return false;
+      continue;
+    }
+    Setting s;
+    if (!parseSetting(s))
+      return false;
+    t.settings.push_back(std::move(s));
+  }
+  m.train = std::move(t);
+  return true;
+}
+
+bool Parser::parseExprList(TokenKind close, std::vector<ExprPtr> &out) {
+  do {
+    ExprPtr e = parseExpr();
+    if (!e)
+      return false;
+    out.push_back(std::move(e));
+  } while (consumeIf(TokenKind::Comma));
+  return expect(close, describeTokenKind(close) + " or ','");
+}
+
+ExprPtr Parser::parseExpr() {
+  if (!enterNesting(tok_.loc))
+    return nullptr;
+  struct Leave {
+    Parser &p;
+    ~Leave() { p.leaveNesting(); }
+  } leave{*this};
+  ExprPtr lhs = parseMultiplicative();
+  while (lhs && (tok_.is(TokenKind::Plus) || tok_.is(TokenKind::Minus))) {
+    auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
+    e->op = tok_.text[0];
+    consume();
+    ExprPtr rhs = parseMultiplicative();
+    if (!rhs)
+      return nullptr;
+    e->operands.push_back(std::move(lhs));
+    e->operands.push_back(std::move(rhs));
+    lhs = checkDepth(std::move(e));
+  }
+  return lhs;
+}
+
+ExprPtr Parser::parseMultiplicative() {
+  ExprPtr lhs = parseUnary();
+  while (lhs && (tok_.is(TokenKind::Star) || tok_.is(TokenKind::Slash) ||
+                 tok_.is(TokenKind::At))) {
+    auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
+    e->op = tok_.text[0];
+    consume();
+    ExprPtr rhs = parseUnary();
+    if (!rhs)
+      return nullptr;
+    e->operands.push_back(std::move(lhs));
+    e->operands.push_back(std::move(rhs));
+    lhs = checkDepth(std::move(e));
+  }
+  return lhs;
+}
+
+ExprPtr Parser::parseUnary() {
+  if (tok_.is(TokenKind::Minus)) {
+    if (!enterNesting(tok_.loc))
+      return nullptr;
+    struct Leave {
+      Parser &p;
+      ~Leave() { p.leaveNesting(); }
+    } leave{*this};
+    auto e = std::make_unique<Expr>(Expr::Kind::Unary, tok_.loc);
+    e->op = '-';
+    consume();
+    ExprPtr operand = parseUnary();
+    if (!operand)
+      return nullptr;
+    e->operands.push_back(std::move(operand));
+    return checkDepth(std::move(e));
+  }
+  return parsePower();
+}
+
+ExprPtr Parser::parsePower() {
+  ExprPtr base = parsePostfix();
+  if (!base || !tok_.is(TokenKind::StarStar))
+    return base;
+  auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
+  e->op = '^';
+  consume();
+  ExprPtr exponent = parseUnary();
+  if (!exponent)
+    return nullptr;
+  e->operands.push_back(std::move(base));
+  e->operands.push_back(std::move(exponent));
+  return checkDepth(std::move(e));
+}
+
+ExprPtr Parser::parsePostfix() {
+  ExprPtr e = parsePrimary();
+  while (e && tok_.is(TokenKind::LBracket)) {
+    auto idx = std::make_unique<Expr>(Expr::Kind::Index, tok_.loc);
+    consume();
+    ExprPtr index = parseExpr();
+    if (!index || !expect(TokenKind::RBracket, "']' after the index"))
+      return nullptr;
+    idx->operands.push_back(std::move(e));
+    idx->operands.push_back(std::move(index));
+    e = checkDepth(std::move(idx));
+  }
+  return e;
+}
+
+ExprPtr Parser::parsePrimary() {
+  SourceLoc loc = tok_.loc;
+  switch (tok_.kind) {
+  case TokenKind::Number: {
+    auto e = std::make_unique<Expr>(Expr::Kind::Number, loc);
+    e->isInteger = tok_.isInteger;
+    e->number = tok_.floatValue;
+    e->intNumber = tok_.intValue;
+    consume();
+    return e;
+  }
+  case TokenKind::Identifier: {
+    std::string name = tok_.text;
+    consume();
+    if (!tok_.is(TokenKind::LParen)) {
+      auto e = std::make_unique<Expr>(Expr::Kind::Name, loc);
+      e->name = name;
+      return e;
+    }
+    auto e = std::make_unique<Expr>(Expr::Kind::Call, loc);
+    e->name = name;
+    consume(); // '('
+    if (consumeIf(TokenKind::RParen))
+      return e;
+    if (!parseExprList(TokenKind::RParen, e->operands))
+      return nullptr;
+    return checkDepth(std::move(e));
+  }
+  case TokenKind::LParen: {
+    consume();
+    ExprPtr inner = parseExpr();
+    if (!inner || !expect(TokenKind::RParen, "')'"))
+      return nullptr;
+    return inner;
+  }
+  case TokenKind::LBracket: {
+    auto e = std::make_unique<Expr>(Expr::Kind::List, loc);
+    consume();
+    if (consumeIf(TokenKind::RBracket))
+      return e;
+    if (!parseExprList(TokenKind::RBracket, e->operands))
+      return nullptr;
+    return checkDepth(std::move(e));
+  }
+  case TokenKind::KwRepeat: {
+    auto e = std::make_unique<Expr>(Expr::Kind::Repeat, loc);
+    consume();
+    ExprPtr count = parseUnary();
+    if (!count)
+      return nullptr;
+    SourceLoc callLoc = tok_.loc;
+    if (!tok_.is(TokenKind::Identifier)) {
+      fail(callLoc, "expected a block call after 'repeat N', found " +
+                        describeCurrent());
+      return nullptr;
+    }
+    ExprPtr call = parsePrimary();
+    if (!call)
+      return nullptr;
+    if (call->kind != Expr::Kind::Call) {
+      fail(callLoc, "expected a block call 'Name(x)' after 'repeat N'");
+      return nullptr;
+    }
+    e->operands.push_back(std::move(count));
+    e->operands.push_back(std::move(call));
+    return checkDepth(std::move(e));
+  }
+  default:
+    fail(loc, "expected an expression, found " + describeCurrent());
+    return nullptr;
+  }
+}
+
+} // namespace kiln

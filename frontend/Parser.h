@@ -1,0 +1,85 @@
+//===- Parser.h - Recursive-descent parser for Kiln model files --*- C++ -*-===//
+//
+// Turns a SourceFile into a ModuleAST. The grammar is written down at the top
+// of Parser.cpp. The parser stops at the first syntax error (one precise
+// message beats a cascade), reports it through the DiagnosticPrinter and
+// returns std::nullopt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_PARSER_H
+#define KILN_FRONTEND_PARSER_H
+
+#include "frontend/AST.h"
+#include "frontend/Lexer.h"
+
+#include <optional>
+
+namespace kiln {
+
+class Parser {
+public:
+  Parser(const SourceFile &file, DiagnosticPrinter &diag)
+      : file_(file), lexer_(file, diag), diag_(diag) {
+    consume();
+  }
+
+  /// Parses the whole file; std::nullopt after a reported error.
+  std::optional<ModuleAST> parseModule();
+
+private:
+  // Token stream.
+  void consume() { tok_ = lexer_.next(); }
+  bool consumeIf(TokenKind k) {
+    if (!tok_.is(k))
+      return false;
+    consume();
+    return true;
+  }
+  /// Reports "expected <what>" at the current token unless it is `k`.
+  bool expect(TokenKind k, const std::string &what);
+  bool expectIdentifier(const std::string &what, std::string &name,
+                        SourceLoc &loc);
+  std::string describeCurrent() const;
+  bool fail(SourceLoc loc, const std::string &msg);
+
+  // Declarations.
+  bool parseConfig(ModuleAST &m);
+  bool parseParam(ParamDecl &p);
+  bool parseInput(ModuleAST &m);
+  bool parseBlock(ModuleAST &m);
+  bool parseTrain(ModuleAST &m);
+  bool parseStmt(std::vector<Stmt> &out);
+  bool parseShape(ShapeSpec &shape);
+  bool parseSetting(Setting &s);
+
+  // Expressions, lowest precedence first.
+  ExprPtr parseExpr();
+  ExprPtr parseMultiplicative();
+  ExprPtr parseUnary();
+  ExprPtr parsePower();
+  ExprPtr parsePostfix();
+  ExprPtr parsePrimary();
+  bool parseExprList(TokenKind close, std::vector<ExprPtr> &out);
+
+  /// Recursion guard: deeply nested input must be an error, not a stack
+  /// overflow (Sema also recurses over the tree).
+  bool enterNesting(SourceLoc loc);
+  void leaveNesting() { --nesting_; }
+  ExprPtr checkDepth(ExprPtr e);
+
+  const SourceFile &file_;
+  Lexer lexer_;
+  unsigned nesting_ = 0;
+  DiagnosticPrinter &diag_;
+  Token tok_;
+  bool failed_ = false;
+};
+
+/// Convenience: parse `file`; diagnostics go to `diag`.
+std::optional<ModuleAST> parseModelFile(const SourceFile &file,
+                                        DiagnosticPrinter &diag);
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_PARSER_H

@@ -1,0 +1,309 @@
+//===- Sema.cpp - Declarations, train section and top-level statements ----===//
+//
+// The declaration half of Sema (see Sema.h for the algorithm). Expressions
+// live in SemaExpr.cpp, builtin functions in SemaBuiltins.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Sema.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+namespace kiln {
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+std::string formatType(const TensorType &type) {
+  return formatShape(type.shape) + (type.isFloat() ? " f32" : " i32");
+}
+
+std::optional<TensorGraph>
+buildTensorGraph(const ModuleAST &module,
+                 const std::map<std::string, std::string> &overrides,
+                 DiagnosticPrinter &diag) {
+  Sema sema(module, diag);
+  return sema.run(overrides);
+}
+
+/// "an input", "a config".
+static std::string withArticle(const std::string &noun) {
+  bool vowel = !noun.empty() && std::string("aeiou").find(noun[0]) !=
+                                    std::string::npos;
+  return (vowel ? "an " : "a ") + noun;
+}
+
+bool Sema::error(SourceLoc loc, const std::string &msg) {
+  diag_.error(loc, msg);
+  // Inside an inlined block, say which call got us here (innermost first).
+  for (auto it = callStack_.rbegin(); it != callStack_.rend(); ++it)
+    diag_.note(*it, "in the block called here");
+  return false;
+}
+
+bool Sema::declareName(const std::string &name, SourceLoc loc,
+                       const char *kind) {
+  auto [it, inserted] = symbols_.emplace(name, Symbol{kind, loc});
+  if (inserted)
+    return true;
+  if (std::string(it->second.kind) == kind)
+    diag_.error(loc, std::string("duplicate ") + kind + " '" + name + "'");
+  else
+    diag_.error(loc, "'" + name + "' is already declared as " +
+                         withArticle(it->second.kind));
+  diag_.note(it->second.loc, "previous definition is here");
+  return false;
+}
+
+bool Sema::declareAll() {
+  for (const ConfigDecl &c : module_.configs)
+    if (!declareName(c.name, c.loc, "config") ||
+        !consts_.declare(c.name, c.loc, c.value.get(), "config"))
+      return false;
+  // batch and seq are constants everywhere: shapes in blocks refer to them
+  // although the train section comes last in the file.
+  if (module_.train) {
+    for (const Setting &s : module_.train->settings) {
+      if (s.key != "batch" && s.key != "seq")
+        return error(s.loc, "unknown train setting '" + s.key +
+                                "'; expected batch, seq or optimizer");
+      if (!declareName(s.key, s.loc, "train setting") ||
+          !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
+        return false;
+    }
+  }
+  for (const BlockDecl &b : module_.blocks) {
+    if (!declareName(b.name, b.loc, "block") || !checkBlockDecl(b))
+      return false;
+    blocks_[b.name] = &b;
+  }
+  for (const InputDecl &in : module_.inputs) {
+    if (!declareName(in.name, in.loc, "input"))
+      return false;
+  }
+  for (const ParamDecl &p : module_.params)
+    if (!declareName(p.name, p.loc, "parameter"))
+      return false;
+  return true;
+}
+
+/// A block's arguments and parameters share one namespace.
+bool Sema::checkBlockDecl(const BlockDecl &block) {
+  std::map<std::string, std::pair<const char *, SourceLoc>> names;
+  auto add = [&](const std::string &name, SourceLoc loc, const char *kind) {
+    auto [it, inserted] = names.emplace(name, std::make_pair(kind, loc));
+    if (inserted)
+      return true;
+    if (std::string(it->second.first) == kind)
+      diag_.error(loc, std::string("duplicate ") + kind + " '" + name +
+                           "' in block '" + block.name + "'");
+    else
+      diag_.error(loc, "'" + name + "' is already declared as " +
+                           withArticle(it->second.first) + " of block '" +
+                           block.name + "'");
+    diag_.note(it->second.second, "previous definition is here");
+    return false;
+  };
+  for (const BlockArg &a : block.args)
+    if (!add(a.name, a.loc, "argument"))
+      return false;
+  for (const ParamDecl &p : block.params)
+    if (!add(p.name, p.loc, "parameter"))
+      return false;
+  return true;
+}
+
+bool Sema::evaluateTrain() {
+  if (!module_.train)
+    return error(module_.nameLoc,
+                 "model '" + module_.name +
+                     "' has no 'train { batch = ...; seq = ... }' section");
+  const TrainDecl &t = *module_.train;
+  for (const char *key : {"batch", "seq"}) {
+    if (!consts_.isConstant(key))
+      return error(t.loc, std::string("the train section has no '") + key +
+                              " = ...' setting");
+    std::optional<Number> v = consts_.lookup(key, t.loc);
+    if (!v)
+      return false;
+    if (!v->isInteger || v->intValue <= 0) {
+      SourceLoc loc = t.loc;
+      for (const Setting &s : t.settings)
+        if (s.key == key)
+          loc = s.value->loc;
+      return error(loc, std::string("'") + key +
+                            "' must be a positive integer, got " + v->str());
+    }
+    (std::string(key) == "batch" ? graph_.train.batch : graph_.train.seq) =
+        v->intValue;
+  }
+  if (!t.optimizer.empty() && t.optimizer != "adamw")
+    return error(t.optimizerLoc, "unknown optimizer '" + t.optimizer +
+                                     "'; only adamw is supported");
+  std::map<std::string, SourceLoc> seen;
+  for (const Setting &s : t.optimizerArgs) {
+    double *slot = s.key == "beta1"                          ? &graph_.train.beta1
+                   : s.key == "beta2"                        ? &graph_.train.beta2
+                   : (s.key == "eps" || s.key == "epsilon")  ? &graph_.train.epsilon
+                   : s.key == "weight_decay"                 ? &graph_.train.weightDecay
+                                                             : nullptr;
+    if (!slot)
+      return error(s.loc, "unknown adamw argument '" + s.key +
+                              "'; expected beta1, beta2, eps or weight_decay");
+    if (!seen.emplace(s.key, s.loc).second)
+      return error(s.loc, "duplicate adamw argument '" + s.key + "'");
+    std::optional<Number> v = consts_.evaluate(*s.value);
+    if (!v)
+      return false;
+    *slot = v->value;
+  }
+  return true;
+}
+
+bool Sema::evaluateShape(const ShapeSpec &spec, const std::string &what,
+                         std::vector<int64_t> &shape) {
+  shape.clear();
+  for (const ExprPtr &d : spec.dims) {
+    std::optional<long long> v =
+        consts_.evaluatePositiveInt(*d, "a dimension of " + what);
+    if (!v)
+      return false;
+    shape.push_back(*v);
+  }
+  return checkTensorSize(shape, spec.loc);
+}
+
+bool Sema::checkTensorSize(const std::vector<int64_t> &shape, SourceLoc loc) {
+  // Far beyond any real model, and small enough that element counts never
+  // overflow int64 in later shape arithmetic.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d > kMaxElements || n > kMaxElements / d)
+      return error(loc, "tensor " + formatShape(shape) +
+                            " is too large (more than 2^40 elements)");
+    n *= d;
+  }
+  return true;
+}
+
+std::optional<int> Sema::createParam(const ParamDecl &decl,
+                                     const std::string &fullName) {
+  ParamInfo info;
+  info.name = fullName;
+  info.loc = decl.loc;
+  info.init = decl.init;
+  if (!evaluateShape(decl.shape, "parameter '" + decl.name + "'",
+                     info.type.shape))
+    return std::nullopt;
+  if (decl.stddev) {
+    std::optional<Number> std = consts_.evaluate(*decl.stddev);
+    if (!std)
+      return std::nullopt;
+    if (std->value < 0) {
+      error(decl.stddev->loc, "the standard deviation of normal() must not "
+                              "be negative, got " + std->str());
+      return std::nullopt;
+    }
+    info.stddev = std->value;
+  }
+  graph_.params.push_back(std::move(info));
+  // Top-level parameters sort by their declaration; block instances by the
+  // top-level statement that created them, then creation order.
+  uint32_t key = callStack_.empty() ? decl.loc.offset : currentStmtOffset_;
+  paramOrderKey_.push_back({key, (uint32_t)paramOrderKey_.size()});
+  return (int)graph_.params.size() - 1;
+}
+
+bool Sema::runTopLevel() {
+  Scope top;
+  for (const ParamDecl &p : module_.params) {
+    std::optional<int> idx = createParam(p, p.name);
+    if (!idx)
+      return false;
+    topParams_[p.name] = *idx;
+  }
+  for (const InputDecl &in : module_.inputs) {
+    InputInfo info;
+    info.name = in.name;
+    info.loc = in.loc;
+    info.type.element = in.dtype == "f32" ? ElementType::F32 : ElementType::I32;
+    if (!evaluateShape(in.shape, "input '" + in.name + "'", info.type.shape))
+      return false;
+    inputIndex_[in.name] = graph_.inputs.size();
+    graph_.inputs.push_back(std::move(info));
+  }
+
+  const Stmt *lossStmt = nullptr;
+  for (const Stmt &s : module_.stmts) {
+    auto sym = symbols_.find(s.name);
+    if (sym != symbols_.end())
+      return error(s.loc, "cannot assign to " + std::string(sym->second.kind) +
+                              " '" + s.name + "'");
+    currentStmtOffset_ = s.loc.offset;
+    std::optional<Value> v = evaluate(*s.value, top);
+    if (!v)
+      return false;
+    top.vars[s.name] = *v;
+    if (s.name == "loss")
+      lossStmt = &s;
+  }
+
+  if (!lossStmt)
+    return error(module_.nameLoc, "model has no loss: assign the scalar "
+                                  "training objective with 'loss = ...'");
+  const Value &loss = top.vars["loss"];
+  if (!loss.isTensor())
+    return error(lossStmt->loc, "the loss must be a scalar tensor, got the "
+                                "number " + loss.number.str());
+  const TensorType &t = typeOf(loss.node);
+  if (t.rank() != 0 || !t.isFloat())
+    return error(lossStmt->loc, "the loss must be a scalar (shape []) f32 "
+                                "tensor, got " + formatType(t));
+  graph_.loss = loss.node;
+  return true;
+}
+
+void Sema::orderParams() {
+  std::vector<int> order(graph_.params.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return paramOrderKey_[a] < paramOrderKey_[b];
+  });
+  std::vector<int> newIndex(order.size());
+  std::vector<ParamInfo> sorted;
+  for (size_t i = 0; i < order.size(); ++i) {
+    newIndex[order[i]] = i;
+    sorted.push_back(std::move(graph_.params[order[i]]));
+  }
+  graph_.params = std::move(sorted);
+  for (Node &n : graph_.nodes)
+    if (n.kind == NodeKind::Param)
+      n.argIndex = newIndex[n.argIndex];
+}
+
+std::optional<TensorGraph>
+Sema::run(const std::map<std::string, std::string> &overrides) {
+  graph_.modelName = module_.name;
+  graph_.modelLoc = module_.nameLoc;
+  if (!declareAll() || !consts_.applyOverrides(overrides, module_.nameLoc) || !evaluateTrain())
+    return std::nullopt;
+  // Evaluate every config once, so a bad config is reported even if unused.
+  for (const ConfigDecl &c : module_.configs)
+    if (!consts_.lookup(c.name, c.loc))
+      return std::nullopt;
+  if (!runTopLevel())
+    return std::nullopt;
+  orderParams();
+  return std::move(graph_);
+}
+
+} // namespace kiln

@@ -1,0 +1,134 @@
+//===- Sema.h - Name resolution, shape checks and inlining -------*- C++ -*-===//
+//
+// Sema elaborates a ModuleAST into a TensorGraph:
+//   1. registers configs, the train section's batch/seq (as constants usable
+//      anywhere), parameters, inputs and blocks, rejecting duplicates;
+//   2. applies `-D` overrides and evaluates the train section;
+//   3. runs the top-level statements in order, evaluating every expression
+//      to a compile-time Number or a tensor node with a known shape; a block
+//      call is inlined with fresh parameters `Block.<instance>.<param>`;
+//      `repeat N Block(x)` is N nested calls;
+//   4. checks the loss (a scalar named `loss`) and orders the parameters
+//      (declaration order, block instances at the statement that created them).
+// Every user mistake is reported with its source position; the first one
+// stops elaboration.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_SEMA_H
+#define KILN_FRONTEND_SEMA_H
+
+#include "frontend/AST.h"
+#include "frontend/ConstantEvaluator.h"
+#include "frontend/TensorGraph.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Checks `module` and flattens it; std::nullopt after a reported error.
+std::optional<TensorGraph>
+buildTensorGraph(const ModuleAST &module,
+                 const std::map<std::string, std::string> &overrides,
+                 DiagnosticPrinter &diag);
+
+/// The value of an expression during elaboration.
+struct Value {
+  enum class Kind { Number, Tensor } kind = Kind::Number;
+  Number number; // Kind::Number
+  int node = -1; // Kind::Tensor: index into TensorGraph::nodes
+
+  static Value ofNumber(Number n) { return {Kind::Number, n, -1}; }
+  static Value ofTensor(int node) { return {Kind::Tensor, {}, node}; }
+  bool isTensor() const { return kind == Kind::Tensor; }
+};
+
+class Sema {
+public:
+  Sema(const ModuleAST &module, DiagnosticPrinter &diag)
+      : module_(module), diag_(diag), consts_(diag) {}
+
+  std::optional<TensorGraph>
+  run(const std::map<std::string, std::string> &overrides);
+
+private:
+  /// Names visible inside one block instance (or the top level).
+  struct Scope {
+    std::map<std::string, Value> vars;
+    std::map<std::string, int> params; // name -> index into graph_.params
+  };
+
+  // Declarations (Sema.cpp).
+  bool declareName(const std::string &name, SourceLoc loc, const char *kind);
+  bool declareAll();
+  bool checkBlockDecl(const BlockDecl &block);
+  bool evaluateTrain();
+  bool evaluateShape(const ShapeSpec &spec, const std::string &what,
+                     std::vector<int64_t> &shape);
+  bool checkTensorSize(const std::vector<int64_t> &shape, SourceLoc loc);
+  std::optional<int> createParam(const ParamDecl &decl,
+                                 const std::string &fullName);
+  bool runTopLevel();
+  void orderParams();
+
+  // Expressions (SemaExpr.cpp).
+  std::optional<Value> evaluate(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateName(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateUnary(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateBinary(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateMatmul(const Expr &e, int lhs, int rhs);
+  std::optional<Value> evaluateIndex(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateRepeat(const Expr &e, Scope &scope);
+  std::optional<Value> callBlock(const BlockDecl &block, const Expr &call,
+                                 std::vector<Value> args);
+  std::optional<Value> evaluateCall(const Expr &e, Scope &scope);
+
+  // Builtin functions (SemaBuiltins.cpp).
+  std::optional<Value> evaluateBuiltin(const Expr &e, Scope &scope);
+  bool isBuiltin(const std::string &name) const;
+  std::optional<std::vector<int64_t>> evaluateIntList(const Expr &e,
+                                                      Scope &scope,
+                                                      const std::string &what);
+
+  // Graph building and shared checks (SemaExpr.cpp).
+  int addNode(NodeKind kind, std::vector<int> operands, TensorType type,
+              SourceLoc loc, std::vector<int64_t> dims = {},
+              double value = 0.0);
+  int addSplat(double value, const TensorType &type, SourceLoc loc);
+  std::optional<int> broadcastTo(int node, const std::vector<int64_t> &shape,
+                                 SourceLoc loc);
+  const TensorType &typeOf(int node) const { return graph_.nodes[node].type; }
+  /// The operand as a float tensor, or an error naming `what`.
+  std::optional<int> requireFloatTensor(const Value &v, SourceLoc loc,
+                                        const std::string &what);
+  std::optional<int> requireIntTensor(const Value &v, SourceLoc loc,
+                                      const std::string &what);
+  bool error(SourceLoc loc, const std::string &msg);
+
+  const ModuleAST &module_;
+  DiagnosticPrinter &diag_;
+  ConstantEvaluator consts_;
+  TensorGraph graph_;
+
+  struct Symbol {
+    const char *kind;
+    SourceLoc loc;
+  };
+  std::map<std::string, Symbol> symbols_;       // top-level names
+  std::map<std::string, int> topParams_;        // -> graph_.params
+  std::map<std::string, int> inputIndex_;       // -> graph_.inputs
+  std::map<std::string, const BlockDecl *> blocks_;
+  std::map<std::string, int> instanceCount_;    // per block name
+  std::map<int, int> paramNode_, inputNode_;    // arg -> its node
+  std::vector<std::pair<uint32_t, uint32_t>> paramOrderKey_;
+  std::vector<std::string> activeBlocks_;       // for recursion checks
+  std::vector<SourceLoc> callStack_;            // call sites, outermost first
+  uint32_t currentStmtOffset_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_SEMA_H

@@ -1,0 +1,353 @@
+//===- SemaBuiltins.cpp - Shape rules of the builtin functions ------------===//
+//
+// One entry per builtin: its arity (checked before anything is evaluated, so
+// a wrong argument count is reported as such) and its shape rule. Math
+// functions applied to compile-time numbers fold (`sqrt(head_dim)`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Sema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace kiln {
+
+namespace {
+struct BuiltinSignature {
+  const char *name;
+  unsigned minArgs, maxArgs;
+  const char *usage;
+};
+} // namespace
+
+static const BuiltinSignature kBuiltins[] = {
+    {"layer_norm", 4, 4, "layer_norm(x, weight, bias, eps)"},
+    {"gelu", 1, 1, "gelu(x)"},
+    {"softmax", 1, 1, "softmax(x)"},
+    {"causal_mask", 1, 1, "causal_mask(scores)"},
+    {"exp", 1, 1, "exp(x)"},
+    {"log", 1, 1, "log(x)"},
+    {"tanh", 1, 1, "tanh(x)"},
+    {"sqrt", 1, 1, "sqrt(x)"},
+    {"transpose", 1, 2, "transpose(x) or transpose(x, [perm])"},
+    {"reshape", 2, 2, "reshape(x, [dims])"},
+    {"iota", 1, 1, "iota(n)"},
+    {"sum", 1, 2, "sum(x) or sum(x, [dims])"},
+    {"mean", 1, 2, "mean(x) or mean(x, [dims])"},
+    {"cross_entropy", 2, 2, "cross_entropy(logits, targets)"},
+};
+
+static const BuiltinSignature *findBuiltin(const std::string &name) {
+  for (const BuiltinSignature &b : kBuiltins)
+    if (name == b.name)
+      return &b;
+  return nullptr;
+}
+
+bool Sema::isBuiltin(const std::string &name) const {
+  return findBuiltin(name) != nullptr;
+}
+
+std::optional<std::vector<int64_t>>
+Sema::evaluateIntList(const Expr &e, Scope &scope, const std::string &what) {
+  if (e.kind != Expr::Kind::List) {
+    error(e.loc, what + " must be a list of integers like [0, 2, 1, 3]");
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (const ExprPtr &elt : e.operands) {
+    std::optional<Value> v = evaluate(*elt, scope);
+    if (!v)
+      return std::nullopt;
+    if (v->isTensor() || !v->number.isInteger) {
+      error(elt->loc, what + " must contain compile-time integers, got " +
+                          (v->isTensor() ? "a tensor" : v->number.str()));
+      return std::nullopt;
+    }
+    out.push_back(v->number.intValue);
+  }
+  return out;
+}
+
+std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
+  const BuiltinSignature &sig = *findBuiltin(e.name);
+  size_t argc = e.operands.size();
+  if (argc < sig.minArgs || argc > sig.maxArgs) {
+    std::string expected =
+        sig.minArgs == sig.maxArgs
+            ? std::to_string(sig.minArgs)
+            : std::to_string(sig.minArgs) + " or " + std::to_string(sig.maxArgs);
+    error(e.loc, "'" + e.name + "' expects " + expected + " argument" +
+                     (sig.maxArgs == 1 ? "" : "s") + ", got " +
+                     std::to_string(argc) + "; usage: " + sig.usage);
+    return std::nullopt;
+  }
+  const std::string &fn = e.name;
+  auto arg = [&](size_t i) { return evaluate(*e.operands[i], scope); };
+  auto argLoc = [&](size_t i) { return e.operands[i]->loc; };
+  auto tensor = [&](NodeKind kind, std::vector<int> ops, TensorType type,
+                    std::vector<int64_t> dims = {}, double value = 0.0) {
+    return Value::ofTensor(addNode(kind, std::move(ops), std::move(type),
+                                   e.loc, std::move(dims), value));
+  };
+
+  // iota(n) -> [n] i32.
+  if (fn == "iota") {
+    std::optional<Value> n = arg(0);
+    if (!n)
+      return std::nullopt;
+    if (n->isTensor() || !n->number.isInteger || n->number.intValue <= 0) {
+      error(argLoc(0), "iota(n) needs a positive compile-time integer n");
+      return std::nullopt;
+    }
+    if (!checkTensorSize({n->number.intValue}, argLoc(0)))
+      return std::nullopt;
+    return tensor(NodeKind::Iota, {},
+                  TensorType{{n->number.intValue}, ElementType::I32});
+  }
+
+  std::optional<Value> x = arg(0);
+  if (!x)
+    return std::nullopt;
+
+  // Elementwise math; on a number it folds.
+  if (fn == "exp" || fn == "log" || fn == "tanh" || fn == "sqrt") {
+    if (!x->isTensor()) {
+      std::string err;
+      std::optional<Number> r = foldUnaryFunction(fn, x->number, err);
+      if (!r) {
+        error(e.loc, err);
+        return std::nullopt;
+      }
+      return Value::ofNumber(*r);
+    }
+    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    if (!t)
+      return std::nullopt;
+    NodeKind kind = fn == "exp"    ? NodeKind::Exp
+                    : fn == "log"  ? NodeKind::Log
+                    : fn == "tanh" ? NodeKind::Tanh
+                                   : NodeKind::Sqrt;
+    return tensor(kind, {*t}, typeOf(*t));
+  }
+
+  if (fn == "gelu" || fn == "softmax" || fn == "causal_mask") {
+    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    if (!t)
+      return std::nullopt;
+    const TensorType &type = typeOf(*t);
+    if (fn == "gelu")
+      return tensor(NodeKind::Gelu, {*t}, type);
+    if (fn == "softmax") {
+      if (type.rank() < 1) {
+        error(argLoc(0), "softmax needs a tensor of rank >= 1, got a scalar");
+        return std::nullopt;
+      }
+      return tensor(NodeKind::Softmax, {*t}, type);
+    }
+    // causal_mask(scores [..., T, S]): fill -inf above the diagonal.
+    if (type.rank() < 2) {
+      error(argLoc(0), "causal_mask needs scores of rank >= 2 [..., T, S], "
+                       "got " + formatShape(type.shape));
+      return std::nullopt;
+    }
+    return tensor(NodeKind::CausalMask, {*t}, type, {},
+                  -std::numeric_limits<double>::infinity());
+  }
+
+  // layer_norm(x [..., C], weight [C], bias [C], eps).
+  if (fn == "layer_norm") {
+    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the input of layer_norm");
+    if (!t)
+      return std::nullopt;
+    const TensorType type = typeOf(*t);
+    if (type.rank() < 1) {
+      error(argLoc(0), "layer_norm needs an input of rank >= 1");
+      return std::nullopt;
+    }
+    int64_t c = type.shape.back();
+    std::vector<int> ops = {*t};
+    for (size_t i : {1, 2}) {
+      const char *role = i == 1 ? "weight" : "bias";
+      std::optional<Value> v = arg(i);
+      if (!v)
+        return std::nullopt;
+      std::optional<int> w = requireFloatTensor(
+          *v, argLoc(i), std::string("the layer_norm ") + role);
+      if (!w)
+        return std::nullopt;
+      if (typeOf(*w).shape != std::vector<int64_t>{c}) {
+        error(argLoc(i), std::string("layer_norm ") + role +
+                             " must be 1-D [" + std::to_string(c) +
+                             "] (the last dim of the input " +
+                             formatShape(type.shape) + "), got " +
+                             formatShape(typeOf(*w).shape));
+        return std::nullopt;
+      }
+      ops.push_back(*w);
+    }
+    std::optional<Value> eps = arg(3);
+    if (!eps)
+      return std::nullopt;
+    if (eps->isTensor()) {
+      error(argLoc(3), "layer_norm eps must be a compile-time number");
+      return std::nullopt;
+    }
+    return tensor(NodeKind::LayerNorm, ops, type, {}, eps->number.value);
+  }
+
+  // transpose(x): swap the last two dims; transpose(x, [perm]).
+  if (fn == "transpose") {
+    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of transpose");
+    if (!t)
+      return std::nullopt;
+    const TensorType type = typeOf(*t);
+    std::vector<int64_t> perm;
+    if (argc == 1) {
+      if (type.rank() < 2) {
+        error(argLoc(0), "transpose(x) swaps the last two dims and needs "
+                         "rank >= 2, got " + formatShape(type.shape));
+        return std::nullopt;
+      }
+      for (int64_t i = 0; i < type.rank(); ++i)
+        perm.push_back(i);
+      std::swap(perm[type.rank() - 1], perm[type.rank() - 2]);
+    } else {
+      std::optional<std::vector<int64_t>> p =
+          evaluateIntList(*e.operands[1], scope, "the transpose permutation");
+      if (!p)
+        return std::nullopt;
+      perm = *p;
+      if ((int64_t)perm.size() != type.rank()) {
+        error(argLoc(1), "transpose permutation " + formatShape(perm) +
+                             " has " + std::to_string(perm.size()) +
+                             " entries but the tensor " +
+                             formatShape(type.shape) + " has rank " +
+                             std::to_string(type.rank()));
+        return std::nullopt;
+      }
+      std::vector<int64_t> sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      for (int64_t i = 0; i < type.rank(); ++i)
+        if (sorted[i] != i) {
+          error(argLoc(1), "transpose permutation " + formatShape(perm) +
+                               " is not a permutation of 0.." +
+                               std::to_string(type.rank() - 1));
+          return std::nullopt;
+        }
+    }
+    TensorType out = type;
+    for (size_t i = 0; i < perm.size(); ++i)
+      out.shape[i] = type.shape[perm[i]];
+    return tensor(NodeKind::Transpose, {*t}, out, perm);
+  }
+
+  // reshape(x, [dims]): same element count.
+  if (fn == "reshape") {
+    if (!x->isTensor()) {
+      error(argLoc(0), "reshape needs a tensor, got the number " + x->number.str());
+      return std::nullopt;
+    }
+    const TensorType type = typeOf(x->node);
+    std::optional<std::vector<int64_t>> dims =
+        evaluateIntList(*e.operands[1], scope, "the reshape shape");
+    if (!dims)
+      return std::nullopt;
+    TensorType out{*dims, type.element};
+    for (int64_t d : *dims)
+      if (d <= 0) {
+        error(argLoc(1), "reshape dims must be positive, got " + formatShape(*dims));
+        return std::nullopt;
+      }
+    if (!checkTensorSize(*dims, argLoc(1)))
+      return std::nullopt;
+    if (out.numElements() != type.numElements()) {
+      error(argLoc(1), "reshape cannot change the number of elements: " +
+                           formatShape(type.shape) + " has " +
+                           std::to_string(type.numElements()) + ", " +
+                           formatShape(*dims) + " has " +
+                           std::to_string(out.numElements()));
+      return std::nullopt;
+    }
+    return tensor(NodeKind::Reshape, {x->node}, out);
+  }
+
+  // sum/mean(x [, dims]): reduce to a scalar, or over the listed dims.
+  if (fn == "sum" || fn == "mean") {
+    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    if (!t)
+      return std::nullopt;
+    const TensorType type = typeOf(*t);
+    std::vector<int64_t> dims;
+    if (argc == 1) {
+      for (int64_t i = 0; i < type.rank(); ++i)
+        dims.push_back(i);
+    } else {
+      std::optional<std::vector<int64_t>> d =
+          evaluateIntList(*e.operands[1], scope, "the reduced dims");
+      if (!d)
+        return std::nullopt;
+      std::set<int64_t> unique;
+      for (int64_t dim : *d) {
+        int64_t norm = dim < 0 ? dim + type.rank() : dim;
+        if (norm < 0 || norm >= type.rank() || !unique.insert(norm).second) {
+          error(argLoc(1), "reduced dims " + formatShape(*d) +
+                               " must be distinct dims of a rank-" +
+                               std::to_string(type.rank()) + " tensor " +
+                               formatShape(type.shape));
+          return std::nullopt;
+        }
+      }
+      dims.assign(unique.begin(), unique.end());
+    }
+    TensorType out{{}, ElementType::F32};
+    int64_t count = 1;
+    for (int64_t i = 0; i < type.rank(); ++i) {
+      if (std::binary_search(dims.begin(), dims.end(), i))
+        count *= type.shape[i];
+      else
+        out.shape.push_back(type.shape[i]);
+    }
+    Value sum = tensor(NodeKind::ReduceSum, {*t}, out, dims);
+    if (fn == "sum")
+      return sum;
+    int divisor = addSplat((double)count, out, e.loc);
+    return tensor(NodeKind::Div, {sum.node, divisor}, out);
+  }
+
+  // cross_entropy(logits [..., V], targets [...] integer) -> scalar.
+  if (fn == "cross_entropy") {
+    std::optional<int> logits = requireFloatTensor(*x, argLoc(0), "cross_entropy logits");
+    if (!logits)
+      return std::nullopt;
+    std::optional<Value> y = arg(1);
+    if (!y)
+      return std::nullopt;
+    std::optional<int> targets = requireIntTensor(*y, argLoc(1), "cross_entropy targets");
+    if (!targets)
+      return std::nullopt;
+    const TensorType &lt = typeOf(*logits);
+    if (lt.rank() < 1) {
+      error(argLoc(0), "cross_entropy logits need rank >= 1 [..., vocab]");
+      return std::nullopt;
+    }
+    std::vector<int64_t> expected(lt.shape.begin(), lt.shape.end() - 1);
+    if (typeOf(*targets).shape != expected) {
+      error(argLoc(1), "cross_entropy targets must have shape " +
+                           formatShape(expected) + " (the logits " +
+                           formatShape(lt.shape) + " without the last dim), got " +
+                           formatShape(typeOf(*targets).shape));
+      return std::nullopt;
+    }
+    return tensor(NodeKind::CrossEntropy, {*logits, *targets},
+                  TensorType{{}, ElementType::F32});
+  }
+
+  error(e.loc, "unknown function '" + fn + "'");
+  return std::nullopt;
+}
+
+} // namespace kiln

@@ -1,0 +1,456 @@
+//===- SemaExpr.cpp - Expressions: arithmetic, @, gather, block calls -----===//
+//
+// Each expression evaluates to a compile-time Number (folded here) or a
+// tensor node with a checked shape. Arithmetic follows numpy broadcasting;
+// the broadcasts are made explicit (kiln.broadcast) so that every
+// elementwise node sees operands of one type, and a number mixed with a
+// tensor becomes a splat constant of the tensor's type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Sema.h"
+
+namespace kiln {
+
+int Sema::addNode(NodeKind kind, std::vector<int> operands, TensorType type,
+                  SourceLoc loc, std::vector<int64_t> dims, double value) {
+  Node n;
+  n.kind = kind;
+  n.operands = std::move(operands);
+  n.type = std::move(type);
+  n.dims = std::move(dims);
+  n.value = value;
+  n.locs.push_back(loc);
+  for (auto it = callStack_.rbegin(); it != callStack_.rend(); ++it)
+    n.locs.push_back(*it);
+  graph_.nodes.push_back(std::move(n));
+  return (int)graph_.nodes.size() - 1;
+}
+
+int Sema::addSplat(double value, const TensorType &type, SourceLoc loc) {
+  return addNode(NodeKind::Constant, {}, type, loc, {}, value);
+}
+
+/// Right-aligned numpy broadcast of `node` to `shape` (which the caller has
+/// checked is compatible). Returns the node itself when nothing changes.
+std::optional<int> Sema::broadcastTo(int node,
+                                     const std::vector<int64_t> &shape,
+                                     SourceLoc loc) {
+  const TensorType &in = typeOf(node);
+  if (in.shape == shape)
+    return node;
+  int64_t offset = (int64_t)shape.size() - in.rank();
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < in.rank(); ++i)
+    dims.push_back(offset + i);
+  TensorType out{shape, in.element};
+  return addNode(NodeKind::Broadcast, {node}, out, loc, dims);
+}
+
+std::optional<int> Sema::requireFloatTensor(const Value &v, SourceLoc loc,
+                                            const std::string &what) {
+  if (!v.isTensor()) {
+    error(loc, what + " must be a tensor, got the number " + v.number.str());
+    return std::nullopt;
+  }
+  if (!typeOf(v.node).isFloat()) {
+    error(loc, what + " must be a float tensor, got the integer tensor " +
+                   formatType(typeOf(v.node)));
+    return std::nullopt;
+  }
+  return v.node;
+}
+
+std::optional<int> Sema::requireIntTensor(const Value &v, SourceLoc loc,
+                                          const std::string &what) {
+  if (!v.isTensor()) {
+    error(loc, what + " must be an integer tensor, got the number " +
+                   v.number.str());
+    return std::nullopt;
+  }
+  if (typeOf(v.node).isFloat()) {
+    error(loc, what + " must be an integer tensor, got " +
+                   formatType(typeOf(v.node)));
+    return std::nullopt;
+  }
+  return v.node;
+}
+
+std::optional<Value> Sema::evaluate(const Expr &e, Scope &scope) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+    return Value::ofNumber(e.isInteger ? Number::ofInt(e.intNumber)
+                                       : Number::ofFloat(e.number));
+  case Expr::Kind::Name:
+    return evaluateName(e, scope);
+  case Expr::Kind::Unary:
+    return evaluateUnary(e, scope);
+  case Expr::Kind::Binary:
+    return evaluateBinary(e, scope);
+  case Expr::Kind::Call:
+    return evaluateCall(e, scope);
+  case Expr::Kind::Index:
+    return evaluateIndex(e, scope);
+  case Expr::Kind::Repeat:
+    return evaluateRepeat(e, scope);
+  case Expr::Kind::List:
+    error(e.loc, "a list '[...]' is only allowed as the shape, permutation "
+                 "or dims argument of reshape, transpose, sum or mean");
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<Value> Sema::evaluateName(const Expr &e, Scope &scope) {
+  if (auto it = scope.vars.find(e.name); it != scope.vars.end())
+    return it->second;
+  int param = -1;
+  if (auto it = scope.params.find(e.name); it != scope.params.end())
+    param = it->second;
+  else if (auto it = topParams_.find(e.name); it != topParams_.end())
+    param = it->second;
+  if (param >= 0) {
+    auto [it, inserted] = paramNode_.emplace(param, -1);
+    if (inserted)
+      it->second = addNode(NodeKind::Param, {}, graph_.params[param].type,
+                           graph_.params[param].loc);
+    graph_.nodes[it->second].argIndex = param;
+    return Value::ofTensor(it->second);
+  }
+  if (auto in = inputIndex_.find(e.name); in != inputIndex_.end()) {
+    auto [it, inserted] = inputNode_.emplace(in->second, -1);
+    if (inserted) {
+      it->second = addNode(NodeKind::Input, {}, graph_.inputs[in->second].type,
+                           graph_.inputs[in->second].loc);
+      graph_.nodes[it->second].argIndex = in->second;
+    }
+    return Value::ofTensor(it->second);
+  }
+  if (consts_.isConstant(e.name)) {
+    std::optional<Number> n = consts_.lookup(e.name, e.loc);
+    if (!n)
+      return std::nullopt;
+    return Value::ofNumber(*n);
+  }
+  if (blocks_.count(e.name)) {
+    error(e.loc, "'" + e.name + "' is a block; call it as " + e.name + "(x)");
+    return std::nullopt;
+  }
+  error(e.loc, "unknown name '" + e.name + "'");
+  return std::nullopt;
+}
+
+std::optional<Value> Sema::evaluateUnary(const Expr &e, Scope &scope) {
+  std::optional<Value> x = evaluate(*e.operands[0], scope);
+  if (!x)
+    return std::nullopt;
+  if (!x->isTensor()) {
+    const Number &n = x->number;
+    return Value::ofNumber(n.isInteger ? Number::ofInt(-n.intValue)
+                                       : Number::ofFloat(-n.value));
+  }
+  if (!typeOf(x->node).isFloat()) {
+    error(e.loc, "integer tensor used in arithmetic: unary '-' on " +
+                     formatType(typeOf(x->node)));
+    return std::nullopt;
+  }
+  return Value::ofTensor(
+      addNode(NodeKind::Neg, {x->node}, typeOf(x->node), e.loc));
+}
+
+std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
+  std::optional<Value> a = evaluate(*e.operands[0], scope);
+  if (!a)
+    return std::nullopt;
+  std::optional<Value> b = evaluate(*e.operands[1], scope);
+  if (!b)
+    return std::nullopt;
+  std::string opName = e.op == '^' ? "**" : std::string(1, e.op);
+
+  if (!a->isTensor() && !b->isTensor()) {
+    if (e.op == '@') {
+      error(e.loc, "'@' needs tensor operands, got the numbers " +
+                       a->number.str() + " and " + b->number.str());
+      return std::nullopt;
+    }
+    std::string err;
+    std::optional<Number> r = foldBinary(e.op, a->number, b->number, err);
+    if (!r) {
+      error(e.loc, err);
+      return std::nullopt;
+    }
+    return Value::ofNumber(*r);
+  }
+
+  // Integer tensors only index gathers and carry cross_entropy targets.
+  for (const Value *v : {&*a, &*b})
+    if (v->isTensor() && !typeOf(v->node).isFloat()) {
+      error(e.loc, "integer tensor used in arithmetic: '" + opName +
+                       "' on " + formatType(typeOf(v->node)) +
+                       " (integer tensors may only be gather indices or "
+                       "cross_entropy targets)");
+      return std::nullopt;
+    }
+
+  if (e.op == '^') {
+    error(e.loc, "'**' is only defined on compile-time numbers; write "
+                 "x * x for tensors");
+    return std::nullopt;
+  }
+  if (e.op == '@') {
+    if (!a->isTensor() || !b->isTensor()) {
+      error(e.loc, "'@' needs tensor operands, got a number");
+      return std::nullopt;
+    }
+    return evaluateMatmul(e, a->node, b->node);
+  }
+
+  // A number operand becomes a splat of the tensor operand's type.
+  int lhs = a->isTensor() ? a->node
+                          : addSplat(a->number.value, typeOf(b->node), e.loc);
+  int rhs = b->isTensor() ? b->node
+                          : addSplat(b->number.value, typeOf(a->node), e.loc);
+
+  // numpy broadcasting: align right; each dim pair is equal or has a 1.
+  const std::vector<int64_t> &sa = typeOf(lhs).shape, &sb = typeOf(rhs).shape;
+  size_t rank = std::max(sa.size(), sb.size());
+  std::vector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - sa.size() ? 1 : sa[i - (rank - sa.size())];
+    int64_t db = i < rank - sb.size() ? 1 : sb[i - (rank - sb.size())];
+    if (da != db && da != 1 && db != 1) {
+      error(e.loc, "cannot broadcast shapes " + formatShape(sa) + " and " +
+                       formatShape(sb) + " in '" + opName + "'");
+      return std::nullopt;
+    }
+    shape[i] = da == 1 ? db : da;
+  }
+  std::optional<int> l = broadcastTo(lhs, shape, e.loc);
+  std::optional<int> r = broadcastTo(rhs, shape, e.loc);
+  if (!l || !r)
+    return std::nullopt;
+  NodeKind kind = e.op == '+'   ? NodeKind::Add
+                  : e.op == '-' ? NodeKind::Sub
+                  : e.op == '*' ? NodeKind::Mul
+                                : NodeKind::Div;
+  return Value::ofTensor(addNode(kind, {*l, *r}, typeOf(*l), e.loc));
+}
+
+/// lhs [..., M, K] @ rhs [K, N] (shared over the batch) or [..., K, N] with
+/// the same batch dims -> [..., M, N].
+std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
+  const TensorType &a = typeOf(lhs), &b = typeOf(rhs);
+  std::string shapes = formatShape(a.shape) + " @ " + formatShape(b.shape);
+  if (a.rank() < 2 || b.rank() < 2) {
+    error(e.loc, "shape mismatch in '@': " + shapes +
+                     " (both operands need rank >= 2)");
+    return std::nullopt;
+  }
+  bool sharedRhs = b.rank() == 2;
+  bool sameBatch =
+      b.rank() == a.rank() &&
+      std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin());
+  if (!sharedRhs && !sameBatch) {
+    error(e.loc, "shape mismatch in '@': " + shapes +
+                     " (the right operand must be 2-D or have the same "
+                     "batch dimensions as the left)");
+    return std::nullopt;
+  }
+  int64_t k1 = a.shape[a.rank() - 1], k2 = b.shape[b.rank() - 2];
+  if (k1 != k2) {
+    error(e.loc, "shape mismatch in '@': " + shapes +
+                     " (contracted dimensions " + std::to_string(k1) +
+                     " and " + std::to_string(k2) + " differ)");
+    return std::nullopt;
+  }
+  TensorType out = a;
+  out.shape.back() = b.shape.back();
+  return Value::ofTensor(addNode(NodeKind::Matmul, {lhs, rhs}, out, e.loc));
+}
+
+/// table [V, D] [ indices [...] ] -> [..., D] (kiln.embedding).
+std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
+  std::optional<Value> table = evaluate(*e.operands[0], scope);
+  if (!table)
+    return std::nullopt;
+  std::optional<Value> index = evaluate(*e.operands[1], scope);
+  if (!index)
+    return std::nullopt;
+  std::optional<int> t =
+      requireFloatTensor(*table, e.operands[0]->loc, "the gathered table");
+  if (!t)
+    return std::nullopt;
+  if (typeOf(*t).rank() != 2) {
+    error(e.operands[0]->loc, "gather needs a 2-D table [rows, dim], got " +
+                                  formatShape(typeOf(*t).shape));
+    return std::nullopt;
+  }
+  if (!index->isTensor() || typeOf(index->node).isFloat()) {
+    error(e.operands[1]->loc,
+          "gather with a non-integer index: the index must be an integer "
+          "tensor, got " + (index->isTensor()
+                                ? formatType(typeOf(index->node))
+                                : "the number " + index->number.str()));
+    return std::nullopt;
+  }
+  TensorType out = typeOf(index->node);
+  out.element = ElementType::F32;
+  out.shape.push_back(typeOf(*t).shape[1]);
+  return Value::ofTensor(
+      addNode(NodeKind::Embedding, {*t, index->node}, out, e.loc));
+}
+
+std::optional<Value> Sema::evaluateCall(const Expr &e, Scope &scope) {
+  auto block = blocks_.find(e.name);
+  if (block == blocks_.end()) {
+    if (isBuiltin(e.name))
+      return evaluateBuiltin(e, scope);
+    error(e.loc, "unknown function '" + e.name + "'");
+    return std::nullopt;
+  }
+  std::vector<Value> args;
+  for (const ExprPtr &arg : e.operands) {
+    std::optional<Value> v = evaluate(*arg, scope);
+    if (!v)
+      return std::nullopt;
+    args.push_back(*v);
+  }
+  return callBlock(*block->second, e, std::move(args));
+}
+
+/// `repeat N Block(x, rest...)` = Block(Block(...Block(x, rest...)..., rest...)).
+std::optional<Value> Sema::evaluateRepeat(const Expr &e, Scope &scope) {
+  std::optional<Value> count = evaluate(*e.operands[0], scope);
+  if (!count)
+    return std::nullopt;
+  if (count->isTensor() || !count->number.isInteger ||
+      count->number.intValue <= 0) {
+    error(e.operands[0]->loc,
+          "the repeat count must be a positive integer" +
+              (count->isTensor() ? std::string()
+                                 : ", got " + count->number.str()));
+    return std::nullopt;
+  }
+  const Expr &call = *e.operands[1];
+  auto block = blocks_.find(call.name);
+  if (block == blocks_.end()) {
+    error(call.loc, isBuiltin(call.name)
+                        ? "'repeat' applies a block, and '" + call.name +
+                              "' is a builtin function"
+                        : "unknown block '" + call.name + "'");
+    return std::nullopt;
+  }
+  if (call.operands.empty()) {
+    error(call.loc, "'repeat' needs a block with at least one argument to "
+                    "thread through the repetitions");
+    return std::nullopt;
+  }
+  std::vector<Value> args;
+  for (const ExprPtr &arg : call.operands) {
+    std::optional<Value> v = evaluate(*arg, scope);
+    if (!v)
+      return std::nullopt;
+    args.push_back(*v);
+  }
+  for (long long i = 0; i < count->number.intValue; ++i) {
+    std::optional<Value> out = callBlock(*block->second, call, args);
+    if (!out)
+      return std::nullopt;
+    args[0] = *out;
+  }
+  return args[0];
+}
+
+/// Inlines one call: binds the arguments, creates this instance's
+/// parameters (`Block.<n>.<param>`) and runs the body.
+std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
+                                     std::vector<Value> args) {
+  if (args.size() != block.args.size()) {
+    error(call.loc, "block '" + block.name + "' expects " +
+                        std::to_string(block.args.size()) + " argument" +
+                        (block.args.size() == 1 ? "" : "s") + ", got " +
+                        std::to_string(args.size()));
+    return std::nullopt;
+  }
+  // Inlining multiplies ops; stop a runaway `repeat` before memory does.
+  constexpr size_t kMaxNodes = 4'000'000;
+  if (graph_.nodes.size() > kMaxNodes) {
+    error(call.loc, "the model has more than " + std::to_string(kMaxNodes) +
+                        " ops after inlining block '" + block.name + "'");
+    return std::nullopt;
+  }
+  for (const std::string &active : activeBlocks_)
+    if (active == block.name) {
+      error(call.loc, "block '" + block.name + "' calls itself recursively");
+      return std::nullopt;
+    }
+
+  Scope scope;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const BlockArg &decl = block.args[i];
+    SourceLoc argLoc = i < call.operands.size() ? call.operands[i]->loc
+                                                : call.loc;
+    TensorType expected;
+    expected.element = decl.dtype == "i32" ? ElementType::I32 : ElementType::F32;
+    if (!evaluateShape(decl.shape, "argument '" + decl.name + "'",
+                       expected.shape))
+      return std::nullopt;
+    if (!args[i].isTensor()) {
+      error(argLoc, "argument '" + decl.name + "' of block '" + block.name +
+                        "' must be a tensor " + formatType(expected) +
+                        ", got the number " + args[i].number.str());
+      return std::nullopt;
+    }
+    if (!(typeOf(args[i].node) == expected)) {
+      error(argLoc, "block '" + block.name + "' called with a wrong " +
+                        "argument shape: '" + decl.name + "' is declared " +
+                        formatType(expected) + ", got " +
+                        formatType(typeOf(args[i].node)));
+      return std::nullopt;
+    }
+    scope.vars[decl.name] = args[i];
+  }
+
+  int instance = instanceCount_[block.name]++;
+  callStack_.push_back(call.loc);
+  activeBlocks_.push_back(block.name);
+  auto leave = [&] {
+    callStack_.pop_back();
+    activeBlocks_.pop_back();
+  };
+
+  for (const ParamDecl &p : block.params) {
+    std::optional<int> idx = createParam(
+        p, block.name + "." + std::to_string(instance) + "." + p.name);
+    if (!idx)
+      return leave(), std::nullopt;
+    scope.params[p.name] = *idx;
+  }
+
+  std::optional<Value> result;
+  for (const Stmt &s : block.body) {
+    if (result) {
+      error(s.loc, "statement after 'return' in block '" + block.name + "'");
+      return leave(), std::nullopt;
+    }
+    if (!s.isReturn && scope.params.count(s.name)) {
+      error(s.loc, "cannot assign to parameter '" + s.name + "'");
+      return leave(), std::nullopt;
+    }
+    std::optional<Value> v = evaluate(*s.value, scope);
+    if (!v)
+      return leave(), std::nullopt;
+    if (s.isReturn)
+      result = v;
+    else
+      scope.vars[s.name] = *v;
+  }
+  if (!result) {
+    error(block.loc, "block '" + block.name + "' has no 'return'");
+    return leave(), std::nullopt;
+  }
+  leave();
+  return result;
+}
+
+} // namespace kiln

@@ -1,0 +1,111 @@
+//===- TensorGraph.h - The checked, flattened model --------------*- C++ -*-===//
+//
+// Sema's output and MLIRGen's input: every block call inlined, every shape
+// known and checked, every broadcast explicit. Nodes are in definition order
+// (operands always precede users), so MLIRGen is a single forward walk that
+// maps each node to one kiln op. Keeping this layer free of MLIR lets the
+// semantic checks run (and be tested) without an MLIRContext.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_TENSORGRAPH_H
+#define KILN_FRONTEND_TENSORGRAPH_H
+
+#include "frontend/Diagnostics.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class ElementType { F32, I32 };
+
+struct TensorType {
+  std::vector<int64_t> shape;
+  ElementType element = ElementType::F32;
+
+  int64_t rank() const { return (int64_t)shape.size(); }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  bool isFloat() const { return element == ElementType::F32; }
+  bool operator==(const TensorType &o) const {
+    return shape == o.shape && element == o.element;
+  }
+};
+
+/// `[8, 128, 64]` — how shapes appear in messages.
+std::string formatShape(const std::vector<int64_t> &shape);
+/// `[8, 128] i32` / `[8, 128, 64] f32`.
+std::string formatType(const TensorType &type);
+
+/// One node per kiln op (or function argument).
+enum class NodeKind {
+  Param,        // argIndex -> TensorGraph::params
+  Input,        // argIndex -> TensorGraph::inputs
+  Constant,     // splat `value`
+  Iota,         // [N] i32
+  Add, Sub, Mul, Div, Neg,
+  Exp, Log, Tanh, Sqrt, Gelu,
+  Softmax,      // over the last dim
+  CausalMask,   // fill -inf above the diagonal
+  Broadcast,    // `dims`: result dim of each operand dim
+  ReduceSum,    // `dims`: reduced dims (sorted)
+  Reshape,
+  Transpose,    // `dims`: permutation
+  Matmul,       // lhs [..., M, K] @ rhs [K, N] or [..., K, N]
+  Embedding,    // table [V, D], indices [...] -> [..., D]
+  LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op
+  CrossEntropy, // logits [..., V], targets [...] -> scalar
+};
+
+struct Node {
+  NodeKind kind;
+  std::vector<int> operands; // indices into TensorGraph::nodes
+  TensorType type;
+  std::vector<int64_t> dims;
+  double value = 0.0;
+  int argIndex = -1;
+  /// locs[0] is the expression in the model file; locs[1..] are the block
+  /// call sites it was inlined through, innermost first.
+  std::vector<SourceLoc> locs;
+};
+
+struct ParamInfo {
+  std::string name; // `wte`, `Block.0.wq`
+  TensorType type;
+  std::string init; // "normal" | "zeros" | "ones"
+  double stddev = 0.0;
+  SourceLoc loc;
+};
+
+struct InputInfo {
+  std::string name;
+  TensorType type;
+  SourceLoc loc;
+};
+
+struct TrainInfo {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  std::string optimizer = "adamw";
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, weightDecay = 0.01;
+};
+
+struct TensorGraph {
+  std::string modelName;
+  SourceLoc modelLoc;
+  std::vector<ParamInfo> params; // function-argument order
+  std::vector<InputInfo> inputs; // after the params
+  std::vector<Node> nodes;
+  int loss = -1; // node holding the scalar loss
+  TrainInfo train;
+};
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_TENSORGRAPH_H

@@ -1,0 +1,30 @@
+//===- KilnDialect.td - The kiln dialect declaration ------*- tablegen -*-===//
+//
+// Declares the `kiln` dialect: tensor-level ops of a training step (forward,
+// backward and optimizer update) on ranked, statically shaped tensors.
+// Ops live in KilnOps.td, attributes in KilnAttrs.td, interfaces in
+// KilnInterfaces.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_TD
+#define KILN_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Kiln_Dialect : Dialect {
+  let name = "kiln";
+  let cppNamespace = "::mlir::kiln";
+  let summary = "Tensor ops of a whole training step.";
+  let description = [{
+    The `kiln` dialect holds the forward graph produced by the frontend, the
+    backward graph produced by `--kiln-autodiff` (through
+    `DifferentiableOpInterface`) and the optimizer update. All tensors are
+    ranked with static shapes; element types are f32, bf16, f16, i32, i64.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+#endif // KILN_DIALECT_TD

@@ -1,0 +1,329 @@
+//===- KilnOps.cpp - Ops of the kiln dialect ------------------------------===//
+//
+// Builders, verifiers and folders of the compute ops (constant, iota, matmul,
+// embedding, normalisation, softmax, mask, loss, optimizer). The shape ops
+// (broadcast, reduce_sum, reshape, transpose) are in KilnShapeOps.cpp.
+// Verifiers print the offending types so a frontend bug is found from the
+// message alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+#include "ir/KilnInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "ir/KilnOps.cpp.inc"
+
+Value mlir::kiln::createSplatConstant(OpBuilder &b, Location loc,
+                                      RankedTensorType type, double value) {
+  Type elt = type.getElementType();
+  Attribute scalar;
+  if (auto f = llvm::dyn_cast<FloatType>(elt))
+    scalar = b.getFloatAttr(f, value);
+  else
+    scalar = b.getIntegerAttr(elt, static_cast<int64_t>(value));
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, scalar));
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp, IotaOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult IotaOp::verify() {
+  RankedTensorType type = getType();
+  if (type.getRank() != 1)
+    return emitOpError() << "result must be rank 1, got " << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The dimensions of a matmul after applying the transpose flags.
+struct MatmulDims {
+  SmallVector<int64_t> batch; // lhs batch dims
+  int64_t m, k, rhsK, n;
+};
+} // namespace
+
+/// Reads M, K, N and the batch dims; emits through `emitError` (may be null)
+/// and returns failure when the ranks or batch dims do not fit the contract.
+static FailureOr<MatmulDims>
+getMatmulDims(RankedTensorType lhs, RankedTensorType rhs, bool transposeLhs,
+              bool transposeRhs,
+              function_ref<InFlightDiagnostic()> emitError) {
+  auto fail = [&](auto &&...parts) -> FailureOr<MatmulDims> {
+    if (emitError)
+      (emitError() << ... << parts);
+    return failure();
+  };
+  int64_t lr = lhs.getRank(), rr = rhs.getRank();
+  if (lr < 2)
+    return fail("lhs must have rank >= 2, got ", lhs);
+  if (rr != 2 && rr != lr)
+    return fail("rhs must have rank 2 or the rank of lhs (", lr, "), got ",
+                rhs);
+  ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
+  MatmulDims d;
+  d.batch.assign(ls.begin(), ls.end() - 2);
+  if (rr == lr && !ArrayRef<int64_t>(rs).drop_back(2).equals(d.batch))
+    return fail("batch dimensions of lhs ", lhs, " and rhs ", rhs,
+                " differ");
+  d.m = transposeLhs ? ls[lr - 1] : ls[lr - 2];
+  d.k = transposeLhs ? ls[lr - 2] : ls[lr - 1];
+  d.rhsK = transposeRhs ? rs[rr - 1] : rs[rr - 2];
+  d.n = transposeRhs ? rs[rr - 2] : rs[rr - 1];
+  if (d.k != d.rhsK)
+    return fail("contracting dimensions differ: lhs ", lhs, " has K = ", d.k,
+                ", rhs ", rhs, " has K = ", d.rhsK);
+  return d;
+}
+
+RankedTensorType mlir::kiln::inferMatmulType(RankedTensorType lhs,
+                                             RankedTensorType rhs,
+                                             bool transposeLhs,
+                                             bool transposeRhs) {
+  FailureOr<MatmulDims> d =
+      getMatmulDims(lhs, rhs, transposeLhs, transposeRhs, nullptr);
+  if (failed(d))
+    return {};
+  SmallVector<int64_t> shape(d->batch);
+  shape.append({d->m, d->n});
+  return RankedTensorType::get(shape, lhs.getElementType());
+}
+
+void MatmulOp::build(OpBuilder &b, OperationState &state, Value lhs,
+                     Value rhs, bool transposeLhs, bool transposeRhs) {
+  Type type = inferMatmulType(llvm::cast<RankedTensorType>(lhs.getType()),
+                              llvm::cast<RankedTensorType>(rhs.getType()),
+                              transposeLhs, transposeRhs);
+  assert(type && "invalid matmul operands");
+  build(b, state, type, lhs, rhs, transposeLhs, transposeRhs);
+}
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getElementType() != rhs.getElementType() ||
+      lhs.getElementType() != getType().getElementType())
+    return emitOpError() << "element types differ: " << lhs << ", " << rhs
+                         << " -> " << getType();
+  FailureOr<MatmulDims> d =
+      getMatmulDims(lhs, rhs, getTransposeLhs(), getTransposeRhs(),
+                    [&] { return emitOpError(); });
+  if (failed(d))
+    return failure();
+  Type expected = inferMatmulType(lhs, rhs, getTransposeLhs(),
+                                  getTransposeRhs());
+  if (getType() != expected)
+    return emitOpError() << "result type " << getType() << " should be "
+                         << expected;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp, EmbeddingGradOp
+//===----------------------------------------------------------------------===//
+
+/// indices [...] and rows of width D -> [..., D].
+static RankedTensorType appendDim(RankedTensorType indices, int64_t d,
+                                  Type elementType) {
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.push_back(d);
+  return RankedTensorType::get(shape, elementType);
+}
+
+void EmbeddingOp::build(OpBuilder &b, OperationState &state, Value table,
+                        Value indices) {
+  auto tableType = llvm::cast<RankedTensorType>(table.getType());
+  build(b, state,
+        appendDim(llvm::cast<RankedTensorType>(indices.getType()),
+                  tableType.getShape().back(), tableType.getElementType()),
+        table, indices);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = getTable().getType();
+  if (table.getRank() != 2)
+    return emitOpError() << "table must be rank 2 [V, D], got " << table;
+  Type expected = appendDim(getIndices().getType(), table.getDimSize(1),
+                            table.getElementType());
+  if (getType() != expected)
+    return emitOpError() << "result type " << getType() << " should be "
+                         << expected;
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType result = getType(), grad = getGrad().getType();
+  if (result.getRank() != 2)
+    return emitOpError() << "result must be rank 2 [V, D], got " << result;
+  Type expected = appendDim(getIndices().getType(), result.getDimSize(1),
+                            result.getElementType());
+  if (grad != expected)
+    return emitOpError() << "grad type " << grad << " should be " << expected
+                         << " (indices shape + [D])";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormOp, LayerNormGradOp
+//===----------------------------------------------------------------------===//
+
+/// input [..., C] -> mean/rstd [...]
+static RankedTensorType rowStatsType(RankedTensorType input) {
+  return RankedTensorType::get(input.getShape().drop_back(),
+                               input.getElementType());
+}
+
+/// Checks input [..., C] (rank >= 1) and a [C] per-channel tensor.
+static LogicalResult verifyChannelParam(Operation *op, RankedTensorType input,
+                                        RankedTensorType param,
+                                        StringRef name) {
+  if (input.getRank() < 1)
+    return op->emitOpError() << "input must have rank >= 1, got " << input;
+  auto expected = RankedTensorType::get({input.getShape().back()},
+                                        input.getElementType());
+  if (param != expected)
+    return op->emitOpError() << name << " type " << param << " should be "
+                             << expected;
+  return success();
+}
+
+void LayerNormOp::build(OpBuilder &b, OperationState &state, Value input,
+                        Value weight, Value bias, float epsilon) {
+  auto inputType = llvm::cast<RankedTensorType>(input.getType());
+  RankedTensorType stats = rowStatsType(inputType);
+  build(b, state, inputType, stats, stats, input, weight, bias,
+        b.getF32FloatAttr(epsilon));
+}
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyChannelParam(*this, input, getWeight().getType(),
+                                "weight")) ||
+      failed(verifyChannelParam(*this, input, getBias().getType(), "bias")))
+    return failure();
+  if (getOutput().getType() != input)
+    return emitOpError() << "output type " << getOutput().getType()
+                         << " should be " << input;
+  RankedTensorType stats = rowStatsType(input);
+  if (getMean().getType() != stats || getRstd().getType() != stats)
+    return emitOpError() << "mean/rstd types " << getMean().getType() << ", "
+                         << getRstd().getType() << " should be " << stats;
+  if (getEpsilon().isNegative())
+    return emitOpError() << "epsilon must be non-negative, got "
+                         << formatShortestFloat(getEpsilon());
+  return success();
+}
+
+void LayerNormGradOp::build(OpBuilder &b, OperationState &state, Value input,
+                            Value weight, Value mean, Value rstd, Value grad) {
+  build(b, state, input.getType(), weight.getType(), weight.getType(), input,
+        weight, mean, rstd, grad);
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyChannelParam(*this, input, getWeight().getType(),
+                                "weight")))
+    return failure();
+  RankedTensorType stats = rowStatsType(input);
+  if (getMean().getType() != stats || getRstd().getType() != stats)
+    return emitOpError() << "mean/rstd types " << getMean().getType() << ", "
+                         << getRstd().getType() << " should be " << stats;
+  if (getGrad().getType() != input || getInputGrad().getType() != input)
+    return emitOpError() << "grad and input_grad types "
+                         << getGrad().getType() << ", "
+                         << getInputGrad().getType() << " should be " << input;
+  if (getWeightGrad().getType() != getWeight().getType() ||
+      getBiasGrad().getType() != getWeight().getType())
+    return emitOpError() << "weight_grad/bias_grad types "
+                         << getWeightGrad().getType() << ", "
+                         << getBiasGrad().getType() << " should be "
+                         << getWeight().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxOp, SoftmaxGradOp, CausalMaskOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError() << "input must have rank >= 1, got " << getType();
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError() << "input must have rank >= 1, got " << getType();
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  RankedTensorType type = getType();
+  if (type.getRank() < 2)
+    return emitOpError() << "input must have rank >= 2 [..., T, S], got "
+                         << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp, CrossEntropyGradOp
+//===----------------------------------------------------------------------===//
+
+/// logits [..., V] and targets [...].
+static LogicalResult verifyLogitsTargets(Operation *op,
+                                         RankedTensorType logits,
+                                         RankedTensorType targets) {
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != targets.getShape())
+    return op->emitOpError() << "logits " << logits << " must be targets "
+                             << targets << " shape + [V]";
+  return success();
+}
+
+void CrossEntropyOp::build(OpBuilder &b, OperationState &state, Value logits,
+                           Value targets) {
+  build(b, state, RankedTensorType::get({}, b.getF32Type()), logits, targets);
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLogitsTargets(*this, getLogits().getType(),
+                             getTargets().getType());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyLogitsTargets(*this, getLogits().getType(),
+                             getTargets().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// AdamWOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  auto str = [](const APFloat &x) { return formatShortestFloat(x); };
+  auto inUnitInterval = [](const APFloat &x) {
+    double d = x.convertToDouble();
+    return d >= 0.0 && d < 1.0;
+  };
+  if (!inUnitInterval(getBeta1()) || !inUnitInterval(getBeta2()))
+    return emitOpError() << "beta1 and beta2 must be in [0, 1), got "
+                         << str(getBeta1()) << ", " << str(getBeta2());
+  if (getEpsilon().isNegative() || getWeightDecay().isNegative())
+    return emitOpError() << "epsilon and weight_decay must be non-negative, "
+                            "got "
+                         << str(getEpsilon()) << ", " << str(getWeightDecay());
+  return success();
+}

@@ -1,0 +1,544 @@
+//===- KilnOps.td - Ops of the kiln dialect ---------------*- tablegen -*-===//
+//
+// Every op of the `kiln` dialect (see /work/contract.md for the contract the
+// frontend, passes and codegen rely on). All ops are Pure and work on
+// ranked, statically shaped tensors. Result types that can be derived from
+// the operands have C++ builders that derive them (documented at the top of
+// ir/KilnOps.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_OPS_TD
+#define KILN_OPS_TD
+
+include "ir/KilnDialect.td"
+include "ir/KilnInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Kiln_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
+def Kiln_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
+def Kiln_IntTensor : StaticShapeTensorOf<[I32, I64]>;
+// Rank-0 f32 tensor: the loss, the learning rate, the step count. Buildable
+// so that assembly formats need not spell it.
+def Kiln_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+// Every kiln op is side-effect free: the training step is a pure function
+// from (params, optimizer state, data) to (loss, grads, new state).
+class Kiln_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kiln_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
+// Elementwise ops: identical operand and result types, so the result type
+// is the type of the first operand (ODS generates builders without it).
+class Kiln_ElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits, [Elementwise,
+          SameOperandsAndResultType,
+          DeclareOpInterfaceMethods<DifferentiableOpInterface>])>;
+
+class Kiln_BinaryOp<string mnemonic, string sym, Type type = Kiln_Tensor>
+    : Kiln_ElementwiseOp<mnemonic> {
+  let summary = "Elementwise " # sym;
+  let description = [{
+    Elementwise }] # sym # [{ of two tensors of the same type.
+
+    ```mlir
+    %r = kiln.}] # mnemonic # [{ %a, %b : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs type:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+class Kiln_UnaryOp<string mnemonic, string what, Type type = Kiln_FloatTensor>
+    : Kiln_ElementwiseOp<mnemonic> {
+  let summary = "Elementwise " # what;
+  let description = [{
+    Elementwise }] # what # [{ of a tensor.
+
+    ```mlir
+    %r = kiln.}] # mnemonic # [{ %a : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "sum">;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "difference">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "product">;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "quotient">;
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", Kiln_Tensor>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exponential">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "hyperbolic tangent">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root">;
+
+def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "GELU (tanh approximation)"> {
+  let description = [{
+    GELU with the tanh approximation used by GPT-2:
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
+
+    ```mlir
+    %r = kiln.gelu %a : tensor<4x8xf32>
+    ```
+  }];
+}
+
+def Kiln_GeluGradOp : Kiln_Op<"gelu_grad", [Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "Derivative of GELU times an incoming gradient";
+  let description = [{
+    `result = gelu'(input) * grad`, the VJP of `kiln.gelu` (tanh
+    approximation).
+
+    ```mlir
+    %dx = kiln.gelu_grad %x, %dy : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$grad);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and index generators
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "Constant tensor";
+  let description = [{
+    A tensor whose contents are given by a dense elements attribute; the
+    result type is the attribute's type.
+
+    ```mlir
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    %w = kiln.constant dense<[1, 2, 3]> : tensor<3xi32>
+    ```
+  }];
+  let arguments = (ins ElementsAttrBase<
+      CPred<"::llvm::isa<::mlir::DenseElementsAttr>($_self)">,
+      "dense elements attribute"> : $value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Kiln_IotaOp : Kiln_Op<"iota"> {
+  let summary = "1-D tensor 0, 1, ..., N-1";
+  let description = [{
+    Produces the integers `0 .. N-1` where `N` is the size of the 1-D result.
+    Positions and masks are built from it.
+
+    ```mlir
+    %pos = kiln.iota : tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins);
+  let results = (outs Kiln_IntTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Broadcast to a larger shape";
+  let description = [{
+    Input dimension `i` maps to result dimension `dims[i]` (strictly
+    increasing); it must have size 1 (it is then expanded) or the size of
+    that result dimension. Result dimensions not named in `dims` are new.
+
+    ```mlir
+    // bias [8] added to every row of [4, 8]
+    %r = kiln.broadcast %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+    // expand a size-1 dimension
+    %s = kiln.broadcast %m dims = [0, 1] : tensor<4x1xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ReduceSumOp : Kiln_Op<"reduce_sum", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Sum over dimensions";
+  let description = [{
+    Sums over `dims` (sorted, unique); the result has those dimensions
+    removed (rank 0 when all are reduced).
+
+    ```mlir
+    %r = kiln.reduce_sum %a dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+    %t = kiln.reduce_sum %a dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+  }];
+  let builders = [
+    // Derives the result type: the input shape with `dims` removed.
+    OpBuilder<(ins "::mlir::Value":$input, "::llvm::ArrayRef<int64_t>":$dims)>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Reinterpret a row-major tensor with another shape";
+  let description = [{
+    Same elements in the same row-major order, new shape. Codegen makes the
+    result alias the input buffer.
+
+    ```mlir
+    %r = kiln.reshape %a : tensor<2x3x4xf32> -> tensor<6x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_TransposeOp : Kiln_Op<"transpose", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Permute dimensions";
+  let description = [{
+    `result.shape[i] = input.shape[permutation[i]]`.
+
+    ```mlir
+    %r = kiln.transpose %a permutation = [0, 2, 1]
+        : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let builders = [
+    // Derives the result type from the permutation.
+    OpBuilder<(ins "::mlir::Value":$input,
+                   "::llvm::ArrayRef<int64_t>":$permutation)>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and embedding
+//===----------------------------------------------------------------------===//
+
+def Kiln_MatmulOp : Kiln_Op<"matmul", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "(Batched) matrix product with optional transposes";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`); `rhs` is
+    either rank 2 `[K, N]`, shared over the batch, or `[..., K, N]` with the
+    same batch dimensions as `lhs` (`[N, K]` / `[..., N, K]` with
+    `transpose_rhs`). The result is `[..., M, N]` with the batch dimensions
+    of `lhs`. Codegen turns it into a GEMM call.
+
+    ```mlir
+    %y = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32>
+        -> tensor<2x4x16xf32>
+    %s = kiln.matmul %q, %k {transpose_rhs = true}
+        : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let builders = [
+    // Derives the result type [..., M, N].
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transposeLhs,
+                   CArg<"bool", "false">:$transposeRhs)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Row gather from an embedding table";
+  let description = [{
+    `result[..., :] = table[indices[...], :]` for a table `[V, D]`.
+
+    ```mlir
+    %e = kiln.embedding %wte, %tokens : tensor<64x16xf32>, tensor<2x8xi32>
+        -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$table, Kiln_IntTensor:$indices);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` type($table) `,` type($indices) `->`
+    type($result)
+  }];
+  let builders = [
+    // Derives the result type [..., D].
+    OpBuilder<(ins "::mlir::Value":$table, "::mlir::Value":$indices)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad"> {
+  let summary = "Scatter-add of gradient rows into a zero table";
+  let description = [{
+    The VJP of `kiln.embedding` for its table: starts from a zero `[V, D]`
+    tensor and adds `grad[..., :]` into row `indices[...]`.
+
+    ```mlir
+    %dwte = kiln.embedding_grad %tokens, %g : tensor<2x8xi32>,
+        tensor<2x8x16xf32> -> tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_IntTensor:$indices, Kiln_FloatTensor:$grad);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad attr-dict `:` type($indices) `,` type($grad) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax, masking
+//===----------------------------------------------------------------------===//
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Layer normalisation over the last dimension";
+  let description = [{
+    For input `[..., C]`: `mean` and `rstd = 1/sqrt(var + epsilon)` over the
+    last dimension (biased variance), `output = (input - mean) * rstd *
+    weight + bias`. `mean` and `rstd` (`[...]`) are results so that the
+    backward pass (`kiln.layer_norm_grad`) reuses them.
+
+    ```mlir
+    %y, %mean, %rstd = kiln.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+        -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Kiln_FloatTensor:$bias,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Kiln_FloatTensor:$output, Kiln_FloatTensor:$mean,
+                      Kiln_FloatTensor:$rstd);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands,
+    results)
+  }];
+  let builders = [
+    // Derives (output [..., C], mean [...], rstd [...]).
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight,
+                   "::mlir::Value":$bias, CArg<"float", "1.0e-5f">:$epsilon)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad"> {
+  let summary = "Backward of layer normalisation";
+  let description = [{
+    Given the forward input, weight, the forward `mean` and `rstd` and the
+    output gradient, computes `(input_grad, weight_grad, bias_grad)`.
+
+    ```mlir
+    %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %mean, %rstd, %dy
+        : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>,
+           tensor<2x4xf32>, tensor<2x4x8xf32>)
+        -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Kiln_FloatTensor:$mean, Kiln_FloatTensor:$rstd,
+                       Kiln_FloatTensor:$grad);
+  let results = (outs Kiln_FloatTensor:$input_grad,
+                      Kiln_FloatTensor:$weight_grad,
+                      Kiln_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $mean `,` $rstd `,` $grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let builders = [
+    // Derives (input_grad = type(input), weight_grad = bias_grad =
+    // type(weight)).
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight,
+                   "::mlir::Value":$mean, "::mlir::Value":$rstd,
+                   "::mlir::Value":$grad)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxOp : Kiln_Op<"softmax", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Softmax over the last dimension";
+  let description = [{
+    `result = exp(x - max(x)) / sum(exp(x - max(x)))` along the last
+    dimension (max-subtracted, so large scores do not overflow).
+
+    ```mlir
+    %p = kiln.softmax %scores : tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxGradOp : Kiln_Op<"softmax_grad", [SameOperandsAndResultType]> {
+  let summary = "Backward of softmax over the last dimension";
+  let description = [{
+    `dx = y * (dy - sum(dy * y, last))` where `y` is the softmax output.
+
+    ```mlir
+    %dx = kiln.softmax_grad %p, %dp : tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$output, Kiln_FloatTensor:$grad);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_CausalMaskOp : Kiln_Op<"causal_mask", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Replace future positions with a fill value";
+  let description = [{
+    For input `[..., T, S]`, element `(i, j)` with `j > i + (S - T)` becomes
+    `fill` (-inf before a softmax; 0 in its VJP); the others are copied.
+
+    ```mlir
+    %m = kiln.causal_mask %s fill = 0xFF800000 : tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, F32Attr:$fill);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `fill` `=` $fill attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Mean softmax cross-entropy";
+  let description = [{
+    For logits `[..., V]` and integer targets `[...]`: the mean over all
+    positions of `-log(softmax(logits)[target])`, as a rank-0 f32 tensor.
+
+    ```mlir
+    %loss = kiln.cross_entropy %logits, %targets
+        : tensor<2x8x64xf32>, tensor<2x8xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets);
+  let results = (outs Kiln_F32Scalar:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` type($logits) `,` type($targets)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$logits, "::mlir::Value":$targets)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Backward of the mean softmax cross-entropy";
+  let description = [{
+    `(softmax(logits) - onehot(targets)) * grad / N` where `N` is the number
+    of positions (the element count of `targets`).
+
+    ```mlir
+    %dlogits = kiln.cross_entropy_grad %logits, %targets, %g
+        : tensor<2x8x64xf32>, tensor<2x8xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets,
+                       Kiln_F32Scalar:$grad);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
+    type($targets)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Kiln_AdamWOp : Kiln_Op<"adamw", [
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>
+  ]> {
+  let summary = "One AdamW update of a parameter and its moments";
+  let description = [{
+    With `t = step` (1-based) and decoupled weight decay:
+    ```
+    p -= lr * weight_decay * p
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g^2
+    p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
+    ```
+    Codegen updates `param`, `m` and `v` in place.
+
+    ```mlir
+    %p1, %m1, %v1 = kiln.adamw %p, %g, %m, %v, %lr, %step
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32,
+         weight_decay = 0.1 : f32} : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
+                       Kiln_FloatTensor:$m, Kiln_FloatTensor:$v,
+                       Kiln_F32Scalar:$lr, Kiln_F32Scalar:$step,
+                       F32Attr:$beta1, F32Attr:$beta2, F32Attr:$epsilon,
+                       F32Attr:$weight_decay);
+  let results = (outs Kiln_FloatTensor:$new_param, Kiln_FloatTensor:$new_m,
+                      Kiln_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:`
+    type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KILN_OPS_TD

@@ -1,0 +1,52 @@
+//===- Pipelines.h - The Kiln pass pipeline, phase by phase ---------------===//
+//
+// The compiler pipeline is a list of named phases. kilnc runs them one at a
+// time so that it can dump the IR after each (--dump-phases-to) and stop
+// after any of them (--compile-to=PHASE); kiln-opt gets the whole list as the
+// named pipeline `kiln-training-pipeline`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_PIPELINES_H
+#define KILN_PASSES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <functional>
+
+namespace mlir::kiln {
+
+/// One named phase of the pipeline: `build` adds its passes to a pass manager
+/// anchored on builtin.module.
+struct CompilerPhase {
+  llvm::StringRef name;    // --compile-to / --dump-phases-to name
+  llvm::StringRef summary; // one line for --help
+  std::function<void(OpPassManager &)> build;
+};
+
+/// "kiln": the frontend's output, verified and cleaned up.
+void buildFrontendCleanupPhase(OpPassManager &pm);
+/// "autodiff": reverse-mode gradients appended to the loss function.
+void buildAutodiffPhase(OpPassManager &pm);
+/// "optimizer": grad norm and the AdamW update appended.
+void buildOptimizerPhase(OpPassManager &pm);
+
+/// Every phase, in pipeline order: "kiln", "autodiff", "optimizer".
+llvm::ArrayRef<CompilerPhase> getCompilerPhases();
+
+/// The phase called `name`, or nullptr.
+const CompilerPhase *lookupCompilerPhase(llvm::StringRef name);
+
+/// All phases up to and including `lastPhase` (all of them when empty) into
+/// one pass manager. Returns failure for an unknown phase name.
+LogicalResult buildTrainingPipeline(OpPassManager &pm,
+                                    llvm::StringRef lastPhase = "");
+
+/// Registers `kiln-training-pipeline` (every phase) for kiln-opt.
+void registerKilnPipelines();
+
+} // namespace mlir::kiln
+
+#endif // KILN_PASSES_PIPELINES_H

@@ -1,0 +1,118 @@
+//===- Artifact.cpp - Structural checks and loading of a .kart file -------===//
+//
+// The cheap checks come first so a foreign file gets a precise message
+// ("not a Kiln artifact") rather than "verification failed":
+//   1. empty / too small to hold a flatbuffer root offset and identifier,
+//   2. file identifier "KART",
+//   3. flatbuffers::Verifier over the whole buffer (every offset in bounds),
+//   4. format version,
+//   5. content checks (ArtifactVerifier.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Artifact.h"
+
+#include "runtime/FileIO.h"
+
+#include <cstdio>
+
+namespace kiln::rt {
+
+namespace {
+
+// Renders up to four identifier bytes for a message, escaping non-printable
+// ones like a C string literal ('PK\x03\x04' for a zip file).
+std::string printableIdentifier(const uint8_t *bytes, size_t count) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t c = bytes[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+size_t dtypeSize(schema::DType dtype) {
+  switch (dtype) {
+  case schema::DType_F32:
+  case schema::DType_I32:
+    return 4;
+  case schema::DType_BF16:
+  case schema::DType_F16:
+    return 2;
+  case schema::DType_I64:
+    return 8;
+  }
+  return 0;
+}
+
+std::string bufferName(const schema::Buffer &buffer) {
+  if (!buffer.name() || buffer.name()->size() == 0)
+    return "<unnamed>";
+  return buffer.name()->str();
+}
+
+std::string Artifact::describeBuffer(uint32_t index) const {
+  return detail::concat("buffer ", index, " ('", bufferName(buffer(index)),
+                        "')");
+}
+
+StatusOr<std::unique_ptr<Artifact>>
+Artifact::loadFile(const std::string &path) {
+  auto bytes = readFileBytes(path);
+  if (!bytes.ok())
+    return bytes.status();
+  return loadBytes(std::move(bytes).value(), path);
+}
+
+StatusOr<std::unique_ptr<Artifact>>
+Artifact::loadBytes(std::vector<uint8_t> bytes, std::string displayName) {
+  const std::string prefix = displayName + ": ";
+  // A flatbuffer starts with a 4-byte root offset, then the identifier.
+  constexpr size_t kHeaderBytes =
+      sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength;
+  if (bytes.empty())
+    return dataLoss(prefix, "empty file (0 bytes), not a Kiln artifact");
+  if (bytes.size() < kHeaderBytes)
+    return dataLoss(prefix, "too small to be a Kiln artifact (", bytes.size(),
+                    " bytes)");
+  if (!schema::ArtifactBufferHasIdentifier(bytes.data()))
+    return invalidArgument(
+        prefix, "not a Kiln artifact (file identifier is '",
+        printableIdentifier(bytes.data() + sizeof(flatbuffers::uoffset_t),
+                            flatbuffers::kFileIdentifierLength),
+        "', expected '", schema::ArtifactIdentifier(), "')");
+
+  // Depth and table limits well above any real model but low enough that a
+  // crafted file cannot make verification itself expensive.
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(),
+                                 /*max_depth=*/64, /*max_tables=*/10000000);
+  if (!schema::VerifyArtifactBuffer(verifier))
+    return dataLoss(prefix,
+                    "truncated or corrupt (flatbuffers verification failed)");
+
+  std::unique_ptr<Artifact> artifact(
+      new Artifact(std::move(bytes), std::move(displayName)));
+  artifact->root_ = schema::GetArtifact(artifact->bytes_.data());
+
+  uint32_t version = artifact->root_->version();
+  if (version != kArtifactVersion)
+    return failedPrecondition(
+        prefix, "artifact format version ", version,
+        ", but this kiln-run reads version ", kArtifactVersion,
+        " (recompile the model with a matching kilnc)");
+
+  Status contents = verifyArtifactContents(*artifact->root_, artifact->infos_);
+  if (!contents.ok())
+    return contents.withPrefix(prefix);
+  return artifact;
+}
+
+} // namespace kiln::rt

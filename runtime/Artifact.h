@@ -1,0 +1,88 @@
+//===- Artifact.h - Loading and verifying a Kiln training artifact --------===//
+//
+// A `.kart` file is a flatbuffer (runtime/schema/artifact.fbs) written by
+// codegen. Nothing in it is trusted: `Artifact::loadFile` checks, in order,
+// that the file is non-empty, carries the "KART" identifier, passes the
+// flatbuffers verifier (structure), has the runtime's format version, and then
+// that every field is consistent (contents: indices in range, sizes that match
+// shapes, one loss, ...). Only a fully verified artifact is handed to the
+// backend, so the executor can index buffers without further checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_ARTIFACT_H
+#define KILN_RUNTIME_ARTIFACT_H
+
+#include "runtime/Status.h"
+#include "runtime/schema/artifact_generated.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+// Bump together with runtime/schema/artifact.fbs whenever a field changes
+// meaning; codegen writes this value into Artifact.version.
+constexpr uint32_t kArtifactVersion = 1;
+
+// Bytes per element of `dtype`, or 0 for a value outside the enum.
+size_t dtypeSize(schema::DType dtype);
+
+// What the verifier derived for each buffer, so later stages need not
+// recompute sizes or walk alias chains.
+struct BufferInfo {
+  int64_t elements = 0; // product of the shape (1 for a scalar)
+  int64_t bytes = 0;    // elements * dtypeSize
+  uint32_t storage = 0; // index of the buffer owning the storage (itself
+                        // unless an alias; alias chains are resolved)
+};
+
+class Artifact {
+public:
+  // Reads and verifies `path`. Every error message starts with "<path>: ".
+  static StatusOr<std::unique_ptr<Artifact>> loadFile(const std::string &path);
+  // Verifies in-memory bytes; `displayName` stands in for the path in errors.
+  static StatusOr<std::unique_ptr<Artifact>>
+  loadBytes(std::vector<uint8_t> bytes, std::string displayName);
+
+  const schema::Artifact &root() const { return *root_; }
+  // The path (or display name) used to prefix messages.
+  const std::string &name() const { return name_; }
+  const std::vector<uint8_t> &bytes() const { return bytes_; }
+
+  uint32_t numBuffers() const { return root_->buffers()->size(); }
+  const schema::Buffer &buffer(uint32_t index) const {
+    return *root_->buffers()->Get(index);
+  }
+  const BufferInfo &bufferInfo(uint32_t index) const { return infos_[index]; }
+
+  int64_t batch() const { return root_->train()->batch(); }
+  int64_t seq() const { return root_->train()->seq(); }
+
+  // "buffer 3 ('h')": how messages refer to a buffer.
+  std::string describeBuffer(uint32_t index) const;
+
+private:
+  Artifact(std::vector<uint8_t> bytes, std::string name)
+      : bytes_(std::move(bytes)), name_(std::move(name)) {}
+
+  std::vector<uint8_t> bytes_;
+  std::string name_;
+  const schema::Artifact *root_ = nullptr;
+  std::vector<BufferInfo> infos_;
+};
+
+// The field-by-field content checks, run after the structural verifier.
+// Fills `infos` (one per buffer). Messages carry no file prefix. Exposed for
+// the unit tests.
+Status verifyArtifactContents(const schema::Artifact &artifact,
+                              std::vector<BufferInfo> &infos);
+
+// A buffer's name or "<unnamed>", for messages.
+std::string bufferName(const schema::Buffer &buffer);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_ARTIFACT_H

@@ -1,0 +1,396 @@
+//===- ArtifactVerifier.cpp - Content checks of a structurally valid .kart ===//
+//
+// The flatbuffers verifier only proves that every offset stays inside the
+// file; it knows nothing about what the fields mean. These checks establish
+// the invariants the CPU backend relies on, so that executing a verified
+// artifact can never index out of bounds:
+//   1. header fields: target, train config;
+//   2. buffers: known dtype/role, non-negative shape, sane byte size,
+//      aliases point to an earlier buffer of the same byte size, parameters
+//      carry an initializer, constants carry exactly their bytes, exactly one
+//      loss, scalar f32 control buffers, inputs shaped [batch, seq] i32;
+//   3. kernels: a valid unique C identifier for every entry, a source;
+//   4. schedule: every kernel and buffer index in range, and every GEMM's
+//      operands large enough for m/n/k/batch/strides.
+// Messages name the offending entry and, for schedule entries, the model-file
+// location the entry came from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Artifact.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+namespace kiln::rt {
+
+namespace {
+
+// No single buffer may exceed 1 TiB: far above any real plan, and small
+// enough that element offsets never overflow int64 arithmetic.
+constexpr int64_t kMaxBufferBytes = int64_t(1) << 40;
+
+std::string locationSuffix(const flatbuffers::String *location) {
+  if (!location || location->size() == 0)
+    return "";
+  return " (" + location->str() + ")";
+}
+
+bool isIdentifier(const flatbuffers::String *s) {
+  if (!s || s->size() == 0)
+    return false;
+  for (size_t i = 0; i < s->size(); ++i) {
+    char c = s->Get(i);
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    bool digit = c >= '0' && c <= '9';
+    if (!(alpha || (digit && i > 0)))
+      return false;
+  }
+  return true;
+}
+
+bool isF32Scalar(const schema::Buffer &buffer, const BufferInfo &info) {
+  return buffer.dtype() == schema::DType_F32 && info.elements == 1;
+}
+
+// Walks one buffer's shape; fills `info.elements`/`bytes`.
+Status checkShape(uint32_t index, const schema::Buffer &buffer,
+                  BufferInfo &info) {
+  size_t elementSize = dtypeSize(buffer.dtype());
+  int64_t elements = 1;
+  if (buffer.shape()) {
+    for (uint32_t d = 0; d < buffer.shape()->size(); ++d) {
+      int64_t dim = buffer.shape()->Get(d);
+      if (dim < 0)
+        return invalidArgument("buffer ", index, " ('", bufferName(buffer),
+                               "') has negative dimension ", dim, " at axis ",
+                               d);
+      if (dim != 0 && elements > kMaxBufferBytes / dim)
+        return invalidArgument("buffer ", index, " ('", bufferName(buffer),
+                               "') is larger than 1 TiB");
+      elements *= dim;
+    }
+  }
+  if (elements > kMaxBufferBytes / static_cast<int64_t>(elementSize))
+    return invalidArgument("buffer ", index, " ('", bufferName(buffer),
+                           "') is larger than 1 TiB");
+  info.elements = elements;
+  info.bytes = elements * static_cast<int64_t>(elementSize);
+  return okStatus();
+}
+
+Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
+                   std::vector<BufferInfo> &infos) {
+  const schema::Buffer &buffer = *artifact.buffers()->Get(index);
+  auto describe = [&] {
+    return detail::concat("buffer ", index, " ('", bufferName(buffer), "')");
+  };
+  if (dtypeSize(buffer.dtype()) == 0)
+    return invalidArgument(describe(), " has unknown dtype ",
+                           int(buffer.dtype()));
+  if (buffer.role() < schema::BufferRole_MIN ||
+      buffer.role() > schema::BufferRole_MAX)
+    return invalidArgument(describe(), " has unknown role ",
+                           int(buffer.role()));
+  BufferInfo &info = infos[index];
+  KILN_RETURN_IF_ERROR(checkShape(index, buffer, info));
+  info.storage = index;
+
+  int32_t alias = buffer.alias_of();
+  if (alias != -1) {
+    if (alias < 0 || static_cast<uint32_t>(alias) >= index)
+      return invalidArgument(describe(), " aliases buffer ", alias,
+                             ", which is not an earlier buffer");
+    if (infos[alias].bytes != info.bytes)
+      return invalidArgument(describe(), " (", info.bytes,
+                             " bytes) aliases buffer ", alias, " ('",
+                             bufferName(*artifact.buffers()->Get(alias)),
+                             "', ", infos[alias].bytes,
+                             " bytes): sizes differ");
+    info.storage = infos[alias].storage;
+  }
+
+  schema::BufferRole role = buffer.role();
+  const char *roleName = schema::EnumNameBufferRole(role);
+  if (role == schema::BufferRole_Parameter) {
+    if (!buffer.init())
+      return invalidArgument(describe(), " is a Parameter without an Initializer");
+    schema::InitKind kind = buffer.init()->kind();
+    if (kind < schema::InitKind_MIN || kind > schema::InitKind_MAX)
+      return invalidArgument(describe(), " has unknown initializer kind ",
+                             int(kind));
+    float stddev = buffer.init()->std();
+    if (kind == schema::InitKind_Normal && !(std::isfinite(stddev) && stddev >= 0))
+      return invalidArgument(describe(), " has invalid normal std ", stddev);
+  } else if (buffer.init()) {
+    return invalidArgument(describe(), " has an Initializer but role ",
+                           roleName, " (only Parameter buffers are initialised)");
+  }
+  // The runtime writes parameters, optimizer state and control scalars as
+  // f32 and tokens as i32; anything else would be reinterpreted silently.
+  bool needsF32 = role == schema::BufferRole_Parameter ||
+                  role == schema::BufferRole_Gradient ||
+                  role == schema::BufferRole_AdamM ||
+                  role == schema::BufferRole_AdamV ||
+                  role == schema::BufferRole_Loss ||
+                  role == schema::BufferRole_GradNorm ||
+                  role == schema::BufferRole_LearningRate ||
+                  role == schema::BufferRole_StepCount;
+  if (needsF32 && buffer.dtype() != schema::DType_F32)
+    return invalidArgument(describe(), " has role ", roleName, " and dtype ",
+                           schema::EnumNameDType(buffer.dtype()),
+                           "; this runtime requires F32");
+  bool scalar = role == schema::BufferRole_Loss ||
+                role == schema::BufferRole_GradNorm ||
+                role == schema::BufferRole_LearningRate ||
+                role == schema::BufferRole_StepCount;
+  if (scalar && !isF32Scalar(buffer, info))
+    return invalidArgument(describe(), " has role ", roleName, " but ",
+                           info.elements, " elements (expected one f32)");
+  // Buffers the runtime fills must own their storage, or filling one would
+  // silently overwrite another.
+  bool runtimeFilled = role == schema::BufferRole_Parameter ||
+                       role == schema::BufferRole_Input ||
+                       role == schema::BufferRole_LearningRate ||
+                       role == schema::BufferRole_StepCount ||
+                       role == schema::BufferRole_Constant;
+  if (runtimeFilled && alias != -1)
+    return invalidArgument(describe(), " has role ", roleName,
+                           " and may not alias another buffer");
+
+  if (role == schema::BufferRole_Constant) {
+    size_t have = buffer.constant_data() ? buffer.constant_data()->size() : 0;
+    if (static_cast<int64_t>(have) != info.bytes)
+      return invalidArgument(describe(), " is a Constant of ", info.bytes,
+                             " bytes but has ", have, " bytes of constant_data");
+  } else if (buffer.constant_data() && buffer.constant_data()->size() > 0) {
+    return invalidArgument(describe(), " has constant_data but role ",
+                           roleName);
+  }
+
+  if (role == schema::BufferRole_Input) {
+    std::string name = bufferName(buffer);
+    if (name != "tokens" && name != "targets")
+      return invalidArgument(describe(),
+                             " is an Input the data loader cannot fill "
+                             "(known inputs: 'tokens', 'targets')");
+    const auto *shape = buffer.shape();
+    const schema::TrainConfig *train = artifact.train();
+    if (buffer.dtype() != schema::DType_I32 || !shape || shape->size() != 2 ||
+        shape->Get(0) != train->batch() || shape->Get(1) != train->seq())
+      return invalidArgument(describe(), " must be i32 [batch, seq] = [",
+                             train->batch(), ", ", train->seq(), "]");
+  }
+  return okStatus();
+}
+
+Status checkBuffers(const schema::Artifact &artifact,
+                    std::vector<BufferInfo> &infos) {
+  if (!artifact.buffers() || artifact.buffers()->size() == 0)
+    return invalidArgument("has no buffers");
+  uint32_t count = artifact.buffers()->size();
+  infos.assign(count, BufferInfo{});
+  int losses = 0, gradNorms = 0, lrs = 0, steps = 0;
+  std::set<std::string> inputs, params;
+  for (uint32_t i = 0; i < count; ++i) {
+    KILN_RETURN_IF_ERROR(checkBuffer(artifact, i, infos));
+    const schema::Buffer &buffer = *artifact.buffers()->Get(i);
+    switch (buffer.role()) {
+    case schema::BufferRole_Loss:
+      ++losses;
+      break;
+    case schema::BufferRole_GradNorm:
+      ++gradNorms;
+      break;
+    case schema::BufferRole_LearningRate:
+      ++lrs;
+      break;
+    case schema::BufferRole_StepCount:
+      ++steps;
+      break;
+    case schema::BufferRole_Input:
+      if (!inputs.insert(bufferName(buffer)).second)
+        return invalidArgument("input '", bufferName(buffer),
+                               "' appears in more than one buffer");
+      break;
+    case schema::BufferRole_Parameter:
+      if (!params.insert(bufferName(buffer)).second)
+        return invalidArgument("parameter '", bufferName(buffer),
+                               "' appears in more than one buffer");
+      break;
+    default:
+      break;
+    }
+  }
+  if (losses != 1)
+    return invalidArgument("has ", losses,
+                           " buffers with role Loss, expected exactly one");
+  if (gradNorms > 1 || lrs > 1 || steps > 1)
+    return invalidArgument("has more than one GradNorm, LearningRate or "
+                           "StepCount buffer");
+  // A gradient is reported under its parameter's name; it must match one.
+  for (uint32_t i = 0; i < count; ++i) {
+    const schema::Buffer &buffer = *artifact.buffers()->Get(i);
+    if (buffer.role() == schema::BufferRole_Gradient &&
+        !params.count(bufferName(buffer)))
+      return invalidArgument("buffer ", i, " ('", bufferName(buffer),
+                             "') is a Gradient of no Parameter of that name");
+  }
+  return okStatus();
+}
+
+Status checkKernels(const schema::Artifact &artifact) {
+  if (!artifact.kernels())
+    return okStatus();
+  std::set<std::string> entries;
+  for (uint32_t i = 0; i < artifact.kernels()->size(); ++i) {
+    const schema::Kernel &kernel = *artifact.kernels()->Get(i);
+    std::string where = detail::concat("kernel ", i,
+                                       locationSuffix(kernel.location()));
+    if (!isIdentifier(kernel.entry()))
+      return invalidArgument(where, ": entry '",
+                             kernel.entry() ? kernel.entry()->str() : "",
+                             "' is not a valid C identifier");
+    if (!entries.insert(kernel.entry()->str()).second)
+      return invalidArgument(where, ": entry '", kernel.entry()->str(),
+                             "' is defined twice");
+    if (!kernel.source() || kernel.source()->size() == 0)
+      return invalidArgument(where, " ('", kernel.entry()->str(),
+                             "') has no source");
+  }
+  return okStatus();
+}
+
+// The highest element a GEMM operand touches is
+//   (batch - 1) * stride + rows * cols - 1,
+// which must lie inside the buffer.
+Status checkGemmOperand(const schema::Artifact &artifact,
+                        const std::vector<BufferInfo> &infos,
+                        const std::string &where, const char *operand,
+                        uint32_t index, int64_t rows, int64_t cols,
+                        int64_t batch, int64_t stride) {
+  uint32_t count = artifact.buffers()->size();
+  if (index >= count)
+    return invalidArgument(where, ": GemmCall operand ", operand, " is buffer ",
+                           index, ", but the artifact has ", count, " buffers");
+  const schema::Buffer &buffer = *artifact.buffers()->Get(index);
+  if (buffer.dtype() != schema::DType_F32)
+    return invalidArgument(where, ": GemmCall operand ", operand, " (buffer ",
+                           index, " '", bufferName(buffer), "') is ",
+                           schema::EnumNameDType(buffer.dtype()),
+                           ", expected F32");
+  int64_t elements = infos[index].elements;
+  // 128-bit so that a crafted batch/stride cannot overflow the check itself.
+  __int128 need = static_cast<__int128>(batch - 1) * stride +
+                  static_cast<__int128>(rows) * cols;
+  bool fits = need <= elements;
+  if (!fits)
+    return invalidArgument(
+        where, ": GemmCall operand ", operand, " (buffer ", index, " '",
+        bufferName(buffer), "') has ", elements, " elements, but ", batch,
+        " matrices of ", rows, "x", cols, " with stride ", stride,
+        " need more");
+  return okStatus();
+}
+
+Status checkGemm(const schema::Artifact &artifact,
+                 const std::vector<BufferInfo> &infos, const std::string &where,
+                 const schema::GemmCall &gemm) {
+  int64_t m = gemm.m(), n = gemm.n(), k = gemm.k(), batch = gemm.batch();
+  if (m < 1 || n < 1 || k < 1 || batch < 1)
+    return invalidArgument(where, ": GemmCall has m=", m, " n=", n, " k=", k,
+                           " batch=", batch, " (all must be >= 1)");
+  if (gemm.stride_a() < 0 || gemm.stride_b() < 0 || gemm.stride_c() < 0)
+    return invalidArgument(where, ": GemmCall has a negative stride");
+  // cblas takes int dimensions.
+  constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
+  if (m > kMaxDim || n > kMaxDim || k > kMaxDim)
+    return invalidArgument(where, ": GemmCall dimension exceeds 2^31-1");
+  // Stored shapes: A is [M,K] or [K,M] transposed, B is [K,N] or [N,K].
+  KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "A", gemm.a(),
+                                        m, k, batch, gemm.stride_a()));
+  KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "B", gemm.b(),
+                                        k, n, batch, gemm.stride_b()));
+  KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "C", gemm.c(),
+                                        m, n, batch, gemm.stride_c()));
+  if (batch > 1 && gemm.stride_c() < m * n)
+    return invalidArgument(where, ": GemmCall stride_c ", gemm.stride_c(),
+                           " is smaller than one ", m, "x", n,
+                           " result, so batch results would overlap");
+  uint32_t cStorage = infos[gemm.c()].storage;
+  if (infos[gemm.a()].storage == cStorage || infos[gemm.b()].storage == cStorage)
+    return invalidArgument(where, ": GemmCall writes C into the storage of "
+                                  "one of its inputs");
+  return okStatus();
+}
+
+Status checkSchedule(const schema::Artifact &artifact,
+                     const std::vector<BufferInfo> &infos) {
+  if (!artifact.schedule() || artifact.schedule()->size() == 0)
+    return invalidArgument("has an empty schedule");
+  uint32_t numKernels = artifact.kernels() ? artifact.kernels()->size() : 0;
+  uint32_t numBuffers = artifact.buffers()->size();
+  for (uint32_t i = 0; i < artifact.schedule()->size(); ++i) {
+    const schema::Step &step = *artifact.schedule()->Get(i);
+    std::string where =
+        detail::concat("schedule[", i, "]", locationSuffix(step.location()));
+    switch (step.op_type()) {
+    case schema::Operation_KernelCall: {
+      // The flatbuffers verifier accepts a union type without its value.
+      const schema::KernelCall *call = step.op_as_KernelCall();
+      if (!call)
+        return invalidArgument(where, ": KernelCall entry has no operation");
+      if (call->kernel() >= numKernels)
+        return invalidArgument(where, ": KernelCall of kernel ", call->kernel(),
+                               ", but the artifact has ", numKernels,
+                               " kernels");
+      if (call->buffers()) {
+        for (uint32_t j = 0; j < call->buffers()->size(); ++j) {
+          uint32_t b = call->buffers()->Get(j);
+          if (b >= numBuffers)
+            return invalidArgument(where, ": KernelCall argument ", j,
+                                   " is buffer ", b, ", but the artifact has ",
+                                   numBuffers, " buffers");
+        }
+      }
+      break;
+    }
+    case schema::Operation_GemmCall:
+      if (!step.op_as_GemmCall())
+        return invalidArgument(where, ": GemmCall entry has no operation");
+      KILN_RETURN_IF_ERROR(
+          checkGemm(artifact, infos, where, *step.op_as_GemmCall()));
+      break;
+    default:
+      return invalidArgument(where, ": unknown operation type ",
+                             int(step.op_type()));
+    }
+  }
+  return okStatus();
+}
+
+} // namespace
+
+Status verifyArtifactContents(const schema::Artifact &artifact,
+                              std::vector<BufferInfo> &infos) {
+  std::string target = artifact.target() ? artifact.target()->str() : "";
+  if (target != "cpu")
+    return failedPrecondition("target '", target,
+                              "' is not supported by this kiln-run (only 'cpu')");
+  const schema::TrainConfig *train = artifact.train();
+  if (!train)
+    return invalidArgument("has no train config");
+  if (train->batch() < 1 || train->seq() < 1)
+    return invalidArgument("train config has batch ", train->batch(),
+                           " and seq ", train->seq(), " (both must be >= 1)");
+  if (train->vocab_size() < 0)
+    return invalidArgument("train config has negative vocab_size ",
+                           train->vocab_size());
+  KILN_RETURN_IF_ERROR(checkBuffers(artifact, infos));
+  KILN_RETURN_IF_ERROR(checkKernels(artifact));
+  KILN_RETURN_IF_ERROR(checkSchedule(artifact, infos));
+  return okStatus();
+}
+
+} // namespace kiln::rt

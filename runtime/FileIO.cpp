@@ -1,0 +1,138 @@
+//===- FileIO.cpp - Whole-file reads and crash-safe writes ----------------===//
+//
+// POSIX calls rather than iostreams so that every failure has an errno to
+// report and fsync is available.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/FileIO.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kiln::rt {
+
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+std::string parentDirectory(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return ".";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+// write(2) may write fewer bytes than asked (signals, pipes); loop until done.
+bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+} // namespace
+
+StatusOr<std::vector<uint8_t>> readFileBytes(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return notFound(path, ": no such file");
+    return invalidArgument(path, ": cannot open (", errnoText(), ")");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalidArgument(path, ": not a regular file");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ::close(fd);
+      return dataLoss(path, ": read failed after ", done, " of ",
+                      bytes.size(), " bytes (",
+                      n == 0 ? "unexpected end of file" : errnoText(), ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+Status writeFileAtomically(const std::string &path,
+                           const std::vector<std::string_view> &chunks) {
+  // The temp name carries the pid so concurrent writers (two kiln-run
+  // processes filling the same kernel cache) never share a temp file.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return invalidArgument(path, ": cannot create (", errnoText(), ")");
+  for (std::string_view chunk : chunks) {
+    if (!writeAll(fd, chunk.data(), chunk.size())) {
+      std::string reason = errnoText();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return invalidArgument(path, ": write failed (", reason, ")");
+    }
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string reason = errnoText();
+    ::unlink(tmp.c_str());
+    return invalidArgument(path, ": fsync failed (", reason, ")");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string reason = errnoText();
+    ::unlink(tmp.c_str());
+    return invalidArgument(path, ": rename failed (", reason, ")");
+  }
+  // Persist the directory entry too, or a crash can lose the rename.
+  int dirFd = ::open(parentDirectory(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dirFd >= 0) {
+    ::fsync(dirFd);
+    ::close(dirFd);
+  }
+  return okStatus();
+}
+
+Status createDirectories(const std::string &dir) {
+  if (dir.empty())
+    return okStatus();
+  std::string prefix;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    prefix = dir.substr(0, pos);
+    if (prefix.empty())
+      continue;
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return invalidArgument(prefix, ": cannot create directory (",
+                             errnoText(), ")");
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return invalidArgument(dir, ": not a directory");
+  return okStatus();
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+} // namespace kiln::rt

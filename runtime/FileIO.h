@@ -1,0 +1,38 @@
+//===- FileIO.h - Whole-file reads and crash-safe writes ------------------===//
+//
+// Every file the runtime writes (checkpoints, safetensors dumps, cached kernel
+// libraries, kept kernel sources) goes through writeFileAtomically: a reader
+// either sees the old file or the complete new one, never a torn write from
+// a killed run. Reads return the whole file; artifacts and data sets in this
+// issue fit in memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_FILEIO_H
+#define KILN_RUNTIME_FILEIO_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::rt {
+
+// Reads all bytes of `path`. Errors name the path and the OS reason.
+StatusOr<std::vector<uint8_t>> readFileBytes(const std::string &path);
+
+// Writes the concatenation of `chunks` to `path` via a temp file in the same
+// directory, fsync, rename, and fsync of the directory.
+Status writeFileAtomically(const std::string &path,
+                           const std::vector<std::string_view> &chunks);
+
+// Creates `dir` and its parents (like mkdir -p).
+Status createDirectories(const std::string &dir);
+
+bool fileExists(const std::string &path);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_FILEIO_H

@@ -1,0 +1,151 @@
+//===- RunOptions.cpp - Command line of kiln-run ---------------------------===//
+
+#include "runtime/RunOptions.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace kiln::rt {
+
+namespace {
+
+StatusOr<int64_t> parseInt(const std::string &flag, const std::string &text,
+                           int64_t min) {
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    return invalidArgument(flag, " expects an integer, got '", text, "'");
+  if (value < min)
+    return invalidArgument(flag, " must be >= ", min, ", got ", value);
+  return static_cast<int64_t>(value);
+}
+
+StatusOr<uint64_t> parseSeed(const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
+    return invalidArgument("--seed expects a non-negative integer, got '",
+                           text, "'");
+  return static_cast<uint64_t>(value);
+}
+
+StatusOr<double> parseLearningRate(const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    return invalidArgument("--lr expects a number, got '", text, "'");
+  if (!std::isfinite(value) || value < 0)
+    return invalidArgument("--lr must be a finite number >= 0, got ", text);
+  return value;
+}
+
+} // namespace
+
+const char *runUsageText() {
+  return "usage: kiln-run OUT.kart --data PATH --steps N [options]\n"
+         "\n"
+         "Trains with a compiled Kiln artifact on the CPU.\n"
+         "\n"
+         "  --data PATH                 training data: byte-level text, or an\n"
+         "                              llm.c token shard (.bin)\n"
+         "  --steps N                   number of training steps (>= 1)\n"
+         "  --lr X                      constant learning rate (default 1e-3)\n"
+         "  --seed S                    parameter initialisation seed (default 0)\n"
+         "  --metrics FILE.jsonl        write one JSON object per step\n"
+         "  --save-init FILE.safetensors   write the initial parameters\n"
+         "  --save-grads FILE.safetensors  write the first step's gradients and\n"
+         "                              its batch (input:tokens, input:targets)\n"
+         "  --log-every N               progress line every N steps when stdout\n"
+         "                              is not a terminal (default 10)\n"
+         "  --quiet                     print only errors and the final line\n"
+         "  --help                      show this text\n"
+         "\n"
+         "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
+         "(compiled kernel cache, default ~/.cache/kiln).\n"
+         "Exit status: 0 success, 1 error, 2 bad usage.\n";
+}
+
+StatusOr<ParsedCommandLine>
+parseRunCommandLine(const std::vector<std::string> &args) {
+  ParsedCommandLine parsed;
+  RunOptions &o = parsed.options;
+  bool haveSteps = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      parsed.help = true;
+      return parsed;
+    }
+    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
+      if (!arg.empty() && arg[0] == '-' && arg != "-")
+        return invalidArgument("unknown option '", arg, "'");
+      if (!o.artifactPath.empty())
+        return invalidArgument("unexpected argument '", arg,
+                               "' (only one artifact may be given)");
+      o.artifactPath = arg;
+      continue;
+    }
+    // --flag=value or --flag value.
+    std::string flag = arg, value;
+    bool inlineValue = false;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    if (flag == "--quiet") {
+      if (inlineValue)
+        return invalidArgument("--quiet takes no value");
+      o.quiet = true;
+      continue;
+    }
+    static const char *const kValueFlags[] = {
+        "--data",      "--steps",      "--lr",       "--seed",
+        "--metrics",   "--save-init",  "--save-grads", "--log-every"};
+    bool known = false;
+    for (const char *f : kValueFlags)
+      known |= flag == f;
+    if (!known)
+      return invalidArgument("unknown option '", flag, "'");
+    if (!inlineValue) {
+      if (i + 1 >= args.size())
+        return invalidArgument(flag, " expects a value");
+      value = args[++i];
+    }
+    if (value.empty())
+      return invalidArgument(flag, " expects a non-empty value");
+
+    if (flag == "--data") {
+      o.dataPath = value;
+    } else if (flag == "--steps") {
+      KILN_ASSIGN_OR_RETURN(o.steps, parseInt(flag, value, 1));
+      haveSteps = true;
+    } else if (flag == "--lr") {
+      KILN_ASSIGN_OR_RETURN(o.lr, parseLearningRate(value));
+    } else if (flag == "--seed") {
+      KILN_ASSIGN_OR_RETURN(o.seed, parseSeed(value));
+    } else if (flag == "--metrics") {
+      o.metricsPath = value;
+    } else if (flag == "--save-init") {
+      o.saveInitPath = value;
+    } else if (flag == "--save-grads") {
+      o.saveGradsPath = value;
+    } else if (flag == "--log-every") {
+      KILN_ASSIGN_OR_RETURN(o.logEvery, parseInt(flag, value, 1));
+    }
+  }
+  if (o.artifactPath.empty())
+    return invalidArgument("missing the artifact to run (OUT.kart)");
+  if (o.dataPath.empty())
+    return invalidArgument("missing --data PATH");
+  if (!haveSteps)
+    return invalidArgument("missing --steps N");
+  return parsed;
+}
+
+} // namespace kiln::rt

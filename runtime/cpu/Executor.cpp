@@ -1,0 +1,62 @@
+//===- Executor.cpp - Runs one training step of a verified artifact -------===//
+
+#include "runtime/cpu/Executor.h"
+
+#include <cblas.h>
+
+namespace kiln::rt::cpu {
+
+Executor::Executor(const Artifact &artifact, const KernelLibrary &kernels,
+                   const Arena &arena) {
+  const auto &schedule = *artifact.root().schedule();
+  calls_.reserve(schedule.size());
+  for (const schema::Step *step : schedule) {
+    Call call;
+    if (const schema::KernelCall *kc = step->op_as_KernelCall()) {
+      call.kernel = kernels.entry(kc->kernel());
+      if (kc->buffers())
+        for (uint32_t b : *kc->buffers())
+          call.buffers.push_back(arena.data(b));
+    } else {
+      const schema::GemmCall *g = step->op_as_GemmCall();
+      // Dimensions were range-checked (<= 2^31-1) by the verifier.
+      call.gemm = GemmArgs{arena.as<const float>(g->a()),
+                           arena.as<const float>(g->b()),
+                           arena.as<float>(g->c()),
+                           static_cast<int>(g->m()),
+                           static_cast<int>(g->n()),
+                           static_cast<int>(g->k()),
+                           g->batch(),
+                           g->stride_a(),
+                           g->stride_b(),
+                           g->stride_c(),
+                           g->trans_a(),
+                           g->trans_b()};
+    }
+    calls_.push_back(std::move(call));
+  }
+}
+
+Status Executor::runStep() {
+  for (const Call &call : calls_) {
+    if (call.kernel) {
+      call.kernel(call.buffers.data());
+      continue;
+    }
+    // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
+    // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N]
+    // or [N,K], C is [M,N].
+    const GemmArgs &g = call.gemm;
+    int lda = g.transA ? g.m : g.k;
+    int ldb = g.transB ? g.k : g.n;
+    for (int64_t b = 0; b < g.batch; ++b) {
+      cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
+                  g.transB ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
+                  g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
+                  g.c + b * g.strideC, g.n);
+    }
+  }
+  return okStatus();
+}
+
+} // namespace kiln::rt::cpu

@@ -1,0 +1,103 @@
+//===- TokenDataset.cpp - Training tokens from a text file or llm.c shard -===//
+
+#include "runtime/data/TokenDataset.h"
+
+#include "runtime/FileIO.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::rt {
+
+namespace {
+
+int32_t readInt32LE(const uint8_t *p) {
+  return static_cast<int32_t>(uint32_t(p[0]) | uint32_t(p[1]) << 8 |
+                              uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
+}
+
+} // namespace
+
+StatusOr<TokenDataset> TokenDataset::open(const std::string &path) {
+  auto bytes = readFileBytes(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound)
+      return notFound("data file ", path, ": no such file");
+    return bytes.status();
+  }
+  return fromBytes(*bytes, path);
+}
+
+StatusOr<TokenDataset> TokenDataset::fromBytes(const std::vector<uint8_t> &bytes,
+                                               const std::string &path) {
+  TokenDataset data;
+  data.path_ = path;
+  bool isShard = bytes.size() >= 4 && readInt32LE(bytes.data()) == kShardMagic;
+  if (!isShard) {
+    data.format_ = Format::kText;
+    data.tokens_.assign(bytes.begin(), bytes.end()); // uint8 -> int32
+    return data;
+  }
+
+  data.format_ = Format::kShard;
+  constexpr size_t kHeaderBytes = kShardHeaderInts * sizeof(int32_t);
+  if (bytes.size() < kHeaderBytes)
+    return dataLoss("data file ", path, ": llm.c token shard is truncated (", bytes.size(),
+                    " bytes, the header alone is ", kHeaderBytes, ")");
+  int32_t version = readInt32LE(bytes.data() + 4);
+  if (version != kShardVersion)
+    return invalidArgument("data file ", path, ": llm.c token shard version ", version,
+                           ", expected ", kShardVersion);
+  int32_t count = readInt32LE(bytes.data() + 8);
+  size_t expected = kHeaderBytes + size_t(std::max(count, 0)) * 2;
+  if (count < 0 || bytes.size() != expected)
+    return dataLoss("data file ", path, ": llm.c token shard header says ", count,
+                    " tokens (", expected, " bytes), but the file has ",
+                    bytes.size(), " bytes");
+  data.tokens_.resize(static_cast<size_t>(count));
+  const uint8_t *p = bytes.data() + kHeaderBytes;
+  for (int32_t i = 0; i < count; ++i)
+    data.tokens_[i] = int32_t(p[2 * i]) | int32_t(p[2 * i + 1]) << 8;
+  return data;
+}
+
+Status TokenDataset::checkFits(int64_t batch, int64_t seq,
+                               int64_t vocabSize) const {
+  if (size() < seq + 2)
+    return invalidArgument("data file ", path_, " has ", size(),
+                           " tokens, but a sequence of ", seq,
+                           " needs at least ", seq + 2);
+  if (vocabSize > 0) {
+    auto it = std::max_element(tokens_.begin(), tokens_.end());
+    if (*it >= vocabSize)
+      return invalidArgument("data file ", path_, " has token id ", *it,
+                             " at position ", it - tokens_.begin(),
+                             ", but the model's vocabulary has ", vocabSize,
+                             " tokens");
+  }
+  (void)batch; // any batch size wraps around the data
+  return okStatus();
+}
+
+int64_t TokenDataset::rowOffset(int64_t step, int64_t row, int64_t batch,
+                                int64_t seq) const {
+  // 128-bit so a long run (step * batch * seq beyond 2^63) still wraps
+  // exactly as the formula says.
+  unsigned __int128 start =
+      (static_cast<unsigned __int128>(step) * batch + row) * seq;
+  uint64_t modulus = static_cast<uint64_t>(size() - seq - 1);
+  return static_cast<int64_t>(start % modulus);
+}
+
+void TokenDataset::fillBatch(int64_t step, int64_t batch, int64_t seq,
+                             int32_t *inputs, int32_t *targets) const {
+  for (int64_t r = 0; r < batch; ++r) {
+    int64_t offset = rowOffset(step, r, batch, seq);
+    std::memcpy(inputs + r * seq, tokens_.data() + offset,
+                seq * sizeof(int32_t));
+    std::memcpy(targets + r * seq, tokens_.data() + offset + 1,
+                seq * sizeof(int32_t));
+  }
+}
+
+} // namespace kiln::rt

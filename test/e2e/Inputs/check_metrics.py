@@ -1,0 +1,46 @@
+"""Checks on kiln-run's JSONL metrics, for the end-to-end lit tests.
+
+  check_metrics.py final-loss-below METRICS.jsonl LIMIT
+  check_metrics.py first-loss-near METRICS.jsonl VALUE TOLERANCE
+  check_metrics.py identical A.jsonl B.jsonl      (losses and grad norms bit-identical)
+  check_metrics.py fields METRICS.jsonl FIELD...  (every line has every field)
+"""
+import json
+import sys
+
+
+def load(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+def main():
+    what, path = sys.argv[1], sys.argv[2]
+    rows = load(path)
+    if not rows:
+        sys.exit(f"{path}: no metrics")
+    if what == "final-loss-below":
+        limit = float(sys.argv[3])
+        final = rows[-1]["loss"]
+        print(f"first loss {rows[0]['loss']:.4f}, final loss {final:.4f} after {rows[-1]['step']} steps (limit {limit})")
+        sys.exit(0 if final < limit else 1)
+    if what == "first-loss-near":
+        value, tolerance = float(sys.argv[3]), float(sys.argv[4])
+        first = rows[0]["loss"]
+        print(f"first loss {first:.4f}, expected {value} +- {tolerance}")
+        sys.exit(0 if abs(first - value) <= tolerance else 1)
+    if what == "identical":
+        other = load(sys.argv[3])
+        keys = ("step", "loss", "grad_norm", "lr")
+        a = [tuple(r[k] for k in keys) for r in rows]
+        b = [tuple(r[k] for k in keys) for r in other]
+        print("identical" if a == b else f"differ: {a[:3]} vs {b[:3]}")
+        sys.exit(0 if a == b else 1)
+    if what == "fields":
+        missing = [(r.get("step"), f) for r in rows for f in sys.argv[3:] if f not in r]
+        print("all fields present" if not missing else f"missing: {missing[:5]}")
+        sys.exit(0 if not missing else 1)
+    sys.exit(f"unknown check {what}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics
+
+// Tests that kiln ops reject dynamic shapes (all shapes are static).
+func.func @dynamic_shape(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{statically shaped tensor}}
+  %0 = kiln.exp %a : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that iota produces a 1-D tensor.
+func.func @iota_rank() -> tensor<2x4xi32> {
+  // expected-error @+1 {{result must be rank 1, got 'tensor<2x4xi32>'}}
+  %0 = kiln.iota : tensor<2x4xi32>
+  return %0 : tensor<2x4xi32>
+}
+
+// -----
+
+// Tests that broadcast keeps the element type.
+func.func @broadcast_element_type(%a: tensor<8xf32>) -> tensor<4x8xf16> {
+  // expected-error @+1 {{element types differ: 'tensor<8xf32>' -> 'tensor<4x8xf16>'}}
+  %0 = kiln.broadcast %a dims = [1] : tensor<8xf32> -> tensor<4x8xf16>
+  return %0 : tensor<4x8xf16>
+}
+
+// -----
+
+// Tests that broadcast has one dims entry per input dim.
+func.func @broadcast_dims_count(%a: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dims has 2 entries, expected the input rank 1}}
+  %0 = kiln.broadcast %a dims = [0, 1] : tensor<8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that broadcast dims are result dims.
+func.func @broadcast_dims_range(%a: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dims[0] = 2 is out of range for result 'tensor<4x8xf32>'}}
+  %0 = kiln.broadcast %a dims = [2] : tensor<8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that broadcast dims are strictly increasing (no transposing broadcast).
+func.func @broadcast_dims_order(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{dims must be strictly increasing, got [1, 0]}}
+  %0 = kiln.broadcast %a dims = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a broadcast input dim has size 1 or the result dim size.
+func.func @broadcast_dim_size(%a: tensor<3xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{input dim 0 has size 3, expected 1 or 8 (result dim 1)}}
+  %0 = kiln.broadcast %a dims = [1] : tensor<3xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that reduce_sum dims are input dims.
+func.func @reduce_sum_range(%a: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{dims[0] = 2 is out of range for input 'tensor<4x8xf32>'}}
+  %0 = kiln.reduce_sum %a dims = [2] : tensor<4x8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that reduce_sum dims are sorted and unique.
+func.func @reduce_sum_order(%a: tensor<4x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{dims must be sorted and unique, got [1, 0]}}
+  %0 = kiln.reduce_sum %a dims = [1, 0] : tensor<4x8xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that the reduce_sum result drops exactly the reduced dims.
+func.func @reduce_sum_result(%a: tensor<4x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{result type 'tensor<8xf32>' should be 'tensor<4xf32>'}}
+  %0 = kiln.reduce_sum %a dims = [1] : tensor<4x8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Tests that reshape keeps the element type.
+func.func @reshape_element_type(%a: tensor<4x8xf32>) -> tensor<32xi32> {
+  // expected-error @+1 {{element types differ: 'tensor<4x8xf32>' -> 'tensor<32xi32>'}}
+  %0 = kiln.reshape %a : tensor<4x8xf32> -> tensor<32xi32>
+  return %0 : tensor<32xi32>
+}
+
+// -----
+
+// Tests that reshape keeps the element count.
+func.func @reshape_count(%a: tensor<4x8xf32>) -> tensor<30xf32> {
+  // expected-error @+1 {{element counts differ: 'tensor<4x8xf32>' has 32, 'tensor<30xf32>' has 30}}
+  %0 = kiln.reshape %a : tensor<4x8xf32> -> tensor<30xf32>
+  return %0 : tensor<30xf32>
+}
+
+// -----
+
+// Tests that transpose takes a permutation.
+func.func @transpose_permutation(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{permutation [0, 0, 1] is not a permutation of the 3 dims of 'tensor<2x3x4xf32>'}}
+  %0 = kiln.transpose %a permutation = [0, 0, 1] : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that the transpose result is the permuted input shape.
+func.func @transpose_result(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{result type 'tensor<2x3x4xf32>' should be 'tensor<2x4x3xf32>'}}
+  %0 = kiln.transpose %a permutation = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that matmul operands share an element type.
+func.func @matmul_element_type(%a: tensor<4x8xf32>, %b: tensor<8x16xf16>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{element types differ: 'tensor<4x8xf32>', 'tensor<8x16xf16>' -> 'tensor<4x16xf32>'}}
+  %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8x16xf16> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that matmul needs a matrix lhs.
+func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{lhs must have rank >= 2, got 'tensor<8xf32>'}}
+  %0 = kiln.matmul %a, %b : tensor<8xf32>, tensor<8x16xf32> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
+// Tests that the matmul rhs is shared (rank 2) or batched like lhs.
+func.func @matmul_rhs_rank(%a: tensor<2x3x4x8xf32>, %b: tensor<3x8x16xf32>) -> tensor<2x3x4x16xf32> {
+  // expected-error @+1 {{rhs must have rank 2 or the rank of lhs (4), got 'tensor<3x8x16xf32>'}}
+  %0 = kiln.matmul %a, %b : tensor<2x3x4x8xf32>, tensor<3x8x16xf32> -> tensor<2x3x4x16xf32>
+  return %0 : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// Tests that batched matmul operands have the same batch dims.
+func.func @matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{batch dimensions of lhs 'tensor<2x4x8xf32>' and rhs 'tensor<3x8x16xf32>' differ}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that the contracting dims agree, after the transpose flags.
+func.func @matmul_contracting(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{contracting dimensions differ: lhs 'tensor<4x8xf32>' has K = 8, rhs 'tensor<8x16xf32>' has K = 16}}
+  %0 = kiln.matmul %a, %b {transpose_rhs = true} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the matmul result is [..., M, N].
+func.func @matmul_result(%a: tensor<2x4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{result type 'tensor<4x16xf32>' should be 'tensor<2x4x16xf32>'}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the embedding table is [V, D].
+func.func @embedding_table(%t: tensor<64xf32>, %i: tensor<2x8xi32>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{table must be rank 2 [V, D], got 'tensor<64xf32>'}}
+  %0 = kiln.embedding %t, %i : tensor<64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that the embedding result is indices shape + [D].
+func.func @embedding_result(%t: tensor<64x16xf32>, %i: tensor<2x8xi32>) -> tensor<2x16xf32> {
+  // expected-error @+1 {{result type 'tensor<2x16xf32>' should be 'tensor<2x8x16xf32>'}}
+  %0 = kiln.embedding %t, %i : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x16xf32>
+  return %0 : tensor<2x16xf32>
+}
+
+// -----
+
+// Tests that embedding indices are integers.
+func.func @embedding_indices(%t: tensor<64x16xf32>, %i: tensor<2x8xf32>) -> tensor<2x8x16xf32> {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = kiln.embedding %t, %i : tensor<64x16xf32>, tensor<2x8xf32> -> tensor<2x8x16xf32>
+  return %0 : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that the embedding_grad result is a [V, D] table.
+func.func @embedding_grad_result(%i: tensor<2x8xi32>, %g: tensor<2x8x16xf32>) -> tensor<1024xf32> {
+  // expected-error @+1 {{result must be rank 2 [V, D], got 'tensor<1024xf32>'}}
+  %0 = kiln.embedding_grad %i, %g : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<1024xf32>
+  return %0 : tensor<1024xf32>
+}
+
+// -----
+
+// Tests that the embedding_grad grad is indices shape + [D].
+func.func @embedding_grad_grad(%i: tensor<2x8xi32>, %g: tensor<2x8x16xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{grad type 'tensor<2x8x16xf32>' should be 'tensor<2x8x32xf32>' (indices shape + [D])}}
+  %0 = kiln.embedding_grad %i, %g : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<64x32xf32>
+  return %0 : tensor<64x32xf32>
+}
+
+// -----
+
+// Tests that layer_norm normalises a non-scalar.
+func.func @layer_norm_rank(%x: tensor<f32>, %w: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %w : (tensor<f32>, tensor<1xf32>, tensor<1xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm weight is [C].
+func.func @layer_norm_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{weight type 'tensor<4xf32>' should be 'tensor<8xf32>'}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm bias is [C].
+func.func @layer_norm_bias(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{bias type 'tensor<2x8xf32>' should be 'tensor<8xf32>'}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm output has the input type.
+func.func @layer_norm_output(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{output type 'tensor<2x8xf16>' should be 'tensor<2x8xf32>'}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %w : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf16>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm statistics are [...] (the last dim removed).
+func.func @layer_norm_stats(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{mean/rstd types 'tensor<2x8xf32>', 'tensor<2xf32>' should be 'tensor<2xf32>'}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %w : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm epsilon is non-negative.
+func.func @layer_norm_epsilon(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be non-negative, got -1.0}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %w {epsilon = -1.0 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm_grad weight is [C].
+func.func @layer_norm_grad_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{weight type 'tensor<4xf32>' should be 'tensor<8xf32>'}}
+  %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %s, %s, %x : (tensor<2x8xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm_grad statistics are [...].
+func.func @layer_norm_grad_stats(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{mean/rstd types 'tensor<8xf32>', 'tensor<8xf32>' should be 'tensor<2xf32>'}}
+  %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %s, %s, %x : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm_grad output gradient and input gradient have the
+// input type.
+func.func @layer_norm_grad_grad(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{grad and input_grad types 'tensor<8xf32>', 'tensor<2x8xf32>' should be 'tensor<2x8xf32>'}}
+  %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %s, %s, %g : (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that the layer_norm_grad parameter gradients have the weight type.
+func.func @layer_norm_grad_params(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{weight_grad/bias_grad types 'tensor<8xf32>', 'tensor<2x8xf32>' should be 'tensor<8xf32>'}}
+  %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %s, %s, %x : (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that softmax has a last dim to normalise over.
+func.func @softmax_rank(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  %0 = kiln.softmax %x : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that softmax_grad has a last dim to normalise over.
+func.func @softmax_grad_rank(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  %0 = kiln.softmax_grad %x, %x : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that causal_mask has [..., T, S] dims.
+func.func @causal_mask_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{input must have rank >= 2 [..., T, S], got 'tensor<8xf32>'}}
+  %0 = kiln.causal_mask %x fill = 0.0 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Tests that cross_entropy logits are targets shape + [V].
+func.func @cross_entropy_shapes(%l: tensor<2x8x64xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{logits 'tensor<2x8x64xf32>' must be targets 'tensor<2x4xi32>' shape + [V]}}
+  %0 = kiln.cross_entropy %l, %t : tensor<2x8x64xf32>, tensor<2x4xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that cross_entropy_grad logits are targets shape + [V].
+func.func @cross_entropy_grad_shapes(%l: tensor<2x8x64xf32>, %t: tensor<8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{logits 'tensor<2x8x64xf32>' must be targets 'tensor<8xi32>' shape + [V]}}
+  %0 = kiln.cross_entropy_grad %l, %t, %g : tensor<2x8x64xf32>, tensor<8xi32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that AdamW betas are in [0, 1).
+func.func @adamw_betas(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{beta1 and beta2 must be in [0, 1), got 1.0, 0.999}}
+  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 1.0 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that AdamW epsilon and weight decay are non-negative.
+func.func @adamw_decay(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{epsilon and weight_decay must be non-negative, got 1e-08, -0.1}}
+  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = -0.1 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that #kiln.init names a known initializer.
+// expected-error @+1 {{unknown initializer kind 'uniform' (expected normal, zeros or ones)}}
+func.func @init_kind(%w: tensor<8xf32> {kiln.init = #kiln.init<uniform, std = 0.1>}) {
+  return
+}
+
+// -----
+
+// Tests that a #kiln.init standard deviation is non-negative.
+// expected-error @+1 {{initializer std must be non-negative, got -0.02}}
+func.func @init_std(%w: tensor<8xf32> {kiln.init = #kiln.init<normal, std = -0.02>}) {
+  return
+}

@@ -1,0 +1,34 @@
+# lit configuration for Kiln: FileCheck tests of the frontend, the dialect, the
+# passes, codegen and end-to-end runs (kilnc -> artifact -> kiln-run).
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Kiln"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".kiln", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
+
+# Generated kernels are compiled once per content hash; share one cache across
+# the whole run so repeated compiles of the same model are cache hits.
+config.environment["KILN_CACHE_DIR"] = os.path.join(config.kiln_obj_root, "kernel-cache")
+for var in ["HOME", "CXX", "OMP_NUM_THREADS"]:
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+llvm_config.with_system_environment(["PATH"])
+llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+config.substitutions.append(("%kilnc", os.path.join(config.kiln_tools_dir, "kilnc")))
+config.substitutions.append(("%kiln-run", os.path.join(config.kiln_tools_dir, "kiln-run")))
+config.substitutions.append(("%models", os.path.join(config.kiln_src_root, "models")))
+config.substitutions.append(("%src", config.kiln_src_root))
+# Debian's python3-torch lives under the system interpreter, not a pyenv one.
+config.substitutions.append(("%torch-python", "/usr/bin/python3"))
+
+llvm_config.use_default_substitutions()
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run"], [config.kiln_tools_dir])

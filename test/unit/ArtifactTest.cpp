@@ -1,0 +1,304 @@
+//===- ArtifactTest.cpp - Loader and verifier of .kart files --------------===//
+//
+// Every way a file can be wrong must give a message naming the file and the
+// problem, never a crash: empty, truncated, foreign, wrong version, and each
+// content check of ArtifactVerifier.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestArtifact.h"
+
+#include "runtime/Artifact.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::rt::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+Status loadSpec(const ArtifactSpec &spec) {
+  auto artifact = Artifact::loadBytes(serializeArtifact(spec), "model.kart");
+  return artifact.ok() ? okStatus() : artifact.status();
+}
+
+TEST(ArtifactTest, LoadsMinimalArtifact) {
+  auto artifact =
+      Artifact::loadBytes(serializeArtifact(minimalArtifact()), "model.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  EXPECT_EQ((*artifact)->numBuffers(), 1u);
+  EXPECT_EQ((*artifact)->bufferInfo(0).elements, 1);
+  EXPECT_EQ((*artifact)->bufferInfo(0).bytes, 4);
+}
+
+TEST(ArtifactTest, LoadsBigramArtifactWithAliases) {
+  auto artifact = Artifact::loadBytes(
+      serializeArtifact(bigramArtifact(2, 4, 16)), "model.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  EXPECT_EQ((*artifact)->bufferInfo(13).storage, 4u);
+  EXPECT_EQ((*artifact)->bufferInfo(4).storage, 4u);
+}
+
+TEST(ArtifactTest, EmptyFile) {
+  auto artifact = Artifact::loadBytes({}, "model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_EQ(artifact.status().message(),
+            "model.kart: empty file (0 bytes), not a Kiln artifact");
+}
+
+TEST(ArtifactTest, TooSmallFile) {
+  auto artifact = Artifact::loadBytes({1, 2, 3}, "model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_THAT(artifact.status().message(),
+              HasSubstr("model.kart: too small to be a Kiln artifact (3 bytes)"));
+}
+
+TEST(ArtifactTest, ForeignFileNamesItsIdentifier) {
+  // The first bytes of a zip file (a PyTorch checkpoint, say).
+  std::vector<uint8_t> zip = {'P', 'K', 3, 4, 'P', 'K', 3, 4, 0, 0, 0, 0};
+  auto artifact = Artifact::loadBytes(zip, "model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_EQ(artifact.status().message(),
+            "model.kart: not a Kiln artifact (file identifier is "
+            "'PK\\x03\\x04', expected 'KART')");
+}
+
+TEST(ArtifactTest, TruncatedFile) {
+  std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
+  for (size_t keep : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 8}) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + keep);
+    auto artifact = Artifact::loadBytes(cut, "model.kart");
+    ASSERT_FALSE(artifact.ok()) << "kept " << keep;
+    EXPECT_EQ(artifact.status().message(),
+              "model.kart: truncated or corrupt (flatbuffers verification "
+              "failed)");
+  }
+}
+
+TEST(ArtifactTest, CorruptBytesNeverCrash) {
+  std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
+  // Flip bytes all over the file; each result must be a Status, either way.
+  for (size_t i = 8; i < bytes.size(); i += 7) {
+    std::vector<uint8_t> bad = bytes;
+    bad[i] ^= 0xff;
+    (void)Artifact::loadBytes(bad, "model.kart");
+  }
+  SUCCEED();
+}
+
+TEST(ArtifactTest, EveryByteFlipIsAStatusNotACrash) {
+  std::vector<uint8_t> bytes = serializeArtifact(minimalArtifact());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (uint8_t mask : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> bad = bytes;
+      bad[i] ^= mask;
+      (void)Artifact::loadBytes(bad, "model.kart");
+    }
+  }
+  SUCCEED();
+}
+
+TEST(ArtifactTest, UnionTypeWithoutValue) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.schedule[0].omitOperation = true;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("schedule[0] (test.kiln:2:3): KernelCall entry has no "
+                        "operation"));
+  spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].omitOperation = true;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall entry has no operation"));
+}
+
+TEST(ArtifactTest, VersionMismatch) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.version = kArtifactVersion + 1;
+  Status status = loadSpec(spec);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr("model.kart: artifact format version 2, but this "
+                        "kiln-run reads version 1"));
+}
+
+TEST(ArtifactTest, MissingFileNamesPath) {
+  auto artifact = Artifact::loadFile("/nonexistent/model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_EQ(artifact.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(artifact.status().message(), HasSubstr("/nonexistent/model.kart"));
+}
+
+TEST(ArtifactTest, UnsupportedTarget) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.target = "cuda";
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("target 'cuda' is not supported"));
+}
+
+TEST(ArtifactTest, KernelIndexOutOfRange) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.schedule[0].kernel = 5;
+  EXPECT_EQ(loadSpec(spec).message(),
+            "model.kart: schedule[0] (test.kiln:2:3): KernelCall of kernel "
+            "5, but the artifact has 1 kernels");
+}
+
+TEST(ArtifactTest, KernelBufferOutOfRange) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.schedule[0].buffers = {0, 9};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("KernelCall argument 1 is buffer 9, but the artifact "
+                        "has 1 buffers"));
+}
+
+TEST(ArtifactTest, GemmBufferOutOfRange) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.c = 99;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall operand C is buffer 99"));
+}
+
+TEST(ArtifactTest, GemmTooLargeForBuffer) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.n = 17; // W is [16, 16]
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall operand B (buffer 2 'W') has 256 elements"));
+}
+
+TEST(ArtifactTest, GemmBatchStrideOverrun) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.strideC = 4 * 16 + 1;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall operand C (buffer 4 'logits')"));
+}
+
+TEST(ArtifactTest, GemmHugeBatchDoesNotOverflow) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.batch = int64_t(1) << 62;
+  spec.schedule[1].gemm.strideA = int64_t(1) << 62;
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("GemmCall operand A"));
+}
+
+TEST(ArtifactTest, GemmNonPositiveDims) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.k = 0;
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("all must be >= 1"));
+}
+
+TEST(ArtifactTest, NegativeDimension) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"h", schema::BufferRole_Activation,
+                          schema::DType_F32, {4, -2}});
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 1 ('h') has negative dimension -2 at axis 1"));
+}
+
+TEST(ArtifactTest, AbsurdlyLargeBuffer) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"h", schema::BufferRole_Activation,
+                          schema::DType_F32, {1 << 30, 1 << 30, 1 << 30}});
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("larger than 1 TiB"));
+}
+
+TEST(ArtifactTest, AliasMustBeEarlier) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"h", schema::BufferRole_Activation,
+                          schema::DType_F32, {4}});
+  spec.buffers.back().aliasOf = 1;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 1 ('h') aliases buffer 1, which is not an "
+                        "earlier buffer"));
+}
+
+TEST(ArtifactTest, AliasMustHaveSameSize) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"h", schema::BufferRole_Activation,
+                          schema::DType_F32, {4}});
+  spec.buffers.push_back({"h2", schema::BufferRole_Activation,
+                          schema::DType_F32, {2, 3}});
+  spec.buffers.back().aliasOf = 1;
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("sizes differ"));
+}
+
+TEST(ArtifactTest, ExactlyOneLoss) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"loss2", schema::BufferRole_Loss});
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("has 2 buffers with role Loss, expected exactly one"));
+  spec.buffers[0].role = schema::BufferRole_Activation;
+  spec.buffers[1].role = schema::BufferRole_Activation;
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("has 0 buffers with role Loss"));
+}
+
+TEST(ArtifactTest, ParameterNeedsInitializer) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[2].init.reset();
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 2 ('W') is a Parameter without an Initializer"));
+}
+
+TEST(ArtifactTest, ConstantDataSizeMustMatch) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[14].constantData.push_back(0);
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("is a Constant of 4 bytes but has 5 bytes of "
+                        "constant_data"));
+}
+
+TEST(ArtifactTest, GradientNeedsParameter) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[7].name = "V";
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("is a Gradient of no Parameter of that name"));
+}
+
+TEST(ArtifactTest, InputShapeMustBeBatchBySeq) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[0].shape = {2, 5};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("must be i32 [batch, seq] = [2, 4]"));
+}
+
+TEST(ArtifactTest, UnknownInputName) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[0].name = "images";
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("is an Input the data loader cannot fill"));
+}
+
+TEST(ArtifactTest, UnknownDType) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers.push_back({"h", schema::BufferRole_Activation,
+                          static_cast<schema::DType>(42), {4}});
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("unknown dtype 42"));
+}
+
+TEST(ArtifactTest, LossMustBeF32Scalar) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.buffers[0].shape = {3};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("has role Loss but 3 elements (expected one f32)"));
+}
+
+TEST(ArtifactTest, BadKernelEntry) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.kernels[0].entry = "k one";
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("kernel 0 (test.kiln:1:1): entry 'k one' is not a "
+                        "valid C identifier"));
+}
+
+TEST(ArtifactTest, EmptySchedule) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.schedule.clear();
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("has an empty schedule"));
+}
+
+TEST(ArtifactTest, BadTrainConfig) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.batch = 0;
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("train config has batch 0"));
+}
+
+} // namespace
+} // namespace kiln::rt::test

@@ -1,0 +1,83 @@
+//===- RunOptionsTest.cpp - kiln-run command-line parsing ----------------===//
+
+#include "runtime/RunOptions.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kiln::rt {
+namespace {
+
+StatusOr<ParsedCommandLine> parse(std::vector<std::string> args) {
+  return parseRunCommandLine(args);
+}
+
+TEST(RunOptionsTest, AllFlags) {
+  auto parsed = parse({"m.kart", "--data", "d.txt", "--steps", "30", "--lr=3e-4",
+                       "--seed", "7", "--metrics", "m.jsonl", "--save-init",
+                       "i.st", "--save-grads", "g.st", "--log-every", "5",
+                       "--quiet"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const RunOptions &o = parsed->options;
+  EXPECT_EQ(o.artifactPath, "m.kart");
+  EXPECT_EQ(o.dataPath, "d.txt");
+  EXPECT_EQ(o.steps, 30);
+  EXPECT_DOUBLE_EQ(o.lr, 3e-4);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.metricsPath, "m.jsonl");
+  EXPECT_EQ(o.saveInitPath, "i.st");
+  EXPECT_EQ(o.saveGradsPath, "g.st");
+  EXPECT_EQ(o.logEvery, 5);
+  EXPECT_TRUE(o.quiet);
+}
+
+TEST(RunOptionsTest, Defaults) {
+  auto parsed = parse({"--steps", "1", "--data", "d", "m.kart"});
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_DOUBLE_EQ(parsed->options.lr, 1e-3);
+  EXPECT_EQ(parsed->options.seed, 0u);
+  EXPECT_FALSE(parsed->options.quiet);
+}
+
+TEST(RunOptionsTest, Help) {
+  auto parsed = parse({"--bogus-later-ignored", "--help"});
+  EXPECT_FALSE(parsed.ok()); // the unknown flag comes first
+  parsed = parse({"--help"});
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->help);
+}
+
+TEST(RunOptionsTest, UsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char *message;
+  } cases[] = {
+      {{"m.kart", "--data", "d", "--steps", "1", "--bogus"},
+       "unknown option '--bogus'"},
+      {{"m.kart", "--data", "d", "--steps", "1", "-x"}, "unknown option '-x'"},
+      {{"m.kart", "--data", "d", "--steps"}, "--steps expects a value"},
+      {{"m.kart", "--data", "d", "--steps", "ten"},
+       "--steps expects an integer, got 'ten'"},
+      {{"m.kart", "--data", "d", "--steps", "0"}, "--steps must be >= 1"},
+      {{"m.kart", "--data", "d", "--steps", "1", "--lr", "-1"},
+       "--lr must be a finite number >= 0"},
+      {{"m.kart", "--data", "d", "--steps", "1", "--seed", "-3"},
+       "--seed expects a non-negative integer"},
+      {{"m.kart", "--data=", "--steps", "1"}, "--data expects a non-empty value"},
+      {{"m.kart", "--steps", "1"}, "missing --data PATH"},
+      {{"--data", "d", "--steps", "1"}, "missing the artifact to run"},
+      {{"a.kart", "b.kart", "--data", "d", "--steps", "1"},
+       "unexpected argument 'b.kart'"},
+      {{"m.kart", "--data", "d", "--steps", "1", "--quiet=yes"},
+       "--quiet takes no value"},
+  };
+  for (const Case &c : cases) {
+    auto parsed = parse(c.args);
+    ASSERT_FALSE(parsed.ok()) << c.message;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), ::testing::HasSubstr(c.message));
+  }
+}
+
+} // namespace
+} // namespace kiln::rt

@@ -1,0 +1,267 @@
+//===- TestArtifact.cpp - Building small .kart files in unit tests --------===//
+
+#include "TestArtifact.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace kiln::rt::test {
+
+std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<schema::Buffer>> buffers;
+  for (const BufferSpec &b : spec.buffers) {
+    auto name = fbb.CreateString(b.name);
+    auto shape = fbb.CreateVector(b.shape);
+    flatbuffers::Offset<schema::Initializer> init;
+    if (b.init)
+      init = schema::CreateInitializer(fbb, *b.init, b.initStd);
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
+    if (!b.constantData.empty())
+      data = fbb.CreateVector(b.constantData);
+    buffers.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype, shape,
+                                           init, data, b.aliasOf));
+  }
+  std::vector<flatbuffers::Offset<schema::Kernel>> kernels;
+  for (const KernelSpec &k : spec.kernels)
+    kernels.push_back(schema::CreateKernelDirect(
+        fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
+        k.ops.c_str()));
+  std::vector<flatbuffers::Offset<schema::Step>> steps;
+  for (const StepSpec &s : spec.schedule) {
+    auto location = fbb.CreateString(s.location);
+    if (s.omitOperation) {
+      schema::StepBuilder step(fbb);
+      step.add_op_type(s.kernel ? schema::Operation_KernelCall
+                                : schema::Operation_GemmCall);
+      step.add_location(location);
+      steps.push_back(step.Finish());
+    } else if (s.kernel) {
+      auto call = schema::CreateKernelCallDirect(fbb, *s.kernel, &s.buffers);
+      steps.push_back(schema::CreateStep(fbb, schema::Operation_KernelCall,
+                                         call.Union(), location));
+    } else {
+      const GemmSpec &g = s.gemm;
+      auto call = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k,
+                                         g.batch, g.transA, g.transB,
+                                         g.strideA, g.strideB, g.strideC);
+      steps.push_back(schema::CreateStep(fbb, schema::Operation_GemmCall,
+                                         call.Union(), location));
+    }
+  }
+  auto train = schema::CreateTrainConfigDirect(fbb, spec.batch, spec.seq,
+                                               "adamw", spec.vocab);
+  auto root = schema::CreateArtifactDirect(
+      fbb, spec.version, spec.model.c_str(), spec.target.c_str(), train,
+      spec.prelude.c_str(), &kernels, &buffers, &steps, /*flops=*/0);
+  schema::FinishArtifactBuffer(fbb, root);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+ArtifactSpec minimalArtifact() {
+  ArtifactSpec spec;
+  spec.prelude = "#include <cstdint>\n";
+  spec.buffers.push_back({"loss", schema::BufferRole_Loss});
+  spec.kernels.push_back(
+      {"k_one",
+       "extern \"C\" void k_one(void *const *b) { *(float *)b[0] = 1.0f; }",
+       "test.kiln:1:1", "kiln.constant"});
+  StepSpec step;
+  step.kernel = 0;
+  step.buffers = {0};
+  spec.schedule.push_back(step);
+  return spec;
+}
+
+namespace {
+
+std::vector<uint8_t> floatBytes(float value) {
+  std::vector<uint8_t> bytes(4);
+  std::memcpy(bytes.data(), &value, 4);
+  return bytes;
+}
+
+// Kernels of the bigram model; NTOK (= batch*seq) and VOCAB are baked in,
+// as codegen bakes shapes.
+const char *kOneHotSource = R"(
+// X[i, j] = (tokens[i] == j)                  // [NTOK, VOCAB]
+extern "C" void k_onehot(void *const *b) {
+  const int32_t *tokens = (const int32_t *)b[0];
+  float *x = (float *)b[1];
+  #pragma omp parallel for
+  for (int i = 0; i < NTOK; ++i)
+    for (int j = 0; j < VOCAB; ++j)
+      x[i * VOCAB + j] = tokens[i] == j ? 1.0f : 0.0f;
+}
+)";
+
+const char *kCrossEntropySource = R"(
+// loss = mean_i(logsumexp(l[i]) - l[i, t[i]]); dl = (softmax(l) - onehot)/N
+extern "C" void k_xent(void *const *b) {
+  const float *logits = (const float *)b[0];   // [B, T, VOCAB]
+  const int32_t *targets = (const int32_t *)b[1];
+  float *loss = (float *)b[2];
+  float *dlogits = (float *)b[3];              // [NTOK, VOCAB]
+  double total = 0;
+  for (int i = 0; i < NTOK; ++i) {
+    const float *row = logits + i * VOCAB;
+    float mx = row[0];
+    for (int j = 1; j < VOCAB; ++j) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < VOCAB; ++j) sum += std::exp(double(row[j] - mx));
+    double lse = mx + std::log(sum);
+    total += lse - row[targets[i]];
+    for (int j = 0; j < VOCAB; ++j)
+      dlogits[i * VOCAB + j] =
+          float((std::exp(row[j] - lse) - (j == targets[i])) / NTOK);
+  }
+  *loss = float(total / NTOK);
+}
+)";
+
+const char *kAdamWSource = R"(
+// grad_norm = |g|; AdamW (b1 0.9, b2 0.95, eps 1e-8, decay from a constant)
+extern "C" void k_adamw(void *const *b) {
+  float *p = (float *)b[0];
+  const float *g = (const float *)b[1];
+  float *m = (float *)b[2];
+  float *v = (float *)b[3];
+  float lr = *(const float *)b[4];
+  float t = *(const float *)b[5];
+  float *gradNorm = (float *)b[6];
+  float wd = *(const float *)b[7];
+  double sq = 0;
+  for (int i = 0; i < VOCAB * VOCAB; ++i) sq += double(g[i]) * g[i];
+  *gradNorm = float(std::sqrt(sq));
+  const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+  float c1 = 1.0f - std::pow(b1, t), c2 = 1.0f - std::pow(b2, t);
+  for (int i = 0; i < VOCAB * VOCAB; ++i) {
+    p[i] -= lr * wd * p[i];
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    p[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+  }
+}
+)";
+
+} // namespace
+
+ArtifactSpec bigramArtifact(int64_t batch, int64_t seq, int64_t vocab) {
+  using R = schema::BufferRole;
+  const int64_t n = batch * seq;
+  ArtifactSpec spec;
+  spec.model = "bigram";
+  spec.batch = batch;
+  spec.seq = seq;
+  spec.vocab = vocab;
+  spec.prelude = "#include <cmath>\n#include <cstdint>\n#define NTOK " +
+                 std::to_string(n) + "\n#define VOCAB " +
+                 std::to_string(vocab) + "\n";
+  auto buf = [&](std::string name, R role, schema::DType dtype,
+                 std::vector<int64_t> shape) {
+    BufferSpec b;
+    b.name = std::move(name);
+    b.role = role;
+    b.dtype = dtype;
+    b.shape = std::move(shape);
+    spec.buffers.push_back(b);
+  };
+  const auto F32 = schema::DType_F32, I32 = schema::DType_I32;
+  buf("tokens", R::BufferRole_Input, I32, {batch, seq});        // 0
+  buf("targets", R::BufferRole_Input, I32, {batch, seq});       // 1
+  buf("W", R::BufferRole_Parameter, F32, {vocab, vocab});       // 2
+  spec.buffers.back().init = schema::InitKind_Normal;
+  spec.buffers.back().initStd = 0.02f;
+  buf("x", R::BufferRole_Activation, F32, {n, vocab});          // 3
+  buf("logits", R::BufferRole_Activation, F32, {n, vocab});     // 4
+  buf("loss", R::BufferRole_Loss, F32, {});                     // 5
+  buf("dlogits", R::BufferRole_Activation, F32, {n, vocab});    // 6
+  buf("W", R::BufferRole_Gradient, F32, {vocab, vocab});        // 7
+  buf("W", R::BufferRole_AdamM, F32, {vocab, vocab});           // 8
+  buf("W", R::BufferRole_AdamV, F32, {vocab, vocab});           // 9
+  buf("lr", R::BufferRole_LearningRate, F32, {});               // 10
+  buf("step", R::BufferRole_StepCount, F32, {});                // 11
+  buf("grad_norm", R::BufferRole_GradNorm, F32, {});            // 12
+  buf("logits3d", R::BufferRole_Activation, F32, {batch, seq, vocab}); // 13
+  spec.buffers.back().aliasOf = 4;
+  buf("weight_decay", R::BufferRole_Constant, F32, {});         // 14
+  spec.buffers.back().constantData = floatBytes(0.01f);
+
+  spec.kernels.push_back({"k_onehot", kOneHotSource, "bigram.kiln:3:7",
+                          "kiln.embedding"});
+  spec.kernels.push_back({"k_xent", kCrossEntropySource, "bigram.kiln:5:3",
+                          "kiln.cross_entropy"});
+  spec.kernels.push_back({"k_adamw", kAdamWSource, "bigram.kiln:9:1",
+                          "kiln.adamw"});
+
+  StepSpec onehot;
+  onehot.kernel = 0;
+  onehot.buffers = {0, 3};
+  spec.schedule.push_back(onehot);
+  // logits[b] = x[b] @ W, batched over B with W shared (stride 0).
+  StepSpec logits;
+  logits.gemm = GemmSpec{3, 2, 4, seq, vocab, vocab, batch, false, false,
+                         seq * vocab, 0, seq * vocab};
+  spec.schedule.push_back(logits);
+  StepSpec xent;
+  xent.kernel = 1;
+  xent.buffers = {13, 1, 5, 6};
+  spec.schedule.push_back(xent);
+  // dW = x^T @ dlogits: A = x stored [N, V], op(A) = [V, N].
+  StepSpec grad;
+  grad.gemm = GemmSpec{3, 6, 7, vocab, vocab, n, 1, true, false, 0, 0, 0};
+  spec.schedule.push_back(grad);
+  StepSpec adamw;
+  adamw.kernel = 2;
+  adamw.buffers = {2, 7, 8, 9, 10, 11, 12, 14};
+  spec.schedule.push_back(adamw);
+
+  return spec;
+}
+
+namespace {
+// Removes every directory made by makeTempDir when the test binary exits,
+// unless KILN_KEEP_TEST_DIRS is set (to inspect kernel sources, dumps).
+struct TempDirRegistry {
+  std::vector<std::string> dirs;
+  ~TempDirRegistry() {
+    if (std::getenv("KILN_KEEP_TEST_DIRS"))
+      return;
+    std::error_code ignored;
+    for (const std::string &dir : dirs)
+      std::filesystem::remove_all(dir, ignored);
+  }
+};
+TempDirRegistry &tempDirs() {
+  static TempDirRegistry registry;
+  return registry;
+}
+} // namespace
+
+std::string makeTempDir() {
+  const char *base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") +
+                        "/kiln-test-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data()))
+    throw std::runtime_error("mkdtemp failed");
+  tempDirs().dirs.push_back(buf.data());
+  return buf.data();
+}
+
+void writeFile(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+}
+
+void writeFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+} // namespace kiln::rt::test

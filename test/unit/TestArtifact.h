@@ -1,0 +1,82 @@
+//===- TestArtifact.h - Building small .kart files in unit tests ----------===//
+//
+// Until codegen writes artifacts, the runtime tests describe artifacts as
+// plain structs (easy to break one field at a time for negative tests) and
+// serialise them with the flatbuffers builder, exactly as codegen will.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TEST_UNIT_TESTARTIFACT_H
+#define KILN_TEST_UNIT_TESTARTIFACT_H
+
+#include "runtime/Artifact.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::rt::test {
+
+struct BufferSpec {
+  std::string name;
+  schema::BufferRole role = schema::BufferRole_Activation;
+  schema::DType dtype = schema::DType_F32;
+  std::vector<int64_t> shape;
+  std::optional<schema::InitKind> init; // Parameter buffers
+  float initStd = 0;
+  std::vector<uint8_t> constantData;    // Constant buffers
+  int32_t aliasOf = -1;
+};
+
+struct KernelSpec {
+  std::string entry;
+  std::string source;
+  std::string location = "test.kiln:1:1";
+  std::string ops;
+};
+
+struct GemmSpec {
+  uint32_t a = 0, b = 0, c = 0;
+  int64_t m = 1, n = 1, k = 1, batch = 1;
+  bool transA = false, transB = false;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+};
+
+struct StepSpec {
+  std::optional<uint32_t> kernel; // KernelCall when set
+  std::vector<uint32_t> buffers;  // KernelCall arguments
+  GemmSpec gemm;                  // GemmCall otherwise
+  std::string location = "test.kiln:2:3";
+  bool omitOperation = false;     // union type without a value (corrupt)
+};
+
+struct ArtifactSpec {
+  uint32_t version = kArtifactVersion;
+  std::string model = "test";
+  std::string target = "cpu";
+  int64_t batch = 1, seq = 1, vocab = 0;
+  std::string prelude;
+  std::vector<BufferSpec> buffers;
+  std::vector<KernelSpec> kernels;
+  std::vector<StepSpec> schedule;
+};
+
+std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec);
+
+// A valid minimal artifact: one loss buffer written by one kernel.
+ArtifactSpec minimalArtifact();
+
+// The bigram language model used by the end-to-end tests (see
+// TestArtifact.cpp): one-hot kernel, GEMM, cross-entropy kernel, GEMM for
+// the gradient, AdamW kernel. batch x seq tokens, vocabulary `vocab`.
+ArtifactSpec bigramArtifact(int64_t batch, int64_t seq, int64_t vocab);
+
+// A fresh empty directory under $TMPDIR (removed by the caller if wanted).
+std::string makeTempDir();
+void writeFile(const std::string &path, const std::vector<uint8_t> &bytes);
+void writeFile(const std::string &path, const std::string &text);
+
+} // namespace kiln::rt::test
+
+#endif // KILN_TEST_UNIT_TESTARTIFACT_H

@@ -1,0 +1,165 @@
+//===- TrainerTest.cpp - kiln-run end to end on a hand-built artifact -----===//
+//
+// Runs the training loop (library entry point and the kiln-run binary) on
+// the bigram artifact over a small text file: the loss must fall, runs must
+// be deterministic, the requested files must appear, and every user or
+// usage error must map to its exit status.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestArtifact.h"
+
+#include "runtime/FileIO.h"
+#include "runtime/Trainer.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+namespace kiln::rt::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TrainerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    // The trainer takes the cache from the environment, like kiln-run.
+    ::setenv("KILN_CACHE_DIR", (dir_ + "/cache").c_str(), 1);
+    writeFile(dir_ + "/bigram.kart", serializeArtifact(bigramArtifact(2, 8, 256)));
+    std::string text;
+    for (int i = 0; i < 40; ++i)
+      text += "the quick brown fox jumps over the lazy dog. ";
+    writeFile(dir_ + "/input.txt", text);
+  }
+
+  RunOptions options(int64_t steps) {
+    RunOptions o;
+    o.artifactPath = dir_ + "/bigram.kart";
+    o.dataPath = dir_ + "/input.txt";
+    o.steps = steps;
+    o.lr = 0.05;
+    o.quiet = true;
+    return o;
+  }
+
+  // Runs the kiln-run binary; returns its exit status, output in `output`.
+  int runTool(const std::string &args, std::string *output = nullptr) {
+    std::string log = dir_ + "/tool.log";
+    std::string cmd = std::string(KILN_RUN_PATH) + " " + args + " >" + log +
+                      " 2>&1";
+    int status = std::system(cmd.c_str());
+    if (output) {
+      std::ifstream in(log);
+      output->assign(std::istreambuf_iterator<char>(in), {});
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TrainerTest, LossFallsAndFilesAreWritten) {
+  RunOptions o = options(40);
+  o.metricsPath = dir_ + "/metrics.jsonl";
+  o.saveInitPath = dir_ + "/init.safetensors";
+  o.saveGradsPath = dir_ + "/grads.safetensors";
+  auto summary = runTraining(o, stdout);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->steps, 40);
+  EXPECT_LT(summary->finalLoss, 3.5); // from ln(256) = 5.55
+  EXPECT_GT(summary->tokensPerSecond, 0);
+
+  std::ifstream metrics(o.metricsPath);
+  std::string line, first;
+  int lines = 0;
+  while (std::getline(metrics, line))
+    if (lines++ == 0)
+      first = line;
+  EXPECT_EQ(lines, 40);
+  EXPECT_THAT(first, HasSubstr("{\"step\":1,\"loss\":5.5"));
+  EXPECT_THAT(first, HasSubstr("\"lr\":0.05"));
+  EXPECT_THAT(first, HasSubstr("\"grad_norm\":"));
+  EXPECT_THAT(first, HasSubstr("\"tokens_per_s\":"));
+
+  auto init = readFileBytes(o.saveInitPath);
+  ASSERT_TRUE(init.ok());
+  std::string initText(init->begin(), init->end());
+  EXPECT_THAT(initText, HasSubstr("\"W\":{\"dtype\":\"F32\",\"shape\":[256,256]"));
+  auto grads = readFileBytes(o.saveGradsPath);
+  ASSERT_TRUE(grads.ok());
+  std::string gradText(grads->begin(), grads->end());
+  EXPECT_THAT(gradText, HasSubstr("\"W\":{\"dtype\":\"F32\""));
+  EXPECT_THAT(gradText,
+              HasSubstr("\"input:tokens\":{\"dtype\":\"I32\",\"shape\":[2,8]"));
+  EXPECT_THAT(gradText, HasSubstr("\"input:targets\":{\"dtype\":\"I32\""));
+}
+
+TEST_F(TrainerTest, DeterministicForASeedAndSeedMatters) {
+  auto a = runTraining(options(5), stdout);
+  auto b = runTraining(options(5), stdout);
+  RunOptions other = options(5);
+  other.seed = 1;
+  auto c = runTraining(other, stdout);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->finalLoss, b->finalLoss);
+  EXPECT_NE(a->finalLoss, c->finalLoss);
+  EXPECT_TRUE(b->kernelCacheHit); // the first run filled the cache
+}
+
+TEST_F(TrainerTest, DataTooSmall) {
+  writeFile(dir_ + "/tiny.txt", std::string("abc"));
+  RunOptions o = options(1);
+  o.dataPath = dir_ + "/tiny.txt";
+  auto summary = runTraining(o, stdout);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_THAT(summary.status().message(),
+              HasSubstr("has 3 tokens, but a sequence of 8 needs at least 10"));
+}
+
+TEST_F(TrainerTest, ToolSucceedsAndPrintsSummary) {
+  std::string out;
+  EXPECT_EQ(runTool(dir_ + "/bigram.kart --data " + dir_ +
+                        "/input.txt --steps 3 --lr 0.05 --log-every 1",
+                    &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("step 3/3 loss"));
+  EXPECT_THAT(out, HasSubstr("final loss "));
+  EXPECT_THAT(out, HasSubstr("after 3 steps"));
+  EXPECT_THAT(out, HasSubstr("tokens/s"));
+}
+
+TEST_F(TrainerTest, ToolUserErrorsExitOne) {
+  std::string out;
+  EXPECT_EQ(runTool(dir_ + "/bigram.kart --data /nonexistent.txt --steps 1",
+                    &out),
+            1);
+  EXPECT_THAT(out, HasSubstr("kiln-run: error: data file /nonexistent.txt"));
+  writeFile(dir_ + "/foreign.kart", std::string("PK\x03\x04 a zip file"));
+  EXPECT_EQ(runTool(dir_ + "/foreign.kart --data x --steps 1", &out), 1);
+  EXPECT_THAT(out, HasSubstr("not a Kiln artifact"));
+}
+
+TEST_F(TrainerTest, ToolUsageErrorsExitTwo) {
+  std::string out;
+  EXPECT_EQ(runTool("--help", &out), 0);
+  EXPECT_THAT(out, HasSubstr("usage: kiln-run"));
+  EXPECT_EQ(runTool("", &out), 2);
+  EXPECT_EQ(runTool("m.kart --data d --steps 1 --bogus", &out), 2);
+  EXPECT_THAT(out, HasSubstr("kiln-run: error: unknown option '--bogus'"));
+  EXPECT_THAT(out, HasSubstr("usage: kiln-run"));
+  EXPECT_EQ(runTool("m.kart --data d --steps", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--steps expects a value"));
+  EXPECT_EQ(runTool("m.kart --data d --steps x", &out), 2);
+  EXPECT_EQ(runTool("m.kart --data d --steps 0", &out), 2);
+  EXPECT_EQ(runTool("m.kart --data d", &out), 2);
+  EXPECT_THAT(out, HasSubstr("missing --steps N"));
+  EXPECT_EQ(runTool("m.kart --data d --steps 1 --lr nan", &out), 2);
+}
+
+} // namespace
+} // namespace kiln::rt::test

@@ -1,0 +1,333 @@
+//===- ArtifactWriterTest.cpp - Structure of the emitted artifact ---------===//
+//
+// Emits the artifact of a small but complete training step (embedding,
+// GEMMs, loss, backward, grad norm, AdamW) and checks the flatbuffer: it
+// verifies, reshape results are views, AdamW updates the argument buffers in
+// place, roles/names/GEMM fields/locations are as the contract says, and
+// unsupported ops are diagnostics rather than crashes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelRunner.h"
+
+#include "codegen/Codegen.h"
+#include "runtime/Artifact.h"
+#include "runtime/schema/artifact_generated.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+using namespace kiln::test;
+namespace schema = kiln::schema;
+
+namespace {
+
+constexpr const char *kStep = R"mlir(
+module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 : i64, optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+  func.func @step(
+      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
+      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>},
+      %tokens: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"},
+      %targets: tensor<2x4xi32> {kiln.role = "input", kiln.name = "targets"},
+      %m_wte: tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
+      %m_w: tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
+      %v_wte: tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
+      %v_w: tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"},
+      %lr: tensor<f32> {kiln.role = "lr"},
+      %step: tensor<f32> {kiln.role = "step"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<16x8xf32> {kiln.role = "grad", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"},
+          tensor<f32> {kiln.role = "grad_norm"},
+          tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"}) {
+    %e = kiln.embedding %wte, %tokens : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32> loc("m.kiln":3:7)
+    %att = kiln.matmul %e, %e {transpose_rhs = true} : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x4xf32> loc("m.kiln":4:2)
+    %logits = kiln.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32> loc(callsite("m.kiln":5:9 at "m.kiln":12:1))
+    %loss = kiln.cross_entropy %logits, %targets : tensor<2x4x16xf32>, tensor<2x4xi32> loc("m.kiln":6:1)
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    %dl = kiln.cross_entropy_grad %logits, %targets, %one : tensor<2x4x16xf32>, tensor<2x4xi32>
+    %h = kiln.reshape %e : tensor<2x4x8xf32> -> tensor<8x8xf32> loc("m.kiln":7:3)
+    %dl2 = kiln.reshape %dl : tensor<2x4x16xf32> -> tensor<8x16xf32>
+    %dw = kiln.matmul %h, %dl2 {transpose_lhs = true} : tensor<8x8xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+    %dh = kiln.matmul %dl2, %w {transpose_rhs = true} : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x8xf32>
+    %dh3 = kiln.reshape %dh : tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %dwte = kiln.embedding_grad %tokens, %dh3 : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf32>
+    %sq1 = kiln.mul %dwte, %dwte : tensor<16x8xf32>
+    %s1 = kiln.reduce_sum %sq1 dims = [0, 1] : tensor<16x8xf32> -> tensor<f32>
+    %sq2 = kiln.mul %dw, %dw : tensor<8x16xf32>
+    %s2 = kiln.reduce_sum %sq2 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
+    %s = kiln.add %s1, %s2 : tensor<f32>
+    %gn = kiln.sqrt %s : tensor<f32>
+    %wte1, %mwte1, %vwte1 = kiln.adamw %wte, %dwte, %m_wte, %v_wte, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<16x8xf32>
+    %w1, %mw1, %vw1 = kiln.adamw %w, %dw, %m_w, %v_w, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<8x16xf32>
+    return %loss, %dwte, %dw, %gn, %wte1, %w1, %mwte1, %mw1, %vwte1, %vw1 : tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  }
+}
+)mlir";
+
+struct Emitted {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::FailureOr<std::string> bytes = mlir::failure();
+  std::string diagnostics;
+};
+
+std::unique_ptr<Emitted> emit(const std::string &text) {
+  auto e = std::make_unique<Emitted>();
+  e->context = makeContext();
+  e->context->allowUnregisteredDialects();
+  mlir::ScopedDiagnosticHandler handler(e->context.get(),
+                                        [&](mlir::Diagnostic &d) {
+                                          e->diagnostics += d.str() + "\n";
+                                          return mlir::success();
+                                        });
+  e->module = mlir::parseSourceString<mlir::ModuleOp>(text, e->context.get());
+  if (e->module)
+    e->bytes = emitArtifact(*e->module);
+  return e;
+}
+
+int findBuffer(const schema::Artifact *a, schema::BufferRole role,
+               const std::string &name) {
+  for (unsigned i = 0; i < a->buffers()->size(); ++i) {
+    const schema::Buffer *b = a->buffers()->Get(i);
+    if (b->role() == role && b->name() && b->name()->str() == name)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+TEST(ArtifactWriter, WholeStep) {
+  auto e = emit(kStep);
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  const std::string &bytes = *e->bytes;
+
+  flatbuffers::Verifier verifier(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  ASSERT_TRUE(schema::VerifyArtifactBuffer(verifier));
+  ASSERT_TRUE(schema::ArtifactBufferHasIdentifier(bytes.data()));
+  const schema::Artifact *a = schema::GetArtifact(bytes.data());
+
+  EXPECT_EQ(a->version(), rt::kArtifactVersion);
+  EXPECT_EQ(a->model()->str(), "tiny");
+  EXPECT_EQ(a->target()->str(), "cpu");
+  EXPECT_EQ(a->train()->batch(), 2);
+  EXPECT_EQ(a->train()->seq(), 4);
+  EXPECT_EQ(a->train()->optimizer()->str(), "adamw");
+  EXPECT_NE(a->prelude()->str().find("#include <math.h>"), std::string::npos);
+
+  // Arguments.
+  int wte = findBuffer(a, schema::BufferRole_Parameter, "wte");
+  int w = findBuffer(a, schema::BufferRole_Parameter, "w");
+  int mWte = findBuffer(a, schema::BufferRole_AdamM, "wte");
+  int vW = findBuffer(a, schema::BufferRole_AdamV, "w");
+  int tokens = findBuffer(a, schema::BufferRole_Input, "tokens");
+  int lr = findBuffer(a, schema::BufferRole_LearningRate, "lr");
+  int step = findBuffer(a, schema::BufferRole_StepCount, "step");
+  ASSERT_GE(wte, 0);
+  ASSERT_GE(w, 0);
+  ASSERT_GE(mWte, 0);
+  ASSERT_GE(vW, 0);
+  ASSERT_GE(tokens, 0);
+  ASSERT_GE(lr, 0);
+  ASSERT_GE(step, 0);
+  EXPECT_EQ(a->buffers()->Get(wte)->init()->kind(), schema::InitKind_Normal);
+  EXPECT_FLOAT_EQ(a->buffers()->Get(wte)->init()->std(), 0.02f);
+  EXPECT_EQ(a->buffers()->Get(w)->init()->kind(), schema::InitKind_Zeros);
+  EXPECT_EQ(a->buffers()->Get(tokens)->dtype(), schema::DType_I32);
+  EXPECT_EQ(a->buffers()->Get(lr)->shape()->size(), 0u);
+
+  // Results: exactly one loss, two grads, one grad norm.
+  int loss = findBuffer(a, schema::BufferRole_Loss, "loss");
+  int gWte = findBuffer(a, schema::BufferRole_Gradient, "wte");
+  int gW = findBuffer(a, schema::BufferRole_Gradient, "w");
+  int gn = findBuffer(a, schema::BufferRole_GradNorm, "grad_norm");
+  ASSERT_GE(loss, 0);
+  ASSERT_GE(gWte, 0);
+  ASSERT_GE(gW, 0);
+  ASSERT_GE(gn, 0);
+  EXPECT_EQ(a->buffers()->Get(gW)->alias_of(), -1);
+
+  // Reshape results are views of their input's storage.
+  int views = 0;
+  for (unsigned i = 0; i < a->buffers()->size(); ++i) {
+    const schema::Buffer *b = a->buffers()->Get(i);
+    if (b->alias_of() < 0)
+      continue;
+    ++views;
+    ASSERT_LT(b->alias_of(), static_cast<int>(i));
+    EXPECT_EQ(a->buffers()->Get(b->alias_of())->alias_of(), -1);
+    EXPECT_EQ(a->buffers()->Get(b->alias_of())->role(),
+              schema::BufferRole_Activation);
+  }
+  EXPECT_EQ(views, 3);
+  int h = -1;
+  for (unsigned i = 0; i < a->buffers()->size(); ++i)
+    if (a->buffers()->Get(i)->name()->str() == "kiln.reshape@m.kiln:7:3")
+      h = i;
+  ASSERT_GE(h, 0);
+  int embeddingOut = a->buffers()->Get(h)->alias_of();
+  EXPECT_EQ(a->buffers()->Get(embeddingOut)->name()->str(),
+            "kiln.embedding@m.kiln:3:7");
+
+  // Schedule: GEMMs, and AdamW kernels that update the arguments in place.
+  double flops = 0;
+  int gemms = 0, adamws = 0;
+  for (const schema::Step *s : *a->schedule()) {
+    if (auto g = s->op_as_GemmCall()) {
+      ++gemms;
+      flops += 2.0 * g->m() * g->n() * g->k() * g->batch();
+      if (s->location()->str() == "m.kiln:4:2") {
+        // [2,4,8] x [2,4,8]^T: two products of [4,8] x [8,4].
+        EXPECT_EQ(g->batch(), 2);
+        EXPECT_EQ(g->m(), 4);
+        EXPECT_EQ(g->n(), 4);
+        EXPECT_EQ(g->k(), 8);
+        EXPECT_TRUE(g->trans_b());
+        EXPECT_EQ(g->stride_a(), 32);
+        EXPECT_EQ(g->stride_b(), 32);
+        EXPECT_EQ(g->stride_c(), 16);
+      } else if (s->location()->str() == "m.kiln:5:9") {
+        // [2,4,8] x [8,16] shared rhs: one [8,8] x [8,16] product.
+        EXPECT_EQ(g->batch(), 1);
+        EXPECT_EQ(g->m(), 8);
+        EXPECT_EQ(g->n(), 16);
+        EXPECT_EQ(g->k(), 8);
+        EXPECT_EQ(g->b(), static_cast<unsigned>(w));
+        EXPECT_EQ(g->stride_b(), 0);
+      }
+      continue;
+    }
+    const schema::KernelCall *call = s->op_as_KernelCall();
+    ASSERT_TRUE(call);
+    ASSERT_LT(call->kernel(), a->kernels()->size());
+    const schema::Kernel *kernel = a->kernels()->Get(call->kernel());
+    if (kernel->ops()->str() != "kiln.adamw")
+      continue;
+    ++adamws;
+    ASSERT_EQ(call->buffers()->size(), 9u);
+    // buffers: param, grad, m, v, lr, step, new_param, new_m, new_v
+    EXPECT_EQ(call->buffers()->Get(6), call->buffers()->Get(0));
+    EXPECT_EQ(call->buffers()->Get(7), call->buffers()->Get(2));
+    EXPECT_EQ(call->buffers()->Get(8), call->buffers()->Get(3));
+    EXPECT_EQ(call->buffers()->Get(4), static_cast<unsigned>(lr));
+    EXPECT_EQ(call->buffers()->Get(5), static_cast<unsigned>(step));
+    unsigned p = call->buffers()->Get(0);
+    EXPECT_TRUE(p == static_cast<unsigned>(wte) || p == static_cast<unsigned>(w));
+    if (p == static_cast<unsigned>(wte))
+      EXPECT_EQ(call->buffers()->Get(2), static_cast<unsigned>(mWte));
+  }
+  EXPECT_EQ(gemms, 4);
+  EXPECT_EQ(adamws, 2);
+  EXPECT_DOUBLE_EQ(a->flops_per_step(), flops);
+  EXPECT_DOUBLE_EQ(flops, 2.0 * (2 * 4 * 4 * 8 + 8 * 16 * 8 + 8 * 16 * 8 +
+                                 8 * 8 * 16));
+
+  // Every kernel name is unique, and every kernel compiles as one unit.
+  std::vector<std::string> sources;
+  for (unsigned i = 0; i < a->kernels()->size(); ++i) {
+    for (unsigned j = 0; j < i; ++j)
+      EXPECT_NE(a->kernels()->Get(i)->entry()->str(),
+                a->kernels()->Get(j)->entry()->str());
+    sources.push_back(a->kernels()->Get(i)->source()->str());
+  }
+  std::string error;
+  void *handle = compileKernels(sources, error);
+  ASSERT_TRUE(handle) << error;
+}
+
+// The runtime's loader (structure, version, then field-by-field contents)
+// accepts what codegen writes.
+TEST(ArtifactWriter, RuntimeLoaderAcceptsTheArtifact) {
+  auto e = emit(kStep);
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  auto loaded = rt::Artifact::loadBytes(
+      std::vector<uint8_t>(e->bytes->begin(), e->bytes->end()), "step.kart");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+}
+
+TEST(ArtifactWriter, IdenticalKernelsAreEmittedOnce) {
+  auto context = makeContext();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @step(%a: tensor<4x8xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4x8xf32> {
+      %0 = kiln.gelu %a : tensor<4x8xf32> loc("m.kiln":1:1)
+      %1 = kiln.gelu %0 : tensor<4x8xf32> loc("m.kiln":2:1)
+      %2 = kiln.exp %1 : tensor<4x8xf32>
+      return %2 : tensor<4x8xf32>
+    })mlir",
+                                                        context.get());
+  ASSERT_TRUE(module);
+  auto kernels = emitKernels(*module);
+  ASSERT_TRUE(mlir::succeeded(kernels));
+  ASSERT_EQ(kernels->size(), 2u);
+  EXPECT_EQ((*kernels)[0].ops, "kiln.gelu");
+  EXPECT_EQ((*kernels)[0].location, "m.kiln:1:1");
+  EXPECT_EQ((*kernels)[0].entry.rfind("k_gelu_", 0), 0u);
+  EXPECT_NE((*kernels)[0].source.find("extern \"C\" void " +
+                                      (*kernels)[0].entry),
+            std::string::npos);
+  EXPECT_NE((*kernels)[0].source.find("tensor<4x8xf32>"), std::string::npos);
+}
+
+TEST(ArtifactWriter, UnsupportedOpIsADiagnostic) {
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%a: tensor<4xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xf32> {
+        %0 = "test.frobnicate"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+        return %0 : tensor<4xf32>
+      }
+    })mlir");
+  ASSERT_TRUE(e->module);
+  EXPECT_TRUE(mlir::failed(e->bytes));
+  EXPECT_NE(e->diagnostics.find("codegen does not support 'test.frobnicate'"),
+            std::string::npos)
+      << e->diagnostics;
+}
+
+TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%a: tensor<4xbf16> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xbf16> {
+        %0 = kiln.exp %a : tensor<4xbf16>
+        return %0 : tensor<4xbf16>
+      }
+    })mlir");
+  ASSERT_TRUE(e->module);
+  EXPECT_TRUE(mlir::failed(e->bytes));
+  EXPECT_NE(e->diagnostics.find("does not support element type 'bf16'"),
+            std::string::npos)
+      << e->diagnostics;
+}
+
+TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
+  // The same zeros constant is the gradient of two parameters.
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%p: tensor<4xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
+                      %q: tensor<4xf32> {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = "loss"}, tensor<4xf32> {kiln.role = "grad", kiln.name = "p"},
+              tensor<4xf32> {kiln.role = "grad", kiln.name = "q"}) {
+        %l = kiln.constant dense<0.0> : tensor<f32>
+        %z = kiln.constant dense<0.0> : tensor<4xf32>
+        return %l, %z, %z : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+      }
+    })mlir");
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  const schema::Artifact *a = schema::GetArtifact(e->bytes->data());
+  int gp = findBuffer(a, schema::BufferRole_Gradient, "p");
+  int gq = findBuffer(a, schema::BufferRole_Gradient, "q");
+  ASSERT_GE(gp, 0);
+  ASSERT_GE(gq, 0);
+  EXPECT_NE(gp, gq);
+}
+
+} // namespace

@@ -1,0 +1,161 @@
+//===- KernelRunner.cpp - Runs generated CPU kernels in tests -------------===//
+
+#include "KernelRunner.h"
+
+#include "codegen/Codegen.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+using namespace mlir;
+
+namespace kiln::test {
+
+std::unique_ptr<MLIRContext> makeContext() {
+  auto context = std::make_unique<MLIRContext>();
+  context->loadDialect<mlir::kiln::KilnDialect, func::FuncDialect>();
+  return context;
+}
+
+void *compileKernels(const std::vector<std::string> &sources,
+                     std::string &error) {
+  char dir[] = "/tmp/kiln_codegen_test_XXXXXX";
+  if (!mkdtemp(dir)) {
+    error = "mkdtemp failed";
+    return nullptr;
+  }
+  std::string src = std::string(dir) + "/kernels.cpp";
+  std::string lib = std::string(dir) + "/kernels.so";
+  {
+    std::ofstream out(src);
+    out << ::kiln::kernelPrelude();
+    for (const std::string &s : sources)
+      out << "\n" << s;
+  }
+  const char *cxx = std::getenv("CXX");
+  std::string cmd = std::string(cxx ? cxx : "c++") +
+                    " -O1 -fopenmp -shared -fPIC -Wall -Werror -o " + lib +
+                    " " + src + " 2>" + dir + "/log.txt";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream log(std::string(dir) + "/log.txt");
+    error = "compiling " + src + " failed:\n" +
+            std::string(std::istreambuf_iterator<char>(log), {});
+    return nullptr;
+  }
+  void *handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    error = dlerror();
+  return handle;
+}
+
+int64_t elementCount(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+namespace {
+func::FuncOp stepOf(ModuleOp module) {
+  return module.lookupSymbol<func::FuncOp>("step");
+}
+} // namespace
+
+KernelRunner::KernelRunner(const std::string &moduleText)
+    : context(makeContext()) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return success();
+  });
+  module = parseSourceString<ModuleOp>(moduleText, context.get());
+  if (!module) {
+    message = "parse failed: " + diagnostics;
+    return;
+  }
+  func::FuncOp step = stepOf(*module);
+  if (!step) {
+    message = "no @step";
+    return;
+  }
+  std::vector<std::string> sources;
+  for (Operation &op : step.getBody().front()) {
+    if (isa<func::ReturnOp, mlir::kiln::ReshapeOp>(op))
+      continue;
+    FailureOr<CpuKernel> kernel =
+        CpuKernelEmitter::emit(KernelGroup::forOp(&op));
+    if (failed(kernel)) {
+      message = "emit failed: " + diagnostics;
+      return;
+    }
+    emitted.push_back(*kernel);
+    bool seen = false;
+    for (const std::string &s : sources)
+      seen |= s == kernel->source;
+    if (!seen)
+      sources.push_back(kernel->source);
+  }
+  handle = compileKernels(sources, message);
+}
+
+// The library stays loaded: unloading it could unload libgomp while its
+// worker threads are parked.
+KernelRunner::~KernelRunner() = default;
+
+std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
+  using Entry = void (*)(void *const *);
+  func::FuncOp step = stepOf(*module);
+  std::map<void *, std::shared_ptr<HostTensor>> owners;
+  llvm::DenseMap<Value, std::shared_ptr<HostTensor>> storage;
+  for (auto [arg, tensor] : llvm::zip(step.getArguments(), args))
+    storage[arg] = std::make_shared<HostTensor>(std::move(tensor));
+  size_t kernelIndex = 0;
+  std::vector<HostTensor> results;
+  for (Operation &op : step.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        results.push_back(*storage[v]);
+      break;
+    }
+    if (isa<mlir::kiln::ReshapeOp>(op)) {
+      storage[op.getResult(0)] = storage[op.getOperand(0)];
+      continue;
+    }
+    KernelGroup group = KernelGroup::forOp(&op);
+    std::vector<void *> pointers;
+    for (Value v : group.inputs)
+      pointers.push_back(storage[v]->data());
+    for (auto [i, v] : llvm::enumerate(group.outputs)) {
+      if (isa<mlir::kiln::AdamWOp>(op)) {
+        // In place on param, m, v (operands 0, 2, 3).
+        static const unsigned operandOf[3] = {0, 2, 3};
+        storage[v] = storage[op.getOperand(operandOf[i])];
+      } else {
+        auto t = std::make_shared<HostTensor>();
+        Type element = cast<RankedTensorType>(v.getType()).getElementType();
+        if (element.isF32())
+          t->f.assign(elementCount(v), -12345.0f);
+        else
+          t->i.assign(elementCount(v), -12345);
+        storage[v] = t;
+      }
+      pointers.push_back(storage[v]->data());
+    }
+    const CpuKernel &kernel = emitted[kernelIndex++];
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry.c_str()));
+    if (!entry) {
+      message = "missing entry " + kernel.entry;
+      return {};
+    }
+    entry(pointers.data());
+  }
+  return results;
+}
+
+} // namespace kiln::test

@@ -1,0 +1,74 @@
+//===- KernelRunner.h - Runs generated CPU kernels in tests ---------------===//
+//
+// Parses a kiln-dialect module, emits one kernel per op of @step with
+// CpuKernelEmitter, compiles all of them as one shared library with the host
+// C++ compiler (`c++ -O1 -fopenmp -shared -fPIC`), and runs the step op by op
+// on host buffers. Reshape results share their input's storage and AdamW
+// updates its param/m/v operands in place, as in the artifact.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TEST_UNIT_CODEGEN_KERNELRUNNER_H
+#define KILN_TEST_UNIT_CODEGEN_KERNELRUNNER_H
+
+#include "codegen/CpuKernelEmitter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+// Host storage of one tensor: floats for f32, ints for i32.
+struct HostTensor {
+  std::vector<float> f;
+  std::vector<int32_t> i;
+  void *data() { return f.empty() ? static_cast<void *>(i.data()) : f.data(); }
+  static HostTensor floats(std::vector<float> v) { return {std::move(v), {}}; }
+  static HostTensor ints(std::vector<int32_t> v) { return {{}, std::move(v)}; }
+};
+
+// A new MLIR context with the kiln and func dialects loaded.
+std::unique_ptr<mlir::MLIRContext> makeContext();
+
+// Compiles `prelude + sources` into a shared library and loads it. Returns
+// the dlopen handle, or null (with a message in `error`).
+void *compileKernels(const std::vector<std::string> &sources,
+                     std::string &error);
+
+class KernelRunner {
+public:
+  // Parses `moduleText` and builds and compiles the kernels of @step. Check
+  // `ok()` (and `error()`) before running.
+  explicit KernelRunner(const std::string &moduleText);
+  ~KernelRunner();
+
+  bool ok() const { return handle != nullptr; }
+  const std::string &error() const { return message; }
+
+  // Runs @step on `args` (one per function argument); returns the returned
+  // values.
+  std::vector<HostTensor> run(std::vector<HostTensor> args);
+
+  // The kernels, in op order (one per op that has a kernel).
+  const std::vector<CpuKernel> &kernels() const { return emitted; }
+
+private:
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<CpuKernel> emitted;
+  void *handle = nullptr;
+  std::string message;
+};
+
+// Element count of a value's static shape.
+int64_t elementCount(mlir::Value v);
+
+} // namespace kiln::test
+
+#endif // KILN_TEST_UNIT_CODEGEN_KERNELRUNNER_H

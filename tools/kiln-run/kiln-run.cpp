@@ -1,0 +1,40 @@
+//===- kiln-run.cpp - Run a compiled Kiln training artifact ---------------===//
+//
+//   kiln-run OUT.kart --data PATH --steps N [--lr X] [--seed S] ...
+//
+// A thin main: parse the command line, call kiln::rt::runTraining, print the
+// summary. Exit status: 0 success, 1 error (message on stderr), 2 bad usage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/RunOptions.h"
+#include "runtime/Trainer.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = kiln::rt::parseRunCommandLine(args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "kiln-run: error: %s\n\n%s",
+                 parsed.status().message().c_str(), kiln::rt::runUsageText());
+    return 2;
+  }
+  if (parsed->help) {
+    std::fputs(kiln::rt::runUsageText(), stdout);
+    return 0;
+  }
+  auto summary = kiln::rt::runTraining(parsed->options, stdout);
+  if (!summary.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "kiln-run: error: %s\n",
+                 summary.status().message().c_str());
+    return 1;
+  }
+  std::printf("final loss %.6f after %lld steps, %.0f tokens/s\n",
+              summary->finalLoss, static_cast<long long>(summary->steps),
+              summary->tokensPerSecond);
+  return 0;
+}

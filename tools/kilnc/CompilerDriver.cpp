@@ -1,0 +1,213 @@
+//===- CompilerDriver.cpp - model file to training artifact ---------------===//
+//
+// The compilation, in order:
+//   1. frontend: parse, check and lower the model file to the kiln dialect;
+//   2. each phase of passes/Pipelines.cpp in turn ("kiln", "autodiff",
+//      "optimizer", ...), dumping the IR after each one with --dump-phases-to
+//      and stopping early with --compile-to=PHASE;
+//   3. codegen: kernels and the artifact, written to a temporary file and
+//      renamed into place, so a failed compile never leaves a partial artifact.
+// Diagnostics from passes print with the model-file line and a caret, like the
+// frontend's own.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/kilnc/CompilerDriver.h"
+
+#include "codegen/Codegen.h"
+#include "frontend/Frontend.h"
+#include "ir/KilnDialect.h"
+#include "passes/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+constexpr const char *kArtifactPhase = "artifact";
+
+/// Writes `contents` to `path` through a temporary file renamed into place.
+LogicalResult writeFileAtomically(StringRef path, StringRef contents) {
+  std::string temporary = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temporary, ec);
+    if (!ec) {
+      os << contents;
+      os.close();
+      if (os.has_error()) {
+        ec = os.error();
+        os.clear_error();
+      }
+    }
+    if (ec) {
+      llvm::errs() << "kilnc: error: cannot write '" << path << "': " << ec.message() << "\n";
+      llvm::sys::fs::remove(temporary);
+      return failure();
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+    llvm::errs() << "kilnc: error: cannot write '" << path << "': " << ec.message() << "\n";
+    llvm::sys::fs::remove(temporary);
+    return failure();
+  }
+  return success();
+}
+
+/// Prints `module` to `path` ("-" = stdout).
+LogicalResult printModule(ModuleOp module, StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  os.flush();
+  if (path == "-") {
+    llvm::outs() << text;
+    return success();
+  }
+  return writeFileAtomically(path, text);
+}
+
+/// The artifact path when -o is not given: MODEL.kiln -> MODEL.kart in the cwd.
+std::string defaultArtifactPath(StringRef input) {
+  llvm::SmallString<128> name(llvm::sys::path::filename(input));
+  llvm::sys::path::replace_extension(name, "kart");
+  return std::string(name);
+}
+
+bool isKnownPhase(StringRef name) {
+  if (name == kArtifactPhase)
+    return true;
+  for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases())
+    if (phase.name == name)
+      return true;
+  return false;
+}
+
+/// Writes every kernel's source to DIR/kernels/ENTRY.cpp.
+LogicalResult dumpKernels(ModuleOp module, StringRef dir) {
+  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module);
+  if (failed(kernels))
+    return failure();
+  llvm::SmallString<128> kernelDir(dir);
+  llvm::sys::path::append(kernelDir, "kernels");
+  if (std::error_code ec = llvm::sys::fs::create_directories(kernelDir)) {
+    llvm::errs() << "kilnc: error: cannot create '" << kernelDir << "': " << ec.message() << "\n";
+    return failure();
+  }
+  for (const EmittedKernel &kernel : *kernels) {
+    llvm::SmallString<128> path(kernelDir);
+    llvm::sys::path::append(path, kernel.entry + ".cpp");
+    std::string text = "// " + kernel.ops + " from " + kernel.location + "\n" + kernel.source;
+    if (failed(writeFileAtomically(path, text)))
+      return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+std::string compileToPhaseNames() {
+  std::string names;
+  for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases())
+    names += phase.name.str() + ", ";
+  return names + kArtifactPhase;
+}
+
+int runCompiler(const DriverOptions &options) {
+  if (options.target != "cpu") {
+    llvm::errs() << "kilnc: error: unknown target '" << options.target << "' (supported: cpu)\n";
+    return kUsageError;
+  }
+  if (!isKnownPhase(options.compileTo)) {
+    llvm::errs() << "kilnc: error: unknown phase '" << options.compileTo
+                 << "' for --compile-to (phases: " << compileToPhaseNames() << ")\n";
+    return kUsageError;
+  }
+  bool toArtifact = options.compileTo == kArtifactPhase;
+  std::string outputPath = options.outputPath;
+  if (outputPath.empty())
+    outputPath = toArtifact ? defaultArtifactPath(options.inputPath) : "-";
+
+  MLIRContext context;
+  context.loadDialect<mlir::kiln::KilnDialect, func::FuncDialect>();
+
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope rootTimer = timing.getRootScope();
+
+  // 1. Frontend. It prints its own diagnostics with a caret.
+  FrontendOptions frontendOptions{options.inputPath, options.overrides};
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope frontendTimer = rootTimer.nest("frontend");
+    module = compileModelFile(context, frontendOptions, llvm::errs());
+  }
+  if (!module)
+    return kUserError;
+
+  // Pass diagnostics carry model-file locations: show the line and a caret.
+  llvm::SourceMgr sourceMgr;
+  std::string includedPath;
+  sourceMgr.AddIncludeFile(options.inputPath, llvm::SMLoc(), includedPath);
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  auto dumpPath = [&](unsigned index, StringRef name) {
+    llvm::SmallString<128> path(options.dumpPhasesTo);
+    llvm::sys::path::append(path, llvm::formatv("{0:2}-{1}.mlir", index, name).str());
+    return std::string(path);
+  };
+  if (!options.dumpPhasesTo.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.dumpPhasesTo)) {
+      llvm::errs() << "kilnc: error: cannot create '" << options.dumpPhasesTo << "': " << ec.message() << "\n";
+      return kUserError;
+    }
+    if (failed(printModule(*module, dumpPath(0, "frontend"))))
+      return kUserError;
+  }
+
+  // 2. The pass phases, each dumped and each a possible stopping point.
+  unsigned index = 1;
+  for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return kUsageError;
+    TimingScope phaseTimer = rootTimer.nest(phase.name);
+    pm.enableTiming(phaseTimer);
+    phase.build(pm);
+    if (failed(pm.run(*module)))
+      return kUserError;
+    if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))
+      return kUserError;
+    ++index;
+    if (phase.name == options.compileTo)
+      return succeeded(printModule(*module, outputPath)) ? kSuccess : kUserError;
+  }
+
+  // 3. Codegen and the artifact.
+  TimingScope codegenTimer = rootTimer.nest("codegen");
+  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo)))
+    return kUserError;
+  FailureOr<std::string> artifact = emitArtifact(*module);
+  if (failed(artifact))
+    return kUserError;
+  codegenTimer.stop();
+  TimingScope writeTimer = rootTimer.nest("write");
+  if (outputPath == "-") {
+    llvm::errs() << "kilnc: error: refusing to write a binary artifact to stdout; use -o FILE.kart\n";
+    return kUsageError;
+  }
+  return succeeded(writeFileAtomically(outputPath, *artifact)) ? kSuccess : kUserError;
+}
+
+} // namespace kiln

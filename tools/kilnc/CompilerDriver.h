@@ -1,0 +1,36 @@
+//===- CompilerDriver.h - kilnc's one entry point -------------------------===//
+//
+// The whole compilation of one model file: frontend -> named pass phases ->
+// codegen -> artifact, with phase dumps, --compile-to and timing. kilnc.cpp only
+// parses the command line into `DriverOptions` and calls `runCompiler`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TOOLS_KILNC_COMPILERDRIVER_H
+#define KILN_TOOLS_KILNC_COMPILERDRIVER_H
+
+#include <map>
+#include <string>
+
+namespace kiln {
+
+struct DriverOptions {
+  std::string inputPath;                        // the .kiln model file
+  std::string outputPath;                       // artifact, or IR with --compile-to ("-" = stdout)
+  std::map<std::string, std::string> overrides; // -D name=value
+  std::string target = "cpu";                   // code generation target
+  std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
+  std::string compileTo = "artifact";           // last phase to run
+};
+
+/// Exit codes of the compiler.
+enum ExitCode : int { kSuccess = 0, kUserError = 1, kUsageError = 2 };
+
+/// Runs the compilation; diagnostics go to stderr. Never leaves a partial output.
+int runCompiler(const DriverOptions &options);
+
+/// Names accepted by --compile-to, in pipeline order ("kiln", ..., "artifact").
+std::string compileToPhaseNames();
+
+} // namespace kiln
+
+#endif // KILN_TOOLS_KILNC_COMPILERDRIVER_H

@@ -1,0 +1,59 @@
+//===- kilnc.cpp - the Kiln compiler command line -------------------------===//
+//
+//   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu]
+//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--mlir-timing] ...
+//
+// Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
+// and calls the one library entry point, kiln::runCompiler.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/kilnc/CompilerDriver.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  static cl::opt<std::string> input(cl::Positional, cl::desc("<model.kiln>"), cl::Required);
+  static cl::opt<std::string> output("o", cl::desc("Output artifact (or IR with --compile-to; '-' for stdout)"),
+                                     cl::value_desc("path"));
+  static cl::list<std::string> defines("D", cl::Prefix, cl::desc("Override a config constant: -D name=value"),
+                                       cl::value_desc("name=value"));
+  static cl::opt<std::string> target("target", cl::desc("Code generation target (cpu)"), cl::init("cpu"));
+  static cl::opt<std::string> dumpPhasesTo("dump-phases-to",
+                                           cl::desc("Write the IR after each phase and every kernel's source here"),
+                                           cl::value_desc("dir"));
+  static cl::opt<std::string> compileTo("compile-to", cl::desc("Stop after this phase and print its IR"),
+                                        cl::value_desc("phase"), cl::init("artifact"));
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+
+  std::string overview = "Kiln model compiler\n\n  phases for --compile-to: " + kiln::compileToPhaseNames() + "\n";
+  if (!cl::ParseCommandLineOptions(argc, argv, overview, &llvm::errs()))
+    return kiln::kUsageError;
+
+  kiln::DriverOptions options;
+  options.inputPath = input;
+  options.outputPath = output;
+  options.target = target;
+  options.dumpPhasesTo = dumpPhasesTo;
+  options.compileTo = compileTo;
+  for (const std::string &define : defines) {
+    size_t eq = define.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      llvm::errs() << "kilnc: error: -D expects name=value, got '" << define << "'\n";
+      return kiln::kUsageError;
+    }
+    options.overrides[define.substr(0, eq)] = define.substr(eq + 1);
+  }
+  return kiln::runCompiler(options);
+}
