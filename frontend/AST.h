@@ -1,4 +1,4 @@
-//===- AST.h - Syntax tree of a Kiln model file ------------------*- C++ -*-===//
+//===- AST.h - Syntax tree of a Kiln model file -----------------*- C++ -*-===//
 //
 // The parser's output: a faithful, unchecked tree of the model file. Names
 // are not resolved and shapes are not known here; Sema does both while it
@@ -28,7 +28,8 @@ struct Expr {
     Number, // 128, 0.02            number, isInteger
     Name,   // dim, x               name
     Unary,  // -x                   op ('-'), operands[0]
-    Binary, // a + b, a @ b, a ** b op ('+','-','*','/','@','^' for **), operands[0..1]
+    Binary, // a + b, a @ b, a ** b op ('+','-','*','/','@', '^' for **),
+            //                      operands[0..1]
     Call,   // f(a, b)              name, operands = arguments
     Index,  // table[idx]           operands[0] = table, operands[1] = index
     List,   // [a, b, c]            operands = elements
@@ -66,7 +67,7 @@ struct ParamDecl {
   ShapeSpec shape;
   std::string init; // "zeros" | "ones" | "normal"
   SourceLoc initLoc;
-  ExprPtr stddev;   // only for normal(STD)
+  ExprPtr stddev; // only for normal(STD)
 };
 
 struct InputDecl {

@@ -33,7 +33,7 @@ std::optional<Number> foldBinary(char op, Number a, Number b,
   case '+':
   case '-':
   case '*': {
-    double r = op == '+' ? a.value + b.value
+    double r = op == '+'   ? a.value + b.value
                : op == '-' ? a.value - b.value
                            : a.value * b.value;
     if (ints && fitsInt(r))
@@ -178,7 +178,8 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
     std::optional<Number> x = evaluate(*e.operands[0]);
     if (!x)
       return std::nullopt;
-    return x->isInteger ? Number::ofInt(-x->intValue) : Number::ofFloat(-x->value);
+    return x->isInteger ? Number::ofInt(-x->intValue)
+                        : Number::ofFloat(-x->value);
   }
   case Expr::Kind::Binary: {
     if (e.op == '@') {
@@ -199,8 +200,8 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
   case Expr::Kind::Call: {
     if (e.name != "sqrt" && e.name != "exp" && e.name != "log" &&
         e.name != "tanh") {
-      diag_.error(e.loc, "'" + e.name +
-                             "(...)' is not a compile-time constant");
+      diag_.error(e.loc,
+                  "'" + e.name + "(...)' is not a compile-time constant");
       return std::nullopt;
     }
     if (e.operands.size() != 1) {

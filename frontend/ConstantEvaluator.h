@@ -1,4 +1,4 @@
-//===- ConstantEvaluator.h - Compile-time numbers of a model -----*- C++ -*-===//
+//===- ConstantEvaluator.h - Compile-time numbers of a model ----*- C++ -*-===//
 //
 // Evaluates `config` constants, the train section's `batch`/`seq`, shape
 // dimensions and initializer arguments. Constants are evaluated lazily, on

@@ -1,4 +1,4 @@
-//===- Diagnostics.h - Source buffers and error printing ---------*- C++ -*-===//
+//===- Diagnostics.h - Source buffers and error printing --------*- C++ -*-===//
 //
 // The frontend reports every user mistake as
 //

@@ -35,9 +35,9 @@ std::optional<TensorGraph> checkModelFile(const FrontendOptions &opts,
   return graph;
 }
 
-mlir::OwningOpRef<mlir::ModuleOp>
-compileModelFile(mlir::MLIRContext &ctx, const FrontendOptions &opts,
-                 llvm::raw_ostream &errs) {
+mlir::OwningOpRef<mlir::ModuleOp> compileModelFile(mlir::MLIRContext &ctx,
+                                                   const FrontendOptions &opts,
+                                                   llvm::raw_ostream &errs) {
   std::optional<TensorGraph> graph = checkModelFile(opts, errs);
   if (!graph)
     return nullptr;

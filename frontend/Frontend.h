@@ -1,4 +1,4 @@
-//===- Frontend.h - Model file to kiln dialect -------------------*- C++ -*-===//
+//===- Frontend.h - Model file to kiln dialect ------------------*- C++ -*-===//
 //
 // The frontend's one entry point, called by kilnc: parse (Parser), check and
 // flatten (Sema), lower (MLIRGen). `checkModelFile` stops after Sema and needs
@@ -30,9 +30,9 @@ struct FrontendOptions {
 /// Parses, checks and lowers a model file. Diagnostics go to `errs`
 /// (file:line:col: error: ..., the source line, a caret). Returns a null
 /// module after any error.
-mlir::OwningOpRef<mlir::ModuleOp>
-compileModelFile(mlir::MLIRContext &ctx, const FrontendOptions &opts,
-                 llvm::raw_ostream &errs);
+mlir::OwningOpRef<mlir::ModuleOp> compileModelFile(mlir::MLIRContext &ctx,
+                                                   const FrontendOptions &opts,
+                                                   llvm::raw_ostream &errs);
 
 /// Parses and checks only; the flattened, shape-checked model on success.
 std::optional<TensorGraph> checkModelFile(const FrontendOptions &opts,

@@ -16,34 +16,62 @@ namespace kiln {
 
 std::string describeTokenKind(TokenKind kind) {
   switch (kind) {
-  case TokenKind::Eof: return "end of file";
-  case TokenKind::Error: return "invalid token";
-  case TokenKind::Identifier: return "identifier";
-  case TokenKind::Number: return "number";
-  case TokenKind::KwModel: return "'model'";
-  case TokenKind::KwConfig: return "'config'";
-  case TokenKind::KwParam: return "'param'";
-  case TokenKind::KwInput: return "'input'";
-  case TokenKind::KwBlock: return "'block'";
-  case TokenKind::KwReturn: return "'return'";
-  case TokenKind::KwRepeat: return "'repeat'";
-  case TokenKind::KwTrain: return "'train'";
-  case TokenKind::LParen: return "'('";
-  case TokenKind::RParen: return "')'";
-  case TokenKind::LBracket: return "'['";
-  case TokenKind::RBracket: return "']'";
-  case TokenKind::LBrace: return "'{'";
-  case TokenKind::RBrace: return "'}'";
-  case TokenKind::Comma: return "','";
-  case TokenKind::Colon: return "':'";
-  case TokenKind::Semicolon: return "';'";
-  case TokenKind::Equal: return "'='";
-  case TokenKind::Plus: return "'+'";
-  case TokenKind::Minus: return "'-'";
-  case TokenKind::Star: return "'*'";
-  case TokenKind::StarStar: return "'**'";
-  case TokenKind::Slash: return "'/'";
-  case TokenKind::At: return "'@'";
+  case TokenKind::Eof:
+    return "end of file";
+  case TokenKind::Error:
+    return "invalid token";
+  case TokenKind::Identifier:
+    return "identifier";
+  case TokenKind::Number:
+    return "number";
+  case TokenKind::KwModel:
+    return "'model'";
+  case TokenKind::KwConfig:
+    return "'config'";
+  case TokenKind::KwParam:
+    return "'param'";
+  case TokenKind::KwInput:
+    return "'input'";
+  case TokenKind::KwBlock:
+    return "'block'";
+  case TokenKind::KwReturn:
+    return "'return'";
+  case TokenKind::KwRepeat:
+    return "'repeat'";
+  case TokenKind::KwTrain:
+    return "'train'";
+  case TokenKind::LParen:
+    return "'('";
+  case TokenKind::RParen:
+    return "')'";
+  case TokenKind::LBracket:
+    return "'['";
+  case TokenKind::RBracket:
+    return "']'";
+  case TokenKind::LBrace:
+    return "'{'";
+  case TokenKind::RBrace:
+    return "'}'";
+  case TokenKind::Comma:
+    return "','";
+  case TokenKind::Colon:
+    return "':'";
+  case TokenKind::Semicolon:
+    return "';'";
+  case TokenKind::Equal:
+    return "'='";
+  case TokenKind::Plus:
+    return "'+'";
+  case TokenKind::Minus:
+    return "'-'";
+  case TokenKind::Star:
+    return "'*'";
+  case TokenKind::StarStar:
+    return "'**'";
+  case TokenKind::Slash:
+    return "'/'";
+  case TokenKind::At:
+    return "'@'";
   }
   return "token";
 }
@@ -165,20 +193,48 @@ Token Lexer::next() {
   advance();
   tok.text = std::string(1, c);
   switch (c) {
-  case '(': tok.kind = TokenKind::LParen; return tok;
-  case ')': tok.kind = TokenKind::RParen; return tok;
-  case '[': tok.kind = TokenKind::LBracket; return tok;
-  case ']': tok.kind = TokenKind::RBracket; return tok;
-  case '{': tok.kind = TokenKind::LBrace; return tok;
-  case '}': tok.kind = TokenKind::RBrace; return tok;
-  case ',': tok.kind = TokenKind::Comma; return tok;
-  case ':': tok.kind = TokenKind::Colon; return tok;
-  case ';': tok.kind = TokenKind::Semicolon; return tok;
-  case '=': tok.kind = TokenKind::Equal; return tok;
-  case '+': tok.kind = TokenKind::Plus; return tok;
-  case '-': tok.kind = TokenKind::Minus; return tok;
-  case '/': tok.kind = TokenKind::Slash; return tok;
-  case '@': tok.kind = TokenKind::At; return tok;
+  case '(':
+    tok.kind = TokenKind::LParen;
+    return tok;
+  case ')':
+    tok.kind = TokenKind::RParen;
+    return tok;
+  case '[':
+    tok.kind = TokenKind::LBracket;
+    return tok;
+  case ']':
+    tok.kind = TokenKind::RBracket;
+    return tok;
+  case '{':
+    tok.kind = TokenKind::LBrace;
+    return tok;
+  case '}':
+    tok.kind = TokenKind::RBrace;
+    return tok;
+  case ',':
+    tok.kind = TokenKind::Comma;
+    return tok;
+  case ':':
+    tok.kind = TokenKind::Colon;
+    return tok;
+  case ';':
+    tok.kind = TokenKind::Semicolon;
+    return tok;
+  case '=':
+    tok.kind = TokenKind::Equal;
+    return tok;
+  case '+':
+    tok.kind = TokenKind::Plus;
+    return tok;
+  case '-':
+    tok.kind = TokenKind::Minus;
+    return tok;
+  case '/':
+    tok.kind = TokenKind::Slash;
+    return tok;
+  case '@':
+    tok.kind = TokenKind::At;
+    return tok;
   case '*':
     if (peek() == '*') {
       advance();

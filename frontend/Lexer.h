@@ -1,4 +1,4 @@
-//===- Lexer.h - Tokens of the Kiln model language ---------------*- C++ -*-===//
+//===- Lexer.h - Tokens of the Kiln model language --------------*- C++ -*-===//
 //
 // A hand-written lexer. Newlines are not tokens: the grammar is unambiguous
 // without them (every statement starts with a keyword or `name =`), so the

@@ -21,7 +21,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
-namespace kd = mlir::kiln; // the dialect; `kiln` alone is the frontend namespace
+namespace kd =
+    mlir::kiln; // the dialect; `kiln` alone is the frontend namespace
 
 namespace kiln {
 namespace {
@@ -30,8 +31,8 @@ class MLIRGen {
 public:
   MLIRGen(MLIRContext &ctx, const TensorGraph &graph, const std::string &path,
           llvm::raw_ostream &errs)
-      : ctx_(ctx), b_(&ctx), graph_(graph),
-        file_(StringAttr::get(&ctx, path)), errs_(errs) {}
+      : ctx_(ctx), b_(&ctx), graph_(graph), file_(StringAttr::get(&ctx, path)),
+        errs_(errs) {}
 
   OwningOpRef<ModuleOp> emit();
 
@@ -47,8 +48,8 @@ private:
     return result;
   }
   RankedTensorType tensorType(const TensorType &t) {
-    Type element = t.isFloat() ? Type(b_.getF32Type())
-                               : Type(b_.getIntegerType(32));
+    Type element =
+        t.isFloat() ? Type(b_.getF32Type()) : Type(b_.getIntegerType(32));
     return RankedTensorType::get(t.shape, element);
   }
   Value emitNode(const Node &n, Location l);
@@ -103,7 +104,7 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
         llvm::APFloat::getInf(llvm::APFloat::IEEEsingle(), /*Negative=*/true));
   case NodeKind::Broadcast:
     return b_.create<kd::BroadcastOp>(l, tensorType(n.type), operand(0),
-                                        n.dims);
+                                      n.dims);
   case NodeKind::ReduceSum:
     return b_.create<kd::ReduceSumOp>(l, operand(0), n.dims);
   case NodeKind::Reshape:
@@ -118,7 +119,7 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     // Result 0 is the normalized output; mean/rstd serve the VJP.
     return b_
         .create<kd::LayerNormOp>(l, operand(0), operand(1), operand(2),
-                                   (float)n.value)
+                                 (float)n.value)
         ->getResult(0);
   case NodeKind::CrossEntropy:
     return b_.create<kd::CrossEntropyOp>(l, operand(0), operand(1));
@@ -134,8 +135,7 @@ void MLIRGen::setFunctionAttributes(func::FuncOp func) {
     const ParamInfo &p = graph_.params[i];
     func.setArgAttr(i, role, b_.getStringAttr("param"));
     func.setArgAttr(i, name, b_.getStringAttr(p.name));
-    func.setArgAttr(i, init,
-                    kd::InitializerAttr::get(&ctx_, p.init, p.stddev));
+    func.setArgAttr(i, init, kd::InitializerAttr::get(&ctx_, p.init, p.stddev));
   }
   for (size_t i = 0; i < graph_.inputs.size(); ++i) {
     unsigned arg = graph_.params.size() + i;
@@ -176,8 +176,8 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
   }
   Type lossType = RankedTensorType::get({}, b_.getF32Type());
   b_.setInsertionPointToEnd(module->getBody());
-  auto func = b_.create<func::FuncOp>(
-      modelLoc, "step", b_.getFunctionType(argTypes, {lossType}));
+  auto func = b_.create<func::FuncOp>(modelLoc, "step",
+                                      b_.getFunctionType(argTypes, {lossType}));
   entry_ = func.addEntryBlock();
   for (auto [arg, l] : llvm::zip(entry_->getArguments(), argLocs))
     arg.setLoc(l);
@@ -191,8 +191,8 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
                             values_[graph_.loss]);
 
   if (failed(verify(*module))) {
-    errs_ << "kilnc: internal error: the IR generated for '"
-         << file_.getValue() << "' does not verify (see above)\n";
+    errs_ << "kilnc: internal error: the IR generated for '" << file_.getValue()
+          << "' does not verify (see above)\n";
     return nullptr;
   }
   return module;

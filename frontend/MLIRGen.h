@@ -1,4 +1,4 @@
-//===- MLIRGen.h - TensorGraph to the kiln dialect ---------------*- C++ -*-===//
+//===- MLIRGen.h - TensorGraph to the kiln dialect --------------*- C++ -*-===//
 //
 // Lowers a checked TensorGraph to one `func.func @step` following the
 // function conventions of the contract (argument roles/names/initializers,

@@ -8,20 +8,22 @@
 //   config    ::= 'config' IDENT '=' expr
 //   param     ::= 'param' IDENT shape '=' init
 //   init      ::= 'zeros' | 'ones' | 'normal' '(' expr ')'
-//   input     ::= 'input' IDENT shape [':' DTYPE]        DTYPE ::= 'i32' | 'f32'
+//   input     ::= 'input' IDENT shape [':' DTYPE]       DTYPE ::= 'i32' | 'f32'
 //   shape     ::= '[' expr (',' expr)* ']'
-//   block     ::= 'block' IDENT '(' [arg (',' arg)*] ')' '{' (param | stmt)* '}'
+//   block     ::= 'block' IDENT '(' [arg (',' arg)*] ')'
+//                 '{' (param | stmt)* '}'
 //   arg       ::= IDENT ':' shape [':' DTYPE]
 //   stmt      ::= IDENT '=' expr | 'return' expr
 //   train     ::= 'train' '{' setting* '}'
 //   setting   ::= IDENT '=' expr                          batch, seq
-//               | 'optimizer' '=' IDENT '(' [IDENT '=' expr (',' IDENT '=' expr)*] ')'
+//               | 'optimizer' '=' IDENT '(' [kwarg (',' kwarg)*] ')'
+//   kwarg     ::= IDENT '=' expr          beta1, beta2, eps, weight_decay
 //
 //   expr      ::= mul (('+' | '-') mul)*
-//   mul       ::= unary (('*' | '/' | '@') unary)*         left-assoc, like Python
+//   mul       ::= unary (('*' | '/' | '@') unary)*       left-assoc (Python)
 //   unary     ::= '-' unary | power
-//   power     ::= postfix ['**' unary]                    right-assoc: -a**b = -(a**b)
-//   postfix   ::= primary ('[' expr ']')*                 gather: table[indices]
+//   power     ::= postfix ['**' unary]                  -a**b = -(a**b)
+//   postfix   ::= primary ('[' expr ']')*               gather: table[indices]
 //   primary   ::= NUMBER | IDENT | IDENT '(' [expr (',' expr)*] ')'
 //               | '(' expr ')' | '[' [expr (',' expr)*] ']'
 //               | 'repeat' unary IDENT '(' [expr (',' expr)*] ')'
@@ -219,7 +221,8 @@ bool Parser::parseBlock(ModuleAST &m) {
     do {
       BlockArg a;
       if (!expectIdentifier("an argument name", a.name, a.loc) ||
-          !expect(TokenKind::Colon, "':' and a shape after the argument name") ||
+          !expect(TokenKind::Colon,
+                  "':' and a shape after the argument name") ||
           !parseShape(a.shape))
         return false;
       if (consumeIf(TokenKind::Colon)) {
@@ -250,12 +253,11 @@ bool Parser::parseBlock(ModuleAST &m) {
     else if (tok_.is(TokenKind::KwParam)) {
       b.params.emplace_back();
       ok = parseParam(b.params.back());
-    } else if (tok_.is(TokenKind::Identifier) ||
-               tok_.is(TokenKind::KwReturn)) {
+    } else if (tok_.is(TokenKind::Identifier) || tok_.is(TokenKind::KwReturn)) {
       ok = parseStmt(b.body);
     } else {
-      ok = fail(tok_.loc, "unexpected " + describeCurrent() +
-                              " in block '" + b.name +
+      ok = fail(tok_.loc, "unexpected " + describeCurrent() + " in block '" +
+                              b.name +
                               "'; expected 'param', 'name = expression', "
                               "'return' or '}'");
     }

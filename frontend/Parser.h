@@ -1,4 +1,4 @@
-//===- Parser.h - Recursive-descent parser for Kiln model files --*- C++ -*-===//
+//===- Parser.h - Recursive-descent parser for Kiln model files -*- C++ -*-===//
 //
 // Turns a SourceFile into a ModuleAST. The grammar is written down at the top
 // of Parser.cpp. The parser stops at the first syntax error (one precise
@@ -20,7 +20,7 @@ namespace kiln {
 class Parser {
 public:
   Parser(const SourceFile &file, DiagnosticPrinter &diag)
-      : file_(file), lexer_(file, diag), diag_(diag) {
+      : lexer_(file, diag), diag_(diag) {
     consume();
   }
 
@@ -68,7 +68,6 @@ private:
   void leaveNesting() { --nesting_; }
   ExprPtr checkDepth(ExprPtr e);
 
-  const SourceFile &file_;
   Lexer lexer_;
   unsigned nesting_ = 0;
   DiagnosticPrinter &diag_;

@@ -36,8 +36,8 @@ buildTensorGraph(const ModuleAST &module,
 
 /// "an input", "a config".
 static std::string withArticle(const std::string &noun) {
-  bool vowel = !noun.empty() && std::string("aeiou").find(noun[0]) !=
-                                    std::string::npos;
+  bool vowel =
+      !noun.empty() && std::string("aeiou").find(noun[0]) != std::string::npos;
   return (vowel ? "an " : "a ") + noun;
 }
 
@@ -150,11 +150,12 @@ bool Sema::evaluateTrain() {
                                      "'; only adamw is supported");
   std::map<std::string, SourceLoc> seen;
   for (const Setting &s : t.optimizerArgs) {
-    double *slot = s.key == "beta1"                          ? &graph_.train.beta1
-                   : s.key == "beta2"                        ? &graph_.train.beta2
-                   : (s.key == "eps" || s.key == "epsilon")  ? &graph_.train.epsilon
-                   : s.key == "weight_decay"                 ? &graph_.train.weightDecay
-                                                             : nullptr;
+    double *slot = s.key == "beta1"   ? &graph_.train.beta1
+                   : s.key == "beta2" ? &graph_.train.beta2
+                   : (s.key == "eps" || s.key == "epsilon")
+                       ? &graph_.train.epsilon
+                   : s.key == "weight_decay" ? &graph_.train.weightDecay
+                                             : nullptr;
     if (!slot)
       return error(s.loc, "unknown adamw argument '" + s.key +
                               "'; expected beta1, beta2, eps or weight_decay");
@@ -210,7 +211,8 @@ std::optional<int> Sema::createParam(const ParamDecl &decl,
       return std::nullopt;
     if (std->value < 0) {
       error(decl.stddev->loc, "the standard deviation of normal() must not "
-                              "be negative, got " + std->str());
+                              "be negative, got " +
+                                  std->str());
       return std::nullopt;
     }
     info.stddev = std->value;
@@ -263,11 +265,13 @@ bool Sema::runTopLevel() {
   const Value &loss = top.vars["loss"];
   if (!loss.isTensor())
     return error(lossStmt->loc, "the loss must be a scalar tensor, got the "
-                                "number " + loss.number.str());
+                                "number " +
+                                    loss.number.str());
   const TensorType &t = typeOf(loss.node);
   if (t.rank() != 0 || !t.isFloat())
     return error(lossStmt->loc, "the loss must be a scalar (shape []) f32 "
-                                "tensor, got " + formatType(t));
+                                "tensor, got " +
+                                    formatType(t));
   graph_.loss = loss.node;
   return true;
 }
@@ -294,7 +298,8 @@ std::optional<TensorGraph>
 Sema::run(const std::map<std::string, std::string> &overrides) {
   graph_.modelName = module_.name;
   graph_.modelLoc = module_.nameLoc;
-  if (!declareAll() || !consts_.applyOverrides(overrides, module_.nameLoc) || !evaluateTrain())
+  if (!declareAll() || !consts_.applyOverrides(overrides, module_.nameLoc) ||
+      !evaluateTrain())
     return std::nullopt;
   // Evaluate every config once, so a bad config is reported even if unused.
   for (const ConfigDecl &c : module_.configs)

@@ -1,4 +1,4 @@
-//===- Sema.h - Name resolution, shape checks and inlining -------*- C++ -*-===//
+//===- Sema.h - Name resolution, shape checks and inlining ------*- C++ -*-===//
 //
 // Sema elaborates a ModuleAST into a TensorGraph:
 //   1. registers configs, the train section's batch/seq (as constants usable
@@ -89,9 +89,8 @@ private:
   // Builtin functions (SemaBuiltins.cpp).
   std::optional<Value> evaluateBuiltin(const Expr &e, Scope &scope);
   bool isBuiltin(const std::string &name) const;
-  std::optional<std::vector<int64_t>> evaluateIntList(const Expr &e,
-                                                      Scope &scope,
-                                                      const std::string &what);
+  std::optional<std::vector<int64_t>>
+  evaluateIntList(const Expr &e, Scope &scope, const std::string &what);
 
   // Graph building and shared checks (SemaExpr.cpp).
   int addNode(NodeKind kind, std::vector<int> operands, TensorType type,
@@ -117,15 +116,15 @@ private:
     const char *kind;
     SourceLoc loc;
   };
-  std::map<std::string, Symbol> symbols_;       // top-level names
-  std::map<std::string, int> topParams_;        // -> graph_.params
-  std::map<std::string, int> inputIndex_;       // -> graph_.inputs
+  std::map<std::string, Symbol> symbols_; // top-level names
+  std::map<std::string, int> topParams_;  // -> graph_.params
+  std::map<std::string, int> inputIndex_; // -> graph_.inputs
   std::map<std::string, const BlockDecl *> blocks_;
-  std::map<std::string, int> instanceCount_;    // per block name
-  std::map<int, int> paramNode_, inputNode_;    // arg -> its node
+  std::map<std::string, int> instanceCount_; // per block name
+  std::map<int, int> paramNode_, inputNode_; // arg -> its node
   std::vector<std::pair<uint32_t, uint32_t>> paramOrderKey_;
-  std::vector<std::string> activeBlocks_;       // for recursion checks
-  std::vector<SourceLoc> callStack_;            // call sites, outermost first
+  std::vector<std::string> activeBlocks_; // for recursion checks
+  std::vector<SourceLoc> callStack_;      // call sites, outermost first
   uint32_t currentStmtOffset_ = 0;
 };
 

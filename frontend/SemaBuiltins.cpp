@@ -76,10 +76,10 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   const BuiltinSignature &sig = *findBuiltin(e.name);
   size_t argc = e.operands.size();
   if (argc < sig.minArgs || argc > sig.maxArgs) {
-    std::string expected =
-        sig.minArgs == sig.maxArgs
-            ? std::to_string(sig.minArgs)
-            : std::to_string(sig.minArgs) + " or " + std::to_string(sig.maxArgs);
+    std::string expected = sig.minArgs == sig.maxArgs
+                               ? std::to_string(sig.minArgs)
+                               : std::to_string(sig.minArgs) + " or " +
+                                     std::to_string(sig.maxArgs);
     error(e.loc, "'" + e.name + "' expects " + expected + " argument" +
                      (sig.maxArgs == 1 ? "" : "s") + ", got " +
                      std::to_string(argc) + "; usage: " + sig.usage);
@@ -90,8 +90,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   auto argLoc = [&](size_t i) { return e.operands[i]->loc; };
   auto tensor = [&](NodeKind kind, std::vector<int> ops, TensorType type,
                     std::vector<int64_t> dims = {}, double value = 0.0) {
-    return Value::ofTensor(addNode(kind, std::move(ops), std::move(type),
-                                   e.loc, std::move(dims), value));
+    return Value::ofTensor(addNode(kind, std::move(ops), std::move(type), e.loc,
+                                   std::move(dims), value));
   };
 
   // iota(n) -> [n] i32.
@@ -124,7 +124,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       }
       return Value::ofNumber(*r);
     }
-    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
     if (!t)
       return std::nullopt;
     NodeKind kind = fn == "exp"    ? NodeKind::Exp
@@ -135,7 +136,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   }
 
   if (fn == "gelu" || fn == "softmax" || fn == "causal_mask") {
-    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
     if (!t)
       return std::nullopt;
     const TensorType &type = typeOf(*t);
@@ -151,7 +153,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
     // causal_mask(scores [..., T, S]): fill -inf above the diagonal.
     if (type.rank() < 2) {
       error(argLoc(0), "causal_mask needs scores of rank >= 2 [..., T, S], "
-                       "got " + formatShape(type.shape));
+                       "got " +
+                           formatShape(type.shape));
       return std::nullopt;
     }
     return tensor(NodeKind::CausalMask, {*t}, type, {},
@@ -160,7 +163,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
 
   // layer_norm(x [..., C], weight [C], bias [C], eps).
   if (fn == "layer_norm") {
-    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the input of layer_norm");
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the input of layer_norm");
     if (!t)
       return std::nullopt;
     const TensorType type = typeOf(*t);
@@ -180,8 +184,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       if (!w)
         return std::nullopt;
       if (typeOf(*w).shape != std::vector<int64_t>{c}) {
-        error(argLoc(i), std::string("layer_norm ") + role +
-                             " must be 1-D [" + std::to_string(c) +
+        error(argLoc(i), std::string("layer_norm ") + role + " must be 1-D [" +
+                             std::to_string(c) +
                              "] (the last dim of the input " +
                              formatShape(type.shape) + "), got " +
                              formatShape(typeOf(*w).shape));
@@ -201,7 +205,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
 
   // transpose(x): swap the last two dims; transpose(x, [perm]).
   if (fn == "transpose") {
-    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of transpose");
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the argument of transpose");
     if (!t)
       return std::nullopt;
     const TensorType type = typeOf(*t);
@@ -209,7 +214,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
     if (argc == 1) {
       if (type.rank() < 2) {
         error(argLoc(0), "transpose(x) swaps the last two dims and needs "
-                         "rank >= 2, got " + formatShape(type.shape));
+                         "rank >= 2, got " +
+                             formatShape(type.shape));
         return std::nullopt;
       }
       for (int64_t i = 0; i < type.rank(); ++i)
@@ -248,7 +254,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   // reshape(x, [dims]): same element count.
   if (fn == "reshape") {
     if (!x->isTensor()) {
-      error(argLoc(0), "reshape needs a tensor, got the number " + x->number.str());
+      error(argLoc(0),
+            "reshape needs a tensor, got the number " + x->number.str());
       return std::nullopt;
     }
     const TensorType type = typeOf(x->node);
@@ -259,7 +266,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
     TensorType out{*dims, type.element};
     for (int64_t d : *dims)
       if (d <= 0) {
-        error(argLoc(1), "reshape dims must be positive, got " + formatShape(*dims));
+        error(argLoc(1),
+              "reshape dims must be positive, got " + formatShape(*dims));
         return std::nullopt;
       }
     if (!checkTensorSize(*dims, argLoc(1)))
@@ -277,7 +285,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
 
   // sum/mean(x [, dims]): reduce to a scalar, or over the listed dims.
   if (fn == "sum" || fn == "mean") {
-    std::optional<int> t = requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
     if (!t)
       return std::nullopt;
     const TensorType type = typeOf(*t);
@@ -320,13 +329,15 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
 
   // cross_entropy(logits [..., V], targets [...] integer) -> scalar.
   if (fn == "cross_entropy") {
-    std::optional<int> logits = requireFloatTensor(*x, argLoc(0), "cross_entropy logits");
+    std::optional<int> logits =
+        requireFloatTensor(*x, argLoc(0), "cross_entropy logits");
     if (!logits)
       return std::nullopt;
     std::optional<Value> y = arg(1);
     if (!y)
       return std::nullopt;
-    std::optional<int> targets = requireIntTensor(*y, argLoc(1), "cross_entropy targets");
+    std::optional<int> targets =
+        requireIntTensor(*y, argLoc(1), "cross_entropy targets");
     if (!targets)
       return std::nullopt;
     const TensorType &lt = typeOf(*logits);
@@ -338,7 +349,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
     if (typeOf(*targets).shape != expected) {
       error(argLoc(1), "cross_entropy targets must have shape " +
                            formatShape(expected) + " (the logits " +
-                           formatShape(lt.shape) + " without the last dim), got " +
+                           formatShape(lt.shape) +
+                           " without the last dim), got " +
                            formatShape(typeOf(*targets).shape));
       return std::nullopt;
     }

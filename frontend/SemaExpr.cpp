@@ -33,9 +33,8 @@ int Sema::addSplat(double value, const TensorType &type, SourceLoc loc) {
 
 /// Right-aligned numpy broadcast of `node` to `shape` (which the caller has
 /// checked is compatible). Returns the node itself when nothing changes.
-std::optional<int> Sema::broadcastTo(int node,
-                                     const std::vector<int64_t> &shape,
-                                     SourceLoc loc) {
+std::optional<int>
+Sema::broadcastTo(int node, const std::vector<int64_t> &shape, SourceLoc loc) {
   const TensorType &in = typeOf(node);
   if (in.shape == shape)
     return node;
@@ -185,8 +184,8 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
   // Integer tensors only index gathers and carry cross_entropy targets.
   for (const Value *v : {&*a, &*b})
     if (v->isTensor() && !typeOf(v->node).isFloat()) {
-      error(e.loc, "integer tensor used in arithmetic: '" + opName +
-                       "' on " + formatType(typeOf(v->node)) +
+      error(e.loc, "integer tensor used in arithmetic: '" + opName + "' on " +
+                       formatType(typeOf(v->node)) +
                        " (integer tensors may only be gather indices or "
                        "cross_entropy targets)");
       return std::nullopt;
@@ -259,8 +258,8 @@ std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
   int64_t k1 = a.shape[a.rank() - 1], k2 = b.shape[b.rank() - 2];
   if (k1 != k2) {
     error(e.loc, "shape mismatch in '@': " + shapes +
-                     " (contracted dimensions " + std::to_string(k1) +
-                     " and " + std::to_string(k2) + " differ)");
+                     " (contracted dimensions " + std::to_string(k1) + " and " +
+                     std::to_string(k2) + " differ)");
     return std::nullopt;
   }
   TensorType out = a;
@@ -288,9 +287,9 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
   if (!index->isTensor() || typeOf(index->node).isFloat()) {
     error(e.operands[1]->loc,
           "gather with a non-integer index: the index must be an integer "
-          "tensor, got " + (index->isTensor()
-                                ? formatType(typeOf(index->node))
-                                : "the number " + index->number.str()));
+          "tensor, got " +
+              (index->isTensor() ? formatType(typeOf(index->node))
+                                 : "the number " + index->number.str()));
     return std::nullopt;
   }
   TensorType out = typeOf(index->node);
@@ -318,7 +317,8 @@ std::optional<Value> Sema::evaluateCall(const Expr &e, Scope &scope) {
   return callBlock(*block->second, e, std::move(args));
 }
 
-/// `repeat N Block(x, rest...)` = Block(Block(...Block(x, rest...)..., rest...)).
+/// `repeat N Block(x, rest...)` = Block(...Block(x, rest...)..., rest...):
+/// the first argument threads through the repetitions.
 std::optional<Value> Sema::evaluateRepeat(const Expr &e, Scope &scope) {
   std::optional<Value> count = evaluate(*e.operands[0], scope);
   if (!count)
@@ -388,10 +388,11 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
   Scope scope;
   for (size_t i = 0; i < args.size(); ++i) {
     const BlockArg &decl = block.args[i];
-    SourceLoc argLoc = i < call.operands.size() ? call.operands[i]->loc
-                                                : call.loc;
+    SourceLoc argLoc =
+        i < call.operands.size() ? call.operands[i]->loc : call.loc;
     TensorType expected;
-    expected.element = decl.dtype == "i32" ? ElementType::I32 : ElementType::F32;
+    expected.element =
+        decl.dtype == "i32" ? ElementType::I32 : ElementType::F32;
     if (!evaluateShape(decl.shape, "argument '" + decl.name + "'",
                        expected.shape))
       return std::nullopt;

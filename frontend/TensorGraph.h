@@ -1,4 +1,4 @@
-//===- TensorGraph.h - The checked, flattened model --------------*- C++ -*-===//
+//===- TensorGraph.h - The checked, flattened model -------------*- C++ -*-===//
 //
 // Sema's output and MLIRGen's input: every block call inlined, every shape
 // known and checked, every broadcast explicit. Nodes are in definition order
@@ -45,16 +45,24 @@ std::string formatType(const TensorType &type);
 
 /// One node per kiln op (or function argument).
 enum class NodeKind {
-  Param,        // argIndex -> TensorGraph::params
-  Input,        // argIndex -> TensorGraph::inputs
-  Constant,     // splat `value`
-  Iota,         // [N] i32
-  Add, Sub, Mul, Div, Neg,
-  Exp, Log, Tanh, Sqrt, Gelu,
-  Softmax,      // over the last dim
-  CausalMask,   // fill -inf above the diagonal
-  Broadcast,    // `dims`: result dim of each operand dim
-  ReduceSum,    // `dims`: reduced dims (sorted)
+  Param,    // argIndex -> TensorGraph::params
+  Input,    // argIndex -> TensorGraph::inputs
+  Constant, // splat `value`
+  Iota,     // [N] i32
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Neg,
+  Exp,
+  Log,
+  Tanh,
+  Sqrt,
+  Gelu,
+  Softmax,    // over the last dim
+  CausalMask, // fill -inf above the diagonal
+  Broadcast,  // `dims`: result dim of each operand dim
+  ReduceSum,  // `dims`: reduced dims (sorted)
   Reshape,
   Transpose,    // `dims`: permutation
   Matmul,       // lhs [..., M, K] @ rhs [K, N] or [..., K, N]

@@ -14,6 +14,7 @@
 
 #include "runtime/FileIO.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kiln::rt {
@@ -35,6 +36,19 @@ std::string printableIdentifier(const uint8_t *bytes, size_t count) {
     }
   }
   return out;
+}
+
+// A flatbuffer starts with a little-endian offset, so its first bytes are
+// almost never all printable; a text file (an MLIR dump passed by mistake,
+// a .kiln model) always is. Used only to add a hint to the error.
+bool looksLikeText(const std::vector<uint8_t> &bytes) {
+  size_t n = std::min<size_t>(bytes.size(), 64);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t c = bytes[i];
+    if (!(c == '\n' || c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f)))
+      return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -88,7 +102,10 @@ Artifact::loadBytes(std::vector<uint8_t> bytes, std::string displayName) {
         prefix, "not a Kiln artifact (file identifier is '",
         printableIdentifier(bytes.data() + sizeof(flatbuffers::uoffset_t),
                             flatbuffers::kFileIdentifierLength),
-        "', expected '", schema::ArtifactIdentifier(), "')");
+        "', expected '", schema::ArtifactIdentifier(), "')",
+        looksLikeText(bytes) ? "; this is a text file (MLIR or a model "
+                               "file?), not the binary artifact kilnc writes"
+                             : "");
 
   // Depth and table limits well above any real model but low enough that a
   // crafted file cannot make verification itself expensive.

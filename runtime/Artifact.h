@@ -14,6 +14,7 @@
 #define KILN_RUNTIME_ARTIFACT_H
 
 #include "runtime/Status.h"
+#include "runtime/schema/ArtifactVersion.h"
 #include "runtime/schema/artifact_generated.h"
 
 #include <cstdint>
@@ -23,9 +24,9 @@
 
 namespace kiln::rt {
 
-// Bump together with runtime/schema/artifact.fbs whenever a field changes
-// meaning; codegen writes this value into Artifact.version.
-constexpr uint32_t kArtifactVersion = 1;
+// The format version this runtime reads (defined next to the schema so
+// codegen writes the same number).
+constexpr uint32_t kArtifactVersion = schema::kArtifactVersion;
 
 // Bytes per element of `dtype`, or 0 for a value outside the enum.
 size_t dtypeSize(schema::DType dtype);

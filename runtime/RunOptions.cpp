@@ -62,6 +62,8 @@ const char *runUsageText() {
          "  --log-every N               progress line every N steps when stdout\n"
          "                              is not a terminal (default 10)\n"
          "  --quiet                     print only errors and the final line\n"
+         "  --profile                   time every kernel and GEMM; print the\n"
+         "                              most expensive with their model lines\n"
          "  --help                      show this text\n"
          "\n"
          "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
@@ -98,10 +100,10 @@ parseRunCommandLine(const std::vector<std::string> &args) {
       value = arg.substr(eq + 1);
       inlineValue = true;
     }
-    if (flag == "--quiet") {
+    if (flag == "--quiet" || flag == "--profile") {
       if (inlineValue)
-        return invalidArgument("--quiet takes no value");
-      o.quiet = true;
+        return invalidArgument(flag, " takes no value");
+      (flag == "--quiet" ? o.quiet : o.profile) = true;
       continue;
     }
     static const char *const kValueFlags[] = {

@@ -28,6 +28,7 @@ struct RunOptions {
   std::string saveGradsPath; // --save-grads FILE.safetensors
   int64_t logEvery = 10;     // --log-every (non-TTY progress lines)
   bool quiet = false;        // --quiet: only errors and the final line
+  bool profile = false;      // --profile: time per schedule entry at the end
 };
 
 struct ParsedCommandLine {

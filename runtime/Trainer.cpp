@@ -21,6 +21,7 @@
 #include "runtime/cpu/Arena.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/cpu/KernelCompiler.h"
+#include "runtime/cpu/ScheduleProfile.h"
 #include "runtime/data/TokenDataset.h"
 
 #include <chrono>
@@ -152,6 +153,7 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
         saveInitialParameters(options.saveInitPath, *artifact, *arena, roles));
 
   cpu::Executor executor(*artifact, *kernels, *arena);
+  executor.setProfiling(options.profile);
   ProgressPrinter progress(out, ::isatty(::fileno(out)) != 0, options.steps,
                            options.logEvery);
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
@@ -204,8 +206,16 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
     }
   }
   progress.finish();
-  summary.tokensPerSecond =
-      totalSeconds > 0 ? double(batch * seq * summary.steps) / totalSeconds : 0;
+  if (options.profile)
+    std::fputs(cpu::formatScheduleProfile(*artifact, executor.entrySeconds(),
+                                          summary.steps, /*top=*/15)
+                   .c_str(),
+               out);
+  if (totalSeconds > 0) {
+    summary.tokensPerSecond = double(batch * seq * summary.steps) / totalSeconds;
+    summary.flopsPerSecond =
+        artifact->root().flops_per_step() * summary.steps / totalSeconds;
+  }
   return summary;
 }
 

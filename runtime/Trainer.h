@@ -22,6 +22,8 @@ struct TrainSummary {
   int64_t steps = 0;
   double finalLoss = 0;
   double tokensPerSecond = 0; // over all steps, kernel compilation excluded
+  double flopsPerSecond = 0;  // model FLOPs (Artifact.flops_per_step) per
+                              // second; 0 when the artifact does not say
   bool kernelCacheHit = false;
   double kernelLoadSeconds = 0;
 };

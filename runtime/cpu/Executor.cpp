@@ -3,6 +3,7 @@
 #include "runtime/cpu/Executor.h"
 
 #include <cblas.h>
+#include <chrono>
 
 namespace kiln::rt::cpu {
 
@@ -38,25 +39,39 @@ Executor::Executor(const Artifact &artifact, const KernelLibrary &kernels,
 }
 
 Status Executor::runStep() {
-  for (const Call &call : calls_) {
-    if (call.kernel) {
-      call.kernel(call.buffers.data());
-      continue;
-    }
-    // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
-    // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N]
-    // or [N,K], C is [M,N].
-    const GemmArgs &g = call.gemm;
-    int lda = g.transA ? g.m : g.k;
-    int ldb = g.transB ? g.k : g.n;
-    for (int64_t b = 0; b < g.batch; ++b) {
-      cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-                  g.transB ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
-                  g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
-                  g.c + b * g.strideC, g.n);
-    }
+  if (!profiling_) {
+    for (const Call &call : calls_)
+      run(call);
+    return okStatus();
+  }
+  seconds_.resize(calls_.size(), 0.0);
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    run(calls_[i]);
+    seconds_[i] += std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
   }
   return okStatus();
+}
+
+void Executor::run(const Call &call) {
+  if (call.kernel) {
+    call.kernel(call.buffers.data());
+    return;
+  }
+  // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
+  // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N] or
+  // [N,K], C is [M,N].
+  const GemmArgs &g = call.gemm;
+  int lda = g.transA ? g.m : g.k;
+  int ldb = g.transB ? g.k : g.n;
+  for (int64_t b = 0; b < g.batch; ++b) {
+    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
+                g.transB ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
+                g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
+                g.c + b * g.strideC, g.n);
+  }
 }
 
 } // namespace kiln::rt::cpu

@@ -28,6 +28,12 @@ public:
   // Runs every schedule entry once, in order.
   Status runStep();
 
+  // With profiling on, runStep() times every schedule entry (a clock read
+  // around each call: cheap next to a kernel, but off by default).
+  void setProfiling(bool enabled) { profiling_ = enabled; }
+  // Accumulated wall seconds per schedule entry, indexed like the schedule.
+  const std::vector<double> &entrySeconds() const { return seconds_; }
+
 private:
   struct GemmArgs {
     const float *a;
@@ -43,7 +49,11 @@ private:
     GemmArgs gemm{};              // used when kernel is null
   };
 
+  void run(const Call &call);
+
   std::vector<Call> calls_;
+  bool profiling_ = false;
+  std::vector<double> seconds_;
 };
 
 } // namespace kiln::rt::cpu

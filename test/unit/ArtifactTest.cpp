@@ -64,6 +64,17 @@ TEST(ArtifactTest, ForeignFileNamesItsIdentifier) {
             "'PK\\x03\\x04', expected 'KART')");
 }
 
+TEST(ArtifactTest, TextFileGetsAHint) {
+  std::string text = "module attributes {kiln.model = \"tiny\"} {}\n";
+  auto artifact = Artifact::loadBytes(
+      std::vector<uint8_t>(text.begin(), text.end()), "model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_EQ(artifact.status().message(),
+            "model.kart: not a Kiln artifact (file identifier is 'le a', "
+            "expected 'KART'); this is a text file (MLIR or a model file?), "
+            "not the binary artifact kilnc writes");
+}
+
 TEST(ArtifactTest, TruncatedFile) {
   std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
   for (size_t keep : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 8}) {

@@ -16,7 +16,7 @@ TEST(RunOptionsTest, AllFlags) {
   auto parsed = parse({"m.kart", "--data", "d.txt", "--steps", "30", "--lr=3e-4",
                        "--seed", "7", "--metrics", "m.jsonl", "--save-init",
                        "i.st", "--save-grads", "g.st", "--log-every", "5",
-                       "--quiet"});
+                       "--quiet", "--profile"});
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   const RunOptions &o = parsed->options;
   EXPECT_EQ(o.artifactPath, "m.kart");
@@ -29,6 +29,7 @@ TEST(RunOptionsTest, AllFlags) {
   EXPECT_EQ(o.saveGradsPath, "g.st");
   EXPECT_EQ(o.logEvery, 5);
   EXPECT_TRUE(o.quiet);
+  EXPECT_TRUE(o.profile);
 }
 
 TEST(RunOptionsTest, Defaults) {

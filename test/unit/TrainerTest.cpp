@@ -133,6 +133,18 @@ TEST_F(TrainerTest, ToolSucceedsAndPrintsSummary) {
   EXPECT_THAT(out, HasSubstr("tokens/s"));
 }
 
+TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
+  std::string out;
+  EXPECT_EQ(runTool(dir_ + "/bigram.kart --data " + dir_ +
+                        "/input.txt --steps 2 --quiet --profile",
+                    &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("profile: 2 steps"));
+  EXPECT_THAT(out, HasSubstr("gemm 8x256x256 x2 (test.kiln:2:3)"));
+  EXPECT_THAT(out, HasSubstr("kernel k_xent [kiln.cross_entropy]"));
+}
+
 TEST_F(TrainerTest, ToolUserErrorsExitOne) {
   std::string out;
   EXPECT_EQ(runTool(dir_ + "/bigram.kart --data /nonexistent.txt --steps 1",

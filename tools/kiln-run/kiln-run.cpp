@@ -33,8 +33,11 @@ int main(int argc, char **argv) {
                  summary.status().message().c_str());
     return 1;
   }
-  std::printf("final loss %.6f after %lld steps, %.0f tokens/s\n",
+  std::printf("final loss %.6f after %lld steps, %.0f tokens/s",
               summary->finalLoss, static_cast<long long>(summary->steps),
               summary->tokensPerSecond);
+  if (summary->flopsPerSecond > 0)
+    std::printf(", %.2f GFLOP/s", summary->flopsPerSecond * 1e-9);
+  std::printf("\n");
   return 0;
 }

@@ -6,7 +6,10 @@ gradients kiln computed for it (--save-grads) and kiln's per-step losses
   1. the loss of step 1 and every parameter gradient,
   2. the losses of the first N AdamW steps (same data order, same hyperparameters).
 
-Tolerance: relative 1e-4, norm-wise per tensor (||g_kiln - g_ref|| / ||g_ref||).
+Tolerance: relative 1e-4, norm-wise per tensor: ||g_kiln - g_ref|| / (||g_ref|| + f),
+with a floor f = 1e-6 * (global gradient norm). The floor matters only for tensors
+whose true gradient is zero (the key biases bk: softmax is invariant to adding the
+same q.bk to every score of a row), where float32 leaves ~1e-9 of rounding noise.
 Kiln computes in float32; float32 sums of n terms carry a relative error of about
 1e-7 * sqrt(n) with n up to ~10^4 here, and the chain of ~40 ops per layer amplifies
 that by at most ~10-100, so correct code lands near 1e-6..1e-5: a wrong op (a missing
@@ -77,8 +80,8 @@ def batch(data, step, B, T):
     return torch.tensor(np.array(rows_x), dtype=torch.long), torch.tensor(np.array(rows_y), dtype=torch.long)
 
 
-def relative_error(a, b):
-    return (a - b).norm().item() / max(b.norm().item(), 1e-30)
+def relative_error(a, b, floor):
+    return (a - b).norm().item() / (b.norm().item() + floor)
 
 
 def main():
@@ -108,10 +111,11 @@ def main():
         print(f"FAIL: gradient names differ: {sorted(set(kiln_grads) ^ set(P))}")
         failures += 1
     worst = 0.0
+    floor = 1e-6 * math.sqrt(sum(P[n].grad.norm().item() ** 2 for n in P))
     for name in sorted(P):
         if name not in kiln_grads:
             continue
-        err = relative_error(kiln_grads[name].double(), P[name].grad)
+        err = relative_error(kiln_grads[name].double(), P[name].grad, floor)
         worst = max(worst, err)
         if err > TOLERANCE:
             print(f"FAIL: gradient of {name}: relative error {err:.2e}")

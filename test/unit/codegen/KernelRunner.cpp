@@ -54,6 +54,8 @@ void *compileKernels(const std::vector<std::string> &sources,
   void *handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     error = dlerror();
+  // A loaded library stays mapped after its file is removed.
+  std::system(("rm -rf " + std::string(dir)).c_str());
   return handle;
 }
 

@@ -1,0 +1,113 @@
+//===- ScheduleProfile.cpp - Where the step's time goes -------------------===//
+
+#include "runtime/cpu/ScheduleProfile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <numeric>
+
+namespace kiln::rt::cpu {
+
+namespace {
+
+// "gemm 1024x384x128 x4 (A^T)" or "kernel k_1a2b [kiln.gelu]".
+std::string describeStep(const schema::Artifact &artifact,
+                         const schema::Step &step, double *gemmFlops) {
+  *gemmFlops = 0;
+  if (const schema::GemmCall *g = step.op_as_GemmCall()) {
+    *gemmFlops = 2.0 * g->m() * g->n() * g->k() * g->batch();
+    std::string text = detail::concat("gemm ", g->m(), "x", g->n(), "x",
+                                      g->k());
+    if (g->batch() > 1)
+      text += detail::concat(" x", g->batch());
+    if (g->trans_a() || g->trans_b())
+      text += std::string(" (") + (g->trans_a() ? "A^T" : "") +
+              (g->trans_a() && g->trans_b() ? "," : "") +
+              (g->trans_b() ? "B^T" : "") + ")";
+    return text;
+  }
+  const schema::KernelCall *call = step.op_as_KernelCall();
+  const schema::Kernel &kernel = *artifact.kernels()->Get(call->kernel());
+  std::string text = "kernel " + kernel.entry()->str();
+  if (kernel.ops() && kernel.ops()->size() > 0)
+    text += " [" + kernel.ops()->str() + "]";
+  return text;
+}
+
+} // namespace
+
+std::string formatScheduleProfile(const Artifact &artifact,
+                                  const std::vector<double> &entrySeconds,
+                                  int64_t steps, size_t top) {
+  const auto &schedule = *artifact.root().schedule();
+  double total = std::accumulate(entrySeconds.begin(), entrySeconds.end(), 0.0);
+  double gemmTotal = 0;
+  std::vector<size_t> order(entrySeconds.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return entrySeconds[a] > entrySeconds[b];
+  });
+  for (size_t i = 0; i < entrySeconds.size(); ++i)
+    if (schedule.Get(i)->op_as_GemmCall())
+      gemmTotal += entrySeconds[i];
+
+  char line[512];
+  std::string out;
+  std::snprintf(line, sizeof(line),
+                "profile: %lld steps, %.2f ms/step in the schedule (GEMMs "
+                "%.1f%%, kernels %.1f%%), %zu entries\n",
+                static_cast<long long>(steps),
+                steps > 0 ? total * 1e3 / steps : 0.0,
+                total > 0 ? 100 * gemmTotal / total : 0.0,
+                total > 0 ? 100 * (total - gemmTotal) / total : 0.0,
+                entrySeconds.size());
+  out += line;
+  out += "   time%  ms/step  GFLOP/s  entry  what (where)\n";
+  for (size_t r = 0; r < std::min(top, order.size()); ++r) {
+    size_t i = order[r];
+    const schema::Step &step = *schedule.Get(i);
+    double flops = 0;
+    std::string what = describeStep(artifact.root(), step, &flops);
+    double seconds = entrySeconds[i];
+    std::string rate = "       -";
+    if (flops > 0 && seconds > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%8.2f", flops * steps / seconds * 1e-9);
+      rate = buf;
+    }
+    std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %5zu  %s (%s)\n",
+                  total > 0 ? 100 * seconds / total : 0.0,
+                  steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), i,
+                  what.c_str(),
+                  step.location() ? step.location()->c_str() : "?");
+    out += line;
+  }
+
+  // The same kernel often runs at many entries (once per layer); the sum
+  // per kernel says which emitter to make faster.
+  std::map<std::string, std::pair<double, int>> byWhat;
+  for (size_t i = 0; i < entrySeconds.size(); ++i) {
+    double flops = 0;
+    std::string what = describeStep(artifact.root(), *schedule.Get(i), &flops);
+    byWhat[what].first += entrySeconds[i];
+    byWhat[what].second += 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> sorted(
+      byWhat.begin(), byWhat.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  out += "   time%  ms/step  entries  what (summed over entries)\n";
+  for (size_t r = 0; r < std::min(top, sorted.size()); ++r) {
+    const auto &[what, stat] = sorted[r];
+    std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f  %7d  %s\n",
+                  total > 0 ? 100 * stat.first / total : 0.0,
+                  steps > 0 ? stat.first * 1e3 / steps : 0.0, stat.second,
+                  what.c_str());
+    out += line;
+  }
+  return out;
+}
+
+} // namespace kiln::rt::cpu

@@ -1,0 +1,28 @@
+//===- ScheduleProfile.h - Where the step's time goes (kiln-run --profile) ===//
+//
+// Until the Chrome trace arrives, `kiln-run --profile` answers the first
+// performance question — which schedule entries dominate the step — with a
+// table attributing time to kernels and GEMMs and to the model-file line
+// each came from, so slow kernels can be traced back to codegen.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CPU_SCHEDULEPROFILE_H
+#define KILN_RUNTIME_CPU_SCHEDULEPROFILE_H
+
+#include "runtime/Artifact.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::rt::cpu {
+
+// Formats the `top` most expensive schedule entries given the accumulated
+// seconds per entry (Executor::entrySeconds) over `steps` steps.
+std::string formatScheduleProfile(const Artifact &artifact,
+                                  const std::vector<double> &entrySeconds,
+                                  int64_t steps, size_t top);
+
+} // namespace kiln::rt::cpu
+
+#endif // KILN_RUNTIME_CPU_SCHEDULEPROFILE_H

@@ -1,0 +1,22 @@
+//===- ArtifactVersion.h - Format version of the .kart schema -------------===//
+//
+// Shared by the writer (codegen) and the reader (runtime/Artifact): codegen
+// writes this into Artifact.version and the runtime refuses any other value.
+// A header of its own, next to artifact.fbs, so codegen can include it
+// without pulling in the runtime. Bump it whenever a field of
+// artifact.fbs changes meaning.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SCHEMA_ARTIFACTVERSION_H
+#define KILN_RUNTIME_SCHEMA_ARTIFACTVERSION_H
+
+#include <cstdint>
+
+namespace kiln::schema {
+
+constexpr uint32_t kArtifactVersion = 1;
+
+} // namespace kiln::schema
+
+#endif // KILN_RUNTIME_SCHEMA_ARTIFACTVERSION_H
