@@ -13,6 +13,8 @@
 //  3. func.return: mark loss/grad/grad_norm buffers (copying into a fresh
 //     buffer when the value's buffer is not a plain activation of its own),
 //     and check that param/adam_m/adam_v results are the in-place buffers.
+//  4. serialize: TrainConfig from `kiln.train`, plus vocab_size from the ops
+//     that token ids from the data index (see vocabularySize).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +48,46 @@ FailureOr<schema::DType> dtypeOf(Type t) {
 
 std::string roleKey(StringRef role, StringRef name) {
   return (role + ":" + name).str();
+}
+
+// Whether `value` is (a reshape view of) an argument of @step with
+// kiln.role = "input": indices the data loader fills from the token file.
+bool isDataInput(func::FuncOp func, Value value) {
+  while (auto reshape = value.getDefiningOp<k::ReshapeOp>())
+    value = reshape->getOperand(0);
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+    return false;
+  auto role =
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role");
+  return role && role.getValue() == "input";
+}
+
+// TrainConfig.vocab_size: the largest token id + 1 the step can index with
+// data from the token file. Token ids index the table of a kiln.embedding
+// (tokens) and the classes of a kiln.cross_entropy (targets); both come from
+// the same file, so the bound is the smallest of those dimensions. 0 when no
+// data input indexes anything (nothing for the runtime to check).
+int64_t vocabularySize(func::FuncOp func) {
+  int64_t vocab = 0;
+  auto bound = [&](int64_t size) {
+    vocab = vocab == 0 ? size : std::min(vocab, size);
+  };
+  func.walk([&](Operation *op) {
+    if (auto embedding = dyn_cast<k::EmbeddingOp>(op)) {
+      // table [V, D] gathered by indices [...]
+      if (isDataInput(func, embedding.getIndices()))
+        bound(cast<RankedTensorType>(embedding.getTable().getType())
+                  .getDimSize(0));
+    } else if (auto crossEntropy = dyn_cast<k::CrossEntropyOp>(op)) {
+      // logits [..., V], targets [...]
+      if (isDataInput(func, crossEntropy.getTargets())) {
+        auto logits = cast<RankedTensorType>(crossEntropy.getLogits().getType());
+        bound(logits.getDimSize(logits.getRank() - 1));
+      }
+    }
+  });
+  return vocab;
 }
 
 } // namespace
@@ -416,9 +458,11 @@ FailureOr<std::string> ArtifactWriter::serialize() {
         schema::CreateStep(fbb, kind, op, fbb.CreateString(s.location)));
   }
 
+  auto step = module.lookupSymbol<func::FuncOp>("step");
   auto trainConfig = schema::CreateTrainConfigDirect(
       fbb, intField("batch"), intField("seq"),
-      optimizer ? optimizer.getValue().str().c_str() : "adamw");
+      optimizer ? optimizer.getValue().str().c_str() : "adamw",
+      step ? vocabularySize(step) : 0);
   auto artifact = schema::CreateArtifactDirect(
       fbb, rt::kArtifactVersion, model ? model.getValue().str().c_str() : "",
       "cpu", trainConfig, CpuKernelEmitter::prelude(), &kernelOffsets,

@@ -12,6 +12,7 @@
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -128,21 +129,21 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
 }
 
 void MLIRGen::setFunctionAttributes(func::FuncOp func) {
-  auto role = b_.getStringAttr("kiln.role");
-  auto name = b_.getStringAttr("kiln.name");
-  auto init = b_.getStringAttr("kiln.init");
+  auto role = b_.getStringAttr(kd::kRoleAttrName);
+  auto name = b_.getStringAttr(kd::kNameAttrName);
+  auto init = b_.getStringAttr(kd::kInitAttrName);
   for (size_t i = 0; i < graph_.params.size(); ++i) {
     const ParamInfo &p = graph_.params[i];
-    func.setArgAttr(i, role, b_.getStringAttr("param"));
+    func.setArgAttr(i, role, b_.getStringAttr(kd::role::kParam));
     func.setArgAttr(i, name, b_.getStringAttr(p.name));
     func.setArgAttr(i, init, kd::InitializerAttr::get(&ctx_, p.init, p.stddev));
   }
   for (size_t i = 0; i < graph_.inputs.size(); ++i) {
     unsigned arg = graph_.params.size() + i;
-    func.setArgAttr(arg, role, b_.getStringAttr("input"));
+    func.setArgAttr(arg, role, b_.getStringAttr(kd::role::kInput));
     func.setArgAttr(arg, name, b_.getStringAttr(graph_.inputs[i].name));
   }
-  func.setResultAttr(0, role, b_.getStringAttr("loss"));
+  func.setResultAttr(0, role, b_.getStringAttr(kd::role::kLoss));
 }
 
 void MLIRGen::setModuleAttributes(ModuleOp module) {
@@ -155,8 +156,8 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   train.append("beta2", b_.getF32FloatAttr(t.beta2));
   train.append("epsilon", b_.getF32FloatAttr(t.epsilon));
   train.append("weight_decay", b_.getF32FloatAttr(t.weightDecay));
-  module->setAttr("kiln.train", train.getDictionary(&ctx_));
-  module->setAttr("kiln.model", b_.getStringAttr(graph_.modelName));
+  module->setAttr(kd::kTrainAttrName, train.getDictionary(&ctx_));
+  module->setAttr(kd::kModelAttrName, b_.getStringAttr(graph_.modelName));
 }
 
 OwningOpRef<ModuleOp> MLIRGen::emit() {

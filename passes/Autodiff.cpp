@@ -34,6 +34,7 @@
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -54,8 +55,6 @@ using namespace mlir::kiln;
 
 namespace {
 
-constexpr llvm::StringLiteral kRoleAttr = "kiln.role";
-constexpr llvm::StringLiteral kNameAttr = "kiln.name";
 
 /// Values that carry gradients: ranked tensors of a floating-point type.
 bool isDifferentiableType(Type type) {
@@ -65,8 +64,8 @@ bool isDifferentiableType(Type type) {
 
 /// True when result `index` of `func` has kiln.role = "loss".
 bool isLossResult(func::FuncOp func, unsigned index) {
-  auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttr);
-  return role && role.getValue() == "loss";
+  auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttrName);
+  return role && role.getValue() == role::kLoss;
 }
 
 /// Differentiates one loss function in place (steps 1-6 above).
@@ -115,8 +114,8 @@ LogicalResult ReverseModeDifferentiator::checkSignature() {
 void ReverseModeDifferentiator::markActiveValues() {
   for (BlockArgument arg : func.getArguments()) {
     auto role =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
-    if (role && role.getValue() == "param" &&
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttrName);
+    if (role && role.getValue() == role::kParam &&
         isDifferentiableType(arg.getType()))
       active.insert(arg);
   }
@@ -187,10 +186,10 @@ LogicalResult ReverseModeDifferentiator::appendGradients(OpBuilder &b,
   SmallVector<DictionaryAttr> gradAttrs;
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttr);
-    if (!role || role.getValue() != "param")
+    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
+    if (!role || role.getValue() != role::kParam)
       continue;
-    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttrName);
     if (!name)
       return func.emitOpError("parameter argument #")
              << index << " has no kiln.name";
@@ -204,8 +203,8 @@ LogicalResult ReverseModeDifferentiator::appendGradients(OpBuilder &b,
                                  cast<RankedTensorType>(arg.getType()), 0.0);
     grads.push_back(grad);
     gradAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr(kRoleAttr, b.getStringAttr("grad")),
-                             b.getNamedAttr(kNameAttr, name)}));
+        b.getDictionaryAttr({b.getNamedAttr(kRoleAttrName, b.getStringAttr(role::kGrad)),
+                             b.getNamedAttr(kNameAttrName, name)}));
   }
 
   SmallVector<Type> resultTypes(func.getResultTypes());

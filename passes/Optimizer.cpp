@@ -25,6 +25,7 @@
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -45,9 +46,6 @@ using namespace mlir::kiln;
 
 namespace {
 
-constexpr llvm::StringLiteral kRoleAttr = "kiln.role";
-constexpr llvm::StringLiteral kNameAttr = "kiln.name";
-constexpr llvm::StringLiteral kTrainAttr = "kiln.train";
 
 /// Hyperparameters of AdamW baked into the kernels (kiln.train).
 struct AdamWConfig {
@@ -63,19 +61,19 @@ struct ParamAndGrad {
 
 StringAttr getRole(ArrayRef<NamedAttribute> attrs) {
   for (const NamedAttribute &attr : attrs)
-    if (attr.getName() == kRoleAttr)
+    if (attr.getName() == kRoleAttrName)
       return dyn_cast<StringAttr>(attr.getValue());
   return {};
 }
 
 DictionaryAttr roleAndName(Builder &b, StringRef role, StringAttr name) {
-  return b.getDictionaryAttr({b.getNamedAttr(kRoleAttr, b.getStringAttr(role)),
-                              b.getNamedAttr(kNameAttr, name)});
+  return b.getDictionaryAttr({b.getNamedAttr(kRoleAttrName, b.getStringAttr(role)),
+                              b.getNamedAttr(kNameAttrName, name)});
 }
 
 /// Step 1: kiln.train -> AdamWConfig, with an error on `module` otherwise.
 FailureOr<AdamWConfig> readTrainConfig(ModuleOp module) {
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttr);
+  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
   if (!train)
     return module.emitError("--kiln-optimizer needs the module attribute "
                             "'kiln.train' (a dictionary with the optimizer "
@@ -113,12 +111,12 @@ FailureOr<SmallVector<ParamAndGrad>> pairParamsWithGrads(func::FuncOp func) {
   llvm::StringMap<unsigned> gradByName;
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     StringAttr role = getRole(func.getResultAttrs(i));
-    if (role && (role.getValue() == "grad_norm" || role.getValue() == "param"))
+    if (role && (role.getValue() == role::kGradNorm || role.getValue() == role::kParam))
       return func.emitOpError("already has optimizer results "
                               "(was --kiln-optimizer already run?)");
-    if (!role || role.getValue() != "grad")
+    if (!role || role.getValue() != role::kGrad)
       continue;
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr))
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName))
       gradByName[name.getValue()] = i;
   }
   if (gradByName.empty())
@@ -128,10 +126,10 @@ FailureOr<SmallVector<ParamAndGrad>> pairParamsWithGrads(func::FuncOp func) {
   SmallVector<ParamAndGrad> pairs;
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttr);
-    if (!role || role.getValue() != "param")
+    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
+    if (!role || role.getValue() != role::kParam)
       continue;
-    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttrName);
     if (!name)
       return func.emitOpError("parameter argument #")
              << index << " has no kiln.name";
@@ -173,14 +171,14 @@ LogicalResult appendOptimizerStep(func::FuncOp func,
   SmallVector<Value> moments1, moments2;
   for (const ParamAndGrad &p : *pairs)
     moments1.push_back(appendArg(
-        p.param.getType(), roleAndName(b, "adam_m", p.name), p.param.getLoc()));
+        p.param.getType(), roleAndName(b, role::kAdamM, p.name), p.param.getLoc()));
   for (const ParamAndGrad &p : *pairs)
     moments2.push_back(appendArg(
-        p.param.getType(), roleAndName(b, "adam_v", p.name), p.param.getLoc()));
-  Value lr = appendArg(scalarType, roleAndName(b, "lr", b.getStringAttr("lr")),
+        p.param.getType(), roleAndName(b, role::kAdamV, p.name), p.param.getLoc()));
+  Value lr = appendArg(scalarType, roleAndName(b, role::kLearningRate, b.getStringAttr(role::kLearningRate)),
                        func.getLoc());
   Value step =
-      appendArg(scalarType, roleAndName(b, "step", b.getStringAttr("step")),
+      appendArg(scalarType, roleAndName(b, role::kStep, b.getStringAttr(role::kStep)),
                 func.getLoc());
 
   // (4) grad_norm = sqrt(sum_g sum(g * g)).
@@ -222,16 +220,16 @@ LogicalResult appendOptimizerStep(func::FuncOp func,
   func.getAllResultAttrs(resultAttrs);
   results.push_back(gradNorm);
   resultAttrs.push_back(
-      roleAndName(b, "grad_norm", b.getStringAttr("grad_norm")));
+      roleAndName(b, role::kGradNorm, b.getStringAttr(role::kGradNorm)));
   auto appendResults = [&](ArrayRef<Value> values, StringRef role) {
     for (auto [value, p] : llvm::zip_equal(values, *pairs)) {
       results.push_back(value);
       resultAttrs.push_back(roleAndName(b, role, p.name));
     }
   };
-  appendResults(newParams, "param");
-  appendResults(newMoments1, "adam_m");
-  appendResults(newMoments2, "adam_v");
+  appendResults(newParams, role::kParam);
+  appendResults(newMoments1, role::kAdamM);
+  appendResults(newMoments2, role::kAdamV);
 
   ret->setOperands(results);
   func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
@@ -253,7 +251,7 @@ struct KilnOptimizerPass
       bool hasLoss =
           llvm::any_of(llvm::seq(0u, func.getNumResults()), [&](unsigned i) {
             StringAttr role = getRole(func.getResultAttrs(i));
-            return role && role.getValue() == "loss";
+            return role && role.getValue() == role::kLoss;
           });
       if (!hasLoss)
         continue;

@@ -19,8 +19,11 @@ namespace kiln::rt {
 
 struct RunOptions {
   std::string artifactPath;  // positional OUT.kart
-  std::string dataPath;      // --data
-  int64_t steps = 0;         // --steps (>= 1)
+  std::string dataPath;      // --data (required when the model has inputs)
+  int64_t steps = 0;         // --steps (>= 1); training only
+  int64_t checkGrads = 0;    // --check-grads N: entries checked per
+                             // parameter; > 0 runs the gradient check
+                             // instead of training
   double lr = 1e-3;          // --lr, constant in this issue
   uint64_t seed = 0;         // --seed
   std::string metricsPath;   // --metrics FILE.jsonl
@@ -37,7 +40,10 @@ struct ParsedCommandLine {
 };
 
 // Parses argv[1..]. Usage errors (unknown flag, missing value, bad number,
-// missing required argument) are kInvalidArgument with a one-line message.
+// missing required argument, a training flag with --check-grads) are
+// kInvalidArgument with a one-line message. Whether --data is needed
+// depends on the artifact (on its Input buffers), so it is checked when the
+// artifact is loaded, not here.
 StatusOr<ParsedCommandLine> parseRunCommandLine(
     const std::vector<std::string> &args);
 

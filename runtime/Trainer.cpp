@@ -1,10 +1,12 @@
 //===- Trainer.cpp - The kiln-run training loop ----------------------------===//
 //
-//   1. load + verify the artifact; open the data and check it fits the
-//      model (enough tokens, ids below the vocabulary) before the slow part;
+//   1. load + verify the artifact; open the data (required when the model
+//      has inputs) and check it fits the model (enough tokens, ids below
+//      the vocabulary) before the slow part;
 //   2. compile or fetch the kernels from the cache (cold/warm reported);
 //   3. allocate the arena; initialise parameters from their Initializer
-//      (Adam moments start at zero from the zero-filled arena);
+//      (Adam moments start at zero from the zero-filled arena) — 2 and 3
+//      are TrainingSession::create;
 //   4. per step s (0-based): fill tokens/targets for step s, write the
 //      learning rate and the 1-based step count, run the schedule, read the
 //      loss and grad norm, report; after the first step dump gradients if
@@ -14,15 +16,10 @@
 
 #include "runtime/Trainer.h"
 
-#include "runtime/Artifact.h"
 #include "runtime/Metrics.h"
-#include "runtime/ParamInit.h"
 #include "runtime/Safetensors.h"
-#include "runtime/cpu/Arena.h"
-#include "runtime/cpu/Executor.h"
-#include "runtime/cpu/KernelCompiler.h"
+#include "runtime/TrainingSession.h"
 #include "runtime/cpu/ScheduleProfile.h"
-#include "runtime/data/TokenDataset.h"
 
 #include <chrono>
 #include <cmath>
@@ -32,47 +29,6 @@
 namespace kiln::rt {
 
 namespace {
-
-// Buffer indices the trainer reads or writes, found once by role + name
-// (never by position, per the codegen contract).
-struct BufferRoles {
-  uint32_t loss = 0;
-  std::optional<uint32_t> gradNorm, learningRate, stepCount, tokens, targets;
-  std::vector<uint32_t> parameters, gradients;
-};
-
-BufferRoles findBufferRoles(const Artifact &artifact) {
-  BufferRoles roles;
-  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
-    const schema::Buffer &buffer = artifact.buffer(i);
-    switch (buffer.role()) {
-    case schema::BufferRole_Loss:
-      roles.loss = i;
-      break;
-    case schema::BufferRole_GradNorm:
-      roles.gradNorm = i;
-      break;
-    case schema::BufferRole_LearningRate:
-      roles.learningRate = i;
-      break;
-    case schema::BufferRole_StepCount:
-      roles.stepCount = i;
-      break;
-    case schema::BufferRole_Input:
-      (bufferName(buffer) == "tokens" ? roles.tokens : roles.targets) = i;
-      break;
-    case schema::BufferRole_Parameter:
-      roles.parameters.push_back(i);
-      break;
-    case schema::BufferRole_Gradient:
-      roles.gradients.push_back(i);
-      break;
-    default:
-      break;
-    }
-  }
-  return roles;
-}
 
 std::vector<int64_t> shapeOf(const schema::Buffer &buffer) {
   std::vector<int64_t> shape;
@@ -116,13 +72,11 @@ Status saveFirstGradients(const std::string &path, const Artifact &artifact,
 
 StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   using Clock = std::chrono::steady_clock;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> artifact,
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> loaded,
                         Artifact::loadFile(options.artifactPath));
-  const int64_t batch = artifact->batch(), seq = artifact->seq();
-  KILN_ASSIGN_OR_RETURN(TokenDataset data,
-                        TokenDataset::open(options.dataPath));
-  KILN_RETURN_IF_ERROR(
-      data.checkFits(batch, seq, artifact->root().train()->vocab_size()));
+  const int64_t batch = loaded->batch(), seq = loaded->seq();
+  KILN_ASSIGN_OR_RETURN(std::optional<TokenDataset> data,
+                        openTrainingData(*loaded, options.dataPath));
   std::optional<MetricsFile> metrics;
   if (!options.metricsPath.empty()) {
     KILN_ASSIGN_OR_RETURN(MetricsFile file,
@@ -130,61 +84,46 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
     metrics.emplace(std::move(file));
   }
 
-  cpu::KernelCompiler compiler(cpu::KernelCompilerOptions::fromEnvironment());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::KernelLibrary> kernels,
-                        compiler.load(*artifact));
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<TrainingSession> session,
+      TrainingSession::create(std::move(loaded), options.seed));
+  const Artifact &artifact = session->artifact();
+  const cpu::KernelLibrary &kernels = session->kernels();
+  const cpu::Arena &arena = session->arena();
+  const BufferRoles &roles = session->roles();
   if (!options.quiet)
-    std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s)\n",
-                 kernels->numKernels(),
-                 kernels->cacheHit() ? "loaded from cache" : "compiled",
-                 kernels->loadSeconds(), kernels->cacheHit() ? "warm" : "cold",
-                 kernels->libraryPath().c_str());
-
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Arena> arena,
-                        cpu::Arena::create(*artifact));
-  BufferRoles roles = findBufferRoles(*artifact);
-  for (uint32_t p : roles.parameters) {
-    const schema::Buffer &buffer = artifact->buffer(p);
-    initializeParameter(*buffer.init(), bufferName(buffer), options.seed,
-                        arena->as<float>(p), artifact->bufferInfo(p).elements);
-  }
+    printKernelLoad(kernels, out);
   if (!options.saveInitPath.empty())
     KILN_RETURN_IF_ERROR(
-        saveInitialParameters(options.saveInitPath, *artifact, *arena, roles));
+        saveInitialParameters(options.saveInitPath, artifact, arena, roles));
 
-  cpu::Executor executor(*artifact, *kernels, *arena);
+  cpu::Executor &executor = session->executor();
   executor.setProfiling(options.profile);
   ProgressPrinter progress(out, ::isatty(::fileno(out)) != 0, options.steps,
                            options.logEvery);
+  // Zeros stand in for the batch of an artifact without inputs.
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   TrainSummary summary;
-  summary.kernelCacheHit = kernels->cacheHit();
-  summary.kernelLoadSeconds = kernels->loadSeconds();
+  summary.kernelCacheHit = kernels.cacheHit();
+  summary.kernelLoadSeconds = kernels.loadSeconds();
   double totalSeconds = 0;
   bool warnedNonFinite = false;
   for (int64_t s = 0; s < options.steps; ++s) {
     auto start = Clock::now();
-    data.fillBatch(s, batch, seq, tokens.data(), targets.data());
-    if (roles.tokens)
-      std::copy(tokens.begin(), tokens.end(), arena->as<int32_t>(*roles.tokens));
-    if (roles.targets)
-      std::copy(targets.begin(), targets.end(),
-                arena->as<int32_t>(*roles.targets));
-    if (roles.learningRate)
-      *arena->as<float>(*roles.learningRate) = static_cast<float>(options.lr);
-    if (roles.stepCount)
-      *arena->as<float>(*roles.stepCount) = static_cast<float>(s + 1);
-    KILN_RETURN_IF_ERROR(executor.runStep());
+    if (data)
+      data->fillBatch(s, batch, seq, tokens.data(), targets.data());
+    KILN_RETURN_IF_ERROR(
+        session->runStep(tokens.data(), targets.data(), options.lr, s + 1));
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
 
     StepMetrics m;
     m.step = s + 1;
-    m.loss = *arena->as<float>(roles.loss);
+    m.loss = session->loss();
     m.lr = options.lr;
-    if (roles.gradNorm)
-      m.gradNorm = *arena->as<float>(*roles.gradNorm);
+    if (std::optional<float> norm = session->gradNorm())
+      m.gradNorm = *norm;
     m.stepMs = seconds * 1e3;
     m.tokensPerStep = batch * seq;
     m.tokensPerSecond = seconds > 0 ? double(batch * seq) / seconds : 0;
@@ -192,8 +131,8 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
     summary.steps = m.step;
 
     if (s == 0 && !options.saveGradsPath.empty())
-      KILN_RETURN_IF_ERROR(saveFirstGradients(options.saveGradsPath, *artifact,
-                                              *arena, roles, tokens, targets));
+      KILN_RETURN_IF_ERROR(saveFirstGradients(options.saveGradsPath, artifact,
+                                              arena, roles, tokens, targets));
     if (metrics)
       KILN_RETURN_IF_ERROR(metrics->write(m));
     if (!options.quiet)
@@ -207,14 +146,14 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   }
   progress.finish();
   if (options.profile)
-    std::fputs(cpu::formatScheduleProfile(*artifact, executor.entrySeconds(),
+    std::fputs(cpu::formatScheduleProfile(artifact, executor.entrySeconds(),
                                           summary.steps, /*top=*/15)
                    .c_str(),
                out);
   if (totalSeconds > 0) {
     summary.tokensPerSecond = double(batch * seq * summary.steps) / totalSeconds;
     summary.flopsPerSecond =
-        artifact->root().flops_per_step() * summary.steps / totalSeconds;
+        artifact.root().flops_per_step() * summary.steps / totalSeconds;
   }
   return summary;
 }

@@ -32,15 +32,29 @@ StatusOr<TokenDataset> TokenDataset::fromBytes(const std::vector<uint8_t> &bytes
                                                const std::string &path) {
   TokenDataset data;
   data.path_ = path;
-  bool isShard = bytes.size() >= 4 && readInt32LE(bytes.data()) == kShardMagic;
-  if (!isShard) {
+  constexpr size_t kHeaderBytes = kShardHeaderInts * sizeof(int32_t);
+  const bool startsWithMagic =
+      bytes.size() >= 4 && readInt32LE(bytes.data()) == kShardMagic;
+  const bool namedShard =
+      path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
+  if (namedShard && !startsWithMagic) {
+    if (bytes.size() < 4)
+      return dataLoss("data file ", path, ": llm.c token shard is truncated (",
+                      bytes.size(), " bytes, the header alone is ",
+                      kHeaderBytes, ")");
+    return invalidArgument("data file ", path,
+                           ": not an llm.c token shard: magic ",
+                           readInt32LE(bytes.data()), ", expected ", kShardMagic,
+                           " (a .bin file must be a shard; byte-level text "
+                           "needs another extension)");
+  }
+  if (!startsWithMagic) {
     data.format_ = Format::kText;
     data.tokens_.assign(bytes.begin(), bytes.end()); // uint8 -> int32
     return data;
   }
 
   data.format_ = Format::kShard;
-  constexpr size_t kHeaderBytes = kShardHeaderInts * sizeof(int32_t);
   if (bytes.size() < kHeaderBytes)
     return dataLoss("data file ", path, ": llm.c token shard is truncated (", bytes.size(),
                     " bytes, the header alone is ", kHeaderBytes, ")");

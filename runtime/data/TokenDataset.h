@@ -1,8 +1,12 @@
 //===- TokenDataset.h - Training tokens from a text file or llm.c shard ---===//
 //
-// Two formats, chosen by the first four bytes:
+// Two formats:
 //   - llm.c token shard: a 256 x int32 header (magic 20240520, version 1,
-//     token count at header[2]) followed by `count` uint16 tokens;
+//     token count at header[2]) followed by `count` uint16 tokens. A file
+//     named *.bin must be one: a wrong magic is an error (naming the magic
+//     found), not text, since reading a corrupt or foreign shard as bytes
+//     would train on garbage without a word. A file of any other name that
+//     starts with the magic is a shard too;
 //   - anything else: byte-level text, every byte one token (0..255).
 // The whole file is held as int32 tokens. Batches are a pure function of the
 // step number (no shuffling state), so a run is reproducible and an oracle
@@ -34,7 +38,8 @@ public:
   // Loads `path`. Errors name the file: missing, wrong shard magic/version,
   // token count not matching the file size.
   static StatusOr<TokenDataset> open(const std::string &path);
-  // Parses in-memory bytes (`path` is used in messages only).
+  // Parses in-memory bytes; `path` names the file in messages and, by its
+  // extension, decides whether the bytes must be a shard.
   static StatusOr<TokenDataset> fromBytes(const std::vector<uint8_t> &bytes,
                                           const std::string &path);
 

@@ -40,6 +40,26 @@ TEST(RunOptionsTest, Defaults) {
   EXPECT_FALSE(parsed->options.quiet);
 }
 
+// --data is checked against the artifact's inputs when it is loaded (an
+// artifact without Input buffers needs none), so parsing accepts its absence.
+TEST(RunOptionsTest, DataIsOptionalAtParseTime) {
+  auto parsed = parse({"m.kart", "--steps", "2"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->options.dataPath, "");
+  EXPECT_EQ(parsed->options.checkGrads, 0);
+}
+
+TEST(RunOptionsTest, CheckGradsNeedsNoSteps) {
+  auto parsed = parse({"m.kart", "--check-grads", "24", "--seed", "5",
+                       "--data", "d.txt", "--quiet"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->options.checkGrads, 24);
+  EXPECT_EQ(parsed->options.seed, 5u);
+  EXPECT_EQ(parsed->options.dataPath, "d.txt");
+  EXPECT_EQ(parsed->options.steps, 0);
+  EXPECT_TRUE(parse({"m.kart", "--check-grads=1"}).ok());
+}
+
 TEST(RunOptionsTest, Help) {
   auto parsed = parse({"--bogus-later-ignored", "--help"});
   EXPECT_FALSE(parsed.ok()); // the unknown flag comes first
@@ -65,7 +85,18 @@ TEST(RunOptionsTest, UsageErrors) {
       {{"m.kart", "--data", "d", "--steps", "1", "--seed", "-3"},
        "--seed expects a non-negative integer"},
       {{"m.kart", "--data=", "--steps", "1"}, "--data expects a non-empty value"},
-      {{"m.kart", "--steps", "1"}, "missing --data PATH"},
+      {{"m.kart", "--data", "d"}, "missing --steps N (or --check-grads N)"},
+      {{"m.kart", "--check-grads", "0"}, "--check-grads must be >= 1"},
+      {{"m.kart", "--check-grads", "many"},
+       "--check-grads expects an integer, got 'many'"},
+      {{"m.kart", "--check-grads", "4", "--steps", "3"},
+       "--steps does not apply to --check-grads"},
+      {{"m.kart", "--lr", "0.1", "--check-grads", "4"},
+       "--lr does not apply to --check-grads"},
+      {{"m.kart", "--check-grads", "4", "--profile"},
+       "--profile does not apply to --check-grads"},
+      {{"m.kart", "--check-grads", "4", "--metrics", "m.jsonl"},
+       "--metrics does not apply to --check-grads"},
       {{"--data", "d", "--steps", "1"}, "missing the artifact to run"},
       {{"a.kart", "b.kart", "--data", "d", "--steps", "1"},
        "unexpected argument 'b.kart'"},

@@ -52,13 +52,47 @@ TEST(TokenDatasetTest, ShardWrongVersion) {
               HasSubstr("a.bin: llm.c token shard version 7, expected 1"));
 }
 
-TEST(TokenDatasetTest, WrongMagicIsText) {
-  // A file not starting with the magic is text by definition; check that a
-  // near-miss magic is not mistaken for a shard.
+TEST(TokenDatasetTest, BinWithWrongMagicIsAnError) {
+  // A .bin file must be a shard: a near-miss magic is reported, not read as
+  // text.
   auto data = TokenDataset::fromBytes(shardBytes({1, 2}, kShardMagic + 1),
                                       "a.bin");
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(data.status().message(),
+              HasSubstr("data file a.bin: not an llm.c token shard: magic "
+                        "20240521, expected 20240520"));
+  data = TokenDataset::fromBytes({'h', 'i', '\n', 'x', 'y'}, "notes.bin");
+  ASSERT_FALSE(data.ok());
+  EXPECT_THAT(data.status().message(), HasSubstr("notes.bin: not an llm.c"));
+  data = TokenDataset::fromBytes({0x38, 0xd5}, "short.bin");
+  ASSERT_FALSE(data.ok());
+  EXPECT_THAT(data.status().message(),
+              HasSubstr("short.bin: llm.c token shard is truncated (2 bytes"));
+}
+
+TEST(TokenDatasetTest, OtherNamesWithWrongMagicAreText) {
+  auto data = TokenDataset::fromBytes(shardBytes({1, 2}, kShardMagic + 1),
+                                      "a.txt");
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(data->format(), TokenDataset::Format::kText);
+  EXPECT_EQ(data->size(), 1024 + 4);
+  data = TokenDataset::fromBytes({}, "empty.txt");
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(data->format(), TokenDataset::Format::kText);
+}
+
+TEST(TokenDatasetTest, MagicMakesAShardWhateverTheName) {
+  // A file that starts with the magic is a shard even without .bin, as
+  // llm.c's tools do not insist on the extension either.
+  auto data = TokenDataset::fromBytes(shardBytes({9, 300}), "tokens.dat");
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  EXPECT_EQ(data->format(), TokenDataset::Format::kShard);
+  EXPECT_THAT(data->tokens(), ::testing::ElementsAre(9, 300));
+  // ...and is held to the shard's rules.
+  data = TokenDataset::fromBytes(shardBytes({9}, kShardMagic, 2), "x.txt");
+  ASSERT_FALSE(data.ok());
+  EXPECT_THAT(data.status().message(), HasSubstr("token shard version 2"));
 }
 
 TEST(TokenDatasetTest, ShardCountMismatch) {

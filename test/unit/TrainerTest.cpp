@@ -151,6 +151,10 @@ TEST_F(TrainerTest, ToolUserErrorsExitOne) {
                     &out),
             1);
   EXPECT_THAT(out, HasSubstr("kiln-run: error: data file /nonexistent.txt"));
+  // The bigram model reads tokens and targets: data is required.
+  EXPECT_EQ(runTool(dir_ + "/bigram.kart --steps 1", &out), 1);
+  EXPECT_THAT(out, HasSubstr("bigram.kart: the model reads inputs (tokens, "
+                             "targets), so --data PATH is required"));
   writeFile(dir_ + "/foreign.kart", std::string("PK\x03\x04 a zip file"));
   EXPECT_EQ(runTool(dir_ + "/foreign.kart --data x --steps 1", &out), 1);
   EXPECT_THAT(out, HasSubstr("not a Kiln artifact"));

@@ -1,12 +1,16 @@
 //===- kiln-run.cpp - Run a compiled Kiln training artifact ---------------===//
 //
 //   kiln-run OUT.kart --data PATH --steps N [--lr X] [--seed S] ...
+//   kiln-run OUT.kart [--data PATH] --check-grads N [--seed S]
 //
-// A thin main: parse the command line, call kiln::rt::runTraining, print the
-// summary. Exit status: 0 success, 1 error (message on stderr), 2 bad usage.
+// A thin main: parse the command line, call kiln::rt::runTraining (or
+// kiln::rt::runGradientCheck), print the summary. Exit status: 0 success
+// (gradient check passed), 1 error (message on stderr) or gradient check
+// failed, 2 bad usage.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/GradientCheck.h"
 #include "runtime/RunOptions.h"
 #include "runtime/Trainer.h"
 
@@ -25,6 +29,17 @@ int main(int argc, char **argv) {
   if (parsed->help) {
     std::fputs(kiln::rt::runUsageText(), stdout);
     return 0;
+  }
+  if (parsed->options.checkGrads > 0) {
+    auto report = kiln::rt::runGradientCheck(parsed->options, stdout);
+    if (!report.ok()) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "kiln-run: error: %s\n",
+                   report.status().message().c_str());
+      return 1;
+    }
+    std::fputs(kiln::rt::formatGradientCheckReport(*report).c_str(), stdout);
+    return report->passed() ? 0 : 1;
   }
   auto summary = kiln::rt::runTraining(parsed->options, stdout);
   if (!summary.ok()) {

@@ -123,6 +123,8 @@ TEST(ArtifactWriter, WholeStep) {
   EXPECT_EQ(a->train()->batch(), 2);
   EXPECT_EQ(a->train()->seq(), 4);
   EXPECT_EQ(a->train()->optimizer()->str(), "adamw");
+  // wte [16, 8] gathered by the tokens input; 16 classes for the targets.
+  EXPECT_EQ(a->train()->vocab_size(), 16);
   EXPECT_NE(a->prelude()->str().find("#include <math.h>"), std::string::npos);
 
   // Arguments.
@@ -328,6 +330,36 @@ TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
   ASSERT_GE(gp, 0);
   ASSERT_GE(gq, 0);
   EXPECT_NE(gp, gq);
+  // No data input indexes anything: nothing for the runtime to check.
+  EXPECT_EQ(a->train()->vocab_size(), 0);
+}
+
+TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
+  // Token ids index a [64, 8] table (through a reshape view of the input)
+  // and the 50 classes of the loss: ids must stay below 50. The [999, 8]
+  // table gathered by a computed iota is no bound on the data.
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 4 : i64, optimizer = "adamw"}} {
+      func.func @step(%wte: tensor<64x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>},
+                      %wpe: tensor<999x8xf32> {kiln.role = "param", kiln.name = "wpe", kiln.init = #kiln.init<ones>},
+                      %w: tensor<8x50xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
+                      %tokens: tensor<1x4xi32> {kiln.role = "input", kiln.name = "tokens"},
+                      %targets: tensor<1x4xi32> {kiln.role = "input", kiln.name = "targets"})
+          -> (tensor<f32> {kiln.role = "loss"}) {
+        %t = kiln.reshape %tokens : tensor<1x4xi32> -> tensor<4xi32>
+        %e = kiln.embedding %wte, %t : tensor<64x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
+        %i = kiln.iota : tensor<4xi32>
+        %p = kiln.embedding %wpe, %i : tensor<999x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
+        %x = kiln.add %e, %p : tensor<4x8xf32>
+        %x3 = kiln.reshape %x : tensor<4x8xf32> -> tensor<1x4x8xf32>
+        %logits = kiln.matmul %x3, %w : tensor<1x4x8xf32>, tensor<8x50xf32> -> tensor<1x4x50xf32>
+        %loss = kiln.cross_entropy %logits, %targets : tensor<1x4x50xf32>, tensor<1x4xi32>
+        return %loss : tensor<f32>
+      }
+    })mlir");
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  EXPECT_EQ(schema::GetArtifact(e->bytes->data())->train()->vocab_size(), 50);
 }
 
 } // namespace

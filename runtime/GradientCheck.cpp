@@ -1,0 +1,299 @@
+//===- GradientCheck.cpp - Finite-difference check of an artifact's gradients //
+//
+// runGradientCheck:
+//   1. load + verify the artifact; open the data when the model has inputs
+//      and cut the batch of step 0 (the loss is a function of the
+//      parameters only once the batch is fixed);
+//   2. compile the kernels, initialise the parameters from --seed;
+//   3. run the step once at learning rate 0 and check that no parameter
+//      moved (see `checkLearningRateZeroIsInert`): every later loss
+//      evaluation is a run of the whole step, optimizer included;
+//   4. checkGradients over every parameter (algorithm in GradientCheck.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/GradientCheck.h"
+
+#include "runtime/Artifact.h"
+#include "runtime/ParamInit.h"
+#include "runtime/TrainingSession.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace kiln::rt {
+
+namespace {
+
+// Distinguishes the sampling stream from the initialisation stream of the
+// same parameter (both start from parameterSeed).
+constexpr uint64_t kSamplingStream = 0x6a09e667f3bcc909ull;
+
+// A uniform draw from [0, bound) without modulo bias worth mentioning
+// (Lemire's multiply-shift), portable unlike std::uniform_int_distribution.
+int64_t drawBelow(std::mt19937_64 &rng, int64_t bound) {
+  return static_cast<int64_t>(
+      (static_cast<unsigned __int128>(rng()) * static_cast<uint64_t>(bound)) >>
+      64);
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+// Flat row-major index -> "[i, j, k]".
+std::string formatEntry(int64_t flat, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  return formatShape(index);
+}
+
+// A check only means something if evaluating the loss has no side effect
+// on the parameters. Kiln's step ends with AdamW updating them in place;
+// codegen's AdamW kernel (codegen/CpuBespokeKernels.cpp, emitAdamW) scales
+// both the decoupled decay (`decay = lr * wd`) and the Adam update by lr, so
+// at lr 0 it writes every parameter back unchanged — the moments m and v do
+// change, but the loss of a step is computed before the optimizer reads
+// them. This runs the step once and verifies that bit for bit, so an
+// artifact whose optimizer is not inert at lr 0 fails loudly instead of
+// producing differences of a drifting function.
+Status checkLearningRateZeroIsInert(TrainingSession &session,
+                                    const std::vector<int32_t> &tokens,
+                                    const std::vector<int32_t> &targets) {
+  const Artifact &artifact = session.artifact();
+  std::vector<std::vector<float>> before;
+  for (uint32_t p : session.roles().parameters) {
+    const float *values = session.arena().as<float>(p);
+    before.emplace_back(values, values + artifact.bufferInfo(p).elements);
+  }
+  KILN_RETURN_IF_ERROR(session.runStep(tokens.data(), targets.data(),
+                                       /*lr=*/0.0, /*stepCount=*/1));
+  for (size_t i = 0; i < before.size(); ++i) {
+    uint32_t p = session.roles().parameters[i];
+    if (std::memcmp(before[i].data(), session.arena().data(p),
+                    before[i].size() * sizeof(float)) != 0)
+      return failedPrecondition(
+          artifact.name(), ": the step changes parameter '",
+          bufferName(artifact.buffer(p)),
+          "' at learning rate 0, so its gradients cannot be checked by "
+          "re-running it");
+  }
+  return okStatus();
+}
+
+} // namespace
+
+int64_t GradientCheckReport::failures() const {
+  return std::count_if(parameters.begin(), parameters.end(),
+                       [](const ParameterCheck &p) { return !p.ok; });
+}
+
+std::vector<int64_t> sampleEntries(int64_t elements, int64_t count,
+                                   uint64_t seed, std::string_view name) {
+  std::vector<int64_t> entries;
+  if (count >= elements) {
+    for (int64_t i = 0; i < elements; ++i)
+      entries.push_back(i);
+    return entries;
+  }
+  // Floyd: for j in [n - k, n), draw t in [0, j]; take t unless taken, else j.
+  std::mt19937_64 rng(parameterSeed(seed, name) ^ kSamplingStream);
+  std::set<int64_t> chosen;
+  for (int64_t j = elements - count; j < elements; ++j) {
+    int64_t t = drawBelow(rng, j + 1);
+    chosen.insert(chosen.count(t) ? j : t);
+  }
+  entries.assign(chosen.begin(), chosen.end());
+  return entries;
+}
+
+double gradientRelativeError(const std::vector<double> &finiteDifferences,
+                             const std::vector<double> &gradients) {
+  double diff = 0, fdNorm = 0, gradNorm = 0;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    double d = finiteDifferences[i] - gradients[i];
+    diff += d * d;
+    fdNorm += finiteDifferences[i] * finiteDifferences[i];
+    gradNorm += gradients[i] * gradients[i];
+  }
+  return std::sqrt(diff) / (std::sqrt(gradNorm) + std::sqrt(fdNorm) + 1e-3);
+}
+
+StatusOr<GradientCheckReport>
+checkGradients(const std::vector<CheckedParameter> &parameters,
+               const LossFunction &loss, const GradientCheckOptions &options) {
+  GradientCheckReport report;
+  report.step = options.step;
+  report.tolerance = options.tolerance;
+
+  // 1. Entries to check.
+  std::vector<std::vector<int64_t>> entries;
+  for (const CheckedParameter &p : parameters)
+    entries.push_back(sampleEntries(p.elements, options.entriesPerParameter,
+                                    options.seed, p.name));
+
+  // 2. The loss and the analytic gradients at the unperturbed point (later
+  //    evaluations overwrite the gradient buffers).
+  KILN_ASSIGN_OR_RETURN(report.loss, loss());
+  if (!std::isfinite(report.loss))
+    return failedPrecondition("the loss is ", report.loss,
+                              " before any perturbation; finite differences "
+                              "of it mean nothing");
+  const float lossF = static_cast<float>(report.loss);
+  report.resolution =
+      (std::nextafter(lossF, INFINITY) - lossF) / (2 * options.step);
+  std::vector<std::vector<double>> gradients(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i)
+    for (int64_t e : entries[i])
+      gradients[i].push_back(parameters[i].gradient[e]);
+
+  // 3. + 4. Central differences, compared per parameter.
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const CheckedParameter &p = parameters[i];
+    std::vector<double> fd;
+    for (int64_t e : entries[i]) {
+      const float original = p.values[e];
+      const float plus = static_cast<float>(original + options.step);
+      const float minus = static_cast<float>(original - options.step);
+      p.values[e] = plus;
+      StatusOr<double> lossPlus = loss();
+      p.values[e] = minus;
+      StatusOr<double> lossMinus = lossPlus.ok() ? loss() : lossPlus;
+      p.values[e] = original;
+      if (!lossMinus.ok())
+        return lossMinus.status();
+      fd.push_back((*lossPlus - *lossMinus) /
+                   (static_cast<double>(plus) - static_cast<double>(minus)));
+    }
+    ParameterCheck check;
+    check.name = p.name;
+    check.shape = p.shape;
+    check.entries = static_cast<int64_t>(fd.size());
+    check.relativeError = gradientRelativeError(fd, gradients[i]);
+    // Written so that a NaN error (a non-finite loss nearby) fails.
+    check.ok = check.relativeError <= options.tolerance;
+    double worst = -1;
+    for (size_t k = 0; k < fd.size(); ++k) {
+      double d = std::fabs(fd[k] - gradients[i][k]);
+      if (!(d <= worst)) { // NaN counts as worst
+        worst = std::isnan(d) ? INFINITY : d;
+        check.worstEntry = entries[i][k];
+        check.worstFiniteDifference = fd[k];
+        check.worstGradient = gradients[i][k];
+      }
+    }
+    report.parameters.push_back(std::move(check));
+  }
+  return report;
+}
+
+std::string formatGradientCheckReport(const GradientCheckReport &report) {
+  size_t nameWidth = 4, shapeWidth = 5;
+  for (const ParameterCheck &p : report.parameters) {
+    nameWidth = std::max(nameWidth, p.name.size());
+    shapeWidth = std::max(shapeWidth, formatShape(p.shape).size());
+  }
+  std::ostringstream os;
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "gradient check at loss %.6f: central differences with "
+                "h = %g (resolution %.1e), tolerance %g\n",
+                report.loss, report.step, report.resolution, report.tolerance);
+  os << line;
+  for (const ParameterCheck &p : report.parameters) {
+    std::snprintf(line, sizeof line, "  %-*s %-*s %6lld entries  rel err %.2e  %s",
+                  static_cast<int>(nameWidth), p.name.c_str(),
+                  static_cast<int>(shapeWidth), formatShape(p.shape).c_str(),
+                  static_cast<long long>(p.entries), p.relativeError,
+                  p.ok ? "ok" : "FAIL");
+    os << line;
+    if (!p.ok) {
+      std::snprintf(line, sizeof line,
+                    " (worst entry %s: finite difference %.6g, gradient %.6g",
+                    formatEntry(p.worstEntry, p.shape).c_str(),
+                    p.worstFiniteDifference, p.worstGradient);
+      os << line;
+      // Every difference within a few ulps of the loss: noise, not a bug.
+      if (std::fabs(p.worstFiniteDifference - p.worstGradient) <=
+          4 * report.resolution)
+        os << "; all within 4x the resolution: too small to check at this h";
+      os << ')';
+    }
+    os << '\n';
+  }
+  if (report.passed())
+    os << "gradient check: PASS\n";
+  else
+    os << "gradient check: FAIL (" << report.failures() << " of "
+       << report.parameters.size() << " parameters)\n";
+  return os.str();
+}
+
+StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
+                                               FILE *out) {
+  // 1. The artifact and the batch of step 0 (zeros without inputs: unread).
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> loaded,
+                        Artifact::loadFile(options.artifactPath));
+  const int64_t batch = loaded->batch(), seq = loaded->seq();
+  KILN_ASSIGN_OR_RETURN(std::optional<TokenDataset> data,
+                        openTrainingData(*loaded, options.dataPath));
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  if (data)
+    data->fillBatch(/*step=*/0, batch, seq, tokens.data(), targets.data());
+
+  // 2. Kernels and initial parameters.
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<TrainingSession> session,
+      TrainingSession::create(std::move(loaded), options.seed));
+  if (!options.quiet)
+    printKernelLoad(session->kernels(), out);
+  const Artifact &artifact = session->artifact();
+
+  // 3. Re-running the step must not move the parameters.
+  KILN_RETURN_IF_ERROR(checkLearningRateZeroIsInert(*session, tokens, targets));
+
+  // 4. Every parameter with its gradient buffer (matched by name).
+  std::vector<CheckedParameter> parameters;
+  for (uint32_t p : session->roles().parameters) {
+    const schema::Buffer &buffer = artifact.buffer(p);
+    CheckedParameter checked;
+    checked.name = bufferName(buffer);
+    if (buffer.shape())
+      checked.shape.assign(buffer.shape()->begin(), buffer.shape()->end());
+    checked.values = session->arena().as<float>(p);
+    checked.elements = artifact.bufferInfo(p).elements;
+    for (uint32_t g : session->roles().gradients)
+      if (bufferName(artifact.buffer(g)) == checked.name)
+        checked.gradient = session->arena().as<float>(g);
+    if (!checked.gradient)
+      return failedPrecondition(artifact.name(), ": parameter '", checked.name,
+                                "' has no Gradient buffer to check");
+    parameters.push_back(std::move(checked));
+  }
+  if (parameters.empty())
+    return failedPrecondition(artifact.name(),
+                              ": the model has no parameters to check");
+  GradientCheckOptions checkOptions;
+  checkOptions.entriesPerParameter = options.checkGrads;
+  checkOptions.seed = options.seed;
+  LossFunction loss = [&]() -> StatusOr<double> {
+    KILN_RETURN_IF_ERROR(session->runStep(tokens.data(), targets.data(),
+                                          /*lr=*/0.0, /*stepCount=*/1));
+    return static_cast<double>(session->loss());
+  };
+  return checkGradients(parameters, loss, checkOptions);
+}
+
+} // namespace kiln::rt

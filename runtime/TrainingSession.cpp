@@ -1,0 +1,104 @@
+//===- TrainingSession.cpp - An artifact made ready to run training steps -===//
+
+#include "runtime/TrainingSession.h"
+
+#include "runtime/ParamInit.h"
+
+#include <algorithm>
+
+namespace kiln::rt {
+
+BufferRoles findBufferRoles(const Artifact &artifact) {
+  BufferRoles roles;
+  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
+    const schema::Buffer &buffer = artifact.buffer(i);
+    switch (buffer.role()) {
+    case schema::BufferRole_Loss:
+      roles.loss = i;
+      break;
+    case schema::BufferRole_GradNorm:
+      roles.gradNorm = i;
+      break;
+    case schema::BufferRole_LearningRate:
+      roles.learningRate = i;
+      break;
+    case schema::BufferRole_StepCount:
+      roles.stepCount = i;
+      break;
+    case schema::BufferRole_Input:
+      roles.inputs.push_back(i);
+      (bufferName(buffer) == "tokens" ? roles.tokens : roles.targets) = i;
+      break;
+    case schema::BufferRole_Parameter:
+      roles.parameters.push_back(i);
+      break;
+    case schema::BufferRole_Gradient:
+      roles.gradients.push_back(i);
+      break;
+    default:
+      break;
+    }
+  }
+  return roles;
+}
+
+StatusOr<std::optional<TokenDataset>>
+openTrainingData(const Artifact &artifact, const std::string &dataPath) {
+  if (dataPath.empty()) {
+    BufferRoles roles = findBufferRoles(artifact);
+    if (roles.inputs.empty())
+      return std::optional<TokenDataset>();
+    std::string names;
+    for (uint32_t i : roles.inputs)
+      names += (names.empty() ? "" : ", ") + bufferName(artifact.buffer(i));
+    return invalidArgument(artifact.name(), ": the model reads inputs (",
+                           names, "), so --data PATH is required");
+  }
+  KILN_ASSIGN_OR_RETURN(TokenDataset data, TokenDataset::open(dataPath));
+  KILN_RETURN_IF_ERROR(data.checkFits(artifact.batch(), artifact.seq(),
+                                      artifact.root().train()->vocab_size()));
+  return std::optional<TokenDataset>(std::move(data));
+}
+
+void printKernelLoad(const cpu::KernelLibrary &kernels, FILE *out) {
+  std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s)\n",
+               kernels.numKernels(),
+               kernels.cacheHit() ? "loaded from cache" : "compiled",
+               kernels.loadSeconds(), kernels.cacheHit() ? "warm" : "cold",
+               kernels.libraryPath().c_str());
+}
+
+StatusOr<std::unique_ptr<TrainingSession>>
+TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
+  std::unique_ptr<TrainingSession> session(new TrainingSession());
+  cpu::KernelCompiler compiler(cpu::KernelCompilerOptions::fromEnvironment());
+  KILN_ASSIGN_OR_RETURN(session->kernels_, compiler.load(*artifact));
+  KILN_ASSIGN_OR_RETURN(session->arena_, cpu::Arena::create(*artifact));
+  session->roles_ = findBufferRoles(*artifact);
+  for (uint32_t p : session->roles_.parameters) {
+    const schema::Buffer &buffer = artifact->buffer(p);
+    initializeParameter(*buffer.init(), bufferName(buffer), seed,
+                        session->arena_->as<float>(p),
+                        artifact->bufferInfo(p).elements);
+  }
+  session->executor_ = std::make_unique<cpu::Executor>(
+      *artifact, *session->kernels_, *session->arena_);
+  session->artifact_ = std::move(artifact);
+  return session;
+}
+
+Status TrainingSession::runStep(const int32_t *tokens, const int32_t *targets,
+                                double lr, int64_t stepCount) {
+  const int64_t n = artifact_->batch() * artifact_->seq();
+  if (roles_.tokens)
+    std::copy(tokens, tokens + n, arena_->as<int32_t>(*roles_.tokens));
+  if (roles_.targets)
+    std::copy(targets, targets + n, arena_->as<int32_t>(*roles_.targets));
+  if (roles_.learningRate)
+    *arena_->as<float>(*roles_.learningRate) = static_cast<float>(lr);
+  if (roles_.stepCount)
+    *arena_->as<float>(*roles_.stepCount) = static_cast<float>(stepCount);
+  return executor_->runStep();
+}
+
+} // namespace kiln::rt
