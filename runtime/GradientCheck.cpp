@@ -251,7 +251,8 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
                         openTrainingData(*loaded, options.dataPath));
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   if (data)
-    data->fillBatch(/*step=*/0, batch, seq, tokens.data(), targets.data());
+    data->fillBatch(options.seed, /*step=*/0, batch, seq, tokens.data(),
+                    targets.data());
 
   // 2. Kernels and initial parameters.
   KILN_ASSIGN_OR_RETURN(

@@ -111,7 +111,8 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   for (int64_t s = 0; s < options.steps; ++s) {
     auto start = Clock::now();
     if (data)
-      data->fillBatch(s, batch, seq, tokens.data(), targets.data());
+      data->fillBatch(options.seed, s, batch, seq, tokens.data(),
+                      targets.data());
     KILN_RETURN_IF_ERROR(
         session->runStep(tokens.data(), targets.data(), options.lr, s + 1));
     double seconds =

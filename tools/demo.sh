@@ -9,5 +9,5 @@ mkdir -p out
 cat /usr/share/common-licenses/* > out/demo.txt
 build/bin/kilnc models/tiny_gpt.kiln -o out/tiny_gpt.kart
 build/bin/kiln-run out/tiny_gpt.kart --data out/demo.txt --steps "${STEPS:-300}" \
-  --lr 3e-3 --metrics out/tiny_gpt.jsonl
+  --lr 1e-3 --metrics out/tiny_gpt.jsonl
 echo "metrics: out/tiny_gpt.jsonl"

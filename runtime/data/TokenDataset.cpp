@@ -2,6 +2,8 @@
 
 #include "runtime/data/TokenDataset.h"
 
+#include "runtime/Hash.h"
+
 #include "runtime/FileIO.h"
 
 #include <algorithm>
@@ -93,20 +95,20 @@ Status TokenDataset::checkFits(int64_t batch, int64_t seq,
   return okStatus();
 }
 
-int64_t TokenDataset::rowOffset(int64_t step, int64_t row, int64_t batch,
-                                int64_t seq) const {
-  // 128-bit so a long run (step * batch * seq beyond 2^63) still wraps
-  // exactly as the formula says.
-  unsigned __int128 start =
-      (static_cast<unsigned __int128>(step) * batch + row) * seq;
+int64_t TokenDataset::rowOffset(uint64_t seed, int64_t step, int64_t row,
+                                int64_t batch, int64_t seq) const {
+  // Unsigned arithmetic wraps mod 2^64, exactly as the documented formula.
+  uint64_t index = static_cast<uint64_t>(step) * static_cast<uint64_t>(batch) +
+                   static_cast<uint64_t>(row);
   uint64_t modulus = static_cast<uint64_t>(size() - seq - 1);
-  return static_cast<int64_t>(start % modulus);
+  return static_cast<int64_t>(splitMix64(splitMix64(seed) + index) % modulus);
 }
 
-void TokenDataset::fillBatch(int64_t step, int64_t batch, int64_t seq,
-                             int32_t *inputs, int32_t *targets) const {
+void TokenDataset::fillBatch(uint64_t seed, int64_t step, int64_t batch,
+                             int64_t seq, int32_t *inputs,
+                             int32_t *targets) const {
   for (int64_t r = 0; r < batch; ++r) {
-    int64_t offset = rowOffset(step, r, batch, seq);
+    int64_t offset = rowOffset(seed, step, r, batch, seq);
     std::memcpy(inputs + r * seq, tokens_.data() + offset,
                 seq * sizeof(int32_t));
     std::memcpy(targets + r * seq, tokens_.data() + offset + 1,

@@ -8,11 +8,16 @@
 //     would train on garbage without a word. A file of any other name that
 //     starts with the magic is a shard too;
 //   - anything else: byte-level text, every byte one token (0..255).
-// The whole file is held as int32 tokens. Batches are a pure function of the
-// step number (no shuffling state), so a run is reproducible and an oracle
-// can rebuild any batch:
-//   row r of step s (0-based) starts at o = ((s*B + r) * T) mod (N - T - 1),
+// The whole file is held as int32 tokens. Each row of a batch is a window at a
+// seeded pseudo-random offset, a pure function of (seed, step, row) with no
+// shuffling state, so a run is reproducible and an oracle can rebuild any batch:
+//   row r of step s (0-based) starts at
+//     o = splitMix64(splitMix64(seed) + s*B + r) mod (N - T - 1),
 //   inputs = tokens[o : o+T], targets = tokens[o+1 : o+T+1].
+// Random rather than consecutive windows: consecutive ones make neighbouring
+// steps all see one region of the file (the upper-case disclaimer of a
+// licence, a table), so the gradient is biased by region and the loss swings
+// with it; independent windows are the unbiased estimate training assumes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,12 +53,12 @@ public:
   Status checkFits(int64_t batch, int64_t seq, int64_t vocabSize) const;
 
   // Token offset of row `row` of step `step`; requires checkFits().
-  int64_t rowOffset(int64_t step, int64_t row, int64_t batch,
+  int64_t rowOffset(uint64_t seed, int64_t step, int64_t row, int64_t batch,
                     int64_t seq) const;
 
   // Writes the [batch, seq] inputs and targets of step `step`.
-  void fillBatch(int64_t step, int64_t batch, int64_t seq, int32_t *inputs,
-                 int32_t *targets) const;
+  void fillBatch(uint64_t seed, int64_t step, int64_t batch, int64_t seq,
+                 int32_t *inputs, int32_t *targets) const;
 
   Format format() const { return format_; }
   const std::string &path() const { return path_; }

@@ -15,7 +15,7 @@ Kiln computes in float32; float32 sums of n terms carry a relative error of abou
 that by at most ~10-100, so correct code lands near 1e-6..1e-5: a wrong op (a missing
 term, a transposed weight, a bad mask) gives errors of order 1, far above 1e-4.
 
-usage: tiny_gpt_oracle.py INIT.safetensors GRADS.safetensors METRICS.jsonl DATA STEPS LR
+usage: tiny_gpt_oracle.py INIT.safetensors GRADS.safetensors METRICS.jsonl DATA STEPS LR SEED
 """
 import json
 import math
@@ -69,12 +69,23 @@ def forward(P, tokens, targets):
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1).long())
 
 
-def batch(data, step, B, T):
-    """kiln-run's deterministic batch order (see runtime/data)."""
+MASK64 = (1 << 64) - 1
+
+
+def split_mix64(x):
+    """The SplitMix64 finaliser of runtime/Hash.h."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def batch(data, seed, step, B, T):
+    """kiln-run's batch order (runtime/data/TokenDataset.h): seeded random windows."""
     N = len(data)
     rows_x, rows_y = [], []
     for r in range(B):
-        o = ((step * B + r) * T) % (N - T - 1)
+        o = split_mix64((split_mix64(seed) + step * B + r) & MASK64) % (N - T - 1)
         rows_x.append(data[o:o + T])
         rows_y.append(data[o + 1:o + T + 1])
     return torch.tensor(np.array(rows_x), dtype=torch.long), torch.tensor(np.array(rows_y), dtype=torch.long)
@@ -85,8 +96,8 @@ def relative_error(a, b, floor):
 
 
 def main():
-    init_path, grads_path, metrics_path, data_path, steps, lr = sys.argv[1:7]
-    steps, lr = int(steps), float(lr)
+    init_path, grads_path, metrics_path, data_path, steps, lr, seed = sys.argv[1:8]
+    steps, lr, seed = int(steps), float(lr), int(seed)
     init = read_safetensors(init_path)
     kiln_grads = read_safetensors(grads_path)
     kiln_losses = [json.loads(line)["loss"] for line in open(metrics_path)]
@@ -96,7 +107,7 @@ def main():
     failures = 0
 
     # The batch kiln saved must be the batch the documented order gives.
-    x0, y0 = batch(data, 0, B, T)
+    x0, y0 = batch(data, seed, 0, B, T)
     if not (torch.equal(x0, tokens.long()) and torch.equal(y0, targets.long())):
         print("FAIL: kiln's first batch differs from the documented data order")
         failures += 1
@@ -126,7 +137,7 @@ def main():
     P = {n: t.double().requires_grad_() for n, t in init.items()}
     opt = torch.optim.AdamW(list(P.values()), lr=lr, betas=BETAS, eps=ADAM_EPS, weight_decay=WEIGHT_DECAY)
     for s in range(steps):
-        x, y = batch(data, s, B, T)
+        x, y = batch(data, seed, s, B, T)
         opt.zero_grad()
         loss = forward(P, x, y)
         loss.backward()
