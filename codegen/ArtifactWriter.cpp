@@ -21,6 +21,7 @@
 #include "codegen/ArtifactWriter.h"
 
 #include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
 #include "runtime/Artifact.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -59,8 +60,8 @@ bool isDataInput(func::FuncOp func, Value value) {
   if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
     return false;
   auto role =
-      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role");
-  return role && role.getValue() == "input";
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), k::kRoleAttrName);
+  return role && role.getValue() == k::role::kInput;
 }
 
 // TrainConfig.vocab_size: the largest token id + 1 the step can index with
@@ -154,8 +155,8 @@ uint32_t ArtifactWriter::addKernel(const CpuKernel &kernel, Location loc) {
 LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(i, "kiln.role");
-    auto nameAttr = func.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    auto role = func.getArgAttrOfType<StringAttr>(i, k::kRoleAttrName);
+    auto nameAttr = func.getArgAttrOfType<StringAttr>(i, k::kNameAttrName);
     if (!role)
       return func.emitError() << "argument " << i << " has no kiln.role";
     std::string name = nameAttr ? nameAttr.str() : role.str();
@@ -164,9 +165,9 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
       return failure();
     PlannedBuffer &buffer = buffers[*index];
     StringRef r = role.getValue();
-    if (r == "param") {
+    if (r == k::role::kParam) {
       buffer.role = schema::BufferRole_Parameter;
-      auto init = func.getArgAttrOfType<k::InitializerAttr>(i, "kiln.init");
+      auto init = func.getArgAttrOfType<k::InitializerAttr>(i, k::kInitAttrName);
       if (!init)
         return func.emitError()
                << "parameter '" << name << "' has no kiln.init initializer";
@@ -182,15 +183,15 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
         return func.emitError() << "parameter '" << name
                                 << "' has unknown initializer '" << kind << "'";
       buffer.init = {initKind, static_cast<float>(init.getStd())};
-    } else if (r == "adam_m") {
+    } else if (r == k::role::kAdamM) {
       buffer.role = schema::BufferRole_AdamM;
-    } else if (r == "adam_v") {
+    } else if (r == k::role::kAdamV) {
       buffer.role = schema::BufferRole_AdamV;
-    } else if (r == "input") {
+    } else if (r == k::role::kInput) {
       buffer.role = schema::BufferRole_Input;
-    } else if (r == "lr") {
+    } else if (r == k::role::kLearningRate) {
       buffer.role = schema::BufferRole_LearningRate;
-    } else if (r == "step") {
+    } else if (r == k::role::kStep) {
       buffer.role = schema::BufferRole_StepCount;
     } else {
       return func.emitError() << "argument " << i << " has unknown kiln.role '"
@@ -332,15 +333,15 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
 LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
                                          func::ReturnOp ret) {
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, "kiln.role");
+    auto role = func.getResultAttrOfType<StringAttr>(i, k::kRoleAttrName);
     if (!role)
       continue;
-    auto nameAttr = func.getResultAttrOfType<StringAttr>(i, "kiln.name");
+    auto nameAttr = func.getResultAttrOfType<StringAttr>(i, k::kNameAttrName);
     StringRef r = role.getValue();
     std::string name = nameAttr ? nameAttr.str() : r.str();
     uint32_t index = bufferOf.lookup(value);
 
-    if (r == "param" || r == "adam_m" || r == "adam_v") {
+    if (r == k::role::kParam || r == k::role::kAdamM || r == k::role::kAdamV) {
       auto it = argumentBuffers.find(roleKey(r, name));
       if (it == argumentBuffers.end() || storageOf(index) != it->second)
         return ret.emitError() << "result " << i << " (" << r << " '" << name
@@ -349,11 +350,11 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
       continue;
     }
     schema::BufferRole bufferRole;
-    if (r == "loss")
+    if (r == k::role::kLoss)
       bufferRole = schema::BufferRole_Loss;
-    else if (r == "grad")
+    else if (r == k::role::kGrad)
       bufferRole = schema::BufferRole_Gradient;
-    else if (r == "grad_norm")
+    else if (r == k::role::kGradNorm)
       bufferRole = schema::BufferRole_GradNorm;
     else
       return ret.emitError() << "result " << i << " has unknown kiln.role '"
@@ -407,7 +408,7 @@ LogicalResult ArtifactWriter::plan() {
 }
 
 FailureOr<std::string> ArtifactWriter::serialize() {
-  auto train = module->getAttrOfType<DictionaryAttr>("kiln.train");
+  auto train = module->getAttrOfType<DictionaryAttr>(k::kTrainAttrName);
   if (!train)
     return module.emitError() << "codegen needs the module attribute kiln.train";
   auto intField = [&](StringRef key) -> int64_t {
@@ -415,7 +416,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
     return attr ? attr.getInt() : 0;
   };
   auto optimizer = train.getAs<StringAttr>("optimizer");
-  auto model = module->getAttrOfType<StringAttr>("kiln.model");
+  auto model = module->getAttrOfType<StringAttr>(k::kModelAttrName);
 
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
   std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;

@@ -1,7 +1,8 @@
 //===- ScalarExprEmitter.cpp - Scalar C expressions of elementwise ops ----===//
 //
 // One formula per elementwise kiln op. Only expressions, no statements, and
-// no calls beyond expf/logf/tanhf/sqrtf, so CUDA can reuse every line.
+// no calls beyond expf/logf/tanhf/sqrtf and the kiln_gelu/kiln_gelu_grad
+// functions of the target's prelude, so CUDA can reuse every line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +20,6 @@ using namespace mlir;
 namespace kiln {
 
 namespace {
-// sqrt(2/pi) and the cubic coefficient of GPT-2's tanh approximation of GELU.
-constexpr const char *kGeluScale = "0.7978845608028654f";
-constexpr const char *kGeluCubic = "0.044715f";
-
 std::string paren(const std::string &s) { return "(" + s + ")"; }
 
 std::string binary(const std::string &a, const char *op, const std::string &b) {
@@ -33,22 +30,13 @@ std::string call(const char *fn, const std::string &a) {
   return std::string(fn) + "(" + a + ")";
 }
 
-// gelu(x) = 0.5 x (1 + tanh(s (x + c x^3)))
-std::string gelu(const std::string &x) {
-  std::string px = paren(x);
-  return "(0.5f * " + px + " * (1.0f + tanhf(" + kGeluScale + " * (" + px +
-         " + " + kGeluCubic + " * " + px + " * " + px + " * " + px + "))))";
-}
+// GELU and its derivative are calls of functions every target's prelude
+// defines (kiln_gelu, kiln_gelu_grad): the derivative needs tanh once, not
+// three times, and a target picks its fastest accurate tanh.
+std::string gelu(const std::string &x) { return call("kiln_gelu", x); }
 
-// d/dx gelu(x) * g, with t = tanh(s (x + c x^3)):
-//   (0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2)) * g
 std::string geluGrad(const std::string &x, const std::string &g) {
-  std::string px = paren(x);
-  std::string t = "tanhf(" + std::string(kGeluScale) + " * (" + px + " + " +
-                  kGeluCubic + " * " + px + " * " + px + " * " + px + "))";
-  return "((0.5f * (1.0f + " + t + ") + 0.5f * " + px + " * (1.0f - " + t +
-         " * " + t + ") * " + kGeluScale + " * (1.0f + 3.0f * " + kGeluCubic +
-         " * " + px + " * " + px + ")) * " + paren(g) + ")";
+  return "kiln_gelu_grad(" + x + ", " + g + ")";
 }
 } // namespace
 
