@@ -22,7 +22,9 @@
 
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
-#include "runtime/Artifact.h"
+#include "runtime/schema/ArtifactChecksum.h"
+#include "runtime/schema/ArtifactVersion.h"
+#include "runtime/schema/artifact_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -465,12 +467,14 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       optimizer ? optimizer.getValue().str().c_str() : "adamw",
       step ? vocabularySize(step) : 0);
   auto artifact = schema::CreateArtifactDirect(
-      fbb, rt::kArtifactVersion, model ? model.getValue().str().c_str() : "",
+      fbb, schema::kArtifactVersion, model ? model.getValue().str().c_str() : "",
       "cpu", trainConfig, CpuKernelEmitter::prelude(), &kernelOffsets,
       &bufferOffsets, &stepOffsets, flops);
   schema::FinishArtifactBuffer(fbb, artifact);
-  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
-                     fbb.GetSize());
+  // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
+  std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                    fbb.GetSize());
+  return bytes + schema::checksumTrailer(fbb.GetBufferPointer(), fbb.GetSize());
 }
 
 } // namespace kiln

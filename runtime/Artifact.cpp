@@ -12,6 +12,8 @@
 
 #include "runtime/Artifact.h"
 
+#include "runtime/schema/ArtifactChecksum.h"
+
 #include "runtime/FileIO.h"
 
 #include <algorithm>
@@ -20,6 +22,14 @@
 namespace kiln::rt {
 
 namespace {
+
+// 0x-prefixed 16-digit hex, for checksums in messages.
+std::string hex(uint64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx",
+                static_cast<unsigned long long>(value));
+  return buf;
+}
 
 // Renders up to four identifier bytes for a message, escaping non-printable
 // ones like a C string literal ('PK\x03\x04' for a zip file).
@@ -106,6 +116,19 @@ Artifact::loadBytes(std::vector<uint8_t> bytes, std::string displayName) {
         looksLikeText(bytes) ? "; this is a text file (MLIR or a model "
                                "file?), not the binary artifact kilnc writes"
                              : "");
+
+  // The integrity trailer: any flipped byte is caught here, before the
+  // structure and contents are read (runtime/schema/ArtifactChecksum.h).
+  uint64_t stored = 0;
+  if (!schema::readChecksumTrailer(bytes.data(), bytes.size(), stored))
+    return dataLoss(prefix, "truncated (the checksum trailer kilnc writes at "
+                            "the end of every artifact is missing)");
+  bytes.resize(bytes.size() - schema::kChecksumTrailerBytes);
+  uint64_t computed = schema::artifactChecksum(bytes.data(), bytes.size());
+  if (computed != stored)
+    return dataLoss(prefix, "corrupt: checksum mismatch (stored ", hex(stored),
+                    ", computed ", hex(computed),
+                    "); the file changed after kilnc wrote it");
 
   // Depth and table limits well above any real model but low enough that a
   // crafted file cannot make verification itself expensive.

@@ -9,6 +9,7 @@
 #include "TestArtifact.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/schema/ArtifactChecksum.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -75,6 +76,16 @@ TEST(ArtifactTest, TextFileGetsAHint) {
             "not the binary artifact kilnc writes");
 }
 
+// Replaces the checksum trailer of `bytes` by one matching the (possibly
+// modified) flatbuffer before it: a crafted file, which only the flatbuffers
+// verifier and the content checks can reject.
+std::vector<uint8_t> reseal(std::vector<uint8_t> bytes) {
+  bytes.resize(bytes.size() - schema::kChecksumTrailerBytes);
+  std::string trailer = schema::checksumTrailer(bytes.data(), bytes.size());
+  bytes.insert(bytes.end(), trailer.begin(), trailer.end());
+  return bytes;
+}
+
 TEST(ArtifactTest, TruncatedFile) {
   std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
   for (size_t keep : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 8}) {
@@ -82,29 +93,60 @@ TEST(ArtifactTest, TruncatedFile) {
     auto artifact = Artifact::loadBytes(cut, "model.kart");
     ASSERT_FALSE(artifact.ok()) << "kept " << keep;
     EXPECT_EQ(artifact.status().message(),
+              "model.kart: truncated (the checksum trailer kilnc writes at the "
+              "end of every artifact is missing)");
+  }
+}
+
+TEST(ArtifactTest, TruncatedFlatbufferWithATrailerFailsVerification) {
+  std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
+  std::vector<uint8_t> flatbuffer(bytes.begin(),
+                                  bytes.end() - schema::kChecksumTrailerBytes);
+  for (size_t keep : {flatbuffer.size() / 4, flatbuffer.size() / 2}) {
+    std::vector<uint8_t> cut(flatbuffer.begin(), flatbuffer.begin() + keep);
+    cut.resize(cut.size() + schema::kChecksumTrailerBytes);
+    auto artifact = Artifact::loadBytes(reseal(cut), "model.kart");
+    ASSERT_FALSE(artifact.ok()) << "kept " << keep;
+    EXPECT_EQ(artifact.status().message(),
               "model.kart: truncated or corrupt (flatbuffers verification "
               "failed)");
   }
 }
 
-TEST(ArtifactTest, CorruptBytesNeverCrash) {
+TEST(ArtifactTest, EveryFlippedByteIsAChecksumMismatch) {
   std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
-  // Flip bytes all over the file; each result must be a Status, either way.
-  for (size_t i = 8; i < bytes.size(); i += 7) {
+  // Past the identifier (a flip there is "not a Kiln artifact") and before
+  // the trailer's magic (a flip there is "truncated").
+  for (size_t i = 8; i < bytes.size() - schema::kChecksumTrailerBytes; i += 3) {
+    std::vector<uint8_t> bad = bytes;
+    bad[i] ^= 0x01;
+    auto artifact = Artifact::loadBytes(bad, "model.kart");
+    ASSERT_FALSE(artifact.ok()) << "byte " << i;
+    EXPECT_THAT(artifact.status().message(),
+                ::testing::HasSubstr("corrupt: checksum mismatch"))
+        << "byte " << i;
+  }
+}
+
+TEST(ArtifactTest, CraftedBytesNeverCrash) {
+  std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
+  // Flip bytes all over the flatbuffer and reseal the checksum; each result
+  // must be a Status, either way.
+  for (size_t i = 8; i < bytes.size() - schema::kChecksumTrailerBytes; i += 7) {
     std::vector<uint8_t> bad = bytes;
     bad[i] ^= 0xff;
-    (void)Artifact::loadBytes(bad, "model.kart");
+    (void)Artifact::loadBytes(reseal(bad), "model.kart");
   }
   SUCCEED();
 }
 
-TEST(ArtifactTest, EveryByteFlipIsAStatusNotACrash) {
+TEST(ArtifactTest, EveryCraftedByteFlipIsAStatusNotACrash) {
   std::vector<uint8_t> bytes = serializeArtifact(minimalArtifact());
-  for (size_t i = 0; i < bytes.size(); ++i) {
+  for (size_t i = 0; i < bytes.size() - schema::kChecksumTrailerBytes; ++i) {
     for (uint8_t mask : {0x01, 0x80, 0xff}) {
       std::vector<uint8_t> bad = bytes;
       bad[i] ^= mask;
-      (void)Artifact::loadBytes(bad, "model.kart");
+      (void)Artifact::loadBytes(reseal(bad), "model.kart");
     }
   }
   SUCCEED();

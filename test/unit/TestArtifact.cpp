@@ -2,6 +2,8 @@
 
 #include "TestArtifact.h"
 
+#include "runtime/schema/ArtifactChecksum.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -58,8 +60,11 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
       fbb, spec.version, spec.model.c_str(), spec.target.c_str(), train,
       spec.prelude.c_str(), &kernels, &buffers, &steps, /*flops=*/0);
   schema::FinishArtifactBuffer(fbb, root);
-  return std::vector<uint8_t>(fbb.GetBufferPointer(),
-                              fbb.GetBufferPointer() + fbb.GetSize());
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                             fbb.GetBufferPointer() + fbb.GetSize());
+  std::string trailer = schema::checksumTrailer(bytes.data(), bytes.size());
+  bytes.insert(bytes.end(), trailer.begin(), trailer.end());
+  return bytes;
 }
 
 ArtifactSpec minimalArtifact() {
