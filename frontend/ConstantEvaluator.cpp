@@ -8,18 +8,31 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <sstream>
 
 namespace kiln {
 
 std::string Number::str() const {
   if (isInteger)
     return std::to_string(intValue);
-  std::ostringstream os;
-  os << value;
-  return os.str();
+  if (std::isnan(value))
+    return "nan"; // not "-nan": the sign of a NaN means nothing to a reader
+  // The fewest digits that read back as the same double, so a message never
+  // shows 0.999999999 as "1".
+  char buf[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
+    if (std::strtod(buf, nullptr) == value)
+      break;
+  }
+  std::string text(buf);
+  // A float that happens to be whole still reads as a float ("3.0"), so
+  // "must be a positive integer, got 3.0" makes sense.
+  if (std::isfinite(value) && text.find_first_of(".en") == std::string::npos)
+    text += ".0";
+  return text;
 }
 
 static bool fitsInt(double v) {
@@ -47,7 +60,8 @@ std::optional<Number> foldBinary(char op, Number a, Number b,
       err = "division by zero in a constant expression";
       return std::nullopt;
     }
-    if (ints && a.intValue % b.intValue == 0)
+    if (ints && a.intValue != std::numeric_limits<long long>::min() &&
+        a.intValue % b.intValue == 0)
       return Number::ofInt(a.intValue / b.intValue);
     return Number::ofFloat(a.value / b.value);
   case '^': {
@@ -64,6 +78,21 @@ std::optional<Number> foldBinary(char op, Number a, Number b,
     err = std::string("operator '") + op + "' is not allowed on numbers";
     return std::nullopt;
   }
+}
+
+std::optional<float> toNonNegativeF32(double value) {
+  if (!(value >= 0)) // negative or NaN
+    return std::nullopt;
+  float f = static_cast<float>(value);
+  if (!std::isfinite(f))
+    return std::nullopt;
+  return f == 0 ? 0.0f : f;
+}
+
+std::string describeAsF32(const Number &n) {
+  bool overflows = std::isfinite(n.value) &&
+                   std::isinf(static_cast<float>(n.value));
+  return n.str() + (overflows ? " (too large for a 32-bit float)" : "");
 }
 
 std::optional<Number> foldUnaryFunction(const std::string &fn, Number x,
@@ -113,7 +142,10 @@ static std::optional<Number> parseOverride(const std::string &text) {
   errno = 0;
   char *end = nullptr;
   long long i = std::strtoll(text.c_str(), &end, 10);
-  if (errno == 0 && end && *end == '\0')
+  // LLONG_MIN has no negation (and LLONG_MIN / -1 traps): like any integer
+  // beyond what a literal can spell, it is read as a float.
+  if (errno == 0 && end && *end == '\0' &&
+      i != std::numeric_limits<long long>::min())
     return Number::ofInt(i);
   errno = 0;
   double d = std::strtod(text.c_str(), &end);
@@ -142,6 +174,7 @@ bool ConstantEvaluator::applyOverrides(
       continue;
     }
     it->second.value = v;
+    it->second.overrideText = text;
   }
   return ok;
 }
@@ -168,6 +201,21 @@ std::optional<Number> ConstantEvaluator::lookup(const std::string &name,
 }
 
 std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
+  // Constants defined through constants (c0 = c1 + 1, c1 = c2 + 1, ...)
+  // nest the evaluation beyond any one expression's depth: bound it so the
+  // recursion cannot overflow the stack.
+  constexpr unsigned kMaxDepth = 2000;
+  if (depth_ >= kMaxDepth) {
+    diag_.error(e.loc, "constant expression is nested too deeply (more than " +
+                           std::to_string(kMaxDepth) +
+                           " levels, counting the constants it uses)");
+    return std::nullopt;
+  }
+  ++depth_;
+  struct Leave {
+    unsigned &depth;
+    ~Leave() { --depth; }
+  } leave{depth_};
   std::string err;
   switch (e.kind) {
   case Expr::Kind::Number:
@@ -229,7 +277,12 @@ ConstantEvaluator::evaluatePositiveInt(const Expr &e, const std::string &what) {
   if (!v)
     return std::nullopt;
   if (!v->isInteger || v->intValue <= 0) {
-    diag_.error(e.loc, what + " must be a positive integer, got " + v->str());
+    std::string fromOverride =
+        e.kind == Expr::Kind::Name ? overrideOf(e.name) : "";
+    diag_.error(e.loc, what + " must be a positive integer, got " + v->str() +
+                           (fromOverride.empty()
+                                ? ""
+                                : " (from " + fromOverride + ")"));
     return std::nullopt;
   }
   return v->intValue;

@@ -37,6 +37,13 @@ struct Number {
 /// in `err` (division by zero) and std::nullopt on failure.
 std::optional<Number> foldBinary(char op, Number lhs, Number rhs,
                                  std::string &err);
+/// `value` rounded to f32, the type of the kiln attributes that hold
+/// epsilons and optimizer hyperparameters; -0 becomes 0. std::nullopt when it
+/// is negative, NaN, or infinite as an f32 (beyond about 3.4e38).
+std::optional<float> toNonNegativeF32(double value);
+/// `n` as messages about such f32 values show it: "1e+300 (too large for a
+/// 32-bit float)" when only the f32 rounding makes it infinite.
+std::string describeAsF32(const Number &n);
 /// Folds the scalar math functions (sqrt, exp, log, tanh).
 std::optional<Number> foldUnaryFunction(const std::string &fn, Number x,
                                         std::string &err);
@@ -56,6 +63,13 @@ public:
   bool isConstant(const std::string &name) const {
     return constants_.count(name) != 0;
   }
+  /// "-D name=text" when a -D override set `name`, else "".
+  std::string overrideOf(const std::string &name) const {
+    auto it = constants_.find(name);
+    return it == constants_.end() || it->second.overrideText.empty()
+               ? ""
+               : "-D " + name + "=" + it->second.overrideText;
+  }
   /// The value of a named constant (evaluating it on first use).
   std::optional<Number> lookup(const std::string &name, SourceLoc useLoc);
   /// Evaluates a constant expression: numbers, constants, + - * / **, unary
@@ -72,11 +86,13 @@ private:
     const Expr *expr = nullptr;
     std::string kind; // "config", "train setting"
     std::optional<Number> value;
+    std::string overrideText; // the -D value that replaced `expr`, if any
     bool inProgress = false;
   };
 
   std::map<std::string, Constant> constants_;
   DiagnosticPrinter &diag_;
+  unsigned depth_ = 0; // nested evaluate() calls, through constants too
 };
 
 } // namespace kiln

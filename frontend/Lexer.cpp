@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kiln {
@@ -247,9 +248,42 @@ Token Lexer::next() {
   default:
     break;
   }
-  diag_.error(tok.loc, std::string("unexpected character '") + c + "'");
+  diag_.error(tok.loc, "unexpected " + describeCharacter(c));
   tok.kind = TokenKind::Error;
   return tok;
+}
+
+std::string Lexer::describeCharacter(char first) {
+  auto byte = [](unsigned char b) {
+    static const char hex[] = "0123456789abcdef";
+    return std::string("\\x") + hex[b >> 4] + hex[b & 15];
+  };
+  unsigned char b = first;
+  if (b >= 0x20 && b < 0x7f)
+    return std::string("character '") + first + "'";
+  // A UTF-8 sequence (a pasted '×' or '’'): show the character and its code
+  // point, and step over its continuation bytes (`first` is consumed).
+  unsigned length = (b & 0xe0) == 0xc0   ? 2
+                    : (b & 0xf0) == 0xe0 ? 3
+                    : (b & 0xf8) == 0xf0 ? 4
+                                         : 0;
+  uint32_t codePoint = b & (length == 2 ? 0x1f : length == 3 ? 0x0f : 0x07);
+  bool valid = length != 0;
+  for (unsigned i = 1; valid && i < length; ++i) {
+    unsigned char next = peek(i - 1);
+    valid = (next & 0xc0) == 0x80;
+    codePoint = (codePoint << 6) | (next & 0x3f);
+  }
+  if (!valid)
+    return "byte '" + byte(b) + "'"; // a control character or stray byte
+  std::string text(1, first);
+  for (unsigned i = 1; i < length; ++i) {
+    text += peek();
+    advance();
+  }
+  char code[16];
+  std::snprintf(code, sizeof(code), "U+%04X", codePoint);
+  return "character '" + text + "' (" + code + ")";
 }
 
 } // namespace kiln

@@ -73,6 +73,9 @@ public:
   Token next();
 
 private:
+  /// How an unexpected character appears in a message: "character 'x'",
+  /// a whole UTF-8 character with its code point, or "byte '\xNN'".
+  std::string describeCharacter(char first);
   char peek(size_t ahead = 0) const {
     return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
   }

@@ -129,20 +129,25 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
 }
 
 void MLIRGen::setFunctionAttributes(func::FuncOp func) {
+  // All argument attributes in one call: setArgAttr rebuilds the whole
+  // arg_attrs array each time, which is quadratic in time and (through the
+  // uniqued intermediate arrays) memory for models with many parameters.
   auto role = b_.getStringAttr(kd::kRoleAttrName);
   auto name = b_.getStringAttr(kd::kNameAttrName);
   auto init = b_.getStringAttr(kd::kInitAttrName);
-  for (size_t i = 0; i < graph_.params.size(); ++i) {
-    const ParamInfo &p = graph_.params[i];
-    func.setArgAttr(i, role, b_.getStringAttr(kd::role::kParam));
-    func.setArgAttr(i, name, b_.getStringAttr(p.name));
-    func.setArgAttr(i, init, kd::InitializerAttr::get(&ctx_, p.init, p.stddev));
-  }
-  for (size_t i = 0; i < graph_.inputs.size(); ++i) {
-    unsigned arg = graph_.params.size() + i;
-    func.setArgAttr(arg, role, b_.getStringAttr(kd::role::kInput));
-    func.setArgAttr(arg, name, b_.getStringAttr(graph_.inputs[i].name));
-  }
+  SmallVector<DictionaryAttr> argAttrs;
+  argAttrs.reserve(graph_.params.size() + graph_.inputs.size());
+  for (const ParamInfo &p : graph_.params)
+    argAttrs.push_back(b_.getDictionaryAttr(
+        {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kParam)),
+         b_.getNamedAttr(name, b_.getStringAttr(p.name)),
+         b_.getNamedAttr(init,
+                         kd::InitializerAttr::get(&ctx_, p.init, p.stddev))}));
+  for (const InputInfo &in : graph_.inputs)
+    argAttrs.push_back(b_.getDictionaryAttr(
+        {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kInput)),
+         b_.getNamedAttr(name, b_.getStringAttr(in.name))}));
+  func.setAllArgAttrs(argAttrs);
   func.setResultAttr(0, role, b_.getStringAttr(kd::role::kLoss));
 }
 

@@ -43,9 +43,21 @@ static std::string withArticle(const std::string &noun) {
 
 bool Sema::error(SourceLoc loc, const std::string &msg) {
   diag_.error(loc, msg);
-  // Inside an inlined block, say which call got us here (innermost first).
-  for (auto it = callStack_.rbegin(); it != callStack_.rend(); ++it)
-    diag_.note(*it, "in the block called here");
+  // Inside an inlined block, say which call got us here (innermost first);
+  // deep nests show the innermost calls and the outermost one.
+  constexpr size_t kMaxNotes = 8;
+  size_t shown = 0;
+  for (auto it = callStack_.rbegin(); it != callStack_.rend(); ++it) {
+    if (++shown < kMaxNotes || std::next(it) == callStack_.rend()) {
+      diag_.note(*it, "in the block called here");
+    } else if (shown == kMaxNotes) {
+      diag_.note(callStack_.front(),
+                 "in the block called here, through " +
+                     std::to_string(callStack_.size() - kMaxNotes) +
+                     " more block calls");
+      break;
+    }
+  }
   return false;
 }
 
@@ -139,8 +151,12 @@ bool Sema::evaluateTrain() {
       for (const Setting &s : t.settings)
         if (s.key == key)
           loc = s.value->loc;
+      std::string fromOverride = consts_.overrideOf(key);
       return error(loc, std::string("'") + key +
-                            "' must be a positive integer, got " + v->str());
+                            "' must be a positive integer, got " + v->str() +
+                            (fromOverride.empty() ? ""
+                                                  : " (from " + fromOverride +
+                                                        ")"));
     }
     (std::string(key) == "batch" ? graph_.train.batch : graph_.train.seq) =
         v->intValue;
@@ -164,7 +180,19 @@ bool Sema::evaluateTrain() {
     std::optional<Number> v = consts_.evaluate(*s.value);
     if (!v)
       return false;
-    *slot = v->value;
+    // The values become f32 attributes of kiln.adamw: check them as f32, so
+    // 0.99999999 (which rounds to 1) is refused like 1 is.
+    std::optional<float> f = toNonNegativeF32(v->value);
+    bool isBeta = s.key == "beta1" || s.key == "beta2";
+    if (!f || (isBeta && *f >= 1.0f)) {
+      bool roundsToOne = f && v->value < 1.0;
+      return error(s.value->loc,
+                   "adamw " + s.key + " must be " +
+                       (isBeta ? "in [0, 1)" : "finite and non-negative") +
+                       ", got " + describeAsF32(*v) +
+                       (roundsToOne ? " (1 as a 32-bit float)" : ""));
+    }
+    *slot = *f;
   }
   return true;
 }
@@ -215,7 +243,14 @@ std::optional<int> Sema::createParam(const ParamDecl &decl,
                                   std->str());
       return std::nullopt;
     }
-    info.stddev = std->value;
+    // The artifact stores it as an f32.
+    if (!toNonNegativeF32(std->value)) {
+      error(decl.stddev->loc, "the standard deviation of normal() must be "
+                              "finite, got " +
+                                  describeAsF32(*std));
+      return std::nullopt;
+    }
+    info.stddev = std->value == 0 ? 0.0 : std->value; // -0 prints as 0
   }
   graph_.params.push_back(std::move(info));
   // Top-level parameters sort by their declaration; block instances by the
@@ -272,7 +307,26 @@ bool Sema::runTopLevel() {
     return error(lossStmt->loc, "the loss must be a scalar (shape []) f32 "
                                 "tensor, got " +
                                     formatType(t));
+  // A reshape shares its input's buffer, and parameters are updated in
+  // place: a loss that is a parameter (or a view of one) would be read back
+  // after the update, i.e. report the next step's value.
+  int root = loss.node;
+  while (graph_.nodes[root].kind == NodeKind::Reshape)
+    root = graph_.nodes[root].operands[0];
+  if (graph_.nodes[root].kind == NodeKind::Param) {
+    const std::string &name = graph_.params[graph_.nodes[root].argIndex].name;
+    return error(lossStmt->value->loc,
+                 "the loss cannot be the parameter '" + name +
+                     "' itself: parameters are updated in place, so compute "
+                     "the loss from it (e.g. 'loss = sum(" + name + ")')");
+  }
   graph_.loss = loss.node;
+  // The optimizer needs something to update (and autodiff a gradient).
+  if (graph_.params.empty())
+    return error(module_.nameLoc,
+                 "model '" + module_.name +
+                     "' has no parameters to train: declare one with "
+                     "'param NAME [shape] = init'");
   return true;
 }
 

@@ -126,6 +126,8 @@ private:
   std::vector<std::string> activeBlocks_; // for recursion checks
   std::vector<SourceLoc> callStack_;      // call sites, outermost first
   uint32_t currentStmtOffset_ = 0;
+  unsigned evaluationDepth_ = 0; // nested evaluate() calls, across blocks
+  size_t inlinedCalls_ = 0;      // block calls inlined so far
 };
 
 } // namespace kiln

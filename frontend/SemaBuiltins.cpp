@@ -200,7 +200,14 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       error(argLoc(3), "layer_norm eps must be a compile-time number");
       return std::nullopt;
     }
-    return tensor(NodeKind::LayerNorm, ops, type, {}, eps->number.value);
+    // kiln.layer_norm holds eps as an f32 attribute.
+    std::optional<float> epsilon = toNonNegativeF32(eps->number.value);
+    if (!epsilon) {
+      error(argLoc(3), "layer_norm eps must be finite and non-negative, got " +
+                           describeAsF32(eps->number));
+      return std::nullopt;
+    }
+    return tensor(NodeKind::LayerNorm, ops, type, {}, *epsilon);
   }
 
   // transpose(x): swap the last two dims; transpose(x, [perm]).
@@ -352,6 +359,21 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
                            formatShape(lt.shape) +
                            " without the last dim), got " +
                            formatShape(typeOf(*targets).shape));
+      return std::nullopt;
+    }
+    // Targets known at compile time (iota, possibly reshaped) must be
+    // classes of the logits; the kernel would count the rest as loss 0.
+    int source = *targets;
+    while (graph_.nodes[source].kind == NodeKind::Reshape)
+      source = graph_.nodes[source].operands[0];
+    int64_t classes = lt.shape.back();
+    if (graph_.nodes[source].kind == NodeKind::Iota &&
+        typeOf(source).shape[0] > classes) {
+      int64_t n = typeOf(source).shape[0];
+      error(argLoc(1), "cross_entropy targets iota(" + std::to_string(n) +
+                           ") go up to " + std::to_string(n - 1) +
+                           ", but the logits " + formatShape(lt.shape) +
+                           " have " + std::to_string(classes) + " classes");
       return std::nullopt;
     }
     return tensor(NodeKind::CrossEntropy, {*logits, *targets},

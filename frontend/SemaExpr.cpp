@@ -76,6 +76,21 @@ std::optional<int> Sema::requireIntTensor(const Value &v, SourceLoc loc,
 }
 
 std::optional<Value> Sema::evaluate(const Expr &e, Scope &scope) {
+  // The parser bounds each expression's depth, but inlining nests a block's
+  // body inside its call (and blocks call blocks): bound the total so the
+  // recursion cannot overflow the stack.
+  constexpr unsigned kMaxEvaluationDepth = 2000;
+  if (evaluationDepth_ >= kMaxEvaluationDepth) {
+    error(e.loc, "expression is nested too deeply after inlining blocks "
+                 "(more than " +
+                     std::to_string(kMaxEvaluationDepth) + " levels)");
+    return std::nullopt;
+  }
+  ++evaluationDepth_;
+  struct Leave {
+    unsigned &depth;
+    ~Leave() { --depth; }
+  } leave{evaluationDepth_};
   switch (e.kind) {
   case Expr::Kind::Number:
     return Value::ofNumber(e.isInteger ? Number::ofInt(e.intNumber)
@@ -224,6 +239,9 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
     }
     shape[i] = da == 1 ? db : da;
   }
+  // Broadcasting multiplies sizes: [N, 1, 1] + [N, 1] + [N] is N^3.
+  if (!checkTensorSize(shape, e.loc))
+    return std::nullopt;
   std::optional<int> l = broadcastTo(lhs, shape, e.loc);
   std::optional<int> r = broadcastTo(rhs, shape, e.loc);
   if (!l || !r)
@@ -264,6 +282,8 @@ std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
   }
   TensorType out = a;
   out.shape.back() = b.shape.back();
+  if (!checkTensorSize(out.shape, e.loc)) // [M, 1] @ [1, N] is M * N
+    return std::nullopt;
   return Value::ofTensor(addNode(NodeKind::Matmul, {lhs, rhs}, out, e.loc));
 }
 
@@ -292,9 +312,28 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
                                  : "the number " + index->number.str()));
     return std::nullopt;
   }
+  // Indices known at compile time (iota(n), possibly reshaped) must name
+  // rows of the table; the kernel would read zeros for the rest (e.g.
+  // wpe[iota(seq)] after -D seq=... beyond the context length).
+  int source = index->node;
+  while (graph_.nodes[source].kind == NodeKind::Reshape)
+    source = graph_.nodes[source].operands[0];
+  int64_t rows = typeOf(*t).shape[0];
+  if (graph_.nodes[source].kind == NodeKind::Iota &&
+      typeOf(source).shape[0] > rows) {
+    int64_t n = typeOf(source).shape[0];
+    error(e.operands[1]->loc,
+          "gather indices iota(" + std::to_string(n) + ") go up to " +
+              std::to_string(n - 1) + ", but the table " +
+              formatShape(typeOf(*t).shape) + " has " + std::to_string(rows) +
+              " rows");
+    return std::nullopt;
+  }
   TensorType out = typeOf(index->node);
   out.element = ElementType::F32;
   out.shape.push_back(typeOf(*t).shape[1]);
+  if (!checkTensorSize(out.shape, e.loc)) // indices [...] x row width
+    return std::nullopt;
   return Value::ofTensor(
       addNode(NodeKind::Embedding, {*t, index->node}, out, e.loc));
 }
@@ -372,11 +411,19 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
                         std::to_string(args.size()));
     return std::nullopt;
   }
-  // Inlining multiplies ops; stop a runaway `repeat` before memory does.
-  constexpr size_t kMaxNodes = 4'000'000;
-  if (graph_.nodes.size() > kMaxNodes) {
-    error(call.loc, "the model has more than " + std::to_string(kMaxNodes) +
-                        " ops after inlining block '" + block.name + "'");
+  // Inlining multiplies ops and parameters; stop a runaway `repeat` while
+  // the compile still takes seconds, and count the calls too: a block that
+  // adds neither (`return x`) would otherwise spin through any repeat count.
+  constexpr size_t kMaxSize = 250'000, kMaxCalls = 250'000;
+  if (graph_.nodes.size() + graph_.params.size() > kMaxSize) {
+    error(call.loc, "the model has more than " + std::to_string(kMaxSize) +
+                        " ops and parameters after inlining block '" +
+                        block.name + "'");
+    return std::nullopt;
+  }
+  if (++inlinedCalls_ > kMaxCalls) {
+    error(call.loc, "the model makes more than " + std::to_string(kMaxCalls) +
+                        " block calls (inlining block '" + block.name + "')");
     return std::nullopt;
   }
   for (const std::string &active : activeBlocks_)

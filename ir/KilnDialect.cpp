@@ -12,6 +12,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/bit.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -119,6 +120,9 @@ InitializerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (std < 0.0)
     return emitError() << "initializer std must be non-negative, got "
                        << formatShortestFloat(llvm::APFloat(std));
+  if (!std::isfinite(std))
+    return emitError() << "initializer std must be finite, got "
+                       << formatShortestFloat(llvm::APFloat(std));
   return success();
 }
 
@@ -140,7 +144,14 @@ Attribute InitializerAttr::parse(AsmParser &parser, Type) {
 void InitializerAttr::print(AsmPrinter &printer) const {
   printer << "<" << getKind();
   // `std` only means something for random initializers; keep `zeros` short.
-  if (getStd() != 0.0)
-    printer << ", std = " << formatShortestFloat(llvm::APFloat(getStd()));
+  if (getStd() != 0.0) {
+    // MLIR float literals need a '.' even with an exponent: "1e+06" would
+    // not parse back, "1.0e+06" does.
+    std::string text = formatShortestFloat(llvm::APFloat(getStd()));
+    size_t exponent = text.find('e');
+    if (text.find('.') == std::string::npos && exponent != std::string::npos)
+      text.insert(exponent, ".0");
+    printer << ", std = " << text;
+  }
   printer << ">";
 }

@@ -220,8 +220,12 @@ LogicalResult LayerNormOp::verify() {
   if (getMean().getType() != stats || getRstd().getType() != stats)
     return emitOpError() << "mean/rstd types " << getMean().getType() << ", "
                          << getRstd().getType() << " should be " << stats;
-  if (getEpsilon().isNegative())
+  // -0.0 is zero, not negative; NaN and infinity are never meaningful.
+  if (getEpsilon().isNegative() && !getEpsilon().isZero())
     return emitOpError() << "epsilon must be non-negative, got "
+                         << formatShortestFloat(getEpsilon());
+  if (!getEpsilon().isFinite())
+    return emitOpError() << "epsilon must be finite, got "
                          << formatShortestFloat(getEpsilon());
   return success();
 }
@@ -321,9 +325,15 @@ LogicalResult AdamWOp::verify() {
   if (!inUnitInterval(getBeta1()) || !inUnitInterval(getBeta2()))
     return emitOpError() << "beta1 and beta2 must be in [0, 1), got "
                          << str(getBeta1()) << ", " << str(getBeta2());
-  if (getEpsilon().isNegative() || getWeightDecay().isNegative())
+  auto isNegative = [](const APFloat &x) {
+    return x.isNegative() && !x.isZero(); // -0.0 is zero
+  };
+  if (isNegative(getEpsilon()) || isNegative(getWeightDecay()))
     return emitOpError() << "epsilon and weight_decay must be non-negative, "
                             "got "
+                         << str(getEpsilon()) << ", " << str(getWeightDecay());
+  if (!getEpsilon().isFinite() || !getWeightDecay().isFinite())
+    return emitOpError() << "epsilon and weight_decay must be finite, got "
                          << str(getEpsilon()) << ", " << str(getWeightDecay());
   return success();
 }

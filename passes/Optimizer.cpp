@@ -163,23 +163,32 @@ LogicalResult appendOptimizerStep(func::FuncOp func,
   OpBuilder b(ret);
   auto scalarType = RankedTensorType::get({}, b.getF32Type());
 
-  // (3) Optimizer state and step inputs, appended after the existing args.
-  auto appendArg = [&](Type type, DictionaryAttr attrs, Location loc) {
-    func.insertArgument(func.getNumArguments(), type, attrs, loc);
-    return func.getArgument(func.getNumArguments() - 1);
-  };
-  SmallVector<Value> moments1, moments2;
-  for (const ParamAndGrad &p : *pairs)
-    moments1.push_back(appendArg(
-        p.param.getType(), roleAndName(b, role::kAdamM, p.name), p.param.getLoc()));
-  for (const ParamAndGrad &p : *pairs)
-    moments2.push_back(appendArg(
-        p.param.getType(), roleAndName(b, role::kAdamV, p.name), p.param.getLoc()));
-  Value lr = appendArg(scalarType, roleAndName(b, role::kLearningRate, b.getStringAttr(role::kLearningRate)),
-                       func.getLoc());
-  Value step =
-      appendArg(scalarType, roleAndName(b, role::kStep, b.getStringAttr(role::kStep)),
-                func.getLoc());
+  // (3) Optimizer state and step inputs, appended after the existing args
+  // in one insertArguments call (one at a time is quadratic: each insertion
+  // rebuilds the function's argument attribute array).
+  SmallVector<Type> newTypes;
+  SmallVector<DictionaryAttr> newAttrs;
+  SmallVector<Location> newLocs;
+  for (StringRef argRole : {role::kAdamM, role::kAdamV})
+    for (const ParamAndGrad &p : *pairs) {
+      newTypes.push_back(p.param.getType());
+      newAttrs.push_back(roleAndName(b, argRole, p.name));
+      newLocs.push_back(p.param.getLoc());
+    }
+  for (StringRef argRole : {role::kLearningRate, role::kStep}) {
+    newTypes.push_back(scalarType);
+    newAttrs.push_back(roleAndName(b, argRole, b.getStringAttr(argRole)));
+    newLocs.push_back(func.getLoc());
+  }
+  unsigned firstNew = func.getNumArguments();
+  SmallVector<unsigned> newIndices(newTypes.size(), firstNew);
+  func.insertArguments(newIndices, newTypes, newAttrs, newLocs);
+  auto newArgs = func.getArguments().drop_front(firstNew);
+  size_t numParams = pairs->size();
+  SmallVector<Value> moments1(newArgs.take_front(numParams));
+  SmallVector<Value> moments2(newArgs.slice(numParams, numParams));
+  Value lr = newArgs[2 * numParams];
+  Value step = newArgs[2 * numParams + 1];
 
   // (4) grad_norm = sqrt(sum_g sum(g * g)).
   SmallVector<Value> grads;
