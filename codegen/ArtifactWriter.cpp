@@ -271,11 +271,19 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     for (auto [result, operandIndex] :
          llvm::zip(op->getResults(), std::array<unsigned, 3>{0, 2, 3})) {
       Value operand = op->getOperand(operandIndex);
-      for (Operation *user : operand.getUsers())
-        if (user != op && user->getBlock() == op->getBlock() &&
-            op->isBeforeInBlock(user))
-          return user->emitError()
-                 << "reads a value that kiln.adamw updates in place earlier";
+      // The operand and every reshape view of it share one buffer: none may
+      // be read after the update (func.return included: returned values are
+      // copied out after the whole schedule).
+      SmallVector<Value> sharing{operand};
+      for (size_t next = 0; next < sharing.size(); ++next)
+        for (Operation *user : sharing[next].getUsers()) {
+          if (auto view = dyn_cast<k::ReshapeOp>(user))
+            sharing.push_back(view.getResult());
+          else if (user != op && user->getBlock() == op->getBlock() &&
+                   op->isBeforeInBlock(user))
+            return user->emitError()
+                   << "reads a value that kiln.adamw updates in place earlier";
+        }
       uint32_t storage = storageOf(bufferOf.lookup(operand));
       bufferOf[result] = storage;
       step.buffers.push_back(storage);

@@ -392,3 +392,29 @@ func.func @init_kind(%w: tensor<8xf32> {kiln.init = #kiln.init<uniform, std = 0.
 func.func @init_std(%w: tensor<8xf32> {kiln.init = #kiln.init<normal, std = -0.02>}) {
   return
 }
+
+// -----
+
+// Tests that the layer_norm epsilon is finite.
+func.func @layer_norm_epsilon_inf(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be finite, got +Inf}}
+  %y, %m, %r = kiln.layer_norm %x, %w, %w {epsilon = 0x7F800000 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that AdamW epsilon and weight decay are finite.
+func.func @adamw_decay_nan(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{epsilon and weight_decay must be finite, got 1e-08, NaN}}
+  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0x7FC00000 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that a #kiln.init standard deviation is finite.
+// expected-error @+1 {{initializer std must be finite, got +Inf}}
+func.func @init_std_inf(%w: tensor<8xf32> {kiln.init = #kiln.init<normal, std = 0x7FF0000000000000>}) {
+  return
+}

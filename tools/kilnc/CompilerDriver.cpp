@@ -141,6 +141,9 @@ int runCompiler(const DriverOptions &options) {
 
   MLIRContext context;
   context.loadDialect<mlir::kiln::KilnDialect, func::FuncDialect>();
+  // A pass diagnostic points at the model-file line; a dump of the whole op
+  // after it would bury that line for users.
+  context.printOpOnDiagnostic(false);
 
   DefaultTimingManager timing;
   applyDefaultTimingManagerCLOptions(timing);

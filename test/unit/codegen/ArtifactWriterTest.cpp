@@ -310,6 +310,31 @@ TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
       << e->diagnostics;
 }
 
+TEST(ArtifactWriter, ViewOfAnInPlaceUpdatedValueReadAfterTheUpdateIsAnError) {
+  // The loss is a reshape view of the parameter that kiln.adamw updates in
+  // place; returning it would report the updated value, not the step's loss.
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
+                      %m: tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"},
+                      %v: tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"},
+                      %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
+                      %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
+          -> (tensor<f32> {kiln.role = "loss"}, tensor<1xf32> {kiln.role = "param", kiln.name = "p"},
+              tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"}, tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"}) {
+        %l = kiln.reshape %p : tensor<1xf32> -> tensor<f32>
+        %g = kiln.constant dense<1.0> : tensor<1xf32>
+        %np, %nm, %nv = kiln.adamw %p, %g, %m, %v, %lr, %t {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+        return %l, %np, %nm, %nv : tensor<f32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+      }
+    })mlir");
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  EXPECT_TRUE(mlir::failed(e->bytes));
+  EXPECT_NE(e->diagnostics.find("reads a value that kiln.adamw updates in place earlier"),
+            std::string::npos)
+      << e->diagnostics;
+}
+
 TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
   // The same zeros constant is the gradient of two parameters.
   auto e = emit(R"mlir(
