@@ -72,8 +72,9 @@ StatusOr<std::unique_ptr<TrainingSession>>
 TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
   std::unique_ptr<TrainingSession> session(new TrainingSession());
   cpu::KernelCompiler compiler(cpu::KernelCompilerOptions::fromEnvironment());
-  KILN_ASSIGN_OR_RETURN(session->kernels_, compiler.load(*artifact));
+  // Memory first: a step that cannot fit fails before the kernel compile.
   KILN_ASSIGN_OR_RETURN(session->arena_, cpu::Arena::create(*artifact));
+  KILN_ASSIGN_OR_RETURN(session->kernels_, compiler.load(*artifact));
   session->roles_ = findBufferRoles(*artifact);
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);

@@ -23,8 +23,13 @@ namespace kiln::rt::cpu {
 class Arena {
 public:
   // Allocates storage for every buffer of `artifact` and copies the contents
-  // of Constant buffers. Fails only when the host is out of memory.
+  // of Constant buffers. Fails, before allocating anything, when the step
+  // needs more than the host's available memory (checkFits).
   static StatusOr<std::unique_ptr<Arena>> create(const Artifact &artifact);
+  // Fails with the step's storage broken down by role (parameters,
+  // gradients, optimizer state, activations) when it exceeds
+  // `availableBytes`; a negative `availableBytes` means unknown (passes).
+  static Status checkFits(const Artifact &artifact, int64_t availableBytes);
   ~Arena();
   Arena(const Arena &) = delete;
   Arena &operator=(const Arena &) = delete;
