@@ -17,6 +17,9 @@
 #ifndef KILN_IR_STEPFUNCTION_H
 #define KILN_IR_STEPFUNCTION_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace mlir::kiln {
@@ -42,6 +45,19 @@ constexpr llvm::StringLiteral kAdamV = "adam_v";
 constexpr llvm::StringLiteral kLearningRate = "lr";
 constexpr llvm::StringLiteral kStep = "step";
 } // namespace role
+
+/// True when some result of `func` has kiln.role = "loss": the step function.
+bool hasLossResult(func::FuncOp func);
+
+/// A parameter argument of the step function and its kiln.name.
+struct ParameterArgument {
+  BlockArgument value;
+  StringAttr name;
+};
+
+/// The arguments with kiln.role = "param", in order. Emits an error on `func`
+/// and fails when one has no kiln.name.
+FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp func);
 
 } // namespace mlir::kiln
 

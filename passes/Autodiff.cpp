@@ -62,12 +62,6 @@ bool isDifferentiableType(Type type) {
   return tensor && isa<FloatType>(tensor.getElementType());
 }
 
-/// True when result `index` of `func` has kiln.role = "loss".
-bool isLossResult(func::FuncOp func, unsigned index) {
-  auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttrName);
-  return role && role.getValue() == role::kLoss;
-}
-
 /// Differentiates one loss function in place (steps 1-6 above).
 class ReverseModeDifferentiator {
 public:
@@ -184,15 +178,10 @@ LogicalResult ReverseModeDifferentiator::appendGradients(OpBuilder &b,
                                                          func::ReturnOp ret) {
   SmallVector<Value> grads;
   SmallVector<DictionaryAttr> gradAttrs;
-  for (BlockArgument arg : func.getArguments()) {
-    unsigned index = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
-    if (!role || role.getValue() != role::kParam)
-      continue;
-    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttrName);
-    if (!name)
-      return func.emitOpError("parameter argument #")
-             << index << " has no kiln.name";
+  FailureOr<SmallVector<ParameterArgument>> params = getParameterArguments(func);
+  if (failed(params))
+    return failure();
+  for (auto [arg, name] : *params) {
     if (!isDifferentiableType(arg.getType()))
       return func.emitOpError("parameter '")
              << name.getValue() << "' must be a floating-point tensor, found "
@@ -266,11 +255,8 @@ struct KilnAutodiffPass
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> lossFunctions;
     for (func::FuncOp func : module.getOps<func::FuncOp>())
-      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-        if (isLossResult(func, i)) {
-          lossFunctions.push_back(func);
-          break;
-        }
+      if (hasLossResult(func))
+        lossFunctions.push_back(func);
     if (lossFunctions.empty()) {
       module.emitError("--kiln-autodiff found no function with a "
                        "kiln.role = \"loss\" result");

@@ -124,15 +124,10 @@ FailureOr<SmallVector<ParamAndGrad>> pairParamsWithGrads(func::FuncOp func) {
                             "--kiln-optimizer must run after --kiln-autodiff");
 
   SmallVector<ParamAndGrad> pairs;
-  for (BlockArgument arg : func.getArguments()) {
-    unsigned index = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
-    if (!role || role.getValue() != role::kParam)
-      continue;
-    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttrName);
-    if (!name)
-      return func.emitOpError("parameter argument #")
-             << index << " has no kiln.name";
+  FailureOr<SmallVector<ParameterArgument>> params = getParameterArguments(func);
+  if (failed(params))
+    return failure();
+  for (auto [arg, name] : *params) {
     auto it = gradByName.find(name.getValue());
     if (it == gradByName.end())
       return func.emitOpError("has no gradient result for parameter '")
@@ -257,12 +252,7 @@ struct KilnOptimizerPass
 
     bool found = false;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      bool hasLoss =
-          llvm::any_of(llvm::seq(0u, func.getNumResults()), [&](unsigned i) {
-            StringAttr role = getRole(func.getResultAttrs(i));
-            return role && role.getValue() == role::kLoss;
-          });
-      if (!hasLoss)
+      if (!hasLossResult(func))
         continue;
       found = true;
       if (func.isExternal() || !func.getBody().hasOneBlock() ||
