@@ -45,6 +45,8 @@ std::pair<int64_t, int64_t> rowsAndColumns(Value v) {
 
 // sum over `dims` of input [..] -> output [kept dims]:
 //   for o in outputs: acc = 0; for r in reduced elements: acc += in[base(o) + off(r)]
+// with two shapes of loop for speed: one output (parallel fixed chunks), and
+// leading dims reduced (column blocks, contiguous reads).
 LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
   Value in = op->getOperand(0), out = op->getResult(0);
   ArrayRef<int64_t> shape = shapeOf(in);
@@ -90,6 +92,29 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
     w.line(acc + " acc = 0;");
     w.line("for (int64_t c = 0; c < 64; ++c) acc += partial[c];");
     w.line(w.ptr(out) + "[0] = (" + t + ")acc;");
+    return success();
+  }
+  bool leadingDimsReduced = !reduced.empty() && !kept.empty() &&
+                            reduced.back() < kept.front();
+  if (leadingDimsReduced && outN > 1) {
+    // The input is [redN, outN] row-major (bias gradients: sum over batch
+    // and sequence). Blocks of 64 columns per thread, rows walked in order:
+    // contiguous reads, and per column the same summation order as the
+    // general loop below, so the bits do not depend on which loop ran.
+    w.line("// leading dims reduced: [" + str(redN) + ", " + str(outN) +
+           "] -> [" + str(outN) + "]");
+    w.parallelFor(outN * redN);
+    w.open("for (int64_t cb = 0; cb < " + str(outN) + "; cb += 64)");
+    w.line("const int64_t ce = cb + 64 < " + str(outN) + " ? cb + 64 : " +
+           str(outN) + ";");
+    w.line(acc + " part[64] = {0};");
+    w.open("for (int64_t r = 0; r < " + str(redN) + "; ++r)");
+    w.line("for (int64_t o = cb; o < ce; ++o) part[o - cb] += " + w.ptr(in) +
+           "[r * " + str(outN) + " + o];");
+    w.close();
+    w.line("for (int64_t o = cb; o < ce; ++o) " + w.ptr(out) + "[o] = (" + t +
+           ")part[o - cb];");
+    w.close();
     return success();
   }
   if (outN > 1)
