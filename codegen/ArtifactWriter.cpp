@@ -429,11 +429,28 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   auto model = module->getAttrOfType<StringAttr>(k::kModelAttrName);
 
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  // Each kernel's buffer signature, from its first call: a kernel is shared
+  // only by calls with identical source, hence identical baked-in shapes.
+  std::vector<std::vector<schema::KernelArg>> kernelArgs(kernelList.size());
+  std::vector<bool> haveArgs(kernelList.size(), false);
+  for (const PlannedStep &step : schedule) {
+    if (step.gemm || haveArgs[step.kernel])
+      continue;
+    haveArgs[step.kernel] = true;
+    for (uint32_t b : step.buffers) {
+      int64_t elements = 1;
+      for (int64_t d : buffers[b].shape)
+        elements *= d;
+      kernelArgs[step.kernel].emplace_back(buffers[b].dtype, elements);
+    }
+  }
   std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;
-  for (const EmittedKernel &kernel : kernelList)
+  for (size_t i = 0; i < kernelList.size(); ++i) {
+    const EmittedKernel &kernel = kernelList[i];
     kernelOffsets.push_back(schema::CreateKernelDirect(
         fbb, kernel.entry.c_str(), kernel.source.c_str(),
-        kernel.location.c_str(), kernel.ops.c_str()));
+        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i]));
+  }
 
   std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
   for (const PlannedBuffer &b : buffers) {

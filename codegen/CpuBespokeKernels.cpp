@@ -390,6 +390,10 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line("for (int64_t c = 0; c < " + vs + "; ++c) sum += expf(x[c] - mx);");
   w.line("const float inv = (float)(1.0 / sum);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
+  // A target outside [0, V) contributes a constant 0 to the forward loss,
+  // so its row's gradient is 0 too.
+  w.line("if (t < 0 || t >= " + vs + ") { for (int64_t c = 0; c < " + vs +
+         "; ++c) dx[c] = 0.0f; continue; }");
   w.open("for (int64_t c = 0; c < " + vs + "; ++c)");
   w.line("const float p = expf(x[c] - mx) * inv;");
   w.line("dx[c] = (p - (c == t ? 1.0f : 0.0f)) * scale;");

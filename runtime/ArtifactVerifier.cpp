@@ -2,16 +2,19 @@
 //
 // The flatbuffers verifier only proves that every offset stays inside the
 // file; it knows nothing about what the fields mean. These checks establish
-// the invariants the CPU backend relies on, so that executing a verified
-// artifact can never index out of bounds:
+// the invariants the CPU backend relies on, so that the executor's own
+// indexing and every call it makes stay in bounds (the kernels' sources are
+// C++ compiled as they are: these checks make each call match the signature
+// the source was generated for; the checksum trailer guards the text):
 //   1. header fields: target, train config;
 //   2. buffers: known dtype/role, non-negative shape, sane byte size,
 //      aliases point to an earlier buffer of the same byte size, parameters
 //      carry an initializer, constants carry exactly their bytes, exactly one
 //      loss, scalar f32 control buffers, inputs shaped [batch, seq] i32;
 //   3. kernels: a valid unique C identifier for every entry, a source;
-//   4. schedule: every kernel and buffer index in range, and every GEMM's
-//      operands large enough for m/n/k/batch/strides.
+//   4. schedule: every kernel and buffer index in range, every KernelCall's
+//      buffers matching its kernel's signature (count, dtype, elements), and
+//      every GEMM's operands large enough for m/n/k/batch/strides.
 // Messages name the offending entry and, for schedule entries, the model-file
 // location the entry came from.
 //
@@ -345,14 +348,33 @@ Status checkSchedule(const schema::Artifact &artifact,
         return invalidArgument(where, ": KernelCall of kernel ", call->kernel(),
                                ", but the artifact has ", numKernels,
                                " kernels");
-      if (call->buffers()) {
-        for (uint32_t j = 0; j < call->buffers()->size(); ++j) {
-          uint32_t b = call->buffers()->Get(j);
-          if (b >= numBuffers)
-            return invalidArgument(where, ": KernelCall argument ", j,
-                                   " is buffer ", b, ", but the artifact has ",
-                                   numBuffers, " buffers");
-        }
+      // The kernel's source bakes in each argument's type and size: a call
+      // passing anything else would read or write out of bounds.
+      const schema::Kernel &kernel = *artifact.kernels()->Get(call->kernel());
+      uint32_t numArgs = kernel.args() ? kernel.args()->size() : 0;
+      uint32_t numPassed = call->buffers() ? call->buffers()->size() : 0;
+      if (numPassed != numArgs)
+        return invalidArgument(where, ": KernelCall passes ", numPassed,
+                               " buffers to kernel '",
+                               kernel.entry() ? kernel.entry()->str() : "",
+                               "', which takes ", numArgs);
+      for (uint32_t j = 0; j < numPassed; ++j) {
+        uint32_t b = call->buffers()->Get(j);
+        if (b >= numBuffers)
+          return invalidArgument(where, ": KernelCall argument ", j,
+                                 " is buffer ", b, ", but the artifact has ",
+                                 numBuffers, " buffers");
+        const schema::KernelArg &arg = *kernel.args()->Get(j);
+        const schema::Buffer &buffer = *artifact.buffers()->Get(b);
+        if (buffer.dtype() != arg.dtype() ||
+            infos[b].elements != arg.elements())
+          return invalidArgument(
+              where, ": KernelCall argument ", j, " is buffer ", b, " (",
+              infos[b].elements, " elements of dtype ",
+              static_cast<int>(buffer.dtype()), "), but kernel '",
+              kernel.entry() ? kernel.entry()->str() : "", "' takes ",
+              arg.elements(), " elements of dtype ",
+              static_cast<int>(arg.dtype()));
       }
       break;
     }

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/Arena.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,12 @@ int64_t availableHostBytes() {
   return -1;
 }
 
+// sum += bytes, clamped at INT64_MAX: a crafted artifact with millions of
+// huge buffers is reported as too big, never wrapped around to fit.
+void addSaturating(int64_t &sum, int64_t bytes) {
+  sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
+}
+
 std::string gib(int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f GiB",
@@ -49,20 +56,22 @@ Status Arena::checkFits(const Artifact &artifact, int64_t availableBytes) {
     int64_t bytes = static_cast<int64_t>(roundedBytes(info.bytes));
     switch (artifact.buffer(i).role()) {
     case schema::BufferRole_Parameter:
-      parameters += bytes;
+      addSaturating(parameters, bytes);
       break;
     case schema::BufferRole_Gradient:
-      gradients += bytes;
+      addSaturating(gradients, bytes);
       break;
     case schema::BufferRole_AdamM:
     case schema::BufferRole_AdamV:
-      optimizer += bytes;
+      addSaturating(optimizer, bytes);
       break;
     default:
-      other += bytes;
+      addSaturating(other, bytes);
     }
   }
-  int64_t total = parameters + gradients + optimizer + other;
+  int64_t total = 0;
+  for (int64_t part : {parameters, gradients, optimizer, other})
+    addSaturating(total, part);
   if (availableBytes < 0 || total <= availableBytes)
     return okStatus();
   return failedPrecondition(

@@ -15,7 +15,8 @@
 
 namespace kiln::schema {
 
-constexpr uint32_t kArtifactVersion = 1;
+// 2: Kernel.args (the buffer signature every KernelCall is checked against).
+constexpr uint32_t kArtifactVersion = 2;
 
 } // namespace kiln::schema
 

@@ -170,8 +170,10 @@ TEST(ArtifactTest, VersionMismatch) {
   Status status = loadSpec(spec);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
-              HasSubstr("model.kart: artifact format version 2, but this "
-                        "kiln-run reads version 1"));
+              HasSubstr("model.kart: artifact format version " +
+                        std::to_string(kArtifactVersion + 1) +
+                        ", but this kiln-run reads version " +
+                        std::to_string(kArtifactVersion)));
 }
 
 TEST(ArtifactTest, MissingFileNamesPath) {
@@ -188,6 +190,26 @@ TEST(ArtifactTest, UnsupportedTarget) {
               HasSubstr("target 'cuda' is not supported"));
 }
 
+// The kernel's source bakes in its arguments' sizes: a call table that does
+// not match them (a crafted or corrupt artifact) would read out of bounds.
+TEST(ArtifactTest, KernelCallMustMatchTheKernelSignature) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.kernels[0].args = std::vector<schema::KernelArg>{};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("KernelCall passes 1 buffers to kernel 'k_one', which "
+                        "takes 0"));
+  spec = minimalArtifact();
+  spec.kernels[0].args =
+      std::vector<schema::KernelArg>{{schema::DType_F32, 1024}};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("KernelCall argument 0 is buffer 0 (1 elements of "
+                        "dtype 0), but kernel 'k_one' takes 1024 elements"));
+  spec = minimalArtifact();
+  spec.kernels[0].args = std::vector<schema::KernelArg>{{schema::DType_I32, 1}};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("takes 1 elements of dtype 3"));
+}
+
 TEST(ArtifactTest, KernelIndexOutOfRange) {
   ArtifactSpec spec = minimalArtifact();
   spec.schedule[0].kernel = 5;
@@ -198,6 +220,8 @@ TEST(ArtifactTest, KernelIndexOutOfRange) {
 
 TEST(ArtifactTest, KernelBufferOutOfRange) {
   ArtifactSpec spec = minimalArtifact();
+  spec.kernels[0].args = std::vector<schema::KernelArg>{
+      {schema::DType_F32, 1}, {schema::DType_F32, 1}};
   spec.schedule[0].buffers = {0, 9};
   EXPECT_THAT(loadSpec(spec).message(),
               HasSubstr("KernelCall argument 1 is buffer 9, but the artifact "

@@ -27,11 +27,33 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     buffers.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype, shape,
                                            init, data, b.aliasOf));
   }
+  // Each kernel's signature: given in the spec, or else taken from its first
+  // call (as codegen does), so specs of valid artifacts need not spell it.
+  std::vector<std::vector<schema::KernelArg>> args(spec.kernels.size());
+  std::vector<bool> have(spec.kernels.size(), false);
+  for (size_t i = 0; i < spec.kernels.size(); ++i)
+    if ((have[i] = spec.kernels[i].args.has_value()))
+      args[i] = *spec.kernels[i].args;
+  for (const StepSpec &s : spec.schedule) {
+    if (!s.kernel || *s.kernel >= spec.kernels.size() || have[*s.kernel])
+      continue;
+    have[*s.kernel] = true;
+    for (uint32_t b : s.buffers) {
+      if (b >= spec.buffers.size())
+        continue;
+      int64_t elements = 1;
+      for (int64_t d : spec.buffers[b].shape)
+        elements *= d;
+      args[*s.kernel].emplace_back(spec.buffers[b].dtype, elements);
+    }
+  }
   std::vector<flatbuffers::Offset<schema::Kernel>> kernels;
-  for (const KernelSpec &k : spec.kernels)
+  for (size_t i = 0; i < spec.kernels.size(); ++i) {
+    const KernelSpec &k = spec.kernels[i];
     kernels.push_back(schema::CreateKernelDirect(
         fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
-        k.ops.c_str()));
+        k.ops.c_str(), &args[i]));
+  }
   std::vector<flatbuffers::Offset<schema::Step>> steps;
   for (const StepSpec &s : spec.schedule) {
     auto location = fbb.CreateString(s.location);

@@ -34,6 +34,8 @@ struct KernelSpec {
   std::string source;
   std::string location = "test.kiln:1:1";
   std::string ops;
+  // The buffer signature; unset: taken from the kernel's first call.
+  std::optional<std::vector<schema::KernelArg>> args;
 };
 
 struct GemmSpec {

@@ -329,11 +329,19 @@ TEST(CpuKernels, CrossEntropyAndGrad) {
   const int N = 8, V = 33;
   auto logits = randomFloats(N * V, 17, -5, 5);
   auto t = randomInts(N, 18, V);
+  // Targets outside [0, V) (an ignore index, one past the end) add a
+  // constant 0 to the loss, so their rows' gradients are 0.
+  t[1] = -100;
+  t[5] = V;
   auto out = r.run({HostTensor::floats(logits), HostTensor::ints(t),
                     HostTensor::floats({0.75f})});
   double loss = 0;
   std::vector<double> ed;
   for (int n = 0; n < N; ++n) {
+    if (t[n] < 0 || t[n] >= V) {
+      ed.insert(ed.end(), V, 0.0);
+      continue;
+    }
     double sum = 0;
     for (int v = 0; v < V; ++v)
       sum += std::exp((double)logits[n * V + v]);
