@@ -431,12 +431,11 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   flatbuffers::FlatBufferBuilder fbb(1 << 16);
   // Each kernel's buffer signature, from its first call: a kernel is shared
   // only by calls with identical source, hence identical baked-in shapes.
+  // (Every kernel takes at least its output, so an empty list is "not seen".)
   std::vector<std::vector<schema::KernelArg>> kernelArgs(kernelList.size());
-  std::vector<bool> haveArgs(kernelList.size(), false);
   for (const PlannedStep &step : schedule) {
-    if (step.gemm || haveArgs[step.kernel])
+    if (step.gemm || !kernelArgs[step.kernel].empty())
       continue;
-    haveArgs[step.kernel] = true;
     for (uint32_t b : step.buffers) {
       int64_t elements = 1;
       for (int64_t d : buffers[b].shape)

@@ -204,18 +204,13 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
   // Constants defined through constants (c0 = c1 + 1, c1 = c2 + 1, ...)
   // nest the evaluation beyond any one expression's depth: bound it so the
   // recursion cannot overflow the stack.
-  constexpr unsigned kMaxDepth = 2000;
-  if (depth_ >= kMaxDepth) {
+  if (depth_.atLimit()) {
     diag_.error(e.loc, "constant expression is nested too deeply (more than " +
-                           std::to_string(kMaxDepth) +
+                           std::to_string(depth_.limit()) +
                            " levels, counting the constants it uses)");
     return std::nullopt;
   }
-  ++depth_;
-  struct Leave {
-    unsigned &depth;
-    ~Leave() { --depth; }
-  } leave{depth_};
+  RecursionDepth::Scope level(depth_);
   std::string err;
   switch (e.kind) {
   case Expr::Kind::Number:

@@ -13,6 +13,7 @@
 #define KILN_FRONTEND_CONSTANTEVALUATOR_H
 
 #include "frontend/AST.h"
+#include "frontend/RecursionDepth.h"
 
 #include <map>
 #include <optional>
@@ -92,7 +93,9 @@ private:
 
   std::map<std::string, Constant> constants_;
   DiagnosticPrinter &diag_;
-  unsigned depth_ = 0; // nested evaluate() calls, through constants too
+  // Nested evaluate() calls, through constants too: a chain of configs can
+  // nest the evaluation beyond any one expression's depth.
+  RecursionDepth depth_{2000};
 };
 
 } // namespace kiln

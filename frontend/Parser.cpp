@@ -46,11 +46,8 @@ std::optional<ModuleAST> parseModelFile(const SourceFile &file,
   return parser.parseModule();
 }
 
-/// Expressions may nest this deep (parentheses, operator chains, calls).
-static constexpr unsigned kMaxNesting = 1000;
-
-bool Parser::enterNesting(SourceLoc loc) {
-  if (++nesting_ <= kMaxNesting)
+bool Parser::canNest(SourceLoc loc) {
+  if (!nesting_.atLimit())
     return true;
   fail(loc, "expression is nested too deeply (more than " +
                 std::to_string(kMaxNesting) + " levels)");
@@ -349,12 +346,9 @@ bool Parser::parseExprList(TokenKind close, std::vector<ExprPtr> &out) {
 }
 
 ExprPtr Parser::parseExpr() {
-  if (!enterNesting(tok_.loc))
+  if (!canNest(tok_.loc))
     return nullptr;
-  struct Leave {
-    Parser &p;
-    ~Leave() { p.leaveNesting(); }
-  } leave{*this};
+  RecursionDepth::Scope level(nesting_);
   ExprPtr lhs = parseMultiplicative();
   while (lhs && (tok_.is(TokenKind::Plus) || tok_.is(TokenKind::Minus))) {
     auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
@@ -389,12 +383,9 @@ ExprPtr Parser::parseMultiplicative() {
 
 ExprPtr Parser::parseUnary() {
   if (tok_.is(TokenKind::Minus)) {
-    if (!enterNesting(tok_.loc))
+    if (!canNest(tok_.loc))
       return nullptr;
-    struct Leave {
-      Parser &p;
-      ~Leave() { p.leaveNesting(); }
-    } leave{*this};
+    RecursionDepth::Scope level(nesting_);
     auto e = std::make_unique<Expr>(Expr::Kind::Unary, tok_.loc);
     e->op = '-';
     consume();

@@ -12,6 +12,7 @@
 
 #include "frontend/AST.h"
 #include "frontend/Lexer.h"
+#include "frontend/RecursionDepth.h"
 
 #include <optional>
 
@@ -64,12 +65,14 @@ private:
 
   /// Recursion guard: deeply nested input must be an error, not a stack
   /// overflow (Sema also recurses over the tree).
-  bool enterNesting(SourceLoc loc);
-  void leaveNesting() { --nesting_; }
+  bool canNest(SourceLoc loc);
   ExprPtr checkDepth(ExprPtr e);
 
+  /// Expressions may nest this deep (parentheses, operator chains, calls).
+  static constexpr unsigned kMaxNesting = 1000;
+
   Lexer lexer_;
-  unsigned nesting_ = 0;
+  RecursionDepth nesting_{kMaxNesting};
   DiagnosticPrinter &diag_;
   Token tok_;
   bool failed_ = false;

@@ -20,6 +20,7 @@
 
 #include "frontend/AST.h"
 #include "frontend/ConstantEvaluator.h"
+#include "frontend/RecursionDepth.h"
 #include "frontend/TensorGraph.h"
 
 #include <map>
@@ -126,7 +127,7 @@ private:
   std::vector<std::string> activeBlocks_; // for recursion checks
   std::vector<SourceLoc> callStack_;      // call sites, outermost first
   uint32_t currentStmtOffset_ = 0;
-  unsigned evaluationDepth_ = 0; // nested evaluate() calls, across blocks
+  RecursionDepth evaluationDepth_{2000}; // nested evaluate() calls, across blocks
   size_t inlinedCalls_ = 0;      // block calls inlined so far
 };
 

@@ -79,18 +79,13 @@ std::optional<Value> Sema::evaluate(const Expr &e, Scope &scope) {
   // The parser bounds each expression's depth, but inlining nests a block's
   // body inside its call (and blocks call blocks): bound the total so the
   // recursion cannot overflow the stack.
-  constexpr unsigned kMaxEvaluationDepth = 2000;
-  if (evaluationDepth_ >= kMaxEvaluationDepth) {
+  if (evaluationDepth_.atLimit()) {
     error(e.loc, "expression is nested too deeply after inlining blocks "
                  "(more than " +
-                     std::to_string(kMaxEvaluationDepth) + " levels)");
+                     std::to_string(evaluationDepth_.limit()) + " levels)");
     return std::nullopt;
   }
-  ++evaluationDepth_;
-  struct Leave {
-    unsigned &depth;
-    ~Leave() { --depth; }
-  } leave{evaluationDepth_};
+  RecursionDepth::Scope level(evaluationDepth_);
   switch (e.kind) {
   case Expr::Kind::Number:
     return Value::ofNumber(e.isInteger ? Number::ofInt(e.intNumber)

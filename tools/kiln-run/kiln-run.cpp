@@ -18,6 +18,15 @@
 #include <string>
 #include <vector>
 
+namespace {
+// Exit status 1 with the error on stderr, after whatever progress was printed.
+int reportError(const kiln::rt::Status &status) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "kiln-run: error: %s\n", status.message().c_str());
+  return 1;
+}
+} // namespace
+
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = kiln::rt::parseRunCommandLine(args);
@@ -32,22 +41,14 @@ int main(int argc, char **argv) {
   }
   if (parsed->options.checkGrads > 0) {
     auto report = kiln::rt::runGradientCheck(parsed->options, stdout);
-    if (!report.ok()) {
-      std::fflush(stdout);
-      std::fprintf(stderr, "kiln-run: error: %s\n",
-                   report.status().message().c_str());
-      return 1;
-    }
+    if (!report.ok())
+      return reportError(report.status());
     std::fputs(kiln::rt::formatGradientCheckReport(*report).c_str(), stdout);
     return report->passed() ? 0 : 1;
   }
   auto summary = kiln::rt::runTraining(parsed->options, stdout);
-  if (!summary.ok()) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "kiln-run: error: %s\n",
-                 summary.status().message().c_str());
-    return 1;
-  }
+  if (!summary.ok())
+    return reportError(summary.status());
   std::printf("final loss %.6f after %lld steps, %.0f tokens/s",
               summary->finalLoss, static_cast<long long>(summary->steps),
               summary->tokensPerSecond);

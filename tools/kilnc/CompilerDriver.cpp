@@ -86,12 +86,7 @@ std::string defaultArtifactPath(StringRef input) {
 }
 
 bool isKnownPhase(StringRef name) {
-  if (name == kArtifactPhase)
-    return true;
-  for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases())
-    if (phase.name == name)
-      return true;
-  return false;
+  return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
 }
 
 /// Writes every kernel's source to DIR/kernels/ENTRY.cpp.
