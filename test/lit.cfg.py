@@ -29,6 +29,9 @@ config.substitutions.append(("%models", os.path.join(config.kiln_src_root, "mode
 config.substitutions.append(("%src", config.kiln_src_root))
 # Debian's python3-torch lives under the system interpreter, not a pyenv one.
 config.substitutions.append(("%torch-python", "/usr/bin/python3"))
+# The venv tools/setup.sh makes: Hugging Face safetensors and TensorBoard's
+# reader (plus Debian's torch, through --system-site-packages).
+config.substitutions.append(("%reader-python", os.path.join(config.kiln_obj_root, "pyenv", "bin", "python")))
 
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run"], [config.kiln_tools_dir])

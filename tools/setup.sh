@@ -10,7 +10,8 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools     # MLIR/LLVM 19, FileCheck, lit
   flatbuffers-compiler libflatbuffers-dev                     # the artifact format
   libopenblas-dev libgtest-dev                                # CPU GEMMs, unit tests
-  python3 python3-numpy python3-torch                         # the PyTorch oracle test
+  nlohmann-json3-dev                                          # safetensors headers, trainer_state.json
+  python3 python3-numpy python3-torch python3-venv python3-pip # the PyTorch oracle test, test readers
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -25,6 +26,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 build=${1:-build}
+
+# Python readers the tests use on Kiln's files: Hugging Face's `safetensors`
+# and TensorBoard's own event reader, in a venv inside the build folder that
+# also sees Debian's torch (--system-site-packages).
+pyenv="$build/pyenv"
+if [ ! -x "$pyenv/bin/python" ] || ! "$pyenv/bin/python" -c "import safetensors, tensorboard" 2>/dev/null; then
+  echo "setup: installing safetensors and tensorboard into $pyenv"
+  /usr/bin/python3 -m venv --system-site-packages "$pyenv"
+  "$pyenv/bin/python" -m pip install -q --disable-pip-version-check "safetensors==0.8.0" "tensorboard==2.21.0"
+fi
+
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 fi
