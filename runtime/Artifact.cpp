@@ -152,6 +152,9 @@ Artifact::loadBytes(std::vector<uint8_t> bytes, std::string displayName) {
   Status contents = verifyArtifactContents(*artifact->root_, artifact->infos_);
   if (!contents.ok())
     return contents.withPrefix(prefix);
+  for (const schema::Program *program : *artifact->root_->programs())
+    artifact->programs_[static_cast<int>(
+        *programKindFromName(program->name()->string_view()))] = program;
   return artifact;
 }
 

@@ -19,7 +19,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::rt {
@@ -39,6 +41,13 @@ struct BufferInfo {
   uint32_t storage = 0; // index of the buffer owning the storage (itself
                         // unless an alias; alias chains are resolved)
 };
+
+// The programs of a training step (see artifact.fbs): "step" (forward +
+// backward of one micro-batch, run grad_accum times), "update" (norm, clip,
+// guard, optimizer), "eval" (forward loss only; absent without inputs).
+enum class ProgramKind { kStep = 0, kUpdate = 1, kEval = 2 };
+constexpr int kNumProgramKinds = 3;
+std::optional<ProgramKind> programKindFromName(std::string_view name);
 
 class Artifact {
 public:
@@ -61,6 +70,13 @@ public:
 
   int64_t batch() const { return root_->train()->batch(); }
   int64_t seq() const { return root_->train()->seq(); }
+  int64_t gradAccum() const { return root_->train()->grad_accum(); }
+
+  // The program of `kind`, or null when the artifact has none ("step" and
+  // "update" always exist in a verified artifact).
+  const schema::Program *program(ProgramKind kind) const {
+    return programs_[static_cast<int>(kind)];
+  }
 
   // "buffer 3 ('h')": how messages refer to a buffer.
   std::string describeBuffer(uint32_t index) const;
@@ -73,6 +89,7 @@ private:
   std::string name_;
   const schema::Artifact *root_ = nullptr;
   std::vector<BufferInfo> infos_;
+  const schema::Program *programs_[kNumProgramKinds] = {};
 };
 
 // The field-by-field content checks, run after the structural verifier.

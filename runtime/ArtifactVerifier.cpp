@@ -6,15 +6,18 @@
 // indexing and every call it makes stay in bounds (the kernels' sources are
 // C++ compiled as they are: these checks make each call match the signature
 // the source was generated for; the checksum trailer guards the text):
-//   1. header fields: target, train config;
+//   1. header fields: target, train config (batch, seq, grad_accum, clip);
 //   2. buffers: known dtype/role, non-negative shape, sane byte size,
 //      aliases point to an earlier buffer of the same byte size, parameters
 //      carry an initializer, constants carry exactly their bytes, exactly one
-//      loss, scalar f32 control buffers, inputs shaped [batch, seq] i32;
+//      loss, scalar f32 control buffers, inputs shaped [batch, seq] i32,
+//      gradients and optimizer state named after a parameter of its size;
 //   3. kernels: a valid unique C identifier for every entry, a source;
-//   4. schedule: every kernel and buffer index in range, every KernelCall's
-//      buffers matching its kernel's signature (count, dtype, elements), and
-//      every GEMM's operands large enough for m/n/k/batch/strides.
+//   4. programs: unique names, "step" and "update" present (and nothing
+//      unknown); in each schedule every kernel and buffer index in range,
+//      every KernelCall's buffers matching its kernel's signature (count,
+//      dtype, elements), and every GEMM's operands large enough for
+//      m/n/k/batch/strides.
 // Messages name the offending entry and, for schedule entries, the model-file
 // location the entry came from.
 //
@@ -23,6 +26,7 @@
 #include "runtime/Artifact.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 
@@ -51,6 +55,36 @@ bool isIdentifier(const flatbuffers::String *s) {
       return false;
   }
   return true;
+}
+
+// Roles of one-element f32 buffers the runtime reads or writes.
+bool isScalarRole(schema::BufferRole role) {
+  switch (role) {
+  case schema::BufferRole_Loss:
+  case schema::BufferRole_GradNorm:
+  case schema::BufferRole_LearningRate:
+  case schema::BufferRole_StepCount:
+  case schema::BufferRole_Metric:
+  case schema::BufferRole_UpdateNorm:
+  case schema::BufferRole_ParamNorm:
+  case schema::BufferRole_EvalLoss:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// Roles with one buffer per parameter, named and sized like it.
+bool isPerParameterRole(schema::BufferRole role) {
+  return role == schema::BufferRole_Gradient ||
+         role == schema::BufferRole_AdamM ||
+         role == schema::BufferRole_AdamV ||
+         role == schema::BufferRole_Momentum;
+}
+
+// Roles of which an artifact has at most one buffer (Loss: exactly one).
+bool isSingletonRole(schema::BufferRole role) {
+  return isScalarRole(role) && role != schema::BufferRole_Metric;
 }
 
 bool isF32Scalar(const schema::Buffer &buffer, const BufferInfo &info) {
@@ -116,7 +150,13 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
 
   schema::BufferRole role = buffer.role();
   const char *roleName = schema::EnumNameBufferRole(role);
+  if (role != schema::BufferRole_Parameter && buffer.weight_decay() != 0)
+    return invalidArgument(describe(), " has a weight_decay but role ",
+                           roleName);
   if (role == schema::BufferRole_Parameter) {
+    if (!std::isfinite(buffer.weight_decay()) || buffer.weight_decay() < 0)
+      return invalidArgument(describe(), " has invalid weight_decay ",
+                             buffer.weight_decay());
     if (!buffer.init())
       return invalidArgument(describe(), " is a Parameter without an Initializer");
     schema::InitKind kind = buffer.init()->kind();
@@ -132,32 +172,27 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   }
   // The runtime writes parameters, optimizer state and control scalars as
   // f32 and tokens as i32; anything else would be reinterpreted silently.
-  bool needsF32 = role == schema::BufferRole_Parameter ||
-                  role == schema::BufferRole_Gradient ||
-                  role == schema::BufferRole_AdamM ||
-                  role == schema::BufferRole_AdamV ||
-                  role == schema::BufferRole_Loss ||
-                  role == schema::BufferRole_GradNorm ||
-                  role == schema::BufferRole_LearningRate ||
-                  role == schema::BufferRole_StepCount;
+  bool scalar = isScalarRole(role);
+  bool needsF32 = scalar || isPerParameterRole(role) ||
+                  role == schema::BufferRole_Parameter;
   if (needsF32 && buffer.dtype() != schema::DType_F32)
     return invalidArgument(describe(), " has role ", roleName, " and dtype ",
                            schema::EnumNameDType(buffer.dtype()),
                            "; this runtime requires F32");
-  bool scalar = role == schema::BufferRole_Loss ||
-                role == schema::BufferRole_GradNorm ||
-                role == schema::BufferRole_LearningRate ||
-                role == schema::BufferRole_StepCount;
   if (scalar && !isF32Scalar(buffer, info))
     return invalidArgument(describe(), " has role ", roleName, " but ",
                            info.elements, " elements (expected one f32)");
   // Buffers the runtime fills must own their storage, or filling one would
   // silently overwrite another.
+  // (Optimizer state is restored from checkpoints; loss and gradients are
+  // zeroed before the first micro-step when gradients accumulate.)
   bool runtimeFilled = role == schema::BufferRole_Parameter ||
                        role == schema::BufferRole_Input ||
                        role == schema::BufferRole_LearningRate ||
                        role == schema::BufferRole_StepCount ||
-                       role == schema::BufferRole_Constant;
+                       role == schema::BufferRole_Constant ||
+                       role == schema::BufferRole_Loss ||
+                       isPerParameterRole(role);
   if (runtimeFilled && alias != -1)
     return invalidArgument(describe(), " has role ", roleName,
                            " and may not alias another buffer");
@@ -194,51 +229,47 @@ Status checkBuffers(const schema::Artifact &artifact,
     return invalidArgument("has no buffers");
   uint32_t count = artifact.buffers()->size();
   infos.assign(count, BufferInfo{});
-  int losses = 0, gradNorms = 0, lrs = 0, steps = 0;
-  std::set<std::string> inputs, params;
+  std::map<schema::BufferRole, int> singletons;
+  std::set<std::string> inputs, metrics;
+  std::map<std::string, uint32_t> params;
   for (uint32_t i = 0; i < count; ++i) {
     KILN_RETURN_IF_ERROR(checkBuffer(artifact, i, infos));
     const schema::Buffer &buffer = *artifact.buffers()->Get(i);
-    switch (buffer.role()) {
-    case schema::BufferRole_Loss:
-      ++losses;
-      break;
-    case schema::BufferRole_GradNorm:
-      ++gradNorms;
-      break;
-    case schema::BufferRole_LearningRate:
-      ++lrs;
-      break;
-    case schema::BufferRole_StepCount:
-      ++steps;
-      break;
-    case schema::BufferRole_Input:
-      if (!inputs.insert(bufferName(buffer)).second)
-        return invalidArgument("input '", bufferName(buffer),
-                               "' appears in more than one buffer");
-      break;
-    case schema::BufferRole_Parameter:
-      if (!params.insert(bufferName(buffer)).second)
-        return invalidArgument("parameter '", bufferName(buffer),
-                               "' appears in more than one buffer");
-      break;
-    default:
-      break;
-    }
+    schema::BufferRole role = buffer.role();
+    if (isSingletonRole(role) && ++singletons[role] > 1)
+      return invalidArgument("has more than one buffer with role ",
+                             schema::EnumNameBufferRole(role));
+    std::set<std::string> *names =
+        role == schema::BufferRole_Input    ? &inputs
+        : role == schema::BufferRole_Metric ? &metrics
+                                            : nullptr;
+    if (names && !names->insert(bufferName(buffer)).second)
+      return invalidArgument(schema::EnumNameBufferRole(role), " '",
+                             bufferName(buffer),
+                             "' appears in more than one buffer");
+    if (role == schema::BufferRole_Parameter &&
+        !params.emplace(bufferName(buffer), i).second)
+      return invalidArgument("parameter '", bufferName(buffer),
+                             "' appears in more than one buffer");
   }
-  if (losses != 1)
-    return invalidArgument("has ", losses,
-                           " buffers with role Loss, expected exactly one");
-  if (gradNorms > 1 || lrs > 1 || steps > 1)
-    return invalidArgument("has more than one GradNorm, LearningRate or "
-                           "StepCount buffer");
-  // A gradient is reported under its parameter's name; it must match one.
+  if (singletons[schema::BufferRole_Loss] != 1)
+    return invalidArgument("has no buffer with role Loss");
+  // Gradients and optimizer state are reported and checkpointed under their
+  // parameter's name; each must match one, element for element.
   for (uint32_t i = 0; i < count; ++i) {
     const schema::Buffer &buffer = *artifact.buffers()->Get(i);
-    if (buffer.role() == schema::BufferRole_Gradient &&
-        !params.count(bufferName(buffer)))
-      return invalidArgument("buffer ", i, " ('", bufferName(buffer),
-                             "') is a Gradient of no Parameter of that name");
+    if (!isPerParameterRole(buffer.role()))
+      continue;
+    auto param = params.find(bufferName(buffer));
+    if (param == params.end())
+      return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
+                             schema::EnumNameBufferRole(buffer.role()),
+                             " of no Parameter of that name");
+    if (infos[param->second].elements != infos[i].elements)
+      return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
+                             schema::EnumNameBufferRole(buffer.role()), " of ",
+                             infos[i].elements, " elements for a parameter of ",
+                             infos[param->second].elements);
   }
   return okStatus();
 }
@@ -329,15 +360,17 @@ Status checkGemm(const schema::Artifact &artifact,
 }
 
 Status checkSchedule(const schema::Artifact &artifact,
-                     const std::vector<BufferInfo> &infos) {
-  if (!artifact.schedule() || artifact.schedule()->size() == 0)
-    return invalidArgument("has an empty schedule");
+                     const std::vector<BufferInfo> &infos,
+                     const schema::Program &program) {
+  std::string name = program.name()->str();
+  if (!program.schedule())
+    return invalidArgument("program '", name, "' has no schedule");
   uint32_t numKernels = artifact.kernels() ? artifact.kernels()->size() : 0;
   uint32_t numBuffers = artifact.buffers()->size();
-  for (uint32_t i = 0; i < artifact.schedule()->size(); ++i) {
-    const schema::Step &step = *artifact.schedule()->Get(i);
-    std::string where =
-        detail::concat("schedule[", i, "]", locationSuffix(step.location()));
+  for (uint32_t i = 0; i < program.schedule()->size(); ++i) {
+    const schema::Step &step = *program.schedule()->Get(i);
+    std::string where = detail::concat(name, "[", i, "]",
+                                       locationSuffix(step.location()));
     switch (step.op_type()) {
     case schema::Operation_KernelCall: {
       // The flatbuffers verifier accepts a union type without its value.
@@ -392,7 +425,37 @@ Status checkSchedule(const schema::Artifact &artifact,
   return okStatus();
 }
 
+Status checkPrograms(const schema::Artifact &artifact,
+                     const std::vector<BufferInfo> &infos) {
+  std::set<std::string> seen;
+  if (artifact.programs())
+    for (uint32_t i = 0; i < artifact.programs()->size(); ++i) {
+      const schema::Program &program = *artifact.programs()->Get(i);
+      std::string name = program.name() ? program.name()->str() : "";
+      if (!programKindFromName(name))
+        return invalidArgument("program ", i, " is named '", name,
+                               "' (known programs: step, update, eval)");
+      if (!seen.insert(name).second)
+        return invalidArgument("has two programs named '", name, "'");
+      KILN_RETURN_IF_ERROR(checkSchedule(artifact, infos, program));
+    }
+  for (const char *required : {"step", "update"})
+    if (!seen.count(required))
+      return invalidArgument("has no '", required, "' program");
+  return okStatus();
+}
+
 } // namespace
+
+std::optional<ProgramKind> programKindFromName(std::string_view name) {
+  if (name == "step")
+    return ProgramKind::kStep;
+  if (name == "update")
+    return ProgramKind::kUpdate;
+  if (name == "eval")
+    return ProgramKind::kEval;
+  return std::nullopt;
+}
 
 Status verifyArtifactContents(const schema::Artifact &artifact,
                               std::vector<BufferInfo> &infos) {
@@ -409,9 +472,14 @@ Status verifyArtifactContents(const schema::Artifact &artifact,
   if (train->vocab_size() < 0)
     return invalidArgument("train config has negative vocab_size ",
                            train->vocab_size());
+  if (train->grad_accum() < 1)
+    return invalidArgument("train config has grad_accum ", train->grad_accum(),
+                           " (must be >= 1)");
+  if (!std::isfinite(train->clip()) || train->clip() < 0)
+    return invalidArgument("train config has invalid clip ", train->clip());
   KILN_RETURN_IF_ERROR(checkBuffers(artifact, infos));
   KILN_RETURN_IF_ERROR(checkKernels(artifact));
-  KILN_RETURN_IF_ERROR(checkSchedule(artifact, infos));
+  KILN_RETURN_IF_ERROR(checkPrograms(artifact, infos));
   return okStatus();
 }
 

@@ -115,7 +115,7 @@ std::string formatGradientCheckReport(const GradientCheckReport &report);
 // kiln-run --check-grads: loads the artifact, opens the data if the model
 // has inputs, initialises the parameters from options.seed, fixes the batch
 // of step 0 and checks every parameter with options.checkGrads entries,
-// every loss evaluation being one run of the step at learning rate 0. The
+// every loss evaluation being one run of the "step" program. The
 // kernel load line goes to `out` unless options.quiet.
 StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
                                                FILE *out);

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 namespace kiln::rt {
 
@@ -22,6 +23,19 @@ StatusOr<int64_t> parseInt(const std::string &flag, const std::string &text,
   return static_cast<int64_t>(value);
 }
 
+StatusOr<double> parseNumber(const std::string &flag, const std::string &text,
+                             double min, double max) {
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    return invalidArgument(flag, " expects a number, got '", text, "'");
+  if (!std::isfinite(value) || value < min || value > max)
+    return invalidArgument(flag, " must be a finite number in [", min, ", ",
+                           max, "], got ", text);
+  return value;
+}
+
 StatusOr<uint64_t> parseSeed(const std::string &text) {
   errno = 0;
   char *end = nullptr;
@@ -32,66 +46,252 @@ StatusOr<uint64_t> parseSeed(const std::string &text) {
   return static_cast<uint64_t>(value);
 }
 
-StatusOr<double> parseLearningRate(const std::string &text) {
-  errno = 0;
-  char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE)
-    return invalidArgument("--lr expects a number, got '", text, "'");
-  if (!std::isfinite(value) || value < 0)
-    return invalidArgument("--lr must be a finite number >= 0, got ", text);
-  return value;
+using Setter = std::function<Status(RunOptions &, const std::string &)>;
+
+// Setters for the common shapes of flag.
+Setter setString(std::string RunOptions::*field) {
+  return [field](RunOptions &o, const std::string &v) {
+    o.*field = v;
+    return okStatus();
+  };
+}
+Setter setInt(const char *flag, int64_t RunOptions::*field, int64_t min) {
+  return [=](RunOptions &o, const std::string &v) -> Status {
+    KILN_ASSIGN_OR_RETURN(o.*field, parseInt(flag, v, min));
+    return okStatus();
+  };
+}
+
+struct Flag {
+  const char *name;  // "--lr"
+  const char *value; // "X" for a flag with a value, null for a switch
+  const char *help;  // one or more lines ('\n' continues the text)
+  bool training;     // meaningless for --check-grads (refused with it)
+  Setter set;        // for a switch, called with ""
+};
+
+const std::vector<Flag> &flags() {
+  constexpr double kInf = HUGE_VAL;
+  static const std::vector<Flag> table = {
+      // Data.
+      {"--data", "SPEC",
+       "training data, required when the model has inputs: a file, a glob of\n"
+       "shards (quote it: 'dir/train_*.bin') or 'random' (uniform tokens)",
+       false, setString(&RunOptions::dataPath)},
+      {"--data-format", "F",
+       "auto (default: an llm.c magic means a shard, .bin without one is an\n"
+       "error, anything else is byte-level text), text, llmc (GPT-2 uint16\n"
+       "magic 20240520 or Llama-3 uint32 magic 20240801), nanogpt (raw uint16)",
+       false, setString(&RunOptions::dataFormat)},
+      {"--val-data", "SPEC", "validation data, opened like --data", true,
+       setString(&RunOptions::valDataPath)},
+      {"--val-fraction", "F",
+       "hold out the last fraction F of --data's windows for validation", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.valFraction,
+                               parseNumber("--val-fraction", v, 0, 0.5));
+         return okStatus();
+       }},
+      {"--val-every", "N",
+       "validate every N steps (default 0: after the last step only)", true,
+       setInt("--val-every", &RunOptions::valEvery, 0)},
+      {"--val-batches", "M",
+       "validation loss = mean over M fixed batches (default 20)", true,
+       setInt("--val-batches", &RunOptions::valBatches, 1)},
+      // Training.
+      {"--steps", "N", "number of training steps (>= 1)", true,
+       setInt("--steps", &RunOptions::steps, 1)},
+      {"--lr", "X", "peak learning rate (default 1e-3)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.peak, parseNumber("--lr", v, 0, kInf));
+         return okStatus();
+       }},
+      {"--schedule", "S",
+       "constant (default), cosine, linear or wsd (warmup-stable-decay); all\n"
+       "start with --warmup steps rising linearly to --lr", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.kind, parseLrScheduleKind(v));
+         return okStatus();
+       }},
+      {"--warmup", "N", "linear warmup steps (default 0)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.warmup, parseInt("--warmup", v, 0));
+         return okStatus();
+       }},
+      {"--decay-steps", "N",
+       "step at which the decay reaches the minimum (default --steps)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.total,
+                               parseInt("--decay-steps", v, 1));
+         o.decayStepsGiven = true;
+         return okStatus();
+       }},
+      {"--min-lr-ratio", "R", "minimum learning rate / --lr (default 0)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.minRatio,
+                               parseNumber("--min-lr-ratio", v, 0, 1));
+         return okStatus();
+       }},
+      {"--decay-fraction", "F",
+       "wsd: fraction of the steps spent decaying at the end (default 0.2)",
+       true, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.schedule.decayFraction,
+                               parseNumber("--decay-fraction", v, 0, 1));
+         return okStatus();
+       }},
+      {"--seed", "S",
+       "seed of the parameter initialisation and of the data order (default 0)",
+       false, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.seed, parseSeed(v));
+         return okStatus();
+       }},
+      {"--max-skipped-steps", "M",
+       "stop after M consecutive steps whose loss or gradient norm is not\n"
+       "finite (each skips its update); default 5", true,
+       setInt("--max-skipped-steps", &RunOptions::maxSkippedSteps, 1)},
+      // Checkpoints.
+      {"--checkpoint-dir", "D",
+       "write checkpoints to D/step-NNNNNNNN/ (also at the end, on SIGINT or\n"
+       "SIGTERM, and before stopping on non-finite steps)", true,
+       setString(&RunOptions::checkpointDir)},
+      {"--checkpoint-every", "N", "checkpoint every N steps (default: at the end)",
+       true, setInt("--checkpoint-every", &RunOptions::checkpointEvery, 1)},
+      {"--keep-checkpoints", "K", "keep the newest K checkpoints (0: all; default 3)",
+       true, setInt("--keep-checkpoints", &RunOptions::keepCheckpoints, 0)},
+      {"--resume", nullptr,
+       "continue from the newest complete checkpoint in --checkpoint-dir\n"
+       "(bit-exact on the CPU); starts fresh when there is none", true,
+       [](RunOptions &o, const std::string &) {
+         o.resume = true;
+         return okStatus();
+       }},
+      {"--init-from", "FILE",
+       "start from the parameters in FILE.safetensors (e.g. a checkpoint's\n"
+       "model.safetensors) instead of the initialisers", true,
+       setString(&RunOptions::initFrom)},
+      // Reports.
+      {"--metrics", "FILE", "write one JSON object per step to FILE.jsonl", true,
+       setString(&RunOptions::metricsPath)},
+      {"--tensorboard", "DIR", "write TensorBoard event files to DIR", true,
+       setString(&RunOptions::tensorboardDir)},
+      {"--log-every", "N",
+       "progress line every N steps when stdout is not a terminal (default 10)",
+       true, setInt("--log-every", &RunOptions::logEvery, 1)},
+      {"--peak-tflops", "X",
+       "peak TFLOP/s of this machine, for MFU (GPUs are looked up by name)",
+       true, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(double peak,
+                               parseNumber("--peak-tflops", v, 1e-6, 1e9));
+         o.peakTflops = peak;
+         return okStatus();
+       }},
+      {"--quiet", nullptr, "print only errors and the final line", false,
+       [](RunOptions &o, const std::string &) {
+         o.quiet = true;
+         return okStatus();
+       }},
+      {"--profile", nullptr,
+       "time every kernel and GEMM; print the most expensive with their\n"
+       "model lines", true, [](RunOptions &o, const std::string &) {
+         o.profile = true;
+         return okStatus();
+       }},
+      // Debugging.
+      {"--check-grads", "N",
+       "instead of training, compare the first batch's gradients with central\n"
+       "finite differences on N entries per parameter; exit 0 if all agree,\n"
+       "1 if any does not", false,
+       setInt("--check-grads", &RunOptions::checkGrads, 1)},
+      {"--save-init", "FILE", "write the initial parameters to FILE.safetensors",
+       true, setString(&RunOptions::saveInitPath)},
+      {"--save-grads", "FILE",
+       "write the first step's gradients and its batch (input:tokens,\n"
+       "input:targets) to FILE.safetensors", true,
+       setString(&RunOptions::saveGradsPath)},
+  };
+  return table;
+}
+
+const Flag *findFlag(const std::string &name) {
+  for (const Flag &flag : flags())
+    if (name == flag.name)
+      return &flag;
+  return nullptr;
+}
+
+// Combinations that cannot mean anything.
+Status checkCombination(const RunOptions &o,
+                        const std::vector<std::string> &trainingFlags) {
+  if (o.artifactPath.empty())
+    return invalidArgument("missing the artifact to run (OUT.kart)");
+  if (o.checkGrads > 0) {
+    // The check runs "step" on the first batch; a flag that shapes
+    // training would be silently ignored, so it is refused.
+    if (!trainingFlags.empty())
+      return invalidArgument(trainingFlags.front(),
+                             " does not apply to --check-grads");
+    return okStatus();
+  }
+  if (o.steps == 0)
+    return invalidArgument("missing --steps N (or --check-grads N)");
+  if (o.resume && o.checkpointDir.empty())
+    return invalidArgument("--resume needs --checkpoint-dir D");
+  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
+    return invalidArgument("--checkpoint-every needs --checkpoint-dir D");
+  if (o.resume && !o.initFrom.empty())
+    return invalidArgument("--resume and --init-from exclude each other");
+  if (!o.valDataPath.empty() && o.valFraction > 0)
+    return invalidArgument("--val-data and --val-fraction exclude each other");
+  if (o.valEvery > 0 && o.valDataPath.empty() && o.valFraction == 0)
+    return invalidArgument("--val-every needs --val-data or --val-fraction");
+  return validateLrSchedule(o.schedule);
 }
 
 } // namespace
 
-const char *runUsageText() {
-  return "usage: kiln-run OUT.kart [--data PATH] --steps N [options]\n"
-         "       kiln-run OUT.kart [--data PATH] --check-grads N [--seed S]\n"
-         "\n"
-         "Trains with a compiled Kiln artifact on the CPU, or checks its\n"
-         "gradients against finite differences.\n"
-         "\n"
-         "  --data PATH                 training data, required when the model\n"
-         "                              has inputs: an llm.c token shard if the\n"
-         "                              name ends in .bin (header of 256 int32:\n"
-         "                              magic 20240520, version 1, token count;\n"
-         "                              then uint16 tokens), otherwise a file\n"
-         "                              whose bytes are the tokens (a file that\n"
-         "                              starts with the shard magic is a shard)\n"
-         "  --steps N                   number of training steps (>= 1)\n"
-         "  --check-grads N             instead of training, compare the first\n"
-         "                              step's gradients with central finite\n"
-         "                              differences on N entries per parameter;\n"
-         "                              exit 0 if all agree, 1 if any does not\n"
-         "  --lr X                      constant learning rate (default 1e-3)\n"
-         "  --seed S                    seed of the parameter initialisation and\n"
-         "                              of the batch windows (default 0)\n"
-         "  --metrics FILE.jsonl        write one JSON object per step\n"
-         "  --save-init FILE.safetensors   write the initial parameters\n"
-         "  --save-grads FILE.safetensors  write the first step's gradients and\n"
-         "                              its batch (input:tokens, input:targets)\n"
-         "  --log-every N               progress line every N steps when stdout\n"
-         "                              is not a terminal (default 10)\n"
-         "  --quiet                     print only errors and the final line\n"
-         "  --profile                   time every kernel and GEMM; print the\n"
-         "                              most expensive with their model lines\n"
-         "  --help                      show this text\n"
-         "\n"
-         "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
-         "(compiled kernel cache, default ~/.cache/kiln).\n"
-         "Exit status: 0 success, 1 error or a failed gradient check,\n"
-         "2 bad usage.\n";
+std::string runUsageText() {
+  std::string text =
+      "usage: kiln-run OUT.kart [--data SPEC] --steps N [options]\n"
+      "       kiln-run OUT.kart [--data SPEC] --check-grads N [--seed S]\n"
+      "\n"
+      "Trains with a compiled Kiln artifact on the CPU, or checks its\n"
+      "gradients against finite differences.\n\n";
+  for (const Flag &flag : flags()) {
+    std::string left = std::string("  ") + flag.name;
+    if (flag.value)
+      left += std::string(" ") + flag.value;
+    const size_t column = 24;
+    left.resize(std::max(left.size() + 1, column), ' ');
+    std::string help = flag.help;
+    size_t start = 0;
+    bool first = true;
+    while (start <= help.size()) {
+      size_t end = help.find('\n', start);
+      if (end == std::string::npos)
+        end = help.size();
+      text += (first ? left : std::string(column, ' ')) +
+              help.substr(start, end - start) + "\n";
+      first = false;
+      start = end + 1;
+    }
+  }
+  text += "  --help                show this text\n"
+          "\n"
+          "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
+          "(compiled kernel cache, default ~/.cache/kiln), NO_COLOR.\n"
+          "Exit status: 0 success (also after SIGINT/SIGTERM, which checkpoint\n"
+          "and stop), 1 error, a failed gradient check or a run stopped by\n"
+          "non-finite steps, 2 bad usage.\n";
+  return text;
 }
 
 StatusOr<ParsedCommandLine>
 parseRunCommandLine(const std::vector<std::string> &args) {
   ParsedCommandLine parsed;
   RunOptions &o = parsed.options;
-  bool haveSteps = false;
   std::vector<std::string> trainingFlags; // given, meaningless for a check
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
+    const std::string &arg = args[i];
     if (arg == "--help" || arg == "-h") {
       parsed.help = true;
       return parsed;
@@ -106,73 +306,35 @@ parseRunCommandLine(const std::vector<std::string> &args) {
       continue;
     }
     // --flag=value or --flag value.
-    std::string flag = arg, value;
+    std::string name = arg, value;
     bool inlineValue = false;
-    size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      flag = arg.substr(0, eq);
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
       inlineValue = true;
     }
-    if (flag == "--quiet" || flag == "--profile") {
+    const Flag *flag = findFlag(name);
+    if (!flag)
+      return invalidArgument("unknown option '", name, "'");
+    if (!flag->value) {
       if (inlineValue)
-        return invalidArgument(flag, " takes no value");
-      if (flag == "--profile")
-        trainingFlags.push_back(flag);
-      (flag == "--quiet" ? o.quiet : o.profile) = true;
-      continue;
+        return invalidArgument(name, " takes no value");
+    } else {
+      if (!inlineValue) {
+        if (i + 1 >= args.size())
+          return invalidArgument(name, " expects a value");
+        value = args[++i];
+      }
+      if (value.empty())
+        return invalidArgument(name, " expects a non-empty value");
     }
-    static const char *const kValueFlags[] = {
-        "--data",    "--steps",      "--lr",         "--seed",       "--metrics",
-        "--save-init", "--save-grads", "--log-every", "--check-grads"};
-    bool known = false;
-    for (const char *f : kValueFlags)
-      known |= flag == f;
-    if (!known)
-      return invalidArgument("unknown option '", flag, "'");
-    if (!inlineValue) {
-      if (i + 1 >= args.size())
-        return invalidArgument(flag, " expects a value");
-      value = args[++i];
-    }
-    if (value.empty())
-      return invalidArgument(flag, " expects a non-empty value");
-
-    if (flag != "--data" && flag != "--seed" && flag != "--check-grads")
-      trainingFlags.push_back(flag);
-    if (flag == "--data") {
-      o.dataPath = value;
-    } else if (flag == "--check-grads") {
-      KILN_ASSIGN_OR_RETURN(o.checkGrads, parseInt(flag, value, 1));
-    } else if (flag == "--steps") {
-      KILN_ASSIGN_OR_RETURN(o.steps, parseInt(flag, value, 1));
-      haveSteps = true;
-    } else if (flag == "--lr") {
-      KILN_ASSIGN_OR_RETURN(o.lr, parseLearningRate(value));
-    } else if (flag == "--seed") {
-      KILN_ASSIGN_OR_RETURN(o.seed, parseSeed(value));
-    } else if (flag == "--metrics") {
-      o.metricsPath = value;
-    } else if (flag == "--save-init") {
-      o.saveInitPath = value;
-    } else if (flag == "--save-grads") {
-      o.saveGradsPath = value;
-    } else if (flag == "--log-every") {
-      KILN_ASSIGN_OR_RETURN(o.logEvery, parseInt(flag, value, 1));
-    }
+    if (flag->training)
+      trainingFlags.push_back(name);
+    KILN_RETURN_IF_ERROR(flag->set(o, value));
   }
-  if (o.artifactPath.empty())
-    return invalidArgument("missing the artifact to run (OUT.kart)");
-  if (o.checkGrads > 0) {
-    // The check runs one step at lr 0 on the batch of step 0; a flag that
-    // shapes training would be silently ignored, so it is refused.
-    if (!trainingFlags.empty())
-      return invalidArgument(trainingFlags.front(),
-                             " does not apply to --check-grads");
-    return parsed;
-  }
-  if (!haveSteps)
-    return invalidArgument("missing --steps N (or --check-grads N)");
+  if (!o.decayStepsGiven)
+    o.schedule.total = o.steps;
+  KILN_RETURN_IF_ERROR(checkCombination(o, trainingFlags));
   return parsed;
 }
 

@@ -2,16 +2,20 @@
 //
 // Parsing lives in the runtime library rather than in the tool's main so the
 // unit tests can check every usage error, and so that main stays a thin
-// wrapper: parse, run, map errors to exit codes.
+// wrapper: parse, run, map errors to exit codes. Every flag is one entry of
+// a table in RunOptions.cpp (name, value, help, what it sets), from which
+// both the parser and the --help text are made, so they cannot disagree.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_RUNOPTIONS_H
 #define KILN_RUNTIME_RUNOPTIONS_H
 
+#include "runtime/LrSchedule.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,19 +23,44 @@ namespace kiln::rt {
 
 struct RunOptions {
   std::string artifactPath;  // positional OUT.kart
-  std::string dataPath;      // --data (required when the model has inputs)
+
+  // Data.
+  std::string dataPath;      // --data PATH|GLOB|random (required when the model has inputs)
+  std::string dataFormat = "auto"; // --data-format auto|text|llmc|nanogpt
+  std::string valDataPath;   // --val-data PATH|GLOB
+  double valFraction = 0;    // --val-fraction F: hold out the last F of --data
+  int64_t valEvery = 0;      // --val-every N (0: only after the last step)
+  int64_t valBatches = 20;   // --val-batches M
+
+  // Training.
   int64_t steps = 0;         // --steps (>= 1); training only
+  LrSchedule schedule;       // --lr, --schedule, --warmup, --decay-steps,
+                             // --min-lr-ratio, --decay-fraction
+  bool decayStepsGiven = false;
+  uint64_t seed = 0;         // --seed
+  int64_t maxSkippedSteps = 5; // --max-skipped-steps M
+
+  // Checkpoints.
+  std::string checkpointDir; // --checkpoint-dir D
+  int64_t checkpointEvery = 0; // --checkpoint-every N (0: only at the end)
+  int64_t keepCheckpoints = 3; // --keep-checkpoints K (0: keep all)
+  bool resume = false;       // --resume
+  std::string initFrom;      // --init-from FILE.safetensors
+
+  // Reports.
+  std::string metricsPath;   // --metrics FILE.jsonl
+  std::string tensorboardDir; // --tensorboard DIR
+  int64_t logEvery = 10;     // --log-every (non-TTY progress lines)
+  std::optional<double> peakTflops; // --peak-tflops (MFU without a known GPU)
+  bool quiet = false;        // --quiet: only errors and the final line
+  bool profile = false;      // --profile: time per schedule entry at the end
+
+  // Debugging.
   int64_t checkGrads = 0;    // --check-grads N: entries checked per
                              // parameter; > 0 runs the gradient check
                              // instead of training
-  double lr = 1e-3;          // --lr, constant in this issue
-  uint64_t seed = 0;         // --seed
-  std::string metricsPath;   // --metrics FILE.jsonl
   std::string saveInitPath;  // --save-init FILE.safetensors
   std::string saveGradsPath; // --save-grads FILE.safetensors
-  int64_t logEvery = 10;     // --log-every (non-TTY progress lines)
-  bool quiet = false;        // --quiet: only errors and the final line
-  bool profile = false;      // --profile: time per schedule entry at the end
 };
 
 struct ParsedCommandLine {
@@ -40,15 +69,15 @@ struct ParsedCommandLine {
 };
 
 // Parses argv[1..]. Usage errors (unknown flag, missing value, bad number,
-// missing required argument, a training flag with --check-grads) are
-// kInvalidArgument with a one-line message. Whether --data is needed
-// depends on the artifact (on its Input buffers), so it is checked when the
-// artifact is loaded, not here.
+// missing required argument, flags that contradict each other, a training
+// flag with --check-grads) are kInvalidArgument with a one-line message.
+// Whether --data is needed depends on the artifact (on its Input buffers),
+// so it is checked when the artifact is loaded, not here.
 StatusOr<ParsedCommandLine> parseRunCommandLine(
     const std::vector<std::string> &args);
 
 // The usage text printed by --help and after usage errors.
-const char *runUsageText();
+std::string runUsageText();
 
 } // namespace kiln::rt
 

@@ -1,16 +1,15 @@
 //===- Trainer.cpp - The kiln-run training loop ----------------------------===//
 //
 //   1. load + verify the artifact; open the data (required when the model
-//      has inputs) and check it fits the model (enough tokens, ids below
-//      the vocabulary) before the slow part;
-//   2. compile or fetch the kernels from the cache (cold/warm reported);
-//   3. allocate the arena; initialise parameters from their Initializer
-//      (Adam moments start at zero from the zero-filled arena) — 2 and 3
-//      are TrainingSession::create;
-//   4. per step s (0-based): fill tokens/targets for step s, write the
-//      learning rate and the 1-based step count, run the schedule, read the
-//      loss and grad norm, report; after the first step dump gradients if
-//      asked.
+//      has inputs) and check it fits the model before the slow part;
+//   2. compile or fetch the kernels, allocate the arena, initialise the
+//      parameters (TrainingSession::create);
+//   3. per step s (1-based): beginStep (zero the accumulators), then
+//      grad_accum micro-batches through "step", then "update" with the
+//      scheduled learning rate and the count of applied updates; read loss,
+//      norms and metrics back; a non-finite loss or gradient norm means the
+//      compiled guard skipped the update (logged, not counted as an update);
+//   4. report; after the first step dump gradients if asked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +17,7 @@
 
 #include "runtime/Metrics.h"
 #include "runtime/Safetensors.h"
+#include "runtime/StopSignals.h"
 #include "runtime/TrainingSession.h"
 #include "runtime/cpu/ScheduleProfile.h"
 
@@ -75,6 +75,7 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> loaded,
                         Artifact::loadFile(options.artifactPath));
   const int64_t batch = loaded->batch(), seq = loaded->seq();
+  const int64_t accum = loaded->gradAccum();
   KILN_ASSIGN_OR_RETURN(std::optional<TokenDataset> data,
                         openTrainingData(*loaded, options.dataPath));
   std::optional<MetricsFile> metrics;
@@ -101,60 +102,85 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   executor.setProfiling(options.profile);
   ProgressPrinter progress(out, ::isatty(::fileno(out)) != 0, options.steps,
                            options.logEvery);
+  StopSignals signals;
   // Zeros stand in for the batch of an artifact without inputs.
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   TrainSummary summary;
   summary.kernelCacheHit = kernels.cacheHit();
   summary.kernelLoadSeconds = kernels.loadSeconds();
   double totalSeconds = 0;
-  bool warnedNonFinite = false;
-  for (int64_t s = 0; s < options.steps; ++s) {
+  int64_t updates = 0, skippedInARow = 0, microBatches = 0;
+  for (int64_t step = 1; step <= options.steps; ++step) {
     auto start = Clock::now();
-    if (data)
-      data->fillBatch(options.seed, s, batch, seq, tokens.data(),
-                      targets.data());
-    KILN_RETURN_IF_ERROR(
-        session->runStep(tokens.data(), targets.data(), options.lr, s + 1));
+    session->beginStep();
+    for (int64_t k = 0; k < accum; ++k, ++microBatches) {
+      if (data)
+        data->fillBatch(options.seed, microBatches, batch, seq, tokens.data(),
+                        targets.data());
+      KILN_RETURN_IF_ERROR(
+          session->runMicroStep(tokens.data(), targets.data()));
+    }
+    double lr = learningRateAt(options.schedule, step);
+    KILN_RETURN_IF_ERROR(session->runUpdate(lr, updates + 1));
+    bool skipped = session->stepWasSkipped();
+    if (skipped) {
+      ++summary.skippedSteps;
+      ++skippedInARow;
+    } else {
+      ++updates;
+      skippedInARow = 0;
+    }
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
 
     StepMetrics m;
-    m.step = s + 1;
+    m.step = step;
     m.loss = session->loss();
-    m.lr = options.lr;
+    m.lr = session->learningRate().value_or(lr);
     if (std::optional<float> norm = session->gradNorm())
       m.gradNorm = *norm;
     m.stepMs = seconds * 1e3;
-    m.tokensPerStep = batch * seq;
-    m.tokensPerSecond = seconds > 0 ? double(batch * seq) / seconds : 0;
+    m.tokensPerStep = batch * seq * accum;
+    m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
     summary.finalLoss = m.loss;
-    summary.steps = m.step;
+    summary.steps = step;
+    summary.stepsThisRun += 1;
 
-    if (s == 0 && !options.saveGradsPath.empty())
+    if (step == 1 && !options.saveGradsPath.empty())
       KILN_RETURN_IF_ERROR(saveFirstGradients(options.saveGradsPath, artifact,
                                               arena, roles, tokens, targets));
     if (metrics)
       KILN_RETURN_IF_ERROR(metrics->write(m));
     if (!options.quiet)
       progress.report(m);
-    if (!std::isfinite(m.loss) && !warnedNonFinite) {
-      progress.finish();
-      std::fprintf(stderr, "kiln-run: warning: loss is %f at step %lld\n",
-                   m.loss, static_cast<long long>(m.step));
-      warnedNonFinite = true;
+    if (skippedInARow >= options.maxSkippedSteps) {
+      summary.failed = true;
+      summary.stopReason = detail::concat(
+          skippedInARow, " consecutive steps with a non-finite loss or "
+          "gradient norm (the last at step ", step, ")");
+      break;
+    }
+    if (int signal = signals.received()) {
+      summary.stopReason =
+          detail::concat("stopped by ", StopSignals::name(signal),
+                         " after step ", step);
+      break;
     }
   }
   progress.finish();
   if (options.profile)
-    std::fputs(cpu::formatScheduleProfile(artifact, executor.entrySeconds(),
-                                          summary.steps, /*top=*/15)
-                   .c_str(),
-               out);
+    for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
+      std::fputs(cpu::formatScheduleProfile(artifact, program,
+                                            executor.entrySeconds(program),
+                                            summary.stepsThisRun, /*top=*/15)
+                     .c_str(),
+                 out);
   if (totalSeconds > 0) {
-    summary.tokensPerSecond = double(batch * seq * summary.steps) / totalSeconds;
-    summary.flopsPerSecond =
-        artifact.root().flops_per_step() * summary.steps / totalSeconds;
+    summary.tokensPerSecond =
+        double(batch * seq * accum * summary.stepsThisRun) / totalSeconds;
+    summary.flopsPerSecond = artifact.root().flops_per_step() *
+                             summary.stepsThisRun / totalSeconds;
   }
   return summary;
 }

@@ -1,10 +1,11 @@
 //===- Trainer.h - The kiln-run training loop ------------------------------===//
 //
 // The runtime's one entry point for kiln-run: load and verify the artifact,
-// open the data, JIT the kernels, allocate and initialise buffers, then run
-// `steps` training steps, reporting metrics and writing the requested
-// safetensors dumps. Every failure comes back as a Status; the tool only
-// prints it.
+// open the data, JIT the kernels, allocate and initialise buffers (or
+// restore them from a checkpoint), then run the training steps, reporting
+// metrics, validating, checkpointing and stopping cleanly on SIGINT/SIGTERM
+// or on a run of non-finite steps. Every failure comes back as a Status; the
+// tool only prints it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,17 +16,22 @@
 #include "runtime/Status.h"
 
 #include <cstdio>
+#include <string>
 
 namespace kiln::rt {
 
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;          // the last step completed (counting resumed ones)
+  int64_t stepsThisRun = 0;   // steps run by this process
   double finalLoss = 0;
-  double tokensPerSecond = 0; // over all steps, kernel compilation excluded
+  double tokensPerSecond = 0; // over this run's steps, kernel compilation excluded
   double flopsPerSecond = 0;  // model FLOPs (Artifact.flops_per_step) per
                               // second; 0 when the artifact does not say
   bool kernelCacheHit = false;
   double kernelLoadSeconds = 0;
+  int64_t skippedSteps = 0;   // updates skipped by the non-finite guard
+  std::string stopReason;     // empty: all steps ran; else why it stopped early
+  bool failed = false;        // stopped by non-finite steps (exit status 1)
 };
 
 // Runs training as `options` say. Progress and informational lines go to

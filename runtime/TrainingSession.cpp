@@ -5,6 +5,8 @@
 #include "runtime/ParamInit.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace kiln::rt {
 
@@ -34,6 +36,23 @@ BufferRoles findBufferRoles(const Artifact &artifact) {
       break;
     case schema::BufferRole_Gradient:
       roles.gradients.push_back(i);
+      break;
+    case schema::BufferRole_AdamM:
+    case schema::BufferRole_AdamV:
+    case schema::BufferRole_Momentum:
+      roles.optimizerState.push_back(i);
+      break;
+    case schema::BufferRole_Metric:
+      roles.metrics.push_back(i);
+      break;
+    case schema::BufferRole_EvalLoss:
+      roles.evalLoss = i;
+      break;
+    case schema::BufferRole_UpdateNorm:
+      roles.updateNorm = i;
+      break;
+    case schema::BufferRole_ParamNorm:
+      roles.paramNorm = i;
       break;
     default:
       break;
@@ -88,18 +107,61 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
   return session;
 }
 
-Status TrainingSession::runStep(const int32_t *tokens, const int32_t *targets,
-                                double lr, int64_t stepCount) {
+void TrainingSession::writeBatch(const int32_t *tokens,
+                                 const int32_t *targets) {
   const int64_t n = artifact_->batch() * artifact_->seq();
   if (roles_.tokens)
     std::copy(tokens, tokens + n, arena_->as<int32_t>(*roles_.tokens));
   if (roles_.targets)
     std::copy(targets, targets + n, arena_->as<int32_t>(*roles_.targets));
+}
+
+void TrainingSession::beginStep() {
+  if (artifact_->gradAccum() == 1)
+    return; // "step" overwrites loss and gradients
+  auto zero = [&](uint32_t buffer) {
+    std::memset(arena_->data(buffer), 0, artifact_->bufferInfo(buffer).bytes);
+  };
+  zero(roles_.loss);
+  for (uint32_t g : roles_.gradients)
+    zero(g);
+}
+
+Status TrainingSession::runMicroStep(const int32_t *tokens,
+                                     const int32_t *targets) {
+  writeBatch(tokens, targets);
+  return executor_->run(ProgramKind::kStep);
+}
+
+Status TrainingSession::runUpdate(double lr, int64_t updateCount) {
   if (roles_.learningRate)
     *arena_->as<float>(*roles_.learningRate) = static_cast<float>(lr);
   if (roles_.stepCount)
-    *arena_->as<float>(*roles_.stepCount) = static_cast<float>(stepCount);
-  return executor_->runStep();
+    *arena_->as<float>(*roles_.stepCount) = static_cast<float>(updateCount);
+  return executor_->run(ProgramKind::kUpdate);
+}
+
+StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
+                                          const int32_t *targets) {
+  if (!roles_.evalLoss || !artifact_->program(ProgramKind::kEval))
+    return failedPrecondition(artifact_->name(),
+                              ": the artifact has no 'eval' program "
+                              "(a model without inputs has nothing to validate)");
+  writeBatch(tokens, targets);
+  KILN_RETURN_IF_ERROR(executor_->run(ProgramKind::kEval));
+  return static_cast<double>(scalar(*roles_.evalLoss));
+}
+
+bool TrainingSession::stepWasSkipped() const {
+  std::optional<float> norm = gradNorm();
+  return !std::isfinite(loss()) || (norm && !std::isfinite(*norm));
+}
+
+std::vector<std::pair<std::string, double>> TrainingSession::metrics() const {
+  std::vector<std::pair<std::string, double>> values;
+  for (uint32_t m : roles_.metrics)
+    values.emplace_back(bufferName(artifact_->buffer(m)), scalar(m));
+  return values;
 }
 
 } // namespace kiln::rt

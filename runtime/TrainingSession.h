@@ -3,8 +3,10 @@
 // What training (Trainer.cpp) and the gradient check (GradientCheck.cpp)
 // share: the buffers found by role, the data opened and checked against the
 // model, the kernels compiled or fetched from the cache, the arena allocated
-// and the parameters initialised from the seed, and one call that writes a
-// step's inputs and scalars and runs the schedule.
+// and the parameters initialised from the seed, and one call per program
+// that writes its inputs and scalars and runs it:
+//   beginStep(); runMicroStep(batch k) for k < grad_accum; runUpdate(lr, t)
+// is one training step; runEval(batch) is a validation batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::rt {
@@ -31,9 +34,12 @@ namespace kiln::rt {
 // (never by position, per the codegen contract).
 struct BufferRoles {
   uint32_t loss = 0;
-  std::optional<uint32_t> gradNorm, learningRate, stepCount, tokens, targets;
+  std::optional<uint32_t> gradNorm, learningRate, stepCount, tokens, targets,
+      evalLoss, updateNorm, paramNorm;
   std::vector<uint32_t> inputs; // every Input buffer
   std::vector<uint32_t> parameters, gradients;
+  std::vector<uint32_t> optimizerState; // AdamM, AdamV, Momentum buffers
+  std::vector<uint32_t> metrics;        // Metric buffers, in artifact order
 };
 
 BufferRoles findBufferRoles(const Artifact &artifact);
@@ -64,21 +70,43 @@ public:
   cpu::Arena &arena() const { return *arena_; }
   cpu::Executor &executor() { return *executor_; }
 
-  // Writes the [batch, seq] `tokens` and `targets` (ignored by an artifact
-  // without inputs; may then be null), the learning rate and the 1-based
-  // step count, then runs the schedule once.
-  Status runStep(const int32_t *tokens, const int32_t *targets, double lr,
-                 int64_t stepCount);
+  // Starts a training step: with grad_accum > 1 the Loss and Gradient
+  // buffers are accumulators that each micro-step adds to, so they are
+  // zeroed here.
+  void beginStep();
+  // Writes the [batch, seq] `tokens` and `targets` of one micro-batch
+  // (ignored by an artifact without inputs; may then be null) and runs
+  // "step" (forward + backward).
+  Status runMicroStep(const int32_t *tokens, const int32_t *targets);
+  // Writes the learning rate and the 1-based count of applied updates (Adam's
+  // bias correction) and runs "update". When the loss or the gradient norm
+  // is not finite the compiled update changes nothing (see stepWasSkipped).
+  Status runUpdate(double lr, int64_t updateCount);
+  // Writes one batch and runs "eval"; returns its loss.
+  StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
-  float loss() const { return *arena_->as<float>(roles_.loss); }
-  std::optional<float> gradNorm() const {
-    if (!roles_.gradNorm)
-      return std::nullopt;
-    return *arena_->as<float>(*roles_.gradNorm);
-  }
+  // Results of the last programs run.
+  float loss() const { return scalar(roles_.loss); }
+  std::optional<float> gradNorm() const { return optionalScalar(roles_.gradNorm); }
+  std::optional<float> updateNorm() const { return optionalScalar(roles_.updateNorm); }
+  std::optional<float> paramNorm() const { return optionalScalar(roles_.paramNorm); }
+  // The learning rate "update" used, read back from its buffer.
+  std::optional<float> learningRate() const { return optionalScalar(roles_.learningRate); }
+  // The compiled guard's decision: the update was a no-op because the loss
+  // or the gradient norm is not finite (same test as the kernels').
+  bool stepWasSkipped() const;
+  // The model's reported metrics (name, value) from the last micro-step.
+  std::vector<std::pair<std::string, double>> metrics() const;
 
 private:
   TrainingSession() = default;
+  float scalar(uint32_t buffer) const { return *arena_->as<float>(buffer); }
+  std::optional<float> optionalScalar(std::optional<uint32_t> buffer) const {
+    if (!buffer)
+      return std::nullopt;
+    return scalar(*buffer);
+  }
+  void writeBatch(const int32_t *tokens, const int32_t *targets);
 
   std::unique_ptr<Artifact> artifact_;
   BufferRoles roles_;

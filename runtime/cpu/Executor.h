@@ -1,10 +1,11 @@
-//===- Executor.h - Runs one training step of a verified artifact ---------===//
+//===- Executor.h - Runs the programs of a verified artifact --------------===//
 //
-// The schedule is a flat list: KernelCall entries call a generated kernel
-// with its buffer pointers; GemmCall entries call OpenBLAS sgemm. Argument
-// arrays are resolved once at construction so a step is just a loop of
-// indirect calls. The executor fills nothing itself: the trainer writes
-// inputs, learning rate and step count into the arena before each step.
+// Each program ("step", "update", "eval") is a flat list: KernelCall
+// entries call a generated kernel with its buffer pointers; GemmCall entries
+// call OpenBLAS sgemm. Argument arrays are resolved once at construction so
+// running a program is just a loop of indirect calls. The executor fills
+// nothing itself: the training session writes inputs, learning rate and
+// step count into the arena before running a program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,14 +26,22 @@ public:
   Executor(const Artifact &artifact, const KernelLibrary &kernels,
            const Arena &arena);
 
-  // Runs every schedule entry once, in order.
-  Status runStep();
+  // Runs every schedule entry of the program once, in order. A program the
+  // artifact does not have is an error.
+  Status run(ProgramKind program);
 
-  // With profiling on, runStep() times every schedule entry (a clock read
+  // With profiling on, run() times every schedule entry (a clock read
   // around each call: cheap next to a kernel, but off by default).
   void setProfiling(bool enabled) { profiling_ = enabled; }
-  // Accumulated wall seconds per schedule entry, indexed like the schedule.
-  const std::vector<double> &entrySeconds() const { return seconds_; }
+  // Accumulated wall seconds per schedule entry of `program`, indexed like
+  // its schedule (empty until profiled).
+  const std::vector<double> &entrySeconds(ProgramKind program) const {
+    return programs_[static_cast<int>(program)].seconds;
+  }
+  // How many times `program` has run.
+  int64_t runs(ProgramKind program) const {
+    return programs_[static_cast<int>(program)].runs;
+  }
 
 private:
   struct GemmArgs {
@@ -49,11 +58,19 @@ private:
     GemmArgs gemm{};              // used when kernel is null
   };
 
-  void run(const Call &call);
+  struct Program {
+    bool present = false;
+    std::vector<Call> calls;
+    std::vector<double> seconds; // per call, when profiled
+    int64_t runs = 0;
+  };
 
-  std::vector<Call> calls_;
+  static Call resolve(const schema::Step &step, const KernelLibrary &kernels,
+                      const Arena &arena);
+  void call(const Call &call);
+
+  Program programs_[kNumProgramKinds];
   bool profiling_ = false;
-  std::vector<double> seconds_;
 };
 
 } // namespace kiln::rt::cpu

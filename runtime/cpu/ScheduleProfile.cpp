@@ -38,9 +38,10 @@ std::string describeStep(const schema::Artifact &artifact,
 } // namespace
 
 std::string formatScheduleProfile(const Artifact &artifact,
+                                  ProgramKind program,
                                   const std::vector<double> &entrySeconds,
                                   int64_t steps, size_t top) {
-  const auto &schedule = *artifact.root().schedule();
+  const auto &schedule = *artifact.program(program)->schedule();
   double total = std::accumulate(entrySeconds.begin(), entrySeconds.end(), 0.0);
   double gemmTotal = 0;
   std::vector<size_t> order(entrySeconds.size());
@@ -55,8 +56,9 @@ std::string formatScheduleProfile(const Artifact &artifact,
   char line[512];
   std::string out;
   std::snprintf(line, sizeof(line),
-                "profile: %lld steps, %.2f ms/step in the schedule (GEMMs "
+                "profile of program '%s': %lld steps, %.2f ms/step (GEMMs "
                 "%.1f%%, kernels %.1f%%), %zu entries\n",
+                artifact.program(program)->name()->c_str(),
                 static_cast<long long>(steps),
                 steps > 0 ? total * 1e3 / steps : 0.0,
                 total > 0 ? 100 * gemmTotal / total : 0.0,

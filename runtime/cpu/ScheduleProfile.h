@@ -17,9 +17,11 @@
 
 namespace kiln::rt::cpu {
 
-// Formats the `top` most expensive schedule entries given the accumulated
-// seconds per entry (Executor::entrySeconds) over `steps` steps.
+// Formats the `top` most expensive schedule entries of `program` given the
+// accumulated seconds per entry (Executor::entrySeconds) over `steps`
+// training steps (a "step" program with grad_accum K ran K times per step).
 std::string formatScheduleProfile(const Artifact &artifact,
+                                  ProgramKind program,
                                   const std::vector<double> &entrySeconds,
                                   int64_t steps, size_t top);
 

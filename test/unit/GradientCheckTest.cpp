@@ -246,15 +246,15 @@ TEST_F(GradientCheckRunTest, FlippedCrossEntropyGradientFails) {
   EXPECT_GT(report->parameters[0].relativeError, 0.1);
 }
 
-TEST_F(GradientCheckRunTest, OptimizerThatMovesParametersAtLearningRateZero) {
-  // Weight decay not scaled by lr: p -= wd * p even at lr 0.
+TEST_F(GradientCheckRunTest, NeverRunsTheUpdateProgram) {
+  // An optimizer that wrecks every parameter: were "update" run between
+  // loss evaluations, the differences would be of a moving function.
   ArtifactSpec spec = patchKernel(bigramArtifact(2, 8, 16), 2,
                                   "p[i] -= lr * wd * p[i];",
-                                  "p[i] -= wd * p[i];");
+                                  "p[i] = 1e6f;");
   auto report = runGradientCheck(options(writeArtifact(spec)), stdout);
-  ASSERT_FALSE(report.ok());
-  EXPECT_THAT(report.status().message(),
-              HasSubstr("the step changes parameter 'W' at learning rate 0"));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->passed()) << formatGradientCheckReport(*report);
 }
 
 TEST_F(GradientCheckRunTest, DataIsRequiredExactlyWhenTheModelHasInputs) {

@@ -22,7 +22,7 @@ TEST(RunOptionsTest, AllFlags) {
   EXPECT_EQ(o.artifactPath, "m.kart");
   EXPECT_EQ(o.dataPath, "d.txt");
   EXPECT_EQ(o.steps, 30);
-  EXPECT_DOUBLE_EQ(o.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(o.schedule.peak, 3e-4);
   EXPECT_EQ(o.seed, 7u);
   EXPECT_EQ(o.metricsPath, "m.jsonl");
   EXPECT_EQ(o.saveInitPath, "i.st");
@@ -35,7 +35,7 @@ TEST(RunOptionsTest, AllFlags) {
 TEST(RunOptionsTest, Defaults) {
   auto parsed = parse({"--steps", "1", "--data", "d", "m.kart"});
   ASSERT_TRUE(parsed.ok());
-  EXPECT_DOUBLE_EQ(parsed->options.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(parsed->options.schedule.peak, 1e-3);
   EXPECT_EQ(parsed->options.seed, 0u);
   EXPECT_FALSE(parsed->options.quiet);
 }
@@ -81,7 +81,7 @@ TEST(RunOptionsTest, UsageErrors) {
        "--steps expects an integer, got 'ten'"},
       {{"m.kart", "--data", "d", "--steps", "0"}, "--steps must be >= 1"},
       {{"m.kart", "--data", "d", "--steps", "1", "--lr", "-1"},
-       "--lr must be a finite number >= 0"},
+       "--lr must be a finite number in [0, inf]"},
       {{"m.kart", "--data", "d", "--steps", "1", "--seed", "-3"},
        "--seed expects a non-negative integer"},
       {{"m.kart", "--data=", "--steps", "1"}, "--data expects a non-empty value"},
@@ -102,6 +102,24 @@ TEST(RunOptionsTest, UsageErrors) {
        "unexpected argument 'b.kart'"},
       {{"m.kart", "--data", "d", "--steps", "1", "--quiet=yes"},
        "--quiet takes no value"},
+      {{"m.kart", "--steps", "1", "--resume"}, "--resume needs --checkpoint-dir D"},
+      {{"m.kart", "--steps", "1", "--checkpoint-every", "5"},
+       "--checkpoint-every needs --checkpoint-dir D"},
+      {{"m.kart", "--steps", "1", "--checkpoint-dir", "d", "--resume",
+        "--init-from", "w.safetensors"},
+       "--resume and --init-from exclude each other"},
+      {{"m.kart", "--steps", "1", "--val-data", "v", "--val-fraction", "0.1"},
+       "--val-data and --val-fraction exclude each other"},
+      {{"m.kart", "--steps", "1", "--val-every", "5"},
+       "--val-every needs --val-data or --val-fraction"},
+      {{"m.kart", "--steps", "10", "--schedule", "cosine", "--warmup", "10"},
+       "--warmup 10 leaves no steps to decay over"},
+      {{"m.kart", "--steps", "10", "--schedule", "step"},
+       "--schedule must be constant, cosine, linear or wsd"},
+      {{"m.kart", "--steps", "10", "--min-lr-ratio", "2"},
+       "--min-lr-ratio must be a finite number in [0, 1]"},
+      {{"m.kart", "--check-grads", "3", "--schedule", "cosine"},
+       "--schedule does not apply to --check-grads"},
   };
   for (const Case &c : cases) {
     auto parsed = parse(c.args);

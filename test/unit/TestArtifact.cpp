@@ -34,7 +34,18 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
   for (size_t i = 0; i < spec.kernels.size(); ++i)
     if ((have[i] = spec.kernels[i].args.has_value()))
       args[i] = *spec.kernels[i].args;
-  for (const StepSpec &s : spec.schedule) {
+  std::vector<ProgramSpec> programs = {{"step", spec.schedule}};
+  if (!spec.omitUpdate)
+    programs.push_back({"update", spec.update});
+  if (spec.eval)
+    programs.push_back({"eval", *spec.eval});
+  programs.insert(programs.end(), spec.extraPrograms.begin(),
+                  spec.extraPrograms.end());
+  std::vector<StepSpec> allSteps;
+  for (const ProgramSpec &program : programs)
+    allSteps.insert(allSteps.end(), program.schedule.begin(),
+                    program.schedule.end());
+  for (const StepSpec &s : allSteps) {
     if (!s.kernel || *s.kernel >= spec.kernels.size() || have[*s.kernel])
       continue;
     have[*s.kernel] = true;
@@ -54,33 +65,41 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
         fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
         k.ops.c_str(), &args[i]));
   }
-  std::vector<flatbuffers::Offset<schema::Step>> steps;
-  for (const StepSpec &s : spec.schedule) {
+  auto buildStep = [&](const StepSpec &s) {
     auto location = fbb.CreateString(s.location);
     if (s.omitOperation) {
       schema::StepBuilder step(fbb);
       step.add_op_type(s.kernel ? schema::Operation_KernelCall
                                 : schema::Operation_GemmCall);
       step.add_location(location);
-      steps.push_back(step.Finish());
+      return step.Finish();
     } else if (s.kernel) {
       auto call = schema::CreateKernelCallDirect(fbb, *s.kernel, &s.buffers);
-      steps.push_back(schema::CreateStep(fbb, schema::Operation_KernelCall,
-                                         call.Union(), location));
+      return schema::CreateStep(fbb, schema::Operation_KernelCall,
+                                call.Union(), location);
     } else {
       const GemmSpec &g = s.gemm;
       auto call = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k,
                                          g.batch, g.transA, g.transB,
                                          g.strideA, g.strideB, g.strideC);
-      steps.push_back(schema::CreateStep(fbb, schema::Operation_GemmCall,
-                                         call.Union(), location));
+      return schema::CreateStep(fbb, schema::Operation_GemmCall,
+                                call.Union(), location);
     }
+  };
+  std::vector<flatbuffers::Offset<schema::Program>> programOffsets;
+  for (const ProgramSpec &program : programs) {
+    std::vector<flatbuffers::Offset<schema::Step>> steps;
+    for (const StepSpec &s : program.schedule)
+      steps.push_back(buildStep(s));
+    programOffsets.push_back(
+        schema::CreateProgramDirect(fbb, program.name.c_str(), &steps));
   }
-  auto train = schema::CreateTrainConfigDirect(fbb, spec.batch, spec.seq,
-                                               "adamw", spec.vocab);
+  auto train = schema::CreateTrainConfigDirect(
+      fbb, spec.batch, spec.seq, "adamw", spec.vocab, spec.gradAccum, spec.clip,
+      "{\"optimizer\":\"adamw\"}");
   auto root = schema::CreateArtifactDirect(
       fbb, spec.version, spec.model.c_str(), spec.target.c_str(), train,
-      spec.prelude.c_str(), &kernels, &buffers, &steps, /*flops=*/0);
+      spec.prelude.c_str(), &kernels, &buffers, &programOffsets, /*flops=*/0);
   schema::FinishArtifactBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());
@@ -245,7 +264,13 @@ ArtifactSpec bigramArtifact(int64_t batch, int64_t seq, int64_t vocab) {
   StepSpec adamw;
   adamw.kernel = 2;
   adamw.buffers = {2, 7, 8, 9, 10, 11, 12, 14};
-  spec.schedule.push_back(adamw);
+  adamw.location = "bigram.kiln:9:1";
+  spec.update.push_back(adamw);
+  // "eval": the forward steps again, the loss into EvalLoss (buffer 15).
+  buf("eval_loss", R::BufferRole_EvalLoss, F32, {});            // 15
+  StepSpec evalXent = xent;
+  evalXent.buffers = {13, 1, 15, 6};
+  spec.eval = std::vector<StepSpec>{onehot, logits, evalXent};
 
   return spec;
 }

@@ -53,25 +53,38 @@ struct StepSpec {
   bool omitOperation = false;     // union type without a value (corrupt)
 };
 
+struct ProgramSpec {
+  std::string name;
+  std::vector<StepSpec> schedule;
+};
+
 struct ArtifactSpec {
   uint32_t version = kArtifactVersion;
   std::string model = "test";
   std::string target = "cpu";
-  int64_t batch = 1, seq = 1, vocab = 0;
+  int64_t batch = 1, seq = 1, vocab = 0, gradAccum = 1;
+  float clip = 0;
   std::string prelude;
   std::vector<BufferSpec> buffers;
   std::vector<KernelSpec> kernels;
-  std::vector<StepSpec> schedule;
+  std::vector<StepSpec> schedule;          // the "step" program
+  std::vector<StepSpec> update;            // the "update" program
+  std::optional<std::vector<StepSpec>> eval; // the "eval" program, if any
+  std::vector<ProgramSpec> extraPrograms;  // more (for negative tests)
+  bool omitUpdate = false;                 // no "update" program (corrupt)
 };
 
 std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec);
 
-// A valid minimal artifact: one loss buffer written by one kernel.
+// A valid minimal artifact: one loss buffer written by one kernel in
+// "step", and an empty "update".
 ArtifactSpec minimalArtifact();
 
 // The bigram language model used by the end-to-end tests (see
-// TestArtifact.cpp): one-hot kernel, GEMM, cross-entropy kernel, GEMM for
-// the gradient, AdamW kernel. batch x seq tokens, vocabulary `vocab`.
+// TestArtifact.cpp): "step" is a one-hot kernel, a GEMM, a cross-entropy
+// kernel and a GEMM for the gradient; "update" is an AdamW kernel; "eval"
+// the forward part into an EvalLoss buffer. batch x seq tokens, vocabulary
+// `vocab`.
 ArtifactSpec bigramArtifact(int64_t batch, int64_t seq, int64_t vocab);
 
 // A fresh empty directory under $TMPDIR (removed by the caller if wanted).

@@ -41,7 +41,7 @@ protected:
     o.artifactPath = dir_ + "/bigram.kart";
     o.dataPath = dir_ + "/input.txt";
     o.steps = steps;
-    o.lr = 0.05;
+    o.schedule.peak = 0.05;
     o.quiet = true;
     return o;
   }
@@ -140,7 +140,7 @@ TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
                     &out),
             0)
       << out;
-  EXPECT_THAT(out, HasSubstr("profile: 2 steps"));
+  EXPECT_THAT(out, HasSubstr("profile of program 'step': 2 steps"));
   EXPECT_THAT(out, HasSubstr("gemm 8x256x256 x2 (test.kiln:2:3)"));
   EXPECT_THAT(out, HasSubstr("kernel k_xent [kiln.cross_entropy]"));
 }

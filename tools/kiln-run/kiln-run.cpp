@@ -32,11 +32,12 @@ int main(int argc, char **argv) {
   auto parsed = kiln::rt::parseRunCommandLine(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "kiln-run: error: %s\n\n%s",
-                 parsed.status().message().c_str(), kiln::rt::runUsageText());
+                 parsed.status().message().c_str(),
+                 kiln::rt::runUsageText().c_str());
     return 2;
   }
   if (parsed->help) {
-    std::fputs(kiln::rt::runUsageText(), stdout);
+    std::fputs(kiln::rt::runUsageText().c_str(), stdout);
     return 0;
   }
   if (parsed->options.checkGrads > 0) {
@@ -49,11 +50,18 @@ int main(int argc, char **argv) {
   auto summary = kiln::rt::runTraining(parsed->options, stdout);
   if (!summary.ok())
     return reportError(summary.status());
+  if (!summary->stopReason.empty())
+    std::fprintf(summary->failed ? stderr : stdout, "kiln-run: %s%s\n",
+                 summary->failed ? "error: " : "",
+                 summary->stopReason.c_str());
   std::printf("final loss %.6f after %lld steps, %.0f tokens/s",
               summary->finalLoss, static_cast<long long>(summary->steps),
               summary->tokensPerSecond);
   if (summary->flopsPerSecond > 0)
     std::printf(", %.2f GFLOP/s", summary->flopsPerSecond * 1e-9);
+  if (summary->skippedSteps > 0)
+    std::printf(", %lld updates skipped (non-finite)",
+                static_cast<long long>(summary->skippedSteps));
   std::printf("\n");
-  return 0;
+  return summary->failed ? 1 : 0;
 }
