@@ -5,20 +5,14 @@
 #include "runtime/Hash.h"
 
 #include "runtime/FileIO.h"
+#include "runtime/data/LlmcShard.h"
 
 #include <algorithm>
 #include <cstring>
 
 namespace kiln::rt {
 
-namespace {
-
-int32_t readInt32LE(const uint8_t *p) {
-  return static_cast<int32_t>(uint32_t(p[0]) | uint32_t(p[1]) << 8 |
-                              uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
-}
-
-} // namespace
+using data::readInt32LE;
 
 StatusOr<TokenDataset> TokenDataset::open(const std::string &path) {
   auto bytes = readFileBytes(path);
@@ -57,22 +51,14 @@ StatusOr<TokenDataset> TokenDataset::fromBytes(const std::vector<uint8_t> &bytes
   }
 
   data.format_ = Format::kShard;
-  if (bytes.size() < kHeaderBytes)
-    return dataLoss("data file ", path, ": llm.c token shard is truncated (", bytes.size(),
-                    " bytes, the header alone is ", kHeaderBytes, ")");
-  int32_t version = readInt32LE(bytes.data() + 4);
-  if (version != kShardVersion)
-    return invalidArgument("data file ", path, ": llm.c token shard version ", version,
-                           ", expected ", kShardVersion);
-  int32_t count = readInt32LE(bytes.data() + 8);
-  size_t expected = kHeaderBytes + size_t(std::max(count, 0)) * 2;
-  if (count < 0 || bytes.size() != expected)
-    return dataLoss("data file ", path, ": llm.c token shard header says ", count,
-                    " tokens (", expected, " bytes), but the file has ",
-                    bytes.size(), " bytes");
+  // The GPT-2 magic (the only one accepted here) fixes uint16 tokens.
+  KILN_ASSIGN_OR_RETURN(
+      data::LlmcShardLayout layout,
+      data::parseLlmcShardHeader(bytes.data(), bytes.size(), path));
+  const int64_t count = layout.tokenCount;
   data.tokens_.resize(static_cast<size_t>(count));
   const uint8_t *p = bytes.data() + kHeaderBytes;
-  for (int32_t i = 0; i < count; ++i)
+  for (int64_t i = 0; i < count; ++i)
     data.tokens_[i] = int32_t(p[2 * i]) | int32_t(p[2 * i + 1]) << 8;
   return data;
 }

@@ -25,6 +25,7 @@
 #define KILN_RUNTIME_DATA_TOKENDATASET_H
 
 #include "runtime/Status.h"
+#include "runtime/data/LlmcShard.h"
 
 #include <cstdint>
 #include <string>
@@ -32,9 +33,9 @@
 
 namespace kiln::rt {
 
-constexpr int32_t kShardMagic = 20240520;
-constexpr int32_t kShardVersion = 1;
-constexpr size_t kShardHeaderInts = 256;
+constexpr int32_t kShardMagic = data::kLlmcGpt2Magic;
+constexpr int32_t kShardVersion = data::kLlmcGpt2Version;
+constexpr size_t kShardHeaderInts = data::kLlmcHeaderInts;
 
 class TokenDataset {
 public:

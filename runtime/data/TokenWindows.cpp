@@ -1,0 +1,69 @@
+//===- TokenWindows.cpp - A corpus cut into training windows --------------===//
+
+#include "runtime/data/TokenWindows.h"
+
+#include <algorithm>
+
+namespace kiln::rt::data {
+
+StatusOr<TokenWindows> TokenWindows::create(TokenCorpus corpus, int64_t seq,
+                                            int64_t vocab) {
+  if (seq <= 0)
+    return invalidArgument("sequence length must be positive, got ", seq);
+  if (vocab <= 0)
+    return invalidArgument("vocabulary size must be positive, got ", vocab);
+  TokenWindows windows(std::move(corpus), seq, vocab);
+  const TokenCorpus &c = windows.corpus_;
+  windows.firstWindow_.reserve(c.numFiles() + 1);
+  windows.firstWindow_.push_back(0);
+  int64_t longest = 0;
+  for (size_t f = 0; f < c.numFiles(); ++f) {
+    int64_t tokens = c.fileTokens(f);
+    longest = std::max(longest, tokens);
+    uint64_t count = tokens > seq ? uint64_t(tokens - 1) / uint64_t(seq) : 0;
+    windows.firstWindow_.push_back(windows.firstWindow_.back() + count);
+  }
+  if (windows.size() == 0)
+    return invalidArgument(
+        "data ", c.spec(), " (", c.describe(),
+        ") has no training window: a window is seq + 1 = ", seq + 1,
+        " tokens within one file, but the longest file has ", longest,
+        " tokens");
+  return windows;
+}
+
+TokenWindows::Location TokenWindows::locate(uint64_t window) const {
+  // The last file whose first window is <= window (files without windows
+  // have the same first window as their successor and are skipped).
+  auto it = std::upper_bound(firstWindow_.begin(), firstWindow_.end(), window);
+  size_t file = static_cast<size_t>(it - firstWindow_.begin()) - 1;
+  Location location;
+  location.file = file;
+  location.firstToken = static_cast<int64_t>(window - firstWindow_[file]) * seq_;
+  return location;
+}
+
+Status TokenWindows::read(uint64_t window, int32_t *inputs,
+                          int32_t *targets) const {
+  if (window >= size())
+    return internalError("window ", window, " out of range (", size(),
+                         " windows)");
+  Location at = locate(window);
+  for (int64_t t = 0; t <= seq_; ++t) {
+    int64_t offset = at.firstToken + t;
+    uint32_t id = corpus_.token(at.file, offset);
+    if (static_cast<int64_t>(id) >= vocab_)
+      return invalidArgument("data file ", corpus_.filePath(at.file),
+                             ": token id ", id, " at ",
+                             corpus_.describeOffset(at.file, offset),
+                             " is not below the model's vocabulary size ",
+                             vocab_);
+    if (t < seq_)
+      inputs[t] = static_cast<int32_t>(id);
+    if (t > 0)
+      targets[t - 1] = static_cast<int32_t>(id);
+  }
+  return okStatus();
+}
+
+} // namespace kiln::rt::data
