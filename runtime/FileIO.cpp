@@ -1,7 +1,7 @@
 //===- FileIO.cpp - Whole-file reads and crash-safe writes ----------------===//
 //
 // POSIX calls rather than iostreams so that every failure has an errno to
-// report and fsync is available.
+// report and fsync is available (std::filesystem only for rm -rf).
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,12 +104,7 @@ Status writeFileAtomically(const std::string &path,
     return invalidArgument(path, ": rename failed (", reason, ")");
   }
   // Persist the directory entry too, or a crash can lose the rename.
-  int dirFd = ::open(parentDirectory(path).c_str(), O_RDONLY | O_DIRECTORY);
-  if (dirFd >= 0) {
-    ::fsync(dirFd);
-    ::close(dirFd);
-  }
-  return okStatus();
+  return syncDirectory(parentDirectory(path));
 }
 
 Status createDirectories(const std::string &dir) {
@@ -133,6 +130,64 @@ Status createDirectories(const std::string &dir) {
 bool fileExists(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Status syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return invalidArgument(dir, ": cannot open directory to fsync it (",
+                           errnoText(), ")");
+  if (::fsync(fd) != 0) {
+    std::string reason = errnoText();
+    ::close(fd);
+    return invalidArgument(dir, ": fsync of the directory failed (", reason,
+                           ")");
+  }
+  ::close(fd);
+  return okStatus();
+}
+
+Status renamePath(const std::string &from, const std::string &to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    return invalidArgument(from, ": cannot rename to ", to, " (", errnoText(),
+                           ")");
+  return okStatus();
+}
+
+Status removeRecursively(const std::string &path) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);
+  if (error)
+    return invalidArgument(path, ": cannot remove (", error.message(), ")");
+  return okStatus();
+}
+
+StatusOr<std::vector<std::string>> listDirectory(const std::string &dir) {
+  DIR *handle = ::opendir(dir.c_str());
+  if (!handle) {
+    if (errno == ENOENT)
+      return notFound(dir, ": no such directory");
+    return invalidArgument(dir, ": cannot list (", errnoText(), ")");
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent *entry = ::readdir(handle)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..")
+      names.push_back(std::move(name));
+    errno = 0;
+  }
+  int readErrno = errno;
+  ::closedir(handle);
+  if (readErrno != 0)
+    return invalidArgument(dir, ": listing failed (", std::strerror(readErrno),
+                           ")");
+  return names;
 }
 
 } // namespace kiln::rt

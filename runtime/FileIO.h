@@ -33,6 +33,23 @@ Status createDirectories(const std::string &dir);
 
 bool fileExists(const std::string &path);
 
+bool isDirectory(const std::string &path);
+
+// fsync(2) of a directory, so that the entries created, renamed or removed
+// in it survive a crash (POSIX leaves a rename's durability to this).
+Status syncDirectory(const std::string &dir);
+
+// rename(2) with errors naming both paths. Atomic within one file system;
+// replaces an existing file (or an empty directory) at `to`.
+Status renamePath(const std::string &from, const std::string &to);
+
+// Removes `path` and, if it is a directory, everything below it (rm -rf).
+// A missing path is not an error.
+Status removeRecursively(const std::string &path);
+
+// The names in `dir` (not "." or ".."), unsorted.
+StatusOr<std::vector<std::string>> listDirectory(const std::string &dir);
+
 } // namespace kiln::rt
 
 #endif // KILN_RUNTIME_FILEIO_H
