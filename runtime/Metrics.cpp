@@ -1,4 +1,4 @@
-//===- Metrics.cpp - Per-step metrics: JSONL file and console progress ----===//
+//===- Metrics.cpp - Per-step metrics and their JSONL file ----------------===//
 
 #include "runtime/Metrics.h"
 
@@ -10,7 +10,8 @@ namespace kiln::rt {
 
 namespace {
 
-// Shortest round-trippable-enough text for a metric; null for NaN/inf.
+// Nine significant digits round-trip a float32 and are plenty for a metric;
+// null for NaN/inf, which JSON cannot express.
 std::string jsonNumber(double value) {
   if (!std::isfinite(value))
     return "null";
@@ -19,18 +20,96 @@ std::string jsonNumber(double value) {
   return buf;
 }
 
+std::string jsonValue(const MetricField &field) {
+  switch (field.kind) {
+  case MetricKind::kBoolean:
+    return field.value != 0 ? "true" : "false";
+  case MetricKind::kInteger:
+    if (!std::isfinite(field.value))
+      return "null";
+    return std::to_string(static_cast<long long>(field.value));
+  case MetricKind::kReal:
+    break;
+  }
+  return jsonNumber(field.value);
+}
+
+// A JSON string literal: layer names come from model files and may hold
+// any character.
+std::string jsonString(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 } // namespace
+
+std::optional<double> StepMetrics::updateRatio() const {
+  if (!updateNorm || !paramNorm)
+    return std::nullopt;
+  return *updateNorm / *paramNorm;
+}
+
+std::vector<MetricField> stepMetricFields(const StepMetrics &m) {
+  using K = MetricKind;
+  std::vector<MetricField> fields;
+  auto add = [&](const char *key, const char *tag, double value,
+                 K kind = K::kReal) {
+    fields.push_back(MetricField{key, tag, value, kind});
+  };
+  add("loss", "train/loss", m.loss);
+  add("lr", "train/lr", m.lr);
+  if (m.gradNorm)
+    add("grad_norm", "train/grad_norm", *m.gradNorm);
+  if (m.updateNorm)
+    add("update_norm", "train/update_norm", *m.updateNorm);
+  if (m.paramNorm)
+    add("param_norm", "train/param_norm", *m.paramNorm);
+  if (std::optional<double> ratio = m.updateRatio())
+    add("update_ratio", "train/update_ratio", *ratio);
+  for (const NamedScalar &rms : m.activationRms) {
+    std::string name = "act_rms/" + rms.name;
+    fields.push_back(MetricField{name, name, rms.value, K::kReal});
+  }
+  add("step_ms", "perf/step_ms", m.stepMs);
+  add("tokens", "perf/tokens_per_step", double(m.tokensPerStep), K::kInteger);
+  add("tokens_per_s", "perf/tokens_per_s", m.tokensPerSecond);
+  if (m.mfu)
+    add("mfu", "perf/mfu", *m.mfu);
+  if (m.peakMemoryBytes)
+    add("peak_memory_bytes", "mem/peak_bytes", double(*m.peakMemoryBytes),
+        K::kInteger);
+  add("skipped", "train/skipped", m.skipped ? 1 : 0, K::kBoolean);
+  if (m.valLoss)
+    add("val_loss", "val/loss", *m.valLoss);
+  return fields;
+}
 
 std::string metricsJsonLine(const StepMetrics &m) {
   std::string line = "{\"step\":" + std::to_string(m.step);
-  line += ",\"loss\":" + jsonNumber(m.loss);
-  line += ",\"lr\":" + jsonNumber(m.lr);
-  line += ",\"grad_norm\":" + (m.gradNorm ? jsonNumber(*m.gradNorm) : "null");
-  line += ",\"step_ms\":" + jsonNumber(m.stepMs);
-  line += ",\"tokens\":" + std::to_string(m.tokensPerStep);
-  line += ",\"tokens_per_s\":" + jsonNumber(m.tokensPerSecond);
+  for (const MetricField &field : stepMetricFields(m))
+    line += "," + jsonString(field.jsonKey) + ":" + jsonValue(field);
   line += "}";
   return line;
+}
+
+std::vector<std::pair<std::string, double>>
+tensorBoardScalars(const StepMetrics &m) {
+  std::vector<std::pair<std::string, double>> scalars;
+  for (MetricField &field : stepMetricFields(m))
+    scalars.emplace_back(std::move(field.tensorBoardTag), field.value);
+  return scalars;
 }
 
 StatusOr<MetricsFile> MetricsFile::open(const std::string &path) {
@@ -58,37 +137,6 @@ Status MetricsFile::write(const StepMetrics &m) {
     return invalidArgument("metrics file ", path_, ": write failed (",
                            std::strerror(errno), ")");
   return okStatus();
-}
-
-void ProgressPrinter::report(const StepMetrics &m) {
-  if (interactive_) {
-    // Trailing spaces erase leftovers of a longer previous line.
-    std::fprintf(out_, "\rstep %lld/%lld | loss %.4f | %.0f tok/s | %.1f ms   ",
-                 static_cast<long long>(m.step),
-                 static_cast<long long>(totalSteps_), m.loss,
-                 m.tokensPerSecond, m.stepMs);
-    std::fflush(out_);
-    lineOpen_ = true;
-    return;
-  }
-  bool due = m.step == 1 || m.step == totalSteps_ || m.step % logEvery_ == 0;
-  if (!due)
-    return;
-  std::fprintf(out_, "step %lld/%lld loss %.6f lr %.3g", 
-               static_cast<long long>(m.step),
-               static_cast<long long>(totalSteps_), m.loss, m.lr);
-  if (m.gradNorm)
-    std::fprintf(out_, " grad_norm %.4f", *m.gradNorm);
-  std::fprintf(out_, " %.2f ms %.0f tok/s\n", m.stepMs, m.tokensPerSecond);
-  std::fflush(out_);
-}
-
-void ProgressPrinter::finish() {
-  if (lineOpen_) {
-    std::fputc('\n', out_);
-    std::fflush(out_);
-    lineOpen_ = false;
-  }
 }
 
 } // namespace kiln::rt

@@ -1,11 +1,35 @@
-//===- Metrics.h - Per-step metrics: JSONL file and console progress ------===//
+//===- Metrics.h - Per-step metrics and their JSONL file ------------------===//
 //
-// Every step produces one StepMetrics record. MetricsFile appends it as one
-// JSON object per line (flushed per line, so a killed run keeps what it
-// measured and `tail -f` works). ProgressPrinter shows progress for people:
-// on a terminal a single line rewritten in place with '\r'; in a log file
-// (not a TTY) one plain line every `logEvery` steps plus the first and last,
-// so CI logs stay readable.
+// Every step produces one StepMetrics record. Two sinks store it: the JSONL
+// file here (one JSON object per line, flushed per line, so a killed run
+// keeps what it measured and `tail -f` works) and TensorBoard event files
+// (metrics/TensorBoardWriter.h). Both take their names and values from one
+// mapping, stepMetricFields, so the two can never disagree about what a step
+// measured. The console view is metrics/ProgressPrinter.h.
+//
+// Naming: a metric has a JSON key and a TensorBoard tag.
+//
+//   JSON key            TensorBoard tag        present
+//   step                (the event's step)     always
+//   loss                train/loss             always
+//   lr                  train/lr               always
+//   grad_norm           train/grad_norm        when the artifact computes it
+//   update_norm         train/update_norm      when measured
+//   param_norm          train/param_norm       when measured
+//   update_ratio        train/update_ratio     when both norms are measured
+//   act_rms/<name>      act_rms/<name>         one per chosen layer
+//   step_ms             perf/step_ms           always
+//   tokens              perf/tokens_per_step   always
+//   tokens_per_s        perf/tokens_per_s      always
+//   mfu                 perf/mfu               when a peak FLOP/s is known
+//   peak_memory_bytes   mem/peak_bytes         when measured
+//   skipped             train/skipped (0 / 1)  always
+//   val_loss            val/loss               on steps where validation ran
+//
+// Activation RMS values are flat keys "act_rms/<name>" in JSON too (not a
+// nested object), so a JSON key and its TensorBoard tag read the same and
+// `jq '."act_rms/blocks.0.mlp"'` finds them. Absent metrics are omitted from
+// both sinks; non-finite values (a diverged loss) are JSON null.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,24 +42,60 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::rt {
 
-struct StepMetrics {
-  int64_t step = 0;                // 1-based
-  double loss = 0;
-  double lr = 0;
-  std::optional<double> gradNorm;  // absent when the artifact has none
-  double stepMs = 0;               // wall time of the step
-  int64_t tokensPerStep = 0;       // batch * seq
-  double tokensPerSecond = 0;
+// A metric identified by a name chosen at run time, e.g. the activation RMS
+// of the layer "blocks.0.attn".
+struct NamedScalar {
+  std::string name;
+  double value = 0;
 };
 
-// One JSON object per line, e.g.
+struct StepMetrics {
+  int64_t step = 0; // 1-based
+  double loss = 0;
+  double lr = 0;
+  std::optional<double> gradNorm;   // global L2 norm of the gradients
+  std::optional<double> updateNorm; // L2 norm of this step's parameter update
+  std::optional<double> paramNorm;  // L2 norm of the parameters
+  std::vector<NamedScalar> activationRms; // RMS of chosen layers' outputs
+  double stepMs = 0;                      // wall time of the step
+  int64_t tokensPerStep = 0;              // batch * seq (* accumulation)
+  double tokensPerSecond = 0;
+  std::optional<double> mfu; // model FLOPs utilization in [0, 1]
+  std::optional<int64_t> peakMemoryBytes;
+  bool skipped = false; // the non-finite guard skipped this step's update
+  std::optional<double> valLoss; // set on steps where validation ran
+
+  // updateNorm / paramNorm when both are known (inf when paramNorm is 0).
+  std::optional<double> updateRatio() const;
+};
+
+// How a value is written as JSON; TensorBoard stores every kind as a float.
+enum class MetricKind { kReal, kInteger, kBoolean };
+
+struct MetricField {
+  std::string jsonKey;
+  std::string tensorBoardTag;
+  double value = 0;
+  MetricKind kind = MetricKind::kReal;
+};
+
+// The metrics present in `m`, in the order of the table above, without
+// `step` (it is the JSON object's first key and the TensorBoard event step).
+std::vector<MetricField> stepMetricFields(const StepMetrics &m);
+
+// One JSON object (no newline), e.g.
 // {"step":1,"loss":5.545,"lr":0.001,"grad_norm":1.2,"step_ms":3.1,
-//  "tokens":1024,"tokens_per_s":330000}
-// Non-finite numbers (a diverged loss) are written as null: JSON has no NaN.
+//  "tokens":1024,"tokens_per_s":330000,"skipped":false}
 std::string metricsJsonLine(const StepMetrics &m);
+
+// (tag, value) pairs for TensorBoardWriter::addScalars(m.step, ...).
+std::vector<std::pair<std::string, double>>
+tensorBoardScalars(const StepMetrics &m);
 
 class MetricsFile {
 public:
@@ -51,26 +111,6 @@ private:
       : file_(file), path_(std::move(path)) {}
   FILE *file_ = nullptr;
   std::string path_;
-};
-
-class ProgressPrinter {
-public:
-  // `out` is usually stdout; `interactive` is isatty(out).
-  ProgressPrinter(FILE *out, bool interactive, int64_t totalSteps,
-                  int64_t logEvery)
-      : out_(out), interactive_(interactive), totalSteps_(totalSteps),
-        logEvery_(logEvery < 1 ? 1 : logEvery) {}
-
-  void report(const StepMetrics &m);
-  // Ends the in-place line on a terminal, so later output starts fresh.
-  void finish();
-
-private:
-  FILE *out_;
-  bool interactive_;
-  int64_t totalSteps_;
-  int64_t logEvery_;
-  bool lineOpen_ = false;
 };
 
 } // namespace kiln::rt

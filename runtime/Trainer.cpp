@@ -20,6 +20,7 @@
 #include "runtime/StopSignals.h"
 #include "runtime/TrainingSession.h"
 #include "runtime/cpu/ScheduleProfile.h"
+#include "runtime/metrics/ProgressPrinter.h"
 
 #include <chrono>
 #include <cmath>
@@ -100,8 +101,10 @@ StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
 
   cpu::Executor &executor = session->executor();
   executor.setProfiling(options.profile);
+  KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console,
+                        ConsoleEnvironment::current());
   ProgressPrinter progress(out, ::isatty(::fileno(out)) != 0, options.steps,
-                           options.logEvery);
+                           options.logEvery, console);
   StopSignals signals;
   // Zeros stand in for the batch of an artifact without inputs.
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
