@@ -1,20 +1,26 @@
-//===- ArtifactWriter.cpp - Buffers, kernels and schedule of the step -----===//
+//===- ArtifactWriter.cpp - Buffers, kernels and programs of the artifact -===//
 //
-// Algorithm:
-//  1. One buffer per argument of @step, its role from `kiln.role`
-//     (param -> Parameter with the `kiln.init` initializer, adam_m/adam_v,
-//     input, lr, step).
+// Algorithm, for @step, @update and @eval (when present), in that order,
+// each becoming one Program:
+//  1. One buffer per argument, shared across programs by "role:name": the
+//     first program that names a parameter, input, accumulator, gradient,
+//     optimizer state, lr or step creates it, later ones reuse it (same
+//     shape required). Parameters take `kiln.init` and `kiln.weight_decay`.
 //  2. Walk the body in order. kiln.reshape: a view buffer (alias_of the
 //     input's storage), no step. Non-splat kiln.constant: a Constant buffer
-//     holding the data, no step. kiln.matmul: a GemmCall. kiln.adamw: a
-//     kernel whose results are the param/m/v argument buffers (in place).
-//     Everything else: a CpuKernelEmitter kernel and a KernelCall, one new
-//     Activation buffer per result.
-//  3. func.return: mark loss/grad/grad_norm buffers (copying into a fresh
-//     buffer when the value's buffer is not a plain activation of its own),
-//     and check that param/adam_m/adam_v results are the in-place buffers.
-//  4. serialize: TrainConfig from `kiln.train`, plus vocab_size from the ops
-//     that token ids from the data index (see vocabularySize).
+//     holding the data, no step. kiln.matmul: a GemmCall. kiln.adam,
+//     kiln.sgd, kiln.sgd_momentum, kiln.accumulate: a kernel whose updated
+//     results are their operands' buffers (in place). Everything else: a
+//     CpuKernelEmitter kernel and a KernelCall, one new Activation buffer per
+//     result.
+//  3. func.return: param/state results must be in place in the argument of
+//     the same role and name, and so must loss/grad results when that
+//     argument exists (accumulators). Every other result (loss, grad,
+//     metric, norms, eval_loss) gets a buffer of its own (a copy when the
+//     value's buffer is not a plain activation) with its role and name,
+//     shared under "role:name" (so @update reads @step's gradients).
+//  4. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
+//     vocab_size from the ops that token ids from the data index.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +28,10 @@
 
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
-#include "runtime/schema/ArtifactChecksum.h"
-#include "runtime/schema/ArtifactVersion.h"
 #include "runtime/schema/artifact_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -51,46 +56,6 @@ FailureOr<schema::DType> dtypeOf(Type t) {
 
 std::string roleKey(StringRef role, StringRef name) {
   return (role + ":" + name).str();
-}
-
-// Whether `value` is (a reshape view of) an argument of @step with
-// kiln.role = "input": indices the data loader fills from the token file.
-bool isDataInput(func::FuncOp func, Value value) {
-  while (auto reshape = value.getDefiningOp<k::ReshapeOp>())
-    value = reshape->getOperand(0);
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
-    return false;
-  auto role =
-      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), k::kRoleAttrName);
-  return role && role.getValue() == k::role::kInput;
-}
-
-// TrainConfig.vocab_size: the largest token id + 1 the step can index with
-// data from the token file. Token ids index the table of a kiln.embedding
-// (tokens) and the classes of a kiln.cross_entropy (targets); both come from
-// the same file, so the bound is the smallest of those dimensions. 0 when no
-// data input indexes anything (nothing for the runtime to check).
-int64_t vocabularySize(func::FuncOp func) {
-  int64_t vocab = 0;
-  auto bound = [&](int64_t size) {
-    vocab = vocab == 0 ? size : std::min(vocab, size);
-  };
-  func.walk([&](Operation *op) {
-    if (auto embedding = dyn_cast<k::EmbeddingOp>(op)) {
-      // table [V, D] gathered by indices [...]
-      if (isDataInput(func, embedding.getIndices()))
-        bound(cast<RankedTensorType>(embedding.getTable().getType())
-                  .getDimSize(0));
-    } else if (auto crossEntropy = dyn_cast<k::CrossEntropyOp>(op)) {
-      // logits [..., V], targets [...]
-      if (isDataInput(func, crossEntropy.getTargets())) {
-        auto logits = cast<RankedTensorType>(crossEntropy.getLogits().getType());
-        bound(logits.getDimSize(logits.getRank() - 1));
-      }
-    }
-  });
-  return vocab;
 }
 
 } // namespace
@@ -154,6 +119,85 @@ uint32_t ArtifactWriter::addKernel(const CpuKernel &kernel, Location loc) {
   return index;
 }
 
+namespace {
+
+// The schema role of a kiln.role, for buffers that programs share.
+std::optional<schema::BufferRole> sharedRole(StringRef role) {
+  return llvm::StringSwitch<std::optional<schema::BufferRole>>(role)
+      .Case(k::role::kParam, schema::BufferRole_Parameter)
+      .Case(k::role::kInput, schema::BufferRole_Input)
+      .Case(k::role::kLoss, schema::BufferRole_Loss)
+      .Case(k::role::kGrad, schema::BufferRole_Gradient)
+      .Case(k::role::kGradNorm, schema::BufferRole_GradNorm)
+      .Case(k::role::kAdamM, schema::BufferRole_AdamM)
+      .Case(k::role::kAdamV, schema::BufferRole_AdamV)
+      .Case(k::role::kMomentum, schema::BufferRole_Momentum)
+      .Case(k::role::kLearningRate, schema::BufferRole_LearningRate)
+      .Case(k::role::kStep, schema::BufferRole_StepCount)
+      .Case(k::role::kMetric, schema::BufferRole_Metric)
+      .Case(k::role::kUpdateNorm, schema::BufferRole_UpdateNorm)
+      .Case(k::role::kParamNorm, schema::BufferRole_ParamNorm)
+      .Case(k::role::kEvalLoss, schema::BufferRole_EvalLoss)
+      .Default(std::nullopt);
+}
+
+// Roles a program writes in place into the argument of the same role and
+// name (optimizer state, parameters), or may (accumulators).
+bool isInPlaceRole(StringRef role) {
+  return role == k::role::kParam || role == k::role::kAdamM ||
+         role == k::role::kAdamV || role == k::role::kMomentum;
+}
+
+FailureOr<std::pair<schema::InitKind, float>>
+initializerOf(func::FuncOp func, unsigned i, StringRef name) {
+  auto init = func.getArgAttrOfType<k::InitializerAttr>(i, k::kInitAttrName);
+  if (!init)
+    return func.emitError() << "parameter '" << name
+                            << "' has no kiln.init initializer";
+  StringRef kind = init.getKind();
+  schema::InitKind initKind;
+  if (kind == "normal")
+    initKind = schema::InitKind_Normal;
+  else if (kind == "zeros")
+    initKind = schema::InitKind_Zeros;
+  else if (kind == "ones")
+    initKind = schema::InitKind_Ones;
+  else
+    return func.emitError() << "parameter '" << name
+                            << "' has unknown initializer '" << kind << "'";
+  return std::make_pair(initKind, static_cast<float>(init.getStd()));
+}
+
+} // namespace
+
+FailureOr<uint32_t> ArtifactWriter::sharedBuffer(Value value, Operation *where,
+                                                 StringRef role,
+                                                 StringRef name) {
+  std::optional<schema::BufferRole> bufferRole = sharedRole(role);
+  if (!bufferRole)
+    return where->emitError() << "unknown kiln.role '" << role << "'";
+  std::string key = roleKey(role, name);
+  auto it = sharedBuffers.find(key);
+  if (it != sharedBuffers.end()) {
+    const PlannedBuffer &existing = buffers[it->second];
+    auto type = cast<RankedTensorType>(value.getType());
+    if (ArrayRef<int64_t>(existing.shape) != type.getShape())
+      return where->emitError()
+             << role << " '" << name << "' has type " << value.getType()
+             << " here but another program uses it with shape ["
+             << llvm::make_range(existing.shape.begin(), existing.shape.end())
+             << "]";
+    bufferOf[value] = it->second;
+    return it->second;
+  }
+  FailureOr<uint32_t> index = addBuffer(value, where, name);
+  if (failed(index))
+    return failure();
+  buffers[*index].role = *bufferRole;
+  sharedBuffers[key] = *index;
+  return index;
+}
+
 LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -161,45 +205,27 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
     auto nameAttr = func.getArgAttrOfType<StringAttr>(i, k::kNameAttrName);
     if (!role)
       return func.emitError() << "argument " << i << " has no kiln.role";
-    std::string name = nameAttr ? nameAttr.str() : role.str();
-    FailureOr<uint32_t> index = addBuffer(arg, func, name);
-    if (failed(index))
-      return failure();
-    PlannedBuffer &buffer = buffers[*index];
     StringRef r = role.getValue();
-    if (r == k::role::kParam) {
-      buffer.role = schema::BufferRole_Parameter;
-      auto init = func.getArgAttrOfType<k::InitializerAttr>(i, k::kInitAttrName);
-      if (!init)
-        return func.emitError()
-               << "parameter '" << name << "' has no kiln.init initializer";
-      StringRef kind = init.getKind();
-      schema::InitKind initKind;
-      if (kind == "normal")
-        initKind = schema::InitKind_Normal;
-      else if (kind == "zeros")
-        initKind = schema::InitKind_Zeros;
-      else if (kind == "ones")
-        initKind = schema::InitKind_Ones;
-      else
-        return func.emitError() << "parameter '" << name
-                                << "' has unknown initializer '" << kind << "'";
-      buffer.init = {initKind, static_cast<float>(init.getStd())};
-    } else if (r == k::role::kAdamM) {
-      buffer.role = schema::BufferRole_AdamM;
-    } else if (r == k::role::kAdamV) {
-      buffer.role = schema::BufferRole_AdamV;
-    } else if (r == k::role::kInput) {
-      buffer.role = schema::BufferRole_Input;
-    } else if (r == k::role::kLearningRate) {
-      buffer.role = schema::BufferRole_LearningRate;
-    } else if (r == k::role::kStep) {
-      buffer.role = schema::BufferRole_StepCount;
-    } else {
+    std::string name = nameAttr ? nameAttr.str() : r.str();
+    if (!sharedRole(r) || r == k::role::kMetric || r == k::role::kGradNorm ||
+        r == k::role::kUpdateNorm || r == k::role::kParamNorm ||
+        r == k::role::kEvalLoss)
       return func.emitError() << "argument " << i << " has unknown kiln.role '"
                               << r << "'";
-    }
-    argumentBuffers[roleKey(r, name)] = *index;
+    FailureOr<uint32_t> index = sharedBuffer(arg, func, r, name);
+    if (failed(index))
+      return failure();
+    if (r != k::role::kParam)
+      continue;
+    PlannedBuffer &buffer = buffers[*index];
+    FailureOr<std::pair<schema::InitKind, float>> init =
+        initializerOf(func, i, name);
+    if (failed(init))
+      return failure();
+    buffer.init = *init;
+    if (auto decay =
+            func.getArgAttrOfType<FloatAttr>(i, k::kWeightDecayAttrName))
+      buffer.weightDecay = static_cast<float>(decay.getValueAsDouble());
   }
   return success();
 }
@@ -245,11 +271,11 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   if (failed(c))
     return failure();
   g.c = *c;
-  flops += 2.0 * g.m * g.n * g.k * g.batch;
+  programs.back().flops += 2.0 * g.m * g.n * g.k * g.batch;
   PlannedStep step;
   step.gemm = g;
   step.location = name;
-  schedule.push_back(std::move(step));
+  schedule->push_back(std::move(step));
   return success();
 }
 
@@ -265,41 +291,52 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
   for (Value v : group.inputs)
     step.buffers.push_back(bufferOf.lookup(v));
 
-  if (isa<k::AdamWOp>(op)) {
-    // In place: new_param, new_m, new_v live in the buffers of param, m, v,
-    // which must not be read after the update.
-    for (auto [result, operandIndex] :
-         llvm::zip(op->getResults(), std::array<unsigned, 3>{0, 2, 3})) {
-      Value operand = op->getOperand(operandIndex);
-      // The operand and every reshape view of it share one buffer: none may
-      // be read after the update (func.return included: returned values are
-      // copied out after the whole schedule).
-      SmallVector<Value> sharing{operand};
-      for (size_t next = 0; next < sharing.size(); ++next)
-        for (Operation *user : sharing[next].getUsers()) {
-          if (auto view = dyn_cast<k::ReshapeOp>(user))
-            sharing.push_back(view.getResult());
-          else if (user != op && user->getBlock() == op->getBlock() &&
-                   op->isBeforeInBlock(user))
-            return user->emitError()
-                   << "reads a value that kiln.adamw updates in place earlier";
-        }
-      uint32_t storage = storageOf(bufferOf.lookup(operand));
-      bufferOf[result] = storage;
-      step.buffers.push_back(storage);
-    }
-  } else {
-    for (auto [i, result] : llvm::enumerate(op->getResults())) {
-      std::string name = op->getName().getStringRef().str();
-      if (op->getNumResults() > 1)
-        name += "#" + std::to_string(i);
-      FailureOr<uint32_t> index = addBuffer(result, op, name + "@" + loc);
-      if (failed(index))
+  // In place: results that live in the buffer of an operand.
+  SmallVector<std::pair<unsigned, unsigned>> inPlace; // result, operand
+  if (isa<k::AdamOp>(op))
+    inPlace = {{0, 0}, {1, 2}, {2, 3}}; // param, m, v
+  else if (isa<k::SgdMomentumOp>(op))
+    inPlace = {{0, 0}, {1, 2}}; // param, momentum buffer
+  else if (isa<k::SgdOp, k::AccumulateOp>(op))
+    inPlace = {{0, 0}}; // param / accumulator
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    auto match = llvm::find_if(
+        inPlace, [&](auto pair) { return pair.first == i; });
+    if (match != inPlace.end()) {
+      Value operand = op->getOperand(match->second);
+      if (failed(planInPlace(op, result, operand)))
         return failure();
-      step.buffers.push_back(*index);
+      step.buffers.push_back(bufferOf.lookup(result));
+      continue;
     }
+    std::string name = op->getName().getStringRef().str();
+    if (op->getNumResults() > 1)
+      name += "#" + std::to_string(i);
+    FailureOr<uint32_t> index = addBuffer(result, op, name + "@" + loc);
+    if (failed(index))
+      return failure();
+    step.buffers.push_back(*index);
   }
-  schedule.push_back(std::move(step));
+  schedule->push_back(std::move(step));
+  return success();
+}
+
+LogicalResult ArtifactWriter::planInPlace(Operation *op, Value result,
+                                         Value operand) {
+  // The operand and every reshape view of it share one buffer: none may be
+  // read after the update (func.return included: returned values are copied
+  // out after the whole schedule).
+  SmallVector<Value> sharing{operand};
+  for (size_t next = 0; next < sharing.size(); ++next)
+    for (Operation *user : sharing[next].getUsers()) {
+      if (auto view = dyn_cast<k::ReshapeOp>(user))
+        sharing.push_back(view.getResult());
+      else if (user != op && user->getBlock() == op->getBlock() &&
+               op->isBeforeInBlock(user))
+        return user->emitError() << "reads a value that " << op->getName()
+                                 << " updates in place earlier";
+    }
+  bufferOf[result] = storageOf(bufferOf.lookup(operand));
   return success();
 }
 
@@ -350,25 +387,25 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     StringRef r = role.getValue();
     std::string name = nameAttr ? nameAttr.str() : r.str();
     uint32_t index = bufferOf.lookup(value);
-
-    if (r == k::role::kParam || r == k::role::kAdamM || r == k::role::kAdamV) {
-      auto it = argumentBuffers.find(roleKey(r, name));
-      if (it == argumentBuffers.end() || storageOf(index) != it->second)
-        return ret.emitError() << "result " << i << " (" << r << " '" << name
-                               << "') is not updated in place in the "
-                                  "argument with the same role and name";
-      continue;
-    }
-    schema::BufferRole bufferRole;
-    if (r == k::role::kLoss)
-      bufferRole = schema::BufferRole_Loss;
-    else if (r == k::role::kGrad)
-      bufferRole = schema::BufferRole_Gradient;
-    else if (r == k::role::kGradNorm)
-      bufferRole = schema::BufferRole_GradNorm;
-    else
+    if (!sharedRole(r) || r == k::role::kInput ||
+        r == k::role::kLearningRate || r == k::role::kStep)
       return ret.emitError() << "result " << i << " has unknown kiln.role '"
                              << r << "'";
+
+    // Updated in place: the argument of the same role and name holds it.
+    auto shared = sharedBuffers.find(roleKey(r, name));
+    bool inPlace = shared != sharedBuffers.end() &&
+                   storageOf(index) == shared->second;
+    if (isInPlaceRole(r) && !inPlace)
+      return ret.emitError() << "result " << i << " (" << r << " '" << name
+                             << "') is not updated in place in the "
+                                "argument with the same role and name";
+    if (inPlace)
+      continue;
+    if (shared != sharedBuffers.end())
+      return ret.emitError() << "result " << i << " (" << r << " '" << name
+                             << "') is already produced elsewhere in the "
+                                "artifact";
 
     // A result needs a buffer of its own: copy when the value lives in an
     // argument, a constant, a view, or a buffer that is already a result.
@@ -382,27 +419,29 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
       buffer.aliasOf = -1;
       buffer.init.reset();
       buffer.constantData.clear();
+      buffer.weightDecay = 0.0f;
       buffers.push_back(std::move(buffer));
       uint32_t fresh = buffers.size() - 1;
       PlannedStep step;
       step.kernel = addKernel(*copy, value.getLoc());
       step.buffers = {index, fresh};
       step.location = locationString(value.getLoc());
-      schedule.push_back(std::move(step));
+      schedule->push_back(std::move(step));
       index = fresh;
     }
-    buffers[index].role = bufferRole;
+    buffers[index].role = *sharedRole(r);
     buffers[index].name = name;
+    sharedBuffers[roleKey(r, name)] = index;
   }
   return success();
 }
 
-LogicalResult ArtifactWriter::plan() {
-  auto func = module.lookupSymbol<func::FuncOp>("step");
-  if (!func)
-    return module.emitError() << "codegen needs a func.func @step";
+LogicalResult ArtifactWriter::planFunction(func::FuncOp func) {
   if (!func.getBody().hasOneBlock())
-    return func.emitError() << "codegen needs a single-block @step";
+    return func.emitError() << "codegen needs a single-block @"
+                            << func.getSymName();
+  programs.push_back({func.getSymName().str(), {}, 0.0});
+  schedule = &programs.back().schedule;
   if (failed(planArguments(func)))
     return failure();
   for (Operation &op : func.getBody().front()) {
@@ -417,88 +456,27 @@ LogicalResult ArtifactWriter::plan() {
   return success();
 }
 
-FailureOr<std::string> ArtifactWriter::serialize() {
-  auto train = module->getAttrOfType<DictionaryAttr>(k::kTrainAttrName);
-  if (!train)
-    return module.emitError() << "codegen needs the module attribute kiln.train";
-  auto intField = [&](StringRef key) -> int64_t {
-    auto attr = train.getAs<IntegerAttr>(key);
-    return attr ? attr.getInt() : 0;
-  };
-  auto optimizer = train.getAs<StringAttr>("optimizer");
-  auto model = module->getAttrOfType<StringAttr>(k::kModelAttrName);
-
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
-  // Each kernel's buffer signature, from its first call: a kernel is shared
-  // only by calls with identical source, hence identical baked-in shapes.
-  // (Every kernel takes at least its output, so an empty list is "not seen".)
-  std::vector<std::vector<schema::KernelArg>> kernelArgs(kernelList.size());
-  for (const PlannedStep &step : schedule) {
-    if (step.gemm || !kernelArgs[step.kernel].empty())
-      continue;
-    for (uint32_t b : step.buffers) {
-      int64_t elements = 1;
-      for (int64_t d : buffers[b].shape)
-        elements *= d;
-      kernelArgs[step.kernel].emplace_back(buffers[b].dtype, elements);
-    }
+LogicalResult ArtifactWriter::plan() {
+  for (StringRef name : {k::kStepFunctionName, k::kUpdateFunctionName}) {
+    if (!module.lookupSymbol<func::FuncOp>(name))
+      return module.emitError() << "codegen needs a func.func @" << name
+                                << " (run the whole pipeline: @update comes "
+                                   "from --kiln-optimizer)";
   }
-  std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;
-  for (size_t i = 0; i < kernelList.size(); ++i) {
-    const EmittedKernel &kernel = kernelList[i];
-    kernelOffsets.push_back(schema::CreateKernelDirect(
-        fbb, kernel.entry.c_str(), kernel.source.c_str(),
-        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i]));
+  for (StringRef name : {k::kStepFunctionName, k::kUpdateFunctionName,
+                         k::kEvalFunctionName}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (func && failed(planFunction(func)))
+      return failure();
   }
-
-  std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
-  for (const PlannedBuffer &b : buffers) {
-    auto name = fbb.CreateString(b.name);
-    auto shape = fbb.CreateVector(b.shape);
-    flatbuffers::Offset<schema::Initializer> init = 0;
-    if (b.init)
-      init = schema::CreateInitializer(fbb, b.init->first, b.init->second);
-    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data = 0;
-    if (b.role == schema::BufferRole_Constant)
-      data = fbb.CreateVector(b.constantData);
-    bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
-                                                 shape, init, data,
-                                                 b.aliasOf));
+  for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+    StringRef name = func.getSymName();
+    if (name != k::kStepFunctionName && name != k::kUpdateFunctionName &&
+        name != k::kEvalFunctionName)
+      return func.emitError() << "codegen does not know the program '"
+                              << name << "' (expected step, update, eval)";
   }
-
-  std::vector<flatbuffers::Offset<schema::Step>> stepOffsets;
-  for (const PlannedStep &s : schedule) {
-    flatbuffers::Offset<void> op;
-    schema::Operation kind;
-    if (s.gemm) {
-      const PlannedGemm &g = *s.gemm;
-      op = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k, g.batch,
-                                  g.transA, g.transB, g.strideA, g.strideB,
-                                  g.strideC)
-               .Union();
-      kind = schema::Operation_GemmCall;
-    } else {
-      op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers).Union();
-      kind = schema::Operation_KernelCall;
-    }
-    stepOffsets.push_back(
-        schema::CreateStep(fbb, kind, op, fbb.CreateString(s.location)));
-  }
-
-  auto step = module.lookupSymbol<func::FuncOp>("step");
-  auto trainConfig = schema::CreateTrainConfigDirect(
-      fbb, intField("batch"), intField("seq"),
-      optimizer ? optimizer.getValue().str().c_str() : "adamw",
-      step ? vocabularySize(step) : 0);
-  auto artifact = schema::CreateArtifactDirect(
-      fbb, schema::kArtifactVersion, model ? model.getValue().str().c_str() : "",
-      "cpu", trainConfig, CpuKernelEmitter::prelude(), &kernelOffsets,
-      &bufferOffsets, &stepOffsets, flops);
-  schema::FinishArtifactBuffer(fbb, artifact);
-  // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
-  std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
-                    fbb.GetSize());
-  return bytes + schema::checksumTrailer(fbb.GetBufferPointer(), fbb.GetSize());
+  return success();
 }
 
 } // namespace kiln

@@ -1,10 +1,14 @@
-//===- ArtifactWriter.h - Buffers, kernels and schedule of the step -------===//
+//===- ArtifactWriter.h - Buffers, kernels and programs of the artifact ---===//
 //
-// Plans the artifact of `func.func @step`: one buffer per function argument
-// (by role) and per op result, reshape results as views (alias_of) of their
-// input, AdamW results in place on the parameter and moment arguments; one
-// schedule step per op (GemmCall for kiln.matmul, KernelCall otherwise), in
-// program order. `serialize` writes the flatbuffer.
+// Plans the artifact of a module with `@step`, `@update` and (optionally)
+// `@eval`: one Program per function, in that order. Buffers with a role
+// (parameters, inputs, gradients, the loss, optimizer state, lr, step,
+// metrics, norms) are shared by all programs through their role and name;
+// every other op result is an activation of its program. Reshape results are
+// views (alias_of) of their input; the optimizer and accumulation ops write
+// in place into their parameter / state / accumulator operands. One schedule
+// step per op (GemmCall for kiln.matmul, KernelCall otherwise), in program
+// order. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +59,7 @@ private:
     std::optional<std::pair<schema::InitKind, float>> init;
     std::vector<uint8_t> constantData;
     int32_t aliasOf = -1;
+    float weightDecay = 0.0f; // parameters only
   };
   struct PlannedGemm {
     uint32_t a, b, c;
@@ -68,13 +73,28 @@ private:
     std::vector<uint32_t> buffers;
     std::string location;
   };
+  struct PlannedProgram {
+    std::string name;
+    std::vector<PlannedStep> schedule;
+    double flops = 0; // GEMM flops of one run
+  };
 
+  mlir::LogicalResult planFunction(mlir::func::FuncOp func);
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
   mlir::LogicalResult planKernel(mlir::Operation *op);
   mlir::LogicalResult planReturn(mlir::func::FuncOp func,
                                  mlir::func::ReturnOp ret);
+  // Gives `value` (a result of the op being planned) the storage of
+  // `operand`, which must not be read after `op` (in-place updates).
+  mlir::LogicalResult planInPlace(mlir::Operation *op, mlir::Value result,
+                                  mlir::Value operand);
+  // A shared buffer for `role` and `name`, created on first use.
+  mlir::FailureOr<uint32_t> sharedBuffer(mlir::Value value,
+                                         mlir::Operation *where,
+                                         llvm::StringRef role,
+                                         llvm::StringRef name);
 
   // A new buffer for `value` (its type, named after `op`); returns its index.
   mlir::FailureOr<uint32_t> addBuffer(mlir::Value value, mlir::Operation *op,
@@ -86,13 +106,13 @@ private:
 
   mlir::ModuleOp module;
   std::vector<PlannedBuffer> buffers;
-  std::vector<PlannedStep> schedule;
+  std::vector<PlannedProgram> programs;
+  std::vector<PlannedStep> *schedule = nullptr; // of the program being planned
   std::vector<EmittedKernel> kernelList;
   llvm::StringMap<uint32_t> kernelIndex;
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
-  // "role:name" of each argument -> its buffer (for in-place results).
-  llvm::StringMap<uint32_t> argumentBuffers;
-  double flops = 0;
+  // "role:name" -> the buffer shared by every program.
+  llvm::StringMap<uint32_t> sharedBuffers;
 };
 
 } // namespace kiln

@@ -1,5 +1,7 @@
 //===- CpuBespokeKernels.cpp - Hand-shaped loop nests for non-pointwise ops ===//
 //
+// (The optimizer ops' kernels are in CpuOptimizerKernels.cpp.)
+//
 // Numerics: every reduction accumulates in double and in a fixed order, so a
 // kernel gives the same bits on every run whatever the thread count
 // (parallel loops only split independent outputs, or fixed chunks that are
@@ -402,53 +404,19 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// AdamW with decoupled weight decay, elementwise and in place (the results
-// may share buffers with param, m, v):
-//   p -= lr * wd * p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
-//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-LogicalResult emitAdamW(Operation *op, KernelSourceWriter &w) {
-  Value p = op->getOperand(0), g = op->getOperand(1), m = op->getOperand(2),
-        v = op->getOperand(3), lr = op->getOperand(4), step = op->getOperand(5);
-  Value pOut = op->getResult(0), mOut = op->getResult(1),
-        vOut = op->getResult(2);
-  int64_t n = numElements(shapeOf(p));
-  std::string b1 = floatAttrLiteral(op, "beta1");
-  std::string b2 = floatAttrLiteral(op, "beta2");
-  w.line("// AdamW over " + str(n) + " parameters, in place");
-  w.line("const float lr = " + w.ptr(lr) + "[0];");
-  w.line("const float t = " + w.ptr(step) + "[0];");
-  w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 + ", (double)t));");
-  w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 + ", (double)t));");
-  w.line("const float decay = lr * " + floatAttrLiteral(op, "weight_decay") +
-         ";");
-  w.parallelFor(n * 8);
-  w.open("for (int64_t i = 0; i < " + str(n) + "; ++i)");
-  w.line("const float g = " + w.ptr(g) + "[i];");
-  w.line("const float m = " + b1 + " * " + w.ptr(m) + "[i] + (1.0f - " + b1 +
-         ") * g;");
-  w.line("const float v = " + b2 + " * " + w.ptr(v) + "[i] + (1.0f - " + b2 +
-         ") * g * g;");
-  w.line("float p = " + w.ptr(p) + "[i];");
-  w.line("p -= decay * p;");
-  w.line("p -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
-         floatAttrLiteral(op, "epsilon") + ");");
-  w.line(w.ptr(pOut) + "[i] = p;");
-  w.line(w.ptr(mOut) + "[i] = m;");
-  w.line(w.ptr(vOut) + "[i] = v;");
-  w.close();
-  return success();
-}
-
 } // namespace
 
 bool hasBespokeCpuKernel(Operation *op) {
   return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
              k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
-             k::CrossEntropyGradOp, k::AdamWOp>(op);
+             k::CrossEntropyGradOp>(op) ||
+         hasOptimizerCpuKernel(op);
 }
 
 LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
+  if (hasOptimizerCpuKernel(op))
+    return emitOptimizerCpuKernel(op, w);
   using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &);
   Emitter emitter = llvm::TypeSwitch<Operation *, Emitter>(op)
                         .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
@@ -466,7 +434,6 @@ LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
                             [](auto) { return emitCrossEntropy; })
                         .Case<k::CrossEntropyGradOp>(
                             [](auto) { return emitCrossEntropyGrad; })
-                        .Case<k::AdamWOp>([](auto) { return emitAdamW; })
                         .Default([](Operation *) { return nullptr; });
   if (!emitter)
     return op->emitError() << "codegen has no CPU kernel for '"

@@ -17,7 +17,13 @@ namespace kiln {
 
 class KernelSourceWriter;
 
-// True for the ops with a bespoke emitter below.
+// The optimizer ops (accumulate, grad_scale, adam, sgd, sgd_momentum), in
+// CpuOptimizerKernels.cpp.
+bool hasOptimizerCpuKernel(mlir::Operation *op);
+mlir::LogicalResult emitOptimizerCpuKernel(mlir::Operation *op,
+                                           KernelSourceWriter &w);
+
+// True for the ops with a bespoke emitter below (optimizer ops included).
 bool hasBespokeCpuKernel(mlir::Operation *op);
 
 // Writes the kernel body of `op`; emits an error on `op` on failure.

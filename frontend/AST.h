@@ -78,9 +78,10 @@ struct InputDecl {
   SourceLoc dtypeLoc;
 };
 
-/// `name = expr` or `return expr`.
+/// `name = expr`, `metric name = expr` or `return expr`.
 struct Stmt {
   bool isReturn = false;
+  bool isMetric = false; // a scalar the step reports (never differentiated)
   std::string name;
   SourceLoc loc;
   ExprPtr value;
@@ -108,12 +109,18 @@ struct Setting {
   ExprPtr value;
 };
 
+/// `adamw(beta1 = 0.9, ...)`, `sgd` (no parentheses: every default), in the
+/// train section or as the text of `-D optimizer=...`.
+struct OptimizerSpec {
+  std::string name; // "" when the train section names no optimizer
+  SourceLoc loc;
+  std::vector<Setting> args;
+};
+
 struct TrainDecl {
   SourceLoc loc;
-  std::vector<Setting> settings; // batch, seq, ...
-  std::string optimizer;         // "adamw"
-  SourceLoc optimizerLoc;
-  std::vector<Setting> optimizerArgs;
+  std::vector<Setting> settings; // batch, seq, clip, grad_accum
+  OptimizerSpec optimizer;
 };
 
 struct ModuleAST {

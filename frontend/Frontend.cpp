@@ -28,8 +28,29 @@ std::optional<TensorGraph> checkModelFile(const FrontendOptions &opts,
   std::optional<ModuleAST> ast = parseModelFile(file, diag);
   if (!ast || diag.hadError())
     return std::nullopt;
+  // `-D optimizer=TEXT` is an optimizer spec, not a number: parse TEXT as
+  // its own little source, so its errors point into it.
+  std::map<std::string, std::string> overrides = opts.overrides;
+  std::optional<SourceFile> optimizerText;
+  std::optional<DiagnosticPrinter> optimizerDiag;
+  std::optional<OptimizerSpec> optimizerSpec;
+  OptimizerOverride optimizerOverride;
+  auto optimizer = overrides.find("optimizer");
+  if (optimizer != overrides.end()) {
+    optimizerText.emplace("-D optimizer", optimizer->second);
+    optimizerDiag.emplace(*optimizerText, errs);
+    Parser parser(*optimizerText, *optimizerDiag);
+    optimizerSpec = parser.parseOptimizerOverride();
+    if (!optimizerSpec || optimizerDiag->hadError())
+      return std::nullopt;
+    optimizerOverride = {&*optimizerSpec, &*optimizerDiag};
+    overrides.erase(optimizer);
+  }
   std::optional<TensorGraph> graph =
-      buildTensorGraph(*ast, opts.overrides, diag);
+      buildTensorGraph(*ast, overrides, diag,
+                       optimizerSpec ? &optimizerOverride : nullptr);
+  if (optimizerDiag && optimizerDiag->hadError())
+    return std::nullopt;
   if (!graph || diag.hadError())
     return std::nullopt;
   return graph;

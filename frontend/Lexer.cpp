@@ -41,6 +41,8 @@ std::string describeTokenKind(TokenKind kind) {
     return "'repeat'";
   case TokenKind::KwTrain:
     return "'train'";
+  case TokenKind::KwMetric:
+    return "'metric'";
   case TokenKind::LParen:
     return "'('";
   case TokenKind::RParen:
@@ -184,7 +186,8 @@ Token Lexer::next() {
         {"model", TokenKind::KwModel},   {"config", TokenKind::KwConfig},
         {"param", TokenKind::KwParam},   {"input", TokenKind::KwInput},
         {"block", TokenKind::KwBlock},   {"return", TokenKind::KwReturn},
-        {"repeat", TokenKind::KwRepeat}, {"train", TokenKind::KwTrain}};
+        {"repeat", TokenKind::KwRepeat}, {"train", TokenKind::KwTrain},
+        {"metric", TokenKind::KwMetric}};
     tok.kind = TokenKind::Identifier;
     for (auto &kw : keywords)
       if (tok.text == kw.first)

@@ -30,6 +30,7 @@ enum class TokenKind {
   KwReturn,
   KwRepeat,
   KwTrain,
+  KwMetric,
   // Punctuation.
   LParen,
   RParen,

@@ -148,7 +148,12 @@ void MLIRGen::setFunctionAttributes(func::FuncOp func) {
         {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kInput)),
          b_.getNamedAttr(name, b_.getStringAttr(in.name))}));
   func.setAllArgAttrs(argAttrs);
-  func.setResultAttr(0, role, b_.getStringAttr(kd::role::kLoss));
+  SmallVector<DictionaryAttr> resultAttrs;
+  resultAttrs.push_back(b_.getDictionaryAttr(
+      {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kLoss))}));
+  for (const MetricInfo &m : graph_.metrics)
+    resultAttrs.push_back(kd::roleAndName(b_, kd::role::kMetric, m.name));
+  func.setAllResultAttrs(resultAttrs);
 }
 
 void MLIRGen::setModuleAttributes(ModuleOp module) {
@@ -156,11 +161,24 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   NamedAttrList train;
   train.append("batch", b_.getI64IntegerAttr(t.batch));
   train.append("seq", b_.getI64IntegerAttr(t.seq));
+  train.append("grad_accum", b_.getI64IntegerAttr(t.gradAccum));
+  train.append("clip", b_.getF32FloatAttr(t.clip));
   train.append("optimizer", b_.getStringAttr(t.optimizer));
-  train.append("beta1", b_.getF32FloatAttr(t.beta1));
-  train.append("beta2", b_.getF32FloatAttr(t.beta2));
-  train.append("epsilon", b_.getF32FloatAttr(t.epsilon));
+  // Only the arguments of the chosen optimizer: the dumps and the
+  // artifact's settings show what applies.
+  if (t.optimizer == "sgd") {
+    train.append("momentum", b_.getF32FloatAttr(t.momentum));
+    train.append("dampening", b_.getF32FloatAttr(t.dampening));
+    train.append("nesterov", b_.getBoolAttr(t.nesterov));
+  } else {
+    train.append("beta1", b_.getF32FloatAttr(t.beta1));
+    train.append("beta2", b_.getF32FloatAttr(t.beta2));
+    train.append("epsilon", b_.getF32FloatAttr(t.epsilon));
+  }
   train.append("weight_decay", b_.getF32FloatAttr(t.weightDecay));
+  train.append("decay_norms", b_.getBoolAttr(t.decayNorms));
+  train.append("decay_biases", b_.getBoolAttr(t.decayBiases));
+  train.append("decay_embeddings", b_.getBoolAttr(t.decayEmbeddings));
   module->setAttr(kd::kTrainAttrName, train.getDictionary(&ctx_));
   module->setAttr(kd::kModelAttrName, b_.getStringAttr(graph_.modelName));
 }
@@ -180,10 +198,13 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
     argTypes.push_back(tensorType(in.type));
     argLocs.push_back(loc(in.loc));
   }
-  Type lossType = RankedTensorType::get({}, b_.getF32Type());
+  // Results: the loss, then one scalar per metric.
+  Type scalarType = RankedTensorType::get({}, b_.getF32Type());
+  SmallVector<Type> resultTypes(1 + graph_.metrics.size(), scalarType);
   b_.setInsertionPointToEnd(module->getBody());
-  auto func = b_.create<func::FuncOp>(modelLoc, "step",
-                                      b_.getFunctionType(argTypes, {lossType}));
+  auto func = b_.create<func::FuncOp>(
+      modelLoc, kd::kStepFunctionName,
+      b_.getFunctionType(argTypes, resultTypes));
   entry_ = func.addEntryBlock();
   for (auto [arg, l] : llvm::zip(entry_->getArguments(), argLocs))
     arg.setLoc(l);
@@ -193,8 +214,10 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
   values_.reserve(graph_.nodes.size());
   for (const Node &n : graph_.nodes)
     values_.push_back(emitNode(n, loc(n.locs)));
-  b_.create<func::ReturnOp>(loc(graph_.nodes[graph_.loss].locs),
-                            values_[graph_.loss]);
+  SmallVector<Value> results{values_[graph_.loss]};
+  for (const MetricInfo &m : graph_.metrics)
+    results.push_back(values_[m.node]);
+  b_.create<func::ReturnOp>(loc(graph_.nodes[graph_.loss].locs), results);
 
   if (failed(verify(*module))) {
     errs_ << "kilnc: internal error: the IR generated for '" << file_.getValue()

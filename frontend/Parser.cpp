@@ -4,20 +4,25 @@
 // comments run to the end of the line):
 //
 //   file      ::= 'model' IDENT item*
-//   item      ::= config | param | input | block | train | stmt
+//   item      ::= config | param | input | block | train | stmt | metric
 //   config    ::= 'config' IDENT '=' expr
 //   param     ::= 'param' IDENT shape '=' init
 //   init      ::= 'zeros' | 'ones' | 'normal' '(' expr ')'
 //   input     ::= 'input' IDENT shape [':' DTYPE]       DTYPE ::= 'i32' | 'f32'
 //   shape     ::= '[' expr (',' expr)* ']'
 //   block     ::= 'block' IDENT '(' [arg (',' arg)*] ')'
-//                 '{' (param | stmt)* '}'
+//                 '{' (param | stmt | metric)* '}'
 //   arg       ::= IDENT ':' shape [':' DTYPE]
 //   stmt      ::= IDENT '=' expr | 'return' expr
+//   metric    ::= 'metric' IDENT '=' expr      a reported scalar
 //   train     ::= 'train' '{' setting* '}'
-//   setting   ::= IDENT '=' expr                          batch, seq
-//               | 'optimizer' '=' IDENT '(' [kwarg (',' kwarg)*] ')'
-//   kwarg     ::= IDENT '=' expr          beta1, beta2, eps, weight_decay
+//   setting   ::= IDENT '=' expr          batch, seq, clip, grad_accum
+//               | 'optimizer' '=' optimizer
+//   optimizer ::= IDENT ['(' [kwarg (',' kwarg)*] ')']   adamw | adam | sgd
+//   kwarg     ::= IDENT '=' expr          beta1, momentum, nesterov = true, ...
+//
+// `-D optimizer=TEXT` parses TEXT with the `optimizer` rule (see
+// parseOptimizerOverride).
 //
 //   expr      ::= mul (('+' | '-') mul)*
 //   mul       ::= unary (('*' | '/' | '@') unary)*       left-assoc (Python)
@@ -29,7 +34,7 @@
 //               | 'repeat' unary IDENT '(' [expr (',' expr)*] ')'
 //
 // Builtin functions (layer_norm, gelu, softmax, causal_mask, exp, log, tanh,
-// sqrt, transpose, reshape, iota, sum, mean, cross_entropy) and block calls
+// sqrt, transpose, reshape, iota, sum, mean, rms, cross_entropy) and block calls
 // share the call syntax; Sema tells them apart.
 //
 //===----------------------------------------------------------------------===//
@@ -131,6 +136,7 @@ std::optional<ModuleAST> Parser::parseModule() {
       ok = parseTrain(m);
       break;
     case TokenKind::Identifier:
+    case TokenKind::KwMetric:
       ok = parseStmt(m.stmts);
       break;
     case TokenKind::KwReturn:
@@ -139,7 +145,8 @@ std::optional<ModuleAST> Parser::parseModule() {
     default:
       ok = fail(tok_.loc, "unexpected " + describeCurrent() +
                               "; expected 'config', 'param', 'input', "
-                              "'block', 'train' or 'name = expression'");
+                              "'block', 'train', 'metric' or "
+                              "'name = expression'");
     }
     if (!ok)
       return std::nullopt;
@@ -250,13 +257,14 @@ bool Parser::parseBlock(ModuleAST &m) {
     else if (tok_.is(TokenKind::KwParam)) {
       b.params.emplace_back();
       ok = parseParam(b.params.back());
-    } else if (tok_.is(TokenKind::Identifier) || tok_.is(TokenKind::KwReturn)) {
+    } else if (tok_.is(TokenKind::Identifier) || tok_.is(TokenKind::KwReturn) ||
+               tok_.is(TokenKind::KwMetric)) {
       ok = parseStmt(b.body);
     } else {
       ok = fail(tok_.loc, "unexpected " + describeCurrent() + " in block '" +
                               b.name +
                               "'; expected 'param', 'name = expression', "
-                              "'return' or '}'");
+                              "'metric', 'return' or '}'");
     }
     if (!ok)
       return false;
@@ -270,6 +278,11 @@ bool Parser::parseStmt(std::vector<Stmt> &out) {
   s.loc = tok_.loc;
   if (consumeIf(TokenKind::KwReturn)) {
     s.isReturn = true;
+  } else if (consumeIf(TokenKind::KwMetric)) {
+    s.isMetric = true;
+    if (!expectIdentifier("a metric name after 'metric'", s.name, s.loc) ||
+        !expect(TokenKind::Equal, "'=' after the metric name"))
+      return false;
   } else {
     s.name = tok_.text;
     consume();
@@ -291,6 +304,32 @@ bool Parser::parseSetting(Setting &s) {
   return s.value != nullptr;
 }
 
+bool Parser::parseOptimizerSpec(OptimizerSpec &spec) {
+  if (!expectIdentifier("an optimizer name (adamw, adam or sgd)", spec.name,
+                        spec.loc))
+    return false;
+  if (!consumeIf(TokenKind::LParen))
+    return true; // `optimizer = sgd`: every argument at its default
+  if (!tok_.is(TokenKind::RParen)) {
+    do {
+      Setting s;
+      if (!parseSetting(s))
+        return false;
+      spec.args.push_back(std::move(s));
+    } while (consumeIf(TokenKind::Comma));
+  }
+  return expect(TokenKind::RParen, "')' or ',' after an optimizer argument");
+}
+
+std::optional<OptimizerSpec> Parser::parseOptimizerOverride() {
+  OptimizerSpec spec;
+  if (!parseOptimizerSpec(spec) ||
+      !expect(TokenKind::Eof, "the end of the optimizer (e.g. "
+                              "'sgd(momentum = 0.9)')"))
+    return std::nullopt;
+  return spec;
+}
+
 bool Parser::parseTrain(ModuleAST &m) {
   TrainDecl t;
   t.loc = tok_.loc;
@@ -309,20 +348,11 @@ bool Parser::parseTrain(ModuleAST &m) {
       return fail(lbrace, "unterminated 'train' section: this '{' is never "
                           "closed (reached end of file)");
     if (tok_.is(TokenKind::Identifier) && tok_.text == "optimizer") {
+      if (!t.optimizer.name.empty())
+        return fail(tok_.loc, "duplicate 'optimizer' setting");
       consume();
       if (!expect(TokenKind::Equal, "'=' after 'optimizer'") ||
-          !expectIdentifier("an optimizer name", t.optimizer, t.optimizerLoc) ||
-          !expect(TokenKind::LParen, "'(' after the optimizer name"))
-        return false;
-      if (!tok_.is(TokenKind::RParen)) {
-        do {
-          Setting s;
-          if (!parseSetting(s))
-            return false;
-          t.optimizerArgs.push_back(std::move(s));
-        } while (consumeIf(TokenKind::Comma));
-      }
-      if (!expect(TokenKind::RParen, "')' after the optimizer arguments"))
+          !parseOptimizerSpec(t.optimizer))
         return false;
       continue;
     }

@@ -28,6 +28,10 @@ public:
   /// Parses the whole file; std::nullopt after a reported error.
   std::optional<ModuleAST> parseModule();
 
+  /// Parses a whole file holding just `NAME [ '(' kwargs ')' ]`: the value of
+  /// `-D optimizer=...`.
+  std::optional<OptimizerSpec> parseOptimizerOverride();
+
 private:
   // Token stream.
   void consume() { tok_ = lexer_.next(); }
@@ -53,6 +57,7 @@ private:
   bool parseStmt(std::vector<Stmt> &out);
   bool parseShape(ShapeSpec &shape);
   bool parseSetting(Setting &s);
+  bool parseOptimizerSpec(OptimizerSpec &spec);
 
   // Expressions, lowest precedence first.
   ExprPtr parseExpr();

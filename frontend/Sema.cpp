@@ -29,8 +29,9 @@ std::string formatType(const TensorType &type) {
 std::optional<TensorGraph>
 buildTensorGraph(const ModuleAST &module,
                  const std::map<std::string, std::string> &overrides,
-                 DiagnosticPrinter &diag) {
-  Sema sema(module, diag);
+                 DiagnosticPrinter &diag,
+                 const OptimizerOverride *optimizer) {
+  Sema sema(module, diag, optimizer);
   return sema.run(overrides);
 }
 
@@ -80,18 +81,8 @@ bool Sema::declareAll() {
     if (!declareName(c.name, c.loc, "config") ||
         !consts_.declare(c.name, c.loc, c.value.get(), "config"))
       return false;
-  // batch and seq are constants everywhere: shapes in blocks refer to them
-  // although the train section comes last in the file.
-  if (module_.train) {
-    for (const Setting &s : module_.train->settings) {
-      if (s.key != "batch" && s.key != "seq")
-        return error(s.loc, "unknown train setting '" + s.key +
-                                "'; expected batch, seq or optimizer");
-      if (!declareName(s.key, s.loc, "train setting") ||
-          !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
-        return false;
-    }
-  }
+  if (!declareTrainSettings())
+    return false;
   for (const BlockDecl &b : module_.blocks) {
     if (!declareName(b.name, b.loc, "block") || !checkBlockDecl(b))
       return false;
@@ -130,70 +121,6 @@ bool Sema::checkBlockDecl(const BlockDecl &block) {
   for (const ParamDecl &p : block.params)
     if (!add(p.name, p.loc, "parameter"))
       return false;
-  return true;
-}
-
-bool Sema::evaluateTrain() {
-  if (!module_.train)
-    return error(module_.nameLoc,
-                 "model '" + module_.name +
-                     "' has no 'train { batch = ...; seq = ... }' section");
-  const TrainDecl &t = *module_.train;
-  for (const char *key : {"batch", "seq"}) {
-    if (!consts_.isConstant(key))
-      return error(t.loc, std::string("the train section has no '") + key +
-                              " = ...' setting");
-    std::optional<Number> v = consts_.lookup(key, t.loc);
-    if (!v)
-      return false;
-    if (!v->isInteger || v->intValue <= 0) {
-      SourceLoc loc = t.loc;
-      for (const Setting &s : t.settings)
-        if (s.key == key)
-          loc = s.value->loc;
-      std::string fromOverride = consts_.overrideOf(key);
-      return error(loc, std::string("'") + key +
-                            "' must be a positive integer, got " + v->str() +
-                            (fromOverride.empty() ? ""
-                                                  : " (from " + fromOverride +
-                                                        ")"));
-    }
-    (std::string(key) == "batch" ? graph_.train.batch : graph_.train.seq) =
-        v->intValue;
-  }
-  if (!t.optimizer.empty() && t.optimizer != "adamw")
-    return error(t.optimizerLoc, "unknown optimizer '" + t.optimizer +
-                                     "'; only adamw is supported");
-  std::map<std::string, SourceLoc> seen;
-  for (const Setting &s : t.optimizerArgs) {
-    double *slot = s.key == "beta1"   ? &graph_.train.beta1
-                   : s.key == "beta2" ? &graph_.train.beta2
-                   : (s.key == "eps" || s.key == "epsilon")
-                       ? &graph_.train.epsilon
-                   : s.key == "weight_decay" ? &graph_.train.weightDecay
-                                             : nullptr;
-    if (!slot)
-      return error(s.loc, "unknown adamw argument '" + s.key +
-                              "'; expected beta1, beta2, eps or weight_decay");
-    if (!seen.emplace(s.key, s.loc).second)
-      return error(s.loc, "duplicate adamw argument '" + s.key + "'");
-    std::optional<Number> v = consts_.evaluate(*s.value);
-    if (!v)
-      return false;
-    // The values become f32 attributes of kiln.adamw: check them as f32, so
-    // 0.99999999 (which rounds to 1) is refused like 1 is.
-    std::optional<float> f = toNonNegativeF32(v->value);
-    bool isBeta = s.key == "beta1" || s.key == "beta2";
-    if (!f || (isBeta && *f >= 1.0f)) {
-      bool roundsToOne = f && v->value < 1.0;
-      return error(s.value->loc,
-                   "adamw " + s.key + " must be " +
-                       (isBeta ? "in [0, 1)" : "finite and non-negative") +
-                       ", got " + describeAsF32(*v) +
-                       (roundsToOne ? " (1 as a 32-bit float)" : ""));
-    }
-    *slot = *f;
-  }
   return true;
 }
 
@@ -289,8 +216,10 @@ bool Sema::runTopLevel() {
     std::optional<Value> v = evaluate(*s.value, top);
     if (!v)
       return false;
+    if (s.isMetric && !recordMetric(s, *v, s.name))
+      return false;
     top.vars[s.name] = *v;
-    if (s.name == "loss")
+    if (s.name == "loss" && !s.isMetric)
       lossStmt = &s;
   }
 

@@ -8,7 +8,9 @@
 //      to a compile-time Number or a tensor node with a known shape; a block
 //      call is inlined with fresh parameters `Block.<instance>.<param>`;
 //      `repeat N Block(x)` is N nested calls;
-//   4. checks the loss (a scalar named `loss`) and orders the parameters
+//   4. checks the loss (a scalar named `loss`) and the metrics (`metric NAME
+//      = scalar`, prefixed `Block.<instance>.` inside blocks like params),
+//      and orders the parameters
 //      (declaration order, block instances at the statement that created them).
 // Every user mistake is reported with its source position; the first one
 // stops elaboration.
@@ -30,11 +32,20 @@
 
 namespace kiln {
 
+/// `-D optimizer=TEXT`: TEXT parsed as an optimizer, and the printer of
+/// TEXT itself (its errors point into TEXT, not into the model file).
+struct OptimizerOverride {
+  const OptimizerSpec *spec = nullptr;
+  DiagnosticPrinter *diag = nullptr;
+};
+
 /// Checks `module` and flattens it; std::nullopt after a reported error.
+/// `overrides` must not hold "optimizer" (that one is `optimizer`).
 std::optional<TensorGraph>
 buildTensorGraph(const ModuleAST &module,
                  const std::map<std::string, std::string> &overrides,
-                 DiagnosticPrinter &diag);
+                 DiagnosticPrinter &diag,
+                 const OptimizerOverride *optimizer = nullptr);
 
 /// The value of an expression during elaboration.
 struct Value {
@@ -49,8 +60,10 @@ struct Value {
 
 class Sema {
 public:
-  Sema(const ModuleAST &module, DiagnosticPrinter &diag)
-      : module_(module), diag_(diag), consts_(diag) {}
+  Sema(const ModuleAST &module, DiagnosticPrinter &diag,
+       const OptimizerOverride *optimizer = nullptr)
+      : module_(module), diag_(diag), consts_(diag),
+        optimizerOverride_(optimizer) {}
 
   std::optional<TensorGraph>
   run(const std::map<std::string, std::string> &overrides);
@@ -66,7 +79,13 @@ private:
   bool declareName(const std::string &name, SourceLoc loc, const char *kind);
   bool declareAll();
   bool checkBlockDecl(const BlockDecl &block);
+  // The train section (SemaTrain.cpp).
+  bool declareTrainSettings();
   bool evaluateTrain();
+  bool evaluateTrainNumber(const char *key, Number &out);
+  bool evaluateOptimizer(const OptimizerSpec &spec, DiagnosticPrinter &diag);
+  // Metrics (SemaTrain.cpp): checks and records `metric NAME = ...`.
+  bool recordMetric(const Stmt &s, const Value &v, const std::string &name);
   bool evaluateShape(const ShapeSpec &spec, const std::string &what,
                      std::vector<int64_t> &shape);
   bool checkTensorSize(const std::vector<int64_t> &shape, SourceLoc loc);
@@ -129,6 +148,9 @@ private:
   uint32_t currentStmtOffset_ = 0;
   RecursionDepth evaluationDepth_{2000}; // nested evaluate() calls, across blocks
   size_t inlinedCalls_ = 0;      // block calls inlined so far
+  const OptimizerOverride *optimizerOverride_ = nullptr;
+  std::vector<ExprPtr> defaultSettings_; // clip/grad_accum when not written
+  std::map<std::string, SourceLoc> metricNames_; // full name -> statement
 };
 
 } // namespace kiln

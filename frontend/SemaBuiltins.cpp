@@ -37,6 +37,7 @@ static const BuiltinSignature kBuiltins[] = {
     {"iota", 1, 1, "iota(n)"},
     {"sum", 1, 2, "sum(x) or sum(x, [dims])"},
     {"mean", 1, 2, "mean(x) or mean(x, [dims])"},
+    {"rms", 1, 1, "rms(x)"},
     {"cross_entropy", 2, 2, "cross_entropy(logits, targets)"},
 };
 
@@ -332,6 +333,26 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       return sum;
     int divisor = addSplat((double)count, out, e.loc);
     return tensor(NodeKind::Div, {sum.node, divisor}, out);
+  }
+
+  // rms(x) = sqrt(mean(x * x)) over every element -> scalar.
+  if (fn == "rms") {
+    std::optional<int> t =
+        requireFloatTensor(*x, argLoc(0), "the argument of 'rms'");
+    if (!t)
+      return std::nullopt;
+    const TensorType type = typeOf(*t);
+    std::vector<int64_t> dims;
+    for (int64_t i = 0; i < type.rank(); ++i)
+      dims.push_back(i);
+    TensorType scalar{{}, ElementType::F32};
+    Value squares = tensor(NodeKind::Mul, {*t, *t}, type);
+    Value sum = type.rank() == 0 ? squares
+                                 : tensor(NodeKind::ReduceSum, {squares.node},
+                                          scalar, dims);
+    int count = addSplat((double)type.numElements(), scalar, e.loc);
+    Value mean = tensor(NodeKind::Div, {sum.node, count}, scalar);
+    return tensor(NodeKind::Sqrt, {mean.node}, scalar);
   }
 
   // cross_entropy(logits [..., V], targets [...] integer) -> scalar.

@@ -483,6 +483,11 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
     std::optional<Value> v = evaluate(*s.value, scope);
     if (!v)
       return leave(), std::nullopt;
+    if (s.isMetric &&
+        !recordMetric(s, *v,
+                      block.name + "." + std::to_string(instance) + "." +
+                          s.name))
+      return leave(), std::nullopt;
     if (s.isReturn)
       result = v;
     else

@@ -97,11 +97,31 @@ struct InputInfo {
   SourceLoc loc;
 };
 
+/// `metric NAME = EXPR`: a scalar the step reports.
+struct MetricInfo {
+  std::string name; // `attn_rms`, or `Block.0.attn_rms` inside a block
+  int node = -1;    // the rank-0 f32 value
+  SourceLoc loc;
+};
+
+/// The train section, every optimizer argument resolved (PyTorch's defaults
+/// for the ones not given).
 struct TrainInfo {
   int64_t batch = 0;
   int64_t seq = 0;
-  std::string optimizer = "adamw";
-  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, weightDecay = 0.01;
+  int64_t gradAccum = 1; // micro-batches per step
+  double clip = 0.0;     // global gradient-norm threshold (0: none)
+  std::string optimizer = "adamw"; // "adamw" | "adam" | "sgd"
+  // adamw / adam
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  // every optimizer (adamw's default 0.01; adam and sgd: 0)
+  double weightDecay = 0.01;
+  // sgd
+  double momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  // Weight-decay exclusions: these kinds of parameters are decayed only
+  // when asked.
+  bool decayNorms = false, decayBiases = false, decayEmbeddings = false;
 };
 
 struct TensorGraph {
@@ -111,6 +131,7 @@ struct TensorGraph {
   std::vector<InputInfo> inputs; // after the params
   std::vector<Node> nodes;
   int loss = -1; // node holding the scalar loss
+  std::vector<MetricInfo> metrics; // in statement order
   TrainInfo train;
 };
 

@@ -312,28 +312,3 @@ LogicalResult CrossEntropyGradOp::verify() {
                              getTargets().getType());
 }
 
-//===----------------------------------------------------------------------===//
-// AdamWOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult AdamWOp::verify() {
-  auto str = [](const APFloat &x) { return formatShortestFloat(x); };
-  auto inUnitInterval = [](const APFloat &x) {
-    double d = x.convertToDouble();
-    return d >= 0.0 && d < 1.0;
-  };
-  if (!inUnitInterval(getBeta1()) || !inUnitInterval(getBeta2()))
-    return emitOpError() << "beta1 and beta2 must be in [0, 1), got "
-                         << str(getBeta1()) << ", " << str(getBeta2());
-  auto isNegative = [](const APFloat &x) {
-    return x.isNegative() && !x.isZero(); // -0.0 is zero
-  };
-  if (isNegative(getEpsilon()) || isNegative(getWeightDecay()))
-    return emitOpError() << "epsilon and weight_decay must be non-negative, "
-                            "got "
-                         << str(getEpsilon()) << ", " << str(getWeightDecay());
-  if (!getEpsilon().isFinite() || !getWeightDecay().isFinite())
-    return emitOpError() << "epsilon and weight_decay must be finite, got "
-                         << str(getEpsilon()) << ", " << str(getWeightDecay());
-  return success();
-}

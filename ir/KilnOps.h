@@ -44,18 +44,18 @@
 //                                       [infers tensor<f32>]
 //   CrossEntropyGradOp                 (loc, Value logits, Value targets,
 //                                       Value grad) [infers]
-//   AdamWOp                            (loc, Value param, Value grad, Value m,
-//                                       Value v, Value lr, Value step,
-//                                       APFloat beta1, APFloat beta2,
-//                                       APFloat epsilon, APFloat weightDecay)
-//                                       [infers]; the FloatAttr variant too.
+//   Optimizer ops (KilnOptimizerOps.td), built with every type spelled:
+//   AccumulateOp (loc, type, acc, value, scale); GradScaleOp (loc, type,
+//   gradNorm, loss, maxNorm); AdamOp (loc, type, type, type, scalar, scalar,
+//   param, grad, m, v, lr, step, scale, beta1, beta2, epsilon, weightDecay,
+//   decoupled); SgdOp; SgdMomentumOp.
 //
 // DifferentiableOpInterface (KilnInterfaces.td, rules in KilnVJP.cpp):
 //   FailureOr<SmallVector<Value>> buildVJP(OpBuilder &b,
 //                                          ArrayRef<Value> resultGrads);
 // builds at b's insertion point; null resultGrads[i] = result i unused; a
 // null returned entry = no cotangent (integer operands). Implemented by all
-// ops except constant, iota, embedding_grad, the *_grad ops and adamw.
+// ops except constant, iota, embedding_grad, the *_grad ops and the optimizer ops.
 // layer_norm fails (with an error on the op) if mean/rstd get a cotangent.
 //
 // Accessors follow the operand/attribute names in snake_case -> camelCase:

@@ -503,42 +503,8 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
-// Optimizer
-//===----------------------------------------------------------------------===//
-
-def Kiln_AdamWOp : Kiln_Op<"adamw", [
-    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>
-  ]> {
-  let summary = "One AdamW update of a parameter and its moments";
-  let description = [{
-    With `t = step` (1-based) and decoupled weight decay:
-    ```
-    p -= lr * weight_decay * p
-    m = beta1 * m + (1 - beta1) * g
-    v = beta2 * v + (1 - beta2) * g^2
-    p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
-    ```
-    Codegen updates `param`, `m` and `v` in place.
-
-    ```mlir
-    %p1, %m1, %v1 = kiln.adamw %p, %g, %m, %v, %lr, %step
-        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32,
-         weight_decay = 0.1 : f32} : tensor<8x16xf32>
-    ```
-  }];
-  let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
-                       Kiln_FloatTensor:$m, Kiln_FloatTensor:$v,
-                       Kiln_F32Scalar:$lr, Kiln_F32Scalar:$step,
-                       F32Attr:$beta1, F32Attr:$beta2, F32Attr:$epsilon,
-                       F32Attr:$weight_decay);
-  let results = (outs Kiln_FloatTensor:$new_param, Kiln_FloatTensor:$new_m,
-                      Kiln_FloatTensor:$new_v);
-  let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:`
-    type($param)
-  }];
-  let hasVerifier = 1;
-}
+// The optimizer ops (gradient accumulation, clipping scale, parameter
+// updates) are in their own file.
+include "ir/KilnOptimizerOps.td"
 
 #endif // KILN_OPS_TD

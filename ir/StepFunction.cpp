@@ -10,12 +10,30 @@
 namespace mlir::kiln {
 
 bool hasLossResult(func::FuncOp func) {
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, kRoleAttrName);
-    if (role && role.getValue() == role::kLoss)
-      return true;
-  }
-  return false;
+  return findResultWithRole(func, role::kLoss).has_value();
+}
+
+StringRef getResultRole(func::FuncOp func, unsigned index) {
+  auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttrName);
+  return role ? role.getValue() : StringRef();
+}
+
+StringRef getArgumentRole(func::FuncOp func, unsigned index) {
+  auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
+  return role ? role.getValue() : StringRef();
+}
+
+std::optional<unsigned> findResultWithRole(func::FuncOp func, StringRef role) {
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (getResultRole(func, i) == role)
+      return i;
+  return std::nullopt;
+}
+
+DictionaryAttr roleAndName(Builder &b, StringRef role, StringRef name) {
+  return b.getDictionaryAttr(
+      {b.getNamedAttr(kRoleAttrName, b.getStringAttr(role)),
+       b.getNamedAttr(kNameAttrName, b.getStringAttr(name))});
 }
 
 FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp func) {

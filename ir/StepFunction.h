@@ -4,13 +4,22 @@
 // optimizer pass and codegen extend and read it. Its arguments and results say
 // what they are through these attributes (see the contract in the dialect docs):
 //
-//   kiln.role = "param" | "input" | "grad" | "grad_norm" | "adam_m" | "adam_v"
-//             | "lr" | "step" | "loss"
+//   kiln.role = "param" | "input" | "loss" | "grad" | "grad_norm" | "adam_m"
+//             | "adam_v" | "momentum" | "lr" | "step" | "metric"
+//             | "update_norm" | "param_norm" | "eval_loss"
 //   kiln.name = the parameter or input name (for grads and optimizer state:
-//               the parameter's name)
+//               the parameter's name; for metrics the metric's name)
 //   kiln.init = #kiln.init<...> on parameters
+//   kiln.weight_decay = f32, kiln.param_kind = "weight" | "bias" | "norm" |
+//               "embedding" on parameters, once --kiln-optimizer decided
 //
-// and the module carries `kiln.train` (the train section) and `kiln.model`.
+// The module holds up to three such functions, one per artifact program:
+//   @step   forward + backward of one micro-batch (loss, metrics, grads)
+//   @update grad norm, clipping scale and the optimizer update
+//   @eval   forward only (eval_loss)
+// Values shared between them (a parameter, a gradient, the loss) are matched
+// by role and name. The module carries `kiln.train` (the train section) and
+// `kiln.model`.
 // Every component spells these names through this header, never as literals.
 //
 //===----------------------------------------------------------------------===//
@@ -18,9 +27,12 @@
 #define KILN_IR_STEPFUNCTION_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+
+#include <optional>
 
 namespace mlir::kiln {
 
@@ -28,6 +40,13 @@ namespace mlir::kiln {
 constexpr llvm::StringLiteral kRoleAttrName = "kiln.role";
 constexpr llvm::StringLiteral kNameAttrName = "kiln.name";
 constexpr llvm::StringLiteral kInitAttrName = "kiln.init";
+constexpr llvm::StringLiteral kWeightDecayAttrName = "kiln.weight_decay";
+constexpr llvm::StringLiteral kParamKindAttrName = "kiln.param_kind";
+
+// Function names (= artifact program names).
+constexpr llvm::StringLiteral kStepFunctionName = "step";
+constexpr llvm::StringLiteral kUpdateFunctionName = "update";
+constexpr llvm::StringLiteral kEvalFunctionName = "eval";
 
 // Module attribute names.
 constexpr llvm::StringLiteral kTrainAttrName = "kiln.train";
@@ -44,10 +63,27 @@ constexpr llvm::StringLiteral kAdamM = "adam_m";
 constexpr llvm::StringLiteral kAdamV = "adam_v";
 constexpr llvm::StringLiteral kLearningRate = "lr";
 constexpr llvm::StringLiteral kStep = "step";
+constexpr llvm::StringLiteral kMomentum = "momentum";
+constexpr llvm::StringLiteral kMetric = "metric";
+constexpr llvm::StringLiteral kUpdateNorm = "update_norm";
+constexpr llvm::StringLiteral kParamNorm = "param_norm";
+constexpr llvm::StringLiteral kEvalLoss = "eval_loss";
 } // namespace role
 
 /// True when some result of `func` has kiln.role = "loss": the step function.
 bool hasLossResult(func::FuncOp func);
+
+/// The kiln.role of result `index` / argument `index` ("" when none).
+llvm::StringRef getResultRole(func::FuncOp func, unsigned index);
+llvm::StringRef getArgumentRole(func::FuncOp func, unsigned index);
+
+/// The index of the (first) result with kiln.role = `role`, if any.
+std::optional<unsigned> findResultWithRole(func::FuncOp func,
+                                           llvm::StringRef role);
+
+/// {kiln.role = role, kiln.name = name}.
+DictionaryAttr roleAndName(Builder &b, llvm::StringRef role,
+                           llvm::StringRef name);
 
 /// A parameter argument of the step function and its kiln.name.
 struct ParameterArgument {

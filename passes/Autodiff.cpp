@@ -6,12 +6,15 @@
 // DifferentiableOpInterface (ir/KilnVJP.cpp); this pass only orders them and
 // sums their contributions.
 //
-// Algorithm, for the function whose single result has kiln.role = "loss":
+// Algorithm, for the function with a kiln.role = "loss" result (other results
+// must be kiln.role = "metric": reported, never differentiated; @eval has an
+// "eval_loss" result instead and is skipped):
 //  1. Activity: walk the body forward marking the values that depend on a
 //     floating-point `param` argument. Only those are differentiated, so
 //     integer values (token ids, targets, iota positions) and constants are
 //     never given a cotangent.
-//  2. Seed: the cotangent of the returned loss is a splat constant 1.0.
+//  2. Seed: the cotangent of the returned loss is a splat constant 1.0
+//     (metric results get none).
 //  3. Walk the body backwards from the return. For each op with a cotangent on
 //     any of its results and an active operand, call buildVJP through
 //     DifferentiableOpInterface (null cotangents for unused results). An op
@@ -78,28 +81,40 @@ private:
   void eraseDeadBackwardOps(Operation *firstBackwardOp, Operation *ret);
 
   func::FuncOp func;
+  unsigned lossIndex = 0;                  // the loss result
   llvm::DenseSet<Value> active;            // depends on a param (step 1)
   llvm::DenseMap<Value, Value> cotangents; // d loss / d value so far
   SmallVector<Operation *> forwardOps;     // the body before autodiff
 };
 
 LogicalResult ReverseModeDifferentiator::checkSignature() {
+  lossIndex = *findResultWithRole(func, role::kLoss);
   if (func.isExternal())
     return func.emitOpError("has a kiln.role = \"loss\" result but no body");
   if (!func.getBody().hasOneBlock())
     return func.emitOpError("must have a single block to be differentiated, "
                             "found ")
            << func.getBody().getBlocks().size();
-  if (func.getNumResults() != 1)
-    return func.emitOpError("must return the loss as its only result, found ")
-           << func.getNumResults()
-           << " results (was --kiln-autodiff already run?)";
-  auto lossType = dyn_cast<RankedTensorType>(func.getResultTypes()[0]);
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    StringRef role = getResultRole(func, i);
+    if (role == role::kLoss) {
+      if (i != lossIndex)
+        return func.emitOpError("has more than one kiln.role = \"loss\" "
+                                "result");
+      continue;
+    }
+    if (role != role::kMetric)
+      return func.emitOpError("result #")
+             << i << " has kiln.role = \"" << role
+             << "\"; only the loss and metrics may be returned before "
+                "autodiff (was --kiln-autodiff already run?)";
+  }
+  auto lossType = dyn_cast<RankedTensorType>(func.getResultTypes()[lossIndex]);
   if (!lossType || lossType.getRank() != 0 ||
       !isa<FloatType>(lossType.getElementType()))
     return func.emitOpError("loss must be a rank-0 floating-point tensor, "
                             "found ")
-           << func.getResultTypes()[0];
+           << func.getResultTypes()[lossIndex];
   if (!isa<func::ReturnOp>(func.front().getTerminator()))
     return func.emitOpError("must end with func.return");
   return success();
@@ -230,7 +245,7 @@ LogicalResult ReverseModeDifferentiator::run() {
   markActiveValues();
 
   // (2) d loss / d loss = 1.
-  Value loss = ret.getOperand(0);
+  Value loss = ret.getOperand(lossIndex);
   Value seed = createSplatConstant(b, ret.getLoc(),
                                    cast<RankedTensorType>(loss.getType()), 1.0);
   cotangents[loss] = seed;

@@ -1,23 +1,33 @@
-//===- Optimizer.cpp - The optimizer step (AdamW) and gradient norm -------===//
+//===- Optimizer.cpp - The "update" program: norm, clipping, optimizer ----===//
 //
-// --kiln-optimizer: appends the parameter update to the joint function built
-// by --kiln-autodiff, so that one artifact call is one whole training step.
-// The optimizer is chosen in the model's `train` section and arrives as the
-// module attribute kiln.train; only "adamw" exists today.
+// --kiln-optimizer: builds `@update`, the artifact's "update" program, run
+// once per training step after the last micro-batch of "step". It reads the
+// gradients and the loss that @step produced (shared by role and name) and
+// updates the parameters and the optimizer state in place.
 //
-// Algorithm, for the function with a kiln.role = "loss" result:
-//  1. Read kiln.train: optimizer = "adamw", beta1, beta2, epsilon,
-//     weight_decay (missing attribute, key or unknown optimizer: error).
-//  2. Pair every `param` argument with the `grad` result of the same
-//     kiln.name (no grad results at all: autodiff has not run; error).
-//  3. Append arguments: adam_m per param, adam_v per param (same type and
-//     name as the param), then lr and step (rank-0 f32; step is 1-based).
-//  4. grad_norm = sqrt(sum over grads of reduce_sum(g * g, all dims)),
-//     appended as a result (kiln.role = "grad_norm"). It is reported, not
-//     used for clipping (yet).
-//  5. One kiln.adamw per param; append its new param, m and v as results.
-//     Final result order: loss, grads..., grad_norm, params..., adam_m...,
-//     adam_v... (consumers look results up by role and name).
+// Algorithm:
+//  1. Read kiln.train: optimizer ("adamw", "adam" or "sgd") and its
+//     hyperparameters, clip, and the weight-decay exclusions decay_norms,
+//     decay_biases, decay_embeddings (missing entry or bad value: error).
+//  2. In the loss function (@step, after --kiln-autodiff), pair every param
+//     argument with the grad result of the same kiln.name.
+//  3. Classify every parameter by how @step uses it (following reshape views):
+//     "embedding" (the table of a kiln.embedding, tied ones included), "norm"
+//     (a weight or bias of a normalisation op), "bias" (any other rank <= 1
+//     parameter) or "weight". Its weight decay is the optimizer's, or 0 for an
+//     excluded kind (norm, bias, embedding) unless decay_<kind>s = true. Both
+//     are written on the param arguments (kiln.param_kind, kiln.weight_decay).
+//  4. Create @update(params..., grads..., loss, state..., lr, step) where the
+//     state is adam_m... then adam_v... (adam/adamw), momentum... (sgd with
+//     momentum > 0) or nothing (plain sgd).
+//  5. grad_norm = sqrt(sum_g reduce_sum(g * g)); scale = kiln.grad_scale(
+//     grad_norm, loss) {max_norm = clip} (NaN when either is not finite: the
+//     update ops then skip the step).
+//  6. One update op per parameter (kiln.adam / kiln.sgd / kiln.sgd_momentum)
+//     with its weight decay; update_norm and param_norm are the square roots
+//     of the sums of the ops' update_sq and param_sq.
+//  7. Results: grad_norm, update_norm, param_norm, params..., state...
+//     (consumers look results up by role and name).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,33 +56,30 @@ using namespace mlir::kiln;
 
 namespace {
 
+/// kiln.train, as the update ops need it.
+struct OptimizerConfig {
+  StringRef kind; // "adamw" | "adam" | "sgd"
+  FloatAttr beta1, beta2, epsilon, weightDecay, momentum, dampening, clip;
+  BoolAttr nesterov;
+  bool decayNorms = false, decayBiases = false, decayEmbeddings = false;
 
-/// Hyperparameters of AdamW baked into the kernels (kiln.train).
-struct AdamWConfig {
-  FloatAttr beta1, beta2, epsilon, weightDecay;
+  bool isAdam() const { return kind == "adamw" || kind == "adam"; }
+  bool hasMomentumBuffer() const {
+    return kind == "sgd" && momentum.getValueAsDouble() > 0.0;
+  }
 };
 
-/// A parameter argument and its gradient result.
+/// A parameter argument of @step, its gradient result and its decay.
 struct ParamAndGrad {
   BlockArgument param;
   StringAttr name;
   unsigned gradResult;
+  StringRef kind;      // "weight" | "bias" | "norm" | "embedding"
+  FloatAttr decay;     // this parameter's weight decay
 };
 
-StringAttr getRole(ArrayRef<NamedAttribute> attrs) {
-  for (const NamedAttribute &attr : attrs)
-    if (attr.getName() == kRoleAttrName)
-      return dyn_cast<StringAttr>(attr.getValue());
-  return {};
-}
-
-DictionaryAttr roleAndName(Builder &b, StringRef role, StringAttr name) {
-  return b.getDictionaryAttr({b.getNamedAttr(kRoleAttrName, b.getStringAttr(role)),
-                              b.getNamedAttr(kNameAttrName, name)});
-}
-
-/// Step 1: kiln.train -> AdamWConfig, with an error on `module` otherwise.
-FailureOr<AdamWConfig> readTrainConfig(ModuleOp module) {
+/// Step 1: kiln.train -> OptimizerConfig, with an error on `module` otherwise.
+FailureOr<OptimizerConfig> readTrainConfig(ModuleOp module) {
   auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
   if (!train)
     return module.emitError("--kiln-optimizer needs the module attribute "
@@ -81,164 +88,297 @@ FailureOr<AdamWConfig> readTrainConfig(ModuleOp module) {
   auto optimizer = train.getAs<StringAttr>("optimizer");
   if (!optimizer)
     return module.emitError("'kiln.train' has no string 'optimizer' entry");
-  if (optimizer.getValue() != "adamw")
+  OptimizerConfig config;
+  config.kind = optimizer.getValue();
+  if (!config.isAdam() && config.kind != "sgd")
     return module.emitError("unsupported optimizer '")
-           << optimizer.getValue() << "' in 'kiln.train' (supported: adamw)";
+           << optimizer.getValue()
+           << "' in 'kiln.train' (supported: adamw, adam, sgd)";
 
   Builder b(module.getContext());
-  AdamWConfig config;
-  for (auto [key, slot] :
-       {std::pair<StringRef, FloatAttr *>{"beta1", &config.beta1},
-        {"beta2", &config.beta2},
-        {"epsilon", &config.epsilon},
-        {"weight_decay", &config.weightDecay}}) {
+  auto number = [&](StringRef key, FloatAttr &slot,
+                    std::optional<double> fallback) -> LogicalResult {
     Attribute value = train.get(key);
-    double number;
+    double x;
     if (auto f = dyn_cast_or_null<FloatAttr>(value))
-      number = f.getValueAsDouble();
+      x = f.getValueAsDouble();
     else if (auto i = dyn_cast_or_null<IntegerAttr>(value))
-      number = static_cast<double>(i.getInt());
+      x = static_cast<double>(i.getInt());
+    else if (!value && fallback)
+      x = *fallback;
     else
       return module.emitError("'kiln.train' needs a numeric '")
-             << key << "' for the adamw optimizer";
-    *slot = b.getF32FloatAttr(static_cast<float>(number));
+             << key << "' for the " << config.kind << " optimizer";
+    slot = b.getF32FloatAttr(static_cast<float>(x));
+    return success();
+  };
+  auto flag = [&](StringRef key, bool &slot) -> LogicalResult {
+    Attribute value = train.get(key);
+    if (!value)
+      return success(); // the default: excluded / off
+    auto boolean = dyn_cast<BoolAttr>(value);
+    if (!boolean)
+      return module.emitError("'kiln.train' entry '")
+             << key << "' must be true or false, got " << value;
+    slot = boolean.getValue();
+    return success();
+  };
+  if (failed(number("weight_decay", config.weightDecay, std::nullopt)) ||
+      failed(number("clip", config.clip, 0.0)) ||
+      failed(flag("decay_norms", config.decayNorms)) ||
+      failed(flag("decay_biases", config.decayBiases)) ||
+      failed(flag("decay_embeddings", config.decayEmbeddings)))
+    return failure();
+  if (config.isAdam()) {
+    if (failed(number("beta1", config.beta1, std::nullopt)) ||
+        failed(number("beta2", config.beta2, std::nullopt)) ||
+        failed(number("epsilon", config.epsilon, std::nullopt)))
+      return failure();
+  } else {
+    bool nesterov = false;
+    if (failed(number("momentum", config.momentum, 0.0)) ||
+        failed(number("dampening", config.dampening, 0.0)) ||
+        failed(flag("nesterov", nesterov)))
+      return failure();
+    config.nesterov = b.getBoolAttr(nesterov);
   }
+  if (config.clip.getValueAsDouble() < 0.0 ||
+      !std::isfinite(config.clip.getValueAsDouble()))
+    return module.emitError("'kiln.train' clip must be finite and "
+                            "non-negative, got ")
+           << config.clip.getValueAsDouble();
   return config;
 }
 
-/// Step 2: the params of `func` with their grad results.
-FailureOr<SmallVector<ParamAndGrad>> pairParamsWithGrads(func::FuncOp func) {
+/// Whether `use` is a weight or bias operand of a normalisation op (any op
+/// whose learned per-feature scale/shift should not decay).
+bool isNormalizationParameter(OpOperand &use) {
+  return isa<LayerNormOp, LayerNormGradOp>(use.getOwner()) &&
+         use.getOperandNumber() >= 1;
+}
+
+/// Step 3: the parameter's kind, from its uses in @step.
+StringRef classifyParameter(BlockArgument param) {
+  bool embedding = false, norm = false;
+  SmallVector<Value> views{param};
+  for (size_t next = 0; next < views.size(); ++next)
+    for (OpOperand &use : views[next].getUses()) {
+      Operation *user = use.getOwner();
+      if (auto reshape = dyn_cast<ReshapeOp>(user))
+        views.push_back(reshape.getResult());
+      else if (isa<EmbeddingOp>(user) && use.getOperandNumber() == 0)
+        embedding = true;
+      else if (isNormalizationParameter(use))
+        norm = true;
+    }
+  if (embedding)
+    return "embedding";
+  if (norm)
+    return "norm";
+  if (cast<RankedTensorType>(param.getType()).getRank() <= 1)
+    return "bias";
+  return "weight";
+}
+
+FloatAttr decayOf(Builder &b, StringRef kind, const OptimizerConfig &config) {
+  bool excluded = (kind == "norm" && !config.decayNorms) ||
+                  (kind == "bias" && !config.decayBiases) ||
+                  (kind == "embedding" && !config.decayEmbeddings);
+  return excluded ? b.getF32FloatAttr(0.0f) : config.weightDecay;
+}
+
+/// Steps 2-3: the params of `step` with their grad results and decay.
+FailureOr<SmallVector<ParamAndGrad>>
+pairParamsWithGrads(func::FuncOp step, const OptimizerConfig &config) {
   llvm::StringMap<unsigned> gradByName;
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    StringAttr role = getRole(func.getResultAttrs(i));
-    if (role && (role.getValue() == role::kGradNorm || role.getValue() == role::kParam))
-      return func.emitOpError("already has optimizer results "
-                              "(was --kiln-optimizer already run?)");
-    if (!role || role.getValue() != role::kGrad)
+  for (unsigned i = 0, e = step.getNumResults(); i < e; ++i) {
+    if (getResultRole(step, i) != role::kGrad)
       continue;
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName))
+    if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
       gradByName[name.getValue()] = i;
   }
   if (gradByName.empty())
-    return func.emitOpError("has no kiln.role = \"grad\" results; "
+    return step.emitOpError("has no kiln.role = \"grad\" results; "
                             "--kiln-optimizer must run after --kiln-autodiff");
 
+  Builder b(step.getContext());
   SmallVector<ParamAndGrad> pairs;
-  FailureOr<SmallVector<ParameterArgument>> params = getParameterArguments(func);
+  FailureOr<SmallVector<ParameterArgument>> params = getParameterArguments(step);
   if (failed(params))
     return failure();
   for (auto [arg, name] : *params) {
     auto it = gradByName.find(name.getValue());
     if (it == gradByName.end())
-      return func.emitOpError("has no gradient result for parameter '")
+      return step.emitOpError("has no gradient result for parameter '")
              << name.getValue() << "'";
-    if (func.getResultTypes()[it->second] != arg.getType())
-      return func.emitOpError("gradient of parameter '")
+    if (step.getResultTypes()[it->second] != arg.getType())
+      return step.emitOpError("gradient of parameter '")
              << name.getValue() << "' has type "
-             << func.getResultTypes()[it->second] << ", expected "
+             << step.getResultTypes()[it->second] << ", expected "
              << arg.getType();
     auto type = cast<RankedTensorType>(arg.getType());
     if (!type.getElementType().isF32())
-      return func.emitOpError("parameter '")
-             << name.getValue()
-             << "' must be f32 for the adamw optimizer, found " << type;
-    pairs.push_back({arg, name, it->second});
+      return step.emitOpError("parameter '")
+             << name.getValue() << "' must be f32 for the " << config.kind
+             << " optimizer, found " << type;
+    StringRef kind = classifyParameter(arg);
+    pairs.push_back({arg, name, it->second, kind, decayOf(b, kind, config)});
+    step.setArgAttr(arg.getArgNumber(), kParamKindAttrName,
+                    b.getStringAttr(kind));
+    step.setArgAttr(arg.getArgNumber(), kWeightDecayAttrName,
+                    pairs.back().decay);
   }
   return pairs;
 }
 
-/// Steps 3-5 on one function.
-LogicalResult appendOptimizerStep(func::FuncOp func,
-                                  const AdamWConfig &config) {
-  FailureOr<SmallVector<ParamAndGrad>> pairs = pairParamsWithGrads(func);
+/// The arguments of @update (step 4), in order, with their attributes.
+struct UpdateSignature {
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> attrs;
+  SmallVector<Location> locs;
+
+  void add(Type type, DictionaryAttr attr, Location loc) {
+    types.push_back(type);
+    attrs.push_back(attr);
+    locs.push_back(loc);
+  }
+};
+
+/// sum(g * g) over every element of `g`, as a rank-0 tensor.
+Value sumOfSquares(OpBuilder &b, Location loc, Value g) {
+  auto type = cast<RankedTensorType>(g.getType());
+  Value squares = b.create<MulOp>(loc, g, g); // shape of the param
+  if (type.getRank() == 0)
+    return squares;
+  SmallVector<int64_t> allDims(type.getRank());
+  std::iota(allDims.begin(), allDims.end(), 0);
+  return b.create<ReduceSumOp>(loc, squares, allDims); // tensor<f32>
+}
+
+Value addScalars(OpBuilder &b, Location loc, Value sum, Value term) {
+  return sum ? b.create<AddOp>(loc, sum, term).getResult() : term;
+}
+
+/// Steps 4-7.
+LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
+                                  const OptimizerConfig &config) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(kUpdateFunctionName))
+    return existing.emitOpError("already exists (was --kiln-optimizer "
+                                "already run?)");
+  FailureOr<SmallVector<ParamAndGrad>> pairs =
+      pairParamsWithGrads(step, config);
   if (failed(pairs))
     return failure();
-
-  auto ret = cast<func::ReturnOp>(func.front().getTerminator());
-  OpBuilder b(ret);
+  size_t n = pairs->size();
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
   auto scalarType = RankedTensorType::get({}, b.getF32Type());
 
-  // (3) Optimizer state and step inputs, appended after the existing args
-  // in one insertArguments call (one at a time is quadratic: each insertion
-  // rebuilds the function's argument attribute array).
-  SmallVector<Type> newTypes;
-  SmallVector<DictionaryAttr> newAttrs;
-  SmallVector<Location> newLocs;
-  for (StringRef argRole : {role::kAdamM, role::kAdamV})
-    for (const ParamAndGrad &p : *pairs) {
-      newTypes.push_back(p.param.getType());
-      newAttrs.push_back(roleAndName(b, argRole, p.name));
-      newLocs.push_back(p.param.getLoc());
-    }
-  for (StringRef argRole : {role::kLearningRate, role::kStep}) {
-    newTypes.push_back(scalarType);
-    newAttrs.push_back(roleAndName(b, argRole, b.getStringAttr(argRole)));
-    newLocs.push_back(func.getLoc());
-  }
-  unsigned firstNew = func.getNumArguments();
-  SmallVector<unsigned> newIndices(newTypes.size(), firstNew);
-  func.insertArguments(newIndices, newTypes, newAttrs, newLocs);
-  auto newArgs = func.getArguments().drop_front(firstNew);
-  size_t numParams = pairs->size();
-  SmallVector<Value> moments1(newArgs.take_front(numParams));
-  SmallVector<Value> moments2(newArgs.slice(numParams, numParams));
-  Value lr = newArgs[2 * numParams];
-  Value step = newArgs[2 * numParams + 1];
-
-  // (4) grad_norm = sqrt(sum_g sum(g * g)).
-  SmallVector<Value> grads;
+  // (4) Signature: params, grads, loss, state, lr, step.
+  UpdateSignature sig;
   for (const ParamAndGrad &p : *pairs)
-    grads.push_back(ret.getOperand(p.gradResult));
-  Value sumOfSquares;
-  for (Value grad : grads) {
-    auto type = cast<RankedTensorType>(grad.getType());
-    Location loc = grad.getLoc();
-    Value squares = b.create<MulOp>(loc, grad, grad); // shape of the param
-    Value total = squares;
-    if (type.getRank() > 0) {
-      SmallVector<int64_t> allDims(type.getRank());
-      std::iota(allDims.begin(), allDims.end(), 0);
-      total = b.create<ReduceSumOp>(loc, squares, allDims); // tensor<f32>
+    sig.add(p.param.getType(),
+            step.getArgAttrDict(p.param.getArgNumber()), p.param.getLoc());
+  for (const ParamAndGrad &p : *pairs)
+    sig.add(p.param.getType(), roleAndName(b, role::kGrad, p.name),
+            p.param.getLoc());
+  sig.add(scalarType, roleAndName(b, role::kLoss, role::kLoss), step.getLoc());
+  SmallVector<StringRef> stateRoles;
+  if (config.isAdam())
+    stateRoles = {role::kAdamM, role::kAdamV};
+  else if (config.hasMomentumBuffer())
+    stateRoles = {role::kMomentum};
+  for (StringRef stateRole : stateRoles)
+    for (const ParamAndGrad &p : *pairs)
+      sig.add(p.param.getType(), roleAndName(b, stateRole, p.name),
+              p.param.getLoc());
+  for (StringRef scalarRole : {role::kLearningRate, role::kStep})
+    sig.add(scalarType, roleAndName(b, scalarRole, scalarRole), step.getLoc());
+
+  b.setInsertionPointAfter(step);
+  auto update = b.create<func::FuncOp>(step.getLoc(), kUpdateFunctionName,
+                                       b.getFunctionType(sig.types, {}));
+  Block *entry = update.addEntryBlock();
+  for (auto [arg, loc] : llvm::zip_equal(entry->getArguments(), sig.locs))
+    arg.setLoc(loc);
+  update.setAllArgAttrs(sig.attrs);
+  auto args = entry->getArguments();
+  auto params = args.take_front(n);
+  auto grads = args.slice(n, n);
+  Value loss = args[2 * n];
+  auto state = args.slice(2 * n + 1, stateRoles.size() * n);
+  Value lr = args[args.size() - 2];
+  Value stepCount = args[args.size() - 1];
+  b.setInsertionPointToStart(entry);
+  Location loc = step.getLoc();
+
+  // (5) Gradient norm and the clipping / guard scale.
+  Value gradSumSq;
+  for (Value g : grads)
+    gradSumSq = addScalars(b, g.getLoc(), gradSumSq, sumOfSquares(b, g.getLoc(), g));
+  Value gradNorm = b.create<SqrtOp>(loc, gradSumSq);
+  Value scale = b.create<GradScaleOp>(loc, scalarType, gradNorm, loss,
+                                      config.clip);
+
+  // (6) One update per parameter.
+  SmallVector<Value> newParams, newState(state.size());
+  Value updateSumSq, paramSumSq;
+  for (auto [i, p] : llvm::enumerate(*pairs)) {
+    Value param = params[i], grad = grads[i];
+    Type type = param.getType();
+    Location ploc = p.param.getLoc();
+    Value updateSq, paramSq;
+    if (config.isAdam()) {
+      auto op = b.create<AdamOp>(
+          ploc, type, type, type, scalarType, scalarType, param, grad,
+          state[i], state[n + i], lr, stepCount, scale, config.beta1,
+          config.beta2, config.epsilon, p.decay,
+          b.getBoolAttr(config.kind == "adamw"));
+      newParams.push_back(op.getNewParam());
+      newState[i] = op.getNewM();
+      newState[n + i] = op.getNewV();
+      updateSq = op.getUpdateSq();
+      paramSq = op.getParamSq();
+    } else if (config.hasMomentumBuffer()) {
+      auto op = b.create<SgdMomentumOp>(
+          ploc, type, type, scalarType, scalarType, param, grad, state[i], lr,
+          stepCount, scale, config.momentum, config.dampening, config.nesterov,
+          p.decay);
+      newParams.push_back(op.getNewParam());
+      newState[i] = op.getNewBuf();
+      updateSq = op.getUpdateSq();
+      paramSq = op.getParamSq();
+    } else {
+      auto op = b.create<SgdOp>(ploc, type, scalarType, scalarType, param,
+                                grad, lr, scale, p.decay);
+      newParams.push_back(op.getNewParam());
+      updateSq = op.getUpdateSq();
+      paramSq = op.getParamSq();
     }
-    sumOfSquares =
-        sumOfSquares ? b.create<AddOp>(loc, sumOfSquares, total) : total;
+    updateSumSq = addScalars(b, ploc, updateSumSq, updateSq);
+    paramSumSq = addScalars(b, ploc, paramSumSq, paramSq);
   }
-  Value gradNorm = b.create<SqrtOp>(func.getLoc(), sumOfSquares);
+  Value updateNorm = b.create<SqrtOp>(loc, updateSumSq);
+  Value paramNorm = b.create<SqrtOp>(loc, paramSumSq);
 
-  // (5) The AdamW update of every parameter.
-  SmallVector<Value> newParams, newMoments1, newMoments2;
-  for (auto [p, m, v, grad] :
-       llvm::zip_equal(*pairs, moments1, moments2, grads)) {
-    Type type = p.param.getType();
-    auto update = b.create<AdamWOp>(
-        p.param.getLoc(), type, type, type, p.param, grad, m, v, lr, step,
-        config.beta1, config.beta2, config.epsilon, config.weightDecay);
-    newParams.push_back(update.getNewParam());
-    newMoments1.push_back(update.getNewM());
-    newMoments2.push_back(update.getNewV());
-  }
-
-  // Results: loss, grads... (unchanged), grad_norm, params, adam_m, adam_v.
-  SmallVector<Value> results(ret.getOperands());
+  // (7) Results.
+  SmallVector<Value> results{gradNorm, updateNorm, paramNorm};
   SmallVector<DictionaryAttr> resultAttrs;
-  func.getAllResultAttrs(resultAttrs);
-  results.push_back(gradNorm);
-  resultAttrs.push_back(
-      roleAndName(b, role::kGradNorm, b.getStringAttr(role::kGradNorm)));
-  auto appendResults = [&](ArrayRef<Value> values, StringRef role) {
-    for (auto [value, p] : llvm::zip_equal(values, *pairs)) {
-      results.push_back(value);
-      resultAttrs.push_back(roleAndName(b, role, p.name));
+  for (StringRef r : {role::kGradNorm, role::kUpdateNorm, role::kParamNorm})
+    resultAttrs.push_back(roleAndName(b, r, r));
+  for (auto [value, p] : llvm::zip_equal(newParams, *pairs)) {
+    results.push_back(value);
+    resultAttrs.push_back(roleAndName(b, role::kParam, p.name));
+  }
+  for (auto [k, stateRole] : llvm::enumerate(stateRoles))
+    for (auto [i, p] : llvm::enumerate(*pairs)) {
+      results.push_back(newState[k * n + i]);
+      resultAttrs.push_back(roleAndName(b, stateRole, p.name));
     }
-  };
-  appendResults(newParams, role::kParam);
-  appendResults(newMoments1, role::kAdamM);
-  appendResults(newMoments2, role::kAdamV);
-
-  ret->setOperands(results);
-  func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
-                                 ValueRange(results).getTypes()));
-  func.setAllResultAttrs(resultAttrs);
+  b.create<func::ReturnOp>(loc, results);
+  update.setType(FunctionType::get(ctx, sig.types,
+                                   ValueRange(results).getTypes()));
+  update.setAllResultAttrs(resultAttrs);
   return success();
 }
 
@@ -246,29 +386,28 @@ struct KilnOptimizerPass
     : public mlir::kiln::impl::KilnOptimizerBase<KilnOptimizerPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<AdamWConfig> config = readTrainConfig(module);
+    FailureOr<OptimizerConfig> config = readTrainConfig(module);
     if (failed(config))
       return signalPassFailure();
 
-    bool found = false;
-    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      if (!hasLossResult(func))
-        continue;
-      found = true;
-      if (func.isExternal() || !func.getBody().hasOneBlock() ||
-          !isa<func::ReturnOp>(func.front().getTerminator())) {
-        func.emitOpError("must have a single-block body ending with "
-                         "func.return");
-        return signalPassFailure();
-      }
-      if (failed(appendOptimizerStep(func, *config)))
-        return signalPassFailure();
+    SmallVector<func::FuncOp> lossFunctions;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (hasLossResult(func))
+        lossFunctions.push_back(func);
+    if (lossFunctions.size() != 1) {
+      module.emitError("--kiln-optimizer needs exactly one function with a "
+                       "kiln.role = \"loss\" result, found ")
+          << lossFunctions.size();
+      return signalPassFailure();
     }
-    if (!found) {
-      module.emitError("--kiln-optimizer found no function with a "
-                       "kiln.role = \"loss\" result");
+    func::FuncOp step = lossFunctions.front();
+    if (step.isExternal() || !step.getBody().hasOneBlock()) {
+      step.emitOpError("must have a single-block body ending with "
+                       "func.return");
+      return signalPassFailure();
+    }
+    if (failed(buildUpdateFunction(module, step, *config)))
       signalPassFailure();
-    }
   }
 };
 

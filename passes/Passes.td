@@ -52,50 +52,135 @@ def KilnAutodiff : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
-def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
-  let summary = "Appends the optimizer update (AdamW) and the gradient norm";
+def KilnEvalFunction : Pass<"kiln-eval-function", "::mlir::ModuleOp"> {
+  let summary = "Clones the forward loss function into @eval";
   let description = [{
-    Reads the module attribute `kiln.train` (`optimizer = "adamw"`, `beta1`,
-    `beta2`, `epsilon`, `weight_decay`) and, in the loss function produced by
-    `--kiln-autodiff`, appends the optimizer state arguments (`adam_m` then
-    `adam_v` per parameter, then `lr` and `step`, all with `kiln.role` and
-    `kiln.name`), computes `grad_norm = sqrt(sum_g reduce_sum(g * g))`, and
-    emits one `kiln.adamw` per parameter. The results become: loss, grads...,
-    grad_norm, params..., adam_m..., adam_v... (consumers look them up by
-    role and name).
+    Before autodiff, clones the function with a `kiln.role = "loss"` result
+    (@step) into `@eval`, the artifact's forward-only "eval" program: same
+    parameter and input arguments, a single result `kiln.role = "eval_loss"`;
+    metric results and the ops that only fed them are dropped. `@eval` is
+    never differentiated (autodiff only looks at functions with a "loss"
+    result).
 
-    Before (after `--kiln-autodiff`):
+    Before:
     ```mlir
-    module attributes {kiln.train = {optimizer = "adamw", beta1 = 0.9 : f32,
-        beta2 = 0.95 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.1 : f32}} {
-      func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
-          -> (tensor<f32> {kiln.role = "loss"},
-              tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
-        ...
-        return %loss, %dw : tensor<f32>, tensor<4xf32>
-      }
+    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = "loss"},
+            tensor<f32> {kiln.role = "metric", kiln.name = "w_rms"}) {
+      %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
+      %1 = ... // rms of %w
+      return %0, %1 : tensor<f32>, tensor<f32>
+    }
+    ```
+
+    After (@step unchanged):
+    ```mlir
+    func.func @eval(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
+        -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = "eval_loss"}) {
+      %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
+      return %0 : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
+  let summary = "Turns the loss and gradients into micro-batch accumulators";
+  let description = [{
+    With `grad_accum = K > 1` in `kiln.train`, appends to the function with a
+    "loss" result one argument per loss/grad result (same `kiln.role` and
+    `kiln.name`; the loss is named "loss") and returns `acc + value / K`
+    through `kiln.accumulate`, which codegen performs in place on the
+    argument's buffer. The runtime zeroes the accumulators before the first
+    of the K micro-steps. With K = 1 (or no `grad_accum`) nothing changes.
+
+    Before (K = 4, after `--kiln-autodiff`):
+    ```mlir
+    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = "loss"},
+            tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
+      ...
+      return %loss, %dw : tensor<f32>, tensor<4xf32>
     }
     ```
 
     After:
     ```mlir
     func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                    %m: tensor<4xf32> {kiln.role = "adam_m", kiln.name = "w"},
-                    %v: tensor<4xf32> {kiln.role = "adam_v", kiln.name = "w"},
-                    %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
-                    %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
-        -> (tensor<f32> {kiln.role = "loss"},
-            tensor<4xf32> {kiln.role = "grad", kiln.name = "w"},
-            tensor<f32> {kiln.role = "grad_norm", kiln.name = "grad_norm"},
-            tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-            tensor<4xf32> {kiln.role = "adam_m", kiln.name = "w"},
-            tensor<4xf32> {kiln.role = "adam_v", kiln.name = "w"}) {
+                    %l: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+                    %g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+            tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
       ...
-      %sq = kiln.mul %dw, %dw : tensor<4xf32>
-      %ss = kiln.reduce_sum %sq dims = [0] : tensor<4xf32> -> tensor<f32>
+      %0 = kiln.accumulate %l, %loss {scale = 2.500000e-01 : f32} : tensor<f32>
+      %1 = kiln.accumulate %g, %dw {scale = 2.500000e-01 : f32} : tensor<4xf32>
+      return %0, %1 : tensor<f32>, tensor<4xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Builds @update: gradient norm, clipping, the optimizer step";
+  let description = [{
+    Reads the module attribute `kiln.train` (`optimizer` = "adamw", "adam" or
+    "sgd" with its hyperparameters, `clip`, `decay_norms`, `decay_biases`,
+    `decay_embeddings`) and builds `@update`, the artifact's "update"
+    program, from the gradients of the loss function:
+
+    - every parameter is classified by its uses in @step ("embedding",
+      "norm", "bias" for other rank <= 1 params, "weight"); norms, biases and
+      embeddings get no weight decay unless `decay_<kind>s = true`. Both
+      decisions are written on the param arguments as `kiln.param_kind` and
+      `kiln.weight_decay`;
+    - arguments: params, grads, loss, optimizer state (adam_m..., adam_v...
+      for adam/adamw; momentum... for sgd with momentum > 0), lr, step;
+    - `grad_norm = sqrt(sum_g reduce_sum(g * g))`, then
+      `kiln.grad_scale(grad_norm, loss) {max_norm = clip}` (NaN for a
+      non-finite loss or norm: every update op then skips the step);
+    - one `kiln.adam` / `kiln.sgd` / `kiln.sgd_momentum` per parameter,
+      whose `update_sq` / `param_sq` results sum to `update_norm` and
+      `param_norm`;
+    - results: grad_norm, update_norm, param_norm, params..., state...
+
+    Before (after `--kiln-autodiff`):
+    ```mlir
+    module attributes {kiln.train = {optimizer = "adamw", beta1 = 0.9 : f32,
+        beta2 = 0.95 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.1 : f32,
+        clip = 1.0 : f32}} {
+      func.func @step(%w: tensor<4x4xf32> {kiln.role = "param", kiln.name = "w"})
+          -> (tensor<f32> {kiln.role = "loss"},
+              tensor<4x4xf32> {kiln.role = "grad", kiln.name = "w"}) { ... }
+    }
+    ```
+
+    After (@step's param also gets kiln.param_kind and kiln.weight_decay):
+    ```mlir
+    func.func @update(
+        %w: tensor<4x4xf32> {kiln.role = "param", kiln.name = "w",
+                             kiln.param_kind = "weight",
+                             kiln.weight_decay = 0.1 : f32},
+        %g: tensor<4x4xf32> {kiln.role = "grad", kiln.name = "w"},
+        %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+        %m: tensor<4x4xf32> {kiln.role = "adam_m", kiln.name = "w"},
+        %v: tensor<4x4xf32> {kiln.role = "adam_v", kiln.name = "w"},
+        %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
+        %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
+        -> (grad_norm, update_norm, param_norm, param "w", adam_m "w",
+            adam_v "w") {
+      %sq = kiln.mul %g, %g : tensor<4x4xf32>
+      %ss = kiln.reduce_sum %sq dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
       %norm = kiln.sqrt %ss : tensor<f32>
-      %p, %m1, %v1 = kiln.adamw %w, %dw, %m, %v, %lr, %t {beta1 = 0.9 : f32, ...}
-      return %loss, %dw, %norm, %p, %m1, %v1 : ...
+      %s = kiln.grad_scale %norm, %loss {max_norm = 1.0 : f32}
+      %p, %m1, %v1, %du, %pp = kiln.adam %w, %g, %m, %v, %lr, %t, %s
+          {decoupled_weight_decay = true, weight_decay = 0.1 : f32, ...}
+      %un = kiln.sqrt %du : tensor<f32>
+      %pn = kiln.sqrt %pp : tensor<f32>
+      return %norm, %un, %pn, %p, %m1, %v1 : ...
     }
     ```
   }];

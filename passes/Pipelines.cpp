@@ -26,8 +26,17 @@ void buildFrontendCleanupPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildEvalPhase(OpPassManager &pm) {
+  // Clone the forward loss function into @eval (the "eval" program) before
+  // autodiff extends it; metrics dropped, loss renamed eval_loss.
+  pm.addPass(createKilnEvalFunction());
+  // Remove the ops that only fed the dropped metrics.
+  pm.addPass(createCanonicalizerPass());
+}
+
 void buildAutodiffPhase(OpPassManager &pm) {
-  // Reverse mode over the loss function: appends one "grad" result per param.
+  // Reverse mode over the loss function (@step only: @eval has no "loss"
+  // result): appends one "grad" result per param; metrics get no cotangent.
   pm.addPass(createKilnAutodiff());
   // VJPs emit reshapes, splat constants and broadcasts that fold away
   // (e.g. the seed 1.0 broadcast into a reduce_sum's VJP).
@@ -37,9 +46,15 @@ void buildAutodiffPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildGradAccumPhase(OpPassManager &pm) {
+  // grad_accum = K > 1: loss and grads become in-place accumulators
+  // (acc + value / K) of the micro-batches; K = 1 leaves @step as it is.
+  pm.addPass(createKilnGradAccum());
+}
+
 void buildOptimizerPhase(OpPassManager &pm) {
-  // Reads `kiln.train`: appends the grad norm and one kiln.adamw per param,
-  // with adam_m/adam_v/lr/step arguments.
+  // Reads `kiln.train`: builds @update (grad norm, clipping/guard scale, one
+  // update op per param with its weight decay, update and param norms).
   pm.addPass(createKilnOptimizer());
   // Fold the constants of the grad-norm sum.
   pm.addPass(createCanonicalizerPass());
@@ -51,9 +66,15 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
   static const CompilerPhase phases[] = {
       {"kiln", "frontend output, verified, canonicalized and CSE'd",
        buildFrontendCleanupPhase},
+      {"eval", "forward-only @eval cloned (--kiln-eval-function)",
+       buildEvalPhase},
       {"autodiff", "gradients of the loss appended (--kiln-autodiff)",
        buildAutodiffPhase},
-      {"optimizer", "grad norm and AdamW update appended (--kiln-optimizer)",
+      {"grad-accum", "loss/grad accumulators for grad_accum > 1 "
+                     "(--kiln-grad-accum)",
+       buildGradAccumPhase},
+      {"optimizer", "@update built: grad norm, clipping, optimizer step "
+                    "(--kiln-optimizer)",
        buildOptimizerPhase},
   };
   return phases;
@@ -81,7 +102,8 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
 void registerKilnPipelines() {
   PassPipelineRegistration<>(
       "kiln-training-pipeline",
-      "Every Kiln phase in order: kiln (cleanup), autodiff, optimizer",
+      "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
+      "grad-accum, optimizer",
       [](OpPassManager &pm) { (void)buildTrainingPipeline(pm); });
 }
 

@@ -29,7 +29,9 @@ struct CompilerPhase {
 /// "kiln": the frontend's output, verified and cleaned up.
 void buildFrontendCleanupPhase(OpPassManager &pm);
 /// "autodiff": reverse-mode gradients appended to the loss function.
+void buildEvalPhase(OpPassManager &pm);
 void buildAutodiffPhase(OpPassManager &pm);
+void buildGradAccumPhase(OpPassManager &pm);
 /// "optimizer": grad norm and the AdamW update appended.
 void buildOptimizerPhase(OpPassManager &pm);
 

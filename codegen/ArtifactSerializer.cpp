@@ -1,0 +1,199 @@
+//===- ArtifactSerializer.cpp - The planned artifact as a flatbuffer ------===//
+//
+// The second half of ArtifactWriter: writes what `plan` decided into the
+// flatbuffer of runtime/schema/artifact.fbs (version 3), then the integrity
+// trailer. Also derives the TrainConfig the runtime needs from `kiln.train`:
+// grad_accum, clip, optimizer, every setting as one JSON object, and the
+// vocabulary bound of the token data.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/ArtifactWriter.h"
+
+#include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
+#include "runtime/schema/ArtifactChecksum.h"
+#include "runtime/schema/ArtifactVersion.h"
+#include "runtime/schema/artifact_generated.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+
+namespace {
+
+// Whether `value` is (a reshape view of) an argument of @step with
+// kiln.role = "input": indices the data loader fills from the token file.
+bool isDataInput(func::FuncOp func, Value value) {
+  while (auto reshape = value.getDefiningOp<k::ReshapeOp>())
+    value = reshape->getOperand(0);
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+    return false;
+  auto role =
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), k::kRoleAttrName);
+  return role && role.getValue() == k::role::kInput;
+}
+
+// TrainConfig.vocab_size: the largest token id + 1 the step can index with
+// data from the token file. Token ids index the table of a kiln.embedding
+// (tokens) and the classes of a kiln.cross_entropy (targets); both come from
+// the same file, so the bound is the smallest of those dimensions. 0 when no
+// data input indexes anything (nothing for the runtime to check).
+int64_t vocabularySize(func::FuncOp func) {
+  int64_t vocab = 0;
+  auto bound = [&](int64_t size) {
+    vocab = vocab == 0 ? size : std::min(vocab, size);
+  };
+  func.walk([&](Operation *op) {
+    if (auto embedding = dyn_cast<k::EmbeddingOp>(op)) {
+      // table [V, D] gathered by indices [...]
+      if (isDataInput(func, embedding.getIndices()))
+        bound(cast<RankedTensorType>(embedding.getTable().getType())
+                  .getDimSize(0));
+    } else if (auto crossEntropy = dyn_cast<k::CrossEntropyOp>(op)) {
+      // logits [..., V], targets [...]
+      if (isDataInput(func, crossEntropy.getTargets())) {
+        auto logits = cast<RankedTensorType>(crossEntropy.getLogits().getType());
+        bound(logits.getDimSize(logits.getRank() - 1));
+      }
+    }
+  });
+  return vocab;
+}
+
+// TrainConfig.settings: every entry of kiln.train as JSON. f32 values are
+// written as the shortest decimal that reads back as the same f32 (0.95, not
+// 0.949999988079071).
+std::string settingsJson(DictionaryAttr train) {
+  llvm::json::Object settings;
+  for (NamedAttribute entry : train) {
+    Attribute value = entry.getValue();
+    StringRef key = entry.getName().getValue();
+    if (auto b = dyn_cast<BoolAttr>(value))
+      settings[key] = b.getValue();
+    else if (auto i = dyn_cast<IntegerAttr>(value))
+      settings[key] = i.getInt();
+    else if (auto f = dyn_cast<FloatAttr>(value))
+      settings[key] = std::stod(k::formatShortestFloat(f.getValue()));
+    else if (auto s = dyn_cast<StringAttr>(value))
+      settings[key] = s.getValue().str();
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(settings));
+  return os.str();
+}
+
+} // namespace
+
+FailureOr<std::string> ArtifactWriter::serialize() {
+  auto train = module->getAttrOfType<DictionaryAttr>(k::kTrainAttrName);
+  if (!train)
+    return module.emitError() << "codegen needs the module attribute kiln.train";
+  auto intField = [&](StringRef key) -> int64_t {
+    auto attr = train.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  auto floatField = [&](StringRef key) -> float {
+    auto attr = train.getAs<FloatAttr>(key);
+    return attr ? static_cast<float>(attr.getValueAsDouble()) : 0.0f;
+  };
+  auto optimizer = train.getAs<StringAttr>("optimizer");
+  int64_t gradAccum = std::max<int64_t>(1, intField("grad_accum"));
+  auto model = module->getAttrOfType<StringAttr>(k::kModelAttrName);
+
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  // Each kernel's buffer signature, from its first call: a kernel is shared
+  // only by calls with identical source, hence identical baked-in shapes.
+  // (Every kernel takes at least its output, so an empty list is "not seen".)
+  std::vector<std::vector<schema::KernelArg>> kernelArgs(kernelList.size());
+  for (const PlannedProgram &program : programs)
+    for (const PlannedStep &step : program.schedule) {
+      if (step.gemm || !kernelArgs[step.kernel].empty())
+        continue;
+      for (uint32_t b : step.buffers) {
+        int64_t elements = 1;
+        for (int64_t d : buffers[b].shape)
+          elements *= d;
+        kernelArgs[step.kernel].emplace_back(buffers[b].dtype, elements);
+      }
+    }
+  std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;
+  for (size_t i = 0; i < kernelList.size(); ++i) {
+    const EmittedKernel &kernel = kernelList[i];
+    kernelOffsets.push_back(schema::CreateKernelDirect(
+        fbb, kernel.entry.c_str(), kernel.source.c_str(),
+        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i]));
+  }
+
+  std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
+  for (const PlannedBuffer &b : buffers) {
+    auto name = fbb.CreateString(b.name);
+    auto shape = fbb.CreateVector(b.shape);
+    flatbuffers::Offset<schema::Initializer> init = 0;
+    if (b.init)
+      init = schema::CreateInitializer(fbb, b.init->first, b.init->second);
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data = 0;
+    if (b.role == schema::BufferRole_Constant)
+      data = fbb.CreateVector(b.constantData);
+    bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
+                                                 shape, init, data, b.aliasOf,
+                                                 b.weightDecay));
+  }
+
+  std::vector<flatbuffers::Offset<schema::Program>> programOffsets;
+  double flops = 0;
+  for (const PlannedProgram &program : programs) {
+    std::vector<flatbuffers::Offset<schema::Step>> stepOffsets;
+    for (const PlannedStep &s : program.schedule) {
+      flatbuffers::Offset<void> op;
+      schema::Operation kind;
+      if (s.gemm) {
+        const PlannedGemm &g = *s.gemm;
+        op = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k, g.batch,
+                                    g.transA, g.transB, g.strideA, g.strideB,
+                                    g.strideC)
+                 .Union();
+        kind = schema::Operation_GemmCall;
+      } else {
+        op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers).Union();
+        kind = schema::Operation_KernelCall;
+      }
+      stepOffsets.push_back(
+          schema::CreateStep(fbb, kind, op, fbb.CreateString(s.location)));
+    }
+    programOffsets.push_back(
+        schema::CreateProgramDirect(fbb, program.name.c_str(), &stepOffsets));
+    // One training step: grad_accum runs of "step" and one of "update".
+    if (program.name == k::kStepFunctionName)
+      flops += program.flops * static_cast<double>(gradAccum);
+    else if (program.name == k::kUpdateFunctionName)
+      flops += program.flops;
+  }
+
+  auto step = module.lookupSymbol<func::FuncOp>(k::kStepFunctionName);
+  std::string optimizerName =
+      optimizer ? optimizer.getValue().str() : std::string("adamw");
+  std::string settings = settingsJson(train);
+  auto trainConfig = schema::CreateTrainConfigDirect(
+      fbb, intField("batch"), intField("seq"), optimizerName.c_str(),
+      step ? vocabularySize(step) : 0, gradAccum, floatField("clip"),
+      settings.c_str());
+  std::string modelName = model ? model.getValue().str() : "";
+  auto artifact = schema::CreateArtifactDirect(
+      fbb, schema::kArtifactVersion, modelName.c_str(), "cpu", trainConfig,
+      CpuKernelEmitter::prelude(), &kernelOffsets, &bufferOffsets,
+      &programOffsets, flops);
+  schema::FinishArtifactBuffer(fbb, artifact);
+  // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
+  std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                    fbb.GetSize());
+  return bytes + schema::checksumTrailer(fbb.GetBufferPointer(), fbb.GetSize());
+}
+
+} // namespace kiln

@@ -1,0 +1,282 @@
+//===- SemaTrain.cpp - The train section and reported metrics -------------===//
+//
+// The part of Sema that reads what changes the training step rather than the
+// model: batch/seq/clip/grad_accum (constants, so `-D` overrides them like
+// configs), the optimizer with its arguments (PyTorch's defaults and checks),
+// and `metric NAME = EXPR` statements.
+//
+// `-D optimizer=TEXT` replaces the file's optimizer as a whole (arguments
+// included: adamw's betas mean nothing to sgd); TEXT has its own diagnostics
+// printer, so its errors point into TEXT.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Sema.h"
+
+#include <cmath>
+
+namespace kiln {
+
+namespace {
+
+/// One optimizer argument and where its value goes.
+struct OptimizerArgument {
+  const char *key;
+  enum class Kind { Beta, Positive, NonNegative, Dampening, Bool } kind;
+  double TrainInfo::*number = nullptr;
+  bool TrainInfo::*flag = nullptr;
+};
+
+using Kind = OptimizerArgument::Kind;
+
+const OptimizerArgument kAdamArguments[] = {
+    {"beta1", Kind::Beta, &TrainInfo::beta1},
+    {"beta2", Kind::Beta, &TrainInfo::beta2},
+    {"eps", Kind::Positive, &TrainInfo::epsilon},
+    {"weight_decay", Kind::NonNegative, &TrainInfo::weightDecay},
+    {"decay_norms", Kind::Bool, nullptr, &TrainInfo::decayNorms},
+    {"decay_biases", Kind::Bool, nullptr, &TrainInfo::decayBiases},
+    {"decay_embeddings", Kind::Bool, nullptr, &TrainInfo::decayEmbeddings},
+};
+
+const OptimizerArgument kSgdArguments[] = {
+    {"momentum", Kind::NonNegative, &TrainInfo::momentum},
+    {"dampening", Kind::Dampening, &TrainInfo::dampening},
+    {"nesterov", Kind::Bool, nullptr, &TrainInfo::nesterov},
+    {"weight_decay", Kind::NonNegative, &TrainInfo::weightDecay},
+    {"decay_norms", Kind::Bool, nullptr, &TrainInfo::decayNorms},
+    {"decay_biases", Kind::Bool, nullptr, &TrainInfo::decayBiases},
+    {"decay_embeddings", Kind::Bool, nullptr, &TrainInfo::decayEmbeddings},
+};
+
+template <size_t N>
+std::string argumentList(const OptimizerArgument (&args)[N]) {
+  std::string list;
+  for (size_t i = 0; i < N; ++i)
+    list += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") +
+            args[i].key;
+  return list;
+}
+
+/// The train settings besides `optimizer`, with their defaults when absent
+/// (batch and seq have none: the model must say).
+struct TrainSetting {
+  const char *key;
+  const char *defaultValue; // nullptr: required
+};
+const TrainSetting kTrainSettings[] = {
+    {"batch", nullptr}, {"seq", nullptr}, {"clip", "0"}, {"grad_accum", "1"}};
+
+} // namespace
+
+bool Sema::declareTrainSettings() {
+  if (!module_.train)
+    return true;
+  // Every setting is a constant usable anywhere (shapes in blocks refer to
+  // batch and seq although the train section comes last in the file).
+  for (const Setting &s : module_.train->settings) {
+    bool known = false;
+    for (const TrainSetting &t : kTrainSettings)
+      known |= s.key == t.key;
+    if (!known)
+      return error(s.loc, "unknown train setting '" + s.key +
+                              "'; expected batch, seq, clip, grad_accum or "
+                              "optimizer");
+    if (!declareName(s.key, s.loc, "train setting") ||
+        !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
+      return false;
+  }
+  // Settings left out still exist, so `-D clip=1.0` works on any model.
+  for (const TrainSetting &t : kTrainSettings) {
+    if (!t.defaultValue || consts_.isConstant(t.key))
+      continue;
+    auto value =
+        std::make_unique<Expr>(Expr::Kind::Number, module_.train->loc);
+    value->isInteger = std::string(t.key) == "grad_accum";
+    value->number = std::stod(t.defaultValue);
+    value->intNumber = (long long)value->number;
+    if (!consts_.declare(t.key, module_.train->loc, value.get(),
+                         "train setting"))
+      return false;
+    defaultSettings_.push_back(std::move(value));
+  }
+  return true;
+}
+
+/// The value of train setting `key`; errors point at its value (or the
+/// train section) and name the -D override that set it.
+bool Sema::evaluateTrainNumber(const char *key, Number &out) {
+  const TrainDecl &t = *module_.train;
+  std::optional<Number> v = consts_.lookup(key, t.loc);
+  if (!v)
+    return false;
+  SourceLoc loc = t.loc;
+  for (const Setting &s : t.settings)
+    if (s.key == key)
+      loc = s.value->loc;
+  std::string fromOverride = consts_.overrideOf(key);
+  std::string origin =
+      fromOverride.empty() ? "" : " (from " + fromOverride + ")";
+  std::string k = key;
+  if (k == "clip") {
+    std::optional<float> f = toNonNegativeF32(v->value);
+    if (!f)
+      return error(loc, "'clip' must be a finite, non-negative gradient-norm "
+                        "threshold (0: no clipping), got " +
+                            describeAsF32(*v) + origin);
+    out = Number::ofFloat(*f);
+    return true;
+  }
+  if (!v->isInteger || v->intValue <= 0)
+    return error(loc, "'" + k + "' must be a positive integer, got " +
+                          v->str() + origin);
+  out = *v;
+  return true;
+}
+
+bool Sema::evaluateTrain() {
+  if (!module_.train)
+    return error(module_.nameLoc,
+                 "model '" + module_.name +
+                     "' has no 'train { batch = ...; seq = ... }' section");
+  const TrainDecl &t = *module_.train;
+  for (const char *key : {"batch", "seq"})
+    if (!consts_.isConstant(key))
+      return error(t.loc, std::string("the train section has no '") + key +
+                              " = ...' setting");
+  Number batch, seq, clip, accum;
+  if (!evaluateTrainNumber("batch", batch) ||
+      !evaluateTrainNumber("seq", seq) ||
+      !evaluateTrainNumber("grad_accum", accum) ||
+      !evaluateTrainNumber("clip", clip))
+    return false;
+  graph_.train.batch = batch.intValue;
+  graph_.train.seq = seq.intValue;
+  graph_.train.gradAccum = accum.intValue;
+  graph_.train.clip = clip.value;
+
+  if (optimizerOverride_)
+    return evaluateOptimizer(*optimizerOverride_->spec,
+                             *optimizerOverride_->diag);
+  if (t.optimizer.name.empty())
+    return true; // adamw with every default
+  return evaluateOptimizer(t.optimizer, diag_);
+}
+
+bool Sema::evaluateOptimizer(const OptimizerSpec &spec,
+                             DiagnosticPrinter &diag) {
+  auto fail = [&](SourceLoc loc, const std::string &msg) {
+    if (&diag == &diag_)
+      return error(loc, msg);
+    diag.error(loc, msg);
+    return false;
+  };
+  TrainInfo &train = graph_.train;
+  train.optimizer = spec.name;
+  const OptimizerArgument *begin, *end;
+  std::string expected;
+  if (spec.name == "adamw" || spec.name == "adam") {
+    begin = std::begin(kAdamArguments);
+    end = std::end(kAdamArguments);
+    expected = argumentList(kAdamArguments);
+    // torch.optim.AdamW decays by 0.01 by default, torch.optim.Adam not.
+    train.weightDecay = spec.name == "adamw" ? 0.01 : 0.0;
+  } else if (spec.name == "sgd") {
+    begin = std::begin(kSgdArguments);
+    end = std::end(kSgdArguments);
+    expected = argumentList(kSgdArguments);
+    train.weightDecay = 0.0;
+  } else {
+    return fail(spec.loc, "unknown optimizer '" + spec.name +
+                              "'; expected adamw, adam or sgd");
+  }
+
+  std::map<std::string, SourceLoc> seen;
+  for (const Setting &s : spec.args) {
+    std::string key = s.key == "epsilon" ? "eps" : s.key;
+    const OptimizerArgument *arg = nullptr;
+    for (const OptimizerArgument *a = begin; a != end; ++a)
+      if (key == a->key)
+        arg = a;
+    if (!arg)
+      return fail(s.loc, "unknown " + spec.name + " argument '" + s.key +
+                             "'; expected " + expected);
+    if (!seen.emplace(key, s.loc).second)
+      return fail(s.loc, "duplicate " + spec.name + " argument '" + s.key +
+                             "'");
+    std::string what = spec.name + " " + s.key;
+    if (arg->kind == Kind::Bool) {
+      const Expr &e = *s.value;
+      if (e.kind != Expr::Kind::Name || (e.name != "true" && e.name != "false"))
+        return fail(e.loc, what + " must be true or false");
+      train.*(arg->flag) = e.name == "true";
+      continue;
+    }
+    if (s.value->kind == Expr::Kind::Name &&
+        (s.value->name == "true" || s.value->name == "false"))
+      return fail(s.value->loc, what + " must be a number, got " +
+                                    s.value->name);
+    std::optional<Number> v = consts_.evaluate(*s.value);
+    if (!v)
+      return false;
+    // The values become f32 attributes of the update ops: check them as
+    // f32, so 0.99999999 (which rounds to 1) is refused like 1 is.
+    std::optional<float> f = toNonNegativeF32(v->value);
+    bool roundsToOne = f && *f >= 1.0f && v->value < 1.0;
+    std::string got = ", got " + describeAsF32(*v) +
+                      (roundsToOne ? " (1 as a 32-bit float)" : "");
+    switch (arg->kind) {
+    case Kind::Beta:
+      if (!f || *f >= 1.0f)
+        return fail(s.value->loc, what + " must be in [0, 1)" + got);
+      break;
+    case Kind::Positive:
+      if (!f || *f == 0.0f)
+        return fail(s.value->loc, what + " must be finite and positive" + got);
+      break;
+    case Kind::NonNegative:
+      if (!f)
+        return fail(s.value->loc,
+                    what + " must be finite and non-negative" + got);
+      break;
+    case Kind::Dampening:
+      if (!f || *f > 1.0f)
+        return fail(s.value->loc, what + " must be in [0, 1]" + got);
+      break;
+    case Kind::Bool:
+      break;
+    }
+    train.*(arg->number) = *f;
+  }
+  if (train.nesterov && (train.momentum <= 0.0 || train.dampening != 0.0))
+    return fail(spec.loc, "sgd nesterov = true needs momentum > 0 and "
+                          "dampening = 0, got momentum " +
+                              Number::ofFloat(train.momentum).str() +
+                              " and dampening " +
+                              Number::ofFloat(train.dampening).str());
+  return true;
+}
+
+bool Sema::recordMetric(const Stmt &s, const Value &v,
+                        const std::string &name) {
+  if (!v.isTensor())
+    return error(s.loc, "metric '" + s.name +
+                            "' must be a scalar tensor, got the number " +
+                            v.number.str());
+  const TensorType &t = typeOf(v.node);
+  if (t.rank() != 0 || !t.isFloat())
+    return error(s.value->loc,
+                 "metric '" + s.name + "' must be a scalar (shape []) f32 "
+                 "tensor, got " + formatType(t) +
+                     "; reduce it, e.g. with rms(x) or mean(x)");
+  auto [it, inserted] = metricNames_.emplace(name, s.loc);
+  if (!inserted) {
+    error(s.loc, "duplicate metric '" + name + "'");
+    diag_.note(it->second, "previous definition is here");
+    return false;
+  }
+  graph_.metrics.push_back({name, v.node, s.loc});
+  return true;
+}
+
+} // namespace kiln
