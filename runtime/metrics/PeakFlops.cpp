@@ -102,7 +102,8 @@ bool contains(const std::vector<std::string> &words, const std::string &w) {
 
 } // namespace
 
-std::optional<ComputePrecision> computePrecisionFromName(std::string_view name) {
+std::optional<ComputePrecision>
+computePrecisionFromName(std::string_view name) {
   if (name == "bf16")
     return ComputePrecision::kBf16;
   if (name == "fp16" || name == "f16")

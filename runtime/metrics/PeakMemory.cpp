@@ -1,4 +1,4 @@
-//===- PeakMemory.cpp - Peak resident memory of the process ----------------===//
+//===- PeakMemory.cpp - Peak resident memory of the process ---------------===//
 
 #include "runtime/metrics/PeakMemory.h"
 

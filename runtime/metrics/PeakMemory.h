@@ -1,4 +1,4 @@
-//===- PeakMemory.h - Peak resident memory of the process ------------------===//
+//===- PeakMemory.h - Peak resident memory of the process -----------------===//
 //
 // The CPU backend's "peak memory" metric: the most physical memory the
 // process has held so far (the high-water mark the kernel keeps in

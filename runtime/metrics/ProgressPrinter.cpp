@@ -62,7 +62,8 @@ StatusOr<int64_t> rankFromEnvironment(const EnvironmentLookup &lookup) {
 }
 
 StatusOr<int64_t> rankFromEnvironment() {
-  return rankFromEnvironment([](const char *name) { return std::getenv(name); });
+  return rankFromEnvironment(
+      [](const char *name) { return std::getenv(name); });
 }
 
 std::string formatEta(double seconds) {
@@ -106,8 +107,8 @@ void ProgressPrinter::report(const StepMetrics &m) {
   ++stepsSeen_;
   double eta = -1;
   if (totalSteps_ > 0 && m.step <= totalSteps_)
-    eta = (stepMsSum_ / double(stepsSeen_)) * 1e-3 *
-          double(totalSteps_ - m.step);
+    eta =
+        (stepMsSum_ / double(stepsSeen_)) * 1e-3 * double(totalSteps_ - m.step);
   if (interactive_)
     printInteractive(m, eta);
   else
@@ -120,7 +121,8 @@ void ProgressPrinter::printInteractive(const StepMetrics &m,
                                        double etaSeconds) {
   std::string visible, line;
   if (totalSteps_ > 0) {
-    double fraction = std::clamp(double(m.step) / double(totalSteps_), 0.0, 1.0);
+    double fraction =
+        std::clamp(double(m.step) / double(totalSteps_), 0.0, 1.0);
     int filled = static_cast<int>(fraction * kBarCells);
     std::string cells(filled, '=');
     if (filled < kBarCells)
@@ -143,8 +145,8 @@ void ProgressPrinter::printInteractive(const StepMetrics &m,
   if (m.skipped) {
     std::string note = std::string(" | ") + kSkippedNote;
     visible += note;
-    line += color_ ? " | " + std::string(kYellow) + kSkippedNote + kReset
-                   : note;
+    line +=
+        color_ ? " | " + std::string(kYellow) + kSkippedNote + kReset : note;
   }
   // Spaces erase what a longer previous line left behind.
   if (visible.size() < openLineWidth_)
@@ -163,8 +165,8 @@ void ProgressPrinter::printInteractive(const StepMetrics &m,
 }
 
 void ProgressPrinter::printPlain(const StepMetrics &m, double etaSeconds) {
-  bool due = m.step == 1 || m.step == totalSteps_ ||
-             m.step % logEvery_ == 0 || m.skipped;
+  bool due = m.step == 1 || m.step == totalSteps_ || m.step % logEvery_ == 0 ||
+             m.skipped || m.valLoss;
   if (!due)
     return;
   std::string line = printfString("step %lld", static_cast<long long>(m.step));

@@ -51,7 +51,8 @@ void appendFloatField(std::string &out, uint32_t field, float value) {
 }
 
 // Strings, bytes and embedded messages share one encoding.
-void appendBytesField(std::string &out, uint32_t field, std::string_view bytes) {
+void appendBytesField(std::string &out, uint32_t field,
+                      std::string_view bytes) {
   appendKey(out, field, kLengthDelimited);
   appendVarint(out, bytes.size());
   out.append(bytes);
@@ -103,12 +104,12 @@ std::string encodeScalarsEvent(double wallTime, int64_t step,
 }
 
 StatusOr<TensorBoardWriter> TensorBoardWriter::open(const std::string &dir) {
-  KILN_RETURN_IF_ERROR(createDirectories(dir).withPrefix(
-      "tensorboard directory " + dir + ": "));
-  std::string base = dir + "/events.out.tfevents." +
-                     std::to_string(static_cast<long long>(std::time(nullptr))) +
-                     "." + hostName() + "." + std::to_string(::getpid()) +
-                     ".kiln";
+  KILN_RETURN_IF_ERROR(
+      createDirectories(dir).withPrefix("tensorboard directory " + dir + ": "));
+  std::string base =
+      dir + "/events.out.tfevents." +
+      std::to_string(static_cast<long long>(std::time(nullptr))) + "." +
+      hostName() + "." + std::to_string(::getpid()) + ".kiln";
   std::string path = base;
   FILE *file = nullptr;
   for (int attempt = 1;; ++attempt) {
@@ -119,8 +120,8 @@ StatusOr<TensorBoardWriter> TensorBoardWriter::open(const std::string &dir) {
     path = base + "." + std::to_string(attempt);
   }
   if (!file)
-    return invalidArgument("tensorboard event file ", path,
-                           ": cannot create (", std::strerror(errno), ")");
+    return invalidArgument("tensorboard event file ", path, ": cannot create (",
+                           std::strerror(errno), ")");
   TensorBoardWriter writer(file, path);
   KILN_RETURN_IF_ERROR(
       writer.writeRecord(encodeFileVersionEvent(secondsSinceEpoch())));
@@ -141,8 +142,8 @@ TensorBoardWriter::~TensorBoardWriter() {
 Status TensorBoardWriter::writeRecord(const std::string &payload) {
   std::string record = frameTfRecord(payload);
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size())
-    return invalidArgument("tensorboard event file ", path_,
-                           ": write failed (", std::strerror(errno), ")");
+    return invalidArgument("tensorboard event file ", path_, ": write failed (",
+                           std::strerror(errno), ")");
   return okStatus();
 }
 
@@ -158,8 +159,8 @@ Status TensorBoardWriter::addScalars(int64_t step,
 
 Status TensorBoardWriter::flush() {
   if (std::fflush(file_) != 0)
-    return invalidArgument("tensorboard event file ", path_,
-                           ": flush failed (", std::strerror(errno), ")");
+    return invalidArgument("tensorboard event file ", path_, ": flush failed (",
+                           std::strerror(errno), ")");
   return okStatus();
 }
 

@@ -68,8 +68,8 @@ StatusOr<std::vector<std::string>> parseTfRecords(std::string_view bytes,
   while (offset < bytes.size()) {
     size_t left = bytes.size() - offset;
     if (left < 12)
-      return dataLoss(path, ": truncated record header at byte ", offset,
-                      " (", left, " bytes left, need 12)");
+      return dataLoss(path, ": truncated record header at byte ", offset, " (",
+                      left, " bytes left, need 12)");
     uint64_t length = loadLittleEndian(bytes, offset, 8);
     uint32_t lengthCrc = uint32_t(loadLittleEndian(bytes, offset + 8, 4));
     if (lengthCrc != maskCrc32c(crc32c(bytes.data() + offset, 8)))
