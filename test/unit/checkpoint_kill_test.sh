@@ -25,7 +25,7 @@ for round in $(seq 1 "$rounds"); do
   delay_ms=$((RANDOM % 400))
   sleep "$(printf '0.%03d' "$delay_ms")"
   kill -9 "$pid" 2>/dev/null
-  wait "$pid"
+  { wait "$pid"; } 2>/dev/null
   status=$?
   if [ "$status" -ne 137 ]; then
     echo "round $round: the saver exited by itself with status $status:"
