@@ -142,7 +142,11 @@ Status syncDirectory(const std::string &dir) {
   if (fd < 0)
     return invalidArgument(dir, ": cannot open directory to fsync it (",
                            errnoText(), ")");
-  if (::fsync(fd) != 0) {
+  // Some file systems (FUSE, some network mounts) cannot fsync a directory
+  // and say so with EINVAL/ENOTSUP: nothing more can be done there, and
+  // refusing to write at all would be worse.
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP &&
+      errno != EOPNOTSUPP) {
     std::string reason = errnoText();
     ::close(fd);
     return invalidArgument(dir, ": fsync of the directory failed (", reason,

@@ -18,8 +18,10 @@
 // half-deleted `step-*`. Anything named `.tmp-*` is debris of a killed run:
 // never read, removed by the next save().
 //
-// One writer per directory at a time (a training job's rank 0); readers
-// (latest(), load()) may run at any time.
+// One writer per directory at a time (a training job's rank 0): save()
+// removes every .tmp-* entry, whoever made it. Readers (latest(), load())
+// may run at any time; a checkpoint pruned under them is a "not found"
+// error, never a torn read (an opened SafetensorsFile keeps its mapping).
 //
 //===----------------------------------------------------------------------===//
 
