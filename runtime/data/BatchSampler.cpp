@@ -35,8 +35,8 @@ const WindowPermutation &BatchSampler::permutationFor(uint64_t epoch) {
 uint64_t BatchSampler::windowAt(DataPosition position) const {
   if (position.epoch == permutationEpoch_)
     return range_.begin + permutation_(position.index);
-  return range_.begin +
-         WindowPermutation(range_.size(), seed_, position.epoch)(position.index);
+  return range_.begin + WindowPermutation(range_.size(), seed_,
+                                          position.epoch)(position.index);
 }
 
 Status BatchSampler::fill(int32_t *tokens, int32_t *targets) {

@@ -50,9 +50,8 @@ public:
 private:
   BatchSampler(TokenWindows windows, WindowRange range, int64_t batch,
                uint64_t seed, DataPosition start)
-      : windows_(std::move(windows)), range_(range), batch_(batch),
-        seed_(seed), position_(start),
-        permutation_(range.size(), seed, start.epoch) {}
+      : windows_(std::move(windows)), range_(range), batch_(batch), seed_(seed),
+        position_(start), permutation_(range.size(), seed, start.epoch) {}
 
   const WindowPermutation &permutationFor(uint64_t epoch);
 

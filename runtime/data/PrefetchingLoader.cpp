@@ -27,8 +27,7 @@ void PrefetchingLoader::fillAhead() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      notFull_.wait(lock,
-                    [&] { return stopping_ || queue_.size() < depth_; });
+      notFull_.wait(lock, [&] { return stopping_ || queue_.size() < depth_; });
       if (stopping_)
         return;
     }

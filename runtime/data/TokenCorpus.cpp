@@ -1,4 +1,5 @@
-//===- TokenCorpus.cpp - The token files of a --data spec, or random tokens ===//
+//===- TokenCorpus.cpp - The token files of a --data spec, or random tokens
+//===//
 
 #include "runtime/data/TokenCorpus.h"
 
@@ -75,11 +76,11 @@ StatusOr<TokenCorpus> TokenCorpus::open(const std::string &patternOrRandom,
   for (const std::string &path : paths) {
     KILN_ASSIGN_OR_RETURN(TokenFile file, TokenFile::open(path, format));
     if (!state->files.empty() && file.kind() != state->files[0].kind())
-      return invalidArgument(
-          "data pattern ", patternOrRandom, " mixes formats: ",
-          state->files[0].path(), " is ",
-          describeTokenFileKind(state->files[0].kind()), " but ", path, " is ",
-          describeTokenFileKind(file.kind()));
+      return invalidArgument("data pattern ", patternOrRandom,
+                             " mixes formats: ", state->files[0].path(), " is ",
+                             describeTokenFileKind(state->files[0].kind()),
+                             " but ", path, " is ",
+                             describeTokenFileKind(file.kind()));
     state->files.push_back(std::move(file));
   }
   return TokenCorpus(std::move(state));
@@ -121,7 +122,8 @@ std::string TokenCorpus::describeOffset(size_t file, int64_t index) const {
 std::string TokenCorpus::describe() const {
   if (state_->random)
     return detail::concat("random tokens below ", state_->randomVocab);
-  return detail::concat(numFiles(), numFiles() == 1 ? " file of " : " files of ",
+  return detail::concat(numFiles(),
+                        numFiles() == 1 ? " file of " : " files of ",
                         describeTokenFileKind(state_->files[0].kind()), ", ",
                         totalTokens(), " tokens");
 }

@@ -73,7 +73,8 @@ private:
 
 // Expands `pattern` with glob(3), sorted bytewise. No match is an error
 // naming the pattern.
-StatusOr<std::vector<std::string>> expandDataPattern(const std::string &pattern);
+StatusOr<std::vector<std::string>>
+expandDataPattern(const std::string &pattern);
 
 } // namespace kiln::rt::data
 

@@ -22,8 +22,8 @@ StatusOr<DataFormat> detectFormat(const MappedFile &file,
   if (!endsWith(path, ".bin"))
     return DataFormat::kText;
   if (file.size() < sizeof(int32_t))
-    return invalidArgument("data file ", path, ": no llm.c magic (the file has only ",
-                           file.size(),
+    return invalidArgument("data file ", path,
+                           ": no llm.c magic (the file has only ", file.size(),
                            " bytes); for a headerless nanoGPT uint16 file use "
                            "format nanogpt");
   return invalidArgument("data file ", path, ": no llm.c magic (found ",
@@ -68,7 +68,8 @@ StatusOr<TokenFile> TokenFile::open(const std::string &path,
     break;
   case DataFormat::kNanoGpt:
     if (mapping.size() % 2 != 0)
-      return dataLoss("data file ", path, ": a nanoGPT uint16 file must have "
+      return dataLoss("data file ", path,
+                      ": a nanoGPT uint16 file must have "
                       "an even number of bytes, but it has ",
                       mapping.size());
     file.kind_ = TokenFileKind::kNanoGpt;

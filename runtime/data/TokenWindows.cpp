@@ -39,7 +39,8 @@ TokenWindows::Location TokenWindows::locate(uint64_t window) const {
   size_t file = static_cast<size_t>(it - firstWindow_.begin()) - 1;
   Location location;
   location.file = file;
-  location.firstToken = static_cast<int64_t>(window - firstWindow_[file]) * seq_;
+  location.firstToken =
+      static_cast<int64_t>(window - firstWindow_[file]) * seq_;
   return location;
 }
 
@@ -53,11 +54,10 @@ Status TokenWindows::read(uint64_t window, int32_t *inputs,
     int64_t offset = at.firstToken + t;
     uint32_t id = corpus_.token(at.file, offset);
     if (static_cast<int64_t>(id) >= vocab_)
-      return invalidArgument("data file ", corpus_.filePath(at.file),
-                             ": token id ", id, " at ",
-                             corpus_.describeOffset(at.file, offset),
-                             " is not below the model's vocabulary size ",
-                             vocab_);
+      return invalidArgument(
+          "data file ", corpus_.filePath(at.file), ": token id ", id, " at ",
+          corpus_.describeOffset(at.file, offset),
+          " is not below the model's vocabulary size ", vocab_);
     if (t < seq_)
       inputs[t] = static_cast<int32_t>(id);
     if (t > 0)

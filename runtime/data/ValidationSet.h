@@ -31,9 +31,8 @@ struct TrainValidationSplit {
 // Holds out the last round(fraction * windows.size()) windows. Errors:
 // fraction outside (0, 1), or either side with fewer than `batch` windows
 // (the message gives the counts).
-StatusOr<TrainValidationSplit> splitOffValidation(const TokenWindows &windows,
-                                                  double fraction,
-                                                  int64_t batch);
+StatusOr<TrainValidationSplit>
+splitOffValidation(const TokenWindows &windows, double fraction, int64_t batch);
 
 class ValidationBatches {
 public:

@@ -40,9 +40,9 @@ std::string writeTemp(const std::string &name,
 }
 
 TEST(DataFormatTest, ParsesEveryFlagName) {
-  for (DataFormat format : {DataFormat::kAuto, DataFormat::kText,
-                            DataFormat::kLlmc, DataFormat::kNanoGpt,
-                            DataFormat::kRandom}) {
+  for (DataFormat format :
+       {DataFormat::kAuto, DataFormat::kText, DataFormat::kLlmc,
+        DataFormat::kNanoGpt, DataFormat::kRandom}) {
     auto parsed = data::parseDataFormat(data::dataFormatName(format));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, format);
@@ -65,15 +65,16 @@ TEST(DataFormatTest, Gpt2ShardReadsBackExactly) {
     EXPECT_THAT(readAll(*corpus, 0), ElementsAre(1, 50256, 7, 65535, 0));
     EXPECT_EQ(corpus->describe(),
               "1 file of an llm.c GPT-2 shard (uint16 tokens), 5 tokens");
-    EXPECT_EQ(corpus->describeOffset(0, 3), "token offset 3 (byte offset 1030)");
+    EXPECT_EQ(corpus->describeOffset(0, 3),
+              "token offset 3 (byte offset 1030)");
   }
 }
 
 TEST(DataFormatTest, Llama3ShardReadsBackExactly) {
   // Ids above 65535 prove the uint32 width is used.
-  std::string path = writeTemp(
-      "llama.bin", llmcShardBytes({0, 128255, 70000, 4000000000u},
-                                  data::kLlmcLlama3Magic));
+  std::string path =
+      writeTemp("llama.bin", llmcShardBytes({0, 128255, 70000, 4000000000u},
+                                            data::kLlmcLlama3Magic));
   auto corpus = openFile(path);
   ASSERT_TRUE(corpus.ok()) << corpus.status().message();
   EXPECT_THAT(readAll(*corpus, 0), ElementsAre(0, 128255, 70000, 4000000000u));
@@ -111,8 +112,8 @@ TEST(DataFormatTest, LlmcBadVersionIsAnError) {
 }
 
 TEST(DataFormatTest, LlmcCountNotMatchingSizeStatesBothNumbers) {
-  std::string gpt2 =
-      writeTemp("a.bin", llmcShardBytes({1, 2, 3}, data::kLlmcGpt2Magic, -1, 5));
+  std::string gpt2 = writeTemp(
+      "a.bin", llmcShardBytes({1, 2, 3}, data::kLlmcGpt2Magic, -1, 5));
   auto corpus = openFile(gpt2);
   ASSERT_FALSE(corpus.ok());
   EXPECT_EQ(corpus.status().code(), StatusCode::kDataLoss);
@@ -180,8 +181,9 @@ TEST(DataFormatTest, AutoRejectsBinWithoutMagic) {
   std::string tiny = writeTemp("tiny.bin", {1, 2});
   corpus = openFile(tiny);
   ASSERT_FALSE(corpus.ok());
-  EXPECT_THAT(corpus.status().message(),
-              HasSubstr("tiny.bin: no llm.c magic (the file has only 2 bytes)"));
+  EXPECT_THAT(
+      corpus.status().message(),
+      HasSubstr("tiny.bin: no llm.c magic (the file has only 2 bytes)"));
 }
 
 TEST(DataFormatTest, TextIsOneTokenPerByte) {
@@ -221,8 +223,8 @@ TEST(DataFormatTest, MissingFileAndDirectoryAreErrors) {
 TEST(DataFormatTest, GlobIsSortedBytewise) {
   std::string dir = makeTempDir();
   // Written out of order; "B" sorts before "a" bytewise (not in most locales).
-  for (const char *name : {"train_10.bin", "train_02.bin", "train_B.bin",
-                           "train_01.bin"})
+  for (const char *name :
+       {"train_10.bin", "train_02.bin", "train_B.bin", "train_01.bin"})
     writeFile(dir + "/" + name, llmcShardBytes({uint32_t(name[6])}));
   writeFile(dir + "/val_00.bin", llmcShardBytes({9}));
   auto corpus = openFile(dir + "/train_*.bin");

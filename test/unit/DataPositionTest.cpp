@@ -9,13 +9,12 @@ namespace kiln::rt::test {
 namespace {
 
 using data::DataPosition;
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 TEST(DataPositionTest, JsonRoundTrip) {
-  for (DataPosition position :
-       {DataPosition{0, 0}, DataPosition{3, 17},
-        DataPosition{~0ull, (1ull << 40) + 5}}) {
+  for (DataPosition position : {DataPosition{0, 0}, DataPosition{3, 17},
+                                DataPosition{~0ull, (1ull << 40) + 5}}) {
     json encoded = position.toJson();
     // Through text, as trainer_state.json stores it.
     auto decoded =

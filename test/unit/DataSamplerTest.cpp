@@ -74,21 +74,22 @@ TEST(DataWindowsTest, WindowsNeverCrossFiles) {
     inputs.push_back(in);
     targets.push_back(out);
   }
-  EXPECT_THAT(inputs, ElementsAre(ElementsAre(0, 1, 2), ElementsAre(3, 4, 5),
-                                  ElementsAre(6, 7, 8),
-                                  ElementsAre(100, 101, 102)));
-  EXPECT_THAT(targets, ElementsAre(ElementsAre(1, 2, 3), ElementsAre(4, 5, 6),
-                                   ElementsAre(7, 8, 9),
-                                   ElementsAre(101, 102, 103)));
+  EXPECT_THAT(inputs,
+              ElementsAre(ElementsAre(0, 1, 2), ElementsAre(3, 4, 5),
+                          ElementsAre(6, 7, 8), ElementsAre(100, 101, 102)));
+  EXPECT_THAT(targets,
+              ElementsAre(ElementsAre(1, 2, 3), ElementsAre(4, 5, 6),
+                          ElementsAre(7, 8, 9), ElementsAre(101, 102, 103)));
   EXPECT_EQ(windows.locate(3).file, 1u);
   EXPECT_EQ(windows.locate(3).firstToken, 0);
 }
 
 TEST(DataWindowsTest, EmptyFilesBetweenOthersAreSkipped) {
-  TokenWindows windows = openWindows(
-      writeShards({countingTokens(4), {}, countingTokens(2, 50),
-                   countingTokens(7, 100)}),
-      3);
+  TokenWindows windows = openWindows(writeShards({countingTokens(4),
+                                                  {},
+                                                  countingTokens(2, 50),
+                                                  countingTokens(7, 100)}),
+                                     3);
   ASSERT_EQ(windows.size(), 3u); // 1 + 0 + 0 + 2
   EXPECT_EQ(windows.locate(1).file, 3u);
   EXPECT_EQ(windows.locate(2).firstToken, 3);
@@ -147,8 +148,8 @@ TEST(DataShuffleTest, PermutationIsABijectionForAnySize) {
         ++seen[w];
       }
       for (uint64_t w = 0; w < size; ++w)
-        ASSERT_EQ(seen[w], 1) << "size " << size << " epoch " << epoch
-                              << " window " << w;
+        ASSERT_EQ(seen[w], 1)
+            << "size " << size << " epoch " << epoch << " window " << w;
     }
   }
 }
@@ -226,10 +227,10 @@ TEST(DataSamplerTest, EpochBoundaryInsideABatch) {
 TEST(DataSamplerTest, SamplerAtASavedPositionContinuesIdentically) {
   // 3 files, 13 windows, batch 4: positions fall at epoch boundaries and
   // inside epochs.
-  TokenWindows windows = openWindows(
-      writeShards({countingTokens(16), countingTokens(10, 100),
-                   countingTokens(16, 200)}),
-      3);
+  TokenWindows windows =
+      openWindows(writeShards({countingTokens(16), countingTokens(10, 100),
+                               countingTokens(16, 200)}),
+                  3);
   ASSERT_EQ(windows.size(), 13u);
   auto reference = BatchSampler::create(windows, windows.all(), 4, 99);
   ASSERT_TRUE(reference.ok());
@@ -244,8 +245,8 @@ TEST(DataSamplerTest, SamplerAtASavedPositionContinuesIdentically) {
         BatchSampler::create(windows, windows.all(), 4, 99, before[k]);
     ASSERT_TRUE(resumed.ok());
     for (int b = k; b < 20; ++b)
-      ASSERT_EQ(nextBatch(*resumed), batches[b]) << "resumed at batch " << k
-                                                 << ", batch " << b;
+      ASSERT_EQ(nextBatch(*resumed), batches[b])
+          << "resumed at batch " << k << ", batch " << b;
   }
   // A different seed is a different stream.
   auto other = BatchSampler::create(windows, windows.all(), 4, 100);
