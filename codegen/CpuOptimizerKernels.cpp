@@ -62,8 +62,8 @@ void emitChunkedUpdate(KernelSourceWriter &w, int64_t n, Value updateSq,
          " + " + str(kUpdateChunk) + " : " + str(n) + ";");
   w.open("for (int64_t i = c * " + str(kUpdateChunk) + "; i < end; ++i)");
   body();
-  w.line("const double d = (double)pn - (double)p;");
-  w.line("du += d * d;");
+  w.line("const double delta = (double)pn - (double)p;");
+  w.line("du += delta * delta;");
   w.line("pp += (double)pn * (double)pn;");
   w.close();
   w.line("partial[2 * c] = du;");

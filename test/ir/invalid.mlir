@@ -361,19 +361,82 @@ func.func @cross_entropy_grad_shapes(%l: tensor<2x8x64xf32>, %t: tensor<8xi32>, 
 
 // -----
 
-// Tests that AdamW betas are in [0, 1).
-func.func @adamw_betas(%p: tensor<8xf32>, %s: tensor<f32>) {
+// Tests that Adam betas are in [0, 1).
+func.func @adam_betas(%p: tensor<8xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{beta1 and beta2 must be in [0, 1), got 1.0, 0.999}}
-  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 1.0 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  %a, %b, %c, %d, %e = kiln.adam %p, %p, %p, %p, %s, %s, %s {beta1 = 1.0 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
   return
 }
 
 // -----
 
-// Tests that AdamW epsilon and weight decay are non-negative.
-func.func @adamw_decay(%p: tensor<8xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{epsilon and weight_decay must be non-negative, got 1e-08, -0.1}}
-  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = -0.1 : f32} : tensor<8xf32>
+// Tests that the Adam weight decay is non-negative.
+func.func @adam_decay(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{weight_decay must be finite and non-negative, got -0.1}}
+  %a, %b, %c, %d, %e = kiln.adam %p, %p, %p, %p, %s, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = false, epsilon = 1.0e-08 : f32, weight_decay = -0.1 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that the Adam epsilon is positive.
+func.func @adam_epsilon(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{epsilon must be finite and positive, got 0.0}}
+  %a, %b, %c, %d, %e = kiln.adam %p, %p, %p, %p, %s, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = true, epsilon = 0.0 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that an accumulation scale is positive.
+func.func @accumulate_scale(%a: tensor<8xf32>) {
+  // expected-error @+1 {{scale must be finite and positive, got -0.5}}
+  %0 = kiln.accumulate %a, %a {scale = -0.5 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that the clipping threshold is non-negative.
+func.func @grad_scale_max_norm(%n: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be finite and non-negative (0: no clipping), got -1.0}}
+  %0 = kiln.grad_scale %n, %n {max_norm = -1.0 : f32}
+  return
+}
+
+// -----
+
+// Tests that the plain SGD weight decay is finite.
+func.func @sgd_decay(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{weight_decay must be finite and non-negative, got +Inf}}
+  %a, %b, %c = kiln.sgd %p, %p, %s, %s {weight_decay = 0x7F800000 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that sgd_momentum needs a positive momentum.
+func.func @sgd_momentum_zero(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{momentum must be finite and positive (use kiln.sgd without momentum), got 0.0}}
+  %a, %b, %c, %d = kiln.sgd_momentum %p, %p, %p, %s, %s, %s {dampening = 0.0 : f32, momentum = 0.0 : f32, nesterov = false, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that nesterov momentum has no dampening.
+func.func @sgd_nesterov_dampening(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{nesterov momentum needs dampening = 0, got 0.5}}
+  %a, %b, %c, %d = kiln.sgd_momentum %p, %p, %p, %s, %s, %s {dampening = 0.5 : f32, momentum = 0.9 : f32, nesterov = true, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that dampening is in [0, 1].
+func.func @sgd_dampening_range(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{dampening must be in [0, 1], got 2.0}}
+  %a, %b, %c, %d = kiln.sgd_momentum %p, %p, %p, %s, %s, %s {dampening = 2.0 : f32, momentum = 0.9 : f32, nesterov = false, weight_decay = 0.0 : f32} : tensor<8xf32>
   return
 }
 
@@ -404,10 +467,10 @@ func.func @layer_norm_epsilon_inf(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 
 // -----
 
-// Tests that AdamW epsilon and weight decay are finite.
-func.func @adamw_decay_nan(%p: tensor<8xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{epsilon and weight_decay must be finite, got 1e-08, NaN}}
-  %a, %b, %c = kiln.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0x7FC00000 : f32} : tensor<8xf32>
+// Tests that the Adam weight decay is finite.
+func.func @adam_decay_nan(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{weight_decay must be finite and non-negative, got NaN}}
+  %a, %b, %c, %d, %e = kiln.adam %p, %p, %p, %p, %s, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0x7FC00000 : f32} : tensor<8xf32>
   return
 }
 

@@ -133,12 +133,21 @@ func.func @loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) -> (tens
 
 // CHECK-LABEL: func.func @optimizer
 func.func @optimizer(%p: tensor<8x16xf32>, %g: tensor<8x16xf32>, %m: tensor<8x16xf32>,
-                     %v: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>)
-    -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
-  // CHECK: kiln.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, epsilon = 9.99999993E-9 : f32, weight_decay = 1.000000e-01 : f32} : tensor<8x16xf32>
-  %p1, %m1, %v1 = kiln.adamw %p, %g, %m, %v, %lr, %step
-      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<8x16xf32>
-  return %p1, %m1, %v1 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+                     %v: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>,
+                     %loss: tensor<f32>) {
+  // CHECK: kiln.accumulate %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : tensor<8x16xf32>
+  %acc = kiln.accumulate %m, %g {scale = 0.25 : f32} : tensor<8x16xf32>
+  // CHECK: kiln.grad_scale %{{.*}}, %{{.*}} {max_norm = 1.000000e+00 : f32}
+  %s = kiln.grad_scale %lr, %loss {max_norm = 1.0 : f32}
+  // CHECK: kiln.adam %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, decoupled_weight_decay = true, epsilon = 9.99999993E-9 : f32, weight_decay = 1.000000e-01 : f32} : tensor<8x16xf32>
+  %p1, %m1, %v1, %du, %pp = kiln.adam %p, %g, %m, %v, %lr, %step, %s
+      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<8x16xf32>
+  // CHECK: kiln.sgd %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {weight_decay = 0.000000e+00 : f32} : tensor<8x16xf32>
+  %p2, %du2, %pp2 = kiln.sgd %p, %g, %lr, %s {weight_decay = 0.0 : f32} : tensor<8x16xf32>
+  // CHECK: kiln.sgd_momentum %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {dampening = 0.000000e+00 : f32, momentum = 0.899999976 : f32, nesterov = true, weight_decay = 0.000000e+00 : f32} : tensor<8x16xf32>
+  %p3, %b3, %du3, %pp3 = kiln.sgd_momentum %p, %g, %m, %lr, %step, %s
+      {dampening = 0.0 : f32, momentum = 0.9 : f32, nesterov = true, weight_decay = 0.0 : f32} : tensor<8x16xf32>
+  return
 }
 
 // CHECK-LABEL: func.func @initializers

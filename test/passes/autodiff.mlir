@@ -153,3 +153,25 @@ func.func @integer_inputs(
 // CHECK: %[[DTABLE:.*]] = kiln.embedding_grad %arg1, %[[DEMB]]
 // CHECK: %[[DWTE:.*]] = kiln.add %[[DHEAD]], %[[DTABLE]] : tensor<16x8xf32>
 // CHECK: return %{{.*}}, %[[DWTE]] : tensor<f32>, tensor<16x8xf32>
+
+// -----
+
+// Tests that metric results are returned but never differentiated: only the
+// loss seeds a cotangent, so the gradient of w ignores the metric's use of w,
+// and the grad is appended after the metric.
+// CHECK-LABEL: func.func @with_metric
+// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.name = "w_sq", kiln.role = "metric"}, tensor<4xf32> {kiln.name = "w", kiln.role = "grad"})
+// CHECK: %[[L:.*]] = kiln.reduce_sum %arg0
+// CHECK: %[[SQ:.*]] = kiln.mul %arg0, %arg0
+// CHECK: %[[M:.*]] = kiln.reduce_sum %[[SQ]]
+// CHECK-NOT: kiln.mul
+// CHECK: %[[G:.*]] = kiln.broadcast
+// CHECK: return %[[L]], %[[M]], %[[G]]
+func.func @with_metric(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
+    -> (tensor<f32> {kiln.role = "loss"},
+        tensor<f32> {kiln.role = "metric", kiln.name = "w_sq"}) {
+  %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
+  %1 = kiln.mul %w, %w : tensor<4xf32>
+  %2 = kiln.reduce_sum %1 dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %0, %2 : tensor<f32>, tensor<f32>
+}

@@ -24,7 +24,7 @@ module {
 
 // Tests that a function that already returns more than the loss (autodiff
 // ran before) is rejected.
-// expected-error@+1 {{must return the loss as its only result, found 2 results (was --kiln-autodiff already run?)}}
+// expected-error@+1 {{result #1 has kiln.role = "grad"; only the loss and metrics may be returned before autodiff (was --kiln-autodiff already run?)}}
 func.func @step(%w: tensor<f32> {kiln.role = "param", kiln.name = "w"})
     -> (tensor<f32> {kiln.role = "loss"},
         tensor<f32> {kiln.role = "grad", kiln.name = "w"}) {
@@ -100,4 +100,13 @@ func.func @step(%x: tensor<2x8xf32> {kiln.role = "param", kiln.name = "x"},
       -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
   %0 = kiln.reduce_sum %mean dims = [0] : tensor<2xf32> -> tensor<f32>
   return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that a function may have only one loss.
+// expected-error@+1 {{has more than one kiln.role = "loss" result}}
+func.func @step(%w: tensor<f32> {kiln.role = "param", kiln.name = "w"})
+    -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.role = "loss"}) {
+  return %w, %w : tensor<f32>, tensor<f32>
 }

@@ -1,13 +1,39 @@
 // RUN: kiln-opt %s --split-input-file --kiln-optimizer | FileCheck %s
 
-// Tests that one parameter gets adam_m/adam_v/lr/step arguments, a grad
-// norm, one kiln.adamw with the kiln.train hyperparameters, and results in
-// the order loss, grad, grad_norm, param, adam_m, adam_v.
-// CHECK-LABEL: func.func @one_param
+// Tests that AdamW builds @update with params, grads, loss, adam_m..., adam_v...,
+// lr, step; the grad norm, the guard scale without clipping (max_norm = 0),
+// one kiln.adam with decoupled decay, and the norms; results grad_norm,
+// update_norm, param_norm, param, adam_m, adam_v. A rank-2 weight keeps the
+// optimizer's weight decay, written on @step's and @update's param.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: kiln.name = "w", kiln.param_kind = "weight", kiln.role = "param", kiln.weight_decay = 1.000000e-01 : f32
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.param_kind = "weight", kiln.role = "param", kiln.weight_decay = 1.000000e-01 : f32}
+// CHECK-SAME: %[[G:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "grad"}
+// CHECK-SAME: %[[L:[^:]*]]: tensor<f32> {kiln.name = "loss", kiln.role = "loss"}
+// CHECK-SAME: %[[M:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_m"}
+// CHECK-SAME: %[[V:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_v"}
+// CHECK-SAME: %[[LR:[^:]*]]: tensor<f32> {kiln.name = "lr", kiln.role = "lr"}
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<f32> {kiln.name = "step", kiln.role = "step"})
+// CHECK-SAME: -> (tensor<f32> {kiln.name = "grad_norm", kiln.role = "grad_norm"},
+// CHECK-SAME: tensor<f32> {kiln.name = "update_norm", kiln.role = "update_norm"},
+// CHECK-SAME: tensor<f32> {kiln.name = "param_norm", kiln.role = "param_norm"},
+// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "param"},
+// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_m"},
+// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_v"})
+// CHECK: %[[SQ:.*]] = kiln.mul %[[G]], %[[G]] : tensor<4x8xf32>
+// CHECK: %[[SS:.*]] = kiln.reduce_sum %[[SQ]] dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+// CHECK: %[[NORM:.*]] = kiln.sqrt %[[SS]] : tensor<f32>
+// CHECK: %[[SCALE:.*]] = kiln.grad_scale %[[NORM]], %[[L]] {max_norm = 0.000000e+00 : f32}
+// CHECK: %[[P:.*]], %[[M1:.*]], %[[V1:.*]], %[[DU:.*]], %[[PP:.*]] = kiln.adam %[[W]], %[[G]], %[[M]], %[[V]], %[[LR]], %[[STEP]], %[[SCALE]]
+// CHECK-SAME: beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, decoupled_weight_decay = true, epsilon = 9.99999993E-9 : f32, weight_decay = 1.000000e-01 : f32
+// CHECK: %[[UN:.*]] = kiln.sqrt %[[DU]]
+// CHECK: %[[PN:.*]] = kiln.sqrt %[[PP]]
+// CHECK: return %[[NORM]], %[[UN]], %[[PN]], %[[P]], %[[M1]], %[[V1]]
 module attributes {kiln.train = {batch = 2 : i64, seq = 4 : i64,
     optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32,
     epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
-  func.func @one_param(
+  func.func @step(
       %w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
       %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
       -> (tensor<f32> {kiln.role = "loss"},
@@ -18,63 +44,115 @@ module attributes {kiln.train = {batch = 2 : i64, seq = 4 : i64,
   }
 }
 
-
-// CHECK-SAME: %[[W:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "param"}
-// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32> {kiln.name = "x", kiln.role = "input"}
-// CHECK-SAME: %[[M:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_m"}
-// CHECK-SAME: %[[V:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_v"}
-// CHECK-SAME: %[[LR:[^:]*]]: tensor<f32> {kiln.name = "lr", kiln.role = "lr"}
-// CHECK-SAME: %[[STEP:[^:]*]]: tensor<f32> {kiln.name = "step", kiln.role = "step"})
-// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"},
-// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "grad"},
-// CHECK-SAME: tensor<f32> {kiln.name = "grad_norm", kiln.role = "grad_norm"},
-// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "param"},
-// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_m"},
-// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "adam_v"})
-// CHECK: %[[LOSS:.*]] = kiln.reduce_sum
-// CHECK: %[[SQ:.*]] = kiln.mul %[[X]], %[[X]] : tensor<4x8xf32>
-// CHECK: %[[SS:.*]] = kiln.reduce_sum %[[SQ]] dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
-// CHECK: %[[NORM:.*]] = kiln.sqrt %[[SS]] : tensor<f32>
-// CHECK: %[[P:.*]], %[[M1:.*]], %[[V1:.*]] = kiln.adamw %[[W]], %[[X]], %[[M]], %[[V]], %[[LR]], %[[STEP]]
-// CHECK-SAME: beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, epsilon = 9.99999993E-9 : f32, weight_decay = 1.000000e-01 : f32
-// CHECK: return %[[LOSS]], %[[X]], %[[NORM]], %[[P]], %[[M1]], %[[V1]]
 // -----
 
-// Tests that with two parameters (one rank 0) the state arguments come as
-// adam_m..., adam_v..., lr, step, the grad norm sums both squared gradients,
-// and the results are grouped by role in parameter order.
-// CHECK-LABEL: func.func @two_params
+// Tests the weight-decay exclusions per kind of parameter: the table of a
+// kiln.embedding (through a reshape view, used again as an unembedding:
+// tied), the weight and bias of a layer_norm, another rank-1 parameter (a
+// bias) and a rank-0 one all get 0; only the rank-2 weight decays. Clipping
+// on: max_norm = clip. Parameters keep their order; two grads sum into the norm.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: kiln.name = "emb", kiln.param_kind = "embedding", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32
+// CHECK-SAME: kiln.name = "ln_w", kiln.param_kind = "norm", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32
+// CHECK-SAME: kiln.name = "ln_b", kiln.param_kind = "norm", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32
+// CHECK-SAME: kiln.name = "b", kiln.param_kind = "bias", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32
+// CHECK-SAME: kiln.name = "s", kiln.param_kind = "bias", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32
+// CHECK-SAME: kiln.name = "w", kiln.param_kind = "weight", kiln.role = "param", kiln.weight_decay = 5.000000e-01 : f32
+// CHECK: kiln.grad_scale %{{.*}}, %{{.*}} {max_norm = 1.000000e+00 : f32}
+// CHECK-COUNT-5: weight_decay = 0.000000e+00 : f32} : tensor
+// CHECK: kiln.adam {{.*}} weight_decay = 5.000000e-01 : f32} : tensor<8x8xf32>
 module attributes {kiln.train = {optimizer = "adamw", beta1 = 0.9 : f32,
-    beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0 : i64}} {
-  func.func @two_params(
-      %a: tensor<3xf32> {kiln.role = "param", kiln.name = "a"},
-      %s: tensor<f32> {kiln.role = "param", kiln.name = "s"})
+    beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.5 : f32,
+    clip = 1.0 : f32}} {
+  func.func @step(
+      %emb: tensor<16x8xf32> {kiln.role = "param", kiln.name = "emb"},
+      %ln_w: tensor<8xf32> {kiln.role = "param", kiln.name = "ln_w"},
+      %ln_b: tensor<8xf32> {kiln.role = "param", kiln.name = "ln_b"},
+      %b: tensor<8xf32> {kiln.role = "param", kiln.name = "b"},
+      %s: tensor<f32> {kiln.role = "param", kiln.name = "s"},
+      %w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"},
+      %tok: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"})
       -> (tensor<f32> {kiln.role = "loss"},
-          tensor<3xf32> {kiln.role = "grad", kiln.name = "a"},
-          tensor<f32> {kiln.role = "grad", kiln.name = "s"}) {
-    %0 = kiln.reduce_sum %a dims = [0] : tensor<3xf32> -> tensor<f32>
-    %1 = kiln.mul %0, %s : tensor<f32>
-    return %1, %a, %0 : tensor<f32>, tensor<3xf32>, tensor<f32>
+          tensor<16x8xf32> {kiln.role = "grad", kiln.name = "emb"},
+          tensor<8xf32> {kiln.role = "grad", kiln.name = "ln_w"},
+          tensor<8xf32> {kiln.role = "grad", kiln.name = "ln_b"},
+          tensor<8xf32> {kiln.role = "grad", kiln.name = "b"},
+          tensor<f32> {kiln.role = "grad", kiln.name = "s"},
+          tensor<8x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %view = kiln.reshape %emb : tensor<16x8xf32> -> tensor<128xf32>
+    %table = kiln.reshape %view : tensor<128xf32> -> tensor<16x8xf32>
+    %x = kiln.embedding %table, %tok : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %y, %mean, %rstd = kiln.layer_norm %x, %ln_w, %ln_b {epsilon = 1.0e-05 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    %l = kiln.reduce_sum %y dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+    return %l, %emb, %b, %b, %b, %s, %w : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<8x8xf32>
   }
 }
 
-// CHECK-SAME: %arg0: tensor<3xf32> {kiln.name = "a", kiln.role = "param"}, %arg1: tensor<f32> {kiln.name = "s", kiln.role = "param"},
-// CHECK-SAME: %arg2: tensor<3xf32> {kiln.name = "a", kiln.role = "adam_m"}, %arg3: tensor<f32> {kiln.name = "s", kiln.role = "adam_m"},
-// CHECK-SAME: %arg4: tensor<3xf32> {kiln.name = "a", kiln.role = "adam_v"}, %arg5: tensor<f32> {kiln.name = "s", kiln.role = "adam_v"},
-// CHECK-SAME: %arg6: tensor<f32> {kiln.name = "lr", kiln.role = "lr"}, %arg7: tensor<f32> {kiln.name = "step", kiln.role = "step"})
-// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"},
-// CHECK-SAME: {kiln.name = "a", kiln.role = "grad"}, tensor<f32> {kiln.name = "s", kiln.role = "grad"},
-// CHECK-SAME: {kiln.name = "grad_norm", kiln.role = "grad_norm"},
-// CHECK-SAME: {kiln.name = "a", kiln.role = "param"}, tensor<f32> {kiln.name = "s", kiln.role = "param"},
-// CHECK-SAME: {kiln.name = "a", kiln.role = "adam_m"}, tensor<f32> {kiln.name = "s", kiln.role = "adam_m"},
-// CHECK-SAME: {kiln.name = "a", kiln.role = "adam_v"}, tensor<f32> {kiln.name = "s", kiln.role = "adam_v"})
-// CHECK: %[[GS:.*]] = kiln.reduce_sum %arg0 dims = [0]
-// CHECK: %[[SQA:.*]] = kiln.mul %arg0, %arg0 : tensor<3xf32>
-// CHECK: %[[SSA:.*]] = kiln.reduce_sum %[[SQA]] dims = [0] : tensor<3xf32> -> tensor<f32>
-// CHECK: %[[SQS:.*]] = kiln.mul %[[GS]], %[[GS]] : tensor<f32>
-// CHECK: %[[SUM:.*]] = kiln.add %[[SSA]], %[[SQS]] : tensor<f32>
-// CHECK: %[[NORM:.*]] = kiln.sqrt %[[SUM]]
-// CHECK: %[[PA:.*]], %[[MA:.*]], %[[VA:.*]] = kiln.adamw %arg0, %arg0, %arg2, %arg4, %arg6, %arg7
-// CHECK-SAME: weight_decay = 0.000000e+00 : f32
-// CHECK: %[[PS:.*]], %[[MS:.*]], %[[VS:.*]] = kiln.adamw %arg1, %[[GS]], %arg3, %arg5, %arg6, %arg7
-// CHECK: return %{{.*}}, %arg0, %[[GS]], %[[NORM]], %[[PA]], %[[PS]], %[[MA]], %[[MS]], %[[VA]], %[[VS]]
+// -----
+
+// Tests that decay_norms/decay_biases/decay_embeddings = true decay those
+// kinds too, and that Adam (not AdamW) sets decoupled_weight_decay = false.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: kiln.name = "emb", kiln.param_kind = "embedding", kiln.role = "param", kiln.weight_decay = 2.000000e-01 : f32
+// CHECK-SAME: kiln.name = "ln_w", kiln.param_kind = "norm", kiln.role = "param", kiln.weight_decay = 2.000000e-01 : f32
+// CHECK-SAME: kiln.name = "b", kiln.param_kind = "bias", kiln.role = "param", kiln.weight_decay = 2.000000e-01 : f32
+// CHECK: kiln.adam {{.*}}decoupled_weight_decay = false
+module attributes {kiln.train = {optimizer = "adam", beta1 = 0.9 : f32,
+    beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.2 : f32,
+    decay_norms = true, decay_biases = true, decay_embeddings = true}} {
+  func.func @step(
+      %emb: tensor<16x8xf32> {kiln.role = "param", kiln.name = "emb"},
+      %ln_w: tensor<8xf32> {kiln.role = "param", kiln.name = "ln_w"},
+      %b: tensor<8xf32> {kiln.role = "param", kiln.name = "b"},
+      %tok: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<16x8xf32> {kiln.role = "grad", kiln.name = "emb"},
+          tensor<8xf32> {kiln.role = "grad", kiln.name = "ln_w"},
+          tensor<8xf32> {kiln.role = "grad", kiln.name = "b"}) {
+    %x = kiln.embedding %emb, %tok : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %y, %mean, %rstd = kiln.layer_norm %x, %ln_w, %ln_w {epsilon = 1.0e-05 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    %l = kiln.reduce_sum %y dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+    return %l, %emb, %b, %b : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+}
+
+// -----
+
+// Tests that SGD with momentum has one momentum buffer per parameter and a
+// kiln.sgd_momentum update with its hyperparameters.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4xf32> {kiln.name = "w", kiln.param_kind = "bias", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32}
+// CHECK-SAME: %[[G:[^:]*]]: tensor<4xf32> {kiln.name = "w", kiln.role = "grad"}
+// CHECK-SAME: %[[L:[^:]*]]: tensor<f32> {kiln.name = "loss", kiln.role = "loss"}
+// CHECK-SAME: %[[B:[^:]*]]: tensor<4xf32> {kiln.name = "w", kiln.role = "momentum"}
+// CHECK-SAME: %[[LR:[^:]*]]: tensor<f32> {kiln.name = "lr", kiln.role = "lr"}
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<f32> {kiln.name = "step", kiln.role = "step"})
+// CHECK-SAME: tensor<4xf32> {kiln.name = "w", kiln.role = "param"}, tensor<4xf32> {kiln.name = "w", kiln.role = "momentum"})
+// CHECK: %[[P:.*]], %[[B1:.*]], %{{.*}}, %{{.*}} = kiln.sgd_momentum %[[W]], %[[G]], %[[B]], %[[LR]], %[[STEP]], %{{.*}} {dampening = 0.000000e+00 : f32, momentum = 0.899999976 : f32, nesterov = true, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>
+// CHECK: return {{.*}}, %[[P]], %[[B1]]
+module attributes {kiln.train = {optimizer = "sgd", momentum = 0.9 : f32,
+    dampening = 0.0 : f32, nesterov = true, weight_decay = 0.01 : f32}} {
+  func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
+    return %0, %w : tensor<f32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+// Tests that plain SGD (momentum 0, the default) has no state arguments and
+// uses kiln.sgd.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: {kiln.name = "loss", kiln.role = "loss"}, %{{[^:]*}}: tensor<f32> {kiln.name = "lr", kiln.role = "lr"}
+// CHECK-NOT: momentum
+// CHECK: kiln.sgd %{{.*}} {weight_decay = 1.000000e-01 : f32} : tensor<4x4xf32>
+module attributes {kiln.train = {optimizer = "sgd", weight_decay = 0.1 : f32}} {
+  func.func @step(%w: tensor<4x4xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x4xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %0 = kiln.reduce_sum %w dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+    return %0, %w : tensor<f32>, tensor<4x4xf32>
+  }
+}

@@ -1,0 +1,30 @@
+// RUN: kiln-opt %s --split-input-file --kiln-eval-function | FileCheck %s
+
+// Tests that the loss function is cloned into @eval after it: same param and
+// input arguments, only the loss (as eval_loss), the metric and the ops that
+// only fed it dropped; @step itself is unchanged.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.name = "w_rms", kiln.role = "metric"})
+// CHECK: kiln.sqrt
+// CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32>
+// CHECK-LABEL: func.func @eval
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<4xf32> {kiln.init = #kiln.init<ones>, kiln.name = "w", kiln.role = "param"},
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4xf32> {kiln.name = "x", kiln.role = "input"})
+// CHECK-SAME: -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = "eval_loss"})
+// CHECK-NEXT: %[[P:.*]] = kiln.mul %[[W]], %[[X]]
+// CHECK-NEXT: %[[L:.*]] = kiln.reduce_sum %[[P]]
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+module {
+  func.func @step(
+      %w: tensor<4xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
+      %x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<f32> {kiln.role = "metric", kiln.name = "w_rms"}) {
+    %0 = kiln.mul %w, %x : tensor<4xf32>
+    %1 = kiln.reduce_sum %0 dims = [0] : tensor<4xf32> -> tensor<f32>
+    %2 = kiln.mul %w, %w : tensor<4xf32>
+    %3 = kiln.reduce_sum %2 dims = [0] : tensor<4xf32> -> tensor<f32>
+    %4 = kiln.sqrt %3 : tensor<f32>
+    return %1, %4 : tensor<f32>, tensor<f32>
+  }
+}
