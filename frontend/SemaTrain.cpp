@@ -14,6 +14,8 @@
 #include "frontend/Sema.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace kiln {
 
@@ -48,6 +50,18 @@ const OptimizerArgument kSgdArguments[] = {
     {"decay_biases", Kind::Bool, nullptr, &TrainInfo::decayBiases},
     {"decay_embeddings", Kind::Bool, nullptr, &TrainInfo::decayEmbeddings},
 };
+
+/// The shortest decimal that reads back as the same f32 (0.9, not
+/// 0.8999999761581421): how messages show the stored hyperparameters.
+std::string shortestF32(double value) {
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if ((float)std::strtod(text, nullptr) == (float)value)
+      break;
+  }
+  return text;
+}
 
 template <size_t N>
 std::string argumentList(const OptimizerArgument (&args)[N]) {
@@ -251,9 +265,8 @@ bool Sema::evaluateOptimizer(const OptimizerSpec &spec,
   if (train.nesterov && (train.momentum <= 0.0 || train.dampening != 0.0))
     return fail(spec.loc, "sgd nesterov = true needs momentum > 0 and "
                           "dampening = 0, got momentum " +
-                              Number::ofFloat(train.momentum).str() +
-                              " and dampening " +
-                              Number::ofFloat(train.dampening).str());
+                              shortestF32(train.momentum) + " and dampening " +
+                              shortestF32(train.dampening));
   return true;
 }
 
