@@ -16,6 +16,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/ParamInit.h"
+#include "runtime/TrainingData.h"
 #include "runtime/TrainingSession.h"
 
 #include <algorithm>
@@ -214,12 +215,10 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> loaded,
                         Artifact::loadFile(options.artifactPath));
   const int64_t batch = loaded->batch(), seq = loaded->seq();
-  KILN_ASSIGN_OR_RETURN(std::optional<TokenDataset> data,
-                        openTrainingData(*loaded, options.dataPath));
+  KILN_ASSIGN_OR_RETURN(TrainingData data, openTrainingData(*loaded, options));
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
-  if (data)
-    data->fillBatch(options.seed, /*step=*/0, batch, seq, tokens.data(),
-                    targets.data());
+  if (data.train)
+    KILN_RETURN_IF_ERROR(data.train->fill(tokens.data(), targets.data()));
 
   // 2. Kernels and initial parameters.
   KILN_ASSIGN_OR_RETURN(

@@ -208,6 +208,11 @@ const std::vector<Flag> &flags() {
        "write the first step's gradients and its batch (input:tokens,\n"
        "input:targets) to FILE.safetensors", true,
        setString(&RunOptions::saveGradsPath)},
+      {"--save-batches", "FILE",
+       "write every micro-batch the run read (step.S.K.tokens/.targets) to\n"
+       "FILE.safetensors at the end (for short runs: an oracle rebuilding\n"
+       "the run, a look at the data order)", true,
+       setString(&RunOptions::saveBatchesPath)},
   };
   return table;
 }

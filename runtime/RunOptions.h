@@ -61,6 +61,7 @@ struct RunOptions {
                              // instead of training
   std::string saveInitPath;  // --save-init FILE.safetensors
   std::string saveGradsPath; // --save-grads FILE.safetensors
+  std::string saveBatchesPath; // --save-batches FILE.safetensors
 };
 
 struct ParsedCommandLine {

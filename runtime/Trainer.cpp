@@ -1,15 +1,21 @@
 //===- Trainer.cpp - The kiln-run training loop ----------------------------===//
 //
-//   1. load + verify the artifact; open the data (required when the model
-//      has inputs) and check it fits the model before the slow part;
+//   1. load + verify the artifact; open the data (training windows, the
+//      validation batches) and the report sinks before the slow part;
 //   2. compile or fetch the kernels, allocate the arena, initialise the
-//      parameters (TrainingSession::create);
-//   3. per step s (1-based): beginStep (zero the accumulators), then
-//      grad_accum micro-batches through "step", then "update" with the
-//      scheduled learning rate and the count of applied updates; read loss,
-//      norms and metrics back; a non-finite loss or gradient norm means the
-//      compiled guard skipped the update (logged, not counted as an update);
-//   4. report; after the first step dump gradients if asked.
+//      parameters (TrainingSession::create); then --resume (the newest
+//      complete checkpoint: parameters, optimizer state, step, update count,
+//      data position) or --init-from (parameters only);
+//   3. per step s (1-based): beginStep (zero the accumulators), grad_accum
+//      micro-batches from the prefetching loader through "step", then
+//      "update" with the scheduled learning rate and the count of applied
+//      updates + 1. A non-finite loss or gradient norm means the compiled
+//      guard left everything untouched: the step is logged as skipped and
+//      not counted as an update; M in a row stop the run with a checkpoint
+//      of the state before the first of them;
+//   4. report (console, JSONL, TensorBoard), validate every --val-every
+//      steps and after the last, checkpoint every --checkpoint-every steps,
+//      at the end and when SIGINT/SIGTERM arrived during the step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +24,19 @@
 #include "runtime/Metrics.h"
 #include "runtime/Safetensors.h"
 #include "runtime/StopSignals.h"
+#include "runtime/TrainingCheckpoint.h"
+#include "runtime/TrainingData.h"
 #include "runtime/TrainingSession.h"
 #include "runtime/cpu/ScheduleProfile.h"
+#include "runtime/data/PrefetchingLoader.h"
+#include "runtime/metrics/PeakFlops.h"
+#include "runtime/metrics/PeakMemory.h"
 #include "runtime/metrics/ProgressPrinter.h"
+#include "runtime/metrics/TensorBoardWriter.h"
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <unistd.h>
 
@@ -31,161 +44,332 @@ namespace kiln::rt {
 
 namespace {
 
-std::vector<int64_t> shapeOf(const schema::Buffer &buffer) {
-  std::vector<int64_t> shape;
-  if (buffer.shape())
-    shape.assign(buffer.shape()->begin(), buffer.shape()->end());
-  return shape;
-}
+using Clock = std::chrono::steady_clock;
 
 TensorView f32Tensor(const Artifact &artifact, const cpu::Arena &arena,
                      uint32_t index) {
-  return TensorView{bufferName(artifact.buffer(index)),
-                    TensorView::DType::kF32, shapeOf(artifact.buffer(index)),
+  const schema::Buffer &buffer = artifact.buffer(index);
+  std::vector<int64_t> shape;
+  if (buffer.shape())
+    shape.assign(buffer.shape()->begin(), buffer.shape()->end());
+  return TensorView{bufferName(buffer), TensorDType::kF32, std::move(shape),
                     arena.data(index)};
 }
 
-Status saveInitialParameters(const std::string &path,
-                             const Artifact &artifact, const cpu::Arena &arena,
-                             const BufferRoles &roles) {
-  std::vector<TensorView> tensors;
-  for (uint32_t p : roles.parameters)
-    tensors.push_back(f32Tensor(artifact, arena, p));
-  return writeSafetensors(path, std::move(tensors));
+// The report sinks a run writes to, besides the console.
+struct ReportFiles {
+  std::optional<MetricsFile> jsonl;
+  std::optional<TensorBoardWriter> tensorboard;
+
+  Status write(const StepMetrics &m) {
+    if (jsonl)
+      KILN_RETURN_IF_ERROR(jsonl->write(m));
+    if (tensorboard)
+      KILN_RETURN_IF_ERROR(tensorboard->addScalars(m.step, tensorBoardScalars(m)));
+    return okStatus();
+  }
+};
+
+Status openReportFiles(const RunOptions &options, ReportFiles &files) {
+  if (!options.metricsPath.empty()) {
+    KILN_ASSIGN_OR_RETURN(MetricsFile file, MetricsFile::open(options.metricsPath));
+    files.jsonl.emplace(std::move(file));
+  }
+  if (!options.tensorboardDir.empty()) {
+    KILN_ASSIGN_OR_RETURN(TensorBoardWriter writer,
+                          TensorBoardWriter::open(options.tensorboardDir));
+    files.tensorboard.emplace(std::move(writer));
+  }
+  return okStatus();
 }
 
-Status saveFirstGradients(const std::string &path, const Artifact &artifact,
-                          const cpu::Arena &arena, const BufferRoles &roles,
-                          const std::vector<int32_t> &tokens,
-                          const std::vector<int32_t> &targets) {
-  std::vector<TensorView> tensors;
-  for (uint32_t g : roles.gradients)
-    tensors.push_back(f32Tensor(artifact, arena, g));
-  std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
-  tensors.push_back(TensorView{"input:tokens", TensorView::DType::kI32,
-                               batchShape, tokens.data()});
-  tensors.push_back(TensorView{"input:targets", TensorView::DType::kI32,
-                               batchShape, targets.data()});
-  return writeSafetensors(path, std::move(tensors));
+// One run of training: the state the loop's helpers share.
+class TrainingRun {
+public:
+  TrainingRun(const RunOptions &options, FILE *out) : options_(options), out_(out) {}
+  StatusOr<TrainSummary> run();
+
+private:
+  Status start();
+  Status runStep(int64_t step);
+  Status report(int64_t step, double seconds, bool skipped);
+  StatusOr<double> validate();
+  Status checkpoint(const TrainingProgress &progress);
+  Status saveDebugFiles(int64_t step);
+  void info(const std::string &line) {
+    if (!options_.quiet) {
+      progress_->finish();
+      std::fprintf(out_, "%s\n", line.c_str());
+    }
+  }
+
+  const RunOptions &options_;
+  FILE *out_;
+  std::unique_ptr<TrainingSession> session_;
+  TrainingData data_;
+  std::unique_ptr<data::PrefetchingLoader> loader_;
+  std::optional<CheckpointStore> store_;
+  ReportFiles files_;
+  std::unique_ptr<ProgressPrinter> progress_;
+  std::optional<double> peakFlops_;
+  std::vector<int32_t> tokens_, targets_; // one micro-batch, [batch, seq]
+  std::vector<TensorView> savedBatches_;  // --save-batches
+  std::vector<std::vector<int32_t>> savedBatchData_;
+  TrainingProgress done_;                 // after the last completed step
+  std::optional<TrainingProgress> beforeBadRun_; // before the first skipped step in a row
+  int64_t skippedInARow_ = 0;
+  TrainSummary summary_;
+  double totalSeconds_ = 0;
+};
+
+Status TrainingRun::start() {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> artifact,
+                        Artifact::loadFile(options_.artifactPath));
+  std::optional<LoadedCheckpoint> resumeFrom;
+  if (!options_.checkpointDir.empty()) {
+    KILN_ASSIGN_OR_RETURN(
+        CheckpointStore store,
+        CheckpointStore::open(options_.checkpointDir,
+                              static_cast<int>(options_.keepCheckpoints)));
+    store_.emplace(std::move(store));
+    if (options_.resume) {
+      KILN_ASSIGN_OR_RETURN(std::optional<CheckpointInfo> latest, store_->latest());
+      if (latest) {
+        KILN_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                              CheckpointStore::load(latest->path));
+        resumeFrom.emplace(std::move(loaded));
+      }
+    }
+  }
+  // Data first (cheap, and the usual mistakes), at the position of the
+  // checkpoint when resuming: read it before the session exists.
+  data::DataPosition position;
+  if (resumeFrom) {
+    const std::string where =
+        resumeFrom->path + "/" + kCheckpointTrainerStateFile + ": data.position";
+    const nlohmann::json &state = resumeFrom->trainerState;
+    if (!state.contains("data") || !state["data"].is_object() ||
+        !state["data"].contains("position"))
+      return invalidArgument(where, ": missing");
+    KILN_ASSIGN_OR_RETURN(position, data::DataPosition::fromJson(
+                                        state["data"]["position"], where));
+  }
+  KILN_ASSIGN_OR_RETURN(data_, openTrainingData(*artifact, options_, position));
+  KILN_RETURN_IF_ERROR(openReportFiles(options_, files_));
+  KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console, ConsoleEnvironment::current());
+  progress_ = std::make_unique<ProgressPrinter>(
+      out_, ::isatty(::fileno(out_)) != 0, options_.steps, options_.logEvery,
+      console);
+  peakFlops_ = resolvePeakFlopsPerSecond(options_.peakTflops, std::nullopt,
+                                         ComputePrecision::kFp32);
+
+  KILN_ASSIGN_OR_RETURN(session_,
+                        TrainingSession::create(std::move(artifact), options_.seed));
+  if (!options_.quiet) {
+    printKernelLoad(session_->kernels(), out_);
+    if (data_.train)
+      std::fprintf(out_, "data: %s\n", data_.description.c_str());
+  }
+  if (resumeFrom) {
+    KILN_ASSIGN_OR_RETURN(done_, restoreTrainingCheckpoint(*resumeFrom, *session_,
+                                                           options_));
+    info(detail::concat("resumed from ", resumeFrom->path, " (step ", done_.step,
+                        ", ", done_.updates, " updates)"));
+  } else if (options_.resume) {
+    info("no checkpoint in " + options_.checkpointDir + ": starting fresh");
+  } else if (!options_.initFrom.empty()) {
+    KILN_RETURN_IF_ERROR(loadParameters(options_.initFrom, *session_));
+    info("parameters from " + options_.initFrom);
+  }
+  if (!options_.saveInitPath.empty()) {
+    std::vector<TensorView> tensors;
+    for (uint32_t p : session_->roles().parameters)
+      tensors.push_back(f32Tensor(session_->artifact(), session_->arena(), p));
+    KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveInitPath, tensors));
+  }
+  const Artifact &a = session_->artifact();
+  tokens_.assign(a.batch() * a.seq(), 0);
+  targets_.assign(a.batch() * a.seq(), 0);
+  if (data_.train)
+    loader_ = std::make_unique<data::PrefetchingLoader>(std::move(*data_.train));
+  session_->executor().setProfiling(options_.profile);
+  return okStatus();
+}
+
+Status TrainingRun::runStep(int64_t step) {
+  const Artifact &artifact = session_->artifact();
+  session_->beginStep();
+  for (int64_t k = 0; k < artifact.gradAccum(); ++k) {
+    // Zeros stand in for the batch of an artifact without inputs.
+    if (loader_)
+      KILN_RETURN_IF_ERROR(loader_->next(tokens_.data(), targets_.data()));
+    KILN_RETURN_IF_ERROR(session_->runMicroStep(tokens_.data(), targets_.data()));
+    if (!options_.saveBatchesPath.empty()) {
+      for (auto *batch : {&tokens_, &targets_}) {
+        savedBatchData_.push_back(*batch);
+        savedBatches_.push_back(TensorView{
+            detail::concat("step.", step, ".", k,
+                           batch == &tokens_ ? ".tokens" : ".targets"),
+            TensorDType::kI32, {artifact.batch(), artifact.seq()}, nullptr});
+      }
+    }
+  }
+  return session_->runUpdate(learningRateAt(options_.schedule, step),
+                             done_.updates + 1);
+}
+
+StatusOr<double> TrainingRun::validate() {
+  double total = 0;
+  for (int64_t m = 0; m < options_.valBatches; ++m) {
+    KILN_RETURN_IF_ERROR(
+        data_.validation->fill(m, tokens_.data(), targets_.data()));
+    KILN_ASSIGN_OR_RETURN(double loss,
+                          session_->runEval(tokens_.data(), targets_.data()));
+    total += loss;
+  }
+  return total / options_.valBatches;
+}
+
+Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
+  const Artifact &artifact = session_->artifact();
+  StepMetrics m;
+  m.step = step;
+  m.loss = session_->loss();
+  m.lr = session_->learningRate().value_or(learningRateAt(options_.schedule, step));
+  if (std::optional<float> v = session_->gradNorm())
+    m.gradNorm = *v;
+  if (std::optional<float> v = session_->updateNorm())
+    m.updateNorm = *v;
+  if (std::optional<float> v = session_->paramNorm())
+    m.paramNorm = *v;
+  for (auto &[name, value] : session_->metrics())
+    m.activationRms.push_back({name, value});
+  m.stepMs = seconds * 1e3;
+  m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum();
+  m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
+  m.mfu = modelFlopsUtilization(artifact.root().flops_per_step(), seconds,
+                                peakFlops_);
+  m.peakMemoryBytes = peakResidentBytes();
+  m.skipped = skipped;
+  bool last = step == options_.steps;
+  if (data_.validation &&
+      ((options_.valEvery > 0 && step % options_.valEvery == 0) || last)) {
+    KILN_ASSIGN_OR_RETURN(double valLoss, validate());
+    m.valLoss = valLoss;
+  }
+  summary_.finalLoss = m.loss;
+  KILN_RETURN_IF_ERROR(files_.write(m));
+  if (!options_.quiet)
+    progress_->report(m);
+  return okStatus();
+}
+
+Status TrainingRun::checkpoint(const TrainingProgress &progress) {
+  KILN_ASSIGN_OR_RETURN(CheckpointInfo info,
+                        saveTrainingCheckpoint(*store_, *session_, options_, progress));
+  this->info(detail::concat("checkpoint: ", info.path));
+  return okStatus();
+}
+
+Status TrainingRun::saveDebugFiles(int64_t step) {
+  const Artifact &artifact = session_->artifact();
+  if (step == 1 && !options_.saveGradsPath.empty()) {
+    std::vector<TensorView> tensors;
+    for (uint32_t g : session_->roles().gradients)
+      tensors.push_back(f32Tensor(artifact, session_->arena(), g));
+    std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
+    tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
+    tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
+    KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveGradsPath, tensors));
+  }
+  return okStatus();
+}
+
+StatusOr<TrainSummary> TrainingRun::run() {
+  KILN_RETURN_IF_ERROR(start());
+  summary_.kernelCacheHit = session_->kernels().cacheHit();
+  summary_.kernelLoadSeconds = session_->kernels().loadSeconds();
+  StopSignals signals;
+  for (int64_t step = done_.step + 1; step <= options_.steps; ++step) {
+    TrainingProgress before = done_;
+    auto startTime = Clock::now();
+    KILN_RETURN_IF_ERROR(runStep(step));
+    bool skipped = session_->stepWasSkipped();
+    double seconds = std::chrono::duration<double>(Clock::now() - startTime).count();
+    totalSeconds_ += seconds;
+    done_.step = step;
+    done_.updates += skipped ? 0 : 1;
+    if (loader_)
+      done_.data = loader_->position();
+    summary_.steps = step;
+    ++summary_.stepsThisRun;
+    if (skipped) {
+      ++summary_.skippedSteps;
+      if (skippedInARow_++ == 0)
+        beforeBadRun_ = before;
+    } else {
+      skippedInARow_ = 0;
+    }
+    KILN_RETURN_IF_ERROR(saveDebugFiles(step));
+    KILN_RETURN_IF_ERROR(report(step, seconds, skipped));
+
+    if (skippedInARow_ >= options_.maxSkippedSteps) {
+      summary_.failed = true;
+      summary_.stopReason = detail::concat(
+          skippedInARow_, " consecutive steps with a non-finite loss or "
+          "gradient norm (steps ", beforeBadRun_->step + 1, " to ", step,
+          "; their updates were skipped)");
+      if (store_) {
+        // Skipped steps changed no parameter or state: this is the state
+        // before the first of them, with that step's data position.
+        KILN_RETURN_IF_ERROR(checkpoint(*beforeBadRun_));
+        summary_.stopReason += detail::concat(
+            "; checkpoint of step ", beforeBadRun_->step, " written");
+      }
+      break;
+    }
+    int signal = signals.received();
+    bool last = step == options_.steps;
+    bool periodic = options_.checkpointEvery > 0 && step % options_.checkpointEvery == 0;
+    if (store_ && (last || periodic || signal))
+      KILN_RETURN_IF_ERROR(checkpoint(done_));
+    if (signal && !last) {
+      summary_.stopReason = detail::concat(
+          "stopped by ", StopSignals::name(signal), " after step ", step,
+          store_ ? " (checkpoint written)"
+                 : " (no --checkpoint-dir: nothing saved)");
+      break;
+    }
+  }
+  progress_->finish();
+  if (!options_.saveBatchesPath.empty()) {
+    for (size_t i = 0; i < savedBatches_.size(); ++i)
+      savedBatches_[i].data = savedBatchData_[i].data();
+    KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveBatchesPath, savedBatches_));
+  }
+  const Artifact &artifact = session_->artifact();
+  if (options_.profile)
+    for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
+      std::fputs(cpu::formatScheduleProfile(
+                     artifact, program, session_->executor().entrySeconds(program),
+                     summary_.stepsThisRun, /*top=*/15)
+                     .c_str(),
+                 out_);
+  if (totalSeconds_ > 0) {
+    summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
+                                      artifact.gradAccum() * summary_.stepsThisRun) /
+                               totalSeconds_;
+    summary_.flopsPerSecond =
+        artifact.root().flops_per_step() * summary_.stepsThisRun / totalSeconds_;
+  }
+  return summary_;
 }
 
 } // namespace
 
 StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
-  using Clock = std::chrono::steady_clock;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> loaded,
-                        Artifact::loadFile(options.artifactPath));
-  const int64_t batch = loaded->batch(), seq = loaded->seq();
-  const int64_t accum = loaded->gradAccum();
-  KILN_ASSIGN_OR_RETURN(std::optional<TokenDataset> data,
-                        openTrainingData(*loaded, options.dataPath));
-  std::optional<MetricsFile> metrics;
-  if (!options.metricsPath.empty()) {
-    KILN_ASSIGN_OR_RETURN(MetricsFile file,
-                          MetricsFile::open(options.metricsPath));
-    metrics.emplace(std::move(file));
-  }
-
-  KILN_ASSIGN_OR_RETURN(
-      std::unique_ptr<TrainingSession> session,
-      TrainingSession::create(std::move(loaded), options.seed));
-  const Artifact &artifact = session->artifact();
-  const cpu::KernelLibrary &kernels = session->kernels();
-  const cpu::Arena &arena = session->arena();
-  const BufferRoles &roles = session->roles();
-  if (!options.quiet)
-    printKernelLoad(kernels, out);
-  if (!options.saveInitPath.empty())
-    KILN_RETURN_IF_ERROR(
-        saveInitialParameters(options.saveInitPath, artifact, arena, roles));
-
-  cpu::Executor &executor = session->executor();
-  executor.setProfiling(options.profile);
-  KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console,
-                        ConsoleEnvironment::current());
-  ProgressPrinter progress(out, ::isatty(::fileno(out)) != 0, options.steps,
-                           options.logEvery, console);
-  StopSignals signals;
-  // Zeros stand in for the batch of an artifact without inputs.
-  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
-  TrainSummary summary;
-  summary.kernelCacheHit = kernels.cacheHit();
-  summary.kernelLoadSeconds = kernels.loadSeconds();
-  double totalSeconds = 0;
-  int64_t updates = 0, skippedInARow = 0, microBatches = 0;
-  for (int64_t step = 1; step <= options.steps; ++step) {
-    auto start = Clock::now();
-    session->beginStep();
-    for (int64_t k = 0; k < accum; ++k, ++microBatches) {
-      if (data)
-        data->fillBatch(options.seed, microBatches, batch, seq, tokens.data(),
-                        targets.data());
-      KILN_RETURN_IF_ERROR(
-          session->runMicroStep(tokens.data(), targets.data()));
-    }
-    double lr = learningRateAt(options.schedule, step);
-    KILN_RETURN_IF_ERROR(session->runUpdate(lr, updates + 1));
-    bool skipped = session->stepWasSkipped();
-    if (skipped) {
-      ++summary.skippedSteps;
-      ++skippedInARow;
-    } else {
-      ++updates;
-      skippedInARow = 0;
-    }
-    double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
-    totalSeconds += seconds;
-
-    StepMetrics m;
-    m.step = step;
-    m.loss = session->loss();
-    m.lr = session->learningRate().value_or(lr);
-    if (std::optional<float> norm = session->gradNorm())
-      m.gradNorm = *norm;
-    m.stepMs = seconds * 1e3;
-    m.tokensPerStep = batch * seq * accum;
-    m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
-    summary.finalLoss = m.loss;
-    summary.steps = step;
-    summary.stepsThisRun += 1;
-
-    if (step == 1 && !options.saveGradsPath.empty())
-      KILN_RETURN_IF_ERROR(saveFirstGradients(options.saveGradsPath, artifact,
-                                              arena, roles, tokens, targets));
-    if (metrics)
-      KILN_RETURN_IF_ERROR(metrics->write(m));
-    if (!options.quiet)
-      progress.report(m);
-    if (skippedInARow >= options.maxSkippedSteps) {
-      summary.failed = true;
-      summary.stopReason = detail::concat(
-          skippedInARow, " consecutive steps with a non-finite loss or "
-          "gradient norm (the last at step ", step, ")");
-      break;
-    }
-    if (int signal = signals.received()) {
-      summary.stopReason =
-          detail::concat("stopped by ", StopSignals::name(signal),
-                         " after step ", step);
-      break;
-    }
-  }
-  progress.finish();
-  if (options.profile)
-    for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
-      std::fputs(cpu::formatScheduleProfile(artifact, program,
-                                            executor.entrySeconds(program),
-                                            summary.stepsThisRun, /*top=*/15)
-                     .c_str(),
-                 out);
-  if (totalSeconds > 0) {
-    summary.tokensPerSecond =
-        double(batch * seq * accum * summary.stepsThisRun) / totalSeconds;
-    summary.flopsPerSecond = artifact.root().flops_per_step() *
-                             summary.stepsThisRun / totalSeconds;
-  }
-  return summary;
+  TrainingRun run(options, out);
+  return run.run();
 }
 
 } // namespace kiln::rt

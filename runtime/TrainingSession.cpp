@@ -61,24 +61,6 @@ BufferRoles findBufferRoles(const Artifact &artifact) {
   return roles;
 }
 
-StatusOr<std::optional<TokenDataset>>
-openTrainingData(const Artifact &artifact, const std::string &dataPath) {
-  if (dataPath.empty()) {
-    BufferRoles roles = findBufferRoles(artifact);
-    if (roles.inputs.empty())
-      return std::optional<TokenDataset>();
-    std::string names;
-    for (uint32_t i : roles.inputs)
-      names += (names.empty() ? "" : ", ") + bufferName(artifact.buffer(i));
-    return invalidArgument(artifact.name(), ": the model reads inputs (",
-                           names, "), so --data PATH is required");
-  }
-  KILN_ASSIGN_OR_RETURN(TokenDataset data, TokenDataset::open(dataPath));
-  KILN_RETURN_IF_ERROR(data.checkFits(artifact.batch(), artifact.seq(),
-                                      artifact.root().train()->vocab_size()));
-  return std::optional<TokenDataset>(std::move(data));
-}
-
 void printKernelLoad(const cpu::KernelLibrary &kernels, FILE *out) {
   std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s)\n",
                kernels.numKernels(),

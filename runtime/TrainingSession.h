@@ -1,8 +1,7 @@
 //===- TrainingSession.h - An artifact made ready to run training steps ---===//
 //
 // What training (Trainer.cpp) and the gradient check (GradientCheck.cpp)
-// share: the buffers found by role, the data opened and checked against the
-// model, the kernels compiled or fetched from the cache, the arena allocated
+// share: the buffers found by role, the kernels compiled or fetched from the cache, the arena allocated
 // and the parameters initialised from the seed, and one call per program
 // that writes its inputs and scalars and runs it:
 //   beginStep(); runMicroStep(batch k) for k < grad_accum; runUpdate(lr, t)
@@ -18,7 +17,6 @@
 #include "runtime/cpu/Arena.h"
 #include "runtime/cpu/Executor.h"
 #include "runtime/cpu/KernelCompiler.h"
-#include "runtime/data/TokenDataset.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -43,14 +41,6 @@ struct BufferRoles {
 };
 
 BufferRoles findBufferRoles(const Artifact &artifact);
-
-// The training data of `artifact`, checked to fit it (sequence length,
-// vocabulary). An artifact with Input buffers needs data: an empty
-// `dataPath` is then an error naming the inputs. One without inputs reads
-// none: an empty path gives nullopt (a given path is still opened and
-// checked, so a broken file is never silently ignored).
-StatusOr<std::optional<TokenDataset>>
-openTrainingData(const Artifact &artifact, const std::string &dataPath);
 
 // "kernels: 12 compiled in 1.20 s (cold, PATH)": how the kernels were
 // loaded, as kiln-run reports it before the first step.

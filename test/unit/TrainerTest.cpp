@@ -117,7 +117,7 @@ TEST_F(TrainerTest, DataTooSmall) {
   auto summary = runTraining(o, stdout);
   ASSERT_FALSE(summary.ok());
   EXPECT_THAT(summary.status().message(),
-              HasSubstr("has 3 tokens, but a sequence of 8 needs at least 10"));
+              HasSubstr("has no training window: a window is seq + 1 = 9 tokens within one file, but the longest file has 3 tokens"));
 }
 
 TEST_F(TrainerTest, ToolSucceedsAndPrintsSummary) {
@@ -150,11 +150,11 @@ TEST_F(TrainerTest, ToolUserErrorsExitOne) {
   EXPECT_EQ(runTool(dir_ + "/bigram.kart --data /nonexistent.txt --steps 1",
                     &out),
             1);
-  EXPECT_THAT(out, HasSubstr("kiln-run: error: data file /nonexistent.txt"));
+  EXPECT_THAT(out, HasSubstr("kiln-run: error: data pattern /nonexistent.txt matches no file"));
   // The bigram model reads tokens and targets: data is required.
   EXPECT_EQ(runTool(dir_ + "/bigram.kart --steps 1", &out), 1);
   EXPECT_THAT(out, HasSubstr("bigram.kart: the model reads inputs (tokens, "
-                             "targets), so --data PATH is required"));
+                             "targets), so --data SPEC is required"));
   writeFile(dir_ + "/foreign.kart", std::string("PK\x03\x04 a zip file"));
   EXPECT_EQ(runTool(dir_ + "/foreign.kart --data x --steps 1", &out), 1);
   EXPECT_THAT(out, HasSubstr("not a Kiln artifact"));

@@ -12,7 +12,7 @@
 #include "runtime/FileIO.h"
 #include "runtime/GradientCheck.h"
 #include "runtime/Trainer.h"
-#include "runtime/data/TokenDataset.h"
+#include "runtime/data/LlmcShard.h"
 
 #include <gtest/gtest.h>
 
@@ -31,9 +31,9 @@ using namespace kiln::rt;
 // (50256) repeated.
 std::vector<uint8_t> gpt2Shard(int32_t count) {
   const uint16_t ids[] = {15496, 11, 995, 50256};
-  std::vector<int32_t> header(kShardHeaderInts, 0);
-  header[0] = kShardMagic;
-  header[1] = kShardVersion;
+  std::vector<int32_t> header(data::kLlmcHeaderInts, 0);
+  header[0] = data::kLlmcGpt2Magic;
+  header[1] = data::kLlmcGpt2Version;
   header[2] = count;
   std::vector<uint8_t> bytes(header.size() * 4 + size_t(count) * 2);
   std::memcpy(bytes.data(), header.data(), header.size() * 4);

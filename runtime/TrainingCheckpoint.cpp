@@ -1,0 +1,189 @@
+//===- TrainingCheckpoint.cpp - A training session to and from checkpoints ===//
+
+#include "runtime/TrainingCheckpoint.h"
+
+#include "runtime/Hash.h"
+
+#include <cstdio>
+
+namespace kiln::rt {
+
+namespace {
+
+std::vector<int64_t> shapeOf(const schema::Buffer &buffer) {
+  std::vector<int64_t> shape;
+  if (buffer.shape())
+    shape.assign(buffer.shape()->begin(), buffer.shape()->end());
+  return shape;
+}
+
+// "adam_m.wte": how optimizer state is named in optimizer.safetensors.
+std::string stateTensorName(const schema::Buffer &buffer) {
+  const char *prefix = buffer.role() == schema::BufferRole_AdamM   ? "adam_m"
+                       : buffer.role() == schema::BufferRole_AdamV ? "adam_v"
+                                                                   : "momentum";
+  return std::string(prefix) + "." + bufferName(buffer);
+}
+
+TensorView tensorOf(const TrainingSession &session, uint32_t index,
+                    std::string name) {
+  const Artifact &artifact = session.artifact();
+  return TensorView{std::move(name), TensorDType::kF32,
+                    shapeOf(artifact.buffer(index)),
+                    session.arena().data(index)};
+}
+
+// The run flags a resumed run should repeat (reported, compared).
+nlohmann::json runConfig(const RunOptions &o) {
+  return {{"lr", o.schedule.peak},
+          {"schedule", lrScheduleKindName(o.schedule.kind)},
+          {"warmup", o.schedule.warmup},
+          {"decay_steps", o.schedule.total},
+          {"min_lr_ratio", o.schedule.minRatio},
+          {"decay_fraction", o.schedule.decayFraction},
+          {"data_format", o.dataFormat},
+          {"val_fraction", o.valFraction},
+          {"max_skipped_steps", o.maxSkippedSteps}};
+}
+
+StatusOr<const nlohmann::json *> member(const nlohmann::json &object,
+                                        const char *key,
+                                        const std::string &where) {
+  auto it = object.find(key);
+  if (it == object.end())
+    return invalidArgument(where, ": no \"", key, "\"");
+  return &*it;
+}
+
+StatusOr<int64_t> integerMember(const nlohmann::json &object, const char *key,
+                                const std::string &where) {
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *value, member(object, key, where));
+  if (!value->is_number_integer() || value->get<int64_t>() < 0)
+    return invalidArgument(where, ": \"", key,
+                           "\" is not a non-negative integer");
+  return value->get<int64_t>();
+}
+
+StatusOr<std::string> stringMember(const nlohmann::json &object,
+                                   const char *key, const std::string &where) {
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *value, member(object, key, where));
+  if (!value->is_string())
+    return invalidArgument(where, ": \"", key, "\" is not a string");
+  return value->get<std::string>();
+}
+
+} // namespace
+
+std::string artifactHash(const Artifact &artifact) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
+                static_cast<unsigned long long>(fnv1a64(std::string_view(
+                    reinterpret_cast<const char *>(artifact.bytes().data()),
+                    artifact.bytes().size()))));
+  return text;
+}
+
+StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
+                                                const TrainingSession &session,
+                                                const RunOptions &options,
+                                                const TrainingProgress &progress) {
+  const Artifact &artifact = session.artifact();
+  CheckpointContents contents;
+  contents.step = progress.step;
+  for (uint32_t p : session.roles().parameters)
+    contents.model.push_back(
+        tensorOf(session, p, bufferName(artifact.buffer(p))));
+  for (uint32_t s : session.roles().optimizerState)
+    contents.optimizer.push_back(
+        tensorOf(session, s, stateTensorName(artifact.buffer(s))));
+  nlohmann::json train = nlohmann::json::object();
+  if (const flatbuffers::String *settings = artifact.root().train()->settings())
+    train = nlohmann::json::parse(settings->str(), nullptr,
+                                  /*allow_exceptions=*/false);
+  contents.trainerState = {
+      {"updates", progress.updates},
+      {"seed", options.seed},
+      {"data", {{"spec", options.dataPath}, {"position", progress.data.toJson()}}},
+      {"artifact", {{"path", artifact.name()}, {"hash", artifactHash(artifact)}}},
+      {"config", {{"train", train}, {"run", runConfig(options)}}}};
+  contents.modelMetadata = {{"kiln_artifact", artifactHash(artifact)},
+                            {"kiln_step", std::to_string(progress.step)}};
+  return store.save(contents);
+}
+
+StatusOr<TrainingProgress>
+restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
+                          TrainingSession &session, const RunOptions &options) {
+  const Artifact &artifact = session.artifact();
+  const nlohmann::json &state = checkpoint.trainerState;
+  const std::string where = checkpoint.path + "/" + kCheckpointTrainerStateFile;
+
+  // Everything is checked before the first byte of the session changes.
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *artifactInfo,
+                        member(state, "artifact", where));
+  KILN_ASSIGN_OR_RETURN(std::string hash,
+                        stringMember(*artifactInfo, "hash", where));
+  if (hash != artifactHash(artifact))
+    return failedPrecondition(
+        where, ": written by another artifact (", hash, ", ",
+        artifactInfo->value("path", "?"), "), not ", artifact.name(), " (",
+        artifactHash(artifact), "); refusing to resume. To start from its "
+        "weights with this artifact, use --init-from ", checkpoint.path, "/",
+        kCheckpointModelFile);
+  KILN_ASSIGN_OR_RETURN(int64_t seed, integerMember(state, "seed", where));
+  if (static_cast<uint64_t>(seed) != options.seed)
+    return failedPrecondition(where, ": the run used --seed ", seed,
+                              ", this one --seed ", options.seed,
+                              "; the data order would differ, so resume with "
+                              "--seed ", seed);
+  TrainingProgress progress;
+  progress.step = checkpoint.step;
+  KILN_ASSIGN_OR_RETURN(progress.updates, integerMember(state, "updates", where));
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *dataInfo,
+                        member(state, "data", where));
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *position,
+                        member(*dataInfo, "position", where));
+  KILN_ASSIGN_OR_RETURN(progress.data,
+                        data::DataPosition::fromJson(*position, where + ": data.position"));
+  if (dataInfo->value("spec", "") != options.dataPath)
+    return failedPrecondition(where, ": the run read --data '",
+                              dataInfo->value("spec", ""), "', this one '",
+                              options.dataPath, "'; its data position would be "
+                              "meaningless");
+  for (uint32_t p : session.roles().parameters) {
+    const schema::Buffer &buffer = artifact.buffer(p);
+    KILN_RETURN_IF_ERROR(checkpoint.model.readInto(
+        bufferName(buffer), TensorDType::kF32, shapeOf(buffer),
+        session.arena().data(p)));
+  }
+  for (uint32_t s : session.roles().optimizerState) {
+    const schema::Buffer &buffer = artifact.buffer(s);
+    KILN_RETURN_IF_ERROR(checkpoint.optimizer.readInto(
+        stateTensorName(buffer), TensorDType::kF32, shapeOf(buffer),
+        session.arena().data(s)));
+  }
+  return progress;
+}
+
+Status loadParameters(const std::string &path, TrainingSession &session) {
+  KILN_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  const Artifact &artifact = session.artifact();
+  // Check every tensor first, so a bad file changes nothing.
+  for (uint32_t p : session.roles().parameters) {
+    const schema::Buffer &buffer = artifact.buffer(p);
+    KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry,
+                          file.lookup(bufferName(buffer)));
+    if (entry->dtype != TensorDType::kF32 || entry->shape != shapeOf(buffer))
+      return file.readInto(bufferName(buffer), TensorDType::kF32,
+                           shapeOf(buffer), nullptr);
+  }
+  for (uint32_t p : session.roles().parameters) {
+    const schema::Buffer &buffer = artifact.buffer(p);
+    KILN_RETURN_IF_ERROR(file.readInto(bufferName(buffer), TensorDType::kF32,
+                                       shapeOf(buffer),
+                                       session.arena().data(p)));
+  }
+  return okStatus();
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,60 @@
+//===- TrainingCheckpoint.h - A training session to and from checkpoints ---===//
+//
+// What a checkpoint of a run holds (the files and their atomicity are
+// checkpoint/CheckpointStore's business):
+//   model.safetensors      every Parameter under its true name and shape
+//   optimizer.safetensors  every optimizer-state buffer as "<role>.<param>"
+//                          (adam_m.wte, adam_v.wte, momentum.wte)
+//   trainer_state.json     {"updates", "seed", "data": {"spec", "position"},
+//                           "artifact": {"path", "hash"}, "config": {"train",
+//                           "run"}} (+ "step", "format", "version")
+// That is everything a step reads besides the data, so a resumed run is the
+// uninterrupted one bit for bit on the CPU. A checkpoint written by another
+// artifact (hash), with other shapes or another data seed is refused with a
+// message naming the file, before anything is overwritten.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_TRAININGCHECKPOINT_H
+#define KILN_RUNTIME_TRAININGCHECKPOINT_H
+
+#include "runtime/RunOptions.h"
+#include "runtime/Status.h"
+#include "runtime/TrainingSession.h"
+#include "runtime/checkpoint/CheckpointStore.h"
+#include "runtime/data/DataPosition.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::rt {
+
+// Where a run stands between two steps.
+struct TrainingProgress {
+  int64_t step = 0;    // steps completed
+  int64_t updates = 0; // updates applied (steps minus skipped ones)
+  data::DataPosition data;
+};
+
+// "fnv1a64:0123456789abcdef" of the artifact's bytes.
+std::string artifactHash(const Artifact &artifact);
+
+// Writes the session's parameters, optimizer state and `progress`.
+StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
+                                                const TrainingSession &session,
+                                                const RunOptions &options,
+                                                const TrainingProgress &progress);
+
+// Checks `checkpoint` against the session's artifact and `options`, then
+// overwrites parameters and optimizer state from it; returns its progress.
+StatusOr<TrainingProgress>
+restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
+                          TrainingSession &session, const RunOptions &options);
+
+// --init-from: every parameter from `path` (a model.safetensors), by name;
+// a missing tensor, another dtype or shape is an error naming the file.
+Status loadParameters(const std::string &path, TrainingSession &session);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_TRAININGCHECKPOINT_H
