@@ -264,7 +264,7 @@ TEST_F(GradientCheckRunTest, DataIsRequiredExactlyWhenTheModelHasInputs) {
   ASSERT_FALSE(report.ok());
   EXPECT_THAT(report.status().message(),
               HasSubstr("the model reads inputs (tokens, targets), so --data "
-                        "PATH is required"));
+                        "SPEC is required"));
   // minimalArtifact has neither inputs nor parameters: no data needed, and
   // then nothing to check.
   o = options(writeArtifact(minimalArtifact()));

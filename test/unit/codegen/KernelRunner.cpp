@@ -133,11 +133,17 @@ std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
     std::vector<void *> pointers;
     for (Value v : group.inputs)
       pointers.push_back(storage[v]->data());
+    // In place, as in the artifact: result i lives in operand inPlace[i].
+    std::vector<unsigned> inPlace;
+    if (isa<mlir::kiln::AdamOp>(op))
+      inPlace = {0, 2, 3}; // param, m, v
+    else if (isa<mlir::kiln::SgdMomentumOp>(op))
+      inPlace = {0, 2}; // param, momentum buffer
+    else if (isa<mlir::kiln::SgdOp, mlir::kiln::AccumulateOp>(op))
+      inPlace = {0}; // param / accumulator
     for (auto [i, v] : llvm::enumerate(group.outputs)) {
-      if (isa<mlir::kiln::AdamWOp>(op)) {
-        // In place on param, m, v (operands 0, 2, 3).
-        static const unsigned operandOf[3] = {0, 2, 3};
-        storage[v] = storage[op.getOperand(operandOf[i])];
+      if (i < inPlace.size()) {
+        storage[v] = storage[op.getOperand(inPlace[i])];
       } else {
         auto t = std::make_shared<HostTensor>();
         Type element = cast<RankedTensorType>(v.getType()).getElementType();

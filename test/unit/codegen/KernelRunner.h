@@ -3,8 +3,9 @@
 // Parses a kiln-dialect module, emits one kernel per op of @step with
 // CpuKernelEmitter, compiles all of them as one shared library with the host
 // C++ compiler (`c++ -O1 -fopenmp -shared -fPIC`), and runs the step op by op
-// on host buffers. Reshape results share their input's storage and AdamW
-// updates its param/m/v operands in place, as in the artifact.
+// on host buffers. Reshape results share their input's storage and the
+// optimizer/accumulation ops update their param, state and accumulator
+// operands in place, as in the artifact.
 //
 //===----------------------------------------------------------------------===//
 

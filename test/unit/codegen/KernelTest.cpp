@@ -354,37 +354,7 @@ TEST(CpuKernels, CrossEntropyAndGrad) {
   expectClose(out[1].f, ed, 1e-5, 1e-7);
 }
 
-TEST(CpuKernels, AdamWInPlace) {
-  RUNNER(r, R"mlir(
-    func.func @step(%p: tensor<5x7xf32>, %g: tensor<5x7xf32>, %m: tensor<5x7xf32>, %v: tensor<5x7xf32>, %lr: tensor<f32>, %step: tensor<f32>) -> (tensor<5x7xf32>, tensor<5x7xf32>, tensor<5x7xf32>) {
-      %p1, %m1, %v1 = kiln.adamw %p, %g, %m, %v, %lr, %step
-          {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32,
-           weight_decay = 0.1 : f32} : tensor<5x7xf32>
-      return %p1, %m1, %v1 : tensor<5x7xf32>, tensor<5x7xf32>, tensor<5x7xf32>
-    })mlir");
-  auto p = randomFloats(35, 19), g = randomFloats(35, 20),
-       m = randomFloats(35, 21, -0.1f, 0.1f), v = randomFloats(35, 22, 0, 0.1f);
-  const double lr = 1e-2, t = 3;
-  auto out = r.run({HostTensor::floats(p), HostTensor::floats(g),
-                    HostTensor::floats(m), HostTensor::floats(v),
-                    HostTensor::floats({(float)lr}), HostTensor::floats({3.0f})});
-  // torch.optim.AdamW, written out.
-  const double b1 = 0.9f, b2 = 0.95f, eps = 1e-8, wd = 0.1f;
-  std::vector<double> ep, em, ev;
-  for (int i = 0; i < 35; ++i) {
-    double mi = b1 * m[i] + (1 - b1) * g[i];
-    double vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    double pi = p[i] * (1 - lr * wd);
-    double denom = std::sqrt(vi) / std::sqrt(1 - std::pow(b2, t)) + eps;
-    pi -= lr / (1 - std::pow(b1, t)) * mi / denom;
-    ep.push_back(pi);
-    em.push_back(mi);
-    ev.push_back(vi);
-  }
-  expectClose(out[0].f, ep, 1e-5, 1e-6, "param");
-  expectClose(out[1].f, em, 1e-5, 1e-7, "m");
-  expectClose(out[2].f, ev, 1e-5, 1e-8, "v");
-}
+// The optimizer kernels are tested in OptimizerKernelTest.cpp.
 
 // A fused pointwise group: bias broadcast, add, gelu and scale in one loop.
 TEST(CpuKernels, FusedPointwiseGroup) {
