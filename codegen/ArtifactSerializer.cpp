@@ -17,7 +17,9 @@
 #include "runtime/schema/artifact_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
-#include "llvm/Support/JSON.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -66,27 +68,45 @@ int64_t vocabularySize(func::FuncOp func) {
   return vocab;
 }
 
-// TrainConfig.settings: every entry of kiln.train as JSON. f32 values are
-// written as the shortest decimal that reads back as the same f32 (0.95, not
-// 0.949999988079071).
+// A JSON string literal.
+std::string jsonString(StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += std::string("\\") + c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += llvm::formatv("\\u{0:x-4}", static_cast<unsigned>(c)).str();
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+// TrainConfig.settings: every entry of kiln.train as one JSON object, keys
+// sorted (the dictionary's order). f32 values are written as the shortest
+// decimal that reads back as the same f32 (0.95, not 0.9499999881).
 std::string settingsJson(DictionaryAttr train) {
-  llvm::json::Object settings;
+  std::string json = "{";
   for (NamedAttribute entry : train) {
     Attribute value = entry.getValue();
-    StringRef key = entry.getName().getValue();
+    std::string text;
     if (auto b = dyn_cast<BoolAttr>(value))
-      settings[key] = b.getValue();
+      text = b.getValue() ? "true" : "false";
     else if (auto i = dyn_cast<IntegerAttr>(value))
-      settings[key] = i.getInt();
+      text = std::to_string(i.getInt());
     else if (auto f = dyn_cast<FloatAttr>(value))
-      settings[key] = std::stod(k::formatShortestFloat(f.getValue()));
-    else if (auto s = dyn_cast<StringAttr>(value))
-      settings[key] = s.getValue().str();
+      text = std::isfinite(f.getValueAsDouble())
+                 ? k::formatShortestFloat(f.getValue())
+                 : "null";
+    else if (auto str = dyn_cast<StringAttr>(value))
+      text = jsonString(str.getValue());
+    else
+      continue;
+    if (json.size() > 1)
+      json += ",";
+    json += jsonString(entry.getName().getValue()) + ":" + text;
   }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(settings));
-  return os.str();
+  return json + "}";
 }
 
 } // namespace

@@ -1,10 +1,12 @@
 //===- ArtifactWriterTest.cpp - Structure of the emitted artifact ---------===//
 //
-// Emits the artifact of a small but complete training step (embedding,
-// GEMMs, loss, backward, grad norm, AdamW) and checks the flatbuffer: it
-// verifies, reshape results are views, AdamW updates the argument buffers in
-// place, roles/names/GEMM fields/locations are as the contract says, and
-// unsupported ops are diagnostics rather than crashes.
+// Emits the artifact of a small but complete training step (@step:
+// embedding, GEMMs, loss, backward; @update: grad norm, clipping scale,
+// AdamW; @eval) and checks the flatbuffer: it verifies, the three programs are
+// there, buffers are shared between programs by role and name, reshape
+// results are views, AdamW updates the argument buffers in place,
+// roles/names/GEMM fields/locations/weight decay are as the contract says,
+// and unsupported ops are diagnostics rather than crashes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,32 +28,23 @@ namespace schema = kiln::schema;
 namespace {
 
 constexpr const char *kStep = R"mlir(
-module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 : i64, optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 : i64, grad_accum = 3 : i64, clip = 1.0 : f32, optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
   func.func @step(
       %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
       %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>},
       %tokens: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"},
       %targets: tensor<2x4xi32> {kiln.role = "input", kiln.name = "targets"},
-      %m_wte: tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
-      %m_w: tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
-      %v_wte: tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
-      %v_w: tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"},
-      %lr: tensor<f32> {kiln.role = "lr"},
-      %step: tensor<f32> {kiln.role = "step"})
-      -> (tensor<f32> {kiln.role = "loss"},
+      %lacc: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+      %gwacc: tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+          tensor<f32> {kiln.role = "metric", kiln.name = "Block.0.rms"},
           tensor<16x8xf32> {kiln.role = "grad", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"},
-          tensor<f32> {kiln.role = "grad_norm"},
-          tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
-          tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
-          tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"}) {
+          tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"}) {
     %e = kiln.embedding %wte, %tokens : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32> loc("m.kiln":3:7)
     %att = kiln.matmul %e, %e {transpose_rhs = true} : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x4xf32> loc("m.kiln":4:2)
     %logits = kiln.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32> loc(callsite("m.kiln":5:9 at "m.kiln":12:1))
     %loss = kiln.cross_entropy %logits, %targets : tensor<2x4x16xf32>, tensor<2x4xi32> loc("m.kiln":6:1)
+    %metric = kiln.sqrt %loss : tensor<f32>
     %one = kiln.constant dense<1.0> : tensor<f32>
     %dl = kiln.cross_entropy_grad %logits, %targets, %one : tensor<2x4x16xf32>, tensor<2x4xi32>
     %h = kiln.reshape %e : tensor<2x4x8xf32> -> tensor<8x8xf32> loc("m.kiln":7:3)
@@ -60,15 +53,56 @@ module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 :
     %dh = kiln.matmul %dl2, %w {transpose_rhs = true} : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x8xf32>
     %dh3 = kiln.reshape %dh : tensor<8x8xf32> -> tensor<2x4x8xf32>
     %dwte = kiln.embedding_grad %tokens, %dh3 : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf32>
+    %l1 = kiln.accumulate %lacc, %loss {scale = 0.333333343 : f32} : tensor<f32>
+    %dw1 = kiln.accumulate %gwacc, %dw {scale = 0.333333343 : f32} : tensor<8x16xf32>
+    return %l1, %metric, %dwte, %dw1 : tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>
+  }
+  func.func @update(
+      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>, kiln.weight_decay = 0.0 : f32},
+      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>, kiln.weight_decay = 0.1 : f32},
+      %dwte: tensor<16x8xf32> {kiln.role = "grad", kiln.name = "wte"},
+      %dw: tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"},
+      %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
+      %m_wte: tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
+      %m_w: tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
+      %v_wte: tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
+      %v_w: tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"},
+      %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
+      %step: tensor<f32> {kiln.role = "step", kiln.name = "step"})
+      -> (tensor<f32> {kiln.role = "grad_norm", kiln.name = "grad_norm"},
+          tensor<f32> {kiln.role = "update_norm", kiln.name = "update_norm"},
+          tensor<f32> {kiln.role = "param_norm", kiln.name = "param_norm"},
+          tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"}) {
     %sq1 = kiln.mul %dwte, %dwte : tensor<16x8xf32>
     %s1 = kiln.reduce_sum %sq1 dims = [0, 1] : tensor<16x8xf32> -> tensor<f32>
     %sq2 = kiln.mul %dw, %dw : tensor<8x16xf32>
     %s2 = kiln.reduce_sum %sq2 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
     %s = kiln.add %s1, %s2 : tensor<f32>
     %gn = kiln.sqrt %s : tensor<f32>
-    %wte1, %mwte1, %vwte1 = kiln.adamw %wte, %dwte, %m_wte, %v_wte, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<16x8xf32>
-    %w1, %mw1, %vw1 = kiln.adamw %w, %dw, %m_w, %v_w, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<8x16xf32>
-    return %loss, %dwte, %dw, %gn, %wte1, %w1, %mwte1, %mw1, %vwte1, %vw1 : tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+    %scale = kiln.grad_scale %gn, %loss {max_norm = 1.0 : f32}
+    %wte1, %mwte1, %vwte1, %du1, %pp1 = kiln.adam %wte, %dwte, %m_wte, %v_wte, %lr, %step, %scale {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<16x8xf32>
+    %w1, %mw1, %vw1, %du2, %pp2 = kiln.adam %w, %dw, %m_w, %v_w, %lr, %step, %scale {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<8x16xf32>
+    %du = kiln.add %du1, %du2 : tensor<f32>
+    %pp = kiln.add %pp1, %pp2 : tensor<f32>
+    %un = kiln.sqrt %du : tensor<f32>
+    %pn = kiln.sqrt %pp : tensor<f32>
+    return %gn, %un, %pn, %wte1, %w1, %mwte1, %mw1, %vwte1, %vw1 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+  }
+  func.func @eval(
+      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
+      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>},
+      %tokens: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"},
+      %targets: tensor<2x4xi32> {kiln.role = "input", kiln.name = "targets"})
+      -> (tensor<f32> {kiln.role = "eval_loss", kiln.name = "eval_loss"}) {
+    %e = kiln.embedding %wte, %tokens : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+    %logits = kiln.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+    %loss = kiln.cross_entropy %logits, %targets : tensor<2x4x16xf32>, tensor<2x4xi32>
+    return %loss : tensor<f32>
   }
 }
 )mlir";
@@ -123,6 +157,17 @@ TEST(ArtifactWriter, WholeStep) {
   EXPECT_EQ(a->train()->batch(), 2);
   EXPECT_EQ(a->train()->seq(), 4);
   EXPECT_EQ(a->train()->optimizer()->str(), "adamw");
+  EXPECT_EQ(a->train()->grad_accum(), 3);
+  EXPECT_FLOAT_EQ(a->train()->clip(), 1.0f);
+  std::string settings = a->train()->settings()->str();
+  EXPECT_NE(settings.find("\"beta2\":0.95"), std::string::npos) << settings;
+  EXPECT_NE(settings.find("\"grad_accum\":3"), std::string::npos) << settings;
+  EXPECT_NE(settings.find("\"optimizer\":\"adamw\""), std::string::npos)
+      << settings;
+  ASSERT_EQ(a->programs()->size(), 3u);
+  EXPECT_EQ(a->programs()->Get(0)->name()->str(), "step");
+  EXPECT_EQ(a->programs()->Get(1)->name()->str(), "update");
+  EXPECT_EQ(a->programs()->Get(2)->name()->str(), "eval");
   // wte [16, 8] gathered by the tokens input; 16 classes for the targets.
   EXPECT_EQ(a->train()->vocab_size(), 16);
   EXPECT_NE(a->prelude()->str().find("#include <math.h>"), std::string::npos);
@@ -145,10 +190,18 @@ TEST(ArtifactWriter, WholeStep) {
   EXPECT_EQ(a->buffers()->Get(wte)->init()->kind(), schema::InitKind_Normal);
   EXPECT_FLOAT_EQ(a->buffers()->Get(wte)->init()->std(), 0.02f);
   EXPECT_EQ(a->buffers()->Get(w)->init()->kind(), schema::InitKind_Zeros);
+  EXPECT_FLOAT_EQ(a->buffers()->Get(w)->weight_decay(), 0.1f);
+  EXPECT_FLOAT_EQ(a->buffers()->Get(wte)->weight_decay(), 0.0f);
+  // One buffer per role and name, whatever the number of programs using it.
+  int params = 0;
+  for (const schema::Buffer *b : *a->buffers())
+    params += b->role() == schema::BufferRole_Parameter;
+  EXPECT_EQ(params, 2);
   EXPECT_EQ(a->buffers()->Get(tokens)->dtype(), schema::DType_I32);
   EXPECT_EQ(a->buffers()->Get(lr)->shape()->size(), 0u);
 
-  // Results: exactly one loss, two grads, one grad norm.
+  // Results: one loss and one w grad (accumulators), the wte grad, a metric,
+  // the three norms and the eval loss.
   int loss = findBuffer(a, schema::BufferRole_Loss, "loss");
   int gWte = findBuffer(a, schema::BufferRole_Gradient, "wte");
   int gW = findBuffer(a, schema::BufferRole_Gradient, "w");
@@ -157,6 +210,10 @@ TEST(ArtifactWriter, WholeStep) {
   ASSERT_GE(gWte, 0);
   ASSERT_GE(gW, 0);
   ASSERT_GE(gn, 0);
+  EXPECT_GE(findBuffer(a, schema::BufferRole_Metric, "Block.0.rms"), 0);
+  EXPECT_GE(findBuffer(a, schema::BufferRole_UpdateNorm, "update_norm"), 0);
+  EXPECT_GE(findBuffer(a, schema::BufferRole_ParamNorm, "param_norm"), 0);
+  EXPECT_GE(findBuffer(a, schema::BufferRole_EvalLoss, "eval_loss"), 0);
   EXPECT_EQ(a->buffers()->Get(gW)->alias_of(), -1);
 
   // Reshape results are views of their input's storage.
@@ -172,6 +229,19 @@ TEST(ArtifactWriter, WholeStep) {
               schema::BufferRole_Activation);
   }
   EXPECT_EQ(views, 3);
+  // @step writes loss and the w grad in place (kiln.accumulate), and @update
+  // reads the same buffers.
+  for (const schema::Step *st : *a->programs()->Get(0)->schedule()) {
+    const schema::KernelCall *call = st->op_as_KernelCall();
+    if (!call ||
+        a->kernels()->Get(call->kernel())->ops()->str() != "kiln.accumulate")
+      continue;
+    // buffers: acc, value, result
+    EXPECT_EQ(call->buffers()->Get(2), call->buffers()->Get(0));
+    unsigned acc = call->buffers()->Get(0);
+    EXPECT_TRUE(acc == static_cast<unsigned>(loss) ||
+                acc == static_cast<unsigned>(gW));
+  }
   int h = -1;
   for (unsigned i = 0; i < a->buffers()->size(); ++i)
     if (a->buffers()->Get(i)->name()->str() == "kiln.reshape@m.kiln:7:3")
@@ -181,13 +251,17 @@ TEST(ArtifactWriter, WholeStep) {
   EXPECT_EQ(a->buffers()->Get(embeddingOut)->name()->str(),
             "kiln.embedding@m.kiln:3:7");
 
-  // Schedule: GEMMs, and AdamW kernels that update the arguments in place.
+  // Schedules: GEMMs, and AdamW kernels that update the arguments in place.
   double flops = 0;
   int gemms = 0, adamws = 0;
-  for (const schema::Step *s : *a->schedule()) {
+  for (const schema::Step *s : *a->programs()->Get(0)->schedule()) {
+    if (auto g = s->op_as_GemmCall())
+      flops += 3 * 2.0 * g->m() * g->n() * g->k() * g->batch(); // grad_accum
+  }
+  for (const schema::Program *program : *a->programs())
+  for (const schema::Step *s : *program->schedule()) {
     if (auto g = s->op_as_GemmCall()) {
       ++gemms;
-      flops += 2.0 * g->m() * g->n() * g->k() * g->batch();
       if (s->location()->str() == "m.kiln:4:2") {
         // [2,4,8] x [2,4,8]^T: two products of [4,8] x [8,4].
         EXPECT_EQ(g->batch(), 2);
@@ -213,14 +287,17 @@ TEST(ArtifactWriter, WholeStep) {
     ASSERT_TRUE(call);
     ASSERT_LT(call->kernel(), a->kernels()->size());
     const schema::Kernel *kernel = a->kernels()->Get(call->kernel());
-    if (kernel->ops()->str() != "kiln.adamw")
+    if (kernel->ops()->str() != "kiln.adam")
       continue;
     ++adamws;
-    ASSERT_EQ(call->buffers()->size(), 9u);
-    // buffers: param, grad, m, v, lr, step, new_param, new_m, new_v
-    EXPECT_EQ(call->buffers()->Get(6), call->buffers()->Get(0));
-    EXPECT_EQ(call->buffers()->Get(7), call->buffers()->Get(2));
-    EXPECT_EQ(call->buffers()->Get(8), call->buffers()->Get(3));
+    ASSERT_EQ(call->buffers()->size(), 12u);
+    // buffers: param, grad, m, v, lr, step, scale, new_param, new_m, new_v,
+    // update_sq, param_sq
+    EXPECT_EQ(call->buffers()->Get(7), call->buffers()->Get(0));
+    EXPECT_EQ(call->buffers()->Get(8), call->buffers()->Get(2));
+    EXPECT_EQ(call->buffers()->Get(9), call->buffers()->Get(3));
+    if (call->buffers()->Get(0) == static_cast<unsigned>(w))
+      EXPECT_EQ(call->buffers()->Get(1), static_cast<unsigned>(gW));
     EXPECT_EQ(call->buffers()->Get(4), static_cast<unsigned>(lr));
     EXPECT_EQ(call->buffers()->Get(5), static_cast<unsigned>(step));
     unsigned p = call->buffers()->Get(0);
@@ -228,11 +305,11 @@ TEST(ArtifactWriter, WholeStep) {
     if (p == static_cast<unsigned>(wte))
       EXPECT_EQ(call->buffers()->Get(2), static_cast<unsigned>(mWte));
   }
-  EXPECT_EQ(gemms, 4);
+  EXPECT_EQ(gemms, 5); // four in @step, one in @eval (not in the flops)
   EXPECT_EQ(adamws, 2);
   EXPECT_DOUBLE_EQ(a->flops_per_step(), flops);
-  EXPECT_DOUBLE_EQ(flops, 2.0 * (2 * 4 * 4 * 8 + 8 * 16 * 8 + 8 * 16 * 8 +
-                                 8 * 8 * 16));
+  EXPECT_DOUBLE_EQ(flops, 3 * 2.0 * (2 * 4 * 4 * 8 + 8 * 16 * 8 + 8 * 16 * 8 +
+                                     8 * 8 * 16));
 
   // Every kernel name is unique, and every kernel compiles as one unit.
   std::vector<std::string> sources;
@@ -265,6 +342,9 @@ TEST(ArtifactWriter, IdenticalKernelsAreEmittedOnce) {
       %1 = kiln.gelu %0 : tensor<4x8xf32> loc("m.kiln":2:1)
       %2 = kiln.exp %1 : tensor<4x8xf32>
       return %2 : tensor<4x8xf32>
+    }
+    func.func @update() {
+      return
     })mlir",
                                                         context.get());
   ASSERT_TRUE(module);
@@ -287,6 +367,9 @@ TEST(ArtifactWriter, UnsupportedOpIsADiagnostic) {
         %0 = "test.frobnicate"(%a) : (tensor<4xf32>) -> tensor<4xf32>
         return %0 : tensor<4xf32>
       }
+      func.func @update() {
+        return
+      }
     })mlir");
   ASSERT_TRUE(e->module);
   EXPECT_TRUE(mlir::failed(e->bytes));
@@ -302,6 +385,9 @@ TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
         %0 = kiln.exp %a : tensor<4xbf16>
         return %0 : tensor<4xbf16>
       }
+      func.func @update() {
+        return
+      }
     })mlir");
   ASSERT_TRUE(e->module);
   EXPECT_TRUE(mlir::failed(e->bytes));
@@ -311,26 +397,45 @@ TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
 }
 
 TEST(ArtifactWriter, ViewOfAnInPlaceUpdatedValueReadAfterTheUpdateIsAnError) {
-  // The loss is a reshape view of the parameter that kiln.adamw updates in
-  // place; returning it would report the updated value, not the step's loss.
+  // The grad norm is a reshape view of the parameter that kiln.adam updates
+  // in place; returning it would report the updated value.
   auto e = emit(R"mlir(
     module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
+      func.func @step(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = "loss"}) {
+        %l = kiln.reshape %p : tensor<1xf32> -> tensor<f32>
+        return %l : tensor<f32>
+      }
+      func.func @update(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
                       %m: tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"},
                       %v: tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"},
                       %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
                       %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
-          -> (tensor<f32> {kiln.role = "loss"}, tensor<1xf32> {kiln.role = "param", kiln.name = "p"},
+          -> (tensor<f32> {kiln.role = "grad_norm"}, tensor<1xf32> {kiln.role = "param", kiln.name = "p"},
               tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"}, tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"}) {
         %l = kiln.reshape %p : tensor<1xf32> -> tensor<f32>
         %g = kiln.constant dense<1.0> : tensor<1xf32>
-        %np, %nm, %nv = kiln.adamw %p, %g, %m, %v, %lr, %t {beta1 = 0.9 : f32, beta2 = 0.999 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+        %np, %nm, %nv, %du, %pp = kiln.adam %p, %g, %m, %v, %lr, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
         return %l, %np, %nm, %nv : tensor<f32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
       }
     })mlir");
   ASSERT_TRUE(e->module) << e->diagnostics;
   EXPECT_TRUE(mlir::failed(e->bytes));
-  EXPECT_NE(e->diagnostics.find("reads a value that kiln.adamw updates in place earlier"),
+  EXPECT_NE(e->diagnostics.find("reads a value that kiln.adam updates in place earlier"),
+            std::string::npos)
+      << e->diagnostics;
+}
+
+TEST(ArtifactWriter, MissingUpdateProgramIsADiagnostic) {
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%a: tensor<4xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xf32> {
+        return %a : tensor<4xf32>
+      }
+    })mlir");
+  ASSERT_TRUE(e->module);
+  EXPECT_TRUE(mlir::failed(e->bytes));
+  EXPECT_NE(e->diagnostics.find("codegen needs a func.func @update"),
             std::string::npos)
       << e->diagnostics;
 }
@@ -346,6 +451,9 @@ TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
         %l = kiln.constant dense<0.0> : tensor<f32>
         %z = kiln.constant dense<0.0> : tensor<4xf32>
         return %l, %z, %z : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+      }
+      func.func @update() {
+        return
       }
     })mlir");
   ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
@@ -380,6 +488,9 @@ TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
         %logits = kiln.matmul %x3, %w : tensor<1x4x8xf32>, tensor<8x50xf32> -> tensor<1x4x50xf32>
         %loss = kiln.cross_entropy %logits, %targets : tensor<1x4x50xf32>, tensor<1x4xi32>
         return %loss : tensor<f32>
+      }
+      func.func @update() {
+        return
       }
     })mlir");
   ASSERT_TRUE(e->module) << e->diagnostics;
