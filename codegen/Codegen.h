@@ -1,9 +1,10 @@
 //===- Codegen.h - Entry points of Kiln's code generator ------------------===//
 //
 // Turns the training-step module (after the "optimizer" phase: func.func
-// @step holding forward, backward and AdamW updates in the kiln dialect) into
-// a `.kart` artifact (runtime/schema/artifact.fbs): generated C++ kernels,
-// GEMM calls, buffers and the step's schedule.
+// @step with forward and backward, @update with the gradient norm, clipping
+// and optimizer updates, and @eval, in the kiln dialect) into a `.kart`
+// artifact (runtime/schema/artifact.fbs, version 3): generated C++ kernels,
+// GEMM calls, buffers shared by the programs, and one Program per function.
 //
 //===----------------------------------------------------------------------===//
 
