@@ -155,6 +155,16 @@ Status TrainingRun::start() {
                                         state["data"]["position"], where));
   }
   KILN_ASSIGN_OR_RETURN(data_, openTrainingData(*artifact, options_, position));
+  const Artifact &a = *artifact;
+  tokens_.assign(a.batch() * a.seq(), 0);
+  targets_.assign(a.batch() * a.seq(), 0);
+  if (data_.train) {
+    // Token ids are checked as batches are read; reading the first one from
+    // a copy of the sampler now makes data of another tokenizer fail before
+    // the kernels are compiled.
+    data::BatchSampler probe = *data_.train;
+    KILN_RETURN_IF_ERROR(probe.fill(tokens_.data(), targets_.data()));
+  }
   KILN_RETURN_IF_ERROR(openReportFiles(options_, files_));
   KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console, ConsoleEnvironment::current());
   progress_ = std::make_unique<ProgressPrinter>(
@@ -187,9 +197,6 @@ Status TrainingRun::start() {
       tensors.push_back(f32Tensor(session_->artifact(), session_->arena(), p));
     KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveInitPath, tensors));
   }
-  const Artifact &a = session_->artifact();
-  tokens_.assign(a.batch() * a.seq(), 0);
-  targets_.assign(a.batch() * a.seq(), 0);
   if (data_.train)
     loader_ = std::make_unique<data::PrefetchingLoader>(std::move(*data_.train));
   session_->executor().setProfiling(options_.profile);

@@ -80,10 +80,12 @@ TEST_F(VocabularyCheckTest, Gpt2ShardIsRejectedBeforeTraining) {
   auto summary = runTraining(options, stdout);
   ASSERT_FALSE(summary.ok());
   EXPECT_EQ(summary.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(summary.status().message(),
-            "data file " + shard_ +
-                " has token id 50256 at position 3, but the model's "
-                "vocabulary has 256 tokens");
+  // The first batch is read before the kernels are compiled, so a shard of
+  // another tokenizer fails at once, naming the file and the token.
+  const std::string message = summary.status().message();
+  EXPECT_EQ(message.rfind("data file " + shard_ + ": token id ", 0), 0u) << message;
+  EXPECT_NE(message.find("is not below the model's vocabulary size 256"),
+            std::string::npos) << message;
   EXPECT_FALSE(fs::exists(dir_ / "cache")) << "kernels were compiled first";
 
   // The gradient check reads the same data the same way.
@@ -91,7 +93,7 @@ TEST_F(VocabularyCheckTest, Gpt2ShardIsRejectedBeforeTraining) {
   options.checkGrads = 4;
   auto report = runGradientCheck(options, stdout);
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("vocabulary has 256 tokens"),
+  EXPECT_NE(report.status().message().find("is not below the model's vocabulary size 256"),
             std::string::npos);
 }
 
