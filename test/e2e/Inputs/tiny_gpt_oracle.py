@@ -1,10 +1,16 @@
 """An independent PyTorch implementation of models/tiny_gpt.kiln: the oracle.
 
 Loads the initial parameters kiln-run used (--save-init), the first batch and the
-gradients kiln computed for it (--save-grads) and kiln's per-step losses
-(--metrics JSONL), then checks in float64:
-  1. the loss of step 1 and every parameter gradient,
-  2. the losses of the first N AdamW steps (same data order, same hyperparameters).
+gradients kiln computed for it (--save-grads), every micro-batch it read
+(--save-batches) and its per-step records (--metrics JSONL), then checks in float64:
+  1. the loss of step 1, every parameter gradient, the global gradient norm and
+     the reported activation RMS metrics of step 1,
+  2. the learning rate and the loss of each of the first N steps, training the
+     same model with torch.optim (AdamW, Adam or SGD with momentum/Nesterov),
+     torch's clip_grad_norm_, gradient accumulation over K micro-batches (mean
+     of their losses) and the schedule written out from its definition.
+Weight decay follows the documented rule: matrices decay; vectors (norm gains,
+biases) and embedding tables (wte, also the tied output, and wpe) do not.
 
 Tolerance: relative 1e-4, norm-wise per tensor: ||g_kiln - g_ref|| / (||g_ref|| + f),
 with a floor f = 1e-6 * (global gradient norm). The floor matters only for tensors
@@ -14,9 +20,13 @@ Kiln computes in float32; float32 sums of n terms carry a relative error of abou
 1e-7 * sqrt(n) with n up to ~10^4 here, and the chain of ~40 ops per layer amplifies
 that by at most ~10-100, so correct code lands near 1e-6..1e-5: a wrong op (a missing
 term, a transposed weight, a bad mask) gives errors of order 1, far above 1e-4.
+Learning rates are compared at 1e-6 relative: kiln stores them as float32 (6e-8).
 
-usage: tiny_gpt_oracle.py INIT.safetensors GRADS.safetensors METRICS.jsonl DATA STEPS LR SEED
+usage: tiny_gpt_oracle.py INIT GRADS BATCHES METRICS --steps N --lr X [--optimizer
+       adamw|adam|sgd] [--momentum M --nesterov] [--clip C] [--grad-accum K]
+       [--schedule constant|cosine|linear|wsd --warmup W --min-lr-ratio R]
 """
+import argparse
 import json
 import math
 import struct
@@ -29,6 +39,7 @@ import torch.nn.functional as F
 VOCAB, DIM, N_LAYER, N_HEAD, EPS = 256, 128, 4, 4, 1e-5
 BETAS, ADAM_EPS, WEIGHT_DECAY = (0.9, 0.95), 1e-8, 0.1
 TOLERANCE = 1e-4
+LR_TOLERANCE = 1e-6
 
 
 def read_safetensors(path):
@@ -47,7 +58,7 @@ def read_safetensors(path):
     return tensors
 
 
-def forward(P, tokens, targets):
+def forward(P, tokens, targets, metrics=None):
     B, T = tokens.shape
     D = DIM // N_HEAD
     x = P["wte"][tokens] + P["wpe"][:T]
@@ -61,34 +72,43 @@ def forward(P, tokens, targets):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(D)
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, DIM)
-        x = x + y @ p("wo") + p("bo")
+        attn = y @ p("wo")
+        x = x + attn + p("bo")
         h = F.layer_norm(x, (DIM,), p("ln2_w"), p("ln2_b"), EPS)
         x = x + F.gelu(h @ p("w_fc") + p("b_fc"), approximate="tanh") @ p("w_proj") + p("b_proj")
+        if metrics is not None:  # the model file's `metric` lines
+            metrics[f"Block.{l}.attn_rms"] = attn.detach().pow(2).mean().sqrt().item()
+            metrics[f"Block.{l}.resid_rms"] = x.detach().pow(2).mean().sqrt().item()
     x = F.layer_norm(x, (DIM,), P["lnf_w"], P["lnf_b"], EPS)
     logits = x @ P["wte"].T
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1).long())
 
 
-MASK64 = (1 << 64) - 1
+def learning_rate(a, step):
+    """The schedule of 1-based `step`, from its definition (kiln-run --help)."""
+    peak, warmup, total = a.lr, a.warmup, a.steps
+    if warmup > 0 and step <= warmup:
+        return peak * step / warmup
+    if a.schedule == "constant":
+        return peak
+    low = peak * a.min_lr_ratio
+    if step >= total:
+        return low
+    p = (step - warmup) / (total - warmup)
+    if a.schedule == "cosine":
+        return low + (peak - low) * 0.5 * (1 + math.cos(math.pi * p))
+    return peak - (peak - low) * p
 
 
-def split_mix64(x):
-    """The SplitMix64 finaliser of runtime/Hash.h."""
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
-    return x ^ (x >> 31)
-
-
-def batch(data, seed, step, B, T):
-    """kiln-run's batch order (runtime/data/TokenDataset.h): seeded random windows."""
-    N = len(data)
-    rows_x, rows_y = [], []
-    for r in range(B):
-        o = split_mix64((split_mix64(seed) + step * B + r) & MASK64) % (N - T - 1)
-        rows_x.append(data[o:o + T])
-        rows_y.append(data[o + 1:o + T + 1])
-    return torch.tensor(np.array(rows_x), dtype=torch.long), torch.tensor(np.array(rows_y), dtype=torch.long)
+def make_optimizer(a, P):
+    decay = [t for n, t in P.items() if t.dim() >= 2 and n not in ("wte", "wpe")]
+    no_decay = [t for n, t in P.items() if not (t.dim() >= 2 and n not in ("wte", "wpe"))]
+    groups = [{"params": decay, "weight_decay": a.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    if a.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum, nesterov=a.nesterov)
+    kind = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
+    return kind(groups, lr=a.lr, betas=BETAS, eps=ADAM_EPS)
 
 
 def relative_error(a, b, floor):
@@ -96,33 +116,55 @@ def relative_error(a, b, floor):
 
 
 def main():
-    init_path, grads_path, metrics_path, data_path, steps, lr, seed = sys.argv[1:8]
-    steps, lr, seed = int(steps), float(lr), int(seed)
-    init = read_safetensors(init_path)
-    kiln_grads = read_safetensors(grads_path)
-    kiln_losses = [json.loads(line)["loss"] for line in open(metrics_path)]
-    data = np.frombuffer(open(data_path, "rb").read(), dtype=np.uint8).astype(np.int64)
+    ap = argparse.ArgumentParser()
+    for name in ("init", "grads", "batches", "metrics"):
+        ap.add_argument(name)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--lr", type=float, required=True)
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "adam", "sgd"])
+    ap.add_argument("--weight-decay", type=float, default=WEIGHT_DECAY)
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--nesterov", action="store_true")
+    ap.add_argument("--clip", type=float, default=0.0)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--schedule", default="constant")
+    ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--min-lr-ratio", type=float, default=0.0)
+    a = ap.parse_args()
+
+    init = read_safetensors(a.init)
+    kiln_grads = read_safetensors(a.grads)
+    batches = read_safetensors(a.batches)
+    records = [json.loads(line) for line in open(a.metrics)]
     tokens, targets = kiln_grads.pop("input:tokens"), kiln_grads.pop("input:targets")
-    B, T = tokens.shape
     failures = 0
 
-    # The batch kiln saved must be the batch the documented order gives.
-    x0, y0 = batch(data, seed, 0, B, T)
-    if not (torch.equal(x0, tokens.long()) and torch.equal(y0, targets.long())):
-        print("FAIL: kiln's first batch differs from the documented data order")
+    def micro_batch(step, k):
+        return (batches[f"step.{step}.{k}.tokens"].long(), batches[f"step.{step}.{k}.targets"].long())
+
+    # The batch --save-grads kept is the last micro-batch of step 1.
+    x1, y1 = micro_batch(1, a.grad_accum - 1)
+    if not (torch.equal(x1, tokens.long()) and torch.equal(y1, targets.long())):
+        print("FAIL: --save-grads and --save-batches disagree on step 1's batch")
         failures += 1
 
+    # 1. Step 1: loss, gradients (mean over the micro-batches), norm, metrics.
     P = {n: t.double().requires_grad_() for n, t in init.items()}
-    loss = forward(P, tokens.long(), targets.long())
-    loss.backward()
-    err = abs(kiln_losses[0] - loss.item()) / abs(loss.item())
-    print(f"step 1 loss: kiln {kiln_losses[0]:.8f} torch {loss.item():.8f} rel {err:.2e}")
+    metrics = {}
+    loss = 0.0
+    for k in range(a.grad_accum):
+        micro = forward(P, *micro_batch(1, k), metrics) / a.grad_accum
+        micro.backward()
+        loss += micro.item()
+    err = abs(records[0]["loss"] - loss) / abs(loss)
+    print(f"step 1 loss: kiln {records[0]['loss']:.8f} torch {loss:.8f} rel {err:.2e}")
     failures += err > TOLERANCE
     if set(kiln_grads) != set(P):
         print(f"FAIL: gradient names differ: {sorted(set(kiln_grads) ^ set(P))}")
         failures += 1
     worst = 0.0
-    floor = 1e-6 * math.sqrt(sum(P[n].grad.norm().item() ** 2 for n in P))
+    norm = math.sqrt(sum(P[n].grad.norm().item() ** 2 for n in P))
+    floor = 1e-6 * norm
     for name in sorted(P):
         if name not in kiln_grads:
             continue
@@ -132,19 +174,43 @@ def main():
             print(f"FAIL: gradient of {name}: relative error {err:.2e}")
             failures += 1
     print(f"gradients: {len(P)} tensors, worst relative error {worst:.2e}")
+    err = abs(records[0]["grad_norm"] - norm) / norm
+    print(f"grad norm: kiln {records[0]['grad_norm']:.6f} torch {norm:.6f} rel {err:.2e}")
+    failures += err > TOLERANCE
+    worst = 0.0
+    for name, value in metrics.items():
+        key = f"act_rms/{name}"
+        if key not in records[0]:
+            print(f"FAIL: metric {key} missing from the JSONL")
+            failures += 1
+            continue
+        worst = max(worst, abs(records[0][key] - value) / value)
+    print(f"metrics: {len(metrics)} activation RMS values, worst relative error {worst:.2e}")
+    failures += worst > TOLERANCE
 
-    # The first `steps` AdamW steps.
+    # 2. The first N steps with torch.optim.
     P = {n: t.double().requires_grad_() for n, t in init.items()}
-    opt = torch.optim.AdamW(list(P.values()), lr=lr, betas=BETAS, eps=ADAM_EPS, weight_decay=WEIGHT_DECAY)
-    for s in range(steps):
-        x, y = batch(data, seed, s, B, T)
+    opt = make_optimizer(a, P)
+    for s in range(1, a.steps + 1):
+        lr = learning_rate(a, s)
+        for group in opt.param_groups:
+            group["lr"] = lr
         opt.zero_grad()
-        loss = forward(P, x, y)
-        loss.backward()
+        loss = 0.0
+        for k in range(a.grad_accum):
+            micro = forward(P, *micro_batch(s, k)) / a.grad_accum
+            micro.backward()
+            loss += micro.item()
+        if a.clip > 0:
+            torch.nn.utils.clip_grad_norm_(list(P.values()), a.clip)
         opt.step()
-        err = abs(kiln_losses[s] - loss.item()) / abs(loss.item())
-        print(f"step {s + 1:2d} loss: kiln {kiln_losses[s]:.8f} torch {loss.item():.8f} rel {err:.2e}")
+        record = records[s - 1]
+        err = abs(record["loss"] - loss) / abs(loss)
+        lr_err = abs(record["lr"] - lr) / lr if lr > 0 else abs(record["lr"])
+        print(f"step {s:2d} loss: kiln {record['loss']:.8f} torch {loss:.8f} rel {err:.2e}"
+              f"  lr: kiln {record['lr']:.6e} schedule {lr:.6e}")
         failures += err > TOLERANCE
+        failures += lr_err > LR_TOLERANCE
     print("oracle: PASS" if failures == 0 else f"oracle: FAIL ({failures} mismatches)")
     sys.exit(1 if failures else 0)
 
