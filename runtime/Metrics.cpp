@@ -2,6 +2,10 @@
 
 #include "runtime/Metrics.h"
 
+#include "runtime/FileIO.h"
+
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -116,6 +120,31 @@ StatusOr<MetricsFile> MetricsFile::open(const std::string &path) {
   FILE *file = std::fopen(path.c_str(), "w");
   if (!file)
     return invalidArgument("metrics file ", path, ": cannot create (",
+                           std::strerror(errno), ")");
+  return MetricsFile(file, path);
+}
+
+StatusOr<MetricsFile> MetricsFile::openResumed(const std::string &path,
+                                               int64_t step) {
+  std::string kept;
+  if (FILE *old = std::fopen(path.c_str(), "r")) {
+    char *line = nullptr;
+    size_t capacity = 0;
+    while (getline(&line, &capacity, old) > 0) {
+      nlohmann::json record =
+          nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      // A torn last line (the earlier run was killed mid-write) is dropped.
+      if (record.is_object() && record.contains("step") &&
+          record["step"].is_number_integer() && record["step"].get<int64_t>() <= step)
+        kept += line;
+    }
+    std::free(line);
+    std::fclose(old);
+  }
+  KILN_RETURN_IF_ERROR(writeFileAtomically(path, {std::string_view(kept)}));
+  FILE *file = std::fopen(path.c_str(), "a");
+  if (!file)
+    return invalidArgument("metrics file ", path, ": cannot open (",
                            std::strerror(errno), ")");
   return MetricsFile(file, path);
 }

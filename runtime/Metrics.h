@@ -99,7 +99,14 @@ tensorBoardScalars(const StepMetrics &m);
 
 class MetricsFile {
 public:
+  // Creates (truncates) `path`.
   static StatusOr<MetricsFile> open(const std::string &path);
+  // For a run resumed after step `step`: keeps the records of steps up to
+  // `step` that an earlier run wrote to `path` (dropping those it logged
+  // after its last checkpoint, which the resumed run repeats) and appends.
+  // A missing file is created.
+  static StatusOr<MetricsFile> openResumed(const std::string &path,
+                                           int64_t step);
   MetricsFile(MetricsFile &&other) noexcept;
   MetricsFile &operator=(MetricsFile &&) = delete;
   ~MetricsFile();

@@ -70,9 +70,15 @@ struct ReportFiles {
   }
 };
 
-Status openReportFiles(const RunOptions &options, ReportFiles &files) {
+// `resumedStep`: the step a resumed run continues after (its JSONL keeps
+// the earlier records up to there).
+Status openReportFiles(const RunOptions &options,
+                       std::optional<int64_t> resumedStep, ReportFiles &files) {
   if (!options.metricsPath.empty()) {
-    KILN_ASSIGN_OR_RETURN(MetricsFile file, MetricsFile::open(options.metricsPath));
+    KILN_ASSIGN_OR_RETURN(
+        MetricsFile file,
+        resumedStep ? MetricsFile::openResumed(options.metricsPath, *resumedStep)
+                    : MetricsFile::open(options.metricsPath));
     files.jsonl.emplace(std::move(file));
   }
   if (!options.tensorboardDir.empty()) {
@@ -165,7 +171,10 @@ Status TrainingRun::start() {
     data::BatchSampler probe = *data_.train;
     KILN_RETURN_IF_ERROR(probe.fill(tokens_.data(), targets_.data()));
   }
-  KILN_RETURN_IF_ERROR(openReportFiles(options_, files_));
+  KILN_RETURN_IF_ERROR(openReportFiles(
+      options_,
+      resumeFrom ? std::optional<int64_t>(resumeFrom->step) : std::nullopt,
+      files_));
   KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console, ConsoleEnvironment::current());
   progress_ = std::make_unique<ProgressPrinter>(
       out_, ::isatty(::fileno(out_)) != 0, options_.steps, options_.logEvery,
@@ -185,6 +194,9 @@ Status TrainingRun::start() {
                                                            options_));
     info(detail::concat("resumed from ", resumeFrom->path, " (step ", done_.step,
                         ", ", done_.updates, " updates)"));
+    for (const std::string &difference :
+         runConfigDifferences(*resumeFrom, options_))
+      std::fprintf(stderr, "kiln-run: warning: %s\n", difference.c_str());
   } else if (options_.resume) {
     info("no checkpoint in " + options_.checkpointDir + ": starting fresh");
   } else if (!options_.initFrom.empty()) {

@@ -165,6 +165,24 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
   return progress;
 }
 
+std::vector<std::string> runConfigDifferences(const LoadedCheckpoint &checkpoint,
+                                              const RunOptions &options) {
+  std::vector<std::string> differences;
+  const nlohmann::json &state = checkpoint.trainerState;
+  if (!state.contains("config") || !state["config"].is_object() ||
+      !state["config"].contains("run"))
+    return differences;
+  const nlohmann::json &saved = state["config"]["run"];
+  const nlohmann::json current = runConfig(options);
+  for (auto &[key, value] : current.items())
+    if (!saved.contains(key) || saved[key] != value)
+      differences.push_back(detail::concat(
+          "run setting '", key, "' is ", value.dump(), " but was ",
+          saved.contains(key) ? saved[key].dump() : "absent", " in ",
+          checkpoint.path, " (the resumed run differs from the original)"));
+  return differences;
+}
+
 Status loadParameters(const std::string &path, TrainingSession &session) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const Artifact &artifact = session.artifact();

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::rt {
 
@@ -50,6 +51,12 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
 StatusOr<TrainingProgress>
 restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
                           TrainingSession &session, const RunOptions &options);
+
+// The run flags (schedule, data format, ...) that differ from those the
+// checkpoint was written with, one sentence each: resuming with them is
+// allowed (a new schedule is a common choice) but is no longer the same run.
+std::vector<std::string> runConfigDifferences(const LoadedCheckpoint &checkpoint,
+                                              const RunOptions &options);
 
 // --init-from: every parameter from `path` (a model.safetensors), by name;
 // a missing tensor, another dtype or shape is an error naming the file.
