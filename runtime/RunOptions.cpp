@@ -2,6 +2,8 @@
 
 #include "runtime/RunOptions.h"
 
+#include "runtime/data/DataFormat.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -82,7 +84,11 @@ const std::vector<Flag> &flags() {
        "auto (default: an llm.c magic means a shard, .bin without one is an\n"
        "error, anything else is byte-level text), text, llmc (GPT-2 uint16\n"
        "magic 20240520 or Llama-3 uint32 magic 20240801), nanogpt (raw uint16)",
-       false, setString(&RunOptions::dataFormat)},
+       false, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_RETURN_IF_ERROR(data::parseDataFormat(v).status());
+         o.dataFormat = v;
+         return okStatus();
+       }},
       {"--val-data", "SPEC", "validation data, opened like --data", true,
        setString(&RunOptions::valDataPath)},
       {"--val-fraction", "F",

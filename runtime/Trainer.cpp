@@ -171,6 +171,12 @@ Status TrainingRun::start() {
     data::BatchSampler probe = *data_.train;
     KILN_RETURN_IF_ERROR(probe.fill(tokens_.data(), targets_.data()));
   }
+  // The validation batches are a small fixed set: all of them are read
+  // (and their ids checked) now rather than at the first validation.
+  if (data_.validation)
+    for (int64_t m = 0; m < options_.valBatches; ++m)
+      KILN_RETURN_IF_ERROR(
+          data_.validation->fill(m, tokens_.data(), targets_.data()));
   KILN_RETURN_IF_ERROR(openReportFiles(
       options_,
       resumeFrom ? std::optional<int64_t>(resumeFrom->step) : std::nullopt,
