@@ -13,6 +13,14 @@ bool hasLossResult(func::FuncOp func) {
   return findResultWithRole(func, role::kLoss).has_value();
 }
 
+SmallVector<func::FuncOp> getLossFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> functions;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (hasLossResult(func))
+      functions.push_back(func);
+  return functions;
+}
+
 StringRef getResultRole(func::FuncOp func, unsigned index) {
   auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttrName);
   return role ? role.getValue() : StringRef();

@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -72,6 +73,9 @@ constexpr llvm::StringLiteral kEvalLoss = "eval_loss";
 
 /// True when some result of `func` has kiln.role = "loss": the step function.
 bool hasLossResult(func::FuncOp func);
+
+/// The functions of `module` with a kiln.role = "loss" result, in order.
+SmallVector<func::FuncOp> getLossFunctions(ModuleOp module);
 
 /// The kiln.role of result `index` / argument `index` ("" when none).
 llvm::StringRef getResultRole(func::FuncOp func, unsigned index);

@@ -268,10 +268,7 @@ struct KilnAutodiffPass
     : public mlir::kiln::impl::KilnAutodiffBase<KilnAutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> lossFunctions;
-    for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (hasLossResult(func))
-        lossFunctions.push_back(func);
+    SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.empty()) {
       module.emitError("--kiln-autodiff found no function with a "
                        "kiln.role = \"loss\" result");

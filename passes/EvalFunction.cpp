@@ -74,10 +74,7 @@ struct KilnEvalFunctionPass
     : public mlir::kiln::impl::KilnEvalFunctionBase<KilnEvalFunctionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> lossFunctions;
-    for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (hasLossResult(func))
-        lossFunctions.push_back(func);
+    SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.size() != 1) {
       module.emitError("--kiln-eval-function needs exactly one function with "
                        "a kiln.role = \"loss\" result, found ")

@@ -390,10 +390,7 @@ struct KilnOptimizerPass
     if (failed(config))
       return signalPassFailure();
 
-    SmallVector<func::FuncOp> lossFunctions;
-    for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (hasLossResult(func))
-        lossFunctions.push_back(func);
+    SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.size() != 1) {
       module.emitError("--kiln-optimizer needs exactly one function with a "
                        "kiln.role = \"loss\" result, found ")
