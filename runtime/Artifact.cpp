@@ -83,6 +83,12 @@ std::string bufferName(const schema::Buffer &buffer) {
   return buffer.name()->str();
 }
 
+std::vector<int64_t> bufferShape(const schema::Buffer &buffer) {
+  if (!buffer.shape())
+    return {};
+  return {buffer.shape()->begin(), buffer.shape()->end()};
+}
+
 std::string Artifact::describeBuffer(uint32_t index) const {
   return detail::concat("buffer ", index, " ('", bufferName(buffer(index)),
                         "')");

@@ -101,6 +101,9 @@ Status verifyArtifactContents(const schema::Artifact &artifact,
 // A buffer's name or "<unnamed>", for messages.
 std::string bufferName(const schema::Buffer &buffer);
 
+// A buffer's shape (empty for a scalar).
+std::vector<int64_t> bufferShape(const schema::Buffer &buffer);
+
 } // namespace kiln::rt
 
 #endif // KILN_RUNTIME_ARTIFACT_H

@@ -16,6 +16,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/ParamInit.h"
+#include "runtime/Safetensors.h"
 #include "runtime/TrainingData.h"
 #include "runtime/TrainingSession.h"
 
@@ -40,15 +41,6 @@ int64_t drawBelow(std::mt19937_64 &rng, int64_t bound) {
   return static_cast<int64_t>(
       (static_cast<unsigned __int128>(rng()) * static_cast<uint64_t>(bound)) >>
       64);
-}
-
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
 }
 
 // Flat row-major index -> "[i, j, k]".
@@ -234,8 +226,7 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
     const schema::Buffer &buffer = artifact.buffer(p);
     CheckedParameter checked;
     checked.name = bufferName(buffer);
-    if (buffer.shape())
-      checked.shape.assign(buffer.shape()->begin(), buffer.shape()->end());
+    checked.shape = bufferShape(buffer);
     checked.values = session->arena().as<float>(p);
     checked.elements = artifact.bufferInfo(p).elements;
     for (uint32_t g : session->roles().gradients)

@@ -46,16 +46,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TensorView f32Tensor(const Artifact &artifact, const cpu::Arena &arena,
-                     uint32_t index) {
-  const schema::Buffer &buffer = artifact.buffer(index);
-  std::vector<int64_t> shape;
-  if (buffer.shape())
-    shape.assign(buffer.shape()->begin(), buffer.shape()->end());
-  return TensorView{bufferName(buffer), TensorDType::kF32, std::move(shape),
-                    arena.data(index)};
-}
-
 // The report sinks a run writes to, besides the console.
 struct ReportFiles {
   std::optional<MetricsFile> jsonl;
@@ -151,14 +141,7 @@ Status TrainingRun::start() {
   // checkpoint when resuming: read it before the session exists.
   data::DataPosition position;
   if (resumeFrom) {
-    const std::string where =
-        resumeFrom->path + "/" + kCheckpointTrainerStateFile + ": data.position";
-    const nlohmann::json &state = resumeFrom->trainerState;
-    if (!state.contains("data") || !state["data"].is_object() ||
-        !state["data"].contains("position"))
-      return invalidArgument(where, ": missing");
-    KILN_ASSIGN_OR_RETURN(position, data::DataPosition::fromJson(
-                                        state["data"]["position"], where));
+    KILN_ASSIGN_OR_RETURN(position, checkpointDataPosition(*resumeFrom));
   }
   KILN_ASSIGN_OR_RETURN(data_, openTrainingData(*artifact, options_, position));
   const Artifact &a = *artifact;
@@ -212,7 +195,7 @@ Status TrainingRun::start() {
   if (!options_.saveInitPath.empty()) {
     std::vector<TensorView> tensors;
     for (uint32_t p : session_->roles().parameters)
-      tensors.push_back(f32Tensor(session_->artifact(), session_->arena(), p));
+      tensors.push_back(session_->tensorView(p));
     KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveInitPath, tensors));
   }
   if (data_.train)
@@ -301,7 +284,7 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
   if (step == 1 && !options_.saveGradsPath.empty()) {
     std::vector<TensorView> tensors;
     for (uint32_t g : session_->roles().gradients)
-      tensors.push_back(f32Tensor(artifact, session_->arena(), g));
+      tensors.push_back(session_->tensorView(g));
     std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
     tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
     tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});

@@ -10,27 +10,12 @@ namespace kiln::rt {
 
 namespace {
 
-std::vector<int64_t> shapeOf(const schema::Buffer &buffer) {
-  std::vector<int64_t> shape;
-  if (buffer.shape())
-    shape.assign(buffer.shape()->begin(), buffer.shape()->end());
-  return shape;
-}
-
 // "adam_m.wte": how optimizer state is named in optimizer.safetensors.
 std::string stateTensorName(const schema::Buffer &buffer) {
   const char *prefix = buffer.role() == schema::BufferRole_AdamM   ? "adam_m"
                        : buffer.role() == schema::BufferRole_AdamV ? "adam_v"
                                                                    : "momentum";
   return std::string(prefix) + "." + bufferName(buffer);
-}
-
-TensorView tensorOf(const TrainingSession &session, uint32_t index,
-                    std::string name) {
-  const Artifact &artifact = session.artifact();
-  return TensorView{std::move(name), TensorDType::kF32,
-                    shapeOf(artifact.buffer(index)),
-                    session.arena().data(index)};
 }
 
 // The run flags a resumed run should repeat (reported, compared).
@@ -74,6 +59,16 @@ StatusOr<std::string> stringMember(const nlohmann::json &object,
 
 } // namespace
 
+StatusOr<data::DataPosition>
+checkpointDataPosition(const LoadedCheckpoint &checkpoint) {
+  const std::string where = checkpoint.path + "/" + kCheckpointTrainerStateFile;
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *dataInfo,
+                        member(checkpoint.trainerState, "data", where));
+  KILN_ASSIGN_OR_RETURN(const nlohmann::json *position,
+                        member(*dataInfo, "position", where));
+  return data::DataPosition::fromJson(*position, where + ": data.position");
+}
+
 std::string artifactHash(const Artifact &artifact) {
   char text[32];
   std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
@@ -91,11 +86,10 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
   CheckpointContents contents;
   contents.step = progress.step;
   for (uint32_t p : session.roles().parameters)
-    contents.model.push_back(
-        tensorOf(session, p, bufferName(artifact.buffer(p))));
+    contents.model.push_back(session.tensorView(p));
   for (uint32_t s : session.roles().optimizerState)
     contents.optimizer.push_back(
-        tensorOf(session, s, stateTensorName(artifact.buffer(s))));
+        session.tensorView(s, stateTensorName(artifact.buffer(s))));
   nlohmann::json train = nlohmann::json::object();
   if (const flatbuffers::String *settings = artifact.root().train()->settings())
     train = nlohmann::json::parse(settings->str(), nullptr,
@@ -139,12 +133,9 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
   TrainingProgress progress;
   progress.step = checkpoint.step;
   KILN_ASSIGN_OR_RETURN(progress.updates, integerMember(state, "updates", where));
+  KILN_ASSIGN_OR_RETURN(progress.data, checkpointDataPosition(checkpoint));
   KILN_ASSIGN_OR_RETURN(const nlohmann::json *dataInfo,
                         member(state, "data", where));
-  KILN_ASSIGN_OR_RETURN(const nlohmann::json *position,
-                        member(*dataInfo, "position", where));
-  KILN_ASSIGN_OR_RETURN(progress.data,
-                        data::DataPosition::fromJson(*position, where + ": data.position"));
   if (dataInfo->value("spec", "") != options.dataPath)
     return failedPrecondition(where, ": the run read --data '",
                               dataInfo->value("spec", ""), "', this one '",
@@ -153,13 +144,13 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
   for (uint32_t p : session.roles().parameters) {
     const schema::Buffer &buffer = artifact.buffer(p);
     KILN_RETURN_IF_ERROR(checkpoint.model.readInto(
-        bufferName(buffer), TensorDType::kF32, shapeOf(buffer),
+        bufferName(buffer), TensorDType::kF32, bufferShape(buffer),
         session.arena().data(p)));
   }
   for (uint32_t s : session.roles().optimizerState) {
     const schema::Buffer &buffer = artifact.buffer(s);
     KILN_RETURN_IF_ERROR(checkpoint.optimizer.readInto(
-        stateTensorName(buffer), TensorDType::kF32, shapeOf(buffer),
+        stateTensorName(buffer), TensorDType::kF32, bufferShape(buffer),
         session.arena().data(s)));
   }
   return progress;
@@ -191,14 +182,14 @@ Status loadParameters(const std::string &path, TrainingSession &session) {
     const schema::Buffer &buffer = artifact.buffer(p);
     KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry,
                           file.lookup(bufferName(buffer)));
-    if (entry->dtype != TensorDType::kF32 || entry->shape != shapeOf(buffer))
+    if (entry->dtype != TensorDType::kF32 || entry->shape != bufferShape(buffer))
       return file.readInto(bufferName(buffer), TensorDType::kF32,
-                           shapeOf(buffer), nullptr);
+                           bufferShape(buffer), nullptr);
   }
   for (uint32_t p : session.roles().parameters) {
     const schema::Buffer &buffer = artifact.buffer(p);
     KILN_RETURN_IF_ERROR(file.readInto(bufferName(buffer), TensorDType::kF32,
-                                       shapeOf(buffer),
+                                       bufferShape(buffer),
                                        session.arena().data(p)));
   }
   return okStatus();

@@ -37,6 +37,11 @@ struct TrainingProgress {
   data::DataPosition data;
 };
 
+// The data position saved in `checkpoint` (needed before the session
+// exists: the data is opened first); errors name trainer_state.json.
+StatusOr<data::DataPosition>
+checkpointDataPosition(const LoadedCheckpoint &checkpoint);
+
 // "fnv1a64:0123456789abcdef" of the artifact's bytes.
 std::string artifactHash(const Artifact &artifact);
 

@@ -134,6 +134,12 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
   return static_cast<double>(scalar(*roles_.evalLoss));
 }
 
+TensorView TrainingSession::tensorView(uint32_t index, std::string name) const {
+  const schema::Buffer &buffer = artifact_->buffer(index);
+  return TensorView{name.empty() ? bufferName(buffer) : std::move(name),
+                    TensorDType::kF32, bufferShape(buffer), arena_->data(index)};
+}
+
 bool TrainingSession::stepWasSkipped() const {
   std::optional<float> norm = gradNorm();
   return !std::isfinite(loss()) || (norm && !std::isfinite(*norm));

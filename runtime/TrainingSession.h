@@ -13,6 +13,7 @@
 #define KILN_RUNTIME_TRAININGSESSION_H
 
 #include "runtime/Artifact.h"
+#include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 #include "runtime/cpu/Arena.h"
 #include "runtime/cpu/Executor.h"
@@ -74,6 +75,10 @@ public:
   Status runUpdate(double lr, int64_t updateCount);
   // Writes one batch and runs "eval"; returns its loss.
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
+
+  // Buffer `index` as an f32 tensor for safetensors, named `name` (default:
+  // the buffer's own name).
+  TensorView tensorView(uint32_t index, std::string name = {}) const;
 
   // Results of the last programs run.
   float loss() const { return scalar(roles_.loss); }
