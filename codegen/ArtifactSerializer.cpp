@@ -177,7 +177,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
         const PlannedGemm &g = *s.gemm;
         op = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k, g.batch,
                                     g.transA, g.transB, g.strideA, g.strideB,
-                                    g.strideC)
+                                    g.strideC, g.tf32)
                  .Union();
         kind = schema::Operation_GemmCall;
       } else {

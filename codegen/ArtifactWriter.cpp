@@ -238,14 +238,18 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   auto lhsType = cast<RankedTensorType>(lhs.getType());
   auto rhsType = cast<RankedTensorType>(rhs.getType());
   auto resType = cast<RankedTensorType>(result.getType());
-  if (!lhsType.getElementType().isF32() || lhsType.getRank() < 2 ||
+  Type operandType = lhsType.getElementType();
+  if (!(operandType.isF32() || operandType.isBF16()) ||
+      !resType.getElementType().isF32() || lhsType.getRank() < 2 ||
       rhsType.getRank() < 2 || resType.getRank() < 2)
-    return op->emitError() << "codegen supports f32 matmuls of rank >= 2 only";
+    return op->emitError() << "codegen supports matmuls of rank >= 2 with "
+                              "f32 or bf16 operands and an f32 result only";
   auto boolAttr = [&](StringRef name) {
     auto attr = op->getAttrOfType<BoolAttr>(name);
     return attr && attr.getValue();
   };
   PlannedGemm g;
+  g.tf32 = operandType.isF32() && precisionIs("tf32");
   g.transA = boolAttr("transpose_lhs");
   g.transB = boolAttr("transpose_rhs");
   ArrayRef<int64_t> res = resType.getShape();
@@ -277,6 +281,12 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   step.location = name;
   schedule->push_back(std::move(step));
   return success();
+}
+
+bool ArtifactWriter::precisionIs(StringRef precision) const {
+  auto train = module->getAttrOfType<DictionaryAttr>(k::kTrainAttrName);
+  auto value = train ? train.getAs<StringAttr>("precision") : StringAttr();
+  return value && value.getValue() == precision;
 }
 
 LogicalResult ArtifactWriter::planKernel(Operation *op) {

@@ -66,6 +66,7 @@ private:
     int64_t m, n, k, batch;
     bool transA, transB;
     int64_t strideA, strideB, strideC;
+    bool tf32 = false; // fp32 operands may use TF32 tensor cores
   };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
@@ -83,6 +84,8 @@ private:
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
+  // True when kiln.train's precision is `precision`.
+  bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);
   mlir::LogicalResult planReturn(mlir::func::FuncOp func,
                                  mlir::func::ReturnOp ret);

@@ -226,6 +226,24 @@ static inline float kiln_tanh(float x) {
   return copysignf(1.0f - 2.0f / (e + 1.0f), x);
 }
 
+// bf16 as raw bits: the top half of the float's bits, rounded to nearest
+// even; NaN stays a (quiet) NaN instead of rounding into infinity.
+static inline uint16_t kiln_f32_to_bf16(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+static inline float kiln_bf16_to_f32(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
 // GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.
 static inline float kiln_gelu(float x) {
   const float t = kiln_tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));

@@ -58,6 +58,10 @@ std::string shapeString(ArrayRef<int64_t> shape) {
 std::string cElementType(Type t) {
   if (t.isF32())
     return "float";
+  // bf16 is stored as its raw bits; kernels compute in float and convert
+  // with the prelude's kiln_bf16_to_f32 / kiln_f32_to_bf16.
+  if (t.isBF16())
+    return "uint16_t";
   if (t.isInteger(32))
     return "int32_t";
   if (t.isInteger(64))

@@ -1,8 +1,9 @@
 //===- ScalarExprEmitter.cpp - Scalar C expressions of elementwise ops ----===//
 //
 // One formula per elementwise kiln op. Only expressions, no statements, and
-// no calls beyond expf/logf/tanhf/sqrtf and the kiln_gelu/kiln_gelu_grad
-// functions of the target's prelude, so CUDA can reuse every line.
+// no calls beyond expf/logf/tanhf/sqrtf and the kiln_gelu/kiln_gelu_grad/
+// kiln_f32_to_bf16/kiln_bf16_to_f32 functions of the target's prelude, so
+// CUDA can reuse every line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,13 +39,26 @@ std::string gelu(const std::string &x) { return call("kiln_gelu", x); }
 std::string geluGrad(const std::string &x, const std::string &g) {
   return "kiln_gelu_grad(" + x + ", " + g + ")";
 }
+// bf16 values are stored as their 16 raw bits (uint16_t): every target's
+// prelude defines kiln_f32_to_bf16 (round to nearest even) and
+// kiln_bf16_to_f32 (exact). Same-type converts fold away before codegen.
+std::string convert(mlir::kiln::ConvertOp op, const std::string &x) {
+  Type from = op.getInput().getType().getElementType();
+  Type to = op.getType().getElementType();
+  if (from.isF32() && to.isBF16())
+    return call("kiln_f32_to_bf16", x);
+  if (from.isBF16() && to.isF32())
+    return call("kiln_bf16_to_f32", x);
+  return "";
+}
 } // namespace
 
 bool ScalarExprEmitter::isElementwise(Operation *op) {
   return isa<mlir::kiln::AddOp, mlir::kiln::SubOp, mlir::kiln::MulOp,
              mlir::kiln::DivOp, mlir::kiln::NegOp, mlir::kiln::ExpOp,
              mlir::kiln::LogOp, mlir::kiln::TanhOp, mlir::kiln::SqrtOp,
-             mlir::kiln::GeluOp, mlir::kiln::GeluGradOp>(op);
+             mlir::kiln::GeluOp, mlir::kiln::GeluGradOp,
+             mlir::kiln::ConvertOp>(op);
 }
 
 FailureOr<std::string>
@@ -53,7 +67,7 @@ ScalarExprEmitter::emit(Operation *op, llvm::ArrayRef<std::string> operands) {
     return failure();
   auto a = [&] { return operands[0]; };
   auto b = [&] { return operands[1]; };
-  return llvm::TypeSwitch<Operation *, std::string>(op)
+  std::string expr = llvm::TypeSwitch<Operation *, std::string>(op)
       .Case([&](mlir::kiln::AddOp) { return binary(a(), "+", b()); })
       .Case([&](mlir::kiln::SubOp) { return binary(a(), "-", b()); })
       .Case([&](mlir::kiln::MulOp) { return binary(a(), "*", b()); })
@@ -65,7 +79,11 @@ ScalarExprEmitter::emit(Operation *op, llvm::ArrayRef<std::string> operands) {
       .Case([&](mlir::kiln::SqrtOp) { return call("sqrtf", a()); })
       .Case([&](mlir::kiln::GeluOp) { return gelu(a()); })
       .Case([&](mlir::kiln::GeluGradOp) { return geluGrad(a(), b()); })
+      .Case([&](mlir::kiln::ConvertOp c) { return convert(c, a()); })
       .Default([](Operation *) { return std::string(); });
+  if (expr.empty())
+    return failure();
+  return expr;
 }
 
 std::string ScalarExprEmitter::floatLiteral(double value) {

@@ -163,6 +163,7 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   train.append("seq", b_.getI64IntegerAttr(t.seq));
   train.append("grad_accum", b_.getI64IntegerAttr(t.gradAccum));
   train.append("clip", b_.getF32FloatAttr(t.clip));
+  train.append("precision", b_.getStringAttr(t.precision));
   train.append("optimizer", b_.getStringAttr(t.optimizer));
   // Only the arguments of the chosen optimizer: the dumps and the
   // artifact's settings show what applies.

@@ -281,7 +281,14 @@ std::optional<TensorGraph>
 Sema::run(const std::map<std::string, std::string> &overrides) {
   graph_.modelName = module_.name;
   graph_.modelLoc = module_.nameLoc;
-  if (!declareAll() || !consts_.applyOverrides(overrides, module_.nameLoc) ||
+  // `-D precision=bf16` names a precision, not a number (see evaluateTrain).
+  std::map<std::string, std::string> numbers = overrides;
+  auto precision = numbers.find("precision");
+  if (precision != numbers.end()) {
+    precisionOverride_ = precision->second;
+    numbers.erase(precision);
+  }
+  if (!declareAll() || !consts_.applyOverrides(numbers, module_.nameLoc) ||
       !evaluateTrain())
     return std::nullopt;
   // Evaluate every config once, so a bad config is reported even if unused.

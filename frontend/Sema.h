@@ -83,6 +83,7 @@ private:
   bool declareTrainSettings();
   bool evaluateTrain();
   bool evaluateTrainNumber(const char *key, Number &out);
+  bool evaluatePrecision();
   bool evaluateOptimizer(const OptimizerSpec &spec, DiagnosticPrinter &diag);
   // Metrics (SemaTrain.cpp): checks and records `metric NAME = ...`.
   bool recordMetric(const Stmt &s, const Value &v, const std::string &name);
@@ -149,6 +150,8 @@ private:
   RecursionDepth evaluationDepth_{2000}; // nested evaluate() calls, across blocks
   size_t inlinedCalls_ = 0;      // block calls inlined so far
   const OptimizerOverride *optimizerOverride_ = nullptr;
+  std::optional<std::string> precisionOverride_; // `-D precision=...`
+  const Setting *precisionSetting_ = nullptr;    // `precision = ...` in train
   std::vector<ExprPtr> defaultSettings_; // clip/grad_accum when not written
   std::map<std::string, SourceLoc> metricNames_; // full name -> statement
 };

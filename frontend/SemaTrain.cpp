@@ -89,13 +89,20 @@ bool Sema::declareTrainSettings() {
   // Every setting is a constant usable anywhere (shapes in blocks refer to
   // batch and seq although the train section comes last in the file).
   for (const Setting &s : module_.train->settings) {
+    // `precision = bf16` names a precision: not a constant.
+    if (s.key == "precision") {
+      if (!declareName(s.key, s.loc, "train setting"))
+        return false;
+      precisionSetting_ = &s;
+      continue;
+    }
     bool known = false;
     for (const TrainSetting &t : kTrainSettings)
       known |= s.key == t.key;
     if (!known)
       return error(s.loc, "unknown train setting '" + s.key +
-                              "'; expected batch, seq, clip, grad_accum or "
-                              "optimizer");
+                              "'; expected batch, seq, clip, grad_accum, "
+                              "precision or optimizer");
     if (!declareName(s.key, s.loc, "train setting") ||
         !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
       return false;
@@ -148,6 +155,34 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
   return true;
 }
 
+/// `precision = fp32 | tf32 | bf16` (default fp32), or `-D precision=...`.
+bool Sema::evaluatePrecision() {
+  static const char *const kPrecisions[] = {"fp32", "tf32", "bf16"};
+  auto known = [](const std::string &name) {
+    for (const char *p : kPrecisions)
+      if (name == p)
+        return true;
+    return false;
+  };
+  const char *expected = "expected fp32, tf32 or bf16";
+  if (precisionOverride_) {
+    if (!known(*precisionOverride_))
+      return error(module_.train->loc,
+                   "-D precision=" + *precisionOverride_ +
+                       ": unknown precision; " + expected);
+    graph_.train.precision = *precisionOverride_;
+    return true;
+  }
+  if (!precisionSetting_)
+    return true;
+  const Expr &e = *precisionSetting_->value;
+  if (e.kind != Expr::Kind::Name || !known(e.name))
+    return error(e.loc, std::string("'precision' must be a precision name; ") +
+                            expected);
+  graph_.train.precision = e.name;
+  return true;
+}
+
 bool Sema::evaluateTrain() {
   if (!module_.train)
     return error(module_.nameLoc,
@@ -168,6 +203,8 @@ bool Sema::evaluateTrain() {
   graph_.train.seq = seq.intValue;
   graph_.train.gradAccum = accum.intValue;
   graph_.train.clip = clip.value;
+  if (!evaluatePrecision())
+    return false;
 
   if (optimizerOverride_)
     return evaluateOptimizer(*optimizerOverride_->spec,

@@ -112,6 +112,9 @@ struct TrainInfo {
   int64_t gradAccum = 1; // micro-batches per step
   double clip = 0.0;     // global gradient-norm threshold (0: none)
   std::string optimizer = "adamw"; // "adamw" | "adam" | "sgd"
+  // "fp32", "tf32" (fp32 storage, TF32 GEMMs) or "bf16" (bf16 GEMM
+  // operands, fp32 accumulation, fp32 master weights and state)
+  std::string precision = "fp32";
   // adamw / adam
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   // every optimizer (adamw's default 0.01; adam and sgd: 0)

@@ -111,10 +111,23 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, Value lhs,
   build(b, state, type, lhs, rhs, transposeLhs, transposeRhs);
 }
 
+//===----------------------------------------------------------------------===//
+// ConvertOp
+//===----------------------------------------------------------------------===//
+
+// convert(x : T -> T) = x
+OpFoldResult ConvertOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
 LogicalResult MatmulOp::verify() {
   RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  // bf16/f16 operands may produce f32 (fp32 accumulation and output).
+  Type resultElement = getType().getElementType();
   if (lhs.getElementType() != rhs.getElementType() ||
-      lhs.getElementType() != getType().getElementType())
+      (lhs.getElementType() != resultElement && !resultElement.isF32()))
     return emitOpError() << "element types differ: " << lhs << ", " << rhs
                          << " -> " << getType();
   FailureOr<MatmulDims> d =
@@ -122,8 +135,9 @@ LogicalResult MatmulOp::verify() {
                     [&] { return emitOpError(); });
   if (failed(d))
     return failure();
-  Type expected = inferMatmulType(lhs, rhs, getTransposeLhs(),
-                                  getTransposeRhs());
+  auto expected = llvm::cast<RankedTensorType>(inferMatmulType(
+                      lhs, rhs, getTransposeLhs(), getTransposeRhs()))
+                      .clone(resultElement);
   if (getType() != expected)
     return emitOpError() << "result type " << getType() << " should be "
                          << expected;

@@ -118,6 +118,25 @@ def Kiln_GeluGradOp : Kiln_Op<"gelu_grad", [Elementwise,
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+def Kiln_ConvertOp : Kiln_Op<"convert", [Elementwise,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Elementwise conversion between float types";
+  let description = [{
+    Converts every element to the result's float type with the same shape:
+    f32 -> bf16 rounds to nearest even (NaN stays NaN), bf16 -> f32 is exact.
+    The mixed-precision pass inserts it in front of GEMM operands.
+
+    ```mlir
+    %xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  // Same shape: the Elementwise trait's verifier.
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Constants and index generators
 //===----------------------------------------------------------------------===//
@@ -267,13 +286,17 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [
     either rank 2 `[K, N]`, shared over the batch, or `[..., K, N]` with the
     same batch dimensions as `lhs` (`[N, K]` / `[..., N, K]` with
     `transpose_rhs`). The result is `[..., M, N]` with the batch dimensions
-    of `lhs`. Codegen turns it into a GEMM call.
+    of `lhs`, of the operands' element type or f32 (bf16/f16 operands with
+    fp32 accumulation and output, as mixed precision uses it). Codegen turns
+    it into a GEMM call.
 
     ```mlir
     %y = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32>
         -> tensor<2x4x16xf32>
     %s = kiln.matmul %q, %k {transpose_rhs = true}
         : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+    %z = kiln.matmul %xb, %wb : tensor<4x8xbf16>, tensor<8x16xbf16>
+        -> tensor<4x16xf32>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,

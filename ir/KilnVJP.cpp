@@ -147,6 +147,15 @@ Grads GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{b.create<GeluGradOp>(getLoc(), getInput(), g)};
 }
 
+// d convert(x) = convert(g) back to x's type
+Grads ConvertOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  return SmallVector<Value>{
+      b.create<ConvertOp>(getLoc(), getInput().getType(), g)};
+}
+
 //===----------------------------------------------------------------------===//
 // Shape ops
 //===----------------------------------------------------------------------===//
@@ -233,6 +242,12 @@ Grads MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);
   if (!g)
     return noGrads(*this);
+  // Mixed precision rewrites GEMM operands after autodiff (the pipeline's
+  // order); a mixed-type matmul has no VJP.
+  if (getType().getElementType() != getLhs().getType().getElementType())
+    return emitOpError() << "has no VJP with operands of another element "
+                            "type than its result (run autodiff before "
+                            "--kiln-mixed-precision)";
   Location loc = getLoc();
   Value lhs = getLhs(), rhs = getRhs();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();

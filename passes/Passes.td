@@ -124,6 +124,35 @@ def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "bf16 GEMM operands with fp32 accumulation (precision = bf16)";
+  let description = [{
+    With `precision = "bf16"` in the module attribute `kiln.train`, every f32
+    `kiln.matmul` of the joint forward + backward graph reads bf16 copies of
+    its operands (`kiln.convert`, one per value, shared by every GEMM that
+    reads it) and still produces f32: fp32 accumulation and output, fp32
+    master weights, fp32 gradients and optimizer state. Runs after autodiff.
+    `precision = "fp32"`, `"tf32"` (a GEMM setting codegen reads) or no
+    setting: nothing changes.
+
+    Before:
+    ```mlir
+    %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
+        -> tensor<4x16xf32>
+    ```
+
+    After:
+    ```mlir
+    %wb = kiln.convert %w : tensor<8x16xf32> -> tensor<8x16xbf16>
+    %xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %y = kiln.matmul %xb, %wb : tensor<4x8xbf16>, tensor<8x16xbf16>
+        -> tensor<4x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
   let summary = "Builds @update: gradient norm, clipping, the optimizer step";
   let description = [{

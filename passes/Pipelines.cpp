@@ -52,6 +52,13 @@ void buildGradAccumPhase(OpPassManager &pm) {
   pm.addPass(createKilnGradAccum());
 }
 
+void buildMixedPrecisionPhase(OpPassManager &pm) {
+  // precision = bf16: GEMMs of the joint graph read bf16 copies of their
+  // operands and accumulate in fp32; after autodiff so the backward GEMMs
+  // are converted too and no mixed-type op needs a VJP.
+  pm.addPass(createKilnMixedPrecision());
+}
+
 void buildOptimizerPhase(OpPassManager &pm) {
   // Reads `kiln.train`: builds @update (grad norm, clipping/guard scale, one
   // update op per param with its weight decay, update and param norms).
@@ -73,6 +80,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"grad-accum", "loss/grad accumulators for grad_accum > 1 "
                      "(--kiln-grad-accum)",
        buildGradAccumPhase},
+      {"mixed-precision", "bf16 GEMM operands for precision = bf16 "
+                          "(--kiln-mixed-precision)",
+       buildMixedPrecisionPhase},
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        buildOptimizerPhase},
@@ -103,7 +113,7 @@ void registerKilnPipelines() {
   PassPipelineRegistration<>(
       "kiln-training-pipeline",
       "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
-      "grad-accum, optimizer",
+      "grad-accum, mixed-precision, optimizer",
       [](OpPassManager &pm) { (void)buildTrainingPipeline(pm); });
 }
 

@@ -303,17 +303,18 @@ Status checkGemmOperand(const schema::Artifact &artifact,
                         const std::vector<BufferInfo> &infos,
                         const std::string &where, const char *operand,
                         uint32_t index, int64_t rows, int64_t cols,
-                        int64_t batch, int64_t stride) {
+                        int64_t batch, int64_t stride,
+                        schema::DType expected) {
   uint32_t count = artifact.buffers()->size();
   if (index >= count)
     return invalidArgument(where, ": GemmCall operand ", operand, " is buffer ",
                            index, ", but the artifact has ", count, " buffers");
   const schema::Buffer &buffer = *artifact.buffers()->Get(index);
-  if (buffer.dtype() != schema::DType_F32)
+  if (buffer.dtype() != expected)
     return invalidArgument(where, ": GemmCall operand ", operand, " (buffer ",
                            index, " '", bufferName(buffer), "') is ",
-                           schema::EnumNameDType(buffer.dtype()),
-                           ", expected F32");
+                           schema::EnumNameDType(buffer.dtype()), ", expected ",
+                           schema::EnumNameDType(expected));
   int64_t elements = infos[index].elements;
   // 128-bit so that a crafted batch/stride cannot overflow the check itself.
   __int128 need = static_cast<__int128>(batch - 1) * stride +
@@ -342,12 +343,22 @@ Status checkGemm(const schema::Artifact &artifact,
   if (m > kMaxDim || n > kMaxDim || k > kMaxDim)
     return invalidArgument(where, ": GemmCall dimension exceeds 2^31-1");
   // Stored shapes: A is [M,K] or [K,M] transposed, B is [K,N] or [N,K].
+  // A and B are both F32 or both BF16 (A decides); C is always F32.
+  uint32_t numBuffers = artifact.buffers()->size();
+  schema::DType operands =
+      gemm.a() < numBuffers &&
+              artifact.buffers()->Get(gemm.a())->dtype() == schema::DType_BF16
+          ? schema::DType_BF16
+          : schema::DType_F32;
   KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "A", gemm.a(),
-                                        m, k, batch, gemm.stride_a()));
+                                        m, k, batch, gemm.stride_a(),
+                                        operands));
   KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "B", gemm.b(),
-                                        k, n, batch, gemm.stride_b()));
+                                        k, n, batch, gemm.stride_b(),
+                                        operands));
   KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "C", gemm.c(),
-                                        m, n, batch, gemm.stride_c()));
+                                        m, n, batch, gemm.stride_c(),
+                                        schema::DType_F32));
   if (batch > 1 && gemm.stride_c() < m * n)
     return invalidArgument(where, ": GemmCall stride_c ", gemm.stride_c(),
                            " is smaller than one ", m, "x", n,

@@ -4,10 +4,30 @@
 
 #include <cblas.h>
 #include <chrono>
+#include <cstring>
 
 namespace kiln::rt::cpu {
 
-Executor::Call Executor::resolve(const schema::Step &step,
+namespace {
+
+// Elements of one GEMM operand: (batch - 1) * stride + rows * cols.
+size_t operandElements(int64_t batch, int64_t stride, int64_t rows,
+                       int64_t cols) {
+  return static_cast<size_t>((batch - 1) * stride + rows * cols);
+}
+
+// bf16 bits -> float, exactly (the top half of the float's bits).
+void widenBf16(const uint16_t *bits, float *out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t word = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&out[i], &word, sizeof word);
+  }
+}
+
+} // namespace
+
+Executor::Call Executor::resolve(const Artifact &artifact,
+                                 const schema::Step &step,
                                  const KernelLibrary &kernels,
                                  const Arena &arena) {
   Call call;
@@ -32,6 +52,19 @@ Executor::Call Executor::resolve(const schema::Step &step,
                        g->stride_c(),
                        g->trans_a(),
                        g->trans_b()};
+  // bf16 operands (the verifier checked A and B agree): OpenBLAS has no
+  // bf16 GEMM here, so they are widened exactly into fp32 scratch before
+  // each call -- the same products and fp32 accumulation a tensor core does.
+  if (artifact.buffer(g->a()).dtype() == schema::DType_BF16) {
+    call.bf16A = arena.as<const uint16_t>(g->a());
+    call.bf16B = arena.as<const uint16_t>(g->b());
+    call.wideA.resize(
+        operandElements(g->batch(), g->stride_a(), g->m(), g->k()));
+    call.wideB.resize(
+        operandElements(g->batch(), g->stride_b(), g->k(), g->n()));
+    call.gemm.a = call.wideA.data();
+    call.gemm.b = call.wideB.data();
+  }
   return call;
 }
 
@@ -44,7 +77,8 @@ Executor::Executor(const Artifact &artifact, const KernelLibrary &kernels,
       continue;
     programs_[kind].present = true;
     for (const schema::Step *step : *program->schedule())
-      programs_[kind].calls.push_back(resolve(*step, kernels, arena));
+      programs_[kind].calls.push_back(
+          resolve(artifact, *step, kernels, arena));
   }
 }
 
@@ -79,6 +113,10 @@ void Executor::call(const Call &call) {
   // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
   // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N] or
   // [N,K], C is [M,N].
+  if (call.bf16A) {
+    widenBf16(call.bf16A, call.wideA.data(), call.wideA.size());
+    widenBf16(call.bf16B, call.wideB.data(), call.wideB.size());
+  }
   const GemmArgs &g = call.gemm;
   int lda = g.transA ? g.m : g.k;
   int ldb = g.transB ? g.k : g.n;

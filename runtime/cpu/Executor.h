@@ -2,7 +2,7 @@
 //
 // Each program ("step", "update", "eval") is a flat list: KernelCall
 // entries call a generated kernel with its buffer pointers; GemmCall entries
-// call OpenBLAS sgemm. Argument arrays are resolved once at construction so
+// call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first). Argument arrays are resolved once at construction so
 // running a program is just a loop of indirect calls. The executor fills
 // nothing itself: the training session writes inputs, learning rate and
 // step count into the arena before running a program.
@@ -56,6 +56,10 @@ private:
     KernelEntry kernel = nullptr; // set for a KernelCall
     std::vector<void *> buffers;  // KernelCall arguments
     GemmArgs gemm{};              // used when kernel is null
+    // bf16 GEMM operands, widened into wideA/wideB (gemm.a/b point there)
+    // before each call.
+    const uint16_t *bf16A = nullptr, *bf16B = nullptr;
+    mutable std::vector<float> wideA, wideB;
   };
 
   struct Program {
@@ -65,8 +69,8 @@ private:
     int64_t runs = 0;
   };
 
-  static Call resolve(const schema::Step &step, const KernelLibrary &kernels,
-                      const Arena &arena);
+  static Call resolve(const Artifact &artifact, const schema::Step &step,
+                      const KernelLibrary &kernels, const Arena &arena);
   void call(const Call &call);
 
   Program programs_[kNumProgramKinds];

@@ -131,3 +131,16 @@ func.func @constant_dedup() -> tensor<4xf32> {
   %3 = kiln.add %0, %1 : tensor<4xf32>
   return %3 : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a conversion to the same type folds away, and one that changes
+// the type stays.
+// CHECK-LABEL: func.func @convert_same_type
+// CHECK-NEXT: %[[B:.*]] = kiln.convert %arg0 : tensor<4xf32> -> tensor<4xbf16>
+// CHECK-NEXT: return %arg0, %[[B]]
+func.func @convert_same_type(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xbf16>) {
+  %0 = kiln.convert %x : tensor<4xf32> -> tensor<4xf32>
+  %1 = kiln.convert %x : tensor<4xf32> -> tensor<4xbf16>
+  return %0, %1 : tensor<4xf32>, tensor<4xbf16>
+}

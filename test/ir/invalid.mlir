@@ -481,3 +481,21 @@ func.func @adam_decay_nan(%p: tensor<8xf32>, %s: tensor<f32>) {
 func.func @init_std_inf(%w: tensor<8xf32> {kiln.init = #kiln.init<normal, std = 0x7FF0000000000000>}) {
   return
 }
+
+// -----
+
+// Tests that a conversion keeps the shape.
+func.func @convert_shape(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'kiln.convert' op all non-scalar operands/results must have the same shape and base type}}
+  %0 = kiln.convert %x : tensor<4x8xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that a GEMM's result is of its operands' type or f32, never narrower.
+func.func @matmul_narrowing(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{'kiln.matmul' op element types differ: 'tensor<4x8xf32>', 'tensor<8x16xf32>' -> 'tensor<4x16xbf16>'}}
+  %0 = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xbf16>
+  return
+}

@@ -159,3 +159,14 @@ func.func @initializers(%w: tensor<8xf32> {kiln.init = #kiln.init<normal, std = 
                         %g: tensor<8xf32> {kiln.init = #kiln.init<ones>}) {
   return
 }
+
+// Tests the float conversion and a bf16 GEMM with an f32 result (mixed
+// precision), which round-trip through the printer and the generic form.
+// CHECK-LABEL: func.func @mixed_precision
+// CHECK: %[[XB:.*]] = kiln.convert %{{.*}} : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: kiln.matmul %[[XB]], %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
+func.func @mixed_precision(%x: tensor<4x8xf32>, %w: tensor<8x16xbf16>) -> tensor<4x16xf32> {
+  %xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %y = kiln.matmul %xb, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}

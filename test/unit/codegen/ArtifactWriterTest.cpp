@@ -499,3 +499,67 @@ TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
 }
 
 } // namespace
+
+// One GEMM of `precision` (and its operand type): the GemmCall must read
+// buffers of that type, write f32, and carry tf32 only for precision = tf32
+// with f32 operands; the runtime's verifier must accept it.
+std::unique_ptr<Emitted> emitGemm(const std::string &precision,
+                                  const std::string &operand) {
+  std::string convert =
+      operand == "bf16"
+          ? "%xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>\n"
+            "%wb = kiln.convert %w : tensor<8x16xf32> -> tensor<8x16xbf16>\n"
+          : "";
+  std::string x = operand == "bf16" ? "%xb" : "%x";
+  std::string w = operand == "bf16" ? "%wb" : "%w";
+  return emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw", precision = ")mlir" +
+              precision + R"mlir("}} {
+      func.func @step(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
+                      %x: tensor<4x8xf32> {kiln.role = "param", kiln.name = "x", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = "loss"}) {
+        )mlir" + convert +
+              "%y = kiln.matmul " + x + ", " + w + " : tensor<4x8x" + operand +
+              ">, tensor<8x16x" + operand + R"mlir(> -> tensor<4x16xf32>
+        %l = kiln.reduce_sum %y dims = [0, 1] : tensor<4x16xf32> -> tensor<f32>
+        return %l : tensor<f32>
+      }
+      func.func @update() {
+        return
+      }
+    })mlir");
+}
+
+const schema::GemmCall *onlyGemm(const schema::Artifact *a) {
+  const schema::GemmCall *gemm = nullptr;
+  for (const schema::Program *p : *a->programs())
+    for (const schema::Step *s : *p->schedule())
+      if (auto g = s->op_as_GemmCall())
+        gemm = g;
+  return gemm;
+}
+
+TEST(ArtifactWriter, MixedPrecisionGemms) {
+  struct Case {
+    const char *precision, *operand;
+    schema::DType dtype;
+    bool tf32;
+  } cases[] = {{"fp32", "f32", schema::DType_F32, false},
+               {"tf32", "f32", schema::DType_F32, true},
+               {"bf16", "bf16", schema::DType_BF16, false}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.precision);
+    auto e = emitGemm(c.precision, c.operand);
+    ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+    const schema::Artifact *a = schema::GetArtifact(e->bytes->data());
+    const schema::GemmCall *g = onlyGemm(a);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(a->buffers()->Get(g->a())->dtype(), c.dtype);
+    EXPECT_EQ(a->buffers()->Get(g->b())->dtype(), c.dtype);
+    EXPECT_EQ(a->buffers()->Get(g->c())->dtype(), schema::DType_F32);
+    EXPECT_EQ(g->tf32(), c.tf32);
+    auto loaded = rt::Artifact::loadBytes(
+        std::vector<uint8_t>(e->bytes->begin(), e->bytes->end()), "gemm.kart");
+    EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+  }
+}

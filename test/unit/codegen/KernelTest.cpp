@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <dlfcn.h>
 #include <functional>
@@ -120,6 +122,44 @@ TEST(CpuKernels, Elementwise) {
                 return (gelu(x + 1e-6) - gelu(x - 1e-6)) / 2e-6 * g;
               }),
               1e-4, 1e-5);
+}
+
+// f32 -> bf16 -> f32: round to nearest, ties to even; NaN stays NaN (not
+// rounded into infinity), infinities and signed zeros survive, values past
+// bf16's largest finite value round to infinity, bf16 -> f32 is exact.
+TEST(CpuKernels, ConvertBf16RoundsToNearestEven) {
+  RUNNER(r, R"mlir(
+    func.func @step(%a: tensor<10xf32>) -> tensor<10xf32> {
+      %0 = kiln.convert %a : tensor<10xf32> -> tensor<10xbf16>
+      %1 = kiln.convert %0 : tensor<10xbf16> -> tensor<10xf32>
+      return %1 : tensor<10xf32>
+    })mlir");
+  const float ulp = std::ldexp(1.0f, -7); // bf16's spacing in [1, 2)
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> in = {
+      1.0f + ulp / 2,      // tie: down to the even 1.0
+      1.0f + 3 * ulp / 2,  // tie: up to the even 1 + 2 ulp
+      1.0f + ulp / 2 + std::ldexp(1.0f, -20), // past the tie: up
+      -(1.0f + ulp / 4),   // below the tie: down in magnitude
+      std::numeric_limits<float>::quiet_NaN(),
+      inf,
+      -0.0f,
+      std::numeric_limits<float>::max(), // past bf16's max: infinity
+      3.0e-39f,            // a subnormal keeps its top bits
+      123.456f};
+  auto out = r.run({HostTensor::floats(in)});
+  ASSERT_EQ(out.size(), 1u);
+  const std::vector<float> &y = out[0].f;
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 1.0f + 2 * ulp);
+  EXPECT_EQ(y[2], 1.0f + ulp);
+  EXPECT_EQ(y[3], -1.0f);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_EQ(y[5], inf);
+  EXPECT_TRUE(y[6] == 0.0f && std::signbit(y[6]));
+  EXPECT_EQ(y[7], inf);
+  EXPECT_NEAR(y[8], 3.0e-39f, 3.0e-39f / 64);
+  EXPECT_EQ(y[9], 123.5f); // 123.456 = 1.929 * 2^6; bf16 spacing there is 0.5
 }
 
 TEST(CpuKernels, BroadcastConstantIota) {
