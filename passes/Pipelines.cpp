@@ -62,6 +62,12 @@ void buildOptimizerPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildFusionPhase(OpPassManager &pm) {
+  // Group pointwise chains, row ops with their prologue/epilogue and the
+  // optimizer updates into kiln.fusion kernels (kilnc --no-fusion skips it).
+  pm.addPass(createKilnFusion());
+}
+
 llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
   static const CompilerPhase phases[] = {
       {"kiln", "frontend output, verified, canonicalized and CSE'd",
@@ -76,6 +82,8 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        buildOptimizerPhase},
+      {"fusion", "ops grouped into kiln.fusion kernels (--kiln-fusion)",
+       buildFusionPhase},
   };
   return phases;
 }
@@ -103,7 +111,7 @@ void registerKilnPipelines() {
   PassPipelineRegistration<>(
       "kiln-training-pipeline",
       "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
-      "grad-accum, optimizer",
+      "grad-accum, optimizer, fusion",
       [](OpPassManager &pm) { (void)buildTrainingPipeline(pm); });
 }
 
