@@ -283,7 +283,7 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
 
 // The operand whose buffer result `i` of an update / accumulate op is
 // written into (in place), if any.
-std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
+static std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
   SmallVector<std::pair<unsigned, unsigned>> inPlace; // result, operand
   if (isa<k::AdamOp>(op))
     inPlace = {{0, 0}, {1, 2}, {2, 3}}; // param, m, v

@@ -75,7 +75,9 @@ bool isPointwise(Operation *op) {
     return false;
   if (isa<BroadcastOp, IotaOp, CausalMaskOp>(op) || isSplatConstant(op))
     return true;
-  return op->hasTrait<OpTrait::Elementwise>() && isa<KilnDialect>(op->getDialect());
+  Dialect *dialect = op->getDialect();
+  return op->hasTrait<OpTrait::Elementwise>() && dialect &&
+         dialect->getNamespace() == KilnDialect::getDialectNamespace();
 }
 
 // Producers cheaper to recompute in each reader's loop than to store.
@@ -479,8 +481,8 @@ private:
       body->addArgument(v.getType(), v.getLoc());
     for (Operation *op : group.ops)
       op->moveBefore(body, body->end());
-    for (auto [v, arg] : llvm::zip(inputs, body->getArguments()))
-      v.replaceUsesWithIf(arg, [&](OpOperand &use) {
+    for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
+      Value(input).replaceUsesWithIf(arg, [&](OpOperand &use) {
         return fusion->isProperAncestor(use.getOwner());
       });
     builder.setInsertionPointToEnd(body);
@@ -498,7 +500,8 @@ private:
   llvm::StringMap<Group *> optimizerGroups;
 };
 
-struct KilnFusionPass : impl::KilnFusionBase<KilnFusionPass> {
+struct KilnFusionPass
+    : public mlir::kiln::impl::KilnFusionBase<KilnFusionPass> {
   using Base::Base;
 
   void runOnOperation() override {

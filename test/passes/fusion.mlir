@@ -81,7 +81,7 @@ func.func @step(%s: tensor<2x4x4xf32>, %bias: tensor<4xf32>) -> tensor<2x4x4xf32
   %c = kiln.constant dense<0.5> : tensor<2x4x4xf32>
   %sc = kiln.mul %s, %c : tensor<2x4x4xf32>
   %sb = kiln.add %sc, %bb : tensor<2x4x4xf32>
-  %m = kiln.causal_mask %sb {fill = 0xFF800000 : f32} : tensor<2x4x4xf32>
+  %m = kiln.causal_mask %sb fill = 0xFF800000 : tensor<2x4x4xf32>
   %p = kiln.softmax %m : tensor<2x4x4xf32>
   return %p : tensor<2x4x4xf32>
 }
