@@ -107,12 +107,24 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   return success();
 }
 
+namespace {
+struct TrainingPipelineOptions
+    : public PassPipelineOptions<TrainingPipelineOptions> {
+  Option<std::string> lastPhase{
+      *this, "last-phase",
+      llvm::cl::desc("Stop after this phase (default: run every phase)"),
+      llvm::cl::init("")};
+};
+} // namespace
+
 void registerKilnPipelines() {
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<TrainingPipelineOptions>(
       "kiln-training-pipeline",
       "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
-      "grad-accum, optimizer, fusion",
-      [](OpPassManager &pm) { (void)buildTrainingPipeline(pm); });
+      "grad-accum, optimizer, fusion (last-phase=NAME stops early)",
+      [](OpPassManager &pm, const TrainingPipelineOptions &options) {
+        (void)buildTrainingPipeline(pm, options.lastPhase);
+      });
 }
 
 void registerKilnPasses() {
