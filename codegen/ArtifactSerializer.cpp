@@ -28,11 +28,23 @@ namespace kiln {
 
 namespace {
 
-// Whether `value` is (a reshape view of) an argument of @step with
+// Whether `value` is (a reshape view of, or a kiln.fusion block argument
+// bound to) an argument of @step with
 // kiln.role = "input": indices the data loader fills from the token file.
 bool isDataInput(func::FuncOp func, Value value) {
-  while (auto reshape = value.getDefiningOp<k::ReshapeOp>())
-    value = reshape->getOperand(0);
+  // Inside a kiln.fusion, a block argument stands for the fusion's operand.
+  for (;;) {
+    if (auto reshape = value.getDefiningOp<k::ReshapeOp>()) {
+      value = reshape->getOperand(0);
+      continue;
+    }
+    auto inner = dyn_cast<BlockArgument>(value);
+    auto fusion = inner ? dyn_cast<k::FusionOp>(inner.getOwner()->getParentOp())
+                        : k::FusionOp();
+    if (!fusion)
+      break;
+    value = fusion.getInputs()[inner.getArgNumber()];
+  }
   auto arg = dyn_cast<BlockArgument>(value);
   if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
     return false;

@@ -10,7 +10,9 @@
 //     input's storage), no step. Non-splat kiln.constant: a Constant buffer
 //     holding the data, no step. kiln.matmul: a GemmCall. kiln.adam,
 //     kiln.sgd, kiln.sgd_momentum, kiln.accumulate: a kernel whose updated
-//     results are their operands' buffers (in place). Everything else: a
+//     results are their operands' buffers (in place). kiln.fusion: one
+//     kernel for its region (operands in, results out; its members' in-place
+//     results in the matching operands' buffers). Everything else: a
 //     CpuKernelEmitter kernel and a KernelCall, one new Activation buffer per
 //     result.
 //  3. func.return: param/state results must be in place in the argument of
@@ -289,6 +291,23 @@ bool ArtifactWriter::precisionIs(StringRef precision) const {
   return value && value.getValue() == precision;
 }
 
+// The operand whose buffer result `i` of an update / accumulate op is
+// written into (in place), if any.
+static std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
+  SmallVector<std::pair<unsigned, unsigned>> inPlace; // result, operand
+  if (isa<k::AdamOp>(op))
+    inPlace = {{0, 0}, {1, 2}, {2, 3}}; // param, m, v
+  else if (isa<k::SgdMomentumOp>(op))
+    inPlace = {{0, 0}, {1, 2}}; // param, momentum buffer
+  else if (isa<k::SgdOp, k::AccumulateOp>(op))
+    inPlace = {{0, 0}}; // param / accumulator
+  auto match =
+      llvm::find_if(inPlace, [&](auto pair) { return pair.first == i; });
+  if (match == inPlace.end())
+    return std::nullopt;
+  return match->second;
+}
+
 LogicalResult ArtifactWriter::planKernel(Operation *op) {
   KernelGroup group = KernelGroup::forOp(op);
   FailureOr<CpuKernel> kernel = CpuKernelEmitter::emit(group);
@@ -302,19 +321,9 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     step.buffers.push_back(bufferOf.lookup(v));
 
   // In place: results that live in the buffer of an operand.
-  SmallVector<std::pair<unsigned, unsigned>> inPlace; // result, operand
-  if (isa<k::AdamOp>(op))
-    inPlace = {{0, 0}, {1, 2}, {2, 3}}; // param, m, v
-  else if (isa<k::SgdMomentumOp>(op))
-    inPlace = {{0, 0}, {1, 2}}; // param, momentum buffer
-  else if (isa<k::SgdOp, k::AccumulateOp>(op))
-    inPlace = {{0, 0}}; // param / accumulator
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
-    auto match = llvm::find_if(
-        inPlace, [&](auto pair) { return pair.first == i; });
-    if (match != inPlace.end()) {
-      Value operand = op->getOperand(match->second);
-      if (failed(planInPlace(op, result, operand)))
+    if (std::optional<unsigned> operand = inPlaceOperand(op, i)) {
+      if (failed(planInPlace(op, result, op->getOperand(*operand))))
         return failure();
       step.buffers.push_back(bufferOf.lookup(result));
       continue;
@@ -323,6 +332,60 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     if (op->getNumResults() > 1)
       name += "#" + std::to_string(i);
     FailureOr<uint32_t> index = addBuffer(result, op, name + "@" + loc);
+    if (failed(index))
+      return failure();
+    step.buffers.push_back(*index);
+  }
+  schedule->push_back(std::move(step));
+  return success();
+}
+
+// One kernel for the whole region: its buffers are the fusion's operands
+// (the block arguments) then its results (the yielded values). A yielded
+// in-place result of a member (an optimizer update inside a multi-tensor
+// kernel) lives in the buffer of the fusion operand its member updates.
+LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  KernelGroup group;
+  for (Operation &op : body.without_terminator())
+    group.ops.push_back(&op);
+  group.inputs.assign(body.getArguments().begin(), body.getArguments().end());
+  auto yield = cast<k::YieldOp>(body.getTerminator());
+  group.outputs.assign(yield.getValues().begin(), yield.getValues().end());
+  FailureOr<CpuKernel> kernel = CpuKernelEmitter::emit(group);
+  if (failed(kernel))
+    return failure();
+  std::string loc = locationString(fusion->getLoc());
+  PlannedStep step;
+  step.kernel = addKernel(*kernel, fusion->getLoc());
+  step.location = loc;
+  for (Value v : fusion.getInputs())
+    step.buffers.push_back(bufferOf.lookup(v));
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(fusion.getResults(), yield.getValues()))) {
+    auto [result, yielded] = pair;
+    Operation *member = yielded.getDefiningOp();
+    std::optional<unsigned> operand =
+        member ? inPlaceOperand(member,
+                                cast<OpResult>(yielded).getResultNumber())
+               : std::nullopt;
+    if (operand) {
+      auto arg = dyn_cast<BlockArgument>(member->getOperand(*operand));
+      if (!arg || arg.getOwner() != &body)
+        return member->emitError()
+               << "updates in place a value computed in the same kernel";
+      if (failed(planInPlace(fusion, result,
+                             fusion.getInputs()[arg.getArgNumber()])))
+        return failure();
+      step.buffers.push_back(bufferOf.lookup(result));
+      continue;
+    }
+    std::string name = member ? member->getName().getStringRef().str()
+                              : std::string("kiln.fusion");
+    FailureOr<uint32_t> index = addBuffer(
+        result, fusion,
+        name + "#" + std::to_string(i) + "@" +
+            locationString(member ? member->getLoc() : fusion->getLoc()));
     if (failed(index))
       return failure();
     step.buffers.push_back(*index);
@@ -380,6 +443,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   }
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
+  if (auto fusion = dyn_cast<k::FusionOp>(op))
+    return planFusion(fusion);
   if (op->getDialect() != module->getContext()->getLoadedDialect("kiln") ||
       !CpuKernelEmitter::supports(op))
     return op->emitError() << "codegen does not support '" << op->getName()

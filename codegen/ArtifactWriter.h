@@ -7,8 +7,8 @@
 // every other op result is an activation of its program. Reshape results are
 // views (alias_of) of their input; the optimizer and accumulation ops write
 // in place into their parameter / state / accumulator operands. One schedule
-// step per op (GemmCall for kiln.matmul, KernelCall otherwise), in program
-// order. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
+// step per op (GemmCall for kiln.matmul, KernelCall otherwise; one KernelCall
+// per kiln.fusion), in program order. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/CpuKernelEmitter.h"
+#include "ir/KilnOps.h"
 
 #include "runtime/schema/artifact_generated.h"
 
@@ -87,6 +88,7 @@ private:
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);
+  mlir::LogicalResult planFusion(mlir::kiln::FusionOp fusion);
   mlir::LogicalResult planReturn(mlir::func::FuncOp func,
                                  mlir::func::ReturnOp ret);
   // Gives `value` (a result of the op being planned) the storage of

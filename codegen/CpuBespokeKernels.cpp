@@ -122,6 +122,10 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
   if (outN > 1)
     w.parallelFor(outN * redN);
   w.open("for (int64_t o = 0; o < " + str(outN) + "; ++o)");
+  // A row of the input only when the reduced dims are the trailing ones.
+  bool trailing = !reduced.empty() && (kept.empty() || kept.back() < reduced.front());
+  if (trailing)
+    w.beginRow("o", redN);
   w.line("const int64_t base = " + base + ";");
   w.line(acc + " acc = 0;");
   w.open("for (int64_t r = 0; r < " + str(redN) + "; ++r)");
@@ -222,6 +226,7 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w) {
   w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.beginRow("r", c);
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("double sum = 0;");
@@ -241,6 +246,7 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w) {
   w.close();
   w.line(w.ptr(mean) + "[r] = (float)m;");
   w.line(w.ptr(rstd) + "[r] = (float)rs;");
+  w.endRow("r", c);
   w.close();
   return success();
 }
@@ -258,6 +264,7 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w) {
   w.line("// layer norm backward over rows of [" + rs + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
+  w.beginRow("r", c);
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
@@ -277,6 +284,7 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w) {
   w.line("const double dxhat = (double)g[c] * " + w.ptr(weight) + "[c];");
   w.line("dx[c] = (float)(s * (dxhat - mean1 - xhat * mean2));");
   w.close();
+  w.endRow("r", c);
   w.close();
   // Column sums in blocks of 64 columns, rows in order inside each block.
   int64_t blocks = (c + 63) / 64;
@@ -311,6 +319,7 @@ LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w) {
   w.line("// softmax over rows of [" + str(r) + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.beginRow("r", c);
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("float mx = -INFINITY;");
@@ -323,6 +332,7 @@ LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w) {
   w.close();
   w.line("const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;");
   w.line("for (int64_t c = 0; c < " + cs + "; ++c) y[c] *= inv;");
+  w.endRow("r", c);
   w.close();
   return success();
 }
@@ -335,6 +345,7 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w) {
   w.line("// softmax backward over rows of [" + str(r) + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
+  w.beginRow("r", c);
   w.line("const float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("const float* dy = " + w.ptr(dy) + " + r * " + cs + ";");
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
@@ -342,6 +353,7 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w) {
   w.line("for (int64_t c = 0; c < " + cs + "; ++c) dot += (double)dy[c] * y[c];");
   w.line("const float d = (float)dot;");
   w.line("for (int64_t c = 0; c < " + cs + "; ++c) dx[c] = y[c] * (dy[c] - d);");
+  w.endRow("r", c);
   w.close();
   return success();
 }
@@ -357,6 +369,7 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
   w.line("double* rowLoss = (double*)malloc(" + ns + " * sizeof(double));");
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
+  w.beginRow("n", v);
   w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
   w.line("float mx = -INFINITY;");
   w.line("for (int64_t c = 0; c < " + vs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
@@ -384,6 +397,7 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line("const float scale = " + w.ptr(grad) + "[0] / " + ns + ".0f;");
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
+  w.beginRow("n", v);
   w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
   w.line("float* dx = " + w.ptr(out) + " + n * " + vs + ";");
   w.line("float mx = -INFINITY;");
@@ -394,12 +408,16 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
   // A target outside [0, V) contributes a constant 0 to the forward loss,
   // so its row's gradient is 0 too.
-  w.line("if (t < 0 || t >= " + vs + ") { for (int64_t c = 0; c < " + vs +
-         "; ++c) dx[c] = 0.0f; continue; }");
+  w.open("if (t < 0 || t >= " + vs + ")");
+  w.line("for (int64_t c = 0; c < " + vs + "; ++c) dx[c] = 0.0f;");
+  w.close();
+  w.open("else");
   w.open("for (int64_t c = 0; c < " + vs + "; ++c)");
   w.line("const float p = expf(x[c] - mx) * inv;");
   w.line("dx[c] = (p - (c == t ? 1.0f : 0.0f)) * scale;");
   w.close();
+  w.close();
+  w.endRow("n", v);
   w.close();
   return success();
 }

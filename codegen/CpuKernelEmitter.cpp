@@ -9,8 +9,10 @@
 //   }
 //
 // Broadcasts inside a group read their (external) input with the index
-// arithmetic of the static shapes baked in. Every other op gets a bespoke loop
-// nest from CpuBespokeKernels.cpp.
+// arithmetic of the static shapes baked in (PointwiseStatements.cpp). A row op
+// (layer_norm, softmax, ...) with pointwise ops runs them per row inside its
+// own row loop; several optimizer updates run one after the other. Every
+// other op gets a bespoke loop nest from CpuBespokeKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 
 #include "codegen/CpuBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -51,32 +54,6 @@ bool isSplatConstant(Operation *op) {
   return value && value.isSplat();
 }
 
-// The C literal of a splat constant.
-std::string splatLiteral(Operation *op) {
-  auto value = op->getAttrOfType<DenseElementsAttr>("value");
-  if (isa<FloatType>(value.getElementType()))
-    return ScalarExprEmitter::floatLiteral(
-        value.getSplatValue<APFloat>().convertToDouble());
-  return "((" + cElementType(value.getElementType()) + ")" +
-         std::to_string(value.getSplatValue<APInt>().getSExtValue()) + "LL)";
-}
-
-// The flat index into `input` (shape `in`) of output element `i` of a
-// broadcast to `out` that maps input dim j to output dim dims[j].
-std::string broadcastIndex(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
-                           ArrayRef<int64_t> dims) {
-  SmallVector<int64_t> outStrides = rowMajorStrides(out);
-  SmallVector<int64_t> inStrides = rowMajorStrides(in);
-  std::string sum;
-  for (size_t j = 0; j < in.size(); ++j) {
-    if (in[j] == 1)
-      continue;
-    int64_t d = dims[j];
-    addTerm(sum, coordinate("i", outStrides[d], out[d], d == 0), inStrides[j]);
-  }
-  return sum.empty() ? "0" : sum;
-}
-
 // One flat loop over the output, one scalar expression per op.
 FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   KernelSourceWriter w(group);
@@ -91,73 +68,131 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
              << "pointwise ops of one kernel must all produce " << n
              << " elements";
 
-  llvm::DenseMap<Value, std::string> vars;
-  auto load = [&](Value v) -> std::string {
-    auto it = vars.find(v);
-    if (it != vars.end())
-      return it->second;
-    return w.ptr(v) + "[i]";
-  };
-
+  PointwiseStatements code;
+  if (failed(emitPointwiseStatements(
+          group.ops, "i", [&](Value v) { return w.ptr(v); }, code)))
+    return failure();
   w.line("// " + std::to_string(n) + " elements, one per iteration");
   w.parallelFor(n * static_cast<int64_t>(group.ops.size()));
   w.open("for (int64_t i = 0; i < " + std::to_string(n) + "; ++i)");
-  for (Operation *op : group.ops) {
-    Value result = op->getResult(0);
-    std::string expr;
-    if (auto bcast = dyn_cast<k::BroadcastOp>(op)) {
-      Value input = op->getOperand(0);
-      auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
-      if (vars.count(input)) {
-        if (shapeOf(input) != shapeOf(result))
-          return op->emitError()
-                 << "cannot broadcast a value computed in the same kernel";
-        expr = vars[input];
-      } else {
-        expr = w.ptr(input) + "[" +
-               broadcastIndex(shapeOf(input), shapeOf(result),
-                              dims.asArrayRef()) +
-               "]";
-      }
-    } else if (isSplatConstant(op)) {
-      expr = splatLiteral(op);
-    } else if (isa<k::IotaOp>(op)) {
-      expr = "(" + w.cType(result) + ")i";
-    } else if (isa<k::CausalMaskOp>(op)) {
-      // Element (r, c) of the trailing [T, S] matrix is masked when
-      // c > r + (S - T).
-      ArrayRef<int64_t> shape = shapeOf(result);
-      if (shape.size() < 2)
-        return op->emitError() << "causal_mask needs rank >= 2";
-      int64_t t = shape[shape.size() - 2], s = shape.back();
-      double fill = op->getAttrOfType<FloatAttr>("fill").getValueAsDouble();
-      std::string col = coordinate("i", 1, s, false);
-      std::string row = coordinate("i", s, t, shape.size() == 2);
-      expr = "((" + col + " > " + row + " + " + std::to_string(s - t) +
-             ") ? " + ScalarExprEmitter::floatLiteral(fill) + " : " +
-             load(op->getOperand(0)) + ")";
-    } else {
-      SmallVector<std::string> operands;
-      for (Value v : op->getOperands())
-        operands.push_back(load(v));
-      FailureOr<std::string> e = ScalarExprEmitter::emit(op, operands);
-      if (failed(e))
-        return op->emitError() << "no scalar expression for this op";
-      expr = *e;
-    }
-    std::string var = "v" + std::to_string(vars.size());
-    w.line("const " + w.cType(result) + " " + var + " = " + expr + "; // " +
-           op->getName().getStringRef());
-    vars[result] = var;
-  }
+  for (const std::string &line : code.lines)
+    w.line(line);
   for (Value out : group.outputs) {
-    auto it = vars.find(out);
-    if (it == vars.end())
+    auto it = code.vars.find(out);
+    if (it == code.vars.end())
       return group.ops.front()->emitError()
              << "a kernel output is not computed by the kernel's ops";
     w.line(w.ptr(out) + "[i] = " + it->second + ";");
   }
   w.close();
+  return w.finish();
+}
+
+// The pointwise ops of a row kernel for row `row` of `length` elements:
+//   for (int64_t e = 0; e < length; ++e) {
+//     const int64_t i = row * length + e;   // flat index of the element
+//     <statements>; out<k>[i] = v<j>;       // values the kernel writes
+//   }
+LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
+                          ArrayRef<Operation *> ops, StringRef row,
+                          int64_t length) {
+  if (ops.empty())
+    return success();
+  PointwiseStatements code;
+  if (failed(emitPointwiseStatements(ops, "i", [&](Value v) { return w.ptr(v); },
+                                     code)))
+    return failure();
+  std::string len = std::to_string(length);
+  w.open("for (int64_t e = 0; e < " + len + "; ++e)");
+  w.line("const int64_t i = " + row + " * " + len + " + e;");
+  for (const std::string &line : code.lines)
+    w.line(line);
+  for (Operation *op : ops)
+    if (llvm::is_contained(group.outputs, op->getResult(0)))
+      w.line(w.ptr(op->getResult(0)) + "[i] = " + code.vars[op->getResult(0)] +
+             ";");
+  w.close();
+  return success();
+}
+
+// A row op with pointwise ops before it (prologue: computed per row at the
+// top of its row loop, the values it reads written to their buffers first)
+// and after it (epilogue: computed per row at the bottom of the loop from the
+// row output it just wrote). Every value a part reads from outside the part
+// must be a buffer of the kernel.
+FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group, Operation *rowOp) {
+  SmallVector<Operation *> prologue, epilogue;
+  bool after = false;
+  for (Operation *op : group.ops) {
+    if (op == rowOp) {
+      after = true;
+      continue;
+    }
+    if (!CpuKernelEmitter::isPointwise(op))
+      return op->emitError() << "a row kernel holds one row op and "
+                                "pointwise ops only";
+    (after ? epilogue : prologue).push_back(op);
+  }
+  int64_t n = numElements(shapeOf(rowOp->getOperand(0)));
+  auto isBuffer = [&](Value v) {
+    return llvm::is_contained(group.inputs, v) ||
+           llvm::is_contained(group.outputs, v);
+  };
+  for (ArrayRef<Operation *> part : {ArrayRef<Operation *>(prologue),
+                                     ArrayRef<Operation *>(epilogue)})
+    for (Operation *op : part) {
+      if (numElements(shapeOf(op->getResult(0))) != n)
+        return op->emitError() << "must produce " << n
+                               << " elements, one per element of the row "
+                                  "op's input";
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        bool inPart = def && llvm::is_contained(part, def);
+        if (!inPart && !isBuffer(v))
+          return op->emitError() << "reads a value the row kernel keeps in "
+                                    "no buffer";
+      }
+    }
+  for (Value v : rowOp->getOperands())
+    if (!isBuffer(v))
+      return rowOp->emitError() << "reads a prologue value that is not an "
+                                   "output of the kernel";
+
+  KernelSourceWriter w(group);
+  if (failed(w.declareBuffers()))
+    return failure();
+  bool began = false, ended = false, failedPart = false;
+  w.setRowHooks(
+      [&](StringRef row, int64_t length) {
+        began = true;
+        failedPart |= failed(emitRowPart(w, group, prologue, row, length));
+      },
+      [&](StringRef row, int64_t length) {
+        ended = true;
+        failedPart |= failed(emitRowPart(w, group, epilogue, row, length));
+      });
+  if (failed(emitBespokeCpuKernel(rowOp, w)) || failedPart)
+    return failure();
+  if ((!prologue.empty() && !began) || (!epilogue.empty() && !ended))
+    return rowOp->emitError() << "has no row loop to fuse a prologue or "
+                                 "epilogue into";
+  return w.finish();
+}
+
+// Several optimizer updates, one after the other, each in a lambda of its
+// own: an update's early `return` (skipped step) ends only its own part.
+FailureOr<CpuKernel> emitOptimizerGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group);
+  if (failed(w.declareBuffers()))
+    return failure();
+  w.line("// " + std::to_string(group.ops.size()) +
+         " optimizer updates in one kernel");
+  for (Operation *op : group.ops) {
+    w.open("[&]()");
+    if (failed(emitBespokeCpuKernel(op, w)))
+      return failure();
+    w.close("();");
+  }
   return w.finish();
 }
 
@@ -181,9 +216,17 @@ FailureOr<CpuKernel> CpuKernelEmitter::emit(const KernelGroup &group) {
                              << op->getName() << "'";
   if (llvm::all_of(group.ops, isPointwise))
     return emitPointwiseGroup(group);
-  if (group.ops.size() != 1)
-    return group.ops.front()->emitError()
-           << "only pointwise ops can share a kernel";
+  if (group.ops.size() > 1 && llvm::all_of(group.ops, hasOptimizerCpuKernel))
+    return emitOptimizerGroup(group);
+  if (group.ops.size() > 1) {
+    auto rowOps = llvm::make_filter_range(
+        group.ops, [](Operation *op) { return !isPointwise(op); });
+    if (std::distance(rowOps.begin(), rowOps.end()) != 1)
+      return group.ops.front()->emitError()
+             << "a kernel holds pointwise ops, one row op with pointwise "
+                "ops, or optimizer updates";
+    return emitRowGroup(group, *rowOps.begin());
+  }
   KernelSourceWriter w(group);
   if (failed(w.declareBuffers()) ||
       failed(emitBespokeCpuKernel(group.ops.front(), w)))

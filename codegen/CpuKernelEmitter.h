@@ -8,9 +8,11 @@
 // A group is an ordered list of ops. Pointwise ops (the elementwise ops of
 // ScalarExprEmitter plus broadcast, splat constant, iota, causal_mask) may form
 // groups of any length: they become one flat loop over the output with one
-// scalar expression per op. Every other op (reductions, norms, softmax, ...)
-// is a group of its own with a bespoke loop nest. Today the artifact writer
-// makes one group per op; a fusion pass will hand over larger groups.
+// scalar expression per op. A row op (norms, softmax, losses, reduce_sum
+// over trailing dims) may share a kernel with pointwise ops before it
+// (prologue) and after it (epilogue); several optimizer updates may share
+// one (multi-tensor). Every other op is a group of its own with a bespoke
+// loop nest. The artifact writer makes one group per op, or per kiln.fusion.
 //
 //===----------------------------------------------------------------------===//
 

@@ -143,6 +143,11 @@ void KernelSourceWriter::close() {
   line("}");
 }
 
+void KernelSourceWriter::close(const llvm::Twine &suffix) {
+  --indent;
+  line("}" + suffix);
+}
+
 void KernelSourceWriter::parallelFor(int64_t work) {
   if (work >= kParallelWork)
     line("#pragma omp parallel for schedule(static)");

@@ -17,6 +17,7 @@
 #include "llvm/ADT/Twine.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace kiln {
@@ -67,8 +68,28 @@ public:
   // `text {` and one more level of indentation / `}` and one less.
   void open(const llvm::Twine &text);
   void close();
+  // `}` followed by `suffix` (e.g. "();" to call a lambda just written).
+  void close(const llvm::Twine &suffix);
   // The OpenMP pragma for a loop doing `work` scalar operations (none if small).
   void parallelFor(int64_t work);
+
+  // Row fusion. A row emitter calls beginRow right after opening its row
+  // loop and endRow right before closing it (before any `continue`), with the
+  // loop variable and the row's length in elements; a fused kernel's hooks
+  // write its pointwise prologue / epilogue for that row there.
+  using RowHook = std::function<void(llvm::StringRef row, int64_t length)>;
+  void setRowHooks(RowHook prologue, RowHook epilogue) {
+    rowPrologue = std::move(prologue);
+    rowEpilogue = std::move(epilogue);
+  }
+  void beginRow(llvm::StringRef row, int64_t length) {
+    if (rowPrologue)
+      rowPrologue(row, length);
+  }
+  void endRow(llvm::StringRef row, int64_t length) {
+    if (rowEpilogue)
+      rowEpilogue(row, length);
+  }
 
   // The finished kernel: header comment, entry point and body, named after
   // `ops` and the hash of the text.
@@ -80,6 +101,7 @@ private:
   std::string declarations;
   std::string body;
   int indent = 1;
+  RowHook rowPrologue, rowEpilogue;
 };
 
 } // namespace kiln

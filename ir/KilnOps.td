@@ -530,4 +530,7 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
 // updates) are in their own file.
 include "ir/KilnOptimizerOps.td"
 
+// kiln.fusion (the kernels chosen by --kiln-fusion) and its kiln.yield.
+include "ir/KilnFusionOps.td"
+
 #endif // KILN_OPS_TD

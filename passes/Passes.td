@@ -217,4 +217,46 @@ def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
+  let summary = "Groups ops of @step, @update and @eval into kiln.fusion kernels";
+  let description = [{
+    Chooses which ops codegen emits as one kernel and wraps each group in a
+    `kiln.fusion` (see the op's description for the kinds). Pointwise chains
+    of the same element count become one loop; a row op (layer_norm,
+    layer_norm_grad, softmax, softmax_grad, cross_entropy(_grad), reduce_sum
+    over trailing dims) absorbs its pointwise prologue and epilogue; the
+    optimizer updates of @update become multi-tensor kernels. GEMMs,
+    embeddings and transposes stay kernels of their own. A candidate that is
+    refused gets a `kiln.not_fused` attribute saying why.
+
+    Before:
+    ```mlir
+    %s = kiln.add %x, %y : tensor<4x8xf32>
+    %n:3 = kiln.layer_norm %s, %w, %b {epsilon = 1.0e-05 : f32}
+        : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+        -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    %g = kiln.gelu %n#0 : tensor<4x8xf32>
+    ```
+
+    After:
+    ```mlir
+    %f:5 = kiln.fusion "row" (%x, %y, %w, %b) : (...) -> (...) {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>, %w0: tensor<8xf32>,
+         %b0: tensor<8xf32>):
+      %s = kiln.add %a, %c : tensor<4x8xf32>
+      %n:3 = kiln.layer_norm %s, %w0, %b0 {epsilon = 1.0e-05 : f32} : ...
+      %g = kiln.gelu %n#0 : tensor<4x8xf32>
+      kiln.yield %s, %n#0, %n#1, %n#2, %g : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxOptimizerTensors", "max-optimizer-tensors", "unsigned",
+           /*default=*/"64",
+           "Most parameters updated by one multi-tensor optimizer kernel">,
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // KILN_PASSES_TD

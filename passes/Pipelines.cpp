@@ -69,6 +69,12 @@ void buildOptimizerPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildFusionPhase(OpPassManager &pm) {
+  // Group pointwise chains, row ops with their prologue/epilogue and the
+  // optimizer updates into kiln.fusion kernels (kilnc --no-fusion skips it).
+  pm.addPass(createKilnFusion());
+}
+
 llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
   static const CompilerPhase phases[] = {
       {"kiln", "frontend output, verified, canonicalized and CSE'd",
@@ -86,6 +92,8 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        buildOptimizerPhase},
+      {"fusion", "ops grouped into kiln.fusion kernels (--kiln-fusion)",
+       buildFusionPhase},
   };
   return phases;
 }
@@ -109,12 +117,25 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   return success();
 }
 
+namespace {
+struct TrainingPipelineOptions
+    : public PassPipelineOptions<TrainingPipelineOptions> {
+  Option<std::string> lastPhase{
+      *this, "last-phase",
+      llvm::cl::desc("Stop after this phase (default: run every phase)"),
+      llvm::cl::init("")};
+};
+} // namespace
+
 void registerKilnPipelines() {
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<TrainingPipelineOptions>(
       "kiln-training-pipeline",
       "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
-      "grad-accum, mixed-precision, optimizer",
-      [](OpPassManager &pm) { (void)buildTrainingPipeline(pm); });
+      "grad-accum, mixed-precision, optimizer, fusion (last-phase=NAME "
+      "stops early)",
+      [](OpPassManager &pm, const TrainingPipelineOptions &options) {
+        (void)buildTrainingPipeline(pm, options.lastPhase);
+      });
 }
 
 void registerKilnPasses() {

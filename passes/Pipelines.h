@@ -34,6 +34,8 @@ void buildAutodiffPhase(OpPassManager &pm);
 void buildGradAccumPhase(OpPassManager &pm);
 /// "optimizer": grad norm and the AdamW update appended.
 void buildOptimizerPhase(OpPassManager &pm);
+/// "fusion": kiln.fusion kernels chosen (--kiln-fusion).
+void buildFusionPhase(OpPassManager &pm);
 
 /// Every phase, in pipeline order: "kiln", "autodiff", "optimizer".
 llvm::ArrayRef<CompilerPhase> getCompilerPhases();

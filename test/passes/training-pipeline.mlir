@@ -1,11 +1,17 @@
-// RUN: kiln-opt %s --kiln-training-pipeline | FileCheck %s
+// RUN: kiln-opt %s --kiln-training-pipeline=last-phase=optimizer | FileCheck %s
+// RUN: kiln-opt %s --kiln-training-pipeline | FileCheck %s --check-prefix=FUSED
 
-// Tests that the whole pipeline (cleanup, eval clone, autodiff, accumulation,
-// optimizer, each followed by canonicalize/CSE) turns a forward loss into the
+// Tests that the pipeline up to the optimizer (cleanup, eval clone, autodiff,
+// accumulation, optimizer, each followed by canonicalize/CSE) turns a forward loss into the
 // three programs: @step (forward + backward of one micro-batch, grad_accum = 2
 // accumulators, the metric), @update (grad norm, clipping, one AdamW update
 // per param: the tied table is an embedding, the bias a bias, both excluded
 // from decay) and @eval (forward only).
+// The whole pipeline ends with fusion (its own cases: fusion.mlir).
+// FUSED-LABEL: func.func @step
+// FUSED: kiln.fusion
+// FUSED-LABEL: func.func @update
+// FUSED: kiln.fusion "optimizer"
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: {kiln.name = "loss", kiln.role = "loss"}
 // CHECK-SAME: {kiln.name = "wte", kiln.role = "grad"}

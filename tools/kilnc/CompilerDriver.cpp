@@ -16,6 +16,7 @@
 #include "codegen/Codegen.h"
 #include "frontend/Frontend.h"
 #include "ir/KilnDialect.h"
+#include "passes/FusionReport.h"
 #include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,6 +37,7 @@ namespace kiln {
 namespace {
 
 constexpr const char *kArtifactPhase = "artifact";
+constexpr const char *kFusionPhase = "fusion";
 
 /// Writes `contents` to `path` through a temporary file renamed into place.
 LogicalResult writeFileAtomically(StringRef path, StringRef contents) {
@@ -87,6 +89,21 @@ std::string defaultArtifactPath(StringRef input) {
 
 bool isKnownPhase(StringRef name) {
   return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
+}
+
+/// Writes DIR/fusion.txt: the kernels fusion chose and the candidates it
+/// refused, with reasons (or a note that --no-fusion skipped it).
+LogicalResult writeFusionReport(ModuleOp module, StringRef dir, bool skipped) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (skipped)
+    os << "# kiln fusion report: fusion skipped (--no-fusion), one kernel per op\n";
+  else
+    mlir::kiln::printFusionReport(module, os);
+  os.flush();
+  llvm::SmallString<128> path(dir);
+  llvm::sys::path::append(path, "fusion.txt");
+  return writeFileAtomically(path, text);
 }
 
 /// Writes every kernel's source to DIR/kernels/ENTRY.cpp.
@@ -182,10 +199,16 @@ int runCompiler(const DriverOptions &options) {
       return kUsageError;
     TimingScope phaseTimer = rootTimer.nest(phase.name);
     pm.enableTiming(phaseTimer);
-    phase.build(pm);
+    // --no-fusion keeps the phase (its dump and --compile-to stop) but runs
+    // nothing in it: one kernel per op, the reference for fused = unfused.
+    bool skipped = options.noFusion && phase.name == kFusionPhase;
+    if (!skipped)
+      phase.build(pm);
     if (failed(pm.run(*module)))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))
+      return kUserError;
+    if (!options.dumpPhasesTo.empty() && phase.name == kFusionPhase && failed(writeFusionReport(*module, options.dumpPhasesTo, skipped)))
       return kUserError;
     ++index;
     if (phase.name == options.compileTo)

@@ -20,6 +20,7 @@ struct DriverOptions {
   std::string target = "cpu";                   // code generation target
   std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
   std::string compileTo = "artifact";           // last phase to run
+  bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)
 };
 
 /// Exit codes of the compiler.

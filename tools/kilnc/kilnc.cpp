@@ -1,7 +1,7 @@
 //===- kilnc.cpp - the Kiln compiler command line -------------------------===//
 //
 //   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu]
-//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--mlir-timing] ...
+//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--no-fusion] [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -32,6 +32,8 @@ int main(int argc, char **argv) {
                                            cl::value_desc("dir"));
   static cl::opt<std::string> compileTo("compile-to", cl::desc("Stop after this phase and print its IR"),
                                         cl::value_desc("phase"), cl::init("artifact"));
+  static cl::opt<bool> noFusion("no-fusion", cl::desc("Skip the fusion phase: one kernel per op"),
+                                cl::init(false));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
   options.target = target;
   options.dumpPhasesTo = dumpPhasesTo;
   options.compileTo = compileTo;
+  options.noFusion = noFusion;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {

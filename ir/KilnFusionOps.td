@@ -1,0 +1,79 @@
+//===- KilnFusionOps.td - Kernel groups chosen by fusion -*- tablegen -*-===//
+//
+// kiln.fusion: the ops of one generated kernel, chosen by --kiln-fusion and
+// turned into one kernel by codegen. Included by KilnOps.td (same generated
+// files); verifiers in ir/KilnFusionOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FUSION_OPS_TD
+#define KILN_FUSION_OPS_TD
+
+def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "A group of kiln ops that codegen emits as one kernel";
+  let description = [{
+    The body is one block whose arguments are the kernel's inputs (one per
+    operand, same types) and whose `kiln.yield` names the kernel's outputs
+    (the op's results, same types). The region is isolated from above: the
+    kernel reads nothing it is not given. `kind` says how codegen lays the
+    kernel out:
+
+    - `"pointwise"`: one flat loop over the elements, one scalar expression
+      per op (elementwise ops, splat constants, iota, broadcasts of inputs);
+    - `"row"`: one row op (layer_norm, softmax, cross_entropy, ...) whose row
+      loop first computes its pointwise prologue for the row and ends with
+      its pointwise epilogue on the row it just wrote;
+    - `"optimizer"`: several kiln.adam / kiln.sgd / kiln.sgd_momentum updates
+      in one multi-tensor kernel; the updated parameter and state results
+      are written in place into the buffers of the matching operands.
+
+    The op's location fuses the model-file locations of its members, so
+    kernel names and traces still point at model lines.
+
+    ```mlir
+    %sum, %y, %mean, %rstd = kiln.fusion "row" (%x, %dx, %w, %b)
+        : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+        -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>, %w0: tensor<8xf32>,
+         %b0: tensor<8xf32>):
+      %s = kiln.add %a, %c : tensor<4x8xf32>
+      %n:3 = kiln.layer_norm %s, %w0, %b0 {epsilon = 1.0e-05 : f32}
+          : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+          -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
+      kiln.yield %s, %n#0, %n#1, %n#2
+          : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, StrAttr:$kind);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
+    $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kinds codegen knows how to emit.
+    static bool isKnownKind(::llvm::StringRef kind) {
+      return kind == "pointwise" || kind == "row" || kind == "optimizer";
+    }
+  }];
+}
+
+def Kiln_YieldOp : Kiln_Op<"yield", [Terminator,
+                                     HasParent<"FusionOp">]> {
+  let summary = "The outputs of a kiln.fusion kernel";
+  let description = [{
+    Terminates the body of a kiln.fusion; its operands become the fusion
+    op's results, in order.
+
+    ```mlir
+    kiln.yield %s, %y : tensor<4x8xf32>, tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // KILN_FUSION_OPS_TD

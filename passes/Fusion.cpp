@@ -1,0 +1,518 @@
+//===- Fusion.cpp - Groups of kiln ops that become one kernel -------------===//
+//
+// Algorithm, for each of @step, @update and @eval (single-block bodies):
+//  1. Cheap producers (splat constants, iota, broadcasts) read by several
+//     fusable ops are cloned in front of each fusable reader: recomputing
+//     them inside the reader's loop costs nothing, while sharing them would
+//     mean writing a full tensor and reading it back.
+//  1b. Optimizer updates that read nothing computed after the first update
+//     are moved next to each other (the norm sums the optimizer phase puts
+//     between them follow after), so that one kernel can hold them.
+//  2. Walk the body in order; every fusable op joins or starts a group:
+//     a. pointwise op C: joins the groups of its pointwise producers that
+//        loop over the same element count; or, as an epilogue, the row group
+//        whose row output it reads;
+//     b. row op R (layer_norm(_grad), softmax(_grad), cross_entropy(_grad),
+//        reduce_sum over trailing dims): absorbs the pointwise groups that
+//        produce its row-sized operands (its prologue);
+//     c. optimizer update (adam, sgd, sgd_momentum): joins the current
+//        multi-tensor group of its kind, up to max-optimizer-tensors.
+//     A join is legal when every value of the group read outside it is read
+//     after C (so the kernel, placed at its last member, never feeds an op
+//     that runs before it and no cycle can form), C does not broadcast a
+//     value computed in the group, and the element counts agree. A value of
+//     a member that is also read outside becomes an extra output: it is
+//     written once either way, and the consumer inside no longer reads it
+//     back (one pass over memory saved). kiln.matmul (a GEMM call),
+//     embedding(_grad) and transpose never join a group.
+//  3. Each refused candidate gets `kiln.not_fused = "into <op> at <loc>:
+//     <reason>"` on the producer (or, for optimizer updates, the update).
+//  4. Every group of two or more ops becomes a kiln.fusion placed at its
+//     last member: operands = values read from outside, results = values
+//     read outside plus every result of a row or optimizer op and each row
+//     op operand computed in the group (its kernel writes them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusionReport.h"
+#include "passes/Passes.h"
+
+#include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <memory>
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNFUSION
+#include "passes/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+int64_t elementsOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+bool isSplatConstant(Operation *op) {
+  auto constant = dyn_cast<ConstantOp>(op);
+  if (!constant)
+    return false;
+  auto value = constant->getAttrOfType<DenseElementsAttr>("value");
+  return value && value.isSplat();
+}
+
+// Ops codegen can emit as one scalar expression of a flat loop.
+bool isPointwise(Operation *op) {
+  if (op->getNumResults() != 1)
+    return false;
+  if (isa<BroadcastOp, IotaOp, CausalMaskOp>(op) || isSplatConstant(op))
+    return true;
+  Dialect *dialect = op->getDialect();
+  return op->hasTrait<OpTrait::Elementwise>() && dialect &&
+         dialect->getNamespace() == KilnDialect::getDialectNamespace();
+}
+
+// Producers cheaper to recompute in each reader's loop than to store.
+bool isCheap(Operation *op) {
+  return isSplatConstant(op) || isa<IotaOp, BroadcastOp>(op);
+}
+
+// The elements of a row op's row tensor (operand 0) that one iteration of
+// its row loop covers; nullopt for ops that are not row ops (reduce_sum is
+// one only over trailing dims with more than one output).
+std::optional<int64_t> rowLength(Operation *op) {
+  if (isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp,
+          CrossEntropyOp, CrossEntropyGradOp>(op)) {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+    return shape.empty() ? 1 : shape.back();
+  }
+  if (auto sum = dyn_cast<ReduceSumOp>(op)) {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(sum.getInput().getType()).getShape();
+    ArrayRef<int64_t> dims = sum.getDims();
+    int64_t rank = shape.size();
+    if (dims.empty() || elementsOf(sum.getResult()) <= 1)
+      return std::nullopt;
+    int64_t first = rank - static_cast<int64_t>(dims.size());
+    int64_t length = 1;
+    for (auto [j, d] : llvm::enumerate(dims)) {
+      if (d != first + static_cast<int64_t>(j))
+        return std::nullopt;
+      length *= shape[d];
+    }
+    return length;
+  }
+  return std::nullopt;
+}
+
+// Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
+// the same row loop.
+bool hasRowEpilogue(Operation *op) {
+  return isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp,
+             CrossEntropyGradOp>(op);
+}
+
+bool isOptimizerUpdate(Operation *op) {
+  return isa<AdamOp, SgdOp, SgdMomentumOp>(op);
+}
+
+// Why an op never joins a group, or "" for ops that are simply not fusable.
+std::string whyStandalone(Operation *op) {
+  if (isa<MatmulOp>(op))
+    return "kiln.matmul is a GEMM call and stays a kernel of its own";
+  if (isa<EmbeddingOp, EmbeddingGradOp>(op))
+    return op->getName().getStringRef().str() +
+           " gathers rows by index and stays a kernel of its own";
+  if (isa<TransposeOp>(op))
+    return "kiln.transpose permutes its input and stays a kernel of its own";
+  return "";
+}
+
+enum class GroupKind { Pointwise, Row, Optimizer };
+
+StringRef kindName(GroupKind kind) {
+  switch (kind) {
+  case GroupKind::Pointwise:
+    return "pointwise";
+  case GroupKind::Row:
+    return "row";
+  case GroupKind::Optimizer:
+    return "optimizer";
+  }
+  return "";
+}
+
+struct Group {
+  GroupKind kind;
+  SmallVector<Operation *> ops; // in block order
+  llvm::SmallPtrSet<Operation *, 16> members;
+  Operation *rowOp = nullptr;   // Row groups
+  int64_t elements = 0;         // the loop's elements (pointwise / row tensor)
+};
+
+class FunctionFuser {
+public:
+  FunctionFuser(func::FuncOp func, unsigned maxOptimizerTensors)
+      : block(func.getBody().front()),
+        maxOptimizerTensors(maxOptimizerTensors) {}
+
+  void run() {
+    cloneCheapProducers();
+    gatherOptimizerUpdates();
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (isPointwise(op))
+        visitPointwise(op);
+      else if (rowLength(op))
+        visitRow(op);
+      else if (isOptimizerUpdate(op))
+        visitOptimizer(op);
+    }
+    for (auto &group : groups)
+      if (group->ops.size() >= 2)
+        materialize(*group);
+  }
+
+private:
+  // 1. One clone per fusable reader of a shared cheap producer.
+  void cloneCheapProducers() {
+    SmallVector<Operation *> cheap;
+    for (Operation &op : block.without_terminator())
+      if (isCheap(&op) && !op.hasOneUse() && !op.use_empty())
+        cheap.push_back(&op);
+    for (Operation *op : cheap) {
+      SmallVector<OpOperand *> fusable;
+      bool anyOther = false;
+      for (OpOperand &use : op->getUses()) {
+        Operation *user = use.getOwner();
+        if (isPointwise(user) || rowLength(user))
+          fusable.push_back(&use);
+        else
+          anyOther = true;
+      }
+      // The original stays with the first reader unless an unfusable op
+      // needs it anyway.
+      for (auto [i, use] : llvm::enumerate(fusable)) {
+        if (i == 0 && !anyOther)
+          continue;
+        OpBuilder builder(use->getOwner());
+        use->set(builder.clone(*op)->getResult(0));
+      }
+    }
+  }
+
+  // 1b. Pure ops: moving an update up past ops it does not read keeps the
+  // function's meaning.
+  void gatherOptimizerUpdates() {
+    Operation *first = nullptr, *last = nullptr;
+    SmallVector<Operation *> updates;
+    for (Operation &op : block.without_terminator())
+      if (isOptimizerUpdate(&op))
+        updates.push_back(&op);
+    for (Operation *op : updates) {
+      if (!first) {
+        first = last = op;
+        continue;
+      }
+      bool readsLater = llvm::any_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def && def->getBlock() == &block && !def->isBeforeInBlock(first);
+      });
+      if (readsLater)
+        continue;
+      op->moveAfter(last);
+      last = op;
+    }
+  }
+
+  Group *groupOf(Operation *op) { return groupIndex.lookup(op); }
+
+  Group *newGroup(GroupKind kind, Operation *op, int64_t elements) {
+    groups.push_back(std::make_unique<Group>());
+    Group *group = groups.back().get();
+    group->kind = kind;
+    group->elements = elements;
+    add(group, op);
+    return group;
+  }
+
+  void add(Group *group, Operation *op) {
+    group->ops.push_back(op);
+    group->members.insert(op);
+    groupIndex[op] = group;
+  }
+
+  // Moves `from`'s ops into `into` (both precede the op being visited).
+  void merge(Group *into, Group *from) {
+    if (into == from)
+      return;
+    for (Operation *op : from->ops)
+      add(into, op);
+    llvm::sort(into->ops,
+               [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    from->ops.clear();
+    from->members.clear();
+  }
+
+  // Why `consumer` cannot join the union of `candidates`, or "" when it can:
+  // every value of theirs read outside must be read after `consumer`.
+  std::string whyNot(ArrayRef<Group *> candidates, Operation *consumer) {
+    auto inside = [&](Operation *op) {
+      return op == consumer ||
+             llvm::any_of(candidates,
+                          [&](Group *g) { return g->members.contains(op); });
+    };
+    for (Group *group : candidates)
+      for (Operation *member : group->ops)
+        for (Operation *user : member->getUsers())
+          if (!inside(user) && !consumer->isBeforeInBlock(user))
+            return (member->getName().getStringRef() + " at " +
+                    modelLocation(member->getLoc()) + " is also read by " +
+                    user->getName().getStringRef() + " at " +
+                    modelLocation(user->getLoc()) +
+                    ", which runs earlier (the kernel would feed an op "
+                    "before it)")
+                .str();
+    return "";
+  }
+
+  // 3. Records why `producer` was not fused into `consumer`.
+  void refuse(Operation *producer, Operation *consumer, StringRef reason) {
+    std::string text = ("into " + consumer->getName().getStringRef() + " at " +
+                        modelLocation(consumer->getLoc()) + ": " + reason)
+                           .str();
+    if (auto old = producer->getAttrOfType<StringAttr>(kNotFusedAttrName)) {
+      if (StringRef(old.getValue()).contains(text))
+        return;
+      text = old.getValue().str() + "; " + text;
+    }
+    producer->setAttr(kNotFusedAttrName,
+                      StringAttr::get(producer->getContext(), text));
+  }
+
+  // 2a. A pointwise op: epilogue of a row group, or vertical fusion.
+  void visitPointwise(Operation *op) {
+    int64_t n = elementsOf(op->getResult(0));
+    Group *row = nullptr;
+    bool rowOk = true;
+    SmallVector<std::pair<Group *, Operation *>> pointwise; // group, producer
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value v : op->getOperands()) {
+      if (!seen.insert(v).second)
+        continue;
+      Operation *producer = v.getDefiningOp();
+      if (!producer || producer->getBlock() != &block)
+        continue;
+      Group *group = groupOf(producer);
+      if (!group) {
+        std::string why = whyStandalone(producer);
+        if (!why.empty())
+          refuse(producer, op, why);
+        continue;
+      }
+      if (isa<BroadcastOp>(op)) {
+        refuse(producer, op,
+               "a kernel never broadcasts a value it computes itself");
+        continue;
+      }
+      if (group->kind == GroupKind::Optimizer) {
+        refuse(producer, op, "optimizer updates fuse only with each other");
+        continue;
+      }
+      if (group->elements != n) {
+        refuse(producer, op,
+               ("element counts differ (" + Twine(group->elements) + " vs " +
+                Twine(n) + "), one loop cannot cover both")
+                   .str());
+        continue;
+      }
+      if (group->kind == GroupKind::Row) {
+        bool epilogueValue =
+            v == group->rowOp->getResult(0) ||
+            (producer != group->rowOp &&
+             group->rowOp->isBeforeInBlock(producer));
+        if (!hasRowEpilogue(group->rowOp) || !epilogueValue) {
+          refuse(producer, op,
+                 "an epilogue reads only the row op's row output and values "
+                 "computed after it");
+          rowOk = false;
+          continue;
+        }
+        if (row && row != group) {
+          refuse(producer, op, "it already is the epilogue of another row op");
+          continue;
+        }
+        row = group;
+        continue;
+      }
+      if (!llvm::is_contained(pointwise, std::make_pair(group, producer)))
+        pointwise.push_back({group, producer});
+    }
+
+    if (row && rowOk) {
+      std::string why = whyNot({row}, op);
+      if (why.empty()) {
+        add(row, op);
+        return;
+      }
+      refuse(row->rowOp, op, why);
+    }
+    SmallVector<Group *> join;
+    for (auto [group, producer] : pointwise) {
+      if (llvm::is_contained(join, group))
+        continue;
+      SmallVector<Group *> trial(join);
+      trial.push_back(group);
+      std::string why = whyNot(trial, op);
+      if (why.empty())
+        join.push_back(group);
+      else
+        refuse(producer, op, why);
+    }
+    if (join.empty()) {
+      newGroup(GroupKind::Pointwise, op, n);
+      return;
+    }
+    for (Group *group : ArrayRef<Group *>(join).drop_front())
+      merge(join.front(), group);
+    add(join.front(), op);
+  }
+
+  // 2b. A row op absorbs the pointwise groups producing its row operands.
+  void visitRow(Operation *op) {
+    int64_t n = elementsOf(op->getOperand(0));
+    SmallVector<Group *> join;
+    for (Value v : op->getOperands()) {
+      Operation *producer = v.getDefiningOp();
+      if (!producer || producer->getBlock() != &block || elementsOf(v) != n)
+        continue;
+      Group *group = groupOf(producer);
+      if (!group) {
+        std::string why = whyStandalone(producer);
+        if (!why.empty())
+          refuse(producer, op, why);
+        continue;
+      }
+      if (llvm::is_contained(join, group))
+        continue;
+      if (group->kind != GroupKind::Pointwise || group->elements != n) {
+        refuse(producer, op,
+               "a row op's prologue is pointwise ops over its row tensor "
+               "only");
+        continue;
+      }
+      SmallVector<Group *> trial(join);
+      trial.push_back(group);
+      std::string why = whyNot(trial, op);
+      if (why.empty())
+        join.push_back(group);
+      else
+        refuse(producer, op, why);
+    }
+    Group *row = newGroup(GroupKind::Row, op, n);
+    row->rowOp = op;
+    for (Group *group : join)
+      merge(row, group);
+  }
+
+  // 2c. Updates of one kind share a multi-tensor kernel.
+  void visitOptimizer(Operation *op) {
+    StringRef kind = op->getName().getStringRef();
+    Group *&current = optimizerGroups[kind];
+    if (current && current->ops.size() < maxOptimizerTensors) {
+      std::string why = whyNot({current}, op);
+      if (why.empty()) {
+        add(current, op);
+        return;
+      }
+      refuse(op, current->ops.front(), why);
+    }
+    current = newGroup(GroupKind::Optimizer, op, 0);
+  }
+
+  // 4. The group as a kiln.fusion at its last member.
+  void materialize(Group &group) {
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> outputs;
+    SmallVector<Location> locs;
+    for (Operation *op : group.ops) {
+      locs.push_back(op->getLoc());
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || !group.members.contains(def))
+          inputs.insert(v);
+      }
+    }
+    for (Operation *op : group.ops)
+      for (Value r : op->getResults()) {
+        bool readOutside = llvm::any_of(r.getUsers(), [&](Operation *user) {
+          return !group.members.contains(user);
+        });
+        bool writtenByKernel =
+            !isPointwise(op) ||
+            (group.rowOp && llvm::is_contained(group.rowOp->getOperands(), r));
+        if (readOutside || writtenByKernel)
+          outputs.push_back(r);
+      }
+
+    MLIRContext *ctx = block.getParentOp()->getContext();
+    OpBuilder builder(ctx);
+    builder.setInsertionPointAfter(group.ops.back());
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fusion = builder.create<FusionOp>(
+        FusedLoc::get(ctx, locs), resultTypes, inputs.getArrayRef(),
+        builder.getStringAttr(kindName(group.kind)));
+    Block *body = new Block();
+    fusion.getBody().push_back(body);
+    for (Value v : inputs)
+      body->addArgument(v.getType(), v.getLoc());
+    for (Operation *op : group.ops)
+      op->moveBefore(body, body->end());
+    for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
+      Value(input).replaceUsesWithIf(arg, [&](OpOperand &use) {
+        return fusion->isProperAncestor(use.getOwner());
+      });
+    builder.setInsertionPointToEnd(body);
+    builder.create<YieldOp>(fusion.getLoc(), outputs);
+    for (auto [v, result] : llvm::zip(outputs, fusion.getResults()))
+      v.replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !fusion->isProperAncestor(use.getOwner());
+      });
+  }
+
+  Block &block;
+  unsigned maxOptimizerTensors;
+  std::vector<std::unique_ptr<Group>> groups;
+  llvm::DenseMap<Operation *, Group *> groupIndex;
+  llvm::StringMap<Group *> optimizerGroups;
+};
+
+struct KilnFusionPass
+    : public mlir::kiln::impl::KilnFusionBase<KilnFusionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (StringRef name :
+         {kStepFunctionName, kUpdateFunctionName, kEvalFunctionName}) {
+      auto func = getOperation().lookupSymbol<func::FuncOp>(name);
+      if (!func || !func.getBody().hasOneBlock())
+        continue;
+      FunctionFuser(func, maxOptimizerTensors).run();
+    }
+  }
+};
+
+} // namespace

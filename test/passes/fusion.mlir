@@ -1,0 +1,201 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fusion | FileCheck %s
+
+// Tests that a producer -> consumer chain of pointwise ops with one element
+// count becomes one "pointwise" kiln.fusion that yields only the value read
+// outside, and that the kernel carries its members' locations.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = kiln.fusion "pointwise" (%arg0, %arg1)
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[A]], %[[B]]
+// CHECK-NEXT: %[[M:.*]] = kiln.mul %[[S]], %[[S]]
+// CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[M]]
+// CHECK-NEXT: kiln.yield %[[G]] : tensor<4x8xf32>
+// CHECK: return %[[F]]
+func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = kiln.add %x, %y : tensor<4x8xf32>
+  %m = kiln.mul %s, %s : tensor<4x8xf32>
+  %g = kiln.gelu %m : tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a producer also read by a later op outside the group (a GEMM)
+// becomes an extra output of the fused kernel (it is written once either
+// way, and the tanh no longer reads it back).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion "pointwise"
+// CHECK: %[[S:.*]] = kiln.add
+// CHECK: %[[T:.*]] = kiln.tanh %[[S]]
+// CHECK: kiln.yield %[[S]], %[[T]]
+// CHECK: kiln.matmul %[[F]]#0, %arg2
+// CHECK: return %[[F]]#1
+func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = kiln.add %x, %y : tensor<4x8xf32>
+  %t = kiln.tanh %s : tensor<4x8xf32>
+  %mm = kiln.matmul %s, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  return %t, %mm : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a row op absorbs its pointwise prologue (the residual add
+// feeding layer_norm): the kernel writes the sum (read later) and all of
+// layer_norm's results, and a pointwise epilogue on the normalized output.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:5 = kiln.fusion "row" (%arg0, %arg1, %arg2, %arg3)
+// CHECK: %[[S:.*]] = kiln.add
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = kiln.layer_norm %[[S]]
+// CHECK: %[[G:.*]] = kiln.gelu %[[Y]]
+// CHECK: kiln.yield %[[S]], %[[Y]], %[[MEAN]], %[[RSTD]], %[[G]]
+// CHECK: kiln.matmul %[[F]]#4
+// CHECK: return %[[F]]#0
+func.func @step(%x: tensor<2x4x8xf32>, %r: tensor<2x4x8xf32>, %w: tensor<8xf32>,
+                %b: tensor<8xf32>, %wm: tensor<8x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %s = kiln.add %x, %r : tensor<2x4x8xf32>
+  %y, %mean, %rstd = kiln.layer_norm %s, %w, %b {epsilon = 1.0e-05 : f32}
+      : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+      -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+  %g = kiln.gelu %y : tensor<2x4x8xf32>
+  %mm = kiln.matmul %g, %wm : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  return %s, %mm : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests that softmax takes a scaled, masked prologue (splat constant,
+// causal_mask) and keeps the broadcast of a kernel input inside the loop.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion "row" (%arg1, %arg0)
+// CHECK: kiln.broadcast
+// CHECK: kiln.constant
+// CHECK: kiln.mul
+// CHECK: %[[MASKED:.*]] = kiln.causal_mask
+// CHECK: %[[P:.*]] = kiln.softmax %[[MASKED]]
+// CHECK: kiln.yield %[[MASKED]], %[[P]]
+// CHECK: return %[[F]]#1
+func.func @step(%s: tensor<2x4x4xf32>, %bias: tensor<4xf32>) -> tensor<2x4x4xf32> {
+  %bb = kiln.broadcast %bias dims = [2] : tensor<4xf32> -> tensor<2x4x4xf32>
+  %c = kiln.constant dense<0.5> : tensor<2x4x4xf32>
+  %sc = kiln.mul %s, %c : tensor<2x4x4xf32>
+  %sb = kiln.add %sc, %bb : tensor<2x4x4xf32>
+  %m = kiln.causal_mask %sb fill = 0xFF800000 : tensor<2x4x4xf32>
+  %p = kiln.softmax %m : tensor<2x4x4xf32>
+  return %p : tensor<2x4x4xf32>
+}
+
+// -----
+
+// Tests that all kiln.adam updates of @update become one "optimizer" kernel
+// even though the update-norm sums sit between them, and that the sums
+// (scalars) form their own pointwise kernel after it.
+// CHECK-LABEL: func.func @update
+// CHECK: %[[F:.*]]:10 = kiln.fusion "optimizer"
+// CHECK: kiln.adam
+// CHECK: kiln.adam
+// CHECK: kiln.yield
+// CHECK: kiln.fusion "pointwise"
+// CHECK: kiln.add
+// CHECK: kiln.sqrt
+func.func @update(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf32>,
+                  %v0: tensor<4x8xf32>, %p1: tensor<8xf32>, %g1: tensor<8xf32>,
+                  %m1: tensor<8xf32>, %v1: tensor<8xf32>, %lr: tensor<f32>,
+                  %t: tensor<f32>, %scale: tensor<f32>)
+    -> (tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>,
+        tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %a0, %am0, %av0, %du0, %pp0 = kiln.adam %p0, %g0, %m0, %v0, %lr, %t, %scale
+      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+       epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<4x8xf32>
+  %a1, %am1, %av1, %du1, %pp1 = kiln.adam %p1, %g1, %m1, %v1, %lr, %t, %scale
+      {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+       epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  %su = kiln.add %du0, %du1 : tensor<f32>
+  %un = kiln.sqrt %su : tensor<f32>
+  return %un, %a0, %am0, %av0, %a1, %am1, %av1
+      : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>,
+        tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that nothing fuses across a GEMM: the bias add stays out of the
+// matmul, and the matmul records why.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.matmul
+// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.matmul is a GEMM call and stays a kernel of its own"
+// CHECK-NOT: kiln.fusion
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<4x8xf32>)
+    -> tensor<4x8xf32> {
+  %mm = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = kiln.add %mm, %b : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that transpose and embedding stay kernels of their own, each with
+// a reason.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.embedding
+// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.embedding gathers rows by index and stays a kernel of its own"
+// CHECK: kiln.transpose
+// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.transpose permutes its input and stays a kernel of its own"
+func.func @step(%wte: tensor<16x4xf32>, %tok: tensor<4xi32>, %y: tensor<4x4xf32>)
+    -> tensor<4x4xf32> {
+  %e = kiln.embedding %wte, %tok : tensor<16x4xf32>, tensor<4xi32> -> tensor<4x4xf32>
+  %t = kiln.transpose %y permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = kiln.add %e, %t : tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a value read by an op that runs before the consumer is not
+// fused into it (the kernel would feed an op scheduled before itself: a
+// cycle), with the reason on the producer.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.exp
+// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.exp at {{.*}} is also read by kiln.matmul at {{.*}}, which runs earlier
+// CHECK-NOT: kiln.fusion
+func.func @step(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %a = kiln.exp %x : tensor<4x4xf32>
+  %m = kiln.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = kiln.add %a, %m : tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a value computed in a kernel is never broadcast by it: the exp
+// stays out, the broadcast of its result and the add form the kernel.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[E:.*]] = kiln.exp
+// CHECK-SAME: kiln.not_fused = "into kiln.broadcast at {{.*}}: a kernel never broadcasts a value it computes itself"
+// CHECK: kiln.fusion "pointwise" (%[[E]], %arg1)
+// CHECK: kiln.broadcast
+// CHECK: kiln.add
+func.func @step(%x: tensor<8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = kiln.exp %x : tensor<8xf32>
+  %b = kiln.broadcast %e dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %r = kiln.add %b, %y : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that ops over a different element count never share a loop: a
+// pointwise op on layer_norm's per-row mean is not its epilogue.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.layer_norm
+// CHECK-SAME: kiln.not_fused = "into kiln.neg at {{.*}}: element counts differ (8 vs 2), one loop cannot cover both"
+// CHECK-NOT: kiln.fusion
+func.func @step(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>)
+    -> (tensor<2x4xf32>, tensor<2xf32>) {
+  %y, %mean, %rstd = kiln.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+      : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4xf32>, tensor<2xf32>, tensor<2xf32>)
+  %n = kiln.neg %mean : tensor<2xf32>
+  return %y, %n : tensor<2x4xf32>, tensor<2xf32>
+}
