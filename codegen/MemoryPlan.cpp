@@ -352,7 +352,8 @@ std::string formatMemoryPlan(const MemoryPlan &plan,
         line += " in-place-of-" + std::to_string(plan.sharesWith[i]);
     }
     line += std::string(" ") + schema::EnumNameBufferRole(b.role) + " " +
-            b.name + " " + (plan.locations[i].empty() ? "-" : plan.locations[i]);
+            shortName(b.name, plan.locations[i]) + " " +
+            (plan.locations[i].empty() ? "-" : plan.locations[i]);
     out += line + "\n";
   }
   return out;
