@@ -41,6 +41,18 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+// "kiln.softmax" for an activation kilnc named "kiln.softmax@<location>"
+// (the location is printed beside it anyway).
+std::string withoutLocation(std::string name, const std::string &location) {
+  std::string suffix = "@" + location;
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  else if (name.size() > 1 && name.back() == '@')
+    name.pop_back();
+  return name;
+}
+
 // The tensors live at the plan's peak, largest first (as kilnc listed them).
 std::string largestLiveTensors(const Artifact &artifact, size_t count) {
   const schema::MemoryPlan *plan = artifact.root().memory_plan();
@@ -55,11 +67,13 @@ std::string largestLiveTensors(const Artifact &artifact, size_t count) {
     if (shown++ == count)
       break;
     uint32_t b = tensor->buffer();
+    std::string location = tensor->location() ? tensor->location()->str() : "";
     text += detail::concat(shown == 1 ? " " : ", ",
                            mib(artifact.bufferInfo(b).bytes), " ",
-                           bufferName(artifact.buffer(b)));
-    if (tensor->location() && tensor->location()->size() > 0)
-      text += " (" + tensor->location()->str() + ")";
+                           withoutLocation(bufferName(artifact.buffer(b)),
+                                           location));
+    if (!location.empty())
+      text += " (" + location + ")";
   }
   return text;
 }
