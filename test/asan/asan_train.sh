@@ -31,6 +31,8 @@ run="$work/build-asan/bin/kiln-run"
   -o "$work/tiny.kart" > "$work/kilnc.out"
 rm -rf "$work/ckpt"
 data=/usr/share/common-licenses/GPL-3
+# Kernels compiled for this test stay with it (a rerun loads them).
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$work/kernel-cache}"
 # Any ASan report makes the process exit non-zero (exitcode 23) and prints it.
 export ASAN_OPTIONS="exitcode=23:detect_leaks=1:abort_on_error=0"
 "$run" "$work/tiny.kart" --data "$data" --steps 3 --val-every 2 --val-fraction 0.1 \
