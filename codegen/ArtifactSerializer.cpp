@@ -1,7 +1,7 @@
 //===- ArtifactSerializer.cpp - The planned artifact as a flatbuffer ------===//
 //
 // The second half of ArtifactWriter: writes what `plan` decided into the
-// flatbuffer of runtime/schema/artifact.fbs (version 3), then the integrity
+// flatbuffer of runtime/schema/artifact.fbs (version 4), then the integrity
 // trailer. Also derives the TrainConfig the runtime needs from `kiln.train`:
 // grad_accum, clip, optimizer, every setting as one JSON object, and the
 // vocabulary bound of the token data.
@@ -160,11 +160,13 @@ FailureOr<std::string> ArtifactWriter::serialize() {
     const EmittedKernel &kernel = kernelList[i];
     kernelOffsets.push_back(schema::CreateKernelDirect(
         fbb, kernel.entry.c_str(), kernel.source.c_str(),
-        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i]));
+        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i],
+        kernel.elementwise));
   }
 
   std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
-  for (const PlannedBuffer &b : buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const PlannedBuffer &b = buffers[i];
     auto name = fbb.CreateString(b.name);
     auto shape = fbb.CreateVector(b.shape);
     flatbuffers::Offset<schema::Initializer> init = 0;
@@ -175,7 +177,8 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       data = fbb.CreateVector(b.constantData);
     bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
                                                  shape, init, data, b.aliasOf,
-                                                 b.weightDecay));
+                                                 b.weightDecay,
+                                                 memory.offsets[i]));
   }
 
   std::vector<flatbuffers::Offset<schema::Program>> programOffsets;
@@ -217,10 +220,21 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       step ? vocabularySize(step) : 0, gradAccum, floatField("clip"),
       settings.c_str());
   std::string modelName = model ? model.getValue().str() : "";
+  // The memory plan's summary: breakdown, and the tensors live at the peak.
+  std::vector<flatbuffers::Offset<schema::PeakTensor>> peakTensors;
+  for (uint32_t b : memory.peakTensors)
+    peakTensors.push_back(schema::CreatePeakTensorDirect(
+        fbb, b, memory.locations[b].c_str()));
+  const MemoryBreakdown &bd = memory.breakdown;
+  std::string peakProgram =
+      memory.peakProgram >= 0 ? programs[memory.peakProgram].name : "";
+  auto memoryPlan = schema::CreateMemoryPlanDirect(
+      fbb, bd.parameters, bd.gradients, bd.optimizerState, bd.activations,
+      bd.workspace, bd.other, bd.peak, peakProgram.c_str(), &peakTensors);
   auto artifact = schema::CreateArtifactDirect(
       fbb, schema::kArtifactVersion, modelName.c_str(), "cpu", trainConfig,
       CpuKernelEmitter::prelude(), &kernelOffsets, &bufferOffsets,
-      &programOffsets, flops);
+      &programOffsets, flops, memory.arenaBytes, memoryPlan);
   schema::FinishArtifactBuffer(fbb, artifact);
   // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
   std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),

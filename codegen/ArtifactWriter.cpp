@@ -21,7 +21,10 @@
 //     metric, norms, eval_loss) gets a buffer of its own (a copy when the
 //     value's buffer is not a plain activation) with its role and name,
 //     shared under "role:name" (so @update reads @step's gradients).
-//  4. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
+//  4. The memory plan (MemoryPlan.cpp) over the final buffers and
+//     schedules: kernel calls read their inputs and write their outputs,
+//     GEMMs read a, b and write c.
+//  5. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
 //     vocab_size from the ops that token ids from the data index.
 //
 //===----------------------------------------------------------------------===//
@@ -115,7 +118,8 @@ uint32_t ArtifactWriter::addKernel(const CpuKernel &kernel, Location loc) {
   if (it != kernelIndex.end())
     return it->second;
   kernelList.push_back(
-      {kernel.entry, kernel.source, locationString(loc), kernel.ops});
+      {kernel.entry, kernel.source, locationString(loc), kernel.ops,
+       kernel.elementwise});
   uint32_t index = kernelList.size() - 1;
   kernelIndex[kernel.entry] = index;
   return index;
@@ -319,6 +323,7 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
   step.location = loc;
   for (Value v : group.inputs)
     step.buffers.push_back(bufferOf.lookup(v));
+  step.numInputs = step.buffers.size();
 
   // In place: results that live in the buffer of an operand.
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
@@ -361,6 +366,7 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   step.location = loc;
   for (Value v : fusion.getInputs())
     step.buffers.push_back(bufferOf.lookup(v));
+  step.numInputs = step.buffers.size();
   for (auto [i, pair] :
        llvm::enumerate(llvm::zip(fusion.getResults(), yield.getValues()))) {
     auto [result, yielded] = pair;
@@ -500,6 +506,7 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
       PlannedStep step;
       step.kernel = addKernel(*copy, value.getLoc());
       step.buffers = {index, fresh};
+      step.numInputs = 1;
       step.location = locationString(value.getLoc());
       schedule->push_back(std::move(step));
       index = fresh;
@@ -551,7 +558,48 @@ LogicalResult ArtifactWriter::plan() {
       return func.emitError() << "codegen does not know the program '"
                               << name << "' (expected step, update, eval)";
   }
+  planMemory();
   return success();
+}
+
+void ArtifactWriter::planMemory() {
+  auto elementBytes = [](schema::DType dtype) -> int64_t {
+    switch (dtype) {
+    case schema::DType_BF16:
+    case schema::DType_F16:
+      return 2;
+    case schema::DType_I64:
+      return 8;
+    default:
+      return 4;
+    }
+  };
+  memoryBuffers.clear();
+  for (const PlannedBuffer &b : buffers) {
+    int64_t bytes = elementBytes(b.dtype);
+    for (int64_t d : b.shape)
+      bytes *= d;
+    memoryBuffers.push_back({b.name, b.role, bytes, b.aliasOf});
+  }
+  memoryPrograms.clear();
+  for (const PlannedProgram &program : programs) {
+    MemoryPlanProgram &planned = memoryPrograms.emplace_back();
+    planned.name = program.name;
+    for (const PlannedStep &step : program.schedule) {
+      MemoryPlanCall call;
+      call.location = step.location;
+      if (step.gemm) {
+        call.buffers = {step.gemm->a, step.gemm->b, step.gemm->c};
+        call.numInputs = 2;
+      } else {
+        call.buffers = step.buffers;
+        call.numInputs = step.numInputs;
+        call.elementwise = kernelList[step.kernel].elementwise;
+      }
+      planned.schedule.push_back(std::move(call));
+    }
+  }
+  memory = MemoryPlanner(memoryBuffers, memoryPrograms).plan();
 }
 
 } // namespace kiln

@@ -8,7 +8,9 @@
 // views (alias_of) of their input; the optimizer and accumulation ops write
 // in place into their parameter / state / accumulator operands. One schedule
 // step per op (GemmCall for kiln.matmul, KernelCall otherwise; one KernelCall
-// per kiln.fusion), in program order. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
+// per kiln.fusion), in program order. Then the static memory plan
+// (MemoryPlan.h) over the final buffers and schedules. `serialize`
+// (ArtifactSerializer.cpp) writes the flatbuffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/CpuKernelEmitter.h"
+#include "codegen/MemoryPlan.h"
 #include "ir/KilnOps.h"
 
 #include "runtime/schema/artifact_generated.h"
@@ -51,6 +54,14 @@ public:
   // The planned kernels, each once.
   const std::vector<EmittedKernel> &kernels() const { return kernelList; }
 
+  // The memory plan's reports (after a successful `plan`).
+  std::string memorySummary() const {
+    return formatMemorySummary(memory, memoryBuffers, memoryPrograms);
+  }
+  std::string memoryPlanText() const {
+    return formatMemoryPlan(memory, memoryBuffers, memoryPrograms);
+  }
+
 private:
   struct PlannedBuffer {
     std::string name;
@@ -73,6 +84,7 @@ private:
     std::optional<PlannedGemm> gemm;
     uint32_t kernel = 0;
     std::vector<uint32_t> buffers;
+    size_t numInputs = 0; // buffers[0, numInputs) are read, the rest written
     std::string location;
   };
   struct PlannedProgram {
@@ -82,6 +94,8 @@ private:
   };
 
   mlir::LogicalResult planFunction(mlir::func::FuncOp func);
+  // The arena: an offset per storage buffer (MemoryPlanner).
+  void planMemory();
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
@@ -118,6 +132,10 @@ private:
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
   // "role:name" -> the buffer shared by every program.
   llvm::StringMap<uint32_t> sharedBuffers;
+  // The memory planner's view of `buffers` and `programs`, and its plan.
+  std::vector<MemoryPlanBuffer> memoryBuffers;
+  std::vector<MemoryPlanProgram> memoryPrograms;
+  MemoryPlan memory;
 };
 
 } // namespace kiln

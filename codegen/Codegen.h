@@ -3,7 +3,7 @@
 // Turns the training-step module (after the "optimizer" phase: func.func
 // @step with forward and backward, @update with the gradient norm, clipping
 // and optimizer updates, and @eval, in the kiln dialect) into a `.kart`
-// artifact (runtime/schema/artifact.fbs, version 3): generated C++ kernels,
+// artifact (runtime/schema/artifact.fbs, version 4): generated C++ kernels,
 // GEMM calls, buffers shared by the programs, and one Program per function.
 //
 //===----------------------------------------------------------------------===//
@@ -25,11 +25,21 @@ struct EmittedKernel {
   std::string source;   // C++ source, compiled after the prelude
   std::string location; // "file:line:col" of the first op it implements
   std::string ops;      // the kiln ops it implements ("kiln.gelu")
+  bool elementwise = false; // Kernel.elementwise (see CpuKernel)
+};
+
+// The artifact and the reports of its memory plan (codegen/MemoryPlan.h).
+struct CompiledArtifact {
+  std::string bytes;         // the .kart file
+  std::string memorySummary; // peak, breakdown, largest tensors at the peak
+  std::string memoryPlan;    // every buffer: offset, bytes, live range
 };
 
 // Emits the artifact bytes for a module after the "optimizer" phase. Emits
 // diagnostics and fails on unsupported ops.
 mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module);
+// The same, with the memory plan's reports (for kilnc).
+mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module);
 
 // The kernels alone, each once (for --dump-phases-to and tests).
 mlir::FailureOr<std::vector<EmittedKernel>> emitKernels(mlir::ModuleOp module);

@@ -85,7 +85,18 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
     w.line(w.ptr(out) + "[i] = " + it->second + ";");
   }
   w.close();
-  return w.finish();
+  CpuKernel kernel = w.finish();
+  // Broadcasts, iota and causal masks compute other indices than i; without
+  // them every load and store of the loop above is element i.
+  auto sameSize = [&](Value v) { return numElements(shapeOf(v)) == n; };
+  kernel.elementwise =
+      llvm::none_of(group.ops,
+                    [](Operation *op) {
+                      return isa<k::BroadcastOp, k::IotaOp, k::CausalMaskOp>(op);
+                    }) &&
+      llvm::all_of(group.inputs, sameSize) &&
+      llvm::all_of(group.outputs, sameSize);
+  return kernel;
 }
 
 // The pointwise ops of a row kernel for row `row` of `length` elements:

@@ -45,6 +45,10 @@ struct CpuKernel {
   std::string entry;  // k_<op names>_<hash of the source>
   std::string source; // the kernel's C++ source (compiled after the prelude)
   std::string ops;    // the kiln ops it implements, comma separated
+  // Every buffer has the same element count and output element i reads only
+  // element i of each input (Kernel.elementwise: the memory plan may then
+  // give an output the storage of an input that dies here).
+  bool elementwise = false;
 };
 
 class CpuKernelEmitter {

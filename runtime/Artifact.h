@@ -40,6 +40,10 @@ struct BufferInfo {
   int64_t bytes = 0;    // elements * dtypeSize
   uint32_t storage = 0; // index of the buffer owning the storage (itself
                         // unless an alias; alias chains are resolved)
+  int64_t offset = 0;   // byte offset of the storage in the arena (the
+                        // memory plan's Buffer.offset, aliases resolved):
+                        // every backend's arena places the buffer at
+                        // base + offset, base aligned to kArenaAlignment
 };
 
 // The programs of a training step (see artifact.fbs): "step" (forward +
@@ -67,6 +71,8 @@ public:
     return *root_->buffers()->Get(index);
   }
   const BufferInfo &bufferInfo(uint32_t index) const { return infos_[index]; }
+  // Bytes of the one arena holding every buffer (the memory plan's peak).
+  int64_t arenaBytes() const { return root_->arena_bytes(); }
 
   int64_t batch() const { return root_->train()->batch(); }
   int64_t seq() const { return root_->train()->seq(); }

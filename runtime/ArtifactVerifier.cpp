@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Artifact.h"
+#include "runtime/MemoryPlanCheck.h"
 
 #include <cmath>
 #include <map>
@@ -491,6 +492,7 @@ Status verifyArtifactContents(const schema::Artifact &artifact,
   KILN_RETURN_IF_ERROR(checkBuffers(artifact, infos));
   KILN_RETURN_IF_ERROR(checkKernels(artifact));
   KILN_RETURN_IF_ERROR(checkPrograms(artifact, infos));
+  KILN_RETURN_IF_ERROR(checkMemoryPlan(artifact, infos));
   return okStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/Arena.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,13 +13,7 @@
 namespace kiln::rt::cpu {
 
 namespace {
-constexpr size_t kAlignment = 64;
-
-size_t roundedBytes(int64_t bytes) {
-  size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment *
-                   kAlignment;
-  return rounded == 0 ? kAlignment : rounded;
-}
+constexpr size_t kAlignment = static_cast<size_t>(schema::kArenaAlignment);
 
 // MemAvailable of /proc/meminfo in bytes, or -1 where it cannot be read.
 int64_t availableHostBytes() {
@@ -32,55 +27,72 @@ int64_t availableHostBytes() {
   return -1;
 }
 
-// sum += bytes, clamped at INT64_MAX: a crafted artifact with millions of
-// huge buffers is reported as too big, never wrapped around to fit.
-void addSaturating(int64_t &sum, int64_t bytes) {
-  sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
-}
-
 std::string gib(int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f GiB",
                 static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return text;
 }
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// "kiln.softmax" for an activation kilnc named "kiln.softmax@<location>"
+// (the location is printed beside it anyway).
+std::string withoutLocation(std::string name, const std::string &location) {
+  std::string suffix = "@" + location;
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  else if (name.size() > 1 && name.back() == '@')
+    name.pop_back();
+  return name;
+}
+
+// The tensors live at the plan's peak, largest first (as kilnc listed them).
+std::string largestLiveTensors(const Artifact &artifact, size_t count) {
+  const schema::MemoryPlan *plan = artifact.root().memory_plan();
+  if (!plan->peak_tensors() || plan->peak_tensors()->size() == 0)
+    return "";
+  std::string text = "; largest tensors live at the peak (in '" +
+                     (plan->peak_program() ? plan->peak_program()->str()
+                                           : std::string()) +
+                     "'):";
+  size_t shown = 0;
+  for (const schema::PeakTensor *tensor : *plan->peak_tensors()) {
+    if (shown++ == count)
+      break;
+    uint32_t b = tensor->buffer();
+    std::string location = tensor->location() ? tensor->location()->str() : "";
+    text += detail::concat(shown == 1 ? " " : ", ",
+                           mib(artifact.bufferInfo(b).bytes), " ",
+                           withoutLocation(bufferName(artifact.buffer(b)),
+                                           location));
+    if (!location.empty())
+      text += " (" + location + ")";
+  }
+  return text;
+}
 } // namespace
 
 Status Arena::checkFits(const Artifact &artifact, int64_t availableBytes) {
-  // The step's storage by what it holds, so the message says what to shrink.
-  int64_t parameters = 0, gradients = 0, optimizer = 0, other = 0;
-  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
-    const BufferInfo &info = artifact.bufferInfo(i);
-    if (info.storage != i)
-      continue;
-    int64_t bytes = static_cast<int64_t>(roundedBytes(info.bytes));
-    switch (artifact.buffer(i).role()) {
-    case schema::BufferRole_Parameter:
-      addSaturating(parameters, bytes);
-      break;
-    case schema::BufferRole_Gradient:
-      addSaturating(gradients, bytes);
-      break;
-    case schema::BufferRole_AdamM:
-    case schema::BufferRole_AdamV:
-      addSaturating(optimizer, bytes);
-      break;
-    default:
-      addSaturating(other, bytes);
-    }
-  }
-  int64_t total = 0;
-  for (int64_t part : {parameters, gradients, optimizer, other})
-    addSaturating(total, part);
+  // The verifier proved the categories add up to arena_bytes.
+  const schema::MemoryPlan &plan = *artifact.root().memory_plan();
+  int64_t total = artifact.arenaBytes();
   if (availableBytes < 0 || total <= availableBytes)
     return okStatus();
   return failedPrecondition(
       "the step needs ", gib(total), " of host memory (parameters ",
-      gib(parameters), ", gradients ", gib(gradients), ", optimizer state ",
-      gib(optimizer), ", activations and inputs ", gib(other), ") but only ",
-      gib(availableBytes),
-      " is available; compile with a smaller batch or sequence "
-      "(kilnc -D batch=N -D seq=T)");
+      gib(plan.parameters()), ", gradients ", gib(plan.gradients()),
+      ", optimizer state ", gib(plan.optimizer_state()), ", activations ",
+      gib(plan.activations()), ", workspace ", gib(plan.workspace()),
+      ", other ", gib(plan.other()), ") but only ", gib(availableBytes),
+      " is available", largestLiveTensors(artifact, 5),
+      "; compile with a smaller batch or sequence (kilnc -D batch=N -D seq=T)");
 }
 
 StatusOr<std::unique_ptr<Arena>> Arena::create(const Artifact &artifact) {
@@ -88,40 +100,35 @@ StatusOr<std::unique_ptr<Arena>> Arena::create(const Artifact &artifact) {
   // the OOM killer halfway through allocating or initialising.
   KILN_RETURN_IF_ERROR(checkFits(artifact, availableHostBytes()));
   std::unique_ptr<Arena> arena(new Arena());
+  // aligned_alloc needs a size that is a multiple of the alignment; an empty
+  // plan still gets a block so every pointer is valid.
+  size_t bytes = static_cast<size_t>(artifact.arenaBytes());
+  size_t rounded = std::max<size_t>(
+      kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  arena->base_ = std::aligned_alloc(kAlignment, rounded);
+  if (!arena->base_)
+    return internalError("out of host memory allocating the arena of ",
+                         rounded, " bytes");
+  std::memset(arena->base_, 0, rounded);
+  arena->totalBytes_ = static_cast<int64_t>(rounded);
+
   uint32_t count = artifact.numBuffers();
   arena->pointers_.assign(count, nullptr);
+  char *base = static_cast<char *>(arena->base_);
   for (uint32_t i = 0; i < count; ++i) {
+    // The verifier resolved aliases and checked every offset + bytes against
+    // arena_bytes.
     const BufferInfo &info = artifact.bufferInfo(i);
-    if (info.storage != i) {
-      // The verifier guarantees aliases point to an earlier buffer, whose
-      // pointer is therefore already set.
-      arena->pointers_[i] = arena->pointers_[info.storage];
-      continue;
-    }
-    // aligned_alloc needs a size that is a multiple of the alignment; empty
-    // buffers still get a block so every pointer is valid and distinct.
-    size_t bytes = static_cast<size_t>(info.bytes);
-    size_t rounded = roundedBytes(info.bytes);
-    void *block = std::aligned_alloc(kAlignment, rounded);
-    if (!block)
-      return internalError("out of host memory allocating ", rounded,
-                           " bytes for ", artifact.describeBuffer(i),
-                           " (", arena->totalBytes_, " bytes allocated so far)");
-    std::memset(block, 0, rounded);
-    arena->blocks_.push_back(block);
-    arena->pointers_[i] = block;
-    arena->totalBytes_ += static_cast<int64_t>(rounded);
-
+    arena->pointers_[i] = base + info.offset;
     const schema::Buffer &buffer = artifact.buffer(i);
-    if (buffer.role() == schema::BufferRole_Constant && bytes > 0)
-      std::memcpy(block, buffer.constant_data()->data(), bytes);
+    if (info.storage == i && buffer.role() == schema::BufferRole_Constant &&
+        info.bytes > 0)
+      std::memcpy(arena->pointers_[i], buffer.constant_data()->data(),
+                  static_cast<size_t>(info.bytes));
   }
   return arena;
 }
 
-Arena::~Arena() {
-  for (void *block : blocks_)
-    std::free(block);
-}
+Arena::~Arena() { std::free(base_); }
 
 } // namespace kiln::rt::cpu

@@ -1,11 +1,11 @@
 //===- Arena.h - Host storage for every buffer of an artifact -------------===//
 //
-// One 64-byte-aligned, zero-filled block per buffer that owns storage;
-// aliases (reshape views, in-place optimizer outputs) get the pointer of the
-// buffer they alias. 64 bytes is a cache line and the widest AVX-512 vector,
-// so generated kernels may use aligned loads. The static memory plan (one
-// block with offsets) replaces this in a later issue; the interface —
-// `data(i)` and the pointer table — stays.
+// One zero-filled block of Artifact.arena_bytes, aligned to kArenaAlignment
+// (256 bytes: a multiple of the cache line and the widest AVX-512 vector, so
+// generated kernels may use aligned loads); buffer i lives at base +
+// bufferInfo(i).offset, the static memory plan's offset (aliases resolve to
+// their storage). The verifier has already proved that no two live buffers
+// share bytes (runtime/MemoryPlanCheck.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,13 +22,14 @@ namespace kiln::rt::cpu {
 
 class Arena {
 public:
-  // Allocates storage for every buffer of `artifact` and copies the contents
-  // of Constant buffers. Fails, before allocating anything, when the step
-  // needs more than the host's available memory (checkFits).
+  // Allocates the arena of `artifact` and copies the contents of Constant
+  // buffers. Fails, before allocating anything, when the plan needs more
+  // than the host's available memory (checkFits).
   static StatusOr<std::unique_ptr<Arena>> create(const Artifact &artifact);
-  // Fails with the step's storage broken down by role (parameters,
-  // gradients, optimizer state, activations) when it exceeds
-  // `availableBytes`; a negative `availableBytes` means unknown (passes).
+  // Fails when the plan's arena exceeds `availableBytes`, saying how much
+  // each category needs (parameters, gradients, optimizer state,
+  // activations, workspace, other) and which tensors are live at the peak;
+  // a negative `availableBytes` means unknown (passes).
   static Status checkFits(const Artifact &artifact, int64_t availableBytes);
   ~Arena();
   Arena(const Arena &) = delete;
@@ -40,12 +41,12 @@ public:
   }
   // Pointer of every buffer, indexed by buffer index.
   const std::vector<void *> &pointers() const { return pointers_; }
-  // Bytes allocated (aliases counted once).
+  // Bytes allocated: the plan's arena, rounded up to the alignment.
   int64_t totalBytes() const { return totalBytes_; }
 
 private:
   Arena() = default;
-  std::vector<void *> blocks_; // owned allocations
+  void *base_ = nullptr; // the one owned allocation
   std::vector<void *> pointers_;
   int64_t totalBytes_ = 0;
 };

@@ -3,7 +3,8 @@
 // Shared by the writer (codegen) and the reader (runtime/Artifact): codegen
 // writes this into Artifact.version and the runtime refuses any other value.
 // A header of its own, next to artifact.fbs, so codegen can include it
-// without pulling in the runtime. Bump it whenever a field of
+// without pulling in the runtime. Also the arena alignment both sides of the
+// memory plan agree on. Bump it whenever a field of
 // artifact.fbs changes meaning.
 //
 //===----------------------------------------------------------------------===//
@@ -18,7 +19,16 @@ namespace kiln::schema {
 // 2: Kernel.args (the buffer signature every KernelCall is checked against).
 // 3: programs ("step" run grad_accum times, "update", "eval") instead of one
 //    schedule; optimizer/metric roles; TrainConfig grad_accum, clip, settings.
+// 4: the static memory plan (Buffer.offset, Artifact.arena_bytes and
+//    memory_plan, Kernel.elementwise), GemmCall.tf32 and bf16 GEMM operands,
+//    Buffer.logical_shape (padded dims), CUDA kernels (Kernel.launch,
+//    Artifact.archs).
 constexpr uint32_t kArtifactVersion = 4;
+
+// Alignment of every Buffer.offset (and of the arena itself): a multiple of
+// the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator
+// guarantees (256), so CPU and CUDA arenas can share one plan.
+constexpr int64_t kArenaAlignment = 256;
 
 } // namespace kiln::schema
 

@@ -4,6 +4,7 @@
 
 #include "runtime/schema/ArtifactChecksum.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,8 +15,38 @@ namespace kiln::rt::test {
 
 std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
   flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<schema::Buffer>> buffers;
+  // The memory plan: explicit offsets as given, every other storage buffer
+  // after the highest of them, one after another (never reused).
+  constexpr int64_t kAlign = schema::kArenaAlignment;
+  auto bytesOf = [](const BufferSpec &b) -> int64_t {
+    double bytes = static_cast<double>(dtypeSize(b.dtype));
+    for (int64_t d : b.shape)
+      bytes *= std::max<int64_t>(d, 0);
+    return bytes > double(int64_t(1) << 40) ? 0 : static_cast<int64_t>(bytes);
+  };
+  auto rounded = [&](int64_t bytes) {
+    return std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  };
+  int64_t arenaEnd = 0;
+  for (const BufferSpec &b : spec.buffers)
+    if (b.offset && *b.offset >= 0)
+      arenaEnd = std::max(arenaEnd, *b.offset + rounded(bytesOf(b)));
+  std::vector<int64_t> offsets;
   for (const BufferSpec &b : spec.buffers) {
+    if (b.offset) {
+      offsets.push_back(*b.offset);
+    } else if (b.aliasOf >= 0) {
+      offsets.push_back(-1);
+    } else {
+      offsets.push_back(arenaEnd);
+      arenaEnd += rounded(bytesOf(b));
+    }
+  }
+  int64_t arenaBytes = spec.arenaBytes.value_or(arenaEnd);
+
+  std::vector<flatbuffers::Offset<schema::Buffer>> buffers;
+  for (size_t i = 0; i < spec.buffers.size(); ++i) {
+    const BufferSpec &b = spec.buffers[i];
     auto name = fbb.CreateString(b.name);
     auto shape = fbb.CreateVector(b.shape);
     flatbuffers::Offset<schema::Initializer> init;
@@ -25,7 +56,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     if (!b.constantData.empty())
       data = fbb.CreateVector(b.constantData);
     buffers.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype, shape,
-                                           init, data, b.aliasOf));
+                                           init, data, b.aliasOf,
+                                           /*weight_decay=*/0, offsets[i]));
   }
   // Each kernel's signature: given in the spec, or else taken from its first
   // call (as codegen does), so specs of valid artifacts need not spell it.
@@ -63,7 +95,7 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     const KernelSpec &k = spec.kernels[i];
     kernels.push_back(schema::CreateKernelDirect(
         fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
-        k.ops.c_str(), &args[i]));
+        k.ops.c_str(), &args[i], k.elementwise));
   }
   auto buildStep = [&](const StepSpec &s) {
     auto location = fbb.CreateString(s.location);
@@ -97,9 +129,12 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
   auto train = schema::CreateTrainConfigDirect(
       fbb, spec.batch, spec.seq, "adamw", spec.vocab, spec.gradAccum, spec.clip,
       "{\"optimizer\":\"adamw\"}");
+  auto memoryPlan = schema::CreateMemoryPlanDirect(
+      fbb, 0, 0, 0, 0, 0, /*other=*/arenaBytes, /*peak=*/arenaBytes, "step");
   auto root = schema::CreateArtifactDirect(
       fbb, spec.version, spec.model.c_str(), spec.target.c_str(), train,
-      spec.prelude.c_str(), &kernels, &buffers, &programOffsets, /*flops=*/0);
+      spec.prelude.c_str(), &kernels, &buffers, &programOffsets, /*flops=*/0,
+      arenaBytes, memoryPlan);
   schema::FinishArtifactBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

@@ -27,6 +27,9 @@ struct BufferSpec {
   float initStd = 0;
   std::vector<uint8_t> constantData;    // Constant buffers
   int32_t aliasOf = -1;
+  // Buffer.offset; unset: the next free 256-byte-aligned offset for storage
+  // buffers (no reuse: a plan that is always valid), -1 for aliases.
+  std::optional<int64_t> offset;
 };
 
 struct KernelSpec {
@@ -36,6 +39,7 @@ struct KernelSpec {
   std::string ops;
   // The buffer signature; unset: taken from the kernel's first call.
   std::optional<std::vector<schema::KernelArg>> args;
+  bool elementwise = false; // Kernel.elementwise
 };
 
 struct GemmSpec {
@@ -72,6 +76,9 @@ struct ArtifactSpec {
   std::optional<std::vector<StepSpec>> eval; // the "eval" program, if any
   std::vector<ProgramSpec> extraPrograms;  // more (for negative tests)
   bool omitUpdate = false;                 // no "update" program (corrupt)
+  // Artifact.arena_bytes; unset: the end of the last buffer. The memory plan
+  // summary puts every byte under "other".
+  std::optional<int64_t> arenaBytes;
 };
 
 std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec);

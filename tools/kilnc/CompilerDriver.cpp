@@ -6,7 +6,9 @@
 //      "optimizer", ...), dumping the IR after each one with --dump-phases-to
 //      and stopping early with --compile-to=PHASE;
 //   3. codegen: kernels and the artifact, written to a temporary file and
-//      renamed into place, so a failed compile never leaves a partial artifact.
+//      renamed into place, so a failed compile never leaves a partial artifact;
+//      then the memory plan's peak, breakdown and largest live tensors on
+//      stdout (and every buffer's placement in DIR/memory-plan.txt).
 // Diagnostics from passes print with the model-file line and a caret, like the
 // frontend's own.
 //
@@ -219,7 +221,7 @@ int runCompiler(const DriverOptions &options) {
   TimingScope codegenTimer = rootTimer.nest("codegen");
   if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo)))
     return kUserError;
-  FailureOr<std::string> artifact = emitArtifact(*module);
+  FailureOr<CompiledArtifact> artifact = compileArtifact(*module);
   if (failed(artifact))
     return kUserError;
   codegenTimer.stop();
@@ -228,7 +230,17 @@ int runCompiler(const DriverOptions &options) {
     llvm::errs() << "kilnc: error: refusing to write a binary artifact to stdout; use -o FILE.kart\n";
     return kUsageError;
   }
-  return succeeded(writeFileAtomically(outputPath, *artifact)) ? kSuccess : kUserError;
+  if (!options.dumpPhasesTo.empty()) {
+    llvm::SmallString<128> planPath(options.dumpPhasesTo);
+    llvm::sys::path::append(planPath, "memory-plan.txt");
+    if (failed(writeFileAtomically(planPath, artifact->memoryPlan)))
+      return kUserError;
+  }
+  if (failed(writeFileAtomically(outputPath, artifact->bytes)))
+    return kUserError;
+  // Peak memory is known before anything runs: say it with every compile.
+  llvm::outs() << artifact->memorySummary;
+  return kSuccess;
 }
 
 } // namespace kiln

@@ -1,0 +1,362 @@
+//===- MemoryPlan.cpp - One arena with an offset per buffer ---------------===//
+//
+// Algorithm (the runtime's checker, runtime/MemoryPlanCheck.cpp, re-derives
+// steps 1-3 on its own and rejects any overlap they do not allow):
+//  1. Storage: views (alias_of) share their storage buffer; a touch of a view
+//     is a touch of its storage, so views extend their storage's live range.
+//  2. Liveness: the programs (step, update, eval) run one after another and
+//     an Activation lives only inside its program, so an activation's live
+//     range is [first schedule entry touching it, last one] of that program.
+//     Every other buffer (parameters, gradients, optimizer state, inputs,
+//     loss, metrics, norms, lr, step, constants) is persistent, and so is an
+//     activation touched by no program or by more than one.
+//  3. In-place reuse: an output of an elementwise kernel (Kernel.elementwise:
+//     element i of each output reads only element i of each input) takes the
+//     storage of an input of the same byte size whose last use is that call.
+//     The two become one slot living from the input's first use to the
+//     output's last; chains (x -> y -> z) form one slot.
+//  4. Persistent region first, at offset 0, in buffer order, never reused.
+//  5. Activation region after it: slots sorted by size (largest first) are
+//     placed by best fit: among the gaps left by already placed slots whose
+//     live ranges intersect this one (same program, overlapping entries),
+//     the smallest gap that holds it, else above the highest of them.
+//  6. Every size and offset is a multiple of kArenaAlignment (256 bytes);
+//     empty buffers still take one unit so every pointer is distinct.
+//  7. Peak = persistent region + activation region (the arena's size). The
+//     report names the moment the live activations are largest and the
+//     tensors live then.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/MemoryPlan.h"
+
+#include "runtime/schema/ArtifactVersion.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <numeric>
+
+namespace kiln {
+
+namespace {
+
+int64_t alignedSize(int64_t bytes) {
+  int64_t unit = schema::kArenaAlignment;
+  return std::max<int64_t>(1, (std::max<int64_t>(bytes, 0) + unit - 1) / unit) *
+         unit;
+}
+
+// A storage buffer or a chain of in-place buffers sharing one offset.
+struct Slot {
+  uint32_t root;
+  int32_t program;
+  int64_t first, last, size;
+  int64_t offset = -1;
+};
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f MiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+} // namespace
+
+MemoryPlan MemoryPlanner::plan() const {
+  const uint32_t n = buffers.size();
+  MemoryPlan plan;
+  plan.offsets.assign(n, -1);
+  plan.ranges.assign(n, LiveRange{});
+  plan.sharesWith.assign(n, -1);
+  plan.locations.assign(n, "");
+
+  // 1. Storage of every buffer (the writer makes aliases point backwards).
+  std::vector<uint32_t> storage(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    int32_t alias = buffers[i].aliasOf;
+    storage[i] = alias >= 0 && static_cast<uint32_t>(alias) < i
+                     ? storage[static_cast<uint32_t>(alias)]
+                     : i;
+  }
+
+  // 2. Live ranges: the programs each storage appears in and, per program,
+  //    its first and last entry.
+  std::vector<int> programCount(n, 0);
+  for (size_t p = 0; p < programs.size(); ++p) {
+    std::vector<bool> seen(n, false);
+    for (size_t e = 0; e < programs[p].schedule.size(); ++e)
+      for (uint32_t b : programs[p].schedule[e].buffers) {
+        uint32_t s = storage[b];
+        if (plan.locations[b].empty())
+          plan.locations[b] = programs[p].schedule[e].location;
+        if (!seen[s]) {
+          seen[s] = true;
+          ++programCount[s];
+          plan.ranges[s] = {static_cast<int32_t>(p), static_cast<int64_t>(e),
+                            static_cast<int64_t>(e)};
+        }
+        plan.ranges[s].last = static_cast<int64_t>(e);
+      }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (storage[i] != i)
+      continue;
+    if (buffers[i].role != schema::BufferRole_Activation ||
+        programCount[i] != 1)
+      plan.ranges[i] = LiveRange{};
+  }
+
+  // 3. In-place reuse inside elementwise kernels.
+  std::vector<uint32_t> slotOf(n);
+  std::iota(slotOf.begin(), slotOf.end(), 0);
+  std::vector<bool> donated(n, false);
+  for (size_t p = 0; p < programs.size(); ++p)
+    for (size_t e = 0; e < programs[p].schedule.size(); ++e) {
+      const MemoryPlanCall &call = programs[p].schedule[e];
+      if (!call.elementwise)
+        continue;
+      for (size_t j = call.numInputs; j < call.buffers.size(); ++j) {
+        uint32_t out = storage[call.buffers[j]];
+        const LiveRange &outRange = plan.ranges[out];
+        if (outRange.persistent() || outRange.first != static_cast<int64_t>(e) ||
+            plan.sharesWith[out] >= 0)
+          continue;
+        for (size_t i = 0; i < call.numInputs && i < call.buffers.size(); ++i) {
+          uint32_t in = storage[call.buffers[i]];
+          const LiveRange &inRange = plan.ranges[in];
+          if (in == out || donated[in] || inRange.persistent() ||
+              inRange.last != static_cast<int64_t>(e) ||
+              buffers[in].bytes != buffers[out].bytes)
+            continue;
+          donated[in] = true;
+          plan.sharesWith[out] = static_cast<int32_t>(in);
+          slotOf[out] = slotOf[in];
+          break;
+        }
+      }
+    }
+
+  // 4. The persistent region.
+  int64_t offset = 0;
+  MemoryBreakdown &bd = plan.breakdown;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (storage[i] != i || !plan.ranges[i].persistent())
+      continue;
+    int64_t size = alignedSize(buffers[i].bytes);
+    plan.offsets[i] = offset;
+    offset += size;
+    switch (buffers[i].role) {
+    case schema::BufferRole_Parameter:
+      bd.parameters += size;
+      break;
+    case schema::BufferRole_Gradient:
+      bd.gradients += size;
+      break;
+    case schema::BufferRole_AdamM:
+    case schema::BufferRole_AdamV:
+    case schema::BufferRole_Momentum:
+      bd.optimizerState += size;
+      break;
+    case schema::BufferRole_Activation:
+      bd.activations += size;
+      break;
+    default:
+      bd.other += size;
+    }
+  }
+  plan.persistentBytes = offset;
+
+  // 5. The activation region: one slot per chain, placed by best fit.
+  std::vector<Slot> slots;
+  std::vector<int32_t> slotIndex(n, -1);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (storage[i] != i || plan.ranges[i].persistent())
+      continue;
+    const LiveRange &r = plan.ranges[i];
+    uint32_t root = slotOf[i];
+    if (slotIndex[root] < 0) {
+      slotIndex[root] = static_cast<int32_t>(slots.size());
+      slots.push_back({root, r.program, r.first, r.last,
+                       alignedSize(buffers[i].bytes)});
+    }
+    Slot &slot = slots[slotIndex[root]];
+    slot.first = std::min(slot.first, r.first);
+    slot.last = std::max(slot.last, r.last);
+  }
+  std::vector<size_t> order(slots.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return slots[a].size > slots[b].size;
+  });
+  std::vector<size_t> placed;
+  int64_t regionBytes = 0;
+  for (size_t s : order) {
+    Slot &slot = slots[s];
+    std::vector<const Slot *> conflicts;
+    for (size_t o : placed) {
+      const Slot &other = slots[o];
+      if (other.program == slot.program && other.first <= slot.last &&
+          slot.first <= other.last)
+        conflicts.push_back(&other);
+    }
+    std::sort(conflicts.begin(), conflicts.end(),
+              [](const Slot *a, const Slot *b) { return a->offset < b->offset; });
+    int64_t end = 0, best = -1, bestGap = INT64_MAX;
+    for (const Slot *other : conflicts) {
+      int64_t gap = other->offset - end;
+      if (gap >= slot.size && gap < bestGap) {
+        best = end;
+        bestGap = gap;
+      }
+      end = std::max(end, other->offset + other->size);
+    }
+    slot.offset = best >= 0 ? best : end;
+    regionBytes = std::max(regionBytes, slot.offset + slot.size);
+    placed.push_back(s);
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (storage[i] == i && slotIndex[slotOf[i]] >= 0)
+      plan.offsets[i] = plan.persistentBytes + slots[slotIndex[slotOf[i]]].offset;
+
+  bd.activations += regionBytes;
+  bd.peak = bd.parameters + bd.gradients + bd.optimizerState + bd.activations +
+            bd.workspace + bd.other;
+  plan.arenaBytes = bd.peak;
+
+  // 7. The moment the live activations are largest: sweep each program.
+  for (size_t p = 0; p < programs.size(); ++p) {
+    size_t entries = programs[p].schedule.size();
+    std::vector<int64_t> delta(entries + 1, 0);
+    for (const Slot &slot : slots)
+      if (slot.program == static_cast<int32_t>(p)) {
+        delta[slot.first] += slot.size;
+        delta[slot.last + 1] -= slot.size;
+      }
+    int64_t live = 0;
+    for (size_t e = 0; e < entries; ++e) {
+      live += delta[e];
+      if (live > plan.peakLiveBytes) {
+        plan.peakLiveBytes = live;
+        plan.peakProgram = static_cast<int32_t>(p);
+        plan.peakEntry = static_cast<int64_t>(e);
+      }
+    }
+  }
+  if (plan.peakProgram >= 0) {
+    // One tensor per live slot: the member of the chain alive at that entry
+    // (the later one at the hand-over entry, the one just written).
+    std::vector<int32_t> liveMember(slots.size(), -1);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (storage[i] != i || plan.ranges[i].persistent())
+        continue;
+      const LiveRange &r = plan.ranges[i];
+      if (r.program == plan.peakProgram && r.first <= plan.peakEntry &&
+          plan.peakEntry <= r.last)
+        liveMember[slotIndex[slotOf[i]]] = static_cast<int32_t>(i);
+    }
+    for (int32_t member : liveMember)
+      if (member >= 0)
+        plan.peakTensors.push_back(static_cast<uint32_t>(member));
+    std::stable_sort(plan.peakTensors.begin(), plan.peakTensors.end(),
+                     [&](uint32_t a, uint32_t b) {
+                       return buffers[a].bytes > buffers[b].bytes;
+                     });
+  }
+  return plan;
+}
+
+namespace {
+
+// "kiln.softmax" for an activation named "kiln.softmax@<its location>" (or
+// "kiln.constant@" when the op had no location of its own).
+std::string shortName(const std::string &name, const std::string &location) {
+  std::string suffix = "@" + location;
+  if (!location.empty() && name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return name.substr(0, name.size() - suffix.size());
+  if (name.size() > 1 && name.back() == '@')
+    return name.substr(0, name.size() - 1);
+  return name;
+}
+
+std::string rangeText(const LiveRange &r,
+                      const std::vector<MemoryPlanProgram> &programs) {
+  if (r.persistent())
+    return "persistent";
+  return programs[r.program].name + "[" + std::to_string(r.first) + ".." +
+         std::to_string(r.last) + "]";
+}
+
+} // namespace
+
+std::string formatMemorySummary(const MemoryPlan &plan,
+                                const std::vector<MemoryPlanBuffer> &buffers,
+                                const std::vector<MemoryPlanProgram> &programs,
+                                size_t topTensors) {
+  const MemoryBreakdown &bd = plan.breakdown;
+  std::string out = "memory plan: peak " + mib(bd.peak) + " (" +
+                    std::to_string(bd.peak) + " bytes, one arena)\n";
+  auto row = [&](const char *what, int64_t bytes) {
+    char line[96];
+    std::snprintf(line, sizeof(line), "  %-16s %12s\n", what, mib(bytes).c_str());
+    out += line;
+  };
+  row("parameters", bd.parameters);
+  row("gradients", bd.gradients);
+  row("optimizer state", bd.optimizerState);
+  row("activations", bd.activations);
+  row("workspace", bd.workspace);
+  row("other", bd.other);
+  if (plan.peakProgram < 0)
+    return out;
+  const MemoryPlanProgram &program = programs[plan.peakProgram];
+  out += "tensors live at the peak (" + mib(plan.peakLiveBytes) + " in '" +
+         program.name + "' at entry " + std::to_string(plan.peakEntry);
+  const std::string &where = program.schedule[plan.peakEntry].location;
+  if (!where.empty())
+    out += ", " + where;
+  out += "), largest first:\n";
+  for (size_t i = 0; i < plan.peakTensors.size() && i < topTensors; ++i) {
+    uint32_t b = plan.peakTensors[i];
+    char line[64];
+    std::snprintf(line, sizeof(line), "  %12s  ", mib(buffers[b].bytes).c_str());
+    out += line + plan.locations[b] + "  " +
+           shortName(buffers[b].name, plan.locations[b]) + "\n";
+  }
+  if (plan.peakTensors.size() > topTensors)
+    out += "  ... and " + std::to_string(plan.peakTensors.size() - topTensors) +
+           " more\n";
+  return out;
+}
+
+std::string formatMemoryPlan(const MemoryPlan &plan,
+                             const std::vector<MemoryPlanBuffer> &buffers,
+                             const std::vector<MemoryPlanProgram> &programs) {
+  std::string out = formatMemorySummary(plan, buffers, programs,
+                                        plan.peakTensors.size());
+  out += "\narena " + std::to_string(plan.arenaBytes) +
+         " bytes; persistent region [0, " +
+         std::to_string(plan.persistentBytes) + "), activations after it\n";
+  out += "# buffer offset bytes live role name location\n";
+  for (uint32_t i = 0; i < buffers.size(); ++i) {
+    const MemoryPlanBuffer &b = buffers[i];
+    std::string line = std::to_string(i) + " ";
+    if (b.aliasOf >= 0) {
+      line += "view-of-" + std::to_string(b.aliasOf);
+    } else {
+      line += std::to_string(plan.offsets[i]) + " " + std::to_string(b.bytes) +
+              " " + rangeText(plan.ranges[i], programs);
+      if (plan.sharesWith[i] >= 0)
+        line += " in-place-of-" + std::to_string(plan.sharesWith[i]);
+    }
+    line += std::string(" ") + schema::EnumNameBufferRole(b.role) + " " +
+            shortName(b.name, plan.locations[i]) + " " +
+            (plan.locations[i].empty() ? "-" : plan.locations[i]);
+    out += line + "\n";
+  }
+  return out;
+}
+
+} // namespace kiln

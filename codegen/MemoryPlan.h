@@ -1,0 +1,107 @@
+//===- MemoryPlan.h - One arena with an offset per buffer -----------------===//
+//
+// The static memory plan of an artifact. It works on the artifact's final
+// buffer list and schedules (after kernel planning, when copies, reshape
+// views, in-place optimizer results and fused kernels' outputs are known),
+// so it is independent of MLIR: ArtifactWriter hands it plain descriptions.
+//
+// The runtime re-derives liveness from the schedules and rejects any plan
+// that lets two live buffers overlap (runtime/MemoryPlanCheck.cpp): the two
+// must agree on the rules written in MemoryPlan.cpp's algorithm comment.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_MEMORYPLAN_H
+#define KILN_CODEGEN_MEMORYPLAN_H
+
+#include "runtime/schema/artifact_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// One buffer of the artifact, as the planner needs it.
+struct MemoryPlanBuffer {
+  std::string name;
+  schema::BufferRole role = schema::BufferRole_Activation;
+  int64_t bytes = 0;
+  int32_t aliasOf = -1; // >= 0: a view of that buffer's storage
+};
+
+// One schedule entry: the buffers it touches. Kernel calls list their inputs
+// then their outputs; a GEMM lists a, b, c (numInputs = 2).
+struct MemoryPlanCall {
+  std::vector<uint32_t> buffers;
+  size_t numInputs = 0;
+  bool elementwise = false; // Kernel.elementwise of the called kernel
+  std::string location;     // model-file location, for reports
+};
+
+struct MemoryPlanProgram {
+  std::string name;
+  std::vector<MemoryPlanCall> schedule;
+};
+
+// Where one buffer's storage lives in time: entries [first, last] of program
+// `program` (both -1 for buffers that live through every program).
+struct LiveRange {
+  int32_t program = -1;
+  int64_t first = -1, last = -1;
+  bool persistent() const { return program < 0; }
+};
+
+// Bytes of the arena by what they hold; they add up to `peak`.
+struct MemoryBreakdown {
+  int64_t parameters = 0, gradients = 0, optimizerState = 0, activations = 0,
+          workspace = 0, other = 0;
+  int64_t peak = 0;
+};
+
+struct MemoryPlan {
+  std::vector<int64_t> offsets;   // per buffer; -1 for aliases
+  std::vector<LiveRange> ranges;  // per storage-owning buffer
+  std::vector<int32_t> sharesWith; // in-place reuse: the input whose storage
+                                   // an output took, else -1
+  std::vector<std::string> locations; // per buffer: where it is first written
+  int64_t arenaBytes = 0;
+  int64_t persistentBytes = 0; // the persistent region [0, persistentBytes)
+  MemoryBreakdown breakdown;
+  // The moment the live activations are largest: program, schedule entry,
+  // their bytes, and those activations (storage buffers), largest first.
+  int32_t peakProgram = -1;
+  int64_t peakEntry = -1;
+  int64_t peakLiveBytes = 0;
+  std::vector<uint32_t> peakTensors;
+};
+
+class MemoryPlanner {
+public:
+  MemoryPlanner(const std::vector<MemoryPlanBuffer> &buffers,
+                const std::vector<MemoryPlanProgram> &programs)
+      : buffers(buffers), programs(programs) {}
+
+  MemoryPlan plan() const;
+
+private:
+  const std::vector<MemoryPlanBuffer> &buffers;
+  const std::vector<MemoryPlanProgram> &programs;
+};
+
+// kilnc's report: the peak, its breakdown and the `topTensors` largest
+// tensors live at the peak with their model-file lines.
+std::string formatMemorySummary(const MemoryPlan &plan,
+                                const std::vector<MemoryPlanBuffer> &buffers,
+                                const std::vector<MemoryPlanProgram> &programs,
+                                size_t topTensors = 10);
+
+// --dump-phases-to's memory-plan.txt: every buffer with its offset, bytes,
+// live range and location.
+std::string formatMemoryPlan(const MemoryPlan &plan,
+                             const std::vector<MemoryPlanBuffer> &buffers,
+                             const std::vector<MemoryPlanProgram> &programs);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_MEMORYPLAN_H

@@ -1,0 +1,227 @@
+//===- MemoryPlanCheck.cpp - Verifying an artifact's static memory plan ---===//
+//
+// The same liveness rules as the planner (codegen/MemoryPlan.cpp), derived
+// again from the schedules:
+//   1. arena_bytes and the MemoryPlan summary: present, non-negative, the
+//      categories adding up to the peak, which is the arena's size; peak
+//      tensors naming existing buffers;
+//   2. offsets: an alias carries none (-1, it follows alias_of); a storage
+//      buffer's offset is a multiple of kArenaAlignment and its bytes lie
+//      inside the arena;
+//   3. liveness: a touch of a view is a touch of its storage; an Activation
+//      touched by exactly one program lives from its first to its last entry
+//      there; every other buffer is persistent (lives always);
+//   4. overlaps: any two storage buffers sharing a byte must never be live
+//      at once (programs run one after another, so different programs never
+//      conflict), except the in-place case: identical byte ranges, one
+//      buffer's last entry is the other's first, and that entry calls an
+//      elementwise kernel with both (Kernel.elementwise). The message names
+//      both buffers, their bytes and their live ranges.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/MemoryPlanCheck.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace kiln::rt {
+
+namespace {
+
+// 16 TiB: far above any plan, low enough that sums of a few never overflow.
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 44;
+
+// A storage buffer's live range: entries [first, last] of `program`, or
+// persistent (program < 0).
+struct Range {
+  int32_t program = -1;
+  int64_t first = -1, last = -1;
+  int programs = 0; // how many programs touch it
+  bool persistent = true;
+};
+
+// Calls `visit(buffer)` for every buffer one schedule entry touches.
+template <typename Visit>
+void forEachTouched(const schema::Step &step, Visit visit) {
+  if (const schema::KernelCall *call = step.op_as_KernelCall()) {
+    if (call->buffers())
+      for (uint32_t b : *call->buffers())
+        visit(b);
+  } else if (const schema::GemmCall *gemm = step.op_as_GemmCall()) {
+    visit(gemm->a());
+    visit(gemm->b());
+    visit(gemm->c());
+  }
+}
+
+Status checkSummary(const schema::Artifact &artifact) {
+  int64_t arena = artifact.arena_bytes();
+  if (arena < 0 || arena > kMaxArenaBytes)
+    return invalidArgument("memory plan: arena_bytes ", arena,
+                           " is outside [0, 2^44]");
+  const schema::MemoryPlan *plan = artifact.memory_plan();
+  if (!plan)
+    return invalidArgument("has no memory_plan (compile it with a kilnc "
+                           "that plans memory)");
+  const std::pair<const char *, int64_t> parts[] = {
+      {"parameters", plan->parameters()},
+      {"gradients", plan->gradients()},
+      {"optimizer_state", plan->optimizer_state()},
+      {"activations", plan->activations()},
+      {"workspace", plan->workspace()},
+      {"other", plan->other()}};
+  int64_t sum = 0;
+  for (const auto &[name, bytes] : parts) {
+    if (bytes < 0 || bytes > arena)
+      return invalidArgument("memory plan: ", name, " of ", bytes,
+                             " bytes is outside the arena of ", arena);
+    sum += bytes;
+  }
+  if (sum != plan->peak() || plan->peak() != arena)
+    return invalidArgument("memory plan: the categories add up to ", sum,
+                           " bytes and the peak is ", plan->peak(),
+                           ", but the arena has ", arena);
+  uint32_t count = artifact.buffers()->size();
+  if (plan->peak_tensors())
+    for (const schema::PeakTensor *tensor : *plan->peak_tensors())
+      if (tensor->buffer() >= count)
+        return invalidArgument("memory plan: peak tensor buffer ",
+                               tensor->buffer(), " is out of range (",
+                               count, " buffers)");
+  return okStatus();
+}
+
+Status checkOffsets(const schema::Artifact &artifact,
+                    std::vector<BufferInfo> &infos) {
+  int64_t arena = artifact.arena_bytes();
+  for (uint32_t i = 0; i < infos.size(); ++i) {
+    const schema::Buffer &buffer = *artifact.buffers()->Get(i);
+    int64_t offset = buffer.offset();
+    auto describe = [&] {
+      return detail::concat("memory plan: buffer ", i, " ('",
+                            bufferName(buffer), "')");
+    };
+    if (infos[i].storage != i) {
+      if (offset != -1)
+        return invalidArgument(describe(), " is a view of buffer ",
+                               infos[i].storage, " but has its own offset ",
+                               offset, " (views follow alias_of: -1)");
+      // Aliases point to earlier buffers, whose offsets are already set.
+      infos[i].offset = infos[infos[i].storage].offset;
+      continue;
+    }
+    if (offset < 0 || offset % schema::kArenaAlignment != 0)
+      return invalidArgument(describe(), " has offset ", offset,
+                             " (must be a non-negative multiple of ",
+                             schema::kArenaAlignment, ")");
+    if (offset > arena || infos[i].bytes > arena - offset)
+      return invalidArgument(describe(), " at offset ", offset, " with ",
+                             infos[i].bytes,
+                             " bytes ends outside the arena of ", arena,
+                             " bytes");
+    infos[i].offset = offset;
+  }
+  return okStatus();
+}
+
+std::string rangeText(const Range &r, const schema::Artifact &artifact) {
+  if (r.persistent)
+    return "persistent";
+  return detail::concat(
+      artifact.programs()->Get(r.program)->name()->str(), "[", r.first, "..",
+      r.last, "]");
+}
+
+} // namespace
+
+Status checkMemoryPlan(const schema::Artifact &artifact,
+                       std::vector<BufferInfo> &infos) {
+  KILN_RETURN_IF_ERROR(checkSummary(artifact));
+  KILN_RETURN_IF_ERROR(checkOffsets(artifact, infos));
+
+  // 3. Liveness from the schedules.
+  const uint32_t n = infos.size();
+  const auto *programs = artifact.programs();
+  std::vector<Range> ranges(n);
+  for (uint32_t p = 0; programs && p < programs->size(); ++p) {
+    const auto *schedule = programs->Get(p)->schedule();
+    for (uint32_t e = 0; schedule && e < schedule->size(); ++e)
+      forEachTouched(*schedule->Get(e), [&](uint32_t b) {
+        Range &r = ranges[infos[b].storage];
+        if (r.program != static_cast<int32_t>(p)) {
+          ++r.programs;
+          r.program = static_cast<int32_t>(p);
+          r.first = e;
+        }
+        r.last = e;
+      });
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    ranges[i].persistent =
+        artifact.buffers()->Get(i)->role() != schema::BufferRole_Activation ||
+        ranges[i].programs != 1;
+
+  // The one legal overlap of two live buffers: the in-place hand-over.
+  auto inPlace = [&](uint32_t a, uint32_t b) {
+    const Range &ra = ranges[a], &rb = ranges[b];
+    if (infos[a].offset != infos[b].offset || infos[a].bytes != infos[b].bytes)
+      return false;
+    int64_t e;
+    if (ra.last == rb.first)
+      e = ra.last;
+    else if (rb.last == ra.first)
+      e = rb.last;
+    else
+      return false;
+    const schema::Step &step =
+        *programs->Get(ra.program)->schedule()->Get(static_cast<uint32_t>(e));
+    const schema::KernelCall *call = step.op_as_KernelCall();
+    if (!call || !artifact.kernels()->Get(call->kernel())->elementwise())
+      return false;
+    bool hasA = false, hasB = false;
+    forEachTouched(step, [&](uint32_t x) {
+      hasA |= infos[x].storage == a;
+      hasB |= infos[x].storage == b;
+    });
+    return hasA && hasB;
+  };
+
+  // 4. Every pair of storage buffers sharing a byte, by a sweep over offsets.
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < n; ++i)
+    if (infos[i].storage == i && infos[i].bytes > 0)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return infos[a].offset != infos[b].offset ? infos[a].offset < infos[b].offset
+                                              : a < b;
+  });
+  for (size_t x = 0; x < order.size(); ++x) {
+    uint32_t a = order[x];
+    int64_t endA = infos[a].offset + infos[a].bytes;
+    for (size_t y = x + 1;
+         y < order.size() && infos[order[y]].offset < endA; ++y) {
+      uint32_t b = order[y];
+      const Range &ra = ranges[a], &rb = ranges[b];
+      bool bothLive = ra.persistent || rb.persistent ||
+                      (ra.program == rb.program && ra.first <= rb.last &&
+                       rb.first <= ra.last);
+      if (!bothLive || (!ra.persistent && !rb.persistent && inPlace(a, b)))
+        continue;
+      auto describe = [&](uint32_t i) {
+        return detail::concat(
+            "buffer ", i, " ('", bufferName(*artifact.buffers()->Get(i)),
+            "', bytes [", infos[i].offset, ", ",
+            infos[i].offset + infos[i].bytes, "), live ",
+            rangeText(ranges[i], artifact), ")");
+      };
+      return invalidArgument("memory plan: ", describe(a), " and ",
+                             describe(b),
+                             " share arena bytes while both are live");
+    }
+  }
+  return okStatus();
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,148 @@
+//===- MemoryPlanTest.cpp - The planner's decisions on small schedules ----===//
+//
+// codegen/MemoryPlan.cpp on hand-written buffer lists and schedules: the
+// persistent region first and never shared, best fit over live ranges,
+// in-place reuse only when the kernel is elementwise, the sizes match and
+// the input dies at that call, views extending their storage's range, and
+// the peak and its tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/MemoryPlan.h"
+
+#include "runtime/schema/ArtifactVersion.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kAlign = schema::kArenaAlignment;
+
+MemoryPlanBuffer activation(const std::string &name, int64_t bytes) {
+  return {name, schema::BufferRole_Activation, bytes, -1};
+}
+
+MemoryPlanCall call(std::vector<uint32_t> buffers, size_t numInputs,
+                    bool elementwise = false) {
+  return {std::move(buffers), numInputs, elementwise, "m.kiln:1:1"};
+}
+
+TEST(MemoryPlanTest, PersistentRegionComesFirstInBufferOrder) {
+  std::vector<MemoryPlanBuffer> buffers = {
+      {"w", schema::BufferRole_Parameter, 1000, -1},
+      activation("a", 512),
+      {"w", schema::BufferRole_Gradient, 1000, -1},
+      {"loss", schema::BufferRole_Loss, 4, -1}};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step", {call({0}, 0), call({0, 1}, 1), call({1, 2, 3}, 1)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  EXPECT_EQ(plan.offsets[0], 0);
+  EXPECT_EQ(plan.offsets[2], 4 * kAlign); // 1000 bytes take 4 units
+  EXPECT_EQ(plan.offsets[3], 8 * kAlign);
+  EXPECT_EQ(plan.persistentBytes, 9 * kAlign);
+  EXPECT_EQ(plan.offsets[1], 9 * kAlign);
+  EXPECT_EQ(plan.breakdown.parameters, 4 * kAlign);
+  EXPECT_EQ(plan.breakdown.gradients, 4 * kAlign);
+  EXPECT_EQ(plan.breakdown.other, kAlign);
+  EXPECT_EQ(plan.breakdown.activations, 2 * kAlign);
+  EXPECT_EQ(plan.arenaBytes, 11 * kAlign);
+  EXPECT_EQ(plan.breakdown.peak, plan.arenaBytes);
+}
+
+TEST(MemoryPlanTest, DisjointLivesShareAndBestFitTakesTheSmallestGap) {
+  // Live ranges: a [0..1] 4 units, b [0..3] 1 unit, c [1..2] 2 units,
+  // d [2..3] 1 unit, e [3..3] 2 units. Placed largest first: a, c, e, b, d.
+  std::vector<MemoryPlanBuffer> buffers = {
+      activation("a", 4 * kAlign), activation("b", kAlign),
+      activation("c", 2 * kAlign), activation("d", kAlign),
+      activation("e", 2 * kAlign)};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step",
+       {call({0, 1}, 0), call({0, 2}, 1), call({2, 3}, 1),
+        call({1, 3, 4}, 2)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  // a at 0; c (live with a at entry 1) above it at 4 units.
+  EXPECT_EQ(plan.offsets[0], 0);
+  EXPECT_EQ(plan.offsets[2], 4 * kAlign);
+  // e [3..3] conflicts with b and d only, which are not placed yet when e
+  // (2 units) goes: it takes offset 0, a's bytes, after a died.
+  EXPECT_EQ(plan.offsets[4], 0);
+  // b [0..3] conflicts with a, c, e: the gap above c (end 6 units).
+  EXPECT_EQ(plan.offsets[1], 6 * kAlign);
+  // d [2..3] conflicts with c, b, e: the smallest gap that holds one unit
+  // is [2, 4) between e and c.
+  EXPECT_EQ(plan.offsets[3], 2 * kAlign);
+  EXPECT_EQ(plan.arenaBytes, 7 * kAlign);
+  // The peak: entry 1 holds a, b, c = 7 units.
+  EXPECT_EQ(plan.peakLiveBytes, 7 * kAlign);
+  EXPECT_EQ(plan.peakEntry, 1);
+  EXPECT_EQ(plan.peakTensors, (std::vector<uint32_t>{0, 2, 1}));
+}
+
+TEST(MemoryPlanTest, InPlaceOnlyInElementwiseKernelsWhenTheInputDies) {
+  // x = f(); y = g(x) elementwise; z = h(y) not elementwise; w = k(z) with
+  // z read again later.
+  std::vector<MemoryPlanBuffer> buffers = {
+      activation("x", 1024), activation("y", 1024), activation("z", 1024),
+      activation("w", 1024), {"loss", schema::BufferRole_Loss, 4, -1}};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step",
+       {call({0}, 0), call({0, 1}, 1, true), call({1, 2}, 1, false),
+        call({2, 3}, 1, true), call({2, 3, 4}, 2)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  EXPECT_EQ(plan.sharesWith[1], 0); // y over x
+  EXPECT_EQ(plan.offsets[1], plan.offsets[0]);
+  EXPECT_EQ(plan.sharesWith[2], -1); // h is not elementwise
+  EXPECT_NE(plan.offsets[2], plan.offsets[1]);
+  EXPECT_EQ(plan.sharesWith[3], -1); // z is read after k
+  EXPECT_NE(plan.offsets[3], plan.offsets[2]);
+}
+
+TEST(MemoryPlanTest, InPlaceNeedsTheSameByteSize) {
+  std::vector<MemoryPlanBuffer> buffers = {activation("x", 1024),
+                                           activation("y", 512),
+                                           {"loss", schema::BufferRole_Loss, 4, -1}};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step", {call({0}, 0), call({0, 1}, 1, true), call({1, 2}, 1)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  EXPECT_EQ(plan.sharesWith[1], -1);
+  EXPECT_NE(plan.offsets[1], plan.offsets[0]);
+}
+
+TEST(MemoryPlanTest, ViewsExtendTheirStorageAndPersistentIsNeverShared) {
+  // v is a view of x read at entry 2, so x lives [0..2] and y (born at 1)
+  // cannot take x's bytes in place. The parameter is never shared.
+  std::vector<MemoryPlanBuffer> buffers = {
+      activation("x", 1024), activation("y", 1024),
+      {"v", schema::BufferRole_Activation, 1024, 0},
+      {"p", schema::BufferRole_Parameter, 1024, -1}};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step", {call({3, 0}, 1), call({0, 1}, 1, true), call({2, 1, 3}, 2)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  EXPECT_EQ(plan.offsets[2], -1);
+  EXPECT_EQ(plan.ranges[0].last, 2);
+  EXPECT_EQ(plan.sharesWith[1], -1);
+  EXPECT_NE(plan.offsets[0], plan.offsets[1]);
+  EXPECT_TRUE(plan.ranges[3].persistent());
+  EXPECT_EQ(plan.offsets[3], 0);
+  EXPECT_GE(plan.offsets[0], plan.persistentBytes);
+  EXPECT_GE(plan.offsets[1], plan.persistentBytes);
+}
+
+TEST(MemoryPlanTest, ProgramsShareTheActivationRegion) {
+  // a lives in "step", b in "update": programs run one after another.
+  std::vector<MemoryPlanBuffer> buffers = {activation("a", 1024),
+                                           activation("b", 1024),
+                                           activation("both", 1024)};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step", {call({0, 2}, 1)}}, {"update", {call({1, 2}, 1)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
+  // An activation touched by two programs is kept for the whole step.
+  EXPECT_TRUE(plan.ranges[2].persistent());
+  EXPECT_LT(plan.offsets[2], plan.persistentBytes);
+}
+
+} // namespace
+} // namespace kiln
