@@ -182,7 +182,9 @@ int runCompiler(const DriverOptions &options) {
       return kUsageError;
     TimingScope phaseTimer = rootTimer.nest(phase.name);
     pm.enableTiming(phaseTimer);
-    phase.build(pm);
+    // --no-pad-dims: the phase still exists (dumps, --compile-to) but runs nothing.
+    if (options.padDims || phase.name != mlir::kiln::kPadDimsPhaseName)
+      phase.build(pm);
     if (failed(pm.run(*module)))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))

@@ -20,6 +20,7 @@ struct DriverOptions {
   std::string target = "cpu";                   // code generation target
   std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
   std::string compileTo = "artifact";           // last phase to run
+  bool padDims = true;                          // false: skip the pad-dims phase (--no-pad-dims)
 };
 
 /// Exit codes of the compiler.
