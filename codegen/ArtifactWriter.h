@@ -60,6 +60,7 @@ private:
     std::vector<uint8_t> constantData;
     int32_t aliasOf = -1;
     float weightDecay = 0.0f; // parameters only
+    std::vector<int64_t> logicalShape; // the true shape when pad-dims padded it
   };
   struct PlannedGemm {
     uint32_t a, b, c;
@@ -90,6 +91,8 @@ private:
   // `operand`, which must not be read after `op` (in-place updates).
   mlir::LogicalResult planInPlace(mlir::Operation *op, mlir::Value result,
                                   mlir::Value operand);
+  // Buffer.logical_shape of padded parameters, gradients and state.
+  void planLogicalShapes();
   // A shared buffer for `role` and `name`, created on first use.
   mlir::FailureOr<uint32_t> sharedBuffer(mlir::Value value,
                                          mlir::Operation *where,
@@ -113,6 +116,8 @@ private:
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
   // "role:name" -> the buffer shared by every program.
   llvm::StringMap<uint32_t> sharedBuffers;
+  // Parameter name -> kiln.true_shape of a parameter pad-dims padded.
+  llvm::StringMap<std::vector<int64_t>> trueShapes;
 };
 
 } // namespace kiln

@@ -27,6 +27,7 @@ struct BufferSpec {
   float initStd = 0;
   std::vector<uint8_t> constantData;    // Constant buffers
   int32_t aliasOf = -1;
+  std::vector<int64_t> logicalShape;    // padded buffers (pad-dims)
 };
 
 struct KernelSpec {
