@@ -130,9 +130,12 @@ public:
     for (auto [value, axis] : axes) {
       auto type = cast<RankedTensorType>(value.getType());
       SmallVector<int64_t> shape(type.getShape());
+      // The user's shape; an argument padded on another axis before keeps
+      // the one recorded then.
       if (auto arg = dyn_cast<BlockArgument>(value))
-        func.setArgAttr(arg.getArgNumber(), kTrueShapeAttrName,
-                        DenseI64ArrayAttr::get(ctx, shape));
+        if (!func.getArgAttr(arg.getArgNumber(), kTrueShapeAttrName))
+          func.setArgAttr(arg.getArgNumber(), kTrueShapeAttrName,
+                          DenseI64ArrayAttr::get(ctx, shape));
       shape[axis] = paddedSize;
       auto padded = RankedTensorType::get(shape, type.getElementType(),
                                           type.getEncoding());
@@ -153,15 +156,6 @@ public:
     }
     SmallVector<Type> inputs(func.getBody().front().getArgumentTypes());
     func.setType(FunctionType::get(ctx, inputs, func.getResultTypes()));
-  }
-
-  /// The parameters padded together (the candidate first).
-  SmallVector<BlockArgument> parameters() const {
-    SmallVector<BlockArgument> params;
-    for (auto [value, axis] : axes)
-      if (auto arg = dyn_cast<BlockArgument>(value))
-        params.push_back(arg);
-    return params;
   }
 
 private:

@@ -86,6 +86,20 @@ void scatterLogicalRegion(const float *logical,
                     });
 }
 
+int64_t paddedOffset(int64_t logicalFlat,
+                     const std::vector<int64_t> &logicalShape,
+                     const std::vector<int64_t> &paddedShape) {
+  assert(logicalShape.size() == paddedShape.size());
+  int64_t offset = 0, stride = 1;
+  for (size_t d = logicalShape.size(); d-- > 0;) {
+    int64_t index = logicalShape[d] > 0 ? logicalFlat % logicalShape[d] : 0;
+    logicalFlat = logicalShape[d] > 0 ? logicalFlat / logicalShape[d] : 0;
+    offset += index * stride;
+    stride *= paddedShape[d];
+  }
+  return offset;
+}
+
 bool paddingIsZero(const float *padded, const std::vector<int64_t> &paddedShape,
                    const std::vector<int64_t> &logicalShape) {
   assert(logicalShape.size() == paddedShape.size());

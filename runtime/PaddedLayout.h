@@ -35,6 +35,12 @@ void scatterLogicalRegion(const float *logical,
                           const std::vector<int64_t> &paddedShape,
                           float *padded);
 
+// The offset in the padded layout of the element at row-major offset
+// `logicalFlat` of the logical tensor.
+int64_t paddedOffset(int64_t logicalFlat,
+                     const std::vector<int64_t> &logicalShape,
+                     const std::vector<int64_t> &paddedShape);
+
 // Whether every element of `padded` outside the logical corner is exactly 0
 // (pad-dims' invariant: no gradient reaches the padding, so training never
 // moves it).

@@ -70,6 +70,16 @@ TEST(PaddedLayoutTest, PaddingCheckSeesEveryPaddedElement) {
     }
 }
 
+TEST(PaddedLayoutTest, PaddedOffsetOfEachLogicalElement) {
+  const std::vector<int64_t> logical = {2, 3, 5}, padded = {3, 4, 8};
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 5; ++k)
+        EXPECT_EQ(paddedOffset(at3(logical, i, j, k), logical, padded),
+                  at3(padded, i, j, k));
+  EXPECT_EQ(paddedOffset(0, {}, {}), 0);
+}
+
 TEST(PaddedLayoutTest, UnpaddedAndRank1) {
   const std::vector<int64_t> same = {3, 2};
   std::vector<float> values = {1, 2, 3, 4, 5, 6}, buffer(6), back(6);
