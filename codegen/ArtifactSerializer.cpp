@@ -65,15 +65,23 @@ int64_t vocabularySize(func::FuncOp func) {
   };
   func.walk([&](Operation *op) {
     if (auto embedding = dyn_cast<k::EmbeddingOp>(op)) {
-      // table [V, D] gathered by indices [...]
-      if (isDataInput(func, embedding.getIndices()))
-        bound(cast<RankedTensorType>(embedding.getTable().getType())
-                  .getDimSize(0));
+      // table [V, D] gathered by indices [...]; a table padded by pad-dims
+      // has its true V in kiln.true_shape.
+      if (isDataInput(func, embedding.getIndices())) {
+        Value table = embedding.getTable();
+        int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+        if (auto arg = dyn_cast<BlockArgument>(table))
+          if (auto trueShape = func.getArgAttrOfType<DenseI64ArrayAttr>(
+                  arg.getArgNumber(), k::kTrueShapeAttrName))
+            rows = trueShape[0];
+        bound(rows);
+      }
     } else if (auto crossEntropy = dyn_cast<k::CrossEntropyOp>(op)) {
-      // logits [..., V], targets [...]
+      // logits [..., V], targets [...]; valid_classes when padded
       if (isDataInput(func, crossEntropy.getTargets())) {
         auto logits = cast<RankedTensorType>(crossEntropy.getLogits().getType());
-        bound(logits.getDimSize(logits.getRank() - 1));
+        bound(crossEntropy.getValidClasses().value_or(
+            logits.getDimSize(logits.getRank() - 1)));
       }
     }
   });
@@ -175,10 +183,14 @@ FailureOr<std::string> ArtifactWriter::serialize() {
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data = 0;
     if (b.role == schema::BufferRole_Constant)
       data = fbb.CreateVector(b.constantData);
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> logicalShape = 0;
+    if (!b.logicalShape.empty())
+      logicalShape = fbb.CreateVector(b.logicalShape);
     bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
                                                  shape, init, data, b.aliasOf,
                                                  b.weightDecay,
-                                                 memory.offsets[i]));
+                                                 memory.offsets[i],
+                                                 logicalShape));
   }
 
   std::vector<flatbuffers::Offset<schema::Program>> programOffsets;

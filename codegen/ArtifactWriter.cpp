@@ -21,11 +21,14 @@
 //     metric, norms, eval_loss) gets a buffer of its own (a copy when the
 //     value's buffer is not a plain activation) with its role and name,
 //     shared under "role:name" (so @update reads @step's gradients).
-//  4. The memory plan (MemoryPlan.cpp) over the final buffers and
+//  4. Parameters pad-dims padded (kiln.true_shape) give their true shape to
+//     their Parameter, Gradient and optimizer-state buffers (logical_shape).
+//  5. The memory plan (MemoryPlan.cpp) over the final buffers and
 //     schedules: kernel calls read their inputs and write their outputs,
 //     GEMMs read a, b and write c.
-//  5. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
-//     vocab_size from the ops that token ids from the data index.
+//  6. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
+//     vocab_size from the ops that token ids from the data index (true
+//     sizes: kiln.true_shape, valid_classes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -232,6 +235,10 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
     if (auto decay =
             func.getArgAttrOfType<FloatAttr>(i, k::kWeightDecayAttrName))
       buffer.weightDecay = static_cast<float>(decay.getValueAsDouble());
+    if (auto trueShape =
+            func.getArgAttrOfType<DenseI64ArrayAttr>(i, k::kTrueShapeAttrName))
+      trueShapes[name].assign(trueShape.asArrayRef().begin(),
+                              trueShape.asArrayRef().end());
   }
   return success();
 }
@@ -558,6 +565,7 @@ LogicalResult ArtifactWriter::plan() {
       return func.emitError() << "codegen does not know the program '"
                               << name << "' (expected step, update, eval)";
   }
+  planLogicalShapes();
   planMemory();
   return success();
 }
@@ -600,6 +608,26 @@ void ArtifactWriter::planMemory() {
     }
   }
   memory = MemoryPlanner(memoryBuffers, memoryPrograms).plan();
+}
+
+// A padded parameter's gradient and optimizer state are padded the same way
+// (they have its type): all of them carry its true shape.
+void ArtifactWriter::planLogicalShapes() {
+  for (PlannedBuffer &buffer : buffers) {
+    switch (buffer.role) {
+    case schema::BufferRole_Parameter:
+    case schema::BufferRole_Gradient:
+    case schema::BufferRole_AdamM:
+    case schema::BufferRole_AdamV:
+    case schema::BufferRole_Momentum:
+      break;
+    default:
+      continue;
+    }
+    auto it = trueShapes.find(buffer.name);
+    if (it != trueShapes.end() && it->second.size() == buffer.shape.size())
+      buffer.logicalShape = it->second;
+  }
 }
 
 } // namespace kiln

@@ -72,6 +72,7 @@ private:
     std::vector<uint8_t> constantData;
     int32_t aliasOf = -1;
     float weightDecay = 0.0f; // parameters only
+    std::vector<int64_t> logicalShape; // the true shape when pad-dims padded it
   };
   struct PlannedGemm {
     uint32_t a, b, c;
@@ -109,6 +110,8 @@ private:
   // `operand`, which must not be read after `op` (in-place updates).
   mlir::LogicalResult planInPlace(mlir::Operation *op, mlir::Value result,
                                   mlir::Value operand);
+  // Buffer.logical_shape of padded parameters, gradients and state.
+  void planLogicalShapes();
   // A shared buffer for `role` and `name`, created on first use.
   mlir::FailureOr<uint32_t> sharedBuffer(mlir::Value value,
                                          mlir::Operation *where,
@@ -136,6 +139,8 @@ private:
   std::vector<MemoryPlanBuffer> memoryBuffers;
   std::vector<MemoryPlanProgram> memoryPrograms;
   MemoryPlan memory;
+  // Parameter name -> kiln.true_shape of a parameter pad-dims padded.
+  llvm::StringMap<std::vector<int64_t>> trueShapes;
 };
 
 } // namespace kiln

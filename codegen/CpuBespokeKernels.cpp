@@ -358,25 +358,35 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// loss = mean over rows n of logsumexp(logits[n]) - logits[n, target[n]].
-// Row losses go to a scratch array and are summed serially (deterministic).
+// The classes a cross_entropy / cross_entropy_grad takes part in: all `v`,
+// or valid_classes when pad-dims padded the class dimension.
+int64_t validClasses(Operation *op, int64_t v) {
+  if (auto valid = op->getAttrOfType<IntegerAttr>("valid_classes"))
+    return valid.getInt();
+  return v;
+}
+
+// loss = mean over rows n of logsumexp(logits[n, :C]) - logits[n, target[n]]
+// over the C valid classes (C = V unless padded). Row losses go to a scratch
+// array and are summed serially (deterministic).
 LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
   Value logits = op->getOperand(0), targets = op->getOperand(1);
   Value loss = op->getResult(0);
   auto [n, v] = rowsAndColumns(logits);
-  std::string vs = str(v), ns = str(n);
-  w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits");
+  std::string vs = str(v), ns = str(n), cs = str(validClasses(op, v));
+  w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits, classes < " +
+         cs);
   w.line("double* rowLoss = (double*)malloc(" + ns + " * sizeof(double));");
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
   w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
   w.line("float mx = -INFINITY;");
-  w.line("for (int64_t c = 0; c < " + vs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
   w.line("double sum = 0;");
-  w.line("for (int64_t c = 0; c < " + vs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(x[c] - mx);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
-  w.line("rowLoss[n] = (t < 0 || t >= " + vs +
+  w.line("rowLoss[n] = (t < 0 || t >= " + cs +
          ") ? 0.0 : log(sum) + (double)mx - (double)x[t];");
   w.close();
   w.line("double total = 0;");
@@ -386,33 +396,36 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// dlogits[n, c] = (softmax(logits[n])[c] - (c == target[n])) * grad / N.
+// dlogits[n, c] = (softmax(logits[n, :C])[c] - (c == target[n])) * grad / N
+// for the C valid classes; exactly 0 for classes >= C (padding).
 LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   Value logits = op->getOperand(0), targets = op->getOperand(1),
         grad = op->getOperand(2);
   Value out = op->getResult(0);
   auto [n, v] = rowsAndColumns(logits);
-  std::string vs = str(v), ns = str(n);
-  w.line("// cross entropy backward of [" + ns + ", " + vs + "] logits");
+  std::string vs = str(v), ns = str(n), cs = str(validClasses(op, v));
+  w.line("// cross entropy backward of [" + ns + ", " + vs +
+         "] logits, classes < " + cs);
   w.line("const float scale = " + w.ptr(grad) + "[0] / " + ns + ".0f;");
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
   w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
   w.line("float* dx = " + w.ptr(out) + " + n * " + vs + ";");
+  w.line("for (int64_t c = " + cs + "; c < " + vs + "; ++c) dx[c] = 0.0f;");
   w.line("float mx = -INFINITY;");
-  w.line("for (int64_t c = 0; c < " + vs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
   w.line("double sum = 0;");
-  w.line("for (int64_t c = 0; c < " + vs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(x[c] - mx);");
   w.line("const float inv = (float)(1.0 / sum);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
-  // A target outside [0, V) contributes a constant 0 to the forward loss,
+  // A target outside [0, C) contributes a constant 0 to the forward loss,
   // so its row's gradient is 0 too.
-  w.open("if (t < 0 || t >= " + vs + ")");
-  w.line("for (int64_t c = 0; c < " + vs + "; ++c) dx[c] = 0.0f;");
+  w.open("if (t < 0 || t >= " + cs + ")");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) dx[c] = 0.0f;");
   w.close();
   w.open("else");
-  w.open("for (int64_t c = 0; c < " + vs + "; ++c)");
+  w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const float p = expf(x[c] - mx) * inv;");
   w.line("dx[c] = (p - (c == t ? 1.0f : 0.0f)) * scale;");
   w.close();

@@ -313,16 +313,34 @@ static LogicalResult verifyLogitsTargets(Operation *op,
 
 void CrossEntropyOp::build(OpBuilder &b, OperationState &state, Value logits,
                            Value targets) {
-  build(b, state, RankedTensorType::get({}, b.getF32Type()), logits, targets);
+  build(b, state, RankedTensorType::get({}, b.getF32Type()), logits, targets,
+        /*valid_classes=*/nullptr);
+}
+
+/// valid_classes, when present, must keep at least one class and at most V.
+static LogicalResult verifyValidClasses(Operation *op, RankedTensorType logits,
+                                        std::optional<int64_t> validClasses) {
+  if (!validClasses)
+    return success();
+  int64_t classes = logits.getShape().back();
+  if (*validClasses < 1 || *validClasses > classes)
+    return op->emitOpError() << "valid_classes = " << *validClasses
+                             << " must be in [1, " << classes
+                             << "] (the class dimension of " << logits << ")";
+  return success();
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  return verifyLogitsTargets(*this, getLogits().getType(),
-                             getTargets().getType());
+  if (failed(verifyLogitsTargets(*this, getLogits().getType(),
+                                 getTargets().getType())))
+    return failure();
+  return verifyValidClasses(*this, getLogits().getType(), getValidClasses());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyLogitsTargets(*this, getLogits().getType(),
-                             getTargets().getType());
+  if (failed(verifyLogitsTargets(*this, getLogits().getType(),
+                                 getTargets().getType())))
+    return failure();
+  return verifyValidClasses(*this, getLogits().getType(), getValidClasses());
 }
 

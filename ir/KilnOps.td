@@ -488,12 +488,20 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [
     For logits `[..., V]` and integer targets `[...]`: the mean over all
     positions of `-log(softmax(logits)[target])`, as a rank-0 f32 tensor.
 
+    With `valid_classes = C` (`0 < C <= V`; set by --kiln-pad-dims when it
+    padded the class dimension), only classes `< C` take part: classes
+    `>= C` get probability 0 (they are left out of the softmax sum) and a
+    target `>= C` counts as an ignored position (loss 0), like one `>= V`.
+
     ```mlir
     %loss = kiln.cross_entropy %logits, %targets
         : tensor<2x8x64xf32>, tensor<2x8xi32>
+    %padded = kiln.cross_entropy %logits, %targets {valid_classes = 50 : i64}
+        : tensor<2x8x64xf32>, tensor<2x8xi32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets);
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets,
+                       OptionalAttr<I64Attr>:$valid_classes);
   let results = (outs Kiln_F32Scalar:$result);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` type($logits) `,` type($targets)
@@ -509,7 +517,10 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
   let summary = "Backward of the mean softmax cross-entropy";
   let description = [{
     `(softmax(logits) - onehot(targets)) * grad / N` where `N` is the number
-    of positions (the element count of `targets`).
+    of positions (the element count of `targets`). With `valid_classes = C`
+    (as on the forward op) the softmax runs over classes `< C` only and the
+    gradient of every class `>= C` is exactly 0, so padded rows of a tied
+    embedding never receive gradient.
 
     ```mlir
     %dlogits = kiln.cross_entropy_grad %logits, %targets, %g
@@ -517,7 +528,8 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets,
-                       Kiln_F32Scalar:$grad);
+                       Kiln_F32Scalar:$grad,
+                       OptionalAttr<I64Attr>:$valid_classes);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`

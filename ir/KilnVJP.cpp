@@ -349,7 +349,9 @@ Grads CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);
   if (!g)
     return noGrads(*this);
-  Value dLogits = b.create<CrossEntropyGradOp>(getLoc(), getLogits(),
-                                               getTargets(), g);
+  // valid_classes carries over: padded classes get exactly zero gradient.
+  Value dLogits = b.create<CrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), getLogits(), getTargets(), g,
+      getValidClassesAttr());
   return SmallVector<Value>{dLogits, Value()};
 }

@@ -10,6 +10,7 @@
 //   kiln.name = the parameter or input name (for grads and optimizer state:
 //               the parameter's name; for metrics the metric's name)
 //   kiln.init = #kiln.init<...> on parameters
+//   kiln.true_shape = array<i64> on parameters --kiln-pad-dims padded
 //   kiln.weight_decay = f32, kiln.param_kind = "weight" | "bias" | "norm" |
 //               "embedding" on parameters, once --kiln-optimizer decided
 //
@@ -43,6 +44,10 @@ constexpr llvm::StringLiteral kNameAttrName = "kiln.name";
 constexpr llvm::StringLiteral kInitAttrName = "kiln.init";
 constexpr llvm::StringLiteral kWeightDecayAttrName = "kiln.weight_decay";
 constexpr llvm::StringLiteral kParamKindAttrName = "kiln.param_kind";
+// --kiln-pad-dims: the user's shape of a padded parameter (array<i64>), and
+// why a parameter dimension was left unpadded (string).
+constexpr llvm::StringLiteral kTrueShapeAttrName = "kiln.true_shape";
+constexpr llvm::StringLiteral kPadRefusedAttrName = "kiln.pad_dims_refused";
 
 // Function names (= artifact program names).
 constexpr llvm::StringLiteral kStepFunctionName = "step";

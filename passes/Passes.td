@@ -259,4 +259,59 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnPadDims : Pass<"kiln-pad-dims", "::mlir::ModuleOp"> {
+  let summary = "Pads parameter dims to a tensor-core multiple, masking the padding";
+  let description = [{
+    Runs on the forward graph (before @eval and autodiff, so both see the
+    padded step and the backward is derived from it). A parameter dimension
+    that is not a multiple of `multiple` (and larger than it) is padded up
+    to the next multiple when every use of the parameter can absorb the
+    padding: a `kiln.embedding` table's rows (token ids stay below the true
+    size), a `kiln.matmul` producing the padded dimension as M or N
+    (e.g. the tied head `x @ transpose(wte)`), `kiln.transpose`,
+    `kiln.broadcast`, `kiln.add`/`sub`/`mul`/`neg` whose other operands
+    are padded too (a bias parameter of the same size is padded with it),
+    ending in a `kiln.cross_entropy` over the padded classes, which gets
+    `valid_classes` = the true size (padded logits take no part in the
+    softmax, get gradient 0). The padded arguments keep their true shape in
+    `kiln.true_shape`; codegen writes it as `Buffer.logical_shape`, so
+    checkpoints and reports keep the user's shapes. Any other use leaves the
+    parameter unpadded, with the reason in `kiln.pad_dims_refused`.
+
+    Before (`multiple = 64`):
+    ```mlir
+    func.func @step(%wte: tensor<200x16xf32> {kiln.role = "param", kiln.name = "wte"},
+                    %tok: tensor<2x8xi32> {kiln.role = "input", kiln.name = "tokens"},
+                    %tgt: tensor<2x8xi32> {kiln.role = "input", kiln.name = "targets"})
+        -> (tensor<f32> {kiln.role = "loss"}) {
+      %x = kiln.embedding %wte, %tok : tensor<200x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
+      %t = kiln.transpose %wte permutation = [1, 0] : tensor<200x16xf32> -> tensor<16x200xf32>
+      %l = kiln.matmul %x, %t : tensor<2x8x16xf32>, tensor<16x200xf32> -> tensor<2x8x200xf32>
+      %loss = kiln.cross_entropy %l, %tgt : tensor<2x8x200xf32>, tensor<2x8xi32>
+      return %loss : tensor<f32>
+    }
+    ```
+
+    After:
+    ```mlir
+    func.func @step(%wte: tensor<256x16xf32> {kiln.role = "param", kiln.name = "wte",
+                                              kiln.true_shape = array<i64: 200, 16>}, ...) {
+      %x = kiln.embedding %wte, %tok : tensor<256x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
+      %t = kiln.transpose %wte permutation = [1, 0] : tensor<256x16xf32> -> tensor<16x256xf32>
+      %l = kiln.matmul %x, %t : tensor<2x8x16xf32>, tensor<16x256xf32> -> tensor<2x8x256xf32>
+      %loss = kiln.cross_entropy %l, %tgt {valid_classes = 200 : i64}
+          : tensor<2x8x256xf32>, tensor<2x8xi32>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"64",
+           "Pad to a multiple of this many elements (64: a bf16 tensor-core "
+           "tile; 50257 -> 50304 is also a multiple of 128)">
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // KILN_PASSES_TD

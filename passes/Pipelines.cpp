@@ -26,6 +26,14 @@ void buildFrontendCleanupPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildPadDimsPhase(OpPassManager &pm) {
+  // Pad parameter dims (vocab 50257 -> 50304) to the tensor-core multiple
+  // on the forward graph, so @eval and the backward are derived from the
+  // padded step; padded logits are masked in cross_entropy. kilnc
+  // --no-pad-dims skips this phase.
+  pm.addPass(createKilnPadDims());
+}
+
 void buildEvalPhase(OpPassManager &pm) {
   // Clone the forward loss function into @eval (the "eval" program) before
   // autodiff extends it; metrics dropped, loss renamed eval_loss.
@@ -79,6 +87,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
   static const CompilerPhase phases[] = {
       {"kiln", "frontend output, verified, canonicalized and CSE'd",
        buildFrontendCleanupPhase},
+      {kPadDimsPhaseName, "parameter dims padded to a multiple of 64, "
+                          "padded logits masked (--kiln-pad-dims)",
+       buildPadDimsPhase},
       {"eval", "forward-only @eval cloned (--kiln-eval-function)",
        buildEvalPhase},
       {"autodiff", "gradients of the loss appended (--kiln-autodiff)",
@@ -130,7 +141,7 @@ struct TrainingPipelineOptions
 void registerKilnPipelines() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "kiln-training-pipeline",
-      "Every Kiln phase in order: kiln (cleanup), eval, autodiff, "
+      "Every Kiln phase in order: kiln (cleanup), pad-dims, eval, autodiff, "
       "grad-accum, mixed-precision, optimizer, fusion (last-phase=NAME "
       "stops early)",
       [](OpPassManager &pm, const TrainingPipelineOptions &options) {

@@ -28,6 +28,9 @@ struct CompilerPhase {
 
 /// "kiln": the frontend's output, verified and cleaned up.
 void buildFrontendCleanupPhase(OpPassManager &pm);
+/// "pad-dims": tensor-core-unfriendly param dims padded (kilnc can skip it).
+constexpr llvm::StringLiteral kPadDimsPhaseName = "pad-dims";
+void buildPadDimsPhase(OpPassManager &pm);
 /// "autodiff": reverse-mode gradients appended to the loss function.
 void buildEvalPhase(OpPassManager &pm);
 void buildAutodiffPhase(OpPassManager &pm);

@@ -89,6 +89,16 @@ std::vector<int64_t> bufferShape(const schema::Buffer &buffer) {
   return {buffer.shape()->begin(), buffer.shape()->end()};
 }
 
+bool isPadded(const schema::Buffer &buffer) {
+  return buffer.logical_shape() && buffer.logical_shape()->size() != 0;
+}
+
+std::vector<int64_t> logicalShape(const schema::Buffer &buffer) {
+  if (!isPadded(buffer))
+    return bufferShape(buffer);
+  return {buffer.logical_shape()->begin(), buffer.logical_shape()->end()};
+}
+
 std::string Artifact::describeBuffer(uint32_t index) const {
   return detail::concat("buffer ", index, " ('", bufferName(buffer(index)),
                         "')");

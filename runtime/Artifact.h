@@ -110,6 +110,13 @@ std::string bufferName(const schema::Buffer &buffer);
 // A buffer's shape (empty for a scalar).
 std::vector<int64_t> bufferShape(const schema::Buffer &buffer);
 
+// The user's shape of a buffer: its logical_shape when the compiler padded it
+// (pad-dims), else its shape. Checkpoints, --init-from and reports use this.
+std::vector<int64_t> logicalShape(const schema::Buffer &buffer);
+
+// Whether the compiler padded the buffer (it has a logical_shape).
+bool isPadded(const schema::Buffer &buffer);
+
 } // namespace kiln::rt
 
 #endif // KILN_RUNTIME_ARTIFACT_H

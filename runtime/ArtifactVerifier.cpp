@@ -25,6 +25,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/MemoryPlanCheck.h"
+#include "runtime/Safetensors.h"
 
 #include <cmath>
 #include <map>
@@ -118,6 +119,45 @@ Status checkShape(uint32_t index, const schema::Buffer &buffer,
   return okStatus();
 }
 
+// logical_shape (pad-dims): only on a Parameter or its Gradient / optimizer
+// state, same rank as `shape`, every dim in [1, padded dim], so the runtime's
+// copies between the two layouts stay inside the buffer.
+Status checkLogicalShape(const schema::Buffer &buffer,
+                         const std::string &describe) {
+  const auto *logical = buffer.logical_shape();
+  if (!logical || logical->size() == 0)
+    return okStatus();
+  switch (buffer.role()) {
+  case schema::BufferRole_Parameter:
+  case schema::BufferRole_Gradient:
+  case schema::BufferRole_AdamM:
+  case schema::BufferRole_AdamV:
+  case schema::BufferRole_Momentum:
+    break;
+  default:
+    return invalidArgument(describe, " has a logical_shape but role ",
+                           schema::EnumNameBufferRole(buffer.role()),
+                           " (only parameters and their gradients and "
+                           "optimizer state are padded)");
+  }
+  std::vector<int64_t> shape = bufferShape(buffer);
+  std::vector<int64_t> logicalShape(logical->begin(), logical->end());
+  if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
+    return invalidArgument(describe, " has a logical_shape but is not an f32 "
+                           "buffer with storage of its own");
+  if (logicalShape.size() != shape.size())
+    return invalidArgument(describe, " has logical_shape ",
+                           formatShape(logicalShape), " of another rank than "
+                           "its shape ", formatShape(shape));
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (logicalShape[d] < 1 || logicalShape[d] > shape[d])
+      return invalidArgument(describe, " has logical_shape ",
+                             formatShape(logicalShape),
+                             " that does not fit in its shape ",
+                             formatShape(shape), " (axis ", d, ")");
+  return okStatus();
+}
+
 Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
                    std::vector<BufferInfo> &infos) {
   const schema::Buffer &buffer = *artifact.buffers()->Get(index);
@@ -151,6 +191,7 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
 
   schema::BufferRole role = buffer.role();
   const char *roleName = schema::EnumNameBufferRole(role);
+  KILN_RETURN_IF_ERROR(checkLogicalShape(buffer, describe()));
   if (role != schema::BufferRole_Parameter && buffer.weight_decay() != 0)
     return invalidArgument(describe(), " has a weight_decay but role ",
                            roleName);

@@ -15,6 +15,7 @@
 #include "runtime/GradientCheck.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/PaddedLayout.h"
 #include "runtime/ParamInit.h"
 #include "runtime/Safetensors.h"
 #include "runtime/TrainingData.h"
@@ -99,10 +100,16 @@ checkGradients(const std::vector<CheckedParameter> &parameters,
   report.tolerance = options.tolerance;
 
   // 1. Entries to check.
-  std::vector<std::vector<int64_t>> entries;
-  for (const CheckedParameter &p : parameters)
+  std::vector<std::vector<int64_t>> entries; // row-major in p.shape
+  std::vector<std::vector<int64_t>> offsets; // the same, in the buffer
+  for (const CheckedParameter &p : parameters) {
     entries.push_back(sampleEntries(p.elements, options.entriesPerParameter,
                                     options.seed, p.name));
+    offsets.push_back(entries.back());
+    if (!p.storageShape.empty())
+      for (int64_t &e : offsets.back())
+        e = paddedOffset(e, p.shape, p.storageShape);
+  }
 
   // 2. The loss and the analytic gradients at the unperturbed point (later
   //    evaluations overwrite the gradient buffers).
@@ -116,14 +123,14 @@ checkGradients(const std::vector<CheckedParameter> &parameters,
       (std::nextafter(lossF, INFINITY) - lossF) / (2 * options.step);
   std::vector<std::vector<double>> gradients(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i)
-    for (int64_t e : entries[i])
+    for (int64_t e : offsets[i])
       gradients[i].push_back(parameters[i].gradient[e]);
 
   // 3. + 4. Central differences, compared per parameter.
   for (size_t i = 0; i < parameters.size(); ++i) {
     const CheckedParameter &p = parameters[i];
     std::vector<double> fd;
-    for (int64_t e : entries[i]) {
+    for (int64_t e : offsets[i]) {
       const float original = p.values[e];
       const float plus = static_cast<float>(original + options.step);
       const float minus = static_cast<float>(original - options.step);
@@ -226,9 +233,11 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
     const schema::Buffer &buffer = artifact.buffer(p);
     CheckedParameter checked;
     checked.name = bufferName(buffer);
-    checked.shape = bufferShape(buffer);
+    checked.shape = logicalShape(buffer);
     checked.values = session->arena().as<float>(p);
-    checked.elements = artifact.bufferInfo(p).elements;
+    checked.elements = shapeElements(checked.shape);
+    if (isPadded(buffer))
+      checked.storageShape = bufferShape(buffer);
     for (uint32_t g : session->roles().gradients)
       if (bufferName(artifact.buffer(g)) == checked.name)
         checked.gradient = session->arena().as<float>(g);

@@ -50,6 +50,10 @@ struct CheckedParameter {
   const float *gradient = nullptr; // analytic d loss / d values, valid after
                                    // each loss evaluation
   int64_t elements = 0;
+  // The buffer's shape when the compiler padded it (pad-dims): `shape` and
+  // `elements` are then the user's, and sampled entries are mapped into the
+  // padded layout (the padding itself is never perturbed). Empty otherwise.
+  std::vector<int64_t> storageShape;
 };
 
 // The verdict on one parameter.

@@ -83,6 +83,13 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
                                                 const RunOptions &options,
                                                 const TrainingProgress &progress) {
   const Artifact &artifact = session.artifact();
+  // Checkpoints hold only the user's region of a padded buffer, so padding
+  // that training moved (a compiler bug: pad-dims proved no gradient reaches
+  // it) would vanish silently; refuse to write instead.
+  for (const std::vector<uint32_t> *group :
+       {&session.roles().parameters, &session.roles().optimizerState})
+    for (uint32_t index : *group)
+      KILN_RETURN_IF_ERROR(session.checkPadding(index));
   CheckpointContents contents;
   contents.step = progress.step;
   for (uint32_t p : session.roles().parameters)
@@ -141,18 +148,19 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
                               dataInfo->value("spec", ""), "', this one '",
                               options.dataPath, "'; its data position would be "
                               "meaningless");
-  for (uint32_t p : session.roles().parameters) {
-    const schema::Buffer &buffer = artifact.buffer(p);
-    KILN_RETURN_IF_ERROR(checkpoint.model.readInto(
-        bufferName(buffer), TensorDType::kF32, bufferShape(buffer),
-        session.arena().data(p)));
-  }
-  for (uint32_t s : session.roles().optimizerState) {
-    const schema::Buffer &buffer = artifact.buffer(s);
-    KILN_RETURN_IF_ERROR(checkpoint.optimizer.readInto(
-        stateTensorName(buffer), TensorDType::kF32, bufferShape(buffer),
-        session.arena().data(s)));
-  }
+  // Tensors hold the user's shapes (a padded buffer's logical region).
+  for (uint32_t p : session.roles().parameters)
+    KILN_RETURN_IF_ERROR(session.checkTensor(
+        checkpoint.model, bufferName(artifact.buffer(p)), p));
+  for (uint32_t s : session.roles().optimizerState)
+    KILN_RETURN_IF_ERROR(session.checkTensor(
+        checkpoint.optimizer, stateTensorName(artifact.buffer(s)), s));
+  for (uint32_t p : session.roles().parameters)
+    KILN_RETURN_IF_ERROR(session.readTensor(
+        checkpoint.model, bufferName(artifact.buffer(p)), p));
+  for (uint32_t s : session.roles().optimizerState)
+    KILN_RETURN_IF_ERROR(session.readTensor(
+        checkpoint.optimizer, stateTensorName(artifact.buffer(s)), s));
   return progress;
 }
 
@@ -177,21 +185,14 @@ std::vector<std::string> runConfigDifferences(const LoadedCheckpoint &checkpoint
 Status loadParameters(const std::string &path, TrainingSession &session) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const Artifact &artifact = session.artifact();
-  // Check every tensor first, so a bad file changes nothing.
-  for (uint32_t p : session.roles().parameters) {
-    const schema::Buffer &buffer = artifact.buffer(p);
-    KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry,
-                          file.lookup(bufferName(buffer)));
-    if (entry->dtype != TensorDType::kF32 || entry->shape != bufferShape(buffer))
-      return file.readInto(bufferName(buffer), TensorDType::kF32,
-                           bufferShape(buffer), nullptr);
-  }
-  for (uint32_t p : session.roles().parameters) {
-    const schema::Buffer &buffer = artifact.buffer(p);
-    KILN_RETURN_IF_ERROR(file.readInto(bufferName(buffer), TensorDType::kF32,
-                                       bufferShape(buffer),
-                                       session.arena().data(p)));
-  }
+  // Check every tensor first, so a bad file changes nothing. Tensors have the
+  // user's shapes: a file from an unpadded artifact fits a padded one.
+  for (uint32_t p : session.roles().parameters)
+    KILN_RETURN_IF_ERROR(
+        session.checkTensor(file, bufferName(artifact.buffer(p)), p));
+  for (uint32_t p : session.roles().parameters)
+    KILN_RETURN_IF_ERROR(
+        session.readTensor(file, bufferName(artifact.buffer(p)), p));
   return okStatus();
 }
 

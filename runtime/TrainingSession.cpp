@@ -2,6 +2,7 @@
 
 #include "runtime/TrainingSession.h"
 
+#include "runtime/PaddedLayout.h"
 #include "runtime/ParamInit.h"
 
 #include <algorithm>
@@ -79,9 +80,20 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
   session->roles_ = findBufferRoles(*artifact);
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);
+    if (!isPadded(buffer)) {
+      initializeParameter(*buffer.init(), bufferName(buffer), seed,
+                          session->arena_->as<float>(p),
+                          artifact->bufferInfo(p).elements);
+      continue;
+    }
+    // Padded by the compiler: draw exactly the values the unpadded model
+    // would (same count, same order), then place them; the padding is zero.
+    std::vector<int64_t> logical = logicalShape(buffer);
+    std::vector<float> values(shapeElements(logical));
     initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                        session->arena_->as<float>(p),
-                        artifact->bufferInfo(p).elements);
+                        values.data(), static_cast<int64_t>(values.size()));
+    scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
+                         session->arena_->as<float>(p));
   }
   session->executor_ = std::make_unique<cpu::Executor>(
       *artifact, *session->kernels_, *session->arena_);
@@ -136,8 +148,56 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
 
 TensorView TrainingSession::tensorView(uint32_t index, std::string name) const {
   const schema::Buffer &buffer = artifact_->buffer(index);
-  return TensorView{name.empty() ? bufferName(buffer) : std::move(name),
-                    TensorDType::kF32, bufferShape(buffer), arena_->data(index)};
+  if (name.empty())
+    name = bufferName(buffer);
+  if (!isPadded(buffer))
+    return TensorView{std::move(name), TensorDType::kF32, bufferShape(buffer),
+                      arena_->data(index)};
+  std::vector<int64_t> logical = logicalShape(buffer);
+  std::vector<float> &copy = logicalCopies_[index];
+  copy.resize(shapeElements(logical));
+  copyLogicalRegion(arena_->as<float>(index), bufferShape(buffer), logical,
+                    copy.data());
+  return TensorView{std::move(name), TensorDType::kF32, std::move(logical),
+                    copy.data()};
+}
+
+Status TrainingSession::checkTensor(const SafetensorsFile &file,
+                                    std::string_view name,
+                                    uint32_t index) const {
+  std::vector<int64_t> shape = logicalShape(artifact_->buffer(index));
+  KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry, file.lookup(name));
+  if (entry->dtype != TensorDType::kF32 || entry->shape != shape)
+    return file.readInto(name, TensorDType::kF32, shape, nullptr);
+  return okStatus();
+}
+
+Status TrainingSession::checkPadding(uint32_t index) const {
+  const schema::Buffer &buffer = artifact_->buffer(index);
+  if (!isPadded(buffer) ||
+      paddingIsZero(arena_->as<float>(index), bufferShape(buffer),
+                    logicalShape(buffer)))
+    return okStatus();
+  return internalError(artifact_->name(), ": the padding of ",
+                       artifact_->describeBuffer(index), " (",
+                       formatShape(logicalShape(buffer)), " padded to ",
+                       formatShape(bufferShape(buffer)),
+                       ") is not zero: the compiled step wrote into it");
+}
+
+Status TrainingSession::readTensor(const SafetensorsFile &file,
+                                   std::string_view name, uint32_t index) {
+  const schema::Buffer &buffer = artifact_->buffer(index);
+  if (!isPadded(buffer))
+    return file.readInto(name, TensorDType::kF32, bufferShape(buffer),
+                         arena_->data(index));
+  std::vector<int64_t> logical = logicalShape(buffer);
+  std::vector<float> values(shapeElements(logical));
+  KILN_RETURN_IF_ERROR(
+      file.readInto(name, TensorDType::kF32, logical, values.data()));
+  scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
+                       arena_->as<float>(index));
+  return okStatus();
 }
 
 bool TrainingSession::stepWasSkipped() const {

@@ -21,9 +21,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,8 +79,21 @@ public:
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
   // Buffer `index` as an f32 tensor for safetensors, named `name` (default:
-  // the buffer's own name).
+  // the buffer's own name), with the user's shape: a buffer the compiler
+  // padded is copied out of its padding (the view then points into a copy
+  // the session keeps until the next tensorView of the same buffer).
   TensorView tensorView(uint32_t index, std::string name = {}) const;
+  // Checks that `file` has tensor `name` as f32 with buffer `index`'s user
+  // shape (the logical one when padded); changes nothing.
+  Status checkTensor(const SafetensorsFile &file, std::string_view name,
+                     uint32_t index) const;
+  // An internal error when buffer `index` was padded by the compiler and its
+  // padding is not all zero (see PaddedLayout.h); OK otherwise.
+  Status checkPadding(uint32_t index) const;
+  // Reads tensor `name` of `file` (the user's shape) into buffer `index`;
+  // a padded buffer gets zero padding.
+  Status readTensor(const SafetensorsFile &file, std::string_view name,
+                    uint32_t index);
 
   // Results of the last programs run.
   float loss() const { return scalar(roles_.loss); }
@@ -108,6 +123,8 @@ private:
   std::unique_ptr<cpu::KernelLibrary> kernels_;
   std::unique_ptr<cpu::Arena> arena_;
   std::unique_ptr<cpu::Executor> executor_;
+  // tensorView's compact copies of padded buffers, by buffer index.
+  mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
 };
 
 } // namespace kiln::rt

@@ -352,6 +352,33 @@ func.func @cross_entropy_shapes(%l: tensor<2x8x64xf32>, %t: tensor<2x4xi32>) -> 
 
 // -----
 
+// Tests that cross_entropy's valid_classes keeps at least one class.
+func.func @cross_entropy_no_valid_class(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>) -> tensor<f32> {
+  // expected-error @+1 {{valid_classes = 0 must be in [1, 64] (the class dimension of 'tensor<2x8x64xf32>')}}
+  %0 = kiln.cross_entropy %l, %t {valid_classes = 0 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that cross_entropy's valid_classes cannot exceed the class dimension.
+func.func @cross_entropy_too_many_valid_classes(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>) -> tensor<f32> {
+  // expected-error @+1 {{valid_classes = 65 must be in [1, 64] (the class dimension of 'tensor<2x8x64xf32>')}}
+  %0 = kiln.cross_entropy %l, %t {valid_classes = 65 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that cross_entropy_grad's valid_classes is checked like the forward's.
+func.func @cross_entropy_grad_valid_classes(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{valid_classes = 100 must be in [1, 64] (the class dimension of 'tensor<2x8x64xf32>')}}
+  %0 = kiln.cross_entropy_grad %l, %t, %g {valid_classes = 100 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
 // Tests that cross_entropy_grad logits are targets shape + [V].
 func.func @cross_entropy_grad_shapes(%l: tensor<2x8x64xf32>, %t: tensor<8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
   // expected-error @+1 {{logits 'tensor<2x8x64xf32>' must be targets 'tensor<8xi32>' shape + [V]}}

@@ -131,6 +131,16 @@ func.func @loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) -> (tens
   return %0, %1 : tensor<f32>, tensor<2x8x64xf32>
 }
 
+// Tests that valid_classes (pad-dims' mask of padded classes) round-trips.
+// CHECK-LABEL: func.func @padded_loss
+func.func @padded_loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x64xf32>) {
+  // CHECK: kiln.cross_entropy %{{.*}}, %{{.*}} {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %0 = kiln.cross_entropy %logits, %targets {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  // CHECK: kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %1 = kiln.cross_entropy_grad %logits, %targets, %0 {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %0, %1 : tensor<f32>, tensor<2x8x64xf32>
+}
+
 // CHECK-LABEL: func.func @optimizer
 func.func @optimizer(%p: tensor<8x16xf32>, %g: tensor<8x16xf32>, %m: tensor<8x16xf32>,
                      %v: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>,

@@ -384,6 +384,38 @@ TEST(ArtifactTest, Programs) {
               HasSubstr("update[0] (test.kiln:2:3): KernelCall of kernel 7"));
 }
 
+TEST(ArtifactTest, LogicalShapeOfAPaddedParameter) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.buffers[2].logicalShape = {10, 16}; // W [16, 16] holds a [10, 16]
+  spec.buffers[7].logicalShape = {10, 16}; // and so do its gradient
+  spec.buffers[8].logicalShape = {10, 16}; // and Adam state
+  auto artifact = Artifact::loadBytes(serializeArtifact(spec), "model.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  EXPECT_TRUE(isPadded((*artifact)->buffer(2)));
+  EXPECT_EQ(logicalShape((*artifact)->buffer(2)),
+            (std::vector<int64_t>{10, 16}));
+  EXPECT_FALSE(isPadded((*artifact)->buffer(9)));
+  EXPECT_EQ(logicalShape((*artifact)->buffer(9)),
+            (std::vector<int64_t>{16, 16}));
+
+  spec.buffers[2].logicalShape = {10};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 2 ('W') has logical_shape [10] of another "
+                        "rank than its shape [16, 16]"));
+  spec.buffers[2].logicalShape = {17, 16};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 2 ('W') has logical_shape [17, 16] that does "
+                        "not fit in its shape [16, 16] (axis 0)"));
+  spec.buffers[2].logicalShape = {10, 0};
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("has logical_shape [10, 0] that does not fit"));
+  spec.buffers[2].logicalShape = {10, 16};
+  spec.buffers[4].logicalShape = {8, 10}; // an activation
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("buffer 4 ('logits') has a logical_shape but role "
+                        "Activation"));
+}
+
 TEST(ArtifactTest, OptimizerStateMatchesItsParameter) {
   ArtifactSpec spec = bigramArtifact(2, 8, 16);
   spec.buffers[8].name = "V"; // AdamM of no parameter

@@ -11,6 +11,7 @@
 #include "TestArtifact.h"
 
 #include "runtime/GradientCheck.h"
+#include "runtime/PaddedLayout.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -120,6 +121,37 @@ TEST(GradientCheckTest, PlantedSignBugFailsItsParameterOnly) {
   // y = 1.5 has the largest |2 y^2| error; its entry is named.
   EXPECT_THAT(text, HasSubstr("FAIL (worst entry [0]: finite difference 2.25"));
   EXPECT_THAT(text, HasSubstr("gradient -2.25"));
+}
+
+TEST(GradientCheckTest, PaddedParameterIsCheckedInItsLogicalRegion) {
+  // A [2, 3] parameter stored padded as [3, 4] (pad-dims). L = sum of
+  // (k + 1) * v^2 / 2 over the logical entries k; the padding's gradient is
+  // garbage (1000), so reading or perturbing any padded element, or any
+  // logical entry at its unpadded offset, would fail the check.
+  const std::vector<int64_t> logical = {2, 3}, stored = {3, 4};
+  std::vector<float> v(12, 0.0f), g(12, 1000.0f);
+  for (int64_t k = 0; k < 6; ++k)
+    v[paddedOffset(k, logical, stored)] = 0.5f + 0.25f * k;
+  std::vector<float> v0 = v;
+  CheckedParameter p{"w", logical, v.data(), g.data(), 6};
+  p.storageShape = stored;
+  auto loss = [&]() -> StatusOr<double> {
+    double l = 0;
+    for (int64_t k = 0; k < 6; ++k) {
+      int64_t o = paddedOffset(k, logical, stored); // (k / 3) * 4 + k % 3
+      l += (k + 1) * double(v[o]) * v[o] / 2;
+      g[o] = float((k + 1) * v[o]);
+    }
+    for (int64_t o : {3, 7, 8, 9, 10, 11}) // the padding: never touched
+      EXPECT_EQ(v[o], 0.0f) << o;
+    return double(float(l));
+  };
+  auto report = checkGradients({p}, loss, {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->passed()) << formatGradientCheckReport(*report);
+  EXPECT_EQ(report->parameters[0].entries, 6);
+  EXPECT_EQ(report->parameters[0].shape, logical);
+  EXPECT_EQ(v, v0);
 }
 
 TEST(GradientCheckTest, NonFiniteLossIsAnError) {

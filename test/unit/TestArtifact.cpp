@@ -55,9 +55,13 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
     if (!b.constantData.empty())
       data = fbb.CreateVector(b.constantData);
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> logical;
+    if (!b.logicalShape.empty())
+      logical = fbb.CreateVector(b.logicalShape);
     buffers.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype, shape,
                                            init, data, b.aliasOf,
-                                           /*weight_decay=*/0, offsets[i]));
+                                           /*weight_decay=*/0, offsets[i],
+                                           logical));
   }
   // Each kernel's signature: given in the spec, or else taken from its first
   // call (as codegen does), so specs of valid artifacts need not spell it.

@@ -30,6 +30,7 @@ struct BufferSpec {
   // Buffer.offset; unset: the next free 256-byte-aligned offset for storage
   // buffers (no reuse: a plan that is always valid), -1 for aliases.
   std::optional<int64_t> offset;
+  std::vector<int64_t> logicalShape;    // padded buffers (pad-dims)
 };
 
 struct KernelSpec {

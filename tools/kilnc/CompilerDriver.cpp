@@ -201,9 +201,12 @@ int runCompiler(const DriverOptions &options) {
       return kUsageError;
     TimingScope phaseTimer = rootTimer.nest(phase.name);
     pm.enableTiming(phaseTimer);
-    // --no-fusion keeps the phase (its dump and --compile-to stop) but runs
-    // nothing in it: one kernel per op, the reference for fused = unfused.
-    bool skipped = options.noFusion && phase.name == kFusionPhase;
+    // --no-fusion and --no-pad-dims keep their phase (its dump and
+    // --compile-to stop) but run nothing in it: the references for fused =
+    // unfused and padded = unpadded.
+    bool skipped =
+        (options.noFusion && phase.name == kFusionPhase) ||
+        (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName);
     if (!skipped)
       phase.build(pm);
     if (failed(pm.run(*module)))

@@ -21,6 +21,7 @@ struct DriverOptions {
   std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
   std::string compileTo = "artifact";           // last phase to run
   bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)
+  bool padDims = true;                          // false: skip the pad-dims phase (--no-pad-dims)
 };
 
 /// Exit codes of the compiler.

@@ -1,7 +1,8 @@
 //===- kilnc.cpp - the Kiln compiler command line -------------------------===//
 //
 //   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu]
-//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--no-fusion] [--mlir-timing] ...
+//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--no-fusion] [--no-pad-dims]
+//         [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -34,6 +35,9 @@ int main(int argc, char **argv) {
                                         cl::value_desc("phase"), cl::init("artifact"));
   static cl::opt<bool> noFusion("no-fusion", cl::desc("Skip the fusion phase: one kernel per op"),
                                 cl::init(false));
+  static cl::opt<bool> noPadDims("no-pad-dims",
+                                  cl::desc("Do not pad parameter dims to the tensor-core multiple (pad-dims phase)"),
+                                  cl::init(false));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -50,6 +54,7 @@ int main(int argc, char **argv) {
   options.dumpPhasesTo = dumpPhasesTo;
   options.compileTo = compileTo;
   options.noFusion = noFusion;
+  options.padDims = !noPadDims;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -498,6 +498,48 @@ TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
   EXPECT_EQ(schema::GetArtifact(e->bytes->data())->train()->vocab_size(), 50);
 }
 
+TEST(ArtifactWriter, PaddedParameterKeepsItsTrueShape) {
+  // pad-dims stored wte [200, 8] as [256, 8] and masks classes >= 200: the
+  // parameter, its gradient and its Adam state carry logical_shape [200, 8],
+  // other buffers none, and token ids must stay below the true 200.
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 4 : i64, optimizer = "adamw"}} {
+      func.func @step(%wte: tensor<256x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>,
+                                               kiln.true_shape = array<i64: 200, 8>},
+                      %tokens: tensor<1x4xi32> {kiln.role = "input", kiln.name = "tokens"},
+                      %targets: tensor<1x4xi32> {kiln.role = "input", kiln.name = "targets"})
+          -> (tensor<f32> {kiln.role = "loss"}, tensor<256x8xf32> {kiln.role = "grad", kiln.name = "wte"}) {
+        %e = kiln.embedding %wte, %tokens : tensor<256x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
+        %logits = kiln.matmul %e, %wte {transpose_rhs = true} : tensor<1x4x8xf32>, tensor<256x8xf32> -> tensor<1x4x256xf32>
+        %loss = kiln.cross_entropy %logits, %targets {valid_classes = 200 : i64} : tensor<1x4x256xf32>, tensor<1x4xi32>
+        return %loss, %wte : tensor<f32>, tensor<256x8xf32>
+      }
+      func.func @update(%wte: tensor<256x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>},
+                        %m: tensor<256x8xf32> {kiln.role = "adam_m", kiln.name = "wte"}) {
+        return
+      }
+    })mlir");
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  const schema::Artifact *a = schema::GetArtifact(e->bytes->data());
+  auto logical = [&](schema::BufferRole role) -> std::vector<int64_t> {
+    int index = findBuffer(a, role, "wte");
+    EXPECT_GE(index, 0) << schema::EnumNameBufferRole(role);
+    if (index < 0 || !a->buffers()->Get(index)->logical_shape())
+      return {};
+    auto *shape = a->buffers()->Get(index)->logical_shape();
+    return {shape->begin(), shape->end()};
+  };
+  const std::vector<int64_t> expected = {200, 8};
+  EXPECT_EQ(logical(schema::BufferRole_Parameter), expected);
+  EXPECT_EQ(logical(schema::BufferRole_Gradient), expected);
+  EXPECT_EQ(logical(schema::BufferRole_AdamM), expected);
+  int tokens = findBuffer(a, schema::BufferRole_Input, "tokens");
+  ASSERT_GE(tokens, 0);
+  EXPECT_FALSE(a->buffers()->Get(tokens)->logical_shape());
+  EXPECT_EQ(a->train()->vocab_size(), 200);
+}
+
 } // namespace
 
 // One GEMM of `precision` (and its operand type): the GemmCall must read
