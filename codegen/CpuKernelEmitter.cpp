@@ -8,9 +8,10 @@
 //     out0[i] = v1;
 //   }
 //
-// Broadcasts inside a group read their (external) input with the index
-// arithmetic of the static shapes baked in. Every other op gets a bespoke loop
-// nest from CpuBespokeKernels.cpp.
+// The per-element statements come from PointwiseBody (shared with the CUDA
+// emitter): broadcasts inside a group read their (external) input with the
+// index arithmetic of the static shapes baked in. Every other op gets a
+// bespoke loop nest from CpuBespokeKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +19,7 @@
 
 #include "codegen/CpuBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
-#include "codegen/ScalarExprEmitter.h"
+#include "codegen/PointwiseBody.h"
 
 #include "ir/KilnOps.h"
 
@@ -43,120 +44,22 @@ KernelGroup KernelGroup::forOp(Operation *op) {
 
 namespace {
 
-bool isSplatConstant(Operation *op) {
-  auto constant = dyn_cast<k::ConstantOp>(op);
-  if (!constant)
-    return false;
-  auto value = constant->getAttrOfType<DenseElementsAttr>("value");
-  return value && value.isSplat();
-}
-
-// The C literal of a splat constant.
-std::string splatLiteral(Operation *op) {
-  auto value = op->getAttrOfType<DenseElementsAttr>("value");
-  if (isa<FloatType>(value.getElementType()))
-    return ScalarExprEmitter::floatLiteral(
-        value.getSplatValue<APFloat>().convertToDouble());
-  return "((" + cElementType(value.getElementType()) + ")" +
-         std::to_string(value.getSplatValue<APInt>().getSExtValue()) + "LL)";
-}
-
-// The flat index into `input` (shape `in`) of output element `i` of a
-// broadcast to `out` that maps input dim j to output dim dims[j].
-std::string broadcastIndex(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
-                           ArrayRef<int64_t> dims) {
-  SmallVector<int64_t> outStrides = rowMajorStrides(out);
-  SmallVector<int64_t> inStrides = rowMajorStrides(in);
-  std::string sum;
-  for (size_t j = 0; j < in.size(); ++j) {
-    if (in[j] == 1)
-      continue;
-    int64_t d = dims[j];
-    addTerm(sum, coordinate("i", outStrides[d], out[d], d == 0), inStrides[j]);
-  }
-  return sum.empty() ? "0" : sum;
-}
-
 // One flat loop over the output, one scalar expression per op.
 FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   KernelSourceWriter w(group);
   if (failed(w.declareBuffers()))
     return failure();
-  if (group.outputs.empty())
-    return group.ops.front()->emitError() << "a kernel needs an output";
-  int64_t n = numElements(shapeOf(group.outputs.front()));
-  for (Operation *op : group.ops)
-    if (numElements(shapeOf(op->getResult(0))) != n)
-      return op->emitError()
-             << "pointwise ops of one kernel must all produce " << n
-             << " elements";
-
-  llvm::DenseMap<Value, std::string> vars;
-  auto load = [&](Value v) -> std::string {
-    auto it = vars.find(v);
-    if (it != vars.end())
-      return it->second;
-    return w.ptr(v) + "[i]";
-  };
-
+  FailureOr<PointwiseBody> body = PointwiseBody::build(group, w, "i");
+  if (failed(body))
+    return failure();
+  int64_t n = body->elements;
   w.line("// " + std::to_string(n) + " elements, one per iteration");
   w.parallelFor(n * static_cast<int64_t>(group.ops.size()));
   w.open("for (int64_t i = 0; i < " + std::to_string(n) + "; ++i)");
-  for (Operation *op : group.ops) {
-    Value result = op->getResult(0);
-    std::string expr;
-    if (auto bcast = dyn_cast<k::BroadcastOp>(op)) {
-      Value input = op->getOperand(0);
-      auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
-      if (vars.count(input)) {
-        if (shapeOf(input) != shapeOf(result))
-          return op->emitError()
-                 << "cannot broadcast a value computed in the same kernel";
-        expr = vars[input];
-      } else {
-        expr = w.ptr(input) + "[" +
-               broadcastIndex(shapeOf(input), shapeOf(result),
-                              dims.asArrayRef()) +
-               "]";
-      }
-    } else if (isSplatConstant(op)) {
-      expr = splatLiteral(op);
-    } else if (isa<k::IotaOp>(op)) {
-      expr = "(" + w.cType(result) + ")i";
-    } else if (isa<k::CausalMaskOp>(op)) {
-      // Element (r, c) of the trailing [T, S] matrix is masked when
-      // c > r + (S - T).
-      ArrayRef<int64_t> shape = shapeOf(result);
-      if (shape.size() < 2)
-        return op->emitError() << "causal_mask needs rank >= 2";
-      int64_t t = shape[shape.size() - 2], s = shape.back();
-      double fill = op->getAttrOfType<FloatAttr>("fill").getValueAsDouble();
-      std::string col = coordinate("i", 1, s, false);
-      std::string row = coordinate("i", s, t, shape.size() == 2);
-      expr = "((" + col + " > " + row + " + " + std::to_string(s - t) +
-             ") ? " + ScalarExprEmitter::floatLiteral(fill) + " : " +
-             load(op->getOperand(0)) + ")";
-    } else {
-      SmallVector<std::string> operands;
-      for (Value v : op->getOperands())
-        operands.push_back(load(v));
-      FailureOr<std::string> e = ScalarExprEmitter::emit(op, operands);
-      if (failed(e))
-        return op->emitError() << "no scalar expression for this op";
-      expr = *e;
-    }
-    std::string var = "v" + std::to_string(vars.size());
-    w.line("const " + w.cType(result) + " " + var + " = " + expr + "; // " +
-           op->getName().getStringRef());
-    vars[result] = var;
-  }
-  for (Value out : group.outputs) {
-    auto it = vars.find(out);
-    if (it == vars.end())
-      return group.ops.front()->emitError()
-             << "a kernel output is not computed by the kernel's ops";
-    w.line(w.ptr(out) + "[i] = " + it->second + ";");
-  }
+  for (const std::string &statement : body->statements)
+    w.line(statement);
+  for (const std::string &store : body->stores)
+    w.line(store);
   w.close();
   return w.finish();
 }
@@ -164,8 +67,7 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
 } // namespace
 
 bool CpuKernelEmitter::isPointwise(Operation *op) {
-  return ScalarExprEmitter::isElementwise(op) || isSplatConstant(op) ||
-         isa<k::BroadcastOp, k::IotaOp, k::CausalMaskOp>(op);
+  return PointwiseBody::isPointwise(op);
 }
 
 bool CpuKernelEmitter::supports(Operation *op) {
