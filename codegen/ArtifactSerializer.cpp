@@ -1,7 +1,7 @@
 //===- ArtifactSerializer.cpp - The planned artifact as a flatbuffer ------===//
 //
 // The second half of ArtifactWriter: writes what `plan` decided into the
-// flatbuffer of runtime/schema/artifact.fbs (version 3), then the integrity
+// flatbuffer of runtime/schema/artifact.fbs (version 4), then the integrity
 // trailer. Also derives the TrainConfig the runtime needs from `kiln.train`:
 // grad_accum, clip, optimizer, every setting as one JSON object, and the
 // vocabulary bound of the token data.
@@ -146,9 +146,12 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;
   for (size_t i = 0; i < kernelList.size(); ++i) {
     const EmittedKernel &kernel = kernelList[i];
+    // CUDA kernels carry their launch; CPU kernels leave it unset.
+    schema::KernelLaunch launch(kernel.grid, kernel.block, kernel.sharedBytes);
     kernelOffsets.push_back(schema::CreateKernelDirect(
         fbb, kernel.entry.c_str(), kernel.source.c_str(),
-        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i]));
+        kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i],
+        kernel.grid ? &launch : nullptr));
   }
 
   std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
@@ -205,10 +208,15 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       step ? vocabularySize(step) : 0, gradAccum, floatField("clip"),
       settings.c_str());
   std::string modelName = model ? model.getValue().str() : "";
+  std::vector<flatbuffers::Offset<flatbuffers::String>> archs;
+  for (const std::string &arch : options.cudaArchs)
+    if (options.target == "cuda")
+      archs.push_back(fbb.CreateString(arch));
   auto artifact = schema::CreateArtifactDirect(
-      fbb, schema::kArtifactVersion, modelName.c_str(), "cpu", trainConfig,
-      CpuKernelEmitter::prelude(), &kernelOffsets, &bufferOffsets,
-      &programOffsets, flops);
+      fbb, schema::kArtifactVersion, modelName.c_str(),
+      options.target.c_str(), trainConfig, kernelPrelude(options.target),
+      &kernelOffsets, &bufferOffsets, &programOffsets, flops,
+      options.target == "cuda" ? &archs : nullptr);
   schema::FinishArtifactBuffer(fbb, artifact);
   // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
   std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),

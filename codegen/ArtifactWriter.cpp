@@ -26,6 +26,7 @@
 
 #include "codegen/ArtifactWriter.h"
 
+#include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
 #include "runtime/schema/artifact_generated.h"
@@ -108,14 +109,42 @@ FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
   return index;
 }
 
-uint32_t ArtifactWriter::addKernel(const CpuKernel &kernel, Location loc) {
+FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
+  if (options.target == "cuda") {
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
+    if (failed(k))
+      return failure();
+    return EmittedKernel{k->entry,       k->source,      "", k->ops,
+                         k->launch.grid, k->launch.block, k->launch.sharedBytes};
+  }
+  FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
+  if (failed(k))
+    return failure();
+  return EmittedKernel{k->entry, k->source, "", k->ops};
+}
+
+FailureOr<EmittedKernel> ArtifactWriter::emitCopy(RankedTensorType type) {
+  if (options.target == "cuda") {
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emitCopy(type);
+    if (failed(k))
+      return failure();
+    return EmittedKernel{k->entry,       k->source,      "", k->ops,
+                         k->launch.grid, k->launch.block, k->launch.sharedBytes};
+  }
+  FailureOr<CpuKernel> k = CpuKernelEmitter::emitCopy(type);
+  if (failed(k))
+    return failure();
+  return EmittedKernel{k->entry, k->source, "", k->ops};
+}
+
+uint32_t ArtifactWriter::addKernel(EmittedKernel kernel, Location loc) {
   auto it = kernelIndex.find(kernel.entry);
   if (it != kernelIndex.end())
     return it->second;
-  kernelList.push_back(
-      {kernel.entry, kernel.source, locationString(loc), kernel.ops});
+  kernel.location = locationString(loc);
+  kernelList.push_back(std::move(kernel));
   uint32_t index = kernelList.size() - 1;
-  kernelIndex[kernel.entry] = index;
+  kernelIndex[kernelList.back().entry] = index;
   return index;
 }
 
@@ -281,7 +310,7 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
 
 LogicalResult ArtifactWriter::planKernel(Operation *op) {
   KernelGroup group = KernelGroup::forOp(op);
-  FailureOr<CpuKernel> kernel = CpuKernelEmitter::emit(group);
+  FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
   std::string loc = locationString(op->getLoc());
@@ -371,7 +400,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
   if (op->getDialect() != module->getContext()->getLoadedDialect("kiln") ||
-      !CpuKernelEmitter::supports(op))
+      !(options.target == "cuda" ? CudaKernelEmitter::supports(op)
+                                 : CpuKernelEmitter::supports(op)))
     return op->emitError() << "codegen does not support '" << op->getName()
                            << "'";
   return planKernel(op);
@@ -411,8 +441,8 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     // argument, a constant, a view, or a buffer that is already a result.
     if (buffers[index].role != schema::BufferRole_Activation ||
         buffers[index].aliasOf >= 0) {
-      FailureOr<CpuKernel> copy =
-          CpuKernelEmitter::emitCopy(cast<RankedTensorType>(value.getType()));
+      FailureOr<EmittedKernel> copy =
+          emitCopy(cast<RankedTensorType>(value.getType()));
       if (failed(copy))
         return ret.emitError() << "cannot copy result " << i;
       PlannedBuffer buffer = buffers[index];

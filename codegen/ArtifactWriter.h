@@ -8,7 +8,8 @@
 // views (alias_of) of their input; the optimizer and accumulation ops write
 // in place into their parameter / state / accumulator operands. One schedule
 // step per op (GemmCall for kiln.matmul, KernelCall otherwise), in program
-// order. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
+// order; kernels come from CpuKernelEmitter or CudaKernelEmitter, after the
+// target. `serialize` (ArtifactSerializer.cpp) writes the flatbuffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +39,9 @@ std::string locationString(mlir::Location loc);
 
 class ArtifactWriter {
 public:
-  explicit ArtifactWriter(mlir::ModuleOp module) : module(module) {}
+  explicit ArtifactWriter(mlir::ModuleOp module,
+                          CodegenOptions options = {})
+      : module(module), options(std::move(options)) {}
 
   // Plans buffers, kernels and the schedule. Emits diagnostics on failure.
   mlir::LogicalResult plan();
@@ -99,12 +102,16 @@ private:
   // A new buffer for `value` (its type, named after `op`); returns its index.
   mlir::FailureOr<uint32_t> addBuffer(mlir::Value value, mlir::Operation *op,
                                       llvm::StringRef name);
+  // The kernel of `group` / of a copy of `type`, from the target's emitter.
+  mlir::FailureOr<EmittedKernel> emitGroup(const KernelGroup &group);
+  mlir::FailureOr<EmittedKernel> emitCopy(mlir::RankedTensorType type);
   // Index of an already planned kernel with this entry, or adds it.
-  uint32_t addKernel(const CpuKernel &kernel, mlir::Location loc);
+  uint32_t addKernel(EmittedKernel kernel, mlir::Location loc);
   // The buffer that owns `index`'s storage (follows alias_of).
   uint32_t storageOf(uint32_t index) const;
 
   mlir::ModuleOp module;
+  CodegenOptions options;
   std::vector<PlannedBuffer> buffers;
   std::vector<PlannedProgram> programs;
   std::vector<PlannedStep> *schedule = nullptr; // of the program being planned

@@ -93,7 +93,8 @@ LogicalResult KernelSourceWriter::declareBuffers() {
     std::string c = cElementType(type.getElementType());
     if (c.empty())
       return group.ops.front()->emitError()
-             << "the CPU backend does not support element type "
+             << "the " << (target == KernelTarget::Cuda ? "CUDA" : "CPU")
+             << " backend does not support element type "
              << type.getElementType();
     std::string name =
         (isOutput ? "out" : "in") +
@@ -139,8 +140,12 @@ void KernelSourceWriter::close() {
   line("}");
 }
 
+void KernelSourceWriter::global(const llvm::Twine &text) {
+  globals += text.str() + "\n";
+}
+
 void KernelSourceWriter::parallelFor(int64_t work) {
-  if (work >= kParallelWork)
+  if (target == KernelTarget::Cpu && work >= kParallelWork)
     line("#pragma omp parallel for schedule(static)");
 }
 
@@ -162,9 +167,14 @@ CpuKernel KernelSourceWriter::finish() const {
     header += "//   in:  " + typeString(v.getType()) + "\n";
   for (Value v : group.outputs)
     header += "//   out: " + typeString(v.getType()) + "\n";
-  std::string text = header + "extern \"C\" void " + kEntryPlaceholder.str() +
-                     "(void* const* buffers) {\n" + declarations + body +
-                     "}\n";
+  std::string signature =
+      target == KernelTarget::Cuda
+          ? "extern \"C\" __global__ void " + kEntryPlaceholder.str() +
+                "(void* const* __restrict__ buffers) {\n"
+          : "extern \"C\" void " + kEntryPlaceholder.str() +
+                "(void* const* buffers) {\n";
+  std::string text =
+      header + globals + signature + declarations + body + "}\n";
 
   std::string prefix;
   for (size_t i = 0; i < shortNames.size() && i < 3; ++i)
@@ -179,7 +189,10 @@ CpuKernel nameKernel(std::string text, StringRef prefix, std::string ops) {
                  llvm::utohexstr(fnv1a(text), /*LowerCase=*/true);
   size_t pos = text.find(kEntryPlaceholder);
   assert(pos != std::string::npos && "kernel text without entry placeholder");
-  text.replace(pos, kEntryPlaceholder.size(), kernel.entry);
+  for (; pos != std::string::npos; pos = text.find(kEntryPlaceholder, pos)) {
+    text.replace(pos, kEntryPlaceholder.size(), kernel.entry);
+    pos += kernel.entry.size();
+  }
   kernel.source = std::move(text);
   return kernel;
 }

@@ -5,7 +5,8 @@
 //   2. each phase of passes/Pipelines.cpp in turn ("kiln", "autodiff",
 //      "optimizer", ...), dumping the IR after each one with --dump-phases-to
 //      and stopping early with --compile-to=PHASE;
-//   3. codegen: kernels and the artifact, written to a temporary file and
+//   3. codegen for --target (cpu: C++ kernels; cuda: CUDA kernels for the
+//      --cuda-arch architectures): kernels and the artifact, written to a temporary file and
 //      renamed into place, so a failed compile never leaves a partial artifact.
 // Diagnostics from passes print with the model-file line and a caret, like the
 // frontend's own.
@@ -24,6 +25,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -89,9 +91,10 @@ bool isKnownPhase(StringRef name) {
   return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
 }
 
-/// Writes every kernel's source to DIR/kernels/ENTRY.cpp.
-LogicalResult dumpKernels(ModuleOp module, StringRef dir) {
-  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module);
+/// Writes every kernel's source to DIR/kernels/ENTRY.cpp (ENTRY.cu with its
+/// launch configuration for the cuda target).
+LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &codegen) {
+  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module, codegen);
   if (failed(kernels))
     return failure();
   llvm::SmallString<128> kernelDir(dir);
@@ -102,8 +105,14 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir) {
   }
   for (const EmittedKernel &kernel : *kernels) {
     llvm::SmallString<128> path(kernelDir);
-    llvm::sys::path::append(path, kernel.entry + ".cpp");
-    std::string text = "// " + kernel.ops + " from " + kernel.location + "\n" + kernel.source;
+    bool cuda = codegen.target == "cuda";
+    llvm::sys::path::append(path, kernel.entry + (cuda ? ".cu" : ".cpp"));
+    std::string text = "// " + kernel.ops + " from " + kernel.location + "\n";
+    if (cuda)
+      text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
+                            kernel.sharedBytes)
+                  .str();
+    text += kernel.source;
     if (failed(writeFileAtomically(path, text)))
       return failure();
   }
@@ -120,8 +129,15 @@ std::string compileToPhaseNames() {
 }
 
 int runCompiler(const DriverOptions &options) {
-  if (options.target != "cpu") {
-    llvm::errs() << "kilnc: error: unknown target '" << options.target << "' (supported: cpu)\n";
+  CodegenOptions codegen;
+  codegen.target = options.target;
+  if (options.target == "cuda")
+    for (StringRef arch : llvm::split(options.cudaArchs, ','))
+      if (!arch.trim().empty())
+        codegen.cudaArchs.push_back(arch.trim().str());
+  std::string problem = checkCodegenOptions(codegen);
+  if (!problem.empty()) {
+    llvm::errs() << "kilnc: error: " << problem << "\n";
     return kUsageError;
   }
   if (!isKnownPhase(options.compileTo)) {
@@ -194,9 +210,9 @@ int runCompiler(const DriverOptions &options) {
 
   // 3. Codegen and the artifact.
   TimingScope codegenTimer = rootTimer.nest("codegen");
-  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo)))
+  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo, codegen)))
     return kUserError;
-  FailureOr<std::string> artifact = emitArtifact(*module);
+  FailureOr<std::string> artifact = emitArtifact(*module, codegen);
   if (failed(artifact))
     return kUserError;
   codegenTimer.stop();
