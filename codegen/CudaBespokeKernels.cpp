@@ -105,6 +105,8 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
     base = "0";
   if (off.empty())
     off = "0";
+  if (kept.empty())
+    off = "e"; // every dim reduced: the element index is the input index
   std::string t = w.cType(out);
   bool isFloat = t == "float";
   std::string acc = isFloat ? "float" : "int64_t";
