@@ -5,17 +5,21 @@
 // op prefixes, locations, ops) in the same schedule, every CUDA kernel with
 // the agreed entry ABI, a usable launch, no floating-point atomics, and the
 // artifact's target, archs and prelude; the CPU artifact carries no launch
-// and no archs. Also the option checks and a CUDA diagnostic. (NVRTC
-// compiling the kernels is test/cuda's nvrtc_check.)
+// and no archs. Also the option checks, CUDA diagnostics, and a fused
+// pointwise group (as the fusion pass will hand over) computing the CPU
+// kernel's statements. (NVRTC compiling the kernels is test/cuda's
+// nvrtc_check.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelRunner.h"
 
 #include "codegen/Codegen.h"
+#include "codegen/CudaKernelEmitter.h"
 #include "runtime/schema/ArtifactChecksum.h"
 #include "runtime/schema/artifact_generated.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 
@@ -25,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <unistd.h>
 
 namespace {
@@ -153,6 +158,75 @@ TEST(CudaArtifact, UnsupportedElementTypeNamesTheCudaBackend) {
   EXPECT_TRUE(mlir::failed(kernels));
   EXPECT_NE(diagnostics.find("the CUDA backend does not support element type "
                              "'bf16'"),
+            std::string::npos)
+      << diagnostics;
+}
+
+// A group of several pointwise ops (what the fusion pass hands over) is one
+// CUDA kernel computing, per element, exactly the CPU kernel's statements.
+TEST(CudaKernels, FusedPointwiseGroupHasTheCpuStatements) {
+  auto context = kiln::test::makeContext();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @step(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+      %0 = kiln.broadcast %b dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+      %1 = kiln.add %x, %0 : tensor<4x8xf32>
+      %2 = kiln.gelu %1 : tensor<4x8xf32>
+      %3 = kiln.mul %2, %x : tensor<4x8xf32>
+      return %3 : tensor<4x8xf32>
+    })mlir",
+                                                        context.get());
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
+  kiln::KernelGroup group;
+  for (mlir::Operation &op : step.getBody().front().without_terminator())
+    group.ops.push_back(&op);
+  group.inputs = {step.getArgument(0), step.getArgument(1)};
+  group.outputs = {group.ops.back()->getResult(0)};
+
+  auto cpu = kiln::CpuKernelEmitter::emit(group);
+  auto cuda = kiln::CudaKernelEmitter::emit(group);
+  ASSERT_TRUE(mlir::succeeded(cpu));
+  ASSERT_TRUE(mlir::succeeded(cuda));
+  EXPECT_EQ(cuda->ops, "kiln.broadcast,kiln.add,kiln.gelu,kiln.mul");
+  EXPECT_EQ(cuda->entry.rfind("k_broadcast_add_gelu_", 0), 0u) << cuda->entry;
+  EXPECT_EQ(cuda->launch.grid, 1u); // 32 elements
+  EXPECT_EQ(cuda->launch.block, 256u);
+  std::istringstream lines(cpu->source);
+  int statements = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("const float v") == std::string::npos &&
+        line.find("out0[i] = ") == std::string::npos)
+      continue;
+    ++statements;
+    EXPECT_NE(cuda->source.find(line), std::string::npos) << line;
+  }
+  EXPECT_EQ(statements, 5); // four ops and the store
+}
+
+// Only pointwise ops share a kernel, on CUDA as on the CPU.
+TEST(CudaKernels, MixedGroupIsADiagnostic) {
+  auto context = kiln::test::makeContext();
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(context.get(), [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %0 = kiln.exp %x : tensor<4x8xf32>
+      %1 = kiln.softmax %0 : tensor<4x8xf32>
+      return %1 : tensor<4x8xf32>
+    })mlir",
+                                                        context.get());
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
+  kiln::KernelGroup group;
+  for (mlir::Operation &op : step.getBody().front().without_terminator())
+    group.ops.push_back(&op);
+  group.inputs = {step.getArgument(0)};
+  group.outputs = {group.ops.back()->getResult(0)};
+  EXPECT_TRUE(mlir::failed(kiln::CudaKernelEmitter::emit(group)));
+  EXPECT_NE(diagnostics.find("only pointwise ops can share a kernel"),
             std::string::npos)
       << diagnostics;
 }
