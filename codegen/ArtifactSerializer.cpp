@@ -166,10 +166,12 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   std::vector<flatbuffers::Offset<schema::Kernel>> kernelOffsets;
   for (size_t i = 0; i < kernelList.size(); ++i) {
     const EmittedKernel &kernel = kernelList[i];
+    // CUDA kernels carry their launch; CPU kernels leave it unset.
+    schema::KernelLaunch launch(kernel.grid, kernel.block, kernel.sharedBytes);
     kernelOffsets.push_back(schema::CreateKernelDirect(
         fbb, kernel.entry.c_str(), kernel.source.c_str(),
         kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i],
-        kernel.elementwise));
+        kernel.elementwise, kernel.grid ? &launch : nullptr));
   }
 
   std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;
@@ -243,10 +245,16 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   auto memoryPlan = schema::CreateMemoryPlanDirect(
       fbb, bd.parameters, bd.gradients, bd.optimizerState, bd.activations,
       bd.workspace, bd.other, bd.peak, peakProgram.c_str(), &peakTensors);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> archs;
+  for (const std::string &arch : options.cudaArchs)
+    if (options.target == "cuda")
+      archs.push_back(fbb.CreateString(arch));
   auto artifact = schema::CreateArtifactDirect(
-      fbb, schema::kArtifactVersion, modelName.c_str(), "cpu", trainConfig,
-      CpuKernelEmitter::prelude(), &kernelOffsets, &bufferOffsets,
-      &programOffsets, flops, memory.arenaBytes, memoryPlan);
+      fbb, schema::kArtifactVersion, modelName.c_str(),
+      options.target.c_str(), trainConfig, kernelPrelude(options.target),
+      &kernelOffsets, &bufferOffsets, &programOffsets, flops,
+      memory.arenaBytes, memoryPlan,
+      options.target == "cuda" ? &archs : nullptr);
   schema::FinishArtifactBuffer(fbb, artifact);
   // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
   std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),

@@ -34,6 +34,9 @@
 
 #include "codegen/ArtifactWriter.h"
 
+#include "codegen/PointwiseBody.h"
+
+#include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
 #include "runtime/schema/artifact_generated.h"
@@ -116,15 +119,68 @@ FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
   return index;
 }
 
-uint32_t ArtifactWriter::addKernel(const CpuKernel &kernel, Location loc) {
+FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
+  // bf16 values are stored as raw bits that only kiln.convert (and GEMMs,
+  // which are not kernels) know how to read: any other op on them would
+  // compute on the bits.
+  for (Operation *op : group.ops) {
+    if (isa<k::ConvertOp>(op))
+      continue;
+    auto isBf16 = [](Type t) {
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      return tensor && tensor.getElementType().isBF16();
+    };
+    if (llvm::any_of(op->getOperandTypes(), isBf16) ||
+        llvm::any_of(op->getResultTypes(), isBf16))
+      return op->emitError()
+             << "the " << (options.target == "cuda" ? "CUDA" : "CPU")
+             << " backend does not support element type 'bf16' in '"
+             << op->getName()
+             << "' (bf16 tensors are only converted and multiplied: "
+                "kiln.convert, kiln.matmul)";
+  }
+  if (options.target == "cuda") {
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
+    if (failed(k))
+      return failure();
+    return EmittedKernel{k->entry,
+                         k->source,
+                         "",
+                         k->ops,
+                         isElementwiseGroup(group),
+                         k->launch.grid,
+                         k->launch.block,
+                         k->launch.sharedBytes};
+  }
+  FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
+  if (failed(k))
+    return failure();
+  return EmittedKernel{k->entry, k->source, "", k->ops, k->elementwise};
+}
+
+FailureOr<EmittedKernel> ArtifactWriter::emitCopy(RankedTensorType type) {
+  if (options.target == "cuda") {
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emitCopy(type);
+    if (failed(k))
+      return failure();
+    return EmittedKernel{k->entry,       k->source,      "",
+                         k->ops,         false,          k->launch.grid,
+                         k->launch.block, k->launch.sharedBytes};
+  }
+  FailureOr<CpuKernel> k = CpuKernelEmitter::emitCopy(type);
+  if (failed(k))
+    return failure();
+  return EmittedKernel{k->entry, k->source, "", k->ops};
+}
+
+uint32_t ArtifactWriter::addKernel(EmittedKernel kernel, Location loc) {
   auto it = kernelIndex.find(kernel.entry);
   if (it != kernelIndex.end())
     return it->second;
-  kernelList.push_back(
-      {kernel.entry, kernel.source, locationString(loc), kernel.ops,
-       kernel.elementwise});
+  kernel.location = locationString(loc);
+  kernelList.push_back(std::move(kernel));
   uint32_t index = kernelList.size() - 1;
-  kernelIndex[kernel.entry] = index;
+  kernelIndex[kernelList.back().entry] = index;
   return index;
 }
 
@@ -321,7 +377,7 @@ static std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
 
 LogicalResult ArtifactWriter::planKernel(Operation *op) {
   KernelGroup group = KernelGroup::forOp(op);
-  FailureOr<CpuKernel> kernel = CpuKernelEmitter::emit(group);
+  FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
   std::string loc = locationString(op->getLoc());
@@ -364,7 +420,13 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   group.inputs.assign(body.getArguments().begin(), body.getArguments().end());
   auto yield = cast<k::YieldOp>(body.getTerminator());
   group.outputs.assign(yield.getValues().begin(), yield.getValues().end());
-  FailureOr<CpuKernel> kernel = CpuKernelEmitter::emit(group);
+  // The CUDA emitter has pointwise groups and single ops only (no row
+  // prologues/epilogues or multi-tensor updates yet): such a region runs as
+  // one kernel per member there.
+  if (options.target == "cuda" && group.ops.size() > 1 &&
+      !llvm::all_of(group.ops, PointwiseBody::isPointwise))
+    return planFusionMembers(fusion);
+  FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
   std::string loc = locationString(fusion->getLoc());
@@ -404,6 +466,22 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
     step.buffers.push_back(*index);
   }
   schedule->push_back(std::move(step));
+  return success();
+}
+
+// The members of `fusion` one kernel each: block arguments stand for the
+// fusion's operands, results for the values the region yields.
+LogicalResult ArtifactWriter::planFusionMembers(k::FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), fusion.getInputs()))
+    bufferOf[arg] = bufferOf.lookup(input);
+  for (Operation &op : body.without_terminator())
+    if (failed(planOp(&op)))
+      return failure();
+  auto yield = cast<k::YieldOp>(body.getTerminator());
+  for (auto [result, yielded] :
+       llvm::zip(fusion.getResults(), yield.getValues()))
+    bufferOf[result] = bufferOf.lookup(yielded);
   return success();
 }
 
@@ -459,7 +537,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   if (auto fusion = dyn_cast<k::FusionOp>(op))
     return planFusion(fusion);
   if (op->getDialect() != module->getContext()->getLoadedDialect("kiln") ||
-      !CpuKernelEmitter::supports(op))
+      !(options.target == "cuda" ? CudaKernelEmitter::supports(op)
+                                 : CpuKernelEmitter::supports(op)))
     return op->emitError() << "codegen does not support '" << op->getName()
                            << "'";
   return planKernel(op);
@@ -499,8 +578,8 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     // argument, a constant, a view, or a buffer that is already a result.
     if (buffers[index].role != schema::BufferRole_Activation ||
         buffers[index].aliasOf >= 0) {
-      FailureOr<CpuKernel> copy =
-          CpuKernelEmitter::emitCopy(cast<RankedTensorType>(value.getType()));
+      FailureOr<EmittedKernel> copy =
+          emitCopy(cast<RankedTensorType>(value.getType()));
       if (failed(copy))
         return ret.emitError() << "cannot copy result " << i;
       PlannedBuffer buffer = buffers[index];

@@ -8,7 +8,8 @@
 // views (alias_of) of their input; the optimizer and accumulation ops write
 // in place into their parameter / state / accumulator operands. One schedule
 // step per op (GemmCall for kiln.matmul, KernelCall otherwise; one KernelCall
-// per kiln.fusion), in program order. Then the static memory plan
+// per kiln.fusion), in program order; kernels come from CpuKernelEmitter or
+// CudaKernelEmitter, after the target. Then the static memory plan
 // (MemoryPlan.h) over the final buffers and schedules. `serialize`
 // (ArtifactSerializer.cpp) writes the flatbuffer.
 //
@@ -42,7 +43,9 @@ std::string locationString(mlir::Location loc);
 
 class ArtifactWriter {
 public:
-  explicit ArtifactWriter(mlir::ModuleOp module) : module(module) {}
+  explicit ArtifactWriter(mlir::ModuleOp module,
+                          CodegenOptions options = {})
+      : module(module), options(std::move(options)) {}
 
   // Plans buffers, kernels and the schedule. Emits diagnostics on failure.
   mlir::LogicalResult plan();
@@ -100,6 +103,7 @@ private:
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
+  mlir::LogicalResult planFusionMembers(mlir::kiln::FusionOp fusion);
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);
@@ -121,12 +125,16 @@ private:
   // A new buffer for `value` (its type, named after `op`); returns its index.
   mlir::FailureOr<uint32_t> addBuffer(mlir::Value value, mlir::Operation *op,
                                       llvm::StringRef name);
+  // The kernel of `group` / of a copy of `type`, from the target's emitter.
+  mlir::FailureOr<EmittedKernel> emitGroup(const KernelGroup &group);
+  mlir::FailureOr<EmittedKernel> emitCopy(mlir::RankedTensorType type);
   // Index of an already planned kernel with this entry, or adds it.
-  uint32_t addKernel(const CpuKernel &kernel, mlir::Location loc);
+  uint32_t addKernel(EmittedKernel kernel, mlir::Location loc);
   // The buffer that owns `index`'s storage (follows alias_of).
   uint32_t storageOf(uint32_t index) const;
 
   mlir::ModuleOp module;
+  CodegenOptions options;
   std::vector<PlannedBuffer> buffers;
   std::vector<PlannedProgram> programs;
   std::vector<PlannedStep> *schedule = nullptr; // of the program being planned

@@ -3,8 +3,9 @@
 // Turns the training-step module (after the "optimizer" phase: func.func
 // @step with forward and backward, @update with the gradient norm, clipping
 // and optimizer updates, and @eval, in the kiln dialect) into a `.kart`
-// artifact (runtime/schema/artifact.fbs, version 4): generated C++ kernels,
-// GEMM calls, buffers shared by the programs, and one Program per function.
+// artifact (runtime/schema/artifact.fbs, version 4): generated kernels (C++
+// for the CPU target, CUDA for the cuda target), GEMM calls, buffers shared
+// by the programs, and one Program per function.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,13 +20,26 @@
 
 namespace kiln {
 
+// What the kernels are generated for.
+struct CodegenOptions {
+  std::string target = "cpu";         // "cpu" (C++ kernels) or "cuda"
+  std::vector<std::string> cudaArchs; // cuda: Artifact.archs ("sm_80", ...)
+};
+
+// Checks `options` (a known target, known CUDA architectures, at least one
+// for cuda); returns "" or the message of the first problem.
+std::string checkCodegenOptions(const CodegenOptions &options);
+
 // One generated kernel, as stored in Artifact.kernels.
 struct EmittedKernel {
-  std::string entry;    // exported symbol: extern "C" void entry(void* const*)
-  std::string source;   // C++ source, compiled after the prelude
+  std::string entry;    // exported symbol (the target's kernel ABI)
+  std::string source;   // C++ or CUDA source, compiled after the prelude
   std::string location; // "file:line:col" of the first op it implements
   std::string ops;      // the kiln ops it implements ("kiln.gelu")
-  bool elementwise = false; // Kernel.elementwise (see CpuKernel)
+  bool elementwise = false; // Kernel.elementwise (see isElementwiseGroup)
+  // CUDA only (Kernel.launch; grid 0 on the CPU): blocks, threads per
+  // block, dynamic shared bytes of every call.
+  uint32_t grid = 0, block = 0, sharedBytes = 0;
 };
 
 // The artifact and the reports of its memory plan (codegen/MemoryPlan.h).
@@ -37,15 +51,18 @@ struct CompiledArtifact {
 
 // Emits the artifact bytes for a module after the "optimizer" phase. Emits
 // diagnostics and fails on unsupported ops.
-mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module);
+mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
+                                          const CodegenOptions &options = {});
 // The same, with the memory plan's reports (for kilnc).
-mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module);
+mlir::FailureOr<CompiledArtifact>
+compileArtifact(mlir::ModuleOp module, const CodegenOptions &options = {});
 
 // The kernels alone, each once (for --dump-phases-to and tests).
-mlir::FailureOr<std::vector<EmittedKernel>> emitKernels(mlir::ModuleOp module);
+mlir::FailureOr<std::vector<EmittedKernel>>
+emitKernels(mlir::ModuleOp module, const CodegenOptions &options = {});
 
-// The C++ prelude every kernel is compiled after (Artifact.prelude).
-const char *kernelPrelude();
+// The prelude every kernel of `target` is compiled after (Artifact.prelude).
+const char *kernelPrelude(const std::string &target = "cpu");
 
 } // namespace kiln
 

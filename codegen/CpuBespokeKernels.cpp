@@ -358,14 +358,6 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// The classes a cross_entropy / cross_entropy_grad takes part in: all `v`,
-// or valid_classes when pad-dims padded the class dimension.
-int64_t validClasses(Operation *op, int64_t v) {
-  if (auto valid = op->getAttrOfType<IntegerAttr>("valid_classes"))
-    return valid.getInt();
-  return v;
-}
-
 // loss = mean over rows n of logsumexp(logits[n, :C]) - logits[n, target[n]]
 // over the C valid classes (C = V unless padded). Row losses go to a scratch
 // array and are summed serially (deterministic).

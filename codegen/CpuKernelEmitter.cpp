@@ -8,11 +8,12 @@
 //     out0[i] = v1;
 //   }
 //
-// Broadcasts inside a group read their (external) input with the index
-// arithmetic of the static shapes baked in (PointwiseStatements.cpp). A row op
-// (layer_norm, softmax, ...) with pointwise ops runs them per row inside its
-// own row loop; several optimizer updates run one after the other. Every
-// other op gets a bespoke loop nest from CpuBespokeKernels.cpp.
+// The per-element statements come from PointwiseStatements (shared with
+// the CUDA emitter through PointwiseBody): broadcasts inside a group read
+// their (external) input with the index arithmetic of the static shapes baked
+// in. A row op (layer_norm, softmax, ...) with pointwise ops runs them per
+// row inside its own row loop; several optimizer updates run one after the
+// other. Every other op gets a bespoke loop nest from CpuBespokeKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 
 #include "codegen/CpuBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/PointwiseBody.h"
 #include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -46,56 +48,27 @@ KernelGroup KernelGroup::forOp(Operation *op) {
 
 namespace {
 
-bool isSplatConstant(Operation *op) {
-  auto constant = dyn_cast<k::ConstantOp>(op);
-  if (!constant)
-    return false;
-  auto value = constant->getAttrOfType<DenseElementsAttr>("value");
-  return value && value.isSplat();
-}
-
 // One flat loop over the output, one scalar expression per op.
 FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   KernelSourceWriter w(group);
   if (failed(w.declareBuffers()))
     return failure();
-  if (group.outputs.empty())
-    return group.ops.front()->emitError() << "a kernel needs an output";
-  int64_t n = numElements(shapeOf(group.outputs.front()));
-  for (Operation *op : group.ops)
-    if (numElements(shapeOf(op->getResult(0))) != n)
-      return op->emitError()
-             << "pointwise ops of one kernel must all produce " << n
-             << " elements";
-
-  PointwiseStatements code;
-  if (failed(emitPointwiseStatements(
-          group.ops, "i", [&](Value v) { return w.ptr(v); }, code)))
+  FailureOr<PointwiseBody> body = PointwiseBody::build(group, w, "i");
+  if (failed(body))
     return failure();
+  int64_t n = body->elements;
   w.line("// " + std::to_string(n) + " elements, one per iteration");
   w.parallelFor(n * static_cast<int64_t>(group.ops.size()));
   w.open("for (int64_t i = 0; i < " + std::to_string(n) + "; ++i)");
-  for (const std::string &line : code.lines)
-    w.line(line);
-  for (Value out : group.outputs) {
-    auto it = code.vars.find(out);
-    if (it == code.vars.end())
-      return group.ops.front()->emitError()
-             << "a kernel output is not computed by the kernel's ops";
-    w.line(w.ptr(out) + "[i] = " + it->second + ";");
-  }
+  for (const std::string &statement : body->statements)
+    w.line(statement);
+  for (const std::string &store : body->stores)
+    w.line(store);
   w.close();
   CpuKernel kernel = w.finish();
   // Broadcasts, iota and causal masks compute other indices than i; without
   // them every load and store of the loop above is element i.
-  auto sameSize = [&](Value v) { return numElements(shapeOf(v)) == n; };
-  kernel.elementwise =
-      llvm::none_of(group.ops,
-                    [](Operation *op) {
-                      return isa<k::BroadcastOp, k::IotaOp, k::CausalMaskOp>(op);
-                    }) &&
-      llvm::all_of(group.inputs, sameSize) &&
-      llvm::all_of(group.outputs, sameSize);
+  kernel.elementwise = isElementwiseGroup(group);
   return kernel;
 }
 
@@ -209,9 +182,23 @@ FailureOr<CpuKernel> emitOptimizerGroup(const KernelGroup &group) {
 
 } // namespace
 
+bool isElementwiseGroup(const KernelGroup &group) {
+  if (group.outputs.empty() ||
+      !llvm::all_of(group.ops, PointwiseBody::isPointwise))
+    return false;
+  int64_t n = numElements(shapeOf(group.outputs.front()));
+  auto sameSize = [&](Value v) { return numElements(shapeOf(v)) == n; };
+  return llvm::none_of(group.ops,
+                       [](Operation *op) {
+                         return isa<k::BroadcastOp, k::IotaOp,
+                                    k::CausalMaskOp>(op);
+                       }) &&
+         llvm::all_of(group.inputs, sameSize) &&
+         llvm::all_of(group.outputs, sameSize);
+}
+
 bool CpuKernelEmitter::isPointwise(Operation *op) {
-  return ScalarExprEmitter::isElementwise(op) || isSplatConstant(op) ||
-         isa<k::BroadcastOp, k::IotaOp, k::CausalMaskOp>(op);
+  return PointwiseBody::isPointwise(op);
 }
 
 bool CpuKernelEmitter::supports(Operation *op) {

@@ -51,6 +51,14 @@ struct CpuKernel {
   bool elementwise = false;
 };
 
+// True for a pointwise group whose every load and store is element i of
+// buffers of the output's element count (no broadcast, iota or causal mask):
+// an output may then share storage with an input whose last use is this call
+// (Kernel.elementwise, the memory plan's in-place reuse). Both the CPU loop
+// and the CUDA grid-stride loop read every input of element i before writing
+// it.
+bool isElementwiseGroup(const KernelGroup &group);
+
 class CpuKernelEmitter {
 public:
   // True if `op` can appear in a group handed to `emit`.

@@ -2,6 +2,7 @@
 
 #include "codegen/KernelSourceWriter.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -55,6 +56,12 @@ std::string shapeString(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+int64_t validClasses(Operation *op, int64_t classes) {
+  if (auto valid = op->getAttrOfType<IntegerAttr>("valid_classes"))
+    return valid.getInt();
+  return classes;
+}
+
 std::string cElementType(Type t) {
   if (t.isF32())
     return "float";
@@ -97,7 +104,8 @@ LogicalResult KernelSourceWriter::declareBuffers() {
     std::string c = cElementType(type.getElementType());
     if (c.empty())
       return group.ops.front()->emitError()
-             << "the CPU backend does not support element type "
+             << "the " << (target == KernelTarget::Cuda ? "CUDA" : "CPU")
+             << " backend does not support element type "
              << type.getElementType();
     std::string name =
         (isOutput ? "out" : "in") +
@@ -148,8 +156,12 @@ void KernelSourceWriter::close(const llvm::Twine &suffix) {
   line("}" + suffix);
 }
 
+void KernelSourceWriter::global(const llvm::Twine &text) {
+  globals += text.str() + "\n";
+}
+
 void KernelSourceWriter::parallelFor(int64_t work) {
-  if (work >= kParallelWork)
+  if (target == KernelTarget::Cpu && work >= kParallelWork)
     line("#pragma omp parallel for schedule(static)");
 }
 
@@ -171,9 +183,14 @@ CpuKernel KernelSourceWriter::finish() const {
     header += "//   in:  " + typeString(v.getType()) + "\n";
   for (Value v : group.outputs)
     header += "//   out: " + typeString(v.getType()) + "\n";
-  std::string text = header + "extern \"C\" void " + kEntryPlaceholder.str() +
-                     "(void* const* buffers) {\n" + declarations + body +
-                     "}\n";
+  std::string signature =
+      target == KernelTarget::Cuda
+          ? "extern \"C\" __global__ void " + kEntryPlaceholder.str() +
+                "(void* const* __restrict__ buffers) {\n"
+          : "extern \"C\" void " + kEntryPlaceholder.str() +
+                "(void* const* buffers) {\n";
+  std::string text =
+      header + globals + signature + declarations + body + "}\n";
 
   std::string prefix;
   for (size_t i = 0; i < shortNames.size() && i < 3; ++i)
@@ -188,7 +205,10 @@ CpuKernel nameKernel(std::string text, StringRef prefix, std::string ops) {
                  llvm::utohexstr(fnv1a(text), /*LowerCase=*/true);
   size_t pos = text.find(kEntryPlaceholder);
   assert(pos != std::string::npos && "kernel text without entry placeholder");
-  text.replace(pos, kEntryPlaceholder.size(), kernel.entry);
+  for (; pos != std::string::npos; pos = text.find(kEntryPlaceholder, pos)) {
+    text.replace(pos, kEntryPlaceholder.size(), kernel.entry);
+    pos += kernel.entry.size();
+  }
   kernel.source = std::move(text);
   return kernel;
 }

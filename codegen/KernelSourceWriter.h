@@ -1,9 +1,11 @@
 //===- KernelSourceWriter.h - Building the text of one C++ kernel ---------===//
 //
-// Internal to codegen/: the bookkeeping every CPU kernel emitter shares —
-// buffer pointer declarations (inputs then outputs, with their tensor types in
-// comments), indentation, OpenMP pragmas for large loops, static-shape index
-// arithmetic, and the final entry name `k_<ops>_<hash of the source>`.
+// Internal to codegen/: the bookkeeping every kernel emitter (CPU and CUDA)
+// shares — buffer pointer declarations (inputs then outputs, with their tensor
+// types in comments), indentation, OpenMP pragmas for large CPU loops,
+// static-shape index arithmetic, file-scope declarations (CUDA scratch), the
+// entry signature of the target, and the final entry name
+// `k_<ops>_<hash of the source>`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +33,10 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape);
 llvm::SmallVector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
 // "[4, 8]" (or "[]" for a scalar).
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
+// The classes a cross_entropy / cross_entropy_grad over `classes` logits
+// takes part in: all of them, or valid_classes when pad-dims padded the
+// class dimension (the rest are masked: probability 0, gradient 0).
+int64_t validClasses(mlir::Operation *op, int64_t classes);
 // The C type of an element type ("float", "int32_t", "int64_t"), or "" when
 // the CPU backend does not support it.
 std::string cElementType(mlir::Type elementType);
@@ -42,7 +48,13 @@ std::string coordinate(llvm::StringRef index, int64_t stride, int64_t size,
 // Appends `term * factor` to a sum expression (skipping zero terms).
 void addTerm(std::string &sum, const std::string &term, int64_t factor);
 
-// Stands for the entry name in kernel text until `nameKernel` hashes it.
+// Which ABI a kernel is written for: the CPU's `extern "C" void entry(void*
+// const* buffers)` or CUDA's `extern "C" __global__ void entry(void* const*
+// __restrict__ buffers)` (a device array of device pointers).
+enum class KernelTarget { Cpu, Cuda };
+
+// Stands for the entry name in kernel text until `nameKernel` hashes it
+// (every occurrence: file-scope names derived from it stay unique).
 constexpr llvm::StringLiteral kEntryPlaceholder = "KILN_KERNEL_ENTRY";
 
 // Names a finished kernel `k_<prefix>_<hash of text>` and substitutes the name
@@ -52,7 +64,9 @@ CpuKernel nameKernel(std::string text, llvm::StringRef prefix,
 
 class KernelSourceWriter {
 public:
-  explicit KernelSourceWriter(const KernelGroup &group) : group(group) {}
+  explicit KernelSourceWriter(const KernelGroup &group,
+                              KernelTarget target = KernelTarget::Cpu)
+      : group(group), target(target) {}
 
   // Declares `in<i>` / `out<i>` pointers for every input and output. Emits an
   // error on the group's first op for unsupported element types.
@@ -70,8 +84,12 @@ public:
   void close();
   // `}` followed by `suffix` (e.g. "();" to call a lambda just written).
   void close(const llvm::Twine &suffix);
-  // The OpenMP pragma for a loop doing `work` scalar operations (none if small).
+  // The OpenMP pragma for a loop doing `work` scalar operations (none if
+  // small, none on CUDA).
   void parallelFor(int64_t work);
+  // Appends one line at file scope, before the entry point (CUDA's
+  // `__device__` scratch arrays); kEntryPlaceholder in it becomes the entry.
+  void global(const llvm::Twine &text);
 
   // Row fusion. A row emitter calls beginRow right after opening its row
   // loop and endRow right before closing it (before any `continue`), with the
@@ -97,7 +115,9 @@ public:
 
 private:
   const KernelGroup &group;
+  KernelTarget target;
   llvm::DenseMap<mlir::Value, std::string> pointers;
+  std::string globals;
   std::string declarations;
   std::string body;
   int indent = 1;

@@ -1,9 +1,10 @@
 //===- ScalarExprEmitter.h - Scalar C expressions of elementwise ops ------===//
 //
 // The one place that knows the scalar formula of every elementwise kiln op
-// (add, gelu, gelu_grad, ...). Kernel emitters (the C++ CPU emitter today, a
-// CUDA emitter later) build their loop nests and ask this emitter for the
-// expression of each op given the expressions of its operands. The returned
+// (add, gelu, gelu_grad, ...). Kernel emitters (the C++ CPU and the CUDA
+// emitters, through PointwiseBody) build their loop nests and ask this
+// emitter for the expression of each op given the expressions of its
+// operands. The returned
 // strings are plain C expressions over `float` using only expf/logf/tanhf/
 // sqrtf, so the same text is valid C++ and CUDA device code.
 //

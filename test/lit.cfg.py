@@ -33,5 +33,10 @@ config.substitutions.append(("%torch-python", "/usr/bin/python3"))
 # reader (plus Debian's torch, through --system-site-packages).
 config.substitutions.append(("%reader-python", os.path.join(config.kiln_obj_root, "pyenv", "bin", "python")))
 
+# Tests that compile CUDA kernels with NVRTC need the test tool built where
+# the toolkit is installed (test/cuda).
+if os.path.exists(os.path.join(config.kiln_tools_dir, "nvrtc_check")):
+    config.available_features.add("nvrtc")
+
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run"], [config.kiln_tools_dir])

@@ -5,10 +5,12 @@
 //   2. each phase of passes/Pipelines.cpp in turn ("kiln", "autodiff",
 //      "optimizer", ...), dumping the IR after each one with --dump-phases-to
 //      and stopping early with --compile-to=PHASE;
-//   3. codegen: kernels and the artifact, written to a temporary file and
-//      renamed into place, so a failed compile never leaves a partial artifact;
-//      then the memory plan's peak, breakdown and largest live tensors on
-//      stdout (and every buffer's placement in DIR/memory-plan.txt).
+//   3. codegen for --target (cpu: C++ kernels; cuda: CUDA kernels for the
+//      --cuda-arch architectures): kernels and the artifact, written to a
+//      temporary file and renamed into place, so a failed compile never leaves
+//      a partial artifact; then the memory plan's peak, breakdown and largest
+//      live tensors on stdout (and every buffer's placement in
+//      DIR/memory-plan.txt).
 // Diagnostics from passes print with the model-file line and a caret, like the
 // frontend's own.
 //
@@ -27,6 +29,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -108,9 +111,10 @@ LogicalResult writeFusionReport(ModuleOp module, StringRef dir, bool skipped) {
   return writeFileAtomically(path, text);
 }
 
-/// Writes every kernel's source to DIR/kernels/ENTRY.cpp.
-LogicalResult dumpKernels(ModuleOp module, StringRef dir) {
-  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module);
+/// Writes every kernel's source to DIR/kernels/ENTRY.cpp (ENTRY.cu with its
+/// launch configuration for the cuda target).
+LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &codegen) {
+  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module, codegen);
   if (failed(kernels))
     return failure();
   llvm::SmallString<128> kernelDir(dir);
@@ -121,8 +125,14 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir) {
   }
   for (const EmittedKernel &kernel : *kernels) {
     llvm::SmallString<128> path(kernelDir);
-    llvm::sys::path::append(path, kernel.entry + ".cpp");
-    std::string text = "// " + kernel.ops + " from " + kernel.location + "\n" + kernel.source;
+    bool cuda = codegen.target == "cuda";
+    llvm::sys::path::append(path, kernel.entry + (cuda ? ".cu" : ".cpp"));
+    std::string text = "// " + kernel.ops + " from " + kernel.location + "\n";
+    if (cuda)
+      text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
+                            kernel.sharedBytes)
+                  .str();
+    text += kernel.source;
     if (failed(writeFileAtomically(path, text)))
       return failure();
   }
@@ -139,8 +149,15 @@ std::string compileToPhaseNames() {
 }
 
 int runCompiler(const DriverOptions &options) {
-  if (options.target != "cpu") {
-    llvm::errs() << "kilnc: error: unknown target '" << options.target << "' (supported: cpu)\n";
+  CodegenOptions codegen;
+  codegen.target = options.target;
+  if (options.target == "cuda")
+    for (StringRef arch : llvm::split(options.cudaArchs, ','))
+      if (!arch.trim().empty())
+        codegen.cudaArchs.push_back(arch.trim().str());
+  std::string problem = checkCodegenOptions(codegen);
+  if (!problem.empty()) {
+    llvm::errs() << "kilnc: error: " << problem << "\n";
     return kUsageError;
   }
   if (!isKnownPhase(options.compileTo)) {
@@ -222,9 +239,9 @@ int runCompiler(const DriverOptions &options) {
 
   // 3. Codegen and the artifact.
   TimingScope codegenTimer = rootTimer.nest("codegen");
-  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo)))
+  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo, codegen)))
     return kUserError;
-  FailureOr<CompiledArtifact> artifact = compileArtifact(*module);
+  FailureOr<CompiledArtifact> artifact = compileArtifact(*module, codegen);
   if (failed(artifact))
     return kUserError;
   codegenTimer.stop();

@@ -17,7 +17,8 @@ struct DriverOptions {
   std::string inputPath;                        // the .kiln model file
   std::string outputPath;                       // artifact, or IR with --compile-to ("-" = stdout)
   std::map<std::string, std::string> overrides; // -D name=value
-  std::string target = "cpu";                   // code generation target
+  std::string target = "cpu";                   // code generation target: cpu or cuda
+  std::string cudaArchs = "sm_80,sm_90a";       // cuda: comma-separated architectures
   std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
   std::string compileTo = "artifact";           // last phase to run
   bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)

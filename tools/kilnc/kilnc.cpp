@@ -1,8 +1,8 @@
 //===- kilnc.cpp - the Kiln compiler command line -------------------------===//
 //
-//   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu]
-//         [--dump-phases-to=DIR] [--compile-to=PHASE] [--no-fusion] [--no-pad-dims]
-//         [--mlir-timing] ...
+//   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu|cuda]
+//         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
+//         [--no-fusion] [--no-pad-dims] [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -27,7 +27,10 @@ int main(int argc, char **argv) {
                                      cl::value_desc("path"));
   static cl::list<std::string> defines("D", cl::Prefix, cl::desc("Override a config constant: -D name=value"),
                                        cl::value_desc("name=value"));
-  static cl::opt<std::string> target("target", cl::desc("Code generation target (cpu)"), cl::init("cpu"));
+  static cl::opt<std::string> target("target", cl::desc("Code generation target (cpu, cuda)"), cl::init("cpu"));
+  static cl::opt<std::string> cudaArchs("cuda-arch",
+                                        cl::desc("CUDA architectures the kernels are generated and checked for"),
+                                        cl::value_desc("sm_80,sm_90a,..."), cl::init("sm_80,sm_90a"));
   static cl::opt<std::string> dumpPhasesTo("dump-phases-to",
                                            cl::desc("Write the IR after each phase and every kernel's source here"),
                                            cl::value_desc("dir"));
@@ -51,6 +54,7 @@ int main(int argc, char **argv) {
   options.inputPath = input;
   options.outputPath = output;
   options.target = target;
+  options.cudaArchs = cudaArchs;
   options.dumpPhasesTo = dumpPhasesTo;
   options.compileTo = compileTo;
   options.noFusion = noFusion;

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <unistd.h>
 
 using namespace mlir;
@@ -27,7 +28,7 @@ std::unique_ptr<MLIRContext> makeContext() {
 }
 
 void *compileKernels(const std::vector<std::string> &sources,
-                     std::string &error) {
+                     std::string &error, KernelBackend backend) {
   char dir[] = "/tmp/kiln_codegen_test_XXXXXX";
   if (!mkdtemp(dir)) {
     error = "mkdtemp failed";
@@ -37,12 +38,25 @@ void *compileKernels(const std::vector<std::string> &sources,
   std::string lib = std::string(dir) + "/kernels.so";
   {
     std::ofstream out(src);
-    out << ::kiln::kernelPrelude();
+    if (backend == KernelBackend::CudaEmulated) {
+      // The host has <stdint.h>: drop the prelude's NVRTC-only typedefs.
+      out << "#include \"" KILN_SOURCE_DIR
+             "/test/unit/codegen/CudaHostEmulation.h\"\n";
+      std::istringstream prelude(::kiln::kernelPrelude("cuda"));
+      for (std::string line; std::getline(prelude, line);)
+        if (line.rfind("typedef ", 0) != 0)
+          out << line << "\n";
+    } else {
+      out << ::kiln::kernelPrelude();
+    }
     for (const std::string &s : sources)
       out << "\n" << s;
   }
   const char *cxx = std::getenv("CXX");
   std::string cmd = std::string(cxx ? cxx : "c++") +
+                    (backend == KernelBackend::CudaEmulated
+                         ? " -std=c++17 -pthread"
+                         : "") +
                     " -O1 -fopenmp -shared -fPIC -Wall -Werror -o " + lib +
                     " " + src + " 2>" + dir + "/log.txt";
   if (std::system(cmd.c_str()) != 0) {
@@ -69,8 +83,9 @@ func::FuncOp stepOf(ModuleOp module) {
 }
 } // namespace
 
-KernelRunner::KernelRunner(const std::string &moduleText)
-    : context(makeContext()) {
+KernelRunner::KernelRunner(const std::string &moduleText,
+                           KernelBackend backend)
+    : context(makeContext()), backend(backend) {
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
     diagnostics += d.str() + "\n";
@@ -90,8 +105,17 @@ KernelRunner::KernelRunner(const std::string &moduleText)
   for (Operation &op : step.getBody().front()) {
     if (isa<func::ReturnOp, mlir::kiln::ReshapeOp>(op))
       continue;
-    FailureOr<CpuKernel> kernel =
-        CpuKernelEmitter::emit(KernelGroup::forOp(&op));
+    FailureOr<CpuKernel> kernel = failure();
+    if (backend == KernelBackend::CudaEmulated) {
+      FailureOr<CudaKernel> cuda =
+          CudaKernelEmitter::emit(KernelGroup::forOp(&op));
+      if (succeeded(cuda)) {
+        kernel = CpuKernel{cuda->entry, cuda->source, cuda->ops};
+        launches.push_back(cuda->launch);
+      }
+    } else {
+      kernel = CpuKernelEmitter::emit(KernelGroup::forOp(&op));
+    }
     if (failed(kernel)) {
       message = "emit failed: " + diagnostics;
       return;
@@ -103,7 +127,7 @@ KernelRunner::KernelRunner(const std::string &moduleText)
     if (!seen)
       sources.push_back(kernel->source);
   }
-  handle = compileKernels(sources, message);
+  handle = compileKernels(sources, message, backend);
 }
 
 // The library stays loaded: unloading it could unload libgomp while its
@@ -155,13 +179,22 @@ std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
       }
       pointers.push_back(storage[v]->data());
     }
-    const CpuKernel &kernel = emitted[kernelIndex++];
+    const CpuKernel &kernel = emitted[kernelIndex];
     auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry.c_str()));
     if (!entry) {
       message = "missing entry " + kernel.entry;
       return {};
     }
-    entry(pointers.data());
+    if (backend == KernelBackend::CudaEmulated) {
+      using Launch = void (*)(Entry, void *const *, unsigned, unsigned);
+      auto launch =
+          reinterpret_cast<Launch>(dlsym(handle, "kiln_emulate_launch"));
+      const CudaLaunch &config = launches[kernelIndex];
+      launch(entry, pointers.data(), config.grid, config.block);
+    } else {
+      entry(pointers.data());
+    }
+    ++kernelIndex;
   }
   return results;
 }

@@ -3,7 +3,10 @@
 // Parses a kiln-dialect module, emits one kernel per op of @step with
 // CpuKernelEmitter, compiles all of them as one shared library with the host
 // C++ compiler (`c++ -O1 -fopenmp -shared -fPIC`), and runs the step op by op
-// on host buffers. Reshape results share their input's storage and the
+// on host buffers. With KernelBackend::CudaEmulated the kernels are
+// CudaKernelEmitter's instead, built for the host with CudaHostEmulation.h
+// and run with their launch configuration (no GPU needed). Reshape results
+// share their input's storage and the
 // optimizer/accumulation ops update their param, state and accumulator
 // operands in place, as in the artifact.
 //
@@ -13,6 +16,7 @@
 #define KILN_TEST_UNIT_CODEGEN_KERNELRUNNER_H
 
 #include "codegen/CpuKernelEmitter.h"
+#include "codegen/CudaKernelEmitter.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -37,16 +41,21 @@ struct HostTensor {
 // A new MLIR context with the kiln and func dialects loaded.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 
+// Which kernels a KernelRunner builds and runs.
+enum class KernelBackend { Cpu, CudaEmulated };
+
 // Compiles `prelude + sources` into a shared library and loads it. Returns
 // the dlopen handle, or null (with a message in `error`).
 void *compileKernels(const std::vector<std::string> &sources,
-                     std::string &error);
+                     std::string &error,
+                     KernelBackend backend = KernelBackend::Cpu);
 
 class KernelRunner {
 public:
   // Parses `moduleText` and builds and compiles the kernels of @step. Check
   // `ok()` (and `error()`) before running.
-  explicit KernelRunner(const std::string &moduleText);
+  explicit KernelRunner(const std::string &moduleText,
+                        KernelBackend backend = KernelBackend::Cpu);
   ~KernelRunner();
 
   bool ok() const { return handle != nullptr; }
@@ -63,6 +72,8 @@ private:
   std::unique_ptr<mlir::MLIRContext> context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<CpuKernel> emitted;
+  std::vector<CudaLaunch> launches; // CudaEmulated: one per emitted kernel
+  KernelBackend backend;
   void *handle = nullptr;
   std::string message;
 };

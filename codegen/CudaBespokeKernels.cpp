@@ -1,0 +1,497 @@
+//===- CudaBespokeKernels.cpp - CUDA kernels for non-pointwise ops --------===//
+//
+// (The optimizer ops' kernels are in CudaOptimizerKernels.cpp.)
+//
+// Shapes of parallelism:
+//   - flat ops (transpose, embedding): grid-stride over the output;
+//   - row ops (layer norm, softmax, cross entropy, ...): one block per row of
+//     [rows, C] (C the last dimension), rows strided by the grid, the row's
+//     sums and maxima by kiln_block_sum / kiln_block_max;
+//   - column sums (layer norm weight/bias gradients, leading-dim reduce_sum):
+//     one thread per column walking the rows in order;
+//   - whole-tensor sums (cross entropy's mean, one-output reduce_sum): block
+//     partials in a __device__ scratch array, combined in block order by the
+//     last block (kiln_last_block).
+// Numerics: float accumulation, every sum in a fixed order (no
+// floating-point atomics), so a kernel gives the same bits on every run.
+// Perf notes: column sums and embedding_grad use few threads per element
+// (a two-pass split over rows, or sorting indices, would add parallelism);
+// row kernels reread their row from global memory instead of keeping it in
+// registers or shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaBespokeKernels.h"
+
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// "768.0f": a column count as a float literal (for means).
+std::string countLiteral(int64_t v) { return str(v) + ".0f"; }
+
+double floatAttr(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<FloatAttr>(name);
+  return attr ? attr.getValueAsDouble() : 0.0;
+}
+
+// Splits a shape into [rows, C] with C the last dimension.
+std::pair<int64_t, int64_t> rowsAndColumns(Value v) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  int64_t c = shape.empty() ? 1 : shape.back();
+  return {numElements(shape) / c, c};
+}
+
+// Opens the loop of a row kernel: `for (r = blockIdx.x; r < rows; r +=
+// gridDim.x)`, one block per row; sets the launch.
+void openRowLoop(KernelSourceWriter &w, int64_t rows, int64_t columns,
+                 CudaLaunch &launch) {
+  launch = {cudaGridFor(rows, 1, kCudaMaxRowGrid), cudaRowThreads(columns), 0};
+  w.line("// one block of " + str(launch.block) + " threads per row");
+  w.open("for (int64_t r = blockIdx.x; r < " + str(rows) +
+         "; r += gridDim.x)");
+}
+
+// `for (int64_t c = threadIdx.x; c < C; c += blockDim.x)`: a row's columns.
+std::string columnLoop(int64_t columns) {
+  return "for (int64_t c = threadIdx.x; c < " + str(columns) +
+         "; c += blockDim.x)";
+}
+
+// sum over `dims` of input -> output [kept dims], three loop shapes:
+//   one output:            block partials, combined by the last block;
+//   trailing dims reduced: one warp per output, lanes strided over the row;
+//   otherwise:             one thread per output, reduced elements in order
+//                          (leading dims reduced: coalesced across threads).
+LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
+                            CudaLaunch &launch) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(in);
+  ArrayRef<int64_t> dims =
+      op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+  SmallVector<int64_t> inStrides = rowMajorStrides(shape);
+  SmallVector<int64_t> kept, reduced, keptShape, reducedShape;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    bool isReduced = llvm::is_contained(dims, d);
+    (isReduced ? reduced : kept).push_back(d);
+    (isReduced ? reducedShape : keptShape).push_back(shape[d]);
+  }
+  int64_t outN = numElements(keptShape), redN = numElements(reducedShape);
+  SmallVector<int64_t> keptStrides = rowMajorStrides(keptShape);
+  SmallVector<int64_t> redStrides = rowMajorStrides(reducedShape);
+  std::string base, off;
+  for (size_t j = 0; j < kept.size(); ++j)
+    addTerm(base, coordinate("o", keptStrides[j], keptShape[j], j == 0),
+            inStrides[kept[j]]);
+  for (size_t j = 0; j < reduced.size(); ++j)
+    addTerm(off, coordinate("e", redStrides[j], reducedShape[j], j == 0),
+            inStrides[reduced[j]]);
+  if (base.empty())
+    base = "0";
+  if (off.empty())
+    off = "0";
+  if (kept.empty())
+    off = "e"; // every dim reduced: the element index is the input index
+  std::string t = w.cType(out);
+  bool isFloat = t == "float";
+  std::string acc = isFloat ? "float" : "int64_t";
+  std::string x = w.ptr(in), y = w.ptr(out);
+  w.line("// sum over dims " + shapeString(dims) + ": " + shapeString(shape) +
+         " -> " + shapeString(shapeOf(out)));
+
+  if (outN == 1 && isFloat) {
+    uint32_t grid = cudaGridFor(redN, kCudaBlock);
+    launch = {grid, kCudaBlock, 0};
+    w.global("__device__ float " + kEntryPlaceholder + "_partial[" +
+             str(grid) + "];");
+    w.global("__device__ unsigned int " + kEntryPlaceholder + "_done = 0u;");
+    w.line("float acc = 0.0f;");
+    openGridStrideLoop(w, redN, "e");
+    w.line("acc += " + x + "[" + off + "];");
+    w.close();
+    w.line("acc = kiln_block_sum(acc);");
+    w.line("if (threadIdx.x == 0) " + kEntryPlaceholder + "_partial[blockIdx.x]"
+           " = acc;");
+    w.line("if (!kiln_last_block(&" + kEntryPlaceholder + "_done)) return;");
+    w.line("float total = 0.0f;");
+    w.line("for (int b = threadIdx.x; b < " + str(grid) +
+           "; b += blockDim.x) total += __ldcg(&" + kEntryPlaceholder +
+           "_partial[b]);");
+    w.line("total = kiln_block_sum(total);");
+    w.line("if (threadIdx.x == 0) " + y + "[0] = total;");
+    return success();
+  }
+  bool trailingReduced = isFloat && !reduced.empty() &&
+                         (kept.empty() || kept.back() < reduced.front());
+  if (trailingReduced) {
+    // Input is [outN, redN] row-major: a warp per output row.
+    launch = {cudaGridFor(outN, kCudaBlock / 32), kCudaBlock, 0};
+    w.line("// trailing dims reduced: [" + str(outN) + ", " + str(redN) +
+           "] -> [" + str(outN) + "], one warp per output");
+    w.line("const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);");
+    w.open("for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + "
+           "threadIdx.x) / 32; o < " + str(outN) + "; o += warps)");
+    w.line("float acc = 0.0f;");
+    w.line("for (int64_t e = threadIdx.x & 31; e < " + str(redN) +
+           "; e += 32) acc += " + x + "[o * " + str(redN) + " + e];");
+    w.line("acc = kiln_warp_sum(acc);");
+    w.line("if ((threadIdx.x & 31) == 0) " + y + "[o] = acc;");
+    w.close();
+    return success();
+  }
+  launch = {cudaGridFor(outN, kCudaBlock), kCudaBlock, 0};
+  openGridStrideLoop(w, outN, "o");
+  w.line("const int64_t base = " + base + ";");
+  w.line(acc + " acc = 0;");
+  w.line("for (int64_t e = 0; e < " + str(redN) + "; ++e) acc += " + x +
+         "[base + " + off + "];");
+  w.line(y + "[o] = (" + t + ")acc;");
+  w.close();
+  return success();
+}
+
+// out[i] = in[index of the permuted coordinates of i]
+// (Perf note: a tiled shared-memory transpose would coalesce both sides.)
+LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w,
+                            CudaLaunch &launch) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  ArrayRef<int64_t> perm =
+      op->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
+  ArrayRef<int64_t> shape = shapeOf(out);
+  SmallVector<int64_t> outStrides = rowMajorStrides(shape);
+  SmallVector<int64_t> inStrides = rowMajorStrides(shapeOf(in));
+  std::string index;
+  for (size_t d = 0; d < shape.size(); ++d)
+    addTerm(index, coordinate("i", outStrides[d], shape[d], d == 0),
+            inStrides[perm[d]]);
+  if (index.empty())
+    index = "0";
+  int64_t n = numElements(shape);
+  launch = {cudaGridFor(n, kCudaBlock), kCudaBlock, 0};
+  w.line("// permutation " + shapeString(perm) + ": " +
+         shapeString(shapeOf(in)) + " -> " + shapeString(shape));
+  openGridStrideLoop(w, n);
+  w.line(w.ptr(out) + "[i] = " + w.ptr(in) + "[" + index + "];");
+  w.close();
+  return success();
+}
+
+// out[n, c] = table[indices[n], c] (zeros for an out-of-range index)
+LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w,
+                            CudaLaunch &launch) {
+  Value table = op->getOperand(0), indices = op->getOperand(1);
+  Value out = op->getResult(0);
+  auto [v, d] = rowsAndColumns(table);
+  int64_t n = numElements(shapeOf(indices));
+  launch = {cudaGridFor(n * d, kCudaBlock), kCudaBlock, 0};
+  w.line("// gather rows of the [" + str(v) + ", " + str(d) + "] table for " +
+         str(n) + " indices");
+  openGridStrideLoop(w, n * d);
+  w.line("const int64_t row = (int64_t)" + w.ptr(indices) + "[i / " + str(d) +
+         "];");
+  w.line(w.ptr(out) + "[i] = (row < 0 || row >= " + str(v) + ") ? 0 : " +
+         w.ptr(table) + "[row * " + str(d) + " + i % " + str(d) + "];");
+  w.close();
+  return success();
+}
+
+// out = zeros [V, D]; out[indices[n], :] += grad[n, :] for n in order.
+// Deterministic without atomics: thread (slice s, column c) owns column c of
+// the vocabulary rows [s * rows, (s + 1) * rows): it zeroes them, then walks
+// all N indices in order and adds the rows that fall in its slice. Slices
+// exist only to give the GPU enough threads (D alone is too few).
+LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
+                                CudaLaunch &launch) {
+  Value indices = op->getOperand(0), grad = op->getOperand(1);
+  Value out = op->getResult(0);
+  auto [v, d] = rowsAndColumns(out);
+  int64_t n = numElements(shapeOf(indices));
+  int64_t slices = std::clamp<int64_t>((16384 + d - 1) / d, 1, v);
+  int64_t rowsPerSlice = (v + slices - 1) / slices;
+  int64_t threads = slices * d;
+  launch = {cudaGridFor(threads, kCudaBlock, UINT32_MAX), kCudaBlock, 0};
+  std::string t = w.cType(out);
+  w.line("// scatter-add " + str(n) + " rows of grad into [" + str(v) + ", " +
+         str(d) + "]: " + str(slices) + " slices of " + str(rowsPerSlice) +
+         " rows x " + str(d) + " columns");
+  w.line("const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;");
+  w.line("if (tid >= " + str(threads) + ") return;");
+  w.line("const int64_t c = tid % " + str(d) + ";");
+  w.line("const int64_t v0 = (tid / " + str(d) + ") * " + str(rowsPerSlice) +
+         ";");
+  w.line("const int64_t v1 = v0 + " + str(rowsPerSlice) + " < " + str(v) +
+         " ? v0 + " + str(rowsPerSlice) + " : " + str(v) + ";");
+  w.line(t + "* dst = " + w.ptr(out) + ";");
+  w.line("for (int64_t row = v0; row < v1; ++row) dst[row * " + str(d) +
+         " + c] = 0;");
+  w.open("for (int64_t n = 0; n < " + str(n) + "; ++n)");
+  w.line("const int64_t row = (int64_t)" + w.ptr(indices) + "[n];");
+  w.line("if (row < v0 || row >= v1) continue;");
+  w.line("dst[row * " + str(d) + " + c] += " + w.ptr(grad) + "[n * " + str(d) +
+         " + c];");
+  w.close();
+  return success();
+}
+
+// Per row of [R, C]: mean, rstd = 1/sqrt(var + eps) (biased variance, two
+// passes), y = (x - mean) * rstd * weight + bias.
+LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
+                            CudaLaunch &launch) {
+  Value x = op->getOperand(0), weight = op->getOperand(1),
+        bias = op->getOperand(2);
+  Value y = op->getResult(0), mean = op->getResult(1), rstd = op->getResult(2);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c), cf = countLiteral(c);
+  w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
+  openRowLoop(w, r, c, launch);
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("float sum = 0.0f;");
+  w.line(columnLoop(c) + " sum += x[c];");
+  w.line("const float m = kiln_block_sum(sum) / " + cf + ";");
+  w.line("float var = 0.0f;");
+  w.open(columnLoop(c));
+  w.line("const float dx = x[c] - m;");
+  w.line("var += dx * dx;");
+  w.close();
+  w.line("const float rs = 1.0f / sqrtf(kiln_block_sum(var) / " + cf + " + " +
+         ScalarExprEmitter::floatLiteral(floatAttr(op, "epsilon")) + ");");
+  w.line(columnLoop(c) + " y[c] = (x[c] - m) * rs * " + w.ptr(weight) +
+         "[c] + " + w.ptr(bias) + "[c];");
+  w.open("if (threadIdx.x == 0)");
+  w.line(w.ptr(mean) + "[r] = m;");
+  w.line(w.ptr(rstd) + "[r] = rs;");
+  w.close();
+  w.close();
+  return success();
+}
+
+// With xhat = (x - mean) * rstd and dxhat = grad * weight, per row:
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+// and per column: dweight = sum_rows(grad * xhat), dbias = sum_rows(grad).
+// One launch: the first `rowBlocks` blocks do the rows, the others one
+// column per thread (both only read the inputs).
+LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
+                                CudaLaunch &launch) {
+  Value x = op->getOperand(0), weight = op->getOperand(1),
+        mean = op->getOperand(2), rstd = op->getOperand(3),
+        grad = op->getOperand(4);
+  Value dx = op->getResult(0), dw = op->getResult(1), db = op->getResult(2);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c), rs = str(r), cf = countLiteral(c);
+  uint32_t threads = cudaRowThreads(c);
+  uint32_t rowBlocks = cudaGridFor(r, 1, kCudaMaxRowGrid);
+  uint32_t columnBlocks = cudaGridFor(c, threads, UINT32_MAX);
+  launch = {rowBlocks + columnBlocks, threads, 0};
+  std::string rb = str(rowBlocks);
+  w.line("// layer norm backward over rows of [" + rs + ", " + cs + "]: " +
+         rb + " row blocks, then " + str(columnBlocks) + " column blocks");
+  w.open("if (blockIdx.x < " + rb + ")");
+  w.open("for (int64_t r = blockIdx.x; r < " + rs + "; r += " + rb + ")");
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
+  w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
+  w.line("const float m = " + w.ptr(mean) + "[r];");
+  w.line("const float s = " + w.ptr(rstd) + "[r];");
+  w.line("float sumDxhat = 0.0f, sumDxhatXhat = 0.0f;");
+  w.open(columnLoop(c));
+  w.line("const float xhat = (x[c] - m) * s;");
+  w.line("const float dxhat = g[c] * " + w.ptr(weight) + "[c];");
+  w.line("sumDxhat += dxhat;");
+  w.line("sumDxhatXhat += dxhat * xhat;");
+  w.close();
+  w.line("const float mean1 = kiln_block_sum(sumDxhat) / " + cf + ";");
+  w.line("const float mean2 = kiln_block_sum(sumDxhatXhat) / " + cf + ";");
+  w.open(columnLoop(c));
+  w.line("const float xhat = (x[c] - m) * s;");
+  w.line("const float dxhat = g[c] * " + w.ptr(weight) + "[c];");
+  w.line("dx[c] = s * (dxhat - mean1 - xhat * mean2);");
+  w.close();
+  w.close();
+  w.line("return;");
+  w.close();
+  w.line("const int64_t c = (int64_t)(blockIdx.x - " + rb +
+         ") * blockDim.x + threadIdx.x;");
+  w.line("if (c >= " + cs + ") return;");
+  w.line("float accW = 0.0f, accB = 0.0f;");
+  w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
+  w.line("const float g = " + w.ptr(grad) + "[r * " + cs + " + c];");
+  w.line("accW += g * ((" + w.ptr(x) + "[r * " + cs + " + c] - " +
+         w.ptr(mean) + "[r]) * " + w.ptr(rstd) + "[r]);");
+  w.line("accB += g;");
+  w.close();
+  w.line(w.ptr(dw) + "[c] = accW;");
+  w.line(w.ptr(db) + "[c] = accB;");
+  return success();
+}
+
+// Per row: y = exp(x - max) / sum(exp(x - max)); a fully masked row (max
+// -inf) is all zeros, as on the CPU.
+LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w,
+                          CudaLaunch &launch) {
+  Value x = op->getOperand(0), y = op->getResult(0);
+  auto [r, c] = rowsAndColumns(x);
+  std::string cs = str(c);
+  w.line("// softmax over rows of [" + str(r) + ", " + cs + "]");
+  openRowLoop(w, r, c, launch);
+  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
+  w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("float mx = -INFINITY;");
+  w.line(columnLoop(c) + " mx = fmaxf(mx, x[c]);");
+  w.line("mx = kiln_block_max(mx);");
+  w.line("float sum = 0.0f;");
+  w.open(columnLoop(c));
+  w.line("const float e = mx == -INFINITY ? 0.0f : expf(x[c] - mx);");
+  w.line("y[c] = e;");
+  w.line("sum += e;");
+  w.close();
+  w.line("sum = kiln_block_sum(sum);");
+  w.line("const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;");
+  w.line(columnLoop(c) + " y[c] *= inv;");
+  w.close();
+  return success();
+}
+
+// Per row: dx = y * (dy - sum(dy * y)).
+LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w,
+                              CudaLaunch &launch) {
+  Value y = op->getOperand(0), dy = op->getOperand(1), dx = op->getResult(0);
+  auto [r, c] = rowsAndColumns(y);
+  std::string cs = str(c);
+  w.line("// softmax backward over rows of [" + str(r) + ", " + cs + "]");
+  openRowLoop(w, r, c, launch);
+  w.line("const float* y = " + w.ptr(y) + " + r * " + cs + ";");
+  w.line("const float* dy = " + w.ptr(dy) + " + r * " + cs + ";");
+  w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
+  w.line("float dot = 0.0f;");
+  w.line(columnLoop(c) + " dot += dy[c] * y[c];");
+  w.line("dot = kiln_block_sum(dot);");
+  w.line(columnLoop(c) + " dx[c] = y[c] * (dy[c] - dot);");
+  w.close();
+  return success();
+}
+
+// loss = mean over rows n of logsumexp(logits[n]) - logits[n, target[n]]
+// (0 for a target outside [0, V)). Each block sums its rows' losses in row
+// order; the last block sums the block partials in block order.
+LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
+                               CudaLaunch &launch) {
+  Value logits = op->getOperand(0), targets = op->getOperand(1);
+  Value loss = op->getResult(0);
+  auto [n, v] = rowsAndColumns(logits);
+  int64_t valid = validClasses(op, v); // < v when pad-dims padded the classes
+  std::string vs = str(v), ns = str(n), cs = str(valid);
+  std::string partial = (kEntryPlaceholder + "_partial").str();
+  std::string done = (kEntryPlaceholder + "_done").str();
+  w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits");
+  w.line("float blockLoss = 0.0f; // thread 0's sum of this block's rows");
+  openRowLoop(w, n, v, launch);
+  w.global("__device__ float " + partial + "[" + str(launch.grid) + "];");
+  w.global("__device__ unsigned int " + done + " = 0u;");
+  w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
+  w.line("float mx = -INFINITY;");
+  w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
+  w.line("mx = kiln_block_max(mx);");
+  w.line("float sum = 0.0f;");
+  w.line(columnLoop(valid) + " sum += expf(x[c] - mx);");
+  w.line("sum = kiln_block_sum(sum);");
+  w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
+  w.line("blockLoss += (t < 0 || t >= " + cs +
+         ") ? 0.0f : logf(sum) + mx - x[t];");
+  w.close();
+  w.line("if (threadIdx.x == 0) " + partial + "[blockIdx.x] = blockLoss;");
+  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  w.line("float total = 0.0f;");
+  w.line("for (int b = threadIdx.x; b < " + str(launch.grid) +
+         "; b += blockDim.x) total += __ldcg(&" + partial + "[b]);");
+  w.line("total = kiln_block_sum(total);");
+  w.line("if (threadIdx.x == 0) " + w.ptr(loss) + "[0] = total / " +
+         countLiteral(n) + ";");
+  return success();
+}
+
+// dlogits[n, c] = (softmax(logits[n])[c] - (c == target[n])) * grad / N;
+// a row whose target is outside [0, V) gets zeros (its loss is constant).
+LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
+                                   CudaLaunch &launch) {
+  Value logits = op->getOperand(0), targets = op->getOperand(1),
+        grad = op->getOperand(2);
+  Value out = op->getResult(0);
+  auto [n, v] = rowsAndColumns(logits);
+  int64_t valid = validClasses(op, v); // classes >= valid get gradient 0
+  std::string vs = str(v), ns = str(n), cs = str(valid);
+  w.line("// cross entropy backward of [" + ns + ", " + vs + "] logits");
+  w.line("const float scale = " + w.ptr(grad) + "[0] / " + countLiteral(n) +
+         ";");
+  openRowLoop(w, n, v, launch);
+  w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
+  w.line("float* dx = " + w.ptr(out) + " + r * " + vs + ";");
+  w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
+  w.open("if (t < 0 || t >= " + cs + ")");
+  w.line(columnLoop(v) + " dx[c] = 0.0f;");
+  w.line("continue; // uniform across the block: no barrier is skipped");
+  w.close();
+  w.line("float mx = -INFINITY;");
+  w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
+  w.line("mx = kiln_block_max(mx);");
+  w.line("float sum = 0.0f;");
+  w.line(columnLoop(valid) + " sum += expf(x[c] - mx);");
+  w.line("const float inv = 1.0f / kiln_block_sum(sum);");
+  w.line(columnLoop(v) + " dx[c] = c < " + cs +
+         " ? (expf(x[c] - mx) * inv - (c == t ? 1.0f : 0.0f)) * scale : 0.0f;");
+  w.close();
+  return success();
+}
+
+} // namespace
+
+bool hasBespokeCudaKernel(Operation *op) {
+  return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
+             k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
+             k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
+             k::CrossEntropyGradOp>(op) ||
+         hasOptimizerCudaKernel(op);
+}
+
+LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
+                                    CudaLaunch &launch) {
+  if (hasOptimizerCudaKernel(op))
+    return emitOptimizerCudaKernel(op, w, launch);
+  using Emitter =
+      LogicalResult (*)(Operation *, KernelSourceWriter &, CudaLaunch &);
+  Emitter emitter =
+      llvm::TypeSwitch<Operation *, Emitter>(op)
+          .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
+          .Case<k::TransposeOp>([](auto) { return emitTranspose; })
+          .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
+          .Case<k::EmbeddingGradOp>([](auto) { return emitEmbeddingGrad; })
+          .Case<k::LayerNormOp>([](auto) { return emitLayerNorm; })
+          .Case<k::LayerNormGradOp>([](auto) { return emitLayerNormGrad; })
+          .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
+          .Case<k::SoftmaxGradOp>([](auto) { return emitSoftmaxGrad; })
+          .Case<k::CrossEntropyOp>([](auto) { return emitCrossEntropy; })
+          .Case<k::CrossEntropyGradOp>(
+              [](auto) { return emitCrossEntropyGrad; })
+          .Default([](Operation *) { return nullptr; });
+  if (!emitter)
+    return op->emitError() << "codegen has no CUDA kernel for '"
+                           << op->getName() << "'";
+  return emitter(op, w, launch);
+}
+
+} // namespace kiln

@@ -1,0 +1,63 @@
+//===- CudaBespokeKernels.h - CUDA kernels for non-pointwise ops ----------===//
+//
+// Internal to codegen/: the CUDA twins of CpuBespokeKernels.h. Each emitter
+// writes the body of a single-op kernel into a KernelSourceWriter (target
+// Cuda) whose buffers are the op's distinct operands followed by its results,
+// and sets the launch configuration the body was written for. Also the
+// helpers both CudaBespokeKernels.cpp and CudaOptimizerKernels.cpp use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CUDABESPOKEKERNELS_H
+#define KILN_CODEGEN_CUDABESPOKEKERNELS_H
+
+#include "codegen/CudaKernelEmitter.h"
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+class KernelSourceWriter;
+
+// Threads per block of flat (grid-stride) kernels.
+constexpr uint32_t kCudaBlock = 256;
+// Most blocks a grid-stride kernel is launched with: a few waves of the
+// largest GPUs (132 SMs x 8 blocks of 256 threads), so more blocks would only
+// add scheduling; also bounds the per-block scratch of reductions.
+constexpr uint32_t kCudaMaxGrid = 2048;
+// Most blocks of a row kernel (one block per row, rows strided by the grid).
+constexpr uint32_t kCudaMaxRowGrid = 65535;
+
+// ceil(items / perBlock) clamped to [1, maxGrid].
+uint32_t cudaGridFor(int64_t items, uint32_t perBlock,
+                     uint32_t maxGrid = kCudaMaxGrid);
+// Threads per block of a row kernel over rows of `columns` elements: a
+// multiple of the warp size, at most 256 (block reductions need both).
+uint32_t cudaRowThreads(int64_t columns);
+
+// Opens `for (int64_t <index> = global thread; index < n; index += threads)`.
+void openGridStrideLoop(KernelSourceWriter &w, int64_t n,
+                        llvm::StringRef index = "i");
+
+// The optimizer ops (accumulate, grad_scale, adam, sgd, sgd_momentum), in
+// CudaOptimizerKernels.cpp.
+bool hasOptimizerCudaKernel(mlir::Operation *op);
+mlir::LogicalResult emitOptimizerCudaKernel(mlir::Operation *op,
+                                            KernelSourceWriter &w,
+                                            CudaLaunch &launch);
+
+// True for the ops with a bespoke CUDA emitter (optimizer ops included).
+bool hasBespokeCudaKernel(mlir::Operation *op);
+
+// Writes the kernel body of `op` and its launch; emits an error on failure.
+mlir::LogicalResult emitBespokeCudaKernel(mlir::Operation *op,
+                                          KernelSourceWriter &w,
+                                          CudaLaunch &launch);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CUDABESPOKEKERNELS_H

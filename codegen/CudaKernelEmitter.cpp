@@ -1,0 +1,252 @@
+//===- CudaKernelEmitter.cpp - CUDA kernels for groups of kiln ops --------===//
+//
+// Pointwise groups become one grid-stride loop over the output, with the same
+// per-element statements as the CPU loop (PointwiseBody):
+//
+//   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < N;
+//        i += gridDim.x * blockDim.x) {
+//     const float v0 = <load or broadcast load of an input>;
+//     const float v1 = <ScalarExprEmitter expression of op 1 over v0 ...>;
+//     out0[i] = v1;
+//   }
+//
+// launched with 256-thread blocks and at most kCudaMaxGrid blocks. Every
+// other op gets a bespoke kernel from CudaBespokeKernels.cpp /
+// CudaOptimizerKernels.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaKernelEmitter.h"
+
+#include "codegen/CudaBespokeKernels.h"
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/PointwiseBody.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace kiln {
+
+uint32_t cudaGridFor(int64_t items, uint32_t perBlock, uint32_t maxGrid) {
+  int64_t blocks = (items + perBlock - 1) / perBlock;
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(blocks, 1, static_cast<int64_t>(maxGrid)));
+}
+
+uint32_t cudaRowThreads(int64_t columns) {
+  int64_t warps = (columns + 31) / 32;
+  return static_cast<uint32_t>(32 * std::clamp<int64_t>(warps, 1, 8));
+}
+
+void openGridStrideLoop(KernelSourceWriter &w, int64_t n, StringRef index) {
+  std::string i = index.str();
+  w.open("for (int64_t " + i +
+         " = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; " + i + " < " +
+         std::to_string(n) + "; " + i + " += (int64_t)gridDim.x * blockDim.x)");
+}
+
+namespace {
+
+CudaKernel withLaunch(CpuKernel kernel, CudaLaunch launch) {
+  return {std::move(kernel.entry), std::move(kernel.source),
+          std::move(kernel.ops), launch};
+}
+
+// One grid-stride loop over the output, one scalar expression per op.
+FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  if (failed(w.declareBuffers()))
+    return failure();
+  FailureOr<PointwiseBody> body = PointwiseBody::build(group, w, "i");
+  if (failed(body))
+    return failure();
+  int64_t n = body->elements;
+  w.line("// " + std::to_string(n) + " elements, grid-stride");
+  openGridStrideLoop(w, n);
+  for (const std::string &statement : body->statements)
+    w.line(statement);
+  for (const std::string &store : body->stores)
+    w.line(store);
+  w.close();
+  return withLaunch(w.finish(), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
+}
+
+} // namespace
+
+bool CudaKernelEmitter::supports(Operation *op) {
+  return PointwiseBody::isPointwise(op) || hasBespokeCudaKernel(op);
+}
+
+FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group) {
+  if (group.ops.empty())
+    return failure();
+  for (Operation *op : group.ops)
+    if (!supports(op))
+      return op->emitError() << "codegen has no CUDA kernel for '"
+                             << op->getName() << "'";
+  if (llvm::all_of(group.ops, PointwiseBody::isPointwise))
+    return emitPointwiseGroup(group);
+  if (group.ops.size() != 1)
+    return group.ops.front()->emitError()
+           << "only pointwise ops can share a kernel";
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  CudaLaunch launch;
+  if (failed(w.declareBuffers()) ||
+      failed(emitBespokeCudaKernel(group.ops.front(), w, launch)))
+    return failure();
+  return withLaunch(w.finish(), launch);
+}
+
+FailureOr<CudaKernel> CudaKernelEmitter::emitCopy(RankedTensorType type) {
+  std::string t = cElementType(type.getElementType());
+  if (t.empty() || !type.hasStaticShape())
+    return failure();
+  int64_t n = numElements(type.getShape());
+  std::string ns = std::to_string(n);
+  std::string text =
+      "// copy of " + shapeString(type.getShape()) + " " + t + "\n" +
+      "extern \"C\" __global__ void " + kEntryPlaceholder.str() +
+      "(void* const* __restrict__ buffers) {\n" + "  const " + t +
+      "* src = (const " + t + "*)buffers[0];\n" + "  " + t + "* dst = (" + t +
+      "*)buffers[1];\n" +
+      "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; "
+      "i < " + ns + "; i += (int64_t)gridDim.x * blockDim.x)\n" +
+      "    dst[i] = src[i];\n}\n";
+  return withLaunch(nameKernel(std::move(text), "copy", "copy"),
+                    {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
+}
+
+const std::vector<std::string> &supportedCudaArchs() {
+  // Ampere and newer: what CUDA 13's NVRTC compiles and what the kernels
+  // (warp shuffles, 48 KiB static shared memory) are written for.
+  static const std::vector<std::string> archs = {
+      "sm_80", "sm_86", "sm_87", "sm_89", "sm_90",
+      "sm_90a", "sm_100", "sm_100a", "sm_120"};
+  return archs;
+}
+
+const char *CudaKernelEmitter::prelude() {
+  return R"(// Kiln generated CUDA kernels. Shared prelude (compiled by NVRTC, which has
+// no system headers: fixed-width types and float constants are defined here).
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+// GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.
+// bf16 as raw bits (uint16_t), as on the CPU: round to nearest even, NaN
+// kept a quiet NaN; bf16 -> f32 is exact.
+__device__ __forceinline__ uint16_t kiln_f32_to_bf16(float x) {
+  unsigned int bits = __float_as_uint(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+__device__ __forceinline__ float kiln_bf16_to_f32(uint16_t h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+
+__device__ __forceinline__ float kiln_gelu(float x) {
+  const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+  return 0.5f * x * (1.0f + t);
+}
+
+// d/dx gelu(x) * g = (0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2)) * g.
+__device__ __forceinline__ float kiln_gelu_grad(float x, float g) {
+  const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+  return (0.5f * (1.0f + t) +
+          0.5f * x * (1.0f - t * t) * 0.7978845608028654f *
+              (1.0f + 3.0f * 0.044715f * x * x)) * g;
+}
+
+// Butterfly reductions over a full warp: every lane ends with the same bits
+// (each step adds the same two values on both partners), so the result does
+// not depend on the lane that reads it.
+__device__ __forceinline__ float kiln_warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double kiln_warp_sum_double(double v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float kiln_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Reductions over the whole block (blockDim.x a multiple of 32, at most
+// 1024; every thread must call): warp results in shared memory, then one
+// warp-level pass over them in warp order. Every thread gets the result. The
+// first barrier lets a previous call's readers finish with the shared slots.
+__device__ __forceinline__ float kiln_block_sum(float v) {
+  __shared__ float kiln_sum_slots[32];
+  const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  v = kiln_warp_sum(v);
+  __syncthreads();
+  if (lane == 0)
+    kiln_sum_slots[warp] = v;
+  __syncthreads();
+  return kiln_warp_sum(lane < (blockDim.x >> 5) ? kiln_sum_slots[lane] : 0.0f);
+}
+__device__ __forceinline__ double kiln_block_sum_double(double v) {
+  __shared__ double kiln_sum_slots_double[32];
+  const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  v = kiln_warp_sum_double(v);
+  __syncthreads();
+  if (lane == 0)
+    kiln_sum_slots_double[warp] = v;
+  __syncthreads();
+  return kiln_warp_sum_double(
+      lane < (blockDim.x >> 5) ? kiln_sum_slots_double[lane] : 0.0);
+}
+__device__ __forceinline__ float kiln_block_max(float v) {
+  __shared__ float kiln_max_slots[32];
+  const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  v = kiln_warp_max(v);
+  __syncthreads();
+  if (lane == 0)
+    kiln_max_slots[warp] = v;
+  __syncthreads();
+  return kiln_warp_max(lane < (blockDim.x >> 5) ? kiln_max_slots[lane]
+                                                : -INFINITY);
+}
+
+// Whole-grid reductions without floating-point atomics: each block stores
+// its partial result in a per-kernel __device__ array, then calls this. It
+// returns true (in every thread) only in the block that finished last, which
+// then reads all partials (with __ldcg, past the L1 cache) and combines them
+// in block order: the same bits whatever order the blocks ran in. The integer
+// counter is reset for the next launch (calls of one kernel must not overlap,
+// which holds on the step's single stream).
+__device__ __forceinline__ bool kiln_last_block(unsigned int *done) {
+  __shared__ bool kiln_is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    kiln_is_last = atomicAdd(done, 1u) == gridDim.x - 1;
+    if (kiln_is_last)
+      *done = 0u;
+  }
+  __syncthreads();
+  return kiln_is_last;
+}
+)";
+}
+
+} // namespace kiln

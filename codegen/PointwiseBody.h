@@ -1,0 +1,44 @@
+//===- PointwiseBody.h - Per-element statements of a pointwise group ------===//
+//
+// Internal to codegen/: the backend-neutral half of a pointwise kernel. Given
+// a group of pointwise ops (ScalarExprEmitter's elementwise ops, broadcast,
+// splat constant, iota, causal_mask) and the name of the flat output index,
+// builds the statements that compute one output element and store it:
+//
+//   const float v0 = in0[(i / 128) % 4];   // kiln.broadcast
+//   const float v1 = kiln_gelu((v0));      // kiln.gelu
+//   out0[i] = v1;
+//
+// The CPU emitter wraps them in a `for` loop, the CUDA emitter in a
+// grid-stride loop; the text is valid C++ and CUDA alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_POINTWISEBODY_H
+#define KILN_CODEGEN_POINTWISEBODY_H
+
+#include "codegen/KernelSourceWriter.h"
+
+#include <string>
+
+namespace kiln {
+
+struct PointwiseBody {
+  int64_t elements = 0;                       // output elements (loop trip count)
+  llvm::SmallVector<std::string> statements;  // one `const T vN = ...;` per op
+  llvm::SmallVector<std::string> stores;      // one `outK[i] = vN;` per output
+
+  // True for the ops that may share one pointwise loop nest with others.
+  static bool isPointwise(mlir::Operation *op);
+
+  // The statements of `group` (all ops pointwise) over the flat output index
+  // `index`, reading and writing the pointers `w` declared. Emits an error on
+  // the offending op when the group cannot be one flat loop.
+  static mlir::FailureOr<PointwiseBody> build(const KernelGroup &group,
+                                              const KernelSourceWriter &w,
+                                              llvm::StringRef index);
+};
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_POINTWISEBODY_H

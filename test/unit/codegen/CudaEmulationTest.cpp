@@ -1,0 +1,212 @@
+//===- CudaEmulationTest.cpp - CUDA kernels against the CPU kernels -------===//
+//
+// Runs the CUDA kernel of every op kind on the host (CudaHostEmulation.h:
+// one host thread per CUDA thread, real barriers and warp shuffles, the
+// launch configuration the emitter chose) and compares every output with the
+// CPU kernel's on the same random inputs. The CPU kernels are checked against
+// independent references in KernelTest.cpp / OptimizerKernelTest.cpp, so
+// agreement here checks the CUDA kernels' indexing, reductions, masking,
+// skipped steps and last-block combination without a GPU. Shapes are small
+// (emulation is slow) but cover several blocks per grid reduction and rows
+// narrower and wider than a warp.
+//
+// Tolerance: |cuda - cpu| <= 2e-5 * max(1, |cpu|). The CPU sums in double,
+// the GPU in float in another order: over the <= 5000 terms of these tests
+// float rounding stays below ~1e-6 relative to the sum of magnitudes, and
+// CUDA's tanhf/expf differ from the CPU prelude's by a few ulp. Integer
+// outputs, NaN and infinities must match exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelRunner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using kiln::test::HostTensor;
+using kiln::test::KernelBackend;
+using kiln::test::KernelRunner;
+
+std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+// Runs `module` on both backends and compares every result.
+void expectSameResults(const std::string &module,
+                       const std::vector<HostTensor> &args) {
+  KernelRunner cpu(module, KernelBackend::Cpu);
+  KernelRunner cuda(module, KernelBackend::CudaEmulated);
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  std::vector<HostTensor> expected = cpu.run(args);
+  std::vector<HostTensor> actual = cuda.run(args);
+  ASSERT_EQ(actual.size(), expected.size()) << cuda.error();
+  for (size_t r = 0; r < expected.size(); ++r) {
+    SCOPED_TRACE("result " + std::to_string(r));
+    ASSERT_EQ(actual[r].i, expected[r].i);
+    ASSERT_EQ(actual[r].f.size(), expected[r].f.size());
+    for (size_t k = 0; k < expected[r].f.size(); ++k) {
+      float e = expected[r].f[k], a = actual[r].f[k];
+      if (std::isnan(e) || std::isinf(e)) {
+        EXPECT_TRUE(std::isnan(e) ? std::isnan(a) : a == e)
+            << "element " << k << ": " << a << " vs " << e;
+        continue;
+      }
+      EXPECT_NEAR(a, e, 2e-5 * std::max(1.0f, std::fabs(e)))
+          << "element " << k;
+    }
+  }
+}
+
+TEST(CudaKernelsEmulated, Pointwise) {
+  expectSameResults(R"mlir(
+    func.func @step(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %row: tensor<8xf32>, %s: tensor<2x3x5xf32>)
+        -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x3x5xf32>, tensor<5xi32>, tensor<2x3xf32>) {
+      %0 = kiln.broadcast %row dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+      %1 = kiln.add %a, %0 : tensor<4x8xf32>
+      %2 = kiln.gelu %1 : tensor<4x8xf32>
+      %3 = kiln.gelu_grad %a, %b : tensor<4x8xf32>
+      %4 = kiln.div %a, %b : tensor<4x8xf32>
+      %5 = kiln.causal_mask %s fill = 0xFF800000 : tensor<2x3x5xf32>
+      %6 = kiln.iota : tensor<5xi32>
+      %7 = kiln.constant dense<-1.5> : tensor<2x3xf32>
+      return %2, %3, %4, %5, %6, %7 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x3x5xf32>, tensor<5xi32>, tensor<2x3xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(32, 1, -3, 3)),
+                     HostTensor::floats(randomFloats(32, 2, 0.5f, 2)),
+                     HostTensor::floats(randomFloats(8, 3)),
+                     HostTensor::floats(randomFloats(30, 4))});
+}
+
+// Every loop shape of reduce_sum: one output over several blocks, trailing
+// dims (a warp per output), leading dims and a middle dim (a thread per
+// output); and a transpose.
+TEST(CudaKernelsEmulated, ReductionsAndTranspose) {
+  expectSameResults(R"mlir(
+    func.func @step(%a: tensor<2x3x70xf32>, %big: tensor<700xf32>)
+        -> (tensor<f32>, tensor<2x3xf32>, tensor<70xf32>, tensor<2x70xf32>, tensor<70x2x3xf32>) {
+      %0 = kiln.reduce_sum %big dims = [0] : tensor<700xf32> -> tensor<f32>
+      %1 = kiln.reduce_sum %a dims = [2] : tensor<2x3x70xf32> -> tensor<2x3xf32>
+      %2 = kiln.reduce_sum %a dims = [0, 1] : tensor<2x3x70xf32> -> tensor<70xf32>
+      %3 = kiln.reduce_sum %a dims = [1] : tensor<2x3x70xf32> -> tensor<2x70xf32>
+      %4 = kiln.transpose %a permutation = [2, 0, 1] : tensor<2x3x70xf32> -> tensor<70x2x3xf32>
+      return %0, %1, %2, %3, %4 : tensor<f32>, tensor<2x3xf32>, tensor<70xf32>, tensor<2x70xf32>, tensor<70x2x3xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(420, 5)),
+                     HostTensor::floats(randomFloats(700, 6))});
+}
+
+// Out-of-range indices gather zeros and scatter nothing; repeated indices
+// accumulate.
+TEST(CudaKernelsEmulated, EmbeddingAndGrad) {
+  expectSameResults(R"mlir(
+    func.func @step(%table: tensor<10x70xf32>, %idx: tensor<2x6xi32>, %g: tensor<2x6x70xf32>)
+        -> (tensor<2x6x70xf32>, tensor<10x70xf32>) {
+      %0 = kiln.embedding %table, %idx : tensor<10x70xf32>, tensor<2x6xi32> -> tensor<2x6x70xf32>
+      %1 = kiln.embedding_grad %idx, %g : tensor<2x6xi32>, tensor<2x6x70xf32> -> tensor<10x70xf32>
+      return %0, %1 : tensor<2x6x70xf32>, tensor<10x70xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(700, 7)),
+                     HostTensor::ints({3, 0, 9, 3, -1, 10, 3, 7, 7, 0, 1, 2}),
+                     HostTensor::floats(randomFloats(840, 8))});
+}
+
+TEST(CudaKernelsEmulated, LayerNormAndGrad) {
+  expectSameResults(R"mlir(
+    func.func @step(%x: tensor<2x3x80xf32>, %w: tensor<80xf32>, %b: tensor<80xf32>, %dy: tensor<2x3x80xf32>) -> (tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>) {
+      %y, %mean, %rstd = kiln.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+          : (tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>)
+          -> (tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+      %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %mean, %rstd, %dy
+          : (tensor<2x3x80xf32>, tensor<80xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x80xf32>)
+          -> (tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>)
+      return %y, %mean, %rstd, %dx, %dw, %db : tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(480, 9, -1, 3)),
+                     HostTensor::floats(randomFloats(80, 10)),
+                     HostTensor::floats(randomFloats(80, 11)),
+                     HostTensor::floats(randomFloats(480, 12))});
+}
+
+// A causally masked softmax (the first row has one unmasked entry) and a
+// fully masked row (all -inf: zeros), then the backward.
+TEST(CudaKernelsEmulated, SoftmaxAndGrad) {
+  std::vector<float> x = randomFloats(2 * 3 * 40, 13, -4, 4);
+  for (int c = 0; c < 40; ++c)
+    x[40 + c] = -INFINITY;
+  expectSameResults(R"mlir(
+    func.func @step(%x: tensor<2x3x40xf32>, %dy: tensor<2x3x40xf32>) -> (tensor<2x3x40xf32>, tensor<2x3x40xf32>) {
+      %m = kiln.causal_mask %x fill = 0xFF800000 : tensor<2x3x40xf32>
+      %p = kiln.softmax %m : tensor<2x3x40xf32>
+      %d = kiln.softmax_grad %p, %dy : tensor<2x3x40xf32>
+      return %p, %d : tensor<2x3x40xf32>, tensor<2x3x40xf32>
+    })mlir",
+                    {HostTensor::floats(x),
+                     HostTensor::floats(randomFloats(240, 14))});
+}
+
+// 8 rows (8 blocks combined by the last one), one target out of range.
+TEST(CudaKernelsEmulated, CrossEntropyAndGrad) {
+  expectSameResults(R"mlir(
+    func.func @step(%logits: tensor<2x4x33xf32>, %t: tensor<2x4xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4x33xf32>) {
+      %0 = kiln.cross_entropy %logits, %t : tensor<2x4x33xf32>, tensor<2x4xi32>
+      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4x33xf32>, tensor<2x4xi32>
+      return %0, %1 : tensor<f32>, tensor<2x4x33xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(264, 15, -5, 5)),
+                     HostTensor::ints({0, 32, 5, -1, 7, 7, 12, 1}),
+                     HostTensor::floats({0.75f})});
+}
+
+const char *kOptimizerModule = R"mlir(
+  func.func @step(%p: tensor<5000xf32>, %g: tensor<5000xf32>, %m: tensor<5000xf32>,
+                  %v: tensor<5000xf32>, %lr: tensor<f32>, %t: tensor<f32>, %n: tensor<f32>,
+                  %l: tensor<f32>, %q: tensor<5000xf32>, %b: tensor<5000xf32>, %acc: tensor<5000xf32>)
+      -> (tensor<f32>, tensor<5000xf32>, tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>,
+          tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>, tensor<5000xf32>) {
+    %s = kiln.grad_scale %n, %l {max_norm = 1.0 : f32}
+    %p1, %m1, %v1, %du, %pp = kiln.adam %p, %g, %m, %v, %lr, %t, %s
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+         epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<5000xf32>
+    %q1, %b1, %du2, %pp2 = kiln.sgd_momentum %q, %g, %b, %lr, %t, %s
+        {dampening = 0.0 : f32, momentum = 0.9 : f32, nesterov = true,
+         weight_decay = 0.01 : f32} : tensor<5000xf32>
+    %a1 = kiln.accumulate %acc, %g {scale = 0.25 : f32} : tensor<5000xf32>
+    return %s, %p1, %m1, %v1, %du, %pp, %q1, %b1, %du2, %pp2, %a1 : tensor<f32>, tensor<5000xf32>, tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>, tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>, tensor<5000xf32>
+  })mlir";
+
+std::vector<HostTensor> optimizerArgs(float gradNorm) {
+  return {HostTensor::floats(randomFloats(5000, 16)),
+          HostTensor::floats(randomFloats(5000, 17)),
+          HostTensor::floats(randomFloats(5000, 18, -0.1f, 0.1f)),
+          HostTensor::floats(randomFloats(5000, 19, 0.0f, 0.01f)),
+          HostTensor::floats({1e-3f}),
+          HostTensor::floats({3.0f}),
+          HostTensor::floats({gradNorm}),
+          HostTensor::floats({2.5f}),
+          HostTensor::floats(randomFloats(5000, 20)),
+          HostTensor::floats(randomFloats(5000, 21)),
+          HostTensor::floats(randomFloats(5000, 22))};
+}
+
+// 5000 parameters: 20 blocks whose norm partials the last block combines.
+TEST(CudaKernelsEmulated, OptimizerUpdates) {
+  expectSameResults(kOptimizerModule, optimizerArgs(4.0f));
+}
+
+// A non-finite gradient norm: the scale is NaN and every update is skipped.
+TEST(CudaKernelsEmulated, OptimizerSkipsNonFiniteSteps) {
+  expectSameResults(kOptimizerModule, optimizerArgs(INFINITY));
+}
+
+} // namespace
