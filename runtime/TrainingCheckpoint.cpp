@@ -85,11 +85,15 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
   const Artifact &artifact = session.artifact();
   CheckpointContents contents;
   contents.step = progress.step;
-  for (uint32_t p : session.roles().parameters)
-    contents.model.push_back(session.tensorView(p));
-  for (uint32_t s : session.roles().optimizerState)
-    contents.optimizer.push_back(
-        session.tensorView(s, stateTensorName(artifact.buffer(s))));
+  for (uint32_t p : session.roles().parameters) {
+    KILN_ASSIGN_OR_RETURN(TensorView view, session.tensorView(p));
+    contents.model.push_back(std::move(view));
+  }
+  for (uint32_t s : session.roles().optimizerState) {
+    KILN_ASSIGN_OR_RETURN(
+        TensorView view, session.tensorView(s, stateTensorName(artifact.buffer(s))));
+    contents.optimizer.push_back(std::move(view));
+  }
   nlohmann::json train = nlohmann::json::object();
   if (const flatbuffers::String *settings = artifact.root().train()->settings())
     train = nlohmann::json::parse(settings->str(), nullptr,
@@ -145,13 +149,15 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
     const schema::Buffer &buffer = artifact.buffer(p);
     KILN_RETURN_IF_ERROR(checkpoint.model.readInto(
         bufferName(buffer), TensorDType::kF32, bufferShape(buffer),
-        session.arena().data(p)));
+        session.hostData(p)));
+    KILN_RETURN_IF_ERROR(session.upload(p));
   }
   for (uint32_t s : session.roles().optimizerState) {
     const schema::Buffer &buffer = artifact.buffer(s);
     KILN_RETURN_IF_ERROR(checkpoint.optimizer.readInto(
         stateTensorName(buffer), TensorDType::kF32, bufferShape(buffer),
-        session.arena().data(s)));
+        session.hostData(s)));
+    KILN_RETURN_IF_ERROR(session.upload(s));
   }
   return progress;
 }
@@ -190,7 +196,8 @@ Status loadParameters(const std::string &path, TrainingSession &session) {
     const schema::Buffer &buffer = artifact.buffer(p);
     KILN_RETURN_IF_ERROR(file.readInto(bufferName(buffer), TensorDType::kF32,
                                        bufferShape(buffer),
-                                       session.arena().data(p)));
+                                       session.hostData(p)));
+    KILN_RETURN_IF_ERROR(session.upload(p));
   }
   return okStatus();
 }

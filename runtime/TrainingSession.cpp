@@ -61,66 +61,66 @@ BufferRoles findBufferRoles(const Artifact &artifact) {
   return roles;
 }
 
-void printKernelLoad(const cpu::KernelLibrary &kernels, FILE *out) {
-  std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s)\n",
-               kernels.numKernels(),
-               kernels.cacheHit() ? "loaded from cache" : "compiled",
-               kernels.loadSeconds(), kernels.cacheHit() ? "warm" : "cold",
-               kernels.libraryPath().c_str());
-}
-
 StatusOr<std::unique_ptr<TrainingSession>>
-TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
+TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
+                        const BackendOptions &options) {
   std::unique_ptr<TrainingSession> session(new TrainingSession());
-  cpu::KernelCompiler compiler(cpu::KernelCompilerOptions::fromEnvironment());
-  // Memory first: a step that cannot fit fails before the kernel compile.
-  KILN_ASSIGN_OR_RETURN(session->arena_, cpu::Arena::create(*artifact));
-  KILN_ASSIGN_OR_RETURN(session->kernels_, compiler.load(*artifact));
+  KILN_ASSIGN_OR_RETURN(session->backend_, createBackend(*artifact, options));
   session->roles_ = findBufferRoles(*artifact);
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);
     initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                        session->arena_->as<float>(p),
+                        static_cast<float *>(session->backend_->hostData(p)),
                         artifact->bufferInfo(p).elements);
+    KILN_RETURN_IF_ERROR(session->backend_->upload(p));
   }
-  session->executor_ = std::make_unique<cpu::Executor>(
-      *artifact, *session->kernels_, *session->arena_);
   session->artifact_ = std::move(artifact);
   return session;
 }
 
-void TrainingSession::writeBatch(const int32_t *tokens,
-                                 const int32_t *targets) {
+Status TrainingSession::writeBatch(const int32_t *tokens,
+                                   const int32_t *targets) {
   const int64_t n = artifact_->batch() * artifact_->seq();
-  if (roles_.tokens)
-    std::copy(tokens, tokens + n, arena_->as<int32_t>(*roles_.tokens));
-  if (roles_.targets)
-    std::copy(targets, targets + n, arena_->as<int32_t>(*roles_.targets));
+  for (auto [buffer, data] : {std::pair{roles_.tokens, tokens},
+                              std::pair{roles_.targets, targets}}) {
+    if (!buffer)
+      continue;
+    std::copy(data, data + n, static_cast<int32_t *>(backend_->hostData(*buffer)));
+    KILN_RETURN_IF_ERROR(backend_->upload(*buffer));
+  }
+  return okStatus();
 }
 
-void TrainingSession::beginStep() {
+Status TrainingSession::writeScalar(std::optional<uint32_t> buffer,
+                                    float value) {
+  if (!buffer)
+    return okStatus();
+  *static_cast<float *>(backend_->hostData(*buffer)) = value;
+  return backend_->upload(*buffer);
+}
+
+Status TrainingSession::beginStep() {
   if (artifact_->gradAccum() == 1)
-    return; // "step" overwrites loss and gradients
-  auto zero = [&](uint32_t buffer) {
-    std::memset(arena_->data(buffer), 0, artifact_->bufferInfo(buffer).bytes);
-  };
-  zero(roles_.loss);
+    return okStatus(); // "step" overwrites loss and gradients
+  KILN_RETURN_IF_ERROR(backend_->zero(roles_.loss));
   for (uint32_t g : roles_.gradients)
-    zero(g);
+    KILN_RETURN_IF_ERROR(backend_->zero(g));
+  return okStatus();
 }
 
 Status TrainingSession::runMicroStep(const int32_t *tokens,
                                      const int32_t *targets) {
-  writeBatch(tokens, targets);
-  return executor_->run(ProgramKind::kStep);
+  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  return backend_->run(ProgramKind::kStep);
 }
 
 Status TrainingSession::runUpdate(double lr, int64_t updateCount) {
-  if (roles_.learningRate)
-    *arena_->as<float>(*roles_.learningRate) = static_cast<float>(lr);
-  if (roles_.stepCount)
-    *arena_->as<float>(*roles_.stepCount) = static_cast<float>(updateCount);
-  return executor_->run(ProgramKind::kUpdate);
+  // Both live in device buffers on a GPU, written before the (graph)
+  // replay, so a captured "update" sees this step's values.
+  KILN_RETURN_IF_ERROR(writeScalar(roles_.learningRate, static_cast<float>(lr)));
+  KILN_RETURN_IF_ERROR(
+      writeScalar(roles_.stepCount, static_cast<float>(updateCount)));
+  return backend_->run(ProgramKind::kUpdate);
 }
 
 StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
@@ -129,15 +129,18 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
     return failedPrecondition(artifact_->name(),
                               ": the artifact has no 'eval' program "
                               "(a model without inputs has nothing to validate)");
-  writeBatch(tokens, targets);
-  KILN_RETURN_IF_ERROR(executor_->run(ProgramKind::kEval));
+  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  KILN_RETURN_IF_ERROR(backend_->run(ProgramKind::kEval));
   return static_cast<double>(scalar(*roles_.evalLoss));
 }
 
-TensorView TrainingSession::tensorView(uint32_t index, std::string name) const {
+StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
+                                                 std::string name) const {
+  KILN_RETURN_IF_ERROR(backend_->download(index));
   const schema::Buffer &buffer = artifact_->buffer(index);
   return TensorView{name.empty() ? bufferName(buffer) : std::move(name),
-                    TensorDType::kF32, bufferShape(buffer), arena_->data(index)};
+                    TensorDType::kF32, bufferShape(buffer),
+                    backend_->hostData(index)};
 }
 
 bool TrainingSession::stepWasSkipped() const {

@@ -18,7 +18,8 @@ namespace kiln::schema {
 // 2: Kernel.args (the buffer signature every KernelCall is checked against).
 // 3: programs ("step" run grad_accum times, "update", "eval") instead of one
 //    schedule; optimizer/metric roles; TrainConfig grad_accum, clip, settings.
-constexpr uint32_t kArtifactVersion = 3;
+// 4: CUDA artifacts: Kernel.launch (grid, block, shared bytes), Artifact.archs.
+constexpr uint32_t kArtifactVersion = 4;
 
 } // namespace kiln::schema
 
