@@ -167,6 +167,10 @@ Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
   // Zero-filled like the CPU arena: optimizer state starts at zero.
   KILN_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(arena, 0, arenaBytes, stream),
                                "cuMemsetD8Async(arena)"));
+  // The stream is non-blocking: the synchronous copies below (legacy default
+  // stream) would not wait for the memset and could be zeroed after it.
+  KILN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(stream),
+                               "cuStreamSynchronize(arena zeroing)"));
   if (tableBytes > 0)
     KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&tables, tableBytes),
                                  "cuMemAlloc(launch tables)"));
@@ -181,7 +185,7 @@ Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
                          buffer.constant_data()->size()),
           "cuMemcpyHtoD(constant)", " for " + artifact.describeBuffer(i)));
   }
-  return d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize(arena setup)");
+  return okStatus();
 }
 
 Status CudaBackend::Impl::loadKernels() {
