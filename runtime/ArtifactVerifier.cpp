@@ -27,6 +27,7 @@
 #include "runtime/MemoryPlanCheck.h"
 #include "runtime/Safetensors.h"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -338,6 +339,47 @@ Status checkKernels(const schema::Artifact &artifact) {
   return okStatus();
 }
 
+// "sm_" + 2-3 digits + an optional "a"/"f" (arch-specific features).
+bool isCudaArchName(std::string_view arch) {
+  if (arch.size() < 5 || arch.substr(0, 3) != "sm_")
+    return false;
+  size_t digits = 0;
+  while (3 + digits < arch.size() && std::isdigit(
+             static_cast<unsigned char>(arch[3 + digits])))
+    ++digits;
+  size_t rest = arch.size() - 3 - digits;
+  return digits >= 2 && digits <= 3 &&
+         (rest == 0 || (rest == 1 && (arch.back() == 'a' || arch.back() == 'f')));
+}
+
+// A CUDA artifact names the architectures its kernels were checked for and
+// gives every kernel a launch configuration the hardware accepts (a block
+// over 1024 threads or an empty grid would fail only at the first launch).
+Status checkCudaFields(const schema::Artifact &artifact) {
+  if (!artifact.archs() || artifact.archs()->size() == 0)
+    return invalidArgument("is a CUDA artifact without architectures (archs)");
+  for (const flatbuffers::String *arch : *artifact.archs())
+    if (!arch || !isCudaArchName(arch->string_view()))
+      return invalidArgument("archs has '", arch ? arch->str() : "",
+                             "', expected a CUDA architecture such as sm_80");
+  if (!artifact.kernels())
+    return okStatus();
+  for (uint32_t i = 0; i < artifact.kernels()->size(); ++i) {
+    const schema::Kernel &kernel = *artifact.kernels()->Get(i);
+    const schema::KernelLaunch *launch = kernel.launch();
+    std::string where = detail::concat("kernel ", i,
+                                       locationSuffix(kernel.location()));
+    if (!launch)
+      return invalidArgument(where, ": a CUDA kernel without a launch "
+                             "configuration");
+    if (launch->grid() < 1 || launch->block() < 1 || launch->block() > 1024)
+      return invalidArgument(where, ": launch grid ", launch->grid(),
+                             " x block ", launch->block(),
+                             " (need grid >= 1 and 1 <= block <= 1024)");
+  }
+  return okStatus();
+}
+
 // The highest element a GEMM operand touches is
 //   (batch - 1) * stride + rows * cols - 1,
 // which must lie inside the buffer.
@@ -513,9 +555,12 @@ std::optional<ProgramKind> programKindFromName(std::string_view name) {
 Status verifyArtifactContents(const schema::Artifact &artifact,
                               std::vector<BufferInfo> &infos) {
   std::string target = artifact.target() ? artifact.target()->str() : "";
-  if (target != "cpu")
+  if (target != "cpu" && target != "cuda")
     return failedPrecondition("target '", target,
-                              "' is not supported by this kiln-run (only 'cpu')");
+                              "' is not supported by this kiln-run (only 'cpu' "
+                              "and 'cuda')");
+  if (target == "cuda")
+    KILN_RETURN_IF_ERROR(checkCudaFields(artifact));
   const schema::TrainConfig *train = artifact.train();
   if (!train)
     return invalidArgument("has no train config");

@@ -224,23 +224,29 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
       std::unique_ptr<TrainingSession> session,
       TrainingSession::create(std::move(loaded), options.seed));
   if (!options.quiet)
-    printKernelLoad(session->kernels(), out);
+    printKernelLoad(session->backend().kernelLoad(), out);
   const Artifact &artifact = session->artifact();
 
   // 3. Every parameter with its gradient buffer (matched by name).
   std::vector<CheckedParameter> parameters;
+  std::vector<std::pair<uint32_t, uint32_t>> checkedBuffers; // parameter, gradient
   for (uint32_t p : session->roles().parameters) {
     const schema::Buffer &buffer = artifact.buffer(p);
     CheckedParameter checked;
     checked.name = bufferName(buffer);
     checked.shape = logicalShape(buffer);
-    checked.values = session->arena().as<float>(p);
+    // The host view: the storage itself on the CPU, a mirror on a GPU
+    // (uploaded before and downloaded after every evaluation below).
+    KILN_RETURN_IF_ERROR(session->backend().download(p));
+    checked.values = static_cast<float *>(session->hostData(p));
     checked.elements = shapeElements(checked.shape);
     if (isPadded(buffer))
       checked.storageShape = bufferShape(buffer);
     for (uint32_t g : session->roles().gradients)
-      if (bufferName(artifact.buffer(g)) == checked.name)
-        checked.gradient = session->arena().as<float>(g);
+      if (bufferName(artifact.buffer(g)) == checked.name) {
+        checked.gradient = static_cast<const float *>(session->hostData(g));
+        checkedBuffers.push_back({p, g});
+      }
     if (!checked.gradient)
       return failedPrecondition(artifact.name(), ": parameter '", checked.name,
                                 "' has no Gradient buffer to check");
@@ -257,8 +263,12 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
   // sees exactly the perturbed values. (With grad_accum K one run yields
   // loss/K and gradients/K: the relative error is scale-free.)
   LossFunction loss = [&]() -> StatusOr<double> {
-    session->beginStep();
+    for (auto [p, g] : checkedBuffers)
+      KILN_RETURN_IF_ERROR(session->upload(p));
+    KILN_RETURN_IF_ERROR(session->beginStep());
     KILN_RETURN_IF_ERROR(session->runMicroStep(tokens.data(), targets.data()));
+    for (auto [p, g] : checkedBuffers)
+      KILN_RETURN_IF_ERROR(session->backend().download(g));
     return static_cast<double>(session->loss());
   };
   return checkGradients(parameters, loss, checkOptions);

@@ -219,6 +219,36 @@ const std::vector<Flag> &flags() {
        "FILE.safetensors at the end (for short runs: an oracle rebuilding\n"
        "the run, a look at the data order)", true,
        setString(&RunOptions::saveBatchesPath)},
+      // CUDA.
+      {"--compile-only", nullptr,
+       "compile a CUDA artifact's kernels with NVRTC (no GPU needed), print\n"
+       "cold/warm times and registers/spills per kernel; exit 1 if any fails\n"
+       "or spills", false, [](RunOptions &o, const std::string &) {
+         o.compileOnly = true;
+         return okStatus();
+       }},
+      {"--arch", "LIST",
+       "architectures for --compile-only, comma-separated (default: the\n"
+       "artifact's, e.g. sm_80,sm_90a)", false,
+       [](RunOptions &o, const std::string &v) -> Status {
+         o.archs.clear();
+         size_t start = 0;
+         while (start <= v.size()) {
+           size_t end = std::min(v.find(',', start), v.size());
+           std::string arch = v.substr(start, end - start);
+           if (arch.empty())
+             return invalidArgument("--arch: empty architecture in '", v, "'");
+           o.archs.push_back(arch);
+           start = end + 1;
+         }
+         return okStatus();
+       }},
+      {"--tf32", nullptr,
+       "CUDA: run fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative\n"
+       "error)", true, [](RunOptions &o, const std::string &) {
+         o.tf32 = true;
+         return okStatus();
+       }},
   };
   return table;
 }
@@ -235,6 +265,17 @@ Status checkCombination(const RunOptions &o,
                         const std::vector<std::string> &trainingFlags) {
   if (o.artifactPath.empty())
     return invalidArgument("missing the artifact to run (OUT.kart)");
+  if (!o.archs.empty() && !o.compileOnly)
+    return invalidArgument("--arch applies to --compile-only (a GPU run "
+                           "compiles for its own device)");
+  if (o.compileOnly) {
+    if (o.checkGrads > 0)
+      return invalidArgument("--compile-only and --check-grads exclude each other");
+    if (!trainingFlags.empty())
+      return invalidArgument(trainingFlags.front(),
+                             " does not apply to --compile-only");
+    return okStatus();
+  }
   if (o.checkGrads > 0) {
     // The check runs "step" on the first batch; a flag that shapes
     // training would be silently ignored, so it is refused.
@@ -264,9 +305,11 @@ std::string runUsageText() {
   std::string text =
       "usage: kiln-run OUT.kart [--data SPEC] --steps N [options]\n"
       "       kiln-run OUT.kart [--data SPEC] --check-grads N [--seed S]\n"
+      "       kiln-run OUT.kart --compile-only [--arch sm_80,sm_90a]\n"
       "\n"
-      "Trains with a compiled Kiln artifact on the CPU, or checks its\n"
-      "gradients against finite differences.\n\n";
+      "Trains with a compiled Kiln artifact on the CPU or a CUDA GPU, checks\n"
+      "its gradients against finite differences, or only compiles its CUDA\n"
+      "kernels.\n\n";
   for (const Flag &flag : flags()) {
     std::string left = std::string("  ") + flag.name;
     if (flag.value)
@@ -289,7 +332,8 @@ std::string runUsageText() {
   text += "  --help                show this text\n"
           "\n"
           "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
-          "(compiled kernel cache, default ~/.cache/kiln), NO_COLOR.\n"
+          "(compiled kernel cache, default ~/.cache/kiln), KILN_CUDA_LIB_DIR\n"
+          "(where libcuda, NVRTC and cuBLASLt are looked for first), NO_COLOR.\n"
           "Exit status: 0 success (also after SIGINT/SIGTERM, which checkpoint\n"
           "and stop), 1 error, a failed gradient check or a run stopped by\n"
           "non-finite steps, 2 bad usage.\n";

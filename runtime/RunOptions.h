@@ -62,6 +62,13 @@ struct RunOptions {
   std::string saveInitPath;  // --save-init FILE.safetensors
   std::string saveGradsPath; // --save-grads FILE.safetensors
   std::string saveBatchesPath; // --save-batches FILE.safetensors
+
+  // CUDA.
+  bool compileOnly = false;  // --compile-only: JIT-compile the kernels (no GPU
+                             // needed), report registers/spills, exit
+  std::vector<std::string> archs; // --arch sm_80,sm_90a (with --compile-only;
+                             // default: the artifact's archs)
+  bool tf32 = false;         // --tf32: fp32 GEMMs on TF32 tensor cores
 };
 
 struct ParsedCommandLine {

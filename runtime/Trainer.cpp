@@ -172,9 +172,10 @@ Status TrainingRun::start() {
                                          ComputePrecision::kFp32);
 
   KILN_ASSIGN_OR_RETURN(session_,
-                        TrainingSession::create(std::move(artifact), options_.seed));
+                        TrainingSession::create(std::move(artifact), options_.seed,
+                                                BackendOptions{options_.tf32}));
   if (!options_.quiet) {
-    printKernelLoad(session_->kernels(), out_);
+    printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train)
       std::fprintf(out_, "data: %s\n", data_.description.c_str());
   }
@@ -194,19 +195,24 @@ Status TrainingRun::start() {
   }
   if (!options_.saveInitPath.empty()) {
     std::vector<TensorView> tensors;
-    for (uint32_t p : session_->roles().parameters)
-      tensors.push_back(session_->tensorView(p));
+    for (uint32_t p : session_->roles().parameters) {
+      KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(p));
+      tensors.push_back(std::move(view));
+    }
     KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveInitPath, tensors));
   }
   if (data_.train)
     loader_ = std::make_unique<data::PrefetchingLoader>(std::move(*data_.train));
-  session_->executor().setProfiling(options_.profile);
+  if (options_.profile && !session_->backend().setProfiling(true))
+    std::fprintf(out_, "note: --profile times schedule entries on the CPU "
+                       "backend only; use nsys for the %s backend\n",
+                 session_->backend().name());
   return okStatus();
 }
 
 Status TrainingRun::runStep(int64_t step) {
   const Artifact &artifact = session_->artifact();
-  session_->beginStep();
+  KILN_RETURN_IF_ERROR(session_->beginStep());
   for (int64_t k = 0; k < artifact.gradAccum(); ++k) {
     // Zeros stand in for the batch of an artifact without inputs.
     if (loader_)
@@ -283,8 +289,10 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
   const Artifact &artifact = session_->artifact();
   if (step == 1 && !options_.saveGradsPath.empty()) {
     std::vector<TensorView> tensors;
-    for (uint32_t g : session_->roles().gradients)
-      tensors.push_back(session_->tensorView(g));
+    for (uint32_t g : session_->roles().gradients) {
+      KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(g));
+      tensors.push_back(std::move(view));
+    }
     std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
     tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
     tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
@@ -295,8 +303,8 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
 
 StatusOr<TrainSummary> TrainingRun::run() {
   KILN_RETURN_IF_ERROR(start());
-  summary_.kernelCacheHit = session_->kernels().cacheHit();
-  summary_.kernelLoadSeconds = session_->kernels().loadSeconds();
+  summary_.kernelCacheHit = session_->backend().kernelLoad().cacheHit;
+  summary_.kernelLoadSeconds = session_->backend().kernelLoad().seconds;
   StopSignals signals;
   for (int64_t step = done_.step + 1; step <= options_.steps; ++step) {
     TrainingProgress before = done_;
@@ -358,11 +366,13 @@ StatusOr<TrainSummary> TrainingRun::run() {
   const Artifact &artifact = session_->artifact();
   if (options_.profile)
     for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
-      std::fputs(cpu::formatScheduleProfile(
-                     artifact, program, session_->executor().entrySeconds(program),
-                     summary_.stepsThisRun, /*top=*/15)
-                     .c_str(),
-                 out_);
+      if (!session_->backend().entrySeconds(program).empty())
+        std::fputs(cpu::formatScheduleProfile(
+                       artifact, program,
+                       session_->backend().entrySeconds(program),
+                       summary_.stepsThisRun, /*top=*/15)
+                       .c_str(),
+                   out_);
   if (totalSeconds_ > 0) {
     summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
                                       artifact.gradAccum() * summary_.stepsThisRun) /

@@ -92,11 +92,15 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
       KILN_RETURN_IF_ERROR(session.checkPadding(index));
   CheckpointContents contents;
   contents.step = progress.step;
-  for (uint32_t p : session.roles().parameters)
-    contents.model.push_back(session.tensorView(p));
-  for (uint32_t s : session.roles().optimizerState)
-    contents.optimizer.push_back(
-        session.tensorView(s, stateTensorName(artifact.buffer(s))));
+  for (uint32_t p : session.roles().parameters) {
+    KILN_ASSIGN_OR_RETURN(TensorView view, session.tensorView(p));
+    contents.model.push_back(std::move(view));
+  }
+  for (uint32_t s : session.roles().optimizerState) {
+    KILN_ASSIGN_OR_RETURN(
+        TensorView view, session.tensorView(s, stateTensorName(artifact.buffer(s))));
+    contents.optimizer.push_back(std::move(view));
+  }
   nlohmann::json train = nlohmann::json::object();
   if (const flatbuffers::String *settings = artifact.root().train()->settings())
     train = nlohmann::json::parse(settings->str(), nullptr,

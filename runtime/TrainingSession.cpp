@@ -62,27 +62,17 @@ BufferRoles findBufferRoles(const Artifact &artifact) {
   return roles;
 }
 
-void printKernelLoad(const cpu::KernelLibrary &kernels, FILE *out) {
-  std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s)\n",
-               kernels.numKernels(),
-               kernels.cacheHit() ? "loaded from cache" : "compiled",
-               kernels.loadSeconds(), kernels.cacheHit() ? "warm" : "cold",
-               kernels.libraryPath().c_str());
-}
-
 StatusOr<std::unique_ptr<TrainingSession>>
-TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
+TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
+                        const BackendOptions &options) {
   std::unique_ptr<TrainingSession> session(new TrainingSession());
-  cpu::KernelCompiler compiler(cpu::KernelCompilerOptions::fromEnvironment());
-  // Memory first: a step that cannot fit fails before the kernel compile.
-  KILN_ASSIGN_OR_RETURN(session->arena_, cpu::Arena::create(*artifact));
-  KILN_ASSIGN_OR_RETURN(session->kernels_, compiler.load(*artifact));
+  KILN_ASSIGN_OR_RETURN(session->backend_, createBackend(*artifact, options));
   session->roles_ = findBufferRoles(*artifact);
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);
     if (!isPadded(buffer)) {
       initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                          session->arena_->as<float>(p),
+                          static_cast<float *>(session->backend_->hostData(p)),
                           artifact->bufferInfo(p).elements);
       continue;
     }
@@ -93,46 +83,56 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed) {
     initializeParameter(*buffer.init(), bufferName(buffer), seed,
                         values.data(), static_cast<int64_t>(values.size()));
     scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
-                         session->arena_->as<float>(p));
+                         static_cast<float *>(session->backend_->hostData(p)));
+    KILN_RETURN_IF_ERROR(session->backend_->upload(p));
   }
-  session->executor_ = std::make_unique<cpu::Executor>(
-      *artifact, *session->kernels_, *session->arena_);
   session->artifact_ = std::move(artifact);
   return session;
 }
 
-void TrainingSession::writeBatch(const int32_t *tokens,
-                                 const int32_t *targets) {
+Status TrainingSession::writeBatch(const int32_t *tokens,
+                                   const int32_t *targets) {
   const int64_t n = artifact_->batch() * artifact_->seq();
-  if (roles_.tokens)
-    std::copy(tokens, tokens + n, arena_->as<int32_t>(*roles_.tokens));
-  if (roles_.targets)
-    std::copy(targets, targets + n, arena_->as<int32_t>(*roles_.targets));
+  for (auto [buffer, data] : {std::pair{roles_.tokens, tokens},
+                              std::pair{roles_.targets, targets}}) {
+    if (!buffer)
+      continue;
+    std::copy(data, data + n, static_cast<int32_t *>(backend_->hostData(*buffer)));
+    KILN_RETURN_IF_ERROR(backend_->upload(*buffer));
+  }
+  return okStatus();
 }
 
-void TrainingSession::beginStep() {
+Status TrainingSession::writeScalar(std::optional<uint32_t> buffer,
+                                    float value) {
+  if (!buffer)
+    return okStatus();
+  *static_cast<float *>(backend_->hostData(*buffer)) = value;
+  return backend_->upload(*buffer);
+}
+
+Status TrainingSession::beginStep() {
   if (artifact_->gradAccum() == 1)
-    return; // "step" overwrites loss and gradients
-  auto zero = [&](uint32_t buffer) {
-    std::memset(arena_->data(buffer), 0, artifact_->bufferInfo(buffer).bytes);
-  };
-  zero(roles_.loss);
+    return okStatus(); // "step" overwrites loss and gradients
+  KILN_RETURN_IF_ERROR(backend_->zero(roles_.loss));
   for (uint32_t g : roles_.gradients)
-    zero(g);
+    KILN_RETURN_IF_ERROR(backend_->zero(g));
+  return okStatus();
 }
 
 Status TrainingSession::runMicroStep(const int32_t *tokens,
                                      const int32_t *targets) {
-  writeBatch(tokens, targets);
-  return executor_->run(ProgramKind::kStep);
+  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  return backend_->run(ProgramKind::kStep);
 }
 
 Status TrainingSession::runUpdate(double lr, int64_t updateCount) {
-  if (roles_.learningRate)
-    *arena_->as<float>(*roles_.learningRate) = static_cast<float>(lr);
-  if (roles_.stepCount)
-    *arena_->as<float>(*roles_.stepCount) = static_cast<float>(updateCount);
-  return executor_->run(ProgramKind::kUpdate);
+  // Both live in device buffers on a GPU, written before the (graph)
+  // replay, so a captured "update" sees this step's values.
+  KILN_RETURN_IF_ERROR(writeScalar(roles_.learningRate, static_cast<float>(lr)));
+  KILN_RETURN_IF_ERROR(
+      writeScalar(roles_.stepCount, static_cast<float>(updateCount)));
+  return backend_->run(ProgramKind::kUpdate);
 }
 
 StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
@@ -141,23 +141,25 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
     return failedPrecondition(artifact_->name(),
                               ": the artifact has no 'eval' program "
                               "(a model without inputs has nothing to validate)");
-  writeBatch(tokens, targets);
-  KILN_RETURN_IF_ERROR(executor_->run(ProgramKind::kEval));
+  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  KILN_RETURN_IF_ERROR(backend_->run(ProgramKind::kEval));
   return static_cast<double>(scalar(*roles_.evalLoss));
 }
 
-TensorView TrainingSession::tensorView(uint32_t index, std::string name) const {
+StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
+                                                 std::string name) const {
+  KILN_RETURN_IF_ERROR(backend_->download(index));
   const schema::Buffer &buffer = artifact_->buffer(index);
   if (name.empty())
     name = bufferName(buffer);
   if (!isPadded(buffer))
     return TensorView{std::move(name), TensorDType::kF32, bufferShape(buffer),
-                      arena_->data(index)};
+                      backend_->hostData(index)};
   std::vector<int64_t> logical = logicalShape(buffer);
   std::vector<float> &copy = logicalCopies_[index];
   copy.resize(shapeElements(logical));
-  copyLogicalRegion(arena_->as<float>(index), bufferShape(buffer), logical,
-                    copy.data());
+  copyLogicalRegion(static_cast<const float *>(backend_->hostData(index)),
+                    bufferShape(buffer), logical, copy.data());
   return TensorView{std::move(name), TensorDType::kF32, std::move(logical),
                     copy.data()};
 }
@@ -174,9 +176,11 @@ Status TrainingSession::checkTensor(const SafetensorsFile &file,
 
 Status TrainingSession::checkPadding(uint32_t index) const {
   const schema::Buffer &buffer = artifact_->buffer(index);
-  if (!isPadded(buffer) ||
-      paddingIsZero(arena_->as<float>(index), bufferShape(buffer),
-                    logicalShape(buffer)))
+  if (!isPadded(buffer))
+    return okStatus();
+  KILN_RETURN_IF_ERROR(backend_->download(index));
+  if (paddingIsZero(static_cast<const float *>(backend_->hostData(index)),
+                    bufferShape(buffer), logicalShape(buffer)))
     return okStatus();
   return internalError(artifact_->name(), ": the padding of ",
                        artifact_->describeBuffer(index), " (",
@@ -188,16 +192,19 @@ Status TrainingSession::checkPadding(uint32_t index) const {
 Status TrainingSession::readTensor(const SafetensorsFile &file,
                                    std::string_view name, uint32_t index) {
   const schema::Buffer &buffer = artifact_->buffer(index);
-  if (!isPadded(buffer))
-    return file.readInto(name, TensorDType::kF32, bufferShape(buffer),
-                         arena_->data(index));
+  void *host = backend_->hostData(index);
+  if (!isPadded(buffer)) {
+    KILN_RETURN_IF_ERROR(
+        file.readInto(name, TensorDType::kF32, bufferShape(buffer), host));
+    return backend_->upload(index);
+  }
   std::vector<int64_t> logical = logicalShape(buffer);
   std::vector<float> values(shapeElements(logical));
   KILN_RETURN_IF_ERROR(
       file.readInto(name, TensorDType::kF32, logical, values.data()));
   scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
-                       arena_->as<float>(index));
-  return okStatus();
+                       static_cast<float *>(host));
+  return backend_->upload(index);
 }
 
 bool TrainingSession::stepWasSkipped() const {

@@ -1,9 +1,10 @@
 //===- TrainingSession.h - An artifact made ready to run training steps ---===//
 //
 // What training (Trainer.cpp) and the gradient check (GradientCheck.cpp)
-// share: the buffers found by role, the kernels compiled or fetched from the cache, the arena allocated
-// and the parameters initialised from the seed, and one call per program
-// that writes its inputs and scalars and runs it:
+// share: the buffers found by role, the backend for the artifact's target
+// (CPU or CUDA: kernels compiled or fetched from the cache, buffers
+// allocated) with the parameters initialised from the seed, and one call per
+// program that writes its inputs and scalars and runs it:
 //   beginStep(); runMicroStep(batch k) for k < grad_accum; runUpdate(lr, t)
 // is one training step; runEval(batch) is a validation batch.
 //
@@ -13,11 +14,9 @@
 #define KILN_RUNTIME_TRAININGSESSION_H
 
 #include "runtime/Artifact.h"
+#include "runtime/Backend.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
-#include "runtime/cpu/Arena.h"
-#include "runtime/cpu/Executor.h"
-#include "runtime/cpu/KernelCompiler.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -45,28 +44,23 @@ struct BufferRoles {
 
 BufferRoles findBufferRoles(const Artifact &artifact);
 
-// "kernels: 12 compiled in 1.20 s (cold, PATH)": how the kernels were
-// loaded, as kiln-run reports it before the first step.
-void printKernelLoad(const cpu::KernelLibrary &kernels, FILE *out);
-
 class TrainingSession {
 public:
-  // Compiles or fetches the kernels of `artifact`, allocates its buffers and
-  // initialises every parameter from its Initializer and `seed` (Adam
-  // moments start at zero from the zero-filled arena).
+  // Creates the backend of `artifact`'s target (kernels compiled or fetched,
+  // buffers allocated) and initialises every parameter from its Initializer
+  // and `seed` (Adam moments start at zero from the zero-filled arena).
   static StatusOr<std::unique_ptr<TrainingSession>>
-  create(std::unique_ptr<Artifact> artifact, uint64_t seed);
+  create(std::unique_ptr<Artifact> artifact, uint64_t seed,
+         const BackendOptions &options = {});
 
   const Artifact &artifact() const { return *artifact_; }
   const BufferRoles &roles() const { return roles_; }
-  const cpu::KernelLibrary &kernels() const { return *kernels_; }
-  cpu::Arena &arena() const { return *arena_; }
-  cpu::Executor &executor() { return *executor_; }
+  Backend &backend() const { return *backend_; }
 
   // Starts a training step: with grad_accum > 1 the Loss and Gradient
   // buffers are accumulators that each micro-step adds to, so they are
   // zeroed here.
-  void beginStep();
+  Status beginStep();
   // Writes the [batch, seq] `tokens` and `targets` of one micro-batch
   // (ignored by an artifact without inputs; may then be null) and runs
   // "step" (forward + backward).
@@ -79,10 +73,11 @@ public:
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
   // Buffer `index` as an f32 tensor for safetensors, named `name` (default:
-  // the buffer's own name), with the user's shape: a buffer the compiler
-  // padded is copied out of its padding (the view then points into a copy
-  // the session keeps until the next tensorView of the same buffer).
-  TensorView tensorView(uint32_t index, std::string name = {}) const;
+  // the buffer's own name), with the user's shape: its data is the
+  // backend's host view, refreshed from the device first; a buffer the
+  // compiler padded is copied out of its padding (the view then points into
+  // a copy the session keeps until the next tensorView of the same buffer).
+  StatusOr<TensorView> tensorView(uint32_t index, std::string name = {}) const;
   // Checks that `file` has tensor `name` as f32 with buffer `index`'s user
   // shape (the logical one when padded); changes nothing.
   Status checkTensor(const SafetensorsFile &file, std::string_view name,
@@ -90,10 +85,13 @@ public:
   // An internal error when buffer `index` was padded by the compiler and its
   // padding is not all zero (see PaddedLayout.h); OK otherwise.
   Status checkPadding(uint32_t index) const;
-  // Reads tensor `name` of `file` (the user's shape) into buffer `index`;
-  // a padded buffer gets zero padding.
+  // Reads tensor `name` of `file` (the user's shape) into buffer `index`
+  // and uploads it; a padded buffer gets zero padding.
   Status readTensor(const SafetensorsFile &file, std::string_view name,
                     uint32_t index);
+  // Host view of a buffer the caller fills, then pushes with upload().
+  void *hostData(uint32_t index) const { return backend_->hostData(index); }
+  Status upload(uint32_t index) const { return backend_->upload(index); }
 
   // Results of the last programs run.
   float loss() const { return scalar(roles_.loss); }
@@ -110,19 +108,21 @@ public:
 
 private:
   TrainingSession() = default;
-  float scalar(uint32_t buffer) const { return *arena_->as<float>(buffer); }
+  // Scalars are refreshed into the host view by every program run.
+  float scalar(uint32_t buffer) const {
+    return *static_cast<const float *>(backend_->hostData(buffer));
+  }
   std::optional<float> optionalScalar(std::optional<uint32_t> buffer) const {
     if (!buffer)
       return std::nullopt;
     return scalar(*buffer);
   }
-  void writeBatch(const int32_t *tokens, const int32_t *targets);
+  Status writeBatch(const int32_t *tokens, const int32_t *targets);
+  Status writeScalar(std::optional<uint32_t> buffer, float value);
 
   std::unique_ptr<Artifact> artifact_;
   BufferRoles roles_;
-  std::unique_ptr<cpu::KernelLibrary> kernels_;
-  std::unique_ptr<cpu::Arena> arena_;
-  std::unique_ptr<cpu::Executor> executor_;
+  std::unique_ptr<Backend> backend_;
   // tensorView's compact copies of padded buffers, by buffer index.
   mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
 };

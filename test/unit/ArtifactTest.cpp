@@ -185,9 +185,46 @@ TEST(ArtifactTest, MissingFileNamesPath) {
 
 TEST(ArtifactTest, UnsupportedTarget) {
   ArtifactSpec spec = minimalArtifact();
-  spec.target = "cuda";
+  spec.target = "rocm";
   EXPECT_THAT(loadSpec(spec).message(),
-              HasSubstr("target 'cuda' is not supported"));
+              HasSubstr("target 'rocm' is not supported"));
+}
+
+// The minimal artifact as CUDA: archs and a launch configuration per kernel.
+ArtifactSpec minimalCudaArtifact() {
+  ArtifactSpec spec = minimalArtifact();
+  spec.target = "cuda";
+  spec.archs = {"sm_80", "sm_90a"};
+  spec.kernels[0].launch = schema::KernelLaunch(1, 32, 0);
+  return spec;
+}
+
+TEST(ArtifactTest, CudaArtifactIsAccepted) {
+  EXPECT_TRUE(loadSpec(minimalCudaArtifact()).ok());
+}
+
+// A CUDA artifact must say what its kernels were checked for, with names
+// NVRTC understands.
+TEST(ArtifactTest, CudaArtifactNeedsValidArchs) {
+  ArtifactSpec spec = minimalCudaArtifact();
+  spec.archs.clear();
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("without architectures"));
+  spec.archs = {"sm_80", "compute_90"};
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("archs has 'compute_90'"));
+}
+
+// An empty grid or a block over the hardware's 1024 threads would only fail
+// at the first launch; the loader refuses it with the kernel's location.
+TEST(ArtifactTest, CudaKernelsNeedAValidLaunch) {
+  ArtifactSpec spec = minimalCudaArtifact();
+  spec.kernels[0].launch.reset();
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("kernel 0 (test.kiln:1:1): a CUDA kernel without a "
+                        "launch configuration"));
+  spec.kernels[0].launch = schema::KernelLaunch(1, 2048, 0);
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("block 2048"));
+  spec.kernels[0].launch = schema::KernelLaunch(0, 128, 0);
+  EXPECT_THAT(loadSpec(spec).message(), HasSubstr("launch grid 0"));
 }
 
 // The kernel's source bakes in its arguments' sizes: a call table that does

@@ -60,6 +60,26 @@ TEST(RunOptionsTest, CheckGradsNeedsNoSteps) {
   EXPECT_TRUE(parse({"m.kart", "--check-grads=1"}).ok());
 }
 
+// --compile-only needs no --steps; --arch is a comma-separated list.
+TEST(RunOptionsTest, CompileOnlyAndArch) {
+  auto parsed = parse({"m.kart", "--compile-only", "--arch", "sm_80,sm_90a"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed->options.compileOnly);
+  EXPECT_EQ(parsed->options.archs, (std::vector<std::string>{"sm_80", "sm_90a"}));
+  EXPECT_TRUE(parse({"m.kart", "--steps", "3", "--tf32"})->options.tf32);
+}
+
+TEST(RunOptionsTest, CompileOnlyRefusesWhatItWouldIgnore) {
+  EXPECT_THAT(parse({"m.kart", "--compile-only", "--steps", "3"}).status().message(),
+              ::testing::HasSubstr("--steps does not apply to --compile-only"));
+  EXPECT_THAT(parse({"m.kart", "--steps", "3", "--arch", "sm_80"}).status().message(),
+              ::testing::HasSubstr("--arch applies to --compile-only"));
+  EXPECT_THAT(parse({"m.kart", "--compile-only", "--arch", "sm_80,"}).status().message(),
+              ::testing::HasSubstr("empty architecture"));
+  EXPECT_THAT(parse({"m.kart", "--compile-only", "--check-grads", "2"}).status().message(),
+              ::testing::HasSubstr("exclude each other"));
+}
+
 TEST(RunOptionsTest, Help) {
   auto parsed = parse({"--bogus-later-ignored", "--help"});
   EXPECT_FALSE(parsed.ok()); // the unknown flag comes first

@@ -99,7 +99,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     const KernelSpec &k = spec.kernels[i];
     kernels.push_back(schema::CreateKernelDirect(
         fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
-        k.ops.c_str(), &args[i], k.elementwise));
+        k.ops.c_str(), &args[i], k.elementwise,
+        k.launch ? &*k.launch : nullptr));
   }
   auto buildStep = [&](const StepSpec &s) {
     auto location = fbb.CreateString(s.location);
@@ -135,10 +136,13 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
       "{\"optimizer\":\"adamw\"}");
   auto memoryPlan = schema::CreateMemoryPlanDirect(
       fbb, 0, 0, 0, 0, 0, /*other=*/arenaBytes, /*peak=*/arenaBytes, "step");
+  std::vector<flatbuffers::Offset<flatbuffers::String>> archs;
+  for (const std::string &arch : spec.archs)
+    archs.push_back(fbb.CreateString(arch));
   auto root = schema::CreateArtifactDirect(
       fbb, spec.version, spec.model.c_str(), spec.target.c_str(), train,
       spec.prelude.c_str(), &kernels, &buffers, &programOffsets, /*flops=*/0,
-      arenaBytes, memoryPlan);
+      arenaBytes, memoryPlan, spec.archs.empty() ? nullptr : &archs);
   schema::FinishArtifactBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

@@ -41,6 +41,8 @@ struct KernelSpec {
   // The buffer signature; unset: taken from the kernel's first call.
   std::optional<std::vector<schema::KernelArg>> args;
   bool elementwise = false; // Kernel.elementwise
+  // CUDA kernels: grid, block, shared bytes (unset: no launch field).
+  std::optional<schema::KernelLaunch> launch;
 };
 
 struct GemmSpec {
@@ -70,6 +72,7 @@ struct ArtifactSpec {
   int64_t batch = 1, seq = 1, vocab = 0, gradAccum = 1;
   float clip = 0;
   std::string prelude;
+  std::vector<std::string> archs;          // CUDA: "sm_80", ...
   std::vector<BufferSpec> buffers;
   std::vector<KernelSpec> kernels;
   std::vector<StepSpec> schedule;          // the "step" program

@@ -2,17 +2,20 @@
 //
 //   kiln-run OUT.kart --data PATH --steps N [--lr X] [--seed S] ...
 //   kiln-run OUT.kart [--data PATH] --check-grads N [--seed S]
+//   kiln-run OUT.kart --compile-only [--arch sm_80,sm_90a]
 //
 // A thin main: parse the command line, call kiln::rt::runTraining (or
 // kiln::rt::runGradientCheck), print the summary. Exit status: 0 success
 // (gradient check passed), 1 error (message on stderr) or gradient check
-// failed, 2 bad usage.
+// failed or (--compile-only) a kernel
+// failed to compile or spills, 2 bad usage.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/GradientCheck.h"
 #include "runtime/RunOptions.h"
 #include "runtime/Trainer.h"
+#include "runtime/cuda/CompileCheck.h"
 
 #include <cstdio>
 #include <string>
@@ -39,6 +42,14 @@ int main(int argc, char **argv) {
   if (parsed->help) {
     std::fputs(kiln::rt::runUsageText().c_str(), stdout);
     return 0;
+  }
+  if (parsed->options.compileOnly) {
+    auto report = kiln::rt::cuda::runCompileCheck(parsed->options, stdout);
+    if (!report.ok())
+      return reportError(report.status());
+    for (const std::string &problem : report->problems)
+      std::fprintf(stderr, "kiln-run: error: %s\n", problem.c_str());
+    return report->passed() ? 0 : 1;
   }
   if (parsed->options.checkGrads > 0) {
     auto report = kiln::rt::runGradientCheck(parsed->options, stdout);

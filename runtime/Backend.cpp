@@ -1,0 +1,32 @@
+//===- Backend.cpp - Choosing the backend by the artifact's target --------===//
+
+#include "runtime/Backend.h"
+
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/CudaBackend.h"
+
+namespace kiln::rt {
+
+void printKernelLoad(const KernelLoad &load, FILE *out) {
+  std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s%s%s)\n", load.kernels,
+               load.cacheHit ? "loaded from cache" : "compiled", load.seconds,
+               load.cacheHit ? "warm" : "cold", load.path.c_str(),
+               load.detail.empty() ? "" : ", ", load.detail.c_str());
+}
+
+StatusOr<std::unique_ptr<Backend>> createBackend(const Artifact &artifact,
+                                                 const BackendOptions &options) {
+  // The verifier accepted only these two targets.
+  if (artifact.root().target()->str() == "cuda") {
+    StatusOr<std::unique_ptr<cuda::CudaBackend>> backend =
+        cuda::CudaBackend::create(artifact, options);
+    if (!backend.ok())
+      return backend.status().withPrefix(artifact.name() + ": ");
+    return std::unique_ptr<Backend>(std::move(*backend));
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend,
+                        cpu::CpuBackend::create(artifact));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace kiln::rt

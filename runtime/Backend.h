@@ -1,0 +1,85 @@
+//===- Backend.h - Where an artifact's buffers live and its programs run --===//
+//
+// TrainingSession, the Trainer, the gradient check and checkpoints are
+// written once against this interface; kiln-run picks the implementation by
+// Artifact.target:
+//   "cpu"  cpu::CpuBackend  - host arena, JIT-compiled C++ kernels, OpenBLAS
+//   "cuda" cuda::CudaBackend - device arena, NVRTC kernels, cuBLASLt, graphs
+// Every buffer has a host-addressable view (hostData). On the CPU it IS the
+// storage and upload/download do nothing; on a GPU it is a host mirror that
+// upload() copies to the device and download() refreshes. Scalar buffers
+// (loss, norms, metrics) are refreshed by run() itself, so reading the loss
+// after a program needs no call. Callers write through hostData + upload and
+// read through download + hostData, and stay correct on both.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_BACKEND_H
+#define KILN_RUNTIME_BACKEND_H
+
+#include "runtime/Artifact.h"
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+// How the kernels were made ready, as kiln-run reports before the first step.
+struct KernelLoad {
+  size_t kernels = 0;
+  bool cacheHit = false;  // warm: from the on-disk cache; cold: compiled
+  double seconds = 0;     // wall time of compile-or-lookup and load
+  std::string path;       // the cached library or CUBIN
+  std::string detail;     // backend specifics ("sm_90a, NVRTC 13.0")
+};
+
+// "kernels: 12 compiled in 1.20 s (cold, PATH)".
+void printKernelLoad(const KernelLoad &load, FILE *out);
+
+// Options a backend takes from the command line.
+struct BackendOptions {
+  bool tf32 = false; // CUDA: fp32 GEMMs on TF32 tensor cores
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual const char *name() const = 0;
+
+  // Runs every schedule entry of `program` once, in order; the results are
+  // complete (and scalar buffers readable through hostData) on return.
+  virtual Status run(ProgramKind program) = 0;
+
+  // The host view of `buffer` (its bufferInfo().bytes bytes).
+  virtual void *hostData(uint32_t buffer) const = 0;
+  // hostData -> the buffer's storage.
+  virtual Status upload(uint32_t buffer) = 0;
+  // The buffer's storage -> hostData.
+  virtual Status download(uint32_t buffer) = 0;
+  // Sets every byte of the buffer (and of its host view) to zero.
+  virtual Status zero(uint32_t buffer) = 0;
+
+  virtual const KernelLoad &kernelLoad() const = 0;
+
+  // Per schedule entry timing for --profile; a backend that cannot time
+  // entries returns false and leaves the report to external profilers.
+  virtual bool setProfiling(bool enabled) = 0;
+  // Accumulated seconds per schedule entry of `program` (empty unless
+  // profiled).
+  virtual const std::vector<double> &entrySeconds(ProgramKind program) const = 0;
+};
+
+// The backend for `artifact`'s target. A CUDA artifact on a machine without
+// a driver or GPU is a FailedPrecondition error saying so.
+StatusOr<std::unique_ptr<Backend>> createBackend(const Artifact &artifact,
+                                                 const BackendOptions &options);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_BACKEND_H

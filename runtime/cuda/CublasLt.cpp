@@ -1,0 +1,150 @@
+//===- CublasLt.cpp - cuBLASLt loaded at run time, one plan per GemmCall --===//
+
+#include "runtime/cuda/CublasLt.h"
+
+namespace kiln::rt::cuda {
+
+#define KILN_STRINGIZE_EXPANDED(x) KILN_STRINGIZE(x)
+#define KILN_STRINGIZE(x) #x
+
+StatusOr<std::unique_ptr<CublasLt>> CublasLt::load() {
+  std::unique_ptr<CublasLt> lt(new CublasLt());
+  KILN_ASSIGN_OR_RETURN(lt->library_,
+                        DynamicLibrary::open("cuBLASLt", {"libcublasLt.so.13",
+                                                          "libcublasLt.so.12",
+                                                          "libcublasLt.so"}));
+#define KILN_RESOLVE_CUBLASLT_FN(name)                                         \
+  KILN_RETURN_IF_ERROR(                                                        \
+      lt->library_->resolve(KILN_STRINGIZE_EXPANDED(name), lt->name));
+  KILN_CUBLASLT_FUNCTIONS(KILN_RESOLVE_CUBLASLT_FN)
+#undef KILN_RESOLVE_CUBLASLT_FN
+  KILN_RETURN_IF_ERROR(lt->check(lt->cublasLtCreate(&lt->handle_),
+                                 "cublasLtCreate"));
+  return lt;
+}
+
+CublasLt::~CublasLt() {
+  if (handle_)
+    cublasLtDestroy(handle_);
+}
+
+Status CublasLt::check(cublasStatus_t status, const char *call,
+                       const std::string &context) const {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return okStatus();
+  const char *name = cublasLtGetStatusName ? cublasLtGetStatusName(status) : nullptr;
+  const char *text =
+      cublasLtGetStatusString ? cublasLtGetStatusString(status) : nullptr;
+  return unavailable(context, context.empty() ? "" : ": ", call, ": ",
+                     name ? name : "cuBLAS error", " (",
+                     text ? text : std::to_string(static_cast<int>(status)), ")");
+}
+
+namespace {
+
+// A column-major stored matrix of fp32 with strided batching.
+Status createLayout(const CublasLt &lt, const ColumnMajorMatrix &m,
+                    int64_t batch, const std::string &where,
+                    cublasLtMatrixLayout_t &layout) {
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, m.rows, m.cols, m.ld),
+      "cublasLtMatrixLayoutCreate", where));
+  if (batch == 1)
+    return okStatus();
+  int32_t count = static_cast<int32_t>(batch);
+  int64_t stride = m.stride;
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+      "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", where));
+  return lt.check(lt.cublasLtMatrixLayoutSetAttribute(
+                      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                      &stride, sizeof(stride)),
+                  "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)",
+                  where);
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<GemmPlan>>
+GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
+                 size_t workspaceBytes, std::string where) {
+  std::unique_ptr<GemmPlan> plan(new GemmPlan(lt));
+  plan->where_ = std::move(where);
+  const std::string &w = plan->where_;
+  if (gemm.batch > INT32_MAX)
+    return invalidArgument(w, ": GEMM batch ", gemm.batch,
+                           " exceeds cuBLASLt's 32-bit batch count");
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatmulDescCreate(
+          &plan->desc_, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          CUDA_R_32F),
+      "cublasLtMatmulDescCreate", w));
+  cublasOperation_t transA = gemm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t transB = gemm.transSecond ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatmulDescSetAttribute(plan->desc_, CUBLASLT_MATMUL_DESC_TRANSA,
+                                        &transA, sizeof(transA)),
+      "cublasLtMatmulDescSetAttribute(TRANSA)", w));
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatmulDescSetAttribute(plan->desc_, CUBLASLT_MATMUL_DESC_TRANSB,
+                                        &transB, sizeof(transB)),
+      "cublasLtMatmulDescSetAttribute(TRANSB)", w));
+  KILN_RETURN_IF_ERROR(createLayout(lt, gemm.first, gemm.batch, w, plan->first_));
+  KILN_RETURN_IF_ERROR(createLayout(lt, gemm.second, gemm.batch, w, plan->second_));
+  KILN_RETURN_IF_ERROR(createLayout(lt, gemm.result, gemm.batch, w, plan->result_));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  KILN_RETURN_IF_ERROR(lt.check(lt.cublasLtMatmulPreferenceCreate(&preference),
+                                "cublasLtMatmulPreferenceCreate", w));
+  uint64_t maxWorkspace = workspaceBytes;
+  cublasStatus_t set = lt.cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+      sizeof(maxWorkspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t heuristic =
+      set != CUBLAS_STATUS_SUCCESS
+          ? set
+          : lt.cublasLtMatmulAlgoGetHeuristic(
+                lt.handle(), plan->desc_, plan->first_, plan->second_,
+                plan->result_, plan->result_, preference, 1, &result, &found);
+  lt.cublasLtMatmulPreferenceDestroy(preference);
+  KILN_RETURN_IF_ERROR(lt.check(heuristic, "cublasLtMatmulAlgoGetHeuristic", w));
+  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    return unavailable(w, ": cuBLASLt has no algorithm for this GEMM (m=",
+                       gemm.m, " n=", gemm.n, " k=", gemm.k, " batch=",
+                       gemm.batch, ", column-major view)");
+  plan->algo_ = result.algo;
+  return plan;
+}
+
+GemmPlan::~GemmPlan() {
+  if (result_)
+    lt_.cublasLtMatrixLayoutDestroy(result_);
+  if (second_)
+    lt_.cublasLtMatrixLayoutDestroy(second_);
+  if (first_)
+    lt_.cublasLtMatrixLayoutDestroy(first_);
+  if (desc_)
+    lt_.cublasLtMatmulDescDestroy(desc_);
+}
+
+Status GemmPlan::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                     CUdeviceptr workspace, size_t workspaceBytes,
+                     CUstream stream) const {
+  const float alpha = 1.0f, beta = 0.0f;
+  // cuBLAS' first operand is the artifact's B, its second the artifact's A
+  // (GemmLayout.h); C is both the (unused, beta = 0) input and the output.
+  return lt_.check(
+      lt_.cublasLtMatmul(lt_.handle(), desc_, &alpha,
+                         reinterpret_cast<const void *>(b), first_,
+                         reinterpret_cast<const void *>(a), second_, &beta,
+                         reinterpret_cast<const void *>(c), result_,
+                         reinterpret_cast<void *>(c), result_, &algo_,
+                         reinterpret_cast<void *>(workspace), workspaceBytes,
+                         stream),
+      "cublasLtMatmul", where_);
+}
+
+} // namespace kiln::rt::cuda

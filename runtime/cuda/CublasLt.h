@@ -1,0 +1,92 @@
+//===- CublasLt.h - cuBLASLt loaded at run time, one plan per GemmCall ----===//
+//
+// The artifact's fp32 GEMMs run through cuBLASLt (libcublasLt.so.13,
+// dlopen'ed). A GemmPlan is made once per GemmCall at setup: descriptors for
+// the column-major view (GemmLayout.h), strided batching, and the algorithm
+// cuBLASLt's heuristic picks for the shared workspace, so a step only calls
+// cublasLtMatmul (which a CUDA graph can capture). Only runtime/cuda/*.cpp
+// include this header: it pulls in cublasLt.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUBLASLT_H
+#define KILN_RUNTIME_CUDA_CUBLASLT_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/DynamicLibrary.h"
+#include "runtime/cuda/GemmLayout.h"
+
+#include <cublasLt.h>
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+
+namespace kiln::rt::cuda {
+
+class CublasLt {
+public:
+  static StatusOr<std::unique_ptr<CublasLt>> load();
+  ~CublasLt();
+
+  // OK for CUBLAS_STATUS_SUCCESS, else "<call>: <NAME> (<text>)<context>".
+  Status check(cublasStatus_t status, const char *call,
+               const std::string &context = "") const;
+
+  cublasLtHandle_t handle() const { return handle_; }
+
+#define KILN_CUBLASLT_FUNCTIONS(X)                                              \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtDestroy)                                                           \
+  X(cublasLtGetStatusName)                                                     \
+  X(cublasLtGetStatusString)                                                   \
+  X(cublasLtMatmul)                                                            \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescDestroy)                                                 \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutDestroy)                                               \
+  X(cublasLtMatrixLayoutSetAttribute)                                          \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceDestroy)                                           \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic)
+#define KILN_DECLARE_CUBLASLT_FN(name) decltype(&::name) name = nullptr;
+  KILN_CUBLASLT_FUNCTIONS(KILN_DECLARE_CUBLASLT_FN)
+#undef KILN_DECLARE_CUBLASLT_FN
+
+private:
+  CublasLt() = default;
+  std::unique_ptr<DynamicLibrary> library_;
+  cublasLtHandle_t handle_ = nullptr;
+};
+
+// One GemmCall made ready to run: descriptors and the chosen algorithm.
+class GemmPlan {
+public:
+  // `where` ("step entry 3 at model.kiln:4:5") prefixes every error.
+  // `workspaceBytes` is what the shared workspace holds; tf32 selects
+  // CUBLAS_COMPUTE_32F_FAST_TF32 instead of full fp32.
+  static StatusOr<std::unique_ptr<GemmPlan>>
+  create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
+         size_t workspaceBytes, std::string where);
+  ~GemmPlan();
+
+  // C = op(A) op(B) on `stream`; pointers are the device addresses of the
+  // GemmCall's a, b and c buffers.
+  Status run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+             CUdeviceptr workspace, size_t workspaceBytes,
+             CUstream stream) const;
+
+private:
+  explicit GemmPlan(const CublasLt &lt) : lt_(lt) {}
+  const CublasLt &lt_;
+  std::string where_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, result_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+} // namespace kiln::rt::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUBLASLT_H

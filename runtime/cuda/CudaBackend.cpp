@@ -1,0 +1,427 @@
+//===- CudaBackend.cpp - The Backend on one NVIDIA GPU --------------------===//
+
+#include "runtime/cuda/CudaBackend.h"
+
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/DeviceLayout.h"
+#include "runtime/cuda/JitCache.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::rt::cuda {
+namespace {
+
+// cuBLASLt's workspace, shared by every GEMM (they run one after another on
+// one stream). 32 MiB is what cuBLAS itself reserves on Hopper.
+constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+
+// A buffer's host view; allocated on first use (a 1B-parameter model's
+// mirrors are only needed for what is checkpointed or inspected).
+struct HostMirror {
+  std::vector<uint8_t> bytes;
+};
+
+// One schedule entry, resolved at setup.
+struct DeviceCall {
+  CUfunction function = nullptr;       // KernelCall
+  CUdeviceptr argumentTable = 0;       // device array of buffer pointers
+  unsigned grid = 1, block = 1, sharedBytes = 0;
+  std::unique_ptr<GemmPlan> gemm;      // GemmCall
+  CUdeviceptr a = 0, b = 0, c = 0;
+  std::string where;                   // "step entry 3 ('k_gelu' at m.kiln:4:5)"
+};
+
+struct DeviceProgram {
+  bool present = false;
+  const char *name = "";
+  std::vector<DeviceCall> calls;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+};
+
+const char *programName(int kind) {
+  switch (static_cast<ProgramKind>(kind)) {
+  case ProgramKind::kStep:
+    return "step";
+  case ProgramKind::kUpdate:
+    return "update";
+  case ProgramKind::kEval:
+    return "eval";
+  }
+  return "?";
+}
+
+// The device's architecture for NVRTC: "sm_<major><minor>", with the
+// artifact's arch-specific variant ("sm_90a") when it lists one for exactly
+// this device (the generated kernels were checked for it).
+std::string deviceArch(int major, int minor, const schema::Artifact &artifact) {
+  std::string plain = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (artifact.archs())
+    for (const flatbuffers::String *arch : *artifact.archs())
+      if (arch->str() == plain + "a")
+        return arch->str();
+  return plain;
+}
+
+} // namespace
+
+struct CudaBackend::Impl {
+  const Artifact &artifact;
+  BackendOptions options;
+  std::unique_ptr<CudaDriver> driver;
+  std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUmodule module = nullptr;
+  CUdeviceptr arena = 0;      // every buffer
+  CUdeviceptr tables = 0;     // every KernelCall's pointer array
+  CUdeviceptr workspace = 0;  // cuBLASLt
+  DeviceLayout layout;
+  std::string deviceName;
+  KernelLoad load;
+  DeviceProgram programs[kNumProgramKinds];
+  mutable std::vector<HostMirror> mirrors;
+  std::vector<uint32_t> scalars; // buffers refreshed after every run
+  bool eager = false;
+
+  explicit Impl(const Artifact &a) : artifact(a) {}
+  ~Impl();
+
+  CUdeviceptr devicePointer(uint32_t buffer) const {
+    return arena + static_cast<CUdeviceptr>(layout.offsets[buffer]);
+  }
+  size_t bytes(uint32_t buffer) const {
+    return static_cast<size_t>(artifact.bufferInfo(buffer).bytes);
+  }
+  HostMirror &mirror(uint32_t buffer) const {
+    HostMirror &m = mirrors[buffer];
+    if (m.bytes.size() != bytes(buffer))
+      m.bytes.assign(bytes(buffer), 0);
+    return m;
+  }
+
+  Status openDevice();
+  Status allocate(size_t tableBytes, bool needsWorkspace);
+  Status loadKernels();
+  Status resolvePrograms();
+  Status launch(const DeviceCall &call) const;
+  Status capture(DeviceProgram &program);
+  Status runEagerly(const DeviceProgram &program);
+};
+
+CudaBackend::Impl::~Impl() {
+  if (!driver)
+    return;
+  // Teardown errors cannot be reported anywhere useful; the process is
+  // ending or the next run reports the device's state.
+  for (DeviceProgram &program : programs) {
+    if (program.exec)
+      driver->cuGraphExecDestroy(program.exec);
+    if (program.graph)
+      driver->cuGraphDestroy(program.graph);
+    program.calls.clear(); // GEMM plans before the cuBLASLt handle
+  }
+  cublas.reset();
+  if (module)
+    driver->cuModuleUnload(module);
+  for (CUdeviceptr p : {arena, tables, workspace})
+    if (p)
+      driver->cuMemFree(p);
+  if (stream)
+    driver->cuStreamDestroy(stream);
+  if (context)
+    driver->cuDevicePrimaryCtxRelease(device);
+}
+
+Status CudaBackend::Impl::openDevice() {
+  const CudaDriver &d = *driver;
+  KILN_RETURN_IF_ERROR(d.check(d.cuDeviceGet(&device, 0), "cuDeviceGet"));
+  char name[256] = {};
+  KILN_RETURN_IF_ERROR(
+      d.check(d.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName"));
+  deviceName = name;
+  KILN_RETURN_IF_ERROR(d.check(d.cuDevicePrimaryCtxRetain(&context, device),
+                               "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(d.check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+  KILN_RETURN_IF_ERROR(
+      d.check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  return okStatus();
+}
+
+Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
+  const CudaDriver &d = *driver;
+  layout = deviceLayout(artifact);
+  size_t freeBytes = 0, totalBytes = 0;
+  KILN_RETURN_IF_ERROR(d.check(d.cuMemGetInfo(&freeBytes, &totalBytes), "cuMemGetInfo"));
+  int64_t extra = static_cast<int64_t>(tableBytes) +
+                  (needsWorkspace ? static_cast<int64_t>(kGemmWorkspaceBytes) : 0);
+  KILN_RETURN_IF_ERROR(checkDeviceFits(layout, extra,
+                                       static_cast<int64_t>(freeBytes), deviceName));
+  size_t arenaBytes = static_cast<size_t>(std::max<int64_t>(layout.arenaBytes, 1));
+  KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&arena, arenaBytes), "cuMemAlloc(arena)",
+                               detail::concat(" (", arenaBytes, " bytes)")));
+  // Zero-filled like the CPU arena: optimizer state starts at zero.
+  KILN_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(arena, 0, arenaBytes, stream),
+                               "cuMemsetD8Async(arena)"));
+  // The stream is non-blocking: the synchronous copies below (legacy default
+  // stream) would not wait for the memset and could be zeroed after it.
+  KILN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(stream),
+                               "cuStreamSynchronize(arena zeroing)"));
+  if (tableBytes > 0)
+    KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&tables, tableBytes),
+                                 "cuMemAlloc(launch tables)"));
+  if (needsWorkspace)
+    KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&workspace, kGemmWorkspaceBytes),
+                                 "cuMemAlloc(cuBLASLt workspace)"));
+  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
+    const schema::Buffer &buffer = artifact.buffer(i);
+    if (buffer.role() == schema::BufferRole_Constant && buffer.constant_data())
+      KILN_RETURN_IF_ERROR(d.check(
+          d.cuMemcpyHtoD(devicePointer(i), buffer.constant_data()->data(),
+                         buffer.constant_data()->size()),
+          "cuMemcpyHtoD(constant)", " for " + artifact.describeBuffer(i)));
+  }
+  return okStatus();
+}
+
+Status CudaBackend::Impl::loadKernels() {
+  const CudaDriver &d = *driver;
+  int major = 0, minor = 0;
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)"));
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
+  std::string arch = deviceArch(major, minor, artifact.root());
+  auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
+  JitCache cache(*nvrtc, JitCache::cudaCacheDir());
+  KILN_ASSIGN_OR_RETURN(JitModule jit, cache.compileArtifact(artifact, arch));
+  KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&module, jit.cubin.data()),
+                               "cuModuleLoadData", " (" + jit.cachePath + ")"));
+  load.kernels = artifact.root().kernels() ? artifact.root().kernels()->size() : 0;
+  load.cacheHit = jit.cacheHit;
+  load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                     .count();
+  load.path = jit.cachePath;
+  load.detail = arch + " on " + deviceName + ", NVRTC " + nvrtc->version() +
+                (jit.cacheHit ? "" : detail::concat(", compile ", jit.seconds, " s"));
+  return okStatus();
+}
+
+Status CudaBackend::Impl::resolvePrograms() {
+  const CudaDriver &d = *driver;
+  const schema::Artifact &root = artifact.root();
+  // The launch tables of all KernelCalls, built on the host, uploaded once.
+  std::vector<CUdeviceptr> table;
+  std::vector<CUfunction> functions(root.kernels() ? root.kernels()->size() : 0);
+  for (size_t k = 0; k < functions.size(); ++k) {
+    const schema::Kernel &kernel = *root.kernels()->Get(k);
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuModuleGetFunction(&functions[k], module, kernel.entry()->c_str()),
+        "cuModuleGetFunction",
+        detail::concat(" for '", kernel.entry()->str(), "' at ",
+                       kernel.location() ? kernel.location()->str() : "?")));
+    // Over 48 KiB of dynamic shared memory must be opted into per function.
+    if (kernel.launch()->shared_bytes() > 48u * 1024u)
+      KILN_RETURN_IF_ERROR(d.check(
+          d.cuFuncSetAttribute(functions[k],
+                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               static_cast<int>(kernel.launch()->shared_bytes())),
+          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+          " for '" + kernel.entry()->str() + "'"));
+  }
+  std::vector<std::pair<DeviceCall *, size_t>> tableStarts;
+  for (int kind = 0; kind < kNumProgramKinds; ++kind) {
+    const schema::Program *program = artifact.program(static_cast<ProgramKind>(kind));
+    DeviceProgram &dp = programs[kind];
+    dp.name = programName(kind);
+    if (!program)
+      continue;
+    dp.present = true;
+    dp.calls.resize(program->schedule()->size());
+    for (uint32_t i = 0; i < program->schedule()->size(); ++i) {
+      const schema::Step &step = *program->schedule()->Get(i);
+      DeviceCall &call = dp.calls[i];
+      std::string location = step.location() ? step.location()->str() : "?";
+      if (const schema::KernelCall *kc = step.op_as_KernelCall()) {
+        const schema::Kernel &kernel = *root.kernels()->Get(kc->kernel());
+        call.where = detail::concat(dp.name, " entry ", i, " (kernel '",
+                                    kernel.entry()->str(), "' at ", location, ")");
+        call.function = functions[kc->kernel()];
+        call.grid = kernel.launch()->grid();
+        call.block = kernel.launch()->block();
+        call.sharedBytes = kernel.launch()->shared_bytes();
+        tableStarts.push_back({&call, table.size()});
+        if (kc->buffers())
+          for (uint32_t b : *kc->buffers())
+            table.push_back(devicePointer(b));
+        continue;
+      }
+      const schema::GemmCall *g = step.op_as_GemmCall();
+      call.where = detail::concat(dp.name, " entry ", i, " (GEMM at ", location, ")");
+      call.a = devicePointer(g->a());
+      call.b = devicePointer(g->b());
+      call.c = devicePointer(g->c());
+      KILN_ASSIGN_OR_RETURN(call.gemm,
+                            GemmPlan::create(*cublas, toColumnMajor(*g), options.tf32,
+                                             kGemmWorkspaceBytes, call.where));
+    }
+  }
+  if (!table.empty()) {
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuMemcpyHtoD(tables, table.data(), table.size() * sizeof(CUdeviceptr)),
+        "cuMemcpyHtoD(launch tables)"));
+  }
+  for (auto [call, start] : tableStarts)
+    call->argumentTable = tables + start * sizeof(CUdeviceptr);
+  return okStatus();
+}
+
+Status CudaBackend::Impl::launch(const DeviceCall &call) const {
+  if (call.gemm)
+    return call.gemm->run(call.a, call.b, call.c, workspace, kGemmWorkspaceBytes,
+                          stream);
+  // The entry's only parameter: void* const* buffers (the device table).
+  CUdeviceptr table = call.argumentTable;
+  void *params[] = {&table};
+  return driver->check(driver->cuLaunchKernel(call.function, call.grid, 1, 1,
+                                              call.block, 1, 1, call.sharedBytes,
+                                              stream, params, nullptr),
+                       "cuLaunchKernel", " for " + call.where);
+}
+
+Status CudaBackend::Impl::capture(DeviceProgram &program) {
+  const CudaDriver &d = *driver;
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture", detail::concat(" for '", program.name, "'")));
+  Status launched = okStatus();
+  for (const DeviceCall &call : program.calls) {
+    launched = launch(call);
+    if (!launched.ok())
+      break;
+  }
+  // End the capture on every path, or the stream stays unusable.
+  CUresult ended = d.cuStreamEndCapture(stream, &program.graph);
+  KILN_RETURN_IF_ERROR(launched.withPrefix(
+      detail::concat("capturing '", program.name, "' as a CUDA graph: ")));
+  KILN_RETURN_IF_ERROR(d.check(ended, "cuStreamEndCapture",
+                               detail::concat(" for '", program.name, "'")));
+  return d.check(d.cuGraphInstantiate(&program.exec, program.graph, 0),
+                 "cuGraphInstantiateWithFlags",
+                 detail::concat(" for '", program.name, "'"));
+}
+
+Status CudaBackend::Impl::runEagerly(const DeviceProgram &program) {
+  for (const DeviceCall &call : program.calls) {
+    KILN_RETURN_IF_ERROR(launch(call));
+    KILN_RETURN_IF_ERROR(driver->check(driver->cuStreamSynchronize(stream),
+                                       "cuStreamSynchronize", " after " + call.where));
+  }
+  return okStatus();
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() = default;
+
+StatusOr<std::unique_ptr<CudaBackend>>
+CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
+  auto impl = std::make_unique<Impl>(artifact);
+  impl->options = options;
+  const char *eager = std::getenv("KILN_CUDA_EAGER");
+  impl->eager = eager && std::strcmp(eager, "1") == 0;
+  KILN_ASSIGN_OR_RETURN(impl->driver, CudaDriver::load());
+  KILN_RETURN_IF_ERROR(impl->openDevice());
+
+  size_t tableEntries = 0;
+  bool hasGemm = false;
+  for (int kind = 0; kind < kNumProgramKinds; ++kind)
+    if (const schema::Program *program = artifact.program(static_cast<ProgramKind>(kind)))
+      for (const schema::Step *step : *program->schedule()) {
+        if (const schema::KernelCall *kc = step->op_as_KernelCall())
+          tableEntries += kc->buffers() ? kc->buffers()->size() : 0;
+        else
+          hasGemm = true;
+      }
+  // Memory first: a step that cannot fit fails before the JIT.
+  KILN_RETURN_IF_ERROR(impl->allocate(tableEntries * sizeof(CUdeviceptr), hasGemm));
+  if (hasGemm) {
+    KILN_ASSIGN_OR_RETURN(impl->cublas, CublasLt::load());
+  }
+  KILN_RETURN_IF_ERROR(impl->loadKernels());
+  KILN_RETURN_IF_ERROR(impl->resolvePrograms());
+  if (!impl->eager)
+    for (DeviceProgram &program : impl->programs)
+      if (program.present)
+        KILN_RETURN_IF_ERROR(impl->capture(program));
+
+  impl->mirrors.resize(artifact.numBuffers());
+  for (uint32_t i = 0; i < artifact.numBuffers(); ++i)
+    if (artifact.bufferInfo(i).elements == 1 &&
+        artifact.buffer(i).dtype() == schema::DType_F32)
+      impl->scalars.push_back(i);
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
+}
+
+Status CudaBackend::run(ProgramKind kind) {
+  Impl &m = *impl_;
+  const DeviceProgram &program = m.programs[static_cast<int>(kind)];
+  if (!program.present)
+    return failedPrecondition("the artifact has no '", program.name, "' program");
+  if (m.eager) {
+    KILN_RETURN_IF_ERROR(m.runEagerly(program));
+  } else {
+    KILN_RETURN_IF_ERROR(m.driver->check(
+        m.driver->cuGraphLaunch(program.exec, m.stream), "cuGraphLaunch",
+        detail::concat(" for '", program.name, "'")));
+    KILN_RETURN_IF_ERROR(m.driver->check(
+        m.driver->cuStreamSynchronize(m.stream), "running the CUDA graph of",
+        detail::concat(" '", program.name, "' (rerun with KILN_CUDA_EAGER=1 to "
+                       "name the failing kernel and its model line)")));
+  }
+  for (uint32_t s : m.scalars)
+    KILN_RETURN_IF_ERROR(download(s));
+  return okStatus();
+}
+
+void *CudaBackend::hostData(uint32_t buffer) const {
+  return impl_->mirror(buffer).bytes.data();
+}
+
+Status CudaBackend::upload(uint32_t buffer) {
+  Impl &m = *impl_;
+  // Ordered on the backend's stream before the next graph replay; from
+  // pageable memory the call returns once the source has been staged, so
+  // the host view may be rewritten right after.
+  return m.driver->check(
+      m.driver->cuMemcpyHtoDAsync(m.devicePointer(buffer), hostData(buffer),
+                                  m.bytes(buffer), m.stream),
+      "cuMemcpyHtoDAsync", " for " + m.artifact.describeBuffer(buffer));
+}
+
+Status CudaBackend::download(uint32_t buffer) {
+  Impl &m = *impl_;
+  KILN_RETURN_IF_ERROR(m.driver->check(m.driver->cuStreamSynchronize(m.stream),
+                                       "cuStreamSynchronize"));
+  return m.driver->check(
+      m.driver->cuMemcpyDtoH(hostData(buffer), m.devicePointer(buffer), m.bytes(buffer)),
+      "cuMemcpyDtoH", " for " + m.artifact.describeBuffer(buffer));
+}
+
+Status CudaBackend::zero(uint32_t buffer) {
+  Impl &m = *impl_;
+  std::memset(hostData(buffer), 0, m.bytes(buffer));
+  return m.driver->check(
+      m.driver->cuMemsetD8Async(m.devicePointer(buffer), 0, m.bytes(buffer), m.stream),
+      "cuMemsetD8Async", " for " + m.artifact.describeBuffer(buffer));
+}
+
+const KernelLoad &CudaBackend::kernelLoad() const { return impl_->load; }
+
+} // namespace kiln::rt::cuda
