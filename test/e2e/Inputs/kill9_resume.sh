@@ -14,6 +14,14 @@ for round in $(seq "$rounds"); do
   "$run" "$artifact" --data "$data" --steps 100000 --checkpoint-dir "$dir/ck" \
     --checkpoint-every 1 --keep-checkpoints 2 --resume --quiet > /dev/null 2>&1 &
   pid=$!
+  # The first round starts from nothing: wait (up to 2 min, on a loaded
+  # machine the JIT alone takes seconds) for its first checkpoint, so the
+  # random kill lands among checkpoint writes rather than before any.
+  for _ in $(seq 1200); do
+    ls "$dir/ck" 2> /dev/null | grep -q '^step-' && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
   sleep "0.$(( 100 + RANDOM % 400 ))"
   kill -9 "$pid"
   wait "$pid" 2> /dev/null
