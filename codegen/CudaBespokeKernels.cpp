@@ -81,30 +81,13 @@ std::string columnLoop(int64_t columns) {
 LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
                             CudaLaunch &launch) {
   Value in = op->getOperand(0), out = op->getResult(0);
-  ArrayRef<int64_t> shape = shapeOf(in);
-  ArrayRef<int64_t> dims =
-      op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
-  SmallVector<int64_t> inStrides = rowMajorStrides(shape);
-  SmallVector<int64_t> kept, reduced, keptShape, reducedShape;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    bool isReduced = llvm::is_contained(dims, d);
-    (isReduced ? reduced : kept).push_back(d);
-    (isReduced ? reducedShape : keptShape).push_back(shape[d]);
-  }
-  int64_t outN = numElements(keptShape), redN = numElements(reducedShape);
-  SmallVector<int64_t> keptStrides = rowMajorStrides(keptShape);
-  SmallVector<int64_t> redStrides = rowMajorStrides(reducedShape);
-  std::string base, off;
-  for (size_t j = 0; j < kept.size(); ++j)
-    addTerm(base, coordinate("o", keptStrides[j], keptShape[j], j == 0),
-            inStrides[kept[j]]);
-  for (size_t j = 0; j < reduced.size(); ++j)
-    addTerm(off, coordinate("e", redStrides[j], reducedShape[j], j == 0),
-            inStrides[reduced[j]]);
-  if (base.empty())
-    base = "0";
-  if (off.empty())
-    off = "0";
+  ReductionLayout layout = reductionLayout(
+      in, op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef(), "o",
+      "e");
+  ArrayRef<int64_t> shape = layout.shape, dims = layout.dims;
+  const SmallVector<int64_t> &kept = layout.kept, &reduced = layout.reduced;
+  int64_t outN = layout.outputs, redN = layout.reducedCount;
+  std::string base = layout.base, off = layout.offset;
   if (kept.empty())
     off = "e"; // every dim reduced: the element index is the input index
   std::string t = w.cType(out);

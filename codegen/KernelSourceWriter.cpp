@@ -56,6 +56,36 @@ std::string shapeString(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+ReductionLayout reductionLayout(Value input, ArrayRef<int64_t> dims,
+                                StringRef outIndex, StringRef redIndex) {
+  ReductionLayout r;
+  r.shape = shapeOf(input);
+  r.dims = dims;
+  SmallVector<int64_t> inStrides = rowMajorStrides(r.shape);
+  SmallVector<int64_t> keptShape, reducedShape;
+  for (int64_t d = 0; d < static_cast<int64_t>(r.shape.size()); ++d) {
+    bool isReduced = llvm::is_contained(dims, d);
+    (isReduced ? r.reduced : r.kept).push_back(d);
+    (isReduced ? reducedShape : keptShape).push_back(r.shape[d]);
+  }
+  r.outputs = numElements(keptShape);
+  r.reducedCount = numElements(reducedShape);
+  SmallVector<int64_t> keptStrides = rowMajorStrides(keptShape);
+  SmallVector<int64_t> redStrides = rowMajorStrides(reducedShape);
+  for (size_t j = 0; j < r.kept.size(); ++j)
+    addTerm(r.base, coordinate(outIndex, keptStrides[j], keptShape[j], j == 0),
+            inStrides[r.kept[j]]);
+  for (size_t j = 0; j < r.reduced.size(); ++j)
+    addTerm(r.offset,
+            coordinate(redIndex, redStrides[j], reducedShape[j], j == 0),
+            inStrides[r.reduced[j]]);
+  if (r.base.empty())
+    r.base = "0";
+  if (r.offset.empty())
+    r.offset = "0";
+  return r;
+}
+
 int64_t validClasses(Operation *op, int64_t classes) {
   if (auto valid = op->getAttrOfType<IntegerAttr>("valid_classes"))
     return valid.getInt();

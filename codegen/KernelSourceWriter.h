@@ -33,6 +33,20 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape);
 llvm::SmallVector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
 // "[4, 8]" (or "[]" for a scalar).
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
+// The index arithmetic of a reduction over `dims` of `input`: the kept and
+// reduced dims (in order), their element counts, and the input offsets of
+// output element `outIndex` (base) and of reduced element `redIndex` within
+// it (offset), as C expressions; input index = base + offset.
+struct ReductionLayout {
+  llvm::ArrayRef<int64_t> shape, dims;
+  llvm::SmallVector<int64_t> kept, reduced;
+  int64_t outputs = 1, reducedCount = 1;
+  std::string base, offset;
+};
+ReductionLayout reductionLayout(mlir::Value input, llvm::ArrayRef<int64_t> dims,
+                                llvm::StringRef outIndex,
+                                llvm::StringRef redIndex);
+
 // The classes a cross_entropy / cross_entropy_grad over `classes` logits
 // takes part in: all of them, or valid_classes when pad-dims padded the
 // class dimension (the rest are masked: probability 0, gradient 0).
