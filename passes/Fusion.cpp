@@ -505,6 +505,12 @@ struct KilnFusionPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (maxOptimizerTensors == 0) {
+      getOperation().emitError()
+          << "--kiln-fusion max-optimizer-tensors must be at least 1 (it "
+             "caps the parameters one optimizer kernel updates)";
+      return signalPassFailure();
+    }
     for (StringRef name :
          {kStepFunctionName, kUpdateFunctionName, kEvalFunctionName}) {
       auto func = getOperation().lookupSymbol<func::FuncOp>(name);
