@@ -122,17 +122,10 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
 // out[i] = in[index of the permuted coordinates of i]
 LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w) {
   Value in = op->getOperand(0), out = op->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(out);
+  std::string index = transposeSourceIndex(op, "i");
   ArrayRef<int64_t> perm =
       op->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
-  ArrayRef<int64_t> shape = shapeOf(out);
-  SmallVector<int64_t> outStrides = rowMajorStrides(shape);
-  SmallVector<int64_t> inStrides = rowMajorStrides(shapeOf(in));
-  std::string index;
-  for (size_t d = 0; d < shape.size(); ++d)
-    addTerm(index, coordinate("i", outStrides[d], shape[d], d == 0),
-            inStrides[perm[d]]);
-  if (index.empty())
-    index = "0";
   int64_t n = numElements(shape);
   w.line("// permutation " + shapeString(perm) + ": " +
          shapeString(shapeOf(in)) + " -> " + shapeString(shape));

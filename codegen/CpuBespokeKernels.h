@@ -10,6 +10,8 @@
 #ifndef KILN_CODEGEN_CPUBESPOKEKERNELS_H
 #define KILN_CODEGEN_CPUBESPOKEKERNELS_H
 
+#include "ir/KilnOps.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -22,6 +24,12 @@ class KernelSourceWriter;
 bool hasOptimizerCpuKernel(mlir::Operation *op);
 mlir::LogicalResult emitOptimizerCpuKernel(mlir::Operation *op,
                                            KernelSourceWriter &w);
+
+// The scalar statements of kiln.grad_scale (the non-finite guard and the
+// clip_grad_norm_ factor into the result's element 0): plain C valid on both
+// targets, so the CUDA kernel runs them on one thread.
+void emitGradScaleStatements(mlir::kiln::GradScaleOp op,
+                             KernelSourceWriter &w);
 
 // True for the ops with a bespoke emitter below (optimizer ops included).
 bool hasBespokeCpuKernel(mlir::Operation *op);

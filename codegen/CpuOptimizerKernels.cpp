@@ -112,23 +112,7 @@ LogicalResult emitAccumulate(Operation *op, KernelSourceWriter &w) {
 
 // NaN for a non-finite loss or grad norm, else the clip_grad_norm_ factor.
 LogicalResult emitGradScale(Operation *op, KernelSourceWriter &w) {
-  auto gs = cast<k::GradScaleOp>(op);
-  double maxNorm = gs.getMaxNorm().convertToDouble();
-  w.line("const float norm = " + w.ptr(gs.getGradNorm()) + "[0];");
-  w.line("const float loss = " + w.ptr(gs.getLoss()) + "[0];");
-  w.line("float scale = 1.0f;");
-  w.open("if (!isfinite(norm) || !isfinite(loss))");
-  w.line("scale = NAN; // the guard: every update skips this step");
-  w.close();
-  if (maxNorm > 0.0) {
-    w.open("else");
-    w.line("// torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + "
-           "1e-6))");
-    w.line("const float clip = " + literal(maxNorm) + " / (norm + 1e-6f);");
-    w.line("scale = clip < 1.0f ? clip : 1.0f;");
-    w.close();
-  }
-  w.line(w.ptr(gs.getResult()) + "[0] = scale;");
+  emitGradScaleStatements(cast<k::GradScaleOp>(op), w);
   return success();
 }
 
@@ -240,6 +224,25 @@ LogicalResult emitOptimizerCpuKernel(Operation *op, KernelSourceWriter &w) {
         return op->emitError()
                << "codegen has no CPU kernel for '" << op->getName() << "'";
       });
+}
+
+void emitGradScaleStatements(k::GradScaleOp gs, KernelSourceWriter &w) {
+  double maxNorm = gs.getMaxNorm().convertToDouble();
+  w.line("const float norm = " + w.ptr(gs.getGradNorm()) + "[0];");
+  w.line("const float loss = " + w.ptr(gs.getLoss()) + "[0];");
+  w.line("float scale = 1.0f;");
+  w.open("if (!isfinite(norm) || !isfinite(loss))");
+  w.line("scale = NAN; // the guard: every update skips this step");
+  w.close();
+  if (maxNorm > 0.0) {
+    w.open("else");
+    w.line("// torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + "
+           "1e-6))");
+    w.line("const float clip = " + literal(maxNorm) + " / (norm + 1e-6f);");
+    w.line("scale = clip < 1.0f ? clip : 1.0f;");
+    w.close();
+  }
+  w.line(w.ptr(gs.getResult()) + "[0] = scale;");
 }
 
 } // namespace kiln

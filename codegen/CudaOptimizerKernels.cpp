@@ -15,6 +15,7 @@
 
 #include "codegen/CudaBespokeKernels.h"
 
+#include "codegen/CpuBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -102,25 +103,9 @@ LogicalResult emitAccumulate(Operation *op, KernelSourceWriter &w,
 // One thread does it (launched as one warp).
 LogicalResult emitGradScale(Operation *op, KernelSourceWriter &w,
                             CudaLaunch &launch) {
-  auto gs = cast<k::GradScaleOp>(op);
-  double maxNorm = gs.getMaxNorm().convertToDouble();
   launch = {1, 32, 0};
   w.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;");
-  w.line("const float norm = " + w.ptr(gs.getGradNorm()) + "[0];");
-  w.line("const float loss = " + w.ptr(gs.getLoss()) + "[0];");
-  w.line("float scale = 1.0f;");
-  w.open("if (!isfinite(norm) || !isfinite(loss))");
-  w.line("scale = NAN; // the guard: every update skips this step");
-  w.close();
-  if (maxNorm > 0.0) {
-    w.open("else");
-    w.line("// torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + "
-           "1e-6))");
-    w.line("const float clip = " + literal(maxNorm) + " / (norm + 1e-6f);");
-    w.line("scale = clip < 1.0f ? clip : 1.0f;");
-    w.close();
-  }
-  w.line(w.ptr(gs.getResult()) + "[0] = scale;");
+  emitGradScaleStatements(cast<k::GradScaleOp>(op), w);
   return success();
 }
 
