@@ -206,7 +206,8 @@ FailureOr<std::string> ArtifactWriter::serialize() {
         const PlannedGemm &g = *s.gemm;
         op = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k, g.batch,
                                     g.transA, g.transB, g.strideA, g.strideB,
-                                    g.strideC, g.tf32)
+                                    g.strideC, g.tf32, g.epilogue, g.bias,
+                                    g.aux)
                  .Union();
         kind = schema::Operation_GemmCall;
       } else {

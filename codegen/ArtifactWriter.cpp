@@ -8,7 +8,8 @@
 //     shape required). Parameters take `kiln.init` and `kiln.weight_decay`.
 //  2. Walk the body in order. kiln.reshape: a view buffer (alias_of the
 //     input's storage), no step. Non-splat kiln.constant: a Constant buffer
-//     holding the data, no step. kiln.matmul: a GemmCall. kiln.adam,
+//     holding the data, no step. kiln.matmul: a GemmCall; kiln.fusion
+//     "gemm": a GemmCall with an epilogue (GemmEpilogueWriter.cpp). kiln.adam,
 //     kiln.sgd, kiln.sgd_momentum, kiln.accumulate: a kernel whose updated
 //     results are their operands' buffers (in place). kiln.fusion: one
 //     kernel for its region (operands in, results out; its members' in-place
@@ -25,7 +26,8 @@
 //     their Parameter, Gradient and optimizer-state buffers (logical_shape).
 //  5. The memory plan (MemoryPlan.cpp) over the final buffers and
 //     schedules: kernel calls read their inputs and write their outputs,
-//     GEMMs read a, b and write c.
+//     GEMMs read a, b (and an epilogue's bias / aux input) and write c (and
+//     an epilogue's aux / bias output).
 //  6. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
 //     vocab_size from the ops that token ids from the data index (true
 //     sizes: kiln.true_shape, valid_classes).
@@ -301,7 +303,7 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
 
 // C[b] = op(A[b]) op(B[b]): lhs [..., M, K] (or [..., K, M]), rhs [K, N]
 // shared over the batch or [..., K, N] (or [N, K] / [..., N, K]).
-LogicalResult ArtifactWriter::planMatmul(Operation *op) {
+FailureOr<ArtifactWriter::PlannedGemm> ArtifactWriter::gemmOf(Operation *op) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Value result = op->getResult(0);
   auto lhsType = cast<RankedTensorType>(lhs.getType());
@@ -338,15 +340,23 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   g.strideC = g.m * g.n;
   g.a = bufferOf.lookup(lhs);
   g.b = bufferOf.lookup(rhs);
+  g.c = 0;
+  return g;
+}
+
+LogicalResult ArtifactWriter::planMatmul(Operation *op) {
+  FailureOr<PlannedGemm> g = gemmOf(op);
+  if (failed(g))
+    return failure();
   std::string name = locationString(op->getLoc());
-  FailureOr<uint32_t> c =
-      addBuffer(result, op, (op->getName().getStringRef() + "@" + name).str());
+  FailureOr<uint32_t> c = addBuffer(
+      op->getResult(0), op, (op->getName().getStringRef() + "@" + name).str());
   if (failed(c))
     return failure();
-  g.c = *c;
-  programs.back().flops += 2.0 * g.m * g.n * g.k * g.batch;
+  g->c = *c;
+  programs.back().flops += 2.0 * g->m * g->n * g->k * g->batch;
   PlannedStep step;
-  step.gemm = g;
+  step.gemm = *g;
   step.location = name;
   schedule->push_back(std::move(step));
   return success();
@@ -535,7 +545,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
   if (auto fusion = dyn_cast<k::FusionOp>(op))
-    return planFusion(fusion);
+    return fusion.getKind() == "gemm" ? planGemmFusion(fusion)
+                                      : planFusion(fusion);
   if (op->getDialect() != module->getContext()->getLoadedDialect("kiln") ||
       !(options.target == "cuda" ? CudaKernelEmitter::supports(op)
                                  : CpuKernelEmitter::supports(op)))
@@ -676,8 +687,20 @@ void ArtifactWriter::planMemory() {
       MemoryPlanCall call;
       call.location = step.location;
       if (step.gemm) {
-        call.buffers = {step.gemm->a, step.gemm->b, step.gemm->c};
-        call.numInputs = 2;
+        // Read: a, b and the epilogue's bias / aux inputs; written: c and
+        // the epilogue's aux / bias outputs (all live at this call).
+        const PlannedGemm &g = *step.gemm;
+        call.buffers = {g.a, g.b};
+        if (g.bias >= 0 && !g.biasWritten)
+          call.buffers.push_back(g.bias);
+        if (g.aux >= 0 && !g.auxWritten)
+          call.buffers.push_back(g.aux);
+        call.numInputs = call.buffers.size();
+        call.buffers.push_back(g.c);
+        if (g.aux >= 0 && g.auxWritten)
+          call.buffers.push_back(g.aux);
+        if (g.bias >= 0 && g.biasWritten)
+          call.buffers.push_back(g.bias);
       } else {
         call.buffers = step.buffers;
         call.numInputs = step.numInputs;

@@ -7,8 +7,8 @@
 // every other op result is an activation of its program. Reshape results are
 // views (alias_of) of their input; the optimizer and accumulation ops write
 // in place into their parameter / state / accumulator operands. One schedule
-// step per op (GemmCall for kiln.matmul, KernelCall otherwise; one KernelCall
-// per kiln.fusion), in program order; kernels come from CpuKernelEmitter or
+// step per op (GemmCall for kiln.matmul and kiln.fusion "gemm", KernelCall
+// otherwise; one KernelCall per other kiln.fusion), in program order; kernels come from CpuKernelEmitter or
 // CudaKernelEmitter, after the target. Then the static memory plan
 // (MemoryPlan.h) over the final buffers and schedules. `serialize`
 // (ArtifactSerializer.cpp) writes the flatbuffer.
@@ -83,6 +83,10 @@ private:
     bool transA, transB;
     int64_t strideA, strideB, strideC;
     bool tf32 = false; // fp32 operands may use TF32 tensor cores
+    // kiln.fusion "gemm": the epilogue and its bias / aux buffers (-1: none)
+    schema::GemmEpilogue epilogue = schema::GemmEpilogue_None;
+    int32_t bias = -1, aux = -1;
+    bool biasWritten = false, auxWritten = false;
   };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
@@ -103,6 +107,11 @@ private:
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
+  // The GemmCall of a kiln.matmul whose operands have buffers (C unset).
+  mlir::FailureOr<PlannedGemm> gemmOf(mlir::Operation *op);
+  // A kiln.fusion "gemm" (GemmEpilogueWriter.cpp): one GemmCall with an
+  // epilogue.
+  mlir::LogicalResult planGemmFusion(mlir::kiln::FusionOp fusion);
   mlir::LogicalResult planFusionMembers(mlir::kiln::FusionOp fusion);
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;

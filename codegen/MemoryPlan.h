@@ -31,7 +31,8 @@ struct MemoryPlanBuffer {
 };
 
 // One schedule entry: the buffers it touches. Kernel calls list their inputs
-// then their outputs; a GEMM lists a, b, c (numInputs = 2).
+// then their outputs; a GEMM lists a, b, c (numInputs = 2), with an epilogue
+// its bias / aux inputs after b and its aux / bias outputs after c.
 struct MemoryPlanCall {
   std::vector<uint32_t> buffers;
   size_t numInputs = 0;

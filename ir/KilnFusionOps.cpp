@@ -15,7 +15,7 @@ using namespace mlir::kiln;
 LogicalResult FusionOp::verify() {
   if (!isKnownKind(getKind()))
     return emitOpError() << "has unknown kind '" << getKind()
-                         << "' (expected pointwise, row or optimizer)";
+                         << "' (expected pointwise, row, optimizer or gemm)";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError() << "has " << getInputs().size()
@@ -50,6 +50,29 @@ LogicalResult FusionOp::verify() {
     if (op.getDialect() != getOperation()->getDialect())
       return op.emitOpError() << "cannot be in a kiln.fusion (only kiln ops "
                                  "become kernels)";
+  }
+  if (getKind() == "gemm")
+    return verifyGemmBody();
+  return success();
+}
+
+// A "gemm" kernel is one GEMM call: the matmul first, then only the ops a
+// GEMM epilogue can compute.
+LogicalResult FusionOp::verifyGemmBody() {
+  Block &body = getBody().front();
+  if (body.without_terminator().empty() ||
+      !isa<MatmulOp>(body.without_terminator().begin()))
+    return emitOpError() << "of kind gemm must begin with a kiln.matmul";
+  for (Operation &op : llvm::drop_begin(body.without_terminator())) {
+    if (isa<MatmulOp>(op))
+      return op.emitOpError()
+             << "is a second kiln.matmul in a kiln.fusion of kind gemm (one "
+                "GEMM call per kernel)";
+    if (!isa<BroadcastOp, AddOp, GeluOp, GeluGradOp, ReduceSumOp>(op))
+      return op.emitOpError()
+             << "cannot be in the epilogue of a kiln.fusion of kind gemm "
+                "(only kiln.broadcast, kiln.add, kiln.gelu, kiln.gelu_grad and "
+                "kiln.reduce_sum)";
   }
   return success();
 }

@@ -25,7 +25,15 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
       its pointwise epilogue on the row it just wrote;
     - `"optimizer"`: several kiln.adam / kiln.sgd / kiln.sgd_momentum updates
       in one multi-tensor kernel; the updated parameter and state results
-      are written in place into the buffers of the matching operands.
+      are written in place into the buffers of the matching operands;
+    - `"gemm"`: one kiln.matmul, first, and its epilogue (one GEMM call with
+      a cuBLASLt epilogue; the CPU applies it after sgemm), chosen by
+      --kiln-fuse-gemm-epilogue: a bias add (kiln.broadcast of a [N] vector
+      along the rows, kiln.add), kiln.gelu, kiln.gelu_grad (the matmul
+      result is the incoming gradient) and kiln.reduce_sum (a bias
+      gradient: of the matmul's operand over its k dimension, or of the
+      gelu_grad over the rows). Only kiln.broadcast, kiln.add, kiln.gelu,
+      kiln.gelu_grad and kiln.reduce_sum may follow the matmul.
 
     The op's location fuses the model-file locations of its members, so
     kernel names and traces still point at model lines.
@@ -44,6 +52,25 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
           : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>
     }
     ```
+
+    A GEMM with a bias and GELU epilogue that also keeps the GELU input
+    (`%pre`, the backward's gelu_grad reads it):
+
+    ```mlir
+    %y, %pre = kiln.fusion "gemm" (%x, %w, %b)
+        : (tensor<64x32xf32>, tensor<32x128xf32>, tensor<128xf32>)
+        -> (tensor<64x128xf32>, tensor<64x128xf32>) {
+    ^bb0(%x0: tensor<64x32xf32>, %w0: tensor<32x128xf32>,
+         %b0: tensor<128xf32>):
+      %p = kiln.matmul %x0, %w0 : tensor<64x32xf32>, tensor<32x128xf32>
+          -> tensor<64x128xf32>
+      %bb = kiln.broadcast %b0 dims = [1] : tensor<128xf32>
+          -> tensor<64x128xf32>
+      %s = kiln.add %p, %bb : tensor<64x128xf32>
+      %g = kiln.gelu %s : tensor<64x128xf32>
+      kiln.yield %g, %s : tensor<64x128xf32>, tensor<64x128xf32>
+    }
+    ```
   }];
   let arguments = (ins Variadic<Kiln_Tensor>:$inputs, StrAttr:$kind);
   let results = (outs Variadic<Kiln_Tensor>:$results);
@@ -56,8 +83,11 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
   let extraClassDeclaration = [{
     /// The kinds codegen knows how to emit.
     static bool isKnownKind(::llvm::StringRef kind) {
-      return kind == "pointwise" || kind == "row" || kind == "optimizer";
+      return kind == "pointwise" || kind == "row" || kind == "optimizer" ||
+             kind == "gemm";
     }
+    /// Kind "gemm": a kiln.matmul first, then only epilogue ops.
+    ::mlir::LogicalResult verifyGemmBody();
   }];
 }
 

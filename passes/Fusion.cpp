@@ -30,7 +30,13 @@
 //  4. Every group of two or more ops becomes a kiln.fusion placed at its
 //     last member: operands = values read from outside, results = values
 //     read outside plus every result of a row or optimizer op and each row
-//     op operand computed in the group (its kernel writes them).
+//     op operand computed in the group (its kernel writes them). A splat
+//     constant an element-wise member reads from outside is cloned into
+//     the group as a literal, never passed as a buffer.
+//  5. Splat constants no op reads any more are erased (else each would be
+//     a kernel writing a whole tensor of one value).
+//  kiln.fusion "gemm" (--kiln-fuse-gemm-epilogue, run before) is a GEMM
+//  call and joins no group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +135,9 @@ bool isOptimizerUpdate(Operation *op) {
 std::string whyStandalone(Operation *op) {
   if (isa<MatmulOp>(op))
     return "kiln.matmul is a GEMM call and stays a kernel of its own";
+  if (auto fusion = dyn_cast<FusionOp>(op); fusion && fusion.getKind() == "gemm")
+    return "a GEMM with its epilogue (kiln.fusion \"gemm\") is one GEMM "
+           "call and stays a kernel of its own";
   if (isa<EmbeddingOp, EmbeddingGradOp>(op))
     return op->getName().getStringRef().str() +
            " gathers rows by index and stays a kernel of its own";
@@ -182,6 +191,7 @@ public:
     for (auto &group : groups)
       if (group->ops.size() >= 2)
         materialize(*group);
+    eraseDeadSplats();
   }
 
 private:
@@ -441,8 +451,41 @@ private:
     current = newGroup(GroupKind::Optimizer, op, 0);
   }
 
-  // 4. The group as a kiln.fusion at its last member.
+  // 5. A splat constant whose readers all took it in as a literal is gone:
+  // it would otherwise be a kernel writing a full tensor of one value (the
+  // 1/sqrt(d) scale of attention: [B, H, T, T]).
+  void eraseDeadSplats() {
+    SmallVector<Operation *> dead;
+    for (Operation &op : block.without_terminator())
+      if (isSplatConstant(&op) && op.use_empty())
+        dead.push_back(&op);
+    for (Operation *op : dead)
+      op->erase();
+  }
+
+  // 4. The group as a kiln.fusion at its last member. A splat constant the
+  // group reads from outside is cloned in front of its first reader inside
+  // (a literal in the kernel) instead of becoming a buffer operand.
+  // Only element-wise readers take one (a broadcast or row op reads
+  // buffers; optimizer kernels hold updates only).
   void materialize(Group &group) {
+    for (size_t i = 0; i < group.ops.size(); ++i) {
+      Operation *op = group.ops[i];
+      if (group.kind == GroupKind::Optimizer || op == group.rowOp ||
+          !isPointwise(op) || isa<BroadcastOp>(op))
+        continue;
+      for (OpOperand &use : op->getOpOperands()) {
+        Operation *def = use.get().getDefiningOp();
+        if (!def || group.members.contains(def) || !isSplatConstant(def))
+          continue;
+        OpBuilder builder(op);
+        Operation *literal = builder.clone(*def);
+        use.set(literal->getResult(0));
+        group.ops.insert(group.ops.begin() + i, literal);
+        group.members.insert(literal);
+        ++i; // `op` moved one slot on
+      }
+    }
     llvm::SetVector<Value> inputs;
     SmallVector<Value> outputs;
     SmallVector<Location> locs;

@@ -259,6 +259,51 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
+  let summary = "Folds bias, GELU and bias-gradient epilogues into their GEMMs";
+  let description = [{
+    Wraps a kiln.matmul of @step, @update and @eval together with its
+    epilogue in a `kiln.fusion "gemm"`, which codegen turns into one GEMM
+    call with an epilogue (cuBLASLt epilogues on CUDA; on the CPU the same
+    formulas as the unfused kernels after sgemm). Matched, for GEMMs that
+    are one matrix (batch 1) with an f32 result:
+    - `add(P, broadcast(bias [N] along the rows))`, then `gelu` of it (the
+      sum is also yielded when the backward reads it: the aux output);
+    - `gelu(P)`;
+    - `gelu_grad(x, P)` and a `reduce_sum` of it over the rows (bias
+      gradient);
+    - a `reduce_sum` over the leading dims of a value the GEMM reads as its
+      k-side rows (the bias gradient of a linear layer, next to its weight
+      gradient).
+    A candidate that is refused gets `kiln.not_fused` on the matmul saying
+    why. Runs before --kiln-fusion, which leaves these kernels alone.
+
+    Before:
+    ```mlir
+    %p = kiln.matmul %x, %w : tensor<64x32xf32>, tensor<32x128xf32>
+        -> tensor<64x128xf32>
+    %bb = kiln.broadcast %b dims = [1] : tensor<128xf32> -> tensor<64x128xf32>
+    %s = kiln.add %p, %bb : tensor<64x128xf32>
+    %y = kiln.gelu %s : tensor<64x128xf32>
+    ```
+
+    After:
+    ```mlir
+    %f:2 = kiln.fusion "gemm" (%x, %w, %b) : (...) -> (...) {
+    ^bb0(%x0: tensor<64x32xf32>, %w0: tensor<32x128xf32>,
+         %b0: tensor<128xf32>):
+      %p = kiln.matmul %x0, %w0 : ...
+      %bb = kiln.broadcast %b0 dims = [1] : ...
+      %s = kiln.add %p, %bb : tensor<64x128xf32>
+      %y = kiln.gelu %s : tensor<64x128xf32>
+      kiln.yield %y, %s : tensor<64x128xf32>, tensor<64x128xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnPadDims : Pass<"kiln-pad-dims", "::mlir::ModuleOp"> {
   let summary = "Pads parameter dims to a tensor-core multiple, masking the padding";
   let description = [{

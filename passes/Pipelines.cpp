@@ -78,6 +78,9 @@ void buildOptimizerPhase(OpPassManager &pm) {
 }
 
 void buildFusionPhase(OpPassManager &pm) {
+  // GEMMs take their bias / GELU / bias-gradient epilogues first, so that
+  // the pointwise and row groups below do not claim those ops.
+  pm.addPass(createKilnFuseGemmEpilogue());
   // Group pointwise chains, row ops with their prologue/epilogue and the
   // optimizer updates into kiln.fusion kernels (kilnc --no-fusion skips it).
   pm.addPass(createKilnFusion());
@@ -103,7 +106,8 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        buildOptimizerPhase},
-      {"fusion", "ops grouped into kiln.fusion kernels (--kiln-fusion)",
+      {"fusion", "GEMM epilogues and ops grouped into kiln.fusion kernels "
+                 "(--kiln-fuse-gemm-epilogue, --kiln-fusion)",
        buildFusionPhase},
   };
   return phases;

@@ -17,7 +17,8 @@
 //      unknown); in each schedule every kernel and buffer index in range,
 //      every KernelCall's buffers matching its kernel's signature (count,
 //      dtype, elements), and every GEMM's operands large enough for
-//      m/n/k/batch/strides.
+//      m/n/k/batch/strides, its epilogue's bias / aux buffers present
+//      exactly when used, F32, of the sizes m and n imply, apart from C.
 // Messages name the offending entry and, for schedule entries, the model-file
 // location the entry came from.
 //
@@ -413,6 +414,86 @@ Status checkGemmOperand(const schema::Artifact &artifact,
   return okStatus();
 }
 
+// One epilogue buffer (`field` "bias" or "aux"): present exactly when the
+// epilogue uses it (`required`; `optional` allows -1), an F32 buffer of
+// `elements` elements, and -- when the call writes it -- in a storage of
+// its own, apart from A, B and C.
+Status checkEpilogueBuffer(const schema::Artifact &artifact,
+                           const std::vector<BufferInfo> &infos,
+                           const std::string &where,
+                           const schema::GemmCall &gemm, const char *field,
+                           int32_t index, bool used, bool optional,
+                           int64_t elements, bool written) {
+  const char *epilogue = schema::EnumNameGemmEpilogue(gemm.epilogue());
+  if (!used) {
+    if (index != -1)
+      return invalidArgument(where, ": GemmCall with epilogue ", epilogue,
+                             " has ", field, " buffer ", index,
+                             " (expected -1: the epilogue uses no ", field,
+                             ")");
+    return okStatus();
+  }
+  if (index == -1 && optional)
+    return okStatus();
+  uint32_t count = artifact.buffers()->size();
+  if (index < 0 || static_cast<uint32_t>(index) >= count)
+    return invalidArgument(where, ": GemmCall epilogue ", epilogue, " ",
+                           field, " is buffer ", index,
+                           ", but the artifact has ", count, " buffers");
+  const schema::Buffer &buffer = *artifact.buffers()->Get(index);
+  if (buffer.dtype() != schema::DType_F32 || infos[index].elements != elements)
+    return invalidArgument(
+        where, ": GemmCall epilogue ", epilogue, " ", field, " (buffer ",
+        index, " '", bufferName(buffer), "') has ", infos[index].elements,
+        " elements of ", schema::EnumNameDType(buffer.dtype()), ", expected ",
+        elements, " of F32 (m=", gemm.m(), " n=", gemm.n(), ")");
+  // C is written while the epilogue reads or writes this buffer, and a
+  // written one must not clobber A or B.
+  uint32_t storage = infos[index].storage;
+  if (storage == infos[gemm.c()].storage ||
+      (written && (storage == infos[gemm.a()].storage ||
+                   storage == infos[gemm.b()].storage)))
+    return invalidArgument(where, ": GemmCall epilogue ", epilogue, " ",
+                           written ? "writes" : "reads", " ", field,
+                           " in the storage of ",
+                           written ? "A, B or C" : "C");
+  return okStatus();
+}
+
+// The epilogue's buffers (artifact.fbs, GemmEpilogue): bias [N] (or [M] for
+// BgradA), aux [M, N]; epilogues need one matrix (batch 1).
+Status checkGemmEpilogue(const schema::Artifact &artifact,
+                         const std::vector<BufferInfo> &infos,
+                         const std::string &where,
+                         const schema::GemmCall &gemm) {
+  using E = schema::GemmEpilogue;
+  E e = gemm.epilogue();
+  if (e < schema::GemmEpilogue_MIN || e > schema::GemmEpilogue_MAX)
+    return invalidArgument(where, ": GemmCall has unknown epilogue ",
+                           static_cast<int>(e));
+  if (e != schema::GemmEpilogue_None && gemm.batch() != 1)
+    return invalidArgument(where, ": GemmCall epilogue ",
+                           schema::EnumNameGemmEpilogue(e), " with batch ",
+                           gemm.batch(), " (epilogues need batch 1)");
+  bool readsBias = e == schema::GemmEpilogue_Bias ||
+                   e == schema::GemmEpilogue_BiasGelu;
+  bool writesBias = e == schema::GemmEpilogue_DgeluBgrad ||
+                    e == schema::GemmEpilogue_BgradA ||
+                    e == schema::GemmEpilogue_BgradB;
+  bool writesAux = e == schema::GemmEpilogue_Gelu ||
+                   e == schema::GemmEpilogue_BiasGelu;
+  bool readsAux = e == schema::GemmEpilogue_Dgelu ||
+                  e == schema::GemmEpilogue_DgeluBgrad;
+  int64_t biasElements = e == schema::GemmEpilogue_BgradA ? gemm.m() : gemm.n();
+  KILN_RETURN_IF_ERROR(checkEpilogueBuffer(
+      artifact, infos, where, gemm, "bias", gemm.bias(),
+      readsBias || writesBias, false, biasElements, writesBias));
+  KILN_RETURN_IF_ERROR(checkEpilogueBuffer(
+      artifact, infos, where, gemm, "aux", gemm.aux(), readsAux || writesAux,
+      writesAux, gemm.m() * gemm.n(), writesAux));
+  return okStatus();
+}
+
 Status checkGemm(const schema::Artifact &artifact,
                  const std::vector<BufferInfo> &infos, const std::string &where,
                  const schema::GemmCall &gemm) {
@@ -451,7 +532,7 @@ Status checkGemm(const schema::Artifact &artifact,
   if (infos[gemm.a()].storage == cStorage || infos[gemm.b()].storage == cStorage)
     return invalidArgument(where, ": GemmCall writes C into the storage of "
                                   "one of its inputs");
-  return okStatus();
+  return checkGemmEpilogue(artifact, infos, where, gemm);
 }
 
 Status checkSchedule(const schema::Artifact &artifact,

@@ -53,6 +53,12 @@ void forEachTouched(const schema::Step &step, Visit visit) {
     visit(gemm->a());
     visit(gemm->b());
     visit(gemm->c());
+    // Epilogue buffers are read (bias, gelu input) or written (gelu input,
+    // bias gradient) by the same call: they are live at this entry too.
+    if (gemm->bias() >= 0)
+      visit(static_cast<uint32_t>(gemm->bias()));
+    if (gemm->aux() >= 0)
+      visit(static_cast<uint32_t>(gemm->aux()));
   }
 }
 

@@ -65,6 +65,20 @@ Executor::Call Executor::resolve(const Artifact &artifact,
     call.gemm.a = call.wideA.data();
     call.gemm.b = call.wideB.data();
   }
+  // The verifier checked the epilogue's buffers (present when used, F32,
+  // sized for m and n, batch 1).
+  GemmEpilogueArgs &e = call.epilogue;
+  e.kind = g->epilogue();
+  e.a = call.gemm.a;
+  e.b = call.gemm.b;
+  e.c = call.gemm.c;
+  e.bias = g->bias() >= 0 ? arena.as<float>(g->bias()) : nullptr;
+  e.aux = g->aux() >= 0 ? arena.as<float>(g->aux()) : nullptr;
+  e.m = call.gemm.m;
+  e.n = call.gemm.n;
+  e.k = call.gemm.k;
+  e.transA = call.gemm.transA;
+  e.transB = call.gemm.transB;
   return call;
 }
 
@@ -126,6 +140,7 @@ void Executor::call(const Call &call) {
                 g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
                 g.c + b * g.strideC, g.n);
   }
+  applyGemmEpilogue(call.epilogue);
 }
 
 } // namespace kiln::rt::cpu

@@ -2,7 +2,8 @@
 //
 // Each program ("step", "update", "eval") is a flat list: KernelCall
 // entries call a generated kernel with its buffer pointers; GemmCall entries
-// call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first). Argument arrays are resolved once at construction so
+// call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first), then
+// their epilogue (GemmEpilogue.h). Argument arrays are resolved once at construction so
 // running a program is just a loop of indirect calls. The executor fills
 // nothing itself: the training session writes inputs, learning rate and
 // step count into the arena before running a program.
@@ -14,6 +15,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/cpu/Arena.h"
+#include "runtime/cpu/GemmEpilogue.h"
 #include "runtime/cpu/KernelCompiler.h"
 
 #include <vector>
@@ -56,6 +58,7 @@ private:
     KernelEntry kernel = nullptr; // set for a KernelCall
     std::vector<void *> buffers;  // KernelCall arguments
     GemmArgs gemm{};              // used when kernel is null
+    GemmEpilogueArgs epilogue{};  // after the GEMM (kind None: nothing)
     // bf16 GEMM operands, widened into wideA/wideB (gemm.a/b point there)
     // before each call.
     const uint16_t *bf16A = nullptr, *bf16B = nullptr;

@@ -23,7 +23,9 @@ namespace kiln::schema {
 //    memory_plan, Kernel.elementwise), GemmCall.tf32 and bf16 GEMM operands,
 //    Buffer.logical_shape (padded dims), CUDA kernels (Kernel.launch,
 //    Artifact.archs).
-constexpr uint32_t kArtifactVersion = 4;
+// 5: GemmCall.epilogue, bias, aux (a GEMM may read a bias / gelu input and
+//    write a gelu input / bias gradient besides C).
+constexpr uint32_t kArtifactVersion = 5;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

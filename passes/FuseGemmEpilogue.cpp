@@ -1,0 +1,429 @@
+//===- FuseGemmEpilogue.cpp - GEMMs with their bias / GELU epilogues ------===//
+//
+// A separate pass from --kiln-fusion (and run just before it) because the
+// rule is different: not a group growing over element-wise loops, but a
+// match on one GEMM's operands and result, whose outcome is one GEMM call
+// with a cuBLASLt epilogue (the CPU applies the same formulas after sgemm).
+//
+// Algorithm, for each of @step, @update and @eval (single-block bodies). A
+// matmul qualifies when it is one GEMM matrix (batch 1 after codegen folds
+// a shared [K, N] rhs into the rows) with an f32 result:
+//  1. forward, P = matmul(...) read only by
+//       a. add(P, broadcast(bias [N] along the rows)) -> Bias, then, when the
+//          sum S is read by a gelu G and every other reader of S runs after
+//          G: + gelu -> BiasGelu (S yielded too when read outside: the aux
+//          output, the backward's gelu input);
+//       b. gelu(P) -> Gelu (P yielded as the aux output when read outside);
+//  2. backward, gelu_grad(x, P) with P read only there -> Dgelu (x is the
+//     aux input), and + a reduce_sum of its result over the leading dims
+//     (the bias gradient) -> DgeluBgrad;
+//  3. a reduce_sum R of X over its leading dims (a bias gradient) where a
+//     qualifying matmul reads X (or a reshape of the same value) as its k-side
+//     rows -- rhs [K, N] or transposed lhs [K, M] -- with the same last dim:
+//     the GEMM reduces that operand over k -> BgradB / BgradA.
+//  A group is placed at its last member; it is refused when a value it
+//  yields is read by an op before that point. Refused candidates get
+//  `kiln.not_fused` on the matmul with the reason (fusion.txt lists them).
+//  4. Each group becomes kiln.fusion "gemm": the matmul first, then the
+//     epilogue ops, yielding the values read outside.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusionReport.h"
+#include "passes/Passes.h"
+
+#include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNFUSEGEMMEPILOGUE
+#include "passes/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+bool isF32(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType().isF32();
+}
+
+// Why `matmul` cannot carry an epilogue ("" when it can): codegen makes one
+// GEMM matrix of it only when the batch folds into the rows (shared rank-2
+// rhs, untransposed lhs) or there is no batch.
+std::string whyNoEpilogue(MatmulOp matmul) {
+  if (!isF32(matmul.getResult()))
+    return "the GEMM result is not f32";
+  ArrayRef<int64_t> res = shapeOf(matmul.getResult());
+  int64_t batch = 1;
+  for (int64_t d : res.drop_back(2))
+    batch *= d;
+  bool folds = shapeOf(matmul.getRhs()).size() == 2 && !matmul.getTransposeLhs();
+  if (batch > 1 && !folds)
+    return "a batched GEMM (batch " + std::to_string(batch) +
+           ") has no epilogue: the bias and aux are per matrix";
+  return "";
+}
+
+// The value under a chain of reshapes (views of the same storage).
+Value rootOf(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+// True when `sum` reduces every dim of its input but the last ([.., C] ->
+// [C]): a bias gradient.
+bool isRowsSum(ReduceSumOp sum) {
+  ArrayRef<int64_t> shape = shapeOf(sum.getInput());
+  ArrayRef<int64_t> dims = sum.getDims();
+  if (shape.size() < 2 || dims.size() != shape.size() - 1)
+    return false;
+  for (auto [i, d] : llvm::enumerate(dims))
+    if (d != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+// `v` broadcast along the rows: a [N] vector to [..., N] (dims = [rank-1]).
+Value rowBias(Value v) {
+  auto bcast = v.getDefiningOp<BroadcastOp>();
+  if (!bcast)
+    return nullptr;
+  ArrayRef<int64_t> in = shapeOf(bcast.getInput());
+  ArrayRef<int64_t> out = shapeOf(bcast.getResult());
+  ArrayRef<int64_t> dims = bcast.getDims();
+  if (in.size() != 1 || dims.size() != 1 ||
+      dims[0] != static_cast<int64_t>(out.size()) - 1 || in[0] != out.back())
+    return nullptr;
+  return bcast.getResult();
+}
+
+// One GEMM and its epilogue ops, in block order once sorted.
+struct GemmGroup {
+  MatmulOp matmul;
+  SmallVector<Operation *> epilogue; // in the order they compute
+  // bias gradient of an operand: the reduce_sum to replace and the operand
+  // index (0 lhs, 1 rhs) the GEMM reduces over k.
+  ReduceSumOp operandSum;
+  unsigned sumOperand = 0;
+};
+
+class GemmEpilogueFuser {
+public:
+  explicit GemmEpilogueFuser(func::FuncOp func)
+      : block(func.getBody().front()) {}
+
+  void run() {
+    SmallVector<MatmulOp> matmuls;
+    for (Operation &op : block.without_terminator())
+      if (auto matmul = dyn_cast<MatmulOp>(op))
+        matmuls.push_back(matmul);
+    SmallVector<GemmGroup> groups;
+    // 1 and 2: the matmul's own result.
+    for (MatmulOp matmul : matmuls)
+      if (std::optional<GemmGroup> group = matchResultEpilogue(matmul)) {
+        claimed.insert(matmul);
+        groups.push_back(*group);
+      }
+    // 3: bias gradients of an operand, for matmuls still without epilogue.
+    SmallVector<ReduceSumOp> sums;
+    for (Operation &op : block.without_terminator())
+      if (auto sum = dyn_cast<ReduceSumOp>(op))
+        if (!claimed.contains(sum) && isRowsSum(sum) && isF32(sum.getInput()))
+          sums.push_back(sum);
+    for (ReduceSumOp sum : sums)
+      if (std::optional<GemmGroup> group = matchOperandSum(sum, matmuls)) {
+        claimed.insert(group->matmul);
+        claimed.insert(sum);
+        groups.push_back(*group);
+      }
+    for (GemmGroup &group : groups)
+      materialize(group);
+  }
+
+private:
+  // Records on the matmul why `consumer` did not become its epilogue.
+  void refuse(Operation *matmul, Operation *consumer, StringRef reason) {
+    std::string text = ("into " + consumer->getName().getStringRef() + " at " +
+                        modelLocation(consumer->getLoc()) +
+                        " as a GEMM epilogue: " + reason)
+                           .str();
+    if (auto old = matmul->getAttrOfType<StringAttr>(kNotFusedAttrName))
+      text = old.getValue().str() + "; " + text;
+    matmul->setAttr(kNotFusedAttrName,
+                    StringAttr::get(matmul->getContext(), text));
+  }
+
+  // The last op of `ops` in block order.
+  static Operation *lastOf(ArrayRef<Operation *> ops) {
+    Operation *last = ops.front();
+    for (Operation *op : ops)
+      if (last->isBeforeInBlock(op))
+        last = op;
+    return last;
+  }
+
+  // The first reader outside `ops` of a value of `ops` that runs before the
+  // group's place (its last member), or null: such a reader would need the
+  // value before the fused GEMM computes it.
+  // The bias broadcast is cloned into the kernel, never moved: its other
+  // readers keep it.
+  static Operation *earlyReader(ArrayRef<Operation *> ops) {
+    Operation *last = lastOf(ops);
+    for (Operation *op : ops) {
+      if (isa<BroadcastOp>(op))
+        continue;
+      for (Operation *user : op->getUsers())
+        if (!llvm::is_contained(ops, user) && user->isBeforeInBlock(last))
+          return user;
+    }
+    return nullptr;
+  }
+
+  static bool onlyReader(Value v, Operation *reader) {
+    return llvm::all_of(v.getUsers(),
+                        [&](Operation *user) { return user == reader; });
+  }
+
+  // 1 and 2.
+  std::optional<GemmGroup> matchResultEpilogue(MatmulOp matmul) {
+    Value p = matmul.getResult();
+    AddOp add;
+    GeluOp gelu;
+    GeluGradOp geluGrad;
+    for (Operation *user : p.getUsers()) {
+      if (auto a = dyn_cast<AddOp>(user); a && !add)
+        add = a;
+      if (auto g = dyn_cast<GeluOp>(user); g && !gelu)
+        gelu = g;
+      if (auto g = dyn_cast<GeluGradOp>(user); g && !geluGrad && g.getGrad() == p)
+        geluGrad = g;
+    }
+    Operation *consumer = add      ? add.getOperation()
+                          : gelu   ? gelu.getOperation()
+                                   : geluGrad.getOperation();
+    if (!consumer)
+      return std::nullopt;
+    if (add)
+      gelu = nullptr, geluGrad = nullptr;
+    else if (gelu)
+      geluGrad = nullptr;
+    if (std::string why = whyNoEpilogue(matmul); !why.empty()) {
+      refuse(matmul, consumer, why);
+      return std::nullopt;
+    }
+    GemmGroup group{matmul, {}, nullptr, 0};
+    if (add) {
+      Value other = add.getLhs() == p ? add.getRhs() : add.getLhs();
+      if (!rowBias(other) || add.getLhs() == add.getRhs()) {
+        refuse(matmul, add,
+               "the other operand is not a [N] vector broadcast along the "
+               "rows (a bias per output column)");
+        return std::nullopt;
+      }
+      if (!onlyReader(p, add)) {
+        refuse(matmul, add,
+               "the GEMM result is also read elsewhere, and no epilogue "
+               "writes the product before the bias");
+        return std::nullopt;
+      }
+      group.epilogue = {other.getDefiningOp(), add};
+      // + gelu of the sum, when the sum is needed by nothing earlier.
+      Value s = add.getResult();
+      auto geluUsers = llvm::make_filter_range(
+          s.getUsers(), [](Operation *u) { return isa<GeluOp>(u); });
+      if (!geluUsers.empty()) {
+        Operation *g = *geluUsers.begin();
+        SmallVector<Operation *> trial{matmul, other.getDefiningOp(), add, g};
+        if (Operation *early = earlyReader(trial))
+          refuse(matmul, g,
+                 (early->getName().getStringRef() + " at " +
+                  modelLocation(early->getLoc()) +
+                  " reads the gelu input before the gelu runs")
+                     .str());
+        else
+          group.epilogue.push_back(g);
+      }
+    } else if (gelu) {
+      group.epilogue = {gelu};
+    } else {
+      if (!onlyReader(p, geluGrad)) {
+        refuse(matmul, geluGrad,
+               "the incoming gradient is also read elsewhere, and DGELU "
+               "writes only its product with gelu'");
+        return std::nullopt;
+      }
+      group.epilogue = {geluGrad};
+      // + the bias gradient: a sum of gelu_grad over the rows.
+      for (Operation *user : geluGrad.getResult().getUsers()) {
+        auto sum = dyn_cast<ReduceSumOp>(user);
+        if (!sum || !isRowsSum(sum) || claimed.contains(sum))
+          continue;
+        SmallVector<Operation *> trial{matmul, geluGrad, sum};
+        if (earlyReader(trial))
+          continue;
+        group.epilogue.push_back(sum);
+        claimed.insert(sum);
+        break;
+      }
+    }
+    SmallVector<Operation *> members{matmul};
+    members.append(group.epilogue);
+    if (Operation *early = earlyReader(members)) {
+      refuse(matmul, consumer,
+             (early->getName().getStringRef() + " at " +
+              modelLocation(early->getLoc()) +
+              " reads a value of the group before the fused GEMM would run")
+                 .str());
+      return std::nullopt;
+    }
+    return group;
+  }
+
+  // 3. The first matmul without epilogue that reads sum's input (or a view
+  // of it with the same last dim) as its k-side rows.
+  std::optional<GemmGroup> matchOperandSum(ReduceSumOp sum,
+                                           ArrayRef<MatmulOp> matmuls) {
+    Value x = sum.getInput();
+    for (MatmulOp matmul : matmuls) {
+      if (claimed.contains(matmul) || !whyNoEpilogue(matmul).empty())
+        continue;
+      // rhs [K, N] untransposed, or lhs [K, M] transposed: rows are k.
+      std::optional<unsigned> operand;
+      if (!matmul.getTransposeRhs() && rootOf(matmul.getRhs()) == rootOf(x))
+        operand = 1;
+      else if (matmul.getTransposeLhs() &&
+               rootOf(matmul.getLhs()) == rootOf(x))
+        operand = 0;
+      if (!operand)
+        continue;
+      Value v = matmul->getOperand(*operand);
+      if (shapeOf(v).size() != 2 || shapeOf(v).back() != shapeOf(x).back() ||
+          !isF32(v))
+        continue;
+      SmallVector<Operation *> members{matmul, sum};
+      if (Operation *early = earlyReader(members)) {
+        refuse(matmul, sum,
+               (early->getName().getStringRef() + " at " +
+                modelLocation(early->getLoc()) +
+                " reads a value of the group before the fused GEMM would run")
+                   .str());
+        continue;
+      }
+      return GemmGroup{matmul, {}, sum, *operand};
+    }
+    return std::nullopt;
+  }
+
+  // 4. kiln.fusion "gemm" at the group's last member.
+  void materialize(GemmGroup &group) {
+    // body: the ops cloned into the kernel; members: the ops it replaces
+    // (the bias broadcast is cloned, and erased only when nothing else
+    // reads it).
+    SmallVector<Operation *> body{group.matmul};
+    body.append(group.epilogue);
+    SmallVector<Operation *> members;
+    for (Operation *op : body)
+      if (!isa<BroadcastOp>(op))
+        members.push_back(op);
+    if (group.operandSum)
+      members.push_back(group.operandSum);
+    Operation *last = lastOf(members);
+
+    // Inputs: what the body reads from outside, in the order it reads them.
+    llvm::SetVector<Value> inputs;
+    for (Operation *op : body)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || !llvm::is_contained(body, def))
+          inputs.insert(v);
+      }
+
+    // Outputs: every member value read outside the group.
+    SmallVector<Value> outputs;
+    for (Operation *op : members)
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+              return !llvm::is_contained(members, u);
+            }))
+          outputs.push_back(r);
+
+    MLIRContext *ctx = block.getParentOp()->getContext();
+    OpBuilder builder(ctx);
+    builder.setInsertionPointAfter(last);
+    SmallVector<Location> locs;
+    for (Operation *op : members)
+      locs.push_back(op->getLoc());
+    SmallVector<Type> types;
+    for (Value v : outputs)
+      types.push_back(v.getType());
+    auto fusion = builder.create<FusionOp>(FusedLoc::get(ctx, locs), types,
+                                           inputs.getArrayRef(),
+                                           builder.getStringAttr("gemm"));
+    Block *entry = new Block();
+    fusion.getBody().push_back(entry);
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, entry->addArgument(v.getType(), v.getLoc()));
+    builder.setInsertionPointToEnd(entry);
+    for (Operation *op : body)
+      builder.clone(*op, map);
+    if (ReduceSumOp sum = group.operandSum) {
+      // The bias gradient over the operand the GEMM reads (same elements
+      // in the same row-major order: a view of the summed value).
+      Value operand = map.lookup(group.matmul->getOperand(group.sumOperand));
+      auto cloned = builder.create<ReduceSumOp>(
+          sum.getLoc(), sum.getResult().getType(), operand,
+          builder.getDenseI64ArrayAttr({0}));
+      map.map(sum.getResult(), cloned.getResult());
+    }
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    builder.create<YieldOp>(fusion.getLoc(), yielded);
+    for (auto [v, result] : llvm::zip(outputs, fusion.getResults()))
+      v.replaceAllUsesWith(result);
+    // Members in reverse block order: each one's readers are gone first.
+    llvm::sort(members,
+               [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+    for (Operation *op : members)
+      if (op->use_empty())
+        op->erase();
+    for (Operation *op : body)
+      if (isa<BroadcastOp>(op) && op->use_empty())
+        op->erase();
+  }
+
+  Block &block;
+  llvm::SmallPtrSet<Operation *, 16> claimed;
+};
+
+struct KilnFuseGemmEpiloguePass
+    : public mlir::kiln::impl::KilnFuseGemmEpilogueBase<
+          KilnFuseGemmEpiloguePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (StringRef name :
+         {kStepFunctionName, kUpdateFunctionName, kEvalFunctionName}) {
+      auto func = getOperation().lookupSymbol<func::FuncOp>(name);
+      if (!func || !func.getBody().hasOneBlock())
+        continue;
+      GemmEpilogueFuser(func).run();
+    }
+  }
+};
+
+} // namespace
