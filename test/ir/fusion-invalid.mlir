@@ -84,7 +84,7 @@ func.func @foreign(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // Tests that the kind is one codegen knows.
 func.func @kind(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{has unknown kind 'vertical' (expected pointwise, row or optimizer)}}
+  // expected-error @+1 {{has unknown kind 'vertical' (expected pointwise, row, optimizer or gemm)}}
   %r = kiln.fusion "vertical" (%a) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     %e = kiln.exp %x : tensor<4xf32>
@@ -104,4 +104,45 @@ func.func @captured(%a: tensor<4xf32>) -> tensor<4xf32> {
     kiln.yield %e : tensor<4xf32>
   }
   return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a kiln.fusion of kind gemm begins with its kiln.matmul.
+func.func @gemm_no_matmul(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{of kind gemm must begin with a kiln.matmul}}
+  %r = kiln.fusion "gemm" (%a) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: tensor<4x8xf32>):
+    %g = kiln.gelu %x : tensor<4x8xf32>
+    kiln.yield %g : tensor<4x8xf32>
+  }
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a kiln.fusion of kind gemm holds one GEMM call.
+func.func @gemm_two_matmuls(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %r = kiln.fusion "gemm" (%a) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%x: tensor<4x4xf32>):
+    %p = kiln.matmul %x, %x : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+    // expected-error @+1 {{is a second kiln.matmul in a kiln.fusion of kind gemm}}
+    %q = kiln.matmul %p, %x : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+    kiln.yield %q : tensor<4x4xf32>
+  }
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that only epilogue ops may follow the matmul of a gemm kernel.
+func.func @gemm_bad_epilogue(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %r = kiln.fusion "gemm" (%a) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%x: tensor<4x4xf32>):
+    %p = kiln.matmul %x, %x : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+    // expected-error @+1 {{cannot be in the epilogue of a kiln.fusion of kind gemm}}
+    %e = kiln.exp %p : tensor<4x4xf32>
+    kiln.yield %e : tensor<4x4xf32>
+  }
+  return %r : tensor<4x4xf32>
 }

@@ -1,0 +1,190 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse-gemm-epilogue | FileCheck %s
+
+// Tests that matmul + bias (a [N] vector broadcast along the rows) + gelu
+// becomes one "gemm" kernel, and that the gelu input, read again by the
+// backward's gelu_grad, is yielded as the kernel's aux output.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0(%[[X:[^:]*]]: tensor<2x4x8xf32>, %[[W:[^:]*]]: tensor<8x16xf32>, %[[B:[^:]*]]: tensor<16xf32>):
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[X]], %[[W]]
+// CHECK-NEXT: %[[BB:.*]] = kiln.broadcast %[[B]] dims = [2]
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[P]], %[[BB]]
+// CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[S]]
+// CHECK-NEXT: kiln.yield %[[S]], %[[G]]
+// CHECK: kiln.gelu_grad %[[F]]#0, %arg3
+// CHECK: return %[[F]]#1
+func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
+                %dy: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %bb = kiln.broadcast %b dims = [2] : tensor<16xf32> -> tensor<2x4x16xf32>
+  %s = kiln.add %p, %bb : tensor<2x4x16xf32>
+  %g = kiln.gelu %s : tensor<2x4x16xf32>
+  %d = kiln.gelu_grad %s, %dy : tensor<2x4x16xf32>
+  return %g, %d : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that the bias may be the add's first operand, and that without a
+// gelu the kernel is matmul + bias only, yielding just the sum.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK: kiln.matmul
+// CHECK-NEXT: %[[BB:.*]] = kiln.broadcast
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[BB]], %{{.*}}
+// CHECK-NEXT: kiln.yield %[[S]] : tensor<4x16xf32>
+// CHECK: return %[[F]]
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
+    -> tensor<4x16xf32> {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+  %s = kiln.add %bb, %p : tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a gelu without a bias is an epilogue of its own (GELU), the
+// product yielded as the aux output because the backward reads it.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul
+// CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[P]]
+// CHECK-NEXT: kiln.yield %[[P]], %[[G]]
+// CHECK: kiln.gelu_grad %[[F]]#0
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %dy: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %g = kiln.gelu %p : tensor<4x16xf32>
+  %d = kiln.gelu_grad %p, %dy : tensor<4x16xf32>
+  return %g, %d : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Tests the backward of a linear layer with GELU: the GEMM producing the
+// incoming gradient takes gelu_grad (DGELU, the forward's gelu input read as
+// the aux input) and the bias gradient, the sum of the result over the rows
+// (DGELU_BGRAD); the weight-gradient GEMM takes the bias gradient of its
+// rhs, the output gradient dY (BGRADB), summed over k = the rows of dY.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[D:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0(%[[DY:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[PRE:[^:]*]]: tensor<4x16xf32>):
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[DY]], %[[W]] {transpose_rhs = true}
+// CHECK-NEXT: %[[GG:.*]] = kiln.gelu_grad %[[PRE]], %[[P]]
+// CHECK-NEXT: %[[DB:.*]] = kiln.reduce_sum %[[GG]] dims = [0]
+// CHECK-NEXT: kiln.yield %[[GG]], %[[DB]]
+// CHECK: %[[W2:.*]]:2 = kiln.fusion "gemm" (%arg3, %arg0)
+// CHECK-NEXT: ^bb0(%[[H:[^:]*]]: tensor<4x16xf32>, %[[DY2:[^:]*]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[DW:.*]] = kiln.matmul %[[H]], %[[DY2]] {transpose_lhs = true}
+// CHECK-NEXT: %[[DB2:.*]] = kiln.reduce_sum %[[DY2]] dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK-NEXT: kiln.yield %[[DW]], %[[DB2]]
+// CHECK: return %[[D]]#0, %[[D]]#1, %[[W2]]#0, %[[W2]]#1
+func.func @step(%dy: tensor<4x8xf32>, %w: tensor<16x8xf32>, %pre: tensor<4x16xf32>,
+                %h: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<16xf32>, tensor<16x8xf32>, tensor<8xf32>) {
+  %db2 = kiln.reduce_sum %dy dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %gg = kiln.gelu_grad %pre, %p : tensor<4x16xf32>
+  %db = kiln.reduce_sum %gg dims = [0] : tensor<4x16xf32> -> tensor<16xf32>
+  %dw = kiln.matmul %h, %dy {transpose_lhs = true} : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
+  return %gg, %db, %dw, %db2 : tensor<4x16xf32>, tensor<16xf32>, tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that the bias gradient of an output gradient [B, T, N] is found
+// through reshapes: the GEMM reads dY as [B*T, N] and sums its rows.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[V:.*]] = kiln.reshape %arg0 : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg1, %[[V]])
+// CHECK: kiln.reduce_sum %{{.*}} dims = [0] : tensor<8x8xf32> -> tensor<8xf32>
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @step(%dy: tensor<2x4x8xf32>, %h: tensor<8x16xf32>)
+    -> (tensor<16x8xf32>, tensor<8xf32>) {
+  %db = kiln.reduce_sum %dy dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  %v = kiln.reshape %dy : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %dw = kiln.matmul %h, %v {transpose_lhs = true} : tensor<8x16xf32>, tensor<8x8xf32> -> tensor<16x8xf32>
+  return %dw, %db : tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that a bias broadcast along the columns (a [M] vector, dims = [0])
+// is no GEMM epilogue: nothing is fused and the matmul says why.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.matmul {{.*}}kiln.not_fused = "into kiln.add at {{.*}} as a GEMM epilogue: the other operand is not a [N] vector broadcast along the rows
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %c: tensor<4xf32>)
+    -> tensor<4x16xf32> {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %cc = kiln.broadcast %c dims = [0] : tensor<4xf32> -> tensor<4x16xf32>
+  %s = kiln.add %p, %cc : tensor<4x16xf32>
+  return %s : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a product also read before its bias add (an activation metric
+// of the GEMM output) is not fused: no epilogue writes the product before
+// the bias, so the kernel would have nothing to give that reader.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.matmul {{.*}}kiln.not_fused = "into kiln.add at {{.*}} as a GEMM epilogue: the GEMM result is also read elsewhere
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %sq = kiln.mul %p, %p : tensor<4x16xf32>
+  %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+  %s = kiln.add %p, %bb : tensor<4x16xf32>
+  return %s, %sq : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the gelu stays out when its input is read before the gelu runs
+// (the kernel sits at its last member): matmul + bias still fuse.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = kiln.fusion "gemm"
+// CHECK-NOT: kiln.gelu %
+// CHECK: kiln.yield
+// CHECK: kiln.tanh %[[F]]
+// CHECK: kiln.gelu %[[F]]
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+  %s = kiln.add %p, %bb : tensor<4x16xf32>
+  %t = kiln.tanh %s : tensor<4x16xf32>
+  %g = kiln.gelu %s : tensor<4x16xf32>
+  return %g, %t : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a batched GEMM (batch 2, per-batch rhs) gets no epilogue: the
+// bias and aux of a cuBLASLt epilogue are per matrix.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.matmul {{.*}}kiln.not_fused = "into kiln.gelu at {{.*}} as a GEMM epilogue: a batched GEMM (batch 2) has no epilogue
+func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<2x8x16xf32>) -> tensor<2x4x16xf32> {
+  %p = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+  %g = kiln.gelu %p : tensor<2x4x16xf32>
+  return %g : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that a sum over the rows of a GEMM's lhs that the GEMM does not
+// reduce over k (dX = dY W^T reads dY as [M, K] with k = the columns) is no
+// bias-gradient epilogue of that GEMM.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.reduce_sum
+func.func @step(%dy: tensor<4x8xf32>, %w: tensor<16x8xf32>)
+    -> (tensor<4x16xf32>, tensor<8xf32>) {
+  %db = kiln.reduce_sum %dy dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %dx = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  return %dx, %db : tensor<4x16xf32>, tensor<8xf32>
+}
