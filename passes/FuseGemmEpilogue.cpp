@@ -21,6 +21,8 @@
 //     qualifying matmul reads X (or a reshape of the same value) as its k-side
 //     rows -- rhs [K, N] or transposed lhs [K, M] -- with the same last dim:
 //     the GEMM reduces that operand over k -> BgradB / BgradA.
+//  GELU epilogues that keep or read the gelu input (aux) need N % 8 == 0
+//  (cuBLASLt's aux leading dimension).
 //  A group is placed at its last member; it is refused when a value it
 //  yields is read by an op before that point. Refused candidates get
 //  `kiln.not_fused` on the matmul with the reason (fusion.txt lists them).
@@ -74,6 +76,14 @@ std::string whyNoEpilogue(MatmulOp matmul) {
     return "a batched GEMM (batch " + std::to_string(batch) +
            ") has no epilogue: the bias and aux are per matrix";
   return "";
+}
+
+// cuBLASLt needs the GELU aux matrix's leading dimension (N, the output
+// columns) divisible by 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
+constexpr int64_t kAuxLdMultiple = 8;
+
+bool auxLdOk(Value product) {
+  return shapeOf(product).back() % kAuxLdMultiple == 0;
 }
 
 // The value under a chain of reshapes (views of the same storage).
@@ -247,7 +257,13 @@ private:
       if (!geluUsers.empty()) {
         Operation *g = *geluUsers.begin();
         SmallVector<Operation *> trial{matmul, other.getDefiningOp(), add, g};
-        if (Operation *early = earlyReader(trial))
+        bool needsAux = llvm::any_of(
+            s.getUsers(), [&](Operation *u) { return u != g; });
+        if (needsAux && !auxLdOk(s))
+          refuse(matmul, g,
+                 "the gelu input is read again (an aux output) and cuBLASLt "
+                 "needs its N divisible by 8");
+        else if (Operation *early = earlyReader(trial))
           refuse(matmul, g,
                  (early->getName().getStringRef() + " at " +
                   modelLocation(early->getLoc()) +
@@ -257,8 +273,20 @@ private:
           group.epilogue.push_back(g);
       }
     } else if (gelu) {
+      if (!onlyReader(p, gelu) && !auxLdOk(p)) {
+        refuse(matmul, gelu,
+               "the gelu input is read again (an aux output) and cuBLASLt "
+               "needs its N divisible by 8");
+        return std::nullopt;
+      }
       group.epilogue = {gelu};
     } else {
+      if (!auxLdOk(p)) {
+        refuse(matmul, geluGrad,
+               "DGELU reads the gelu input as an aux matrix and cuBLASLt "
+               "needs its N divisible by 8");
+        return std::nullopt;
+      }
       if (!onlyReader(p, geluGrad)) {
         refuse(matmul, geluGrad,
                "the incoming gradient is also read elsewhere, and DGELU "

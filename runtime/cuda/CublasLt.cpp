@@ -64,11 +64,79 @@ Status createLayout(const CublasLt &lt, const ColumnMajorMatrix &m,
                   where);
 }
 
+cublasLtEpilogue_t ltEpilogue(LtEpilogue kind) {
+  switch (kind) {
+  case LtEpilogue::Default:
+    return CUBLASLT_EPILOGUE_DEFAULT;
+  case LtEpilogue::Bias:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case LtEpilogue::Gelu:
+    return CUBLASLT_EPILOGUE_GELU;
+  case LtEpilogue::GeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX;
+  case LtEpilogue::GeluBias:
+    return CUBLASLT_EPILOGUE_GELU_BIAS;
+  case LtEpilogue::GeluAuxBias:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case LtEpilogue::Dgelu:
+    return CUBLASLT_EPILOGUE_DGELU;
+  case LtEpilogue::DgeluBgrad:
+    return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  case LtEpilogue::BgradA:
+    return CUBLASLT_EPILOGUE_BGRADA;
+  case LtEpilogue::BgradB:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// EPILOGUE, BIAS_POINTER + BIAS_DATA_TYPE (fp32), EPILOGUE_AUX_POINTER +
+// EPILOGUE_AUX_LD, as the epilogue uses them.
+Status setEpilogue(const CublasLt &lt, cublasLtMatmulDesc_t desc,
+                   const ColumnMajorEpilogue &e, CUdeviceptr bias,
+                   CUdeviceptr aux, const std::string &where) {
+  if (e.kind == LtEpilogue::Default)
+    return okStatus();
+  cublasLtEpilogue_t epilogue = ltEpilogue(e.kind);
+  KILN_RETURN_IF_ERROR(lt.check(
+      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                        &epilogue, sizeof(epilogue)),
+      "cublasLtMatmulDescSetAttribute(EPILOGUE)", where));
+  if (e.bias >= 0) {
+    const void *pointer = reinterpret_cast<const void *>(bias);
+    cudaDataType_t type = CUDA_R_32F;
+    KILN_RETURN_IF_ERROR(lt.check(
+        lt.cublasLtMatmulDescSetAttribute(
+            desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)),
+        "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", where));
+    KILN_RETURN_IF_ERROR(lt.check(
+        lt.cublasLtMatmulDescSetAttribute(
+            desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
+        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", where));
+  }
+  if (e.aux >= 0) {
+    const void *pointer = reinterpret_cast<const void *>(aux);
+    int64_t ld = e.auxLd;
+    KILN_RETURN_IF_ERROR(lt.check(
+        lt.cublasLtMatmulDescSetAttribute(
+            desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pointer,
+            sizeof(pointer)),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", where));
+    KILN_RETURN_IF_ERROR(lt.check(
+        lt.cublasLtMatmulDescSetAttribute(
+            desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", where));
+  }
+  return okStatus();
+}
+
 } // namespace
 
 StatusOr<std::unique_ptr<GemmPlan>>
 GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
-                 size_t workspaceBytes, std::string where) {
+                 size_t workspaceBytes, std::string where,
+                 const ColumnMajorEpilogue &epilogue, CUdeviceptr bias,
+                 CUdeviceptr aux) {
   std::unique_ptr<GemmPlan> plan(new GemmPlan(lt));
   plan->where_ = std::move(where);
   const std::string &w = plan->where_;
@@ -90,6 +158,7 @@ GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
       lt.cublasLtMatmulDescSetAttribute(plan->desc_, CUBLASLT_MATMUL_DESC_TRANSB,
                                         &transB, sizeof(transB)),
       "cublasLtMatmulDescSetAttribute(TRANSB)", w));
+  KILN_RETURN_IF_ERROR(setEpilogue(lt, plan->desc_, epilogue, bias, aux, w));
   KILN_RETURN_IF_ERROR(createLayout(lt, gemm.first, gemm.batch, w, plan->first_));
   KILN_RETURN_IF_ERROR(createLayout(lt, gemm.second, gemm.batch, w, plan->second_));
   KILN_RETURN_IF_ERROR(createLayout(lt, gemm.result, gemm.batch, w, plan->result_));
@@ -114,7 +183,8 @@ GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
   if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
     return unavailable(w, ": cuBLASLt has no algorithm for this GEMM (m=",
                        gemm.m, " n=", gemm.n, " k=", gemm.k, " batch=",
-                       gemm.batch, ", column-major view)");
+                       gemm.batch, ", column-major view, epilogue ",
+                       static_cast<int>(ltEpilogue(epilogue.kind)), ")");
   plan->algo_ = result.algo;
   return plan;
 }

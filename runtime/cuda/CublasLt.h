@@ -4,7 +4,9 @@
 // dlopen'ed). A GemmPlan is made once per GemmCall at setup: descriptors for
 // the column-major view (GemmLayout.h), strided batching, and the algorithm
 // cuBLASLt's heuristic picks for the shared workspace, so a step only calls
-// cublasLtMatmul (which a CUDA graph can capture). Only runtime/cuda/*.cpp
+// cublasLtMatmul (which a CUDA graph can capture); a GemmCall's epilogue
+// (bias, GELU, their gradients) is a cuBLASLt epilogue of the same call.
+// Only runtime/cuda/*.cpp
 // include this header: it pulls in cublasLt.h.
 //
 //===----------------------------------------------------------------------===//
@@ -67,9 +69,14 @@ public:
   // `where` ("step entry 3 at model.kiln:4:5") prefixes every error.
   // `workspaceBytes` is what the shared workspace holds; tf32 selects
   // CUBLAS_COMPUTE_32F_FAST_TF32 instead of full fp32.
+  // `epilogue` (GemmLayout.h) with the device addresses of its bias and
+  // aux buffers (0 when it has none): fixed for the arena's lifetime, so
+  // they are descriptor attributes set here.
   static StatusOr<std::unique_ptr<GemmPlan>>
   create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
-         size_t workspaceBytes, std::string where);
+         size_t workspaceBytes, std::string where,
+         const ColumnMajorEpilogue &epilogue = {}, CUdeviceptr bias = 0,
+         CUdeviceptr aux = 0);
   ~GemmPlan();
 
   // C = op(A) op(B) on `stream`; pointers are the device addresses of the

@@ -268,9 +268,14 @@ Status CudaBackend::Impl::resolvePrograms() {
       call.a = devicePointer(g->a());
       call.b = devicePointer(g->b());
       call.c = devicePointer(g->c());
+      // The epilogue's bias / aux buffers (verified: present when used).
+      ColumnMajorEpilogue epilogue = toColumnMajorEpilogue(*g);
+      CUdeviceptr bias = g->bias() >= 0 ? devicePointer(g->bias()) : 0;
+      CUdeviceptr aux = g->aux() >= 0 ? devicePointer(g->aux()) : 0;
       KILN_ASSIGN_OR_RETURN(call.gemm,
                             GemmPlan::create(*cublas, toColumnMajor(*g), options.tf32,
-                                             kGemmWorkspaceBytes, call.where));
+                                             kGemmWorkspaceBytes, call.where,
+                                             epilogue, bias, aux));
     }
   }
   if (!table.empty()) {

@@ -62,6 +62,82 @@ inline ColumnMajorGemm toColumnMajor(const schema::GemmCall &g) {
   return cm;
 }
 
+// cuBLASLt's epilogue (cublasLtEpilogue_t, CublasLt.cpp maps it), named
+// without CUDA types.
+enum class LtEpilogue {
+  Default,     // CUBLASLT_EPILOGUE_DEFAULT
+  Bias,        // _BIAS:          D += bias, bias[i] per row i of D
+  Gelu,        // _GELU
+  GeluAux,     // _GELU_AUX:      aux = the GELU input
+  GeluBias,    // _GELU_BIAS
+  GeluAuxBias, // _GELU_AUX_BIAS: aux = D + bias, the GELU input
+  Dgelu,       // _DGELU:         D = gelu'(aux) * D
+  DgeluBgrad,  // _DGELU_BGRAD:   + bias = sum of D over its columns
+  BgradA,      // _BGRADA:        bias = sum over k of op(first), rows of D
+  BgradB,      // _BGRADB:        bias = sum over k of op(second), cols of D
+};
+
+// A GemmCall's epilogue in the column-major view D = C^T [N, M] (ld N):
+//  - the row-major bias over the N columns of C is a bias over the rows of
+//    D: cuBLASLt's BIAS / GELU_BIAS / DGELU_BGRAD vector of length m = N;
+//  - aux is stored like C: column-major [N, M] with ld N;
+//  - the artifact's B is cuBLASLt's first operand ("A") and its A the second
+//    ("B"): summing op(B) over k (the artifact's BgradB, a linear layer's
+//    bias gradient from dY) is BGRADA, giving m = N values, and BgradA is
+//    BGRADB, giving n = M values.
+// cuBLASLt's GELU is the tanh approximation, like kiln.gelu (the same
+// formula; not the same bits as the NVRTC kernels' tanhf).
+struct ColumnMajorEpilogue {
+  LtEpilogue kind = LtEpilogue::Default;
+  int32_t bias = -1;       // buffer of CUBLASLT_MATMUL_DESC_BIAS_POINTER
+  uint64_t biasLength = 0; // its elements (rows or columns of D, see above)
+  bool biasWritten = false;
+  int32_t aux = -1;        // buffer of CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+  int64_t auxLd = 0;       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (elements)
+};
+
+inline ColumnMajorEpilogue toColumnMajorEpilogue(const schema::GemmCall &g) {
+  const uint64_t M = g.m(), N = g.n();
+  ColumnMajorEpilogue e;
+  e.bias = g.bias();
+  e.aux = g.aux();
+  e.auxLd = g.aux() >= 0 ? static_cast<int64_t>(N) : 0;
+  switch (g.epilogue()) {
+  case schema::GemmEpilogue_None:
+    break;
+  case schema::GemmEpilogue_Bias:
+    e.kind = LtEpilogue::Bias;
+    e.biasLength = N;
+    break;
+  case schema::GemmEpilogue_Gelu:
+    e.kind = g.aux() >= 0 ? LtEpilogue::GeluAux : LtEpilogue::Gelu;
+    break;
+  case schema::GemmEpilogue_BiasGelu:
+    e.kind = g.aux() >= 0 ? LtEpilogue::GeluAuxBias : LtEpilogue::GeluBias;
+    e.biasLength = N;
+    break;
+  case schema::GemmEpilogue_Dgelu:
+    e.kind = LtEpilogue::Dgelu;
+    break;
+  case schema::GemmEpilogue_DgeluBgrad:
+    e.kind = LtEpilogue::DgeluBgrad;
+    e.biasLength = N;
+    e.biasWritten = true;
+    break;
+  case schema::GemmEpilogue_BgradA: // op(A) is cuBLASLt's second operand
+    e.kind = LtEpilogue::BgradB;
+    e.biasLength = M;
+    e.biasWritten = true;
+    break;
+  case schema::GemmEpilogue_BgradB: // op(B) is cuBLASLt's first operand
+    e.kind = LtEpilogue::BgradA;
+    e.biasLength = N;
+    e.biasWritten = true;
+    break;
+  }
+  return e;
+}
+
 } // namespace kiln::rt::cuda
 
 #endif // KILN_RUNTIME_CUDA_GEMMLAYOUT_H

@@ -188,3 +188,23 @@ func.func @step(%dy: tensor<4x8xf32>, %w: tensor<16x8xf32>)
   %dx = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   return %dx, %db : tensor<4x16xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that a GELU epilogue whose gelu input must be kept (aux) needs N
+// divisible by 8 (cuBLASLt's aux leading dimension): N = 12 keeps the bias
+// epilogue only, and the gelu stays a kernel of its own.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = kiln.fusion "gemm"
+// CHECK: kiln.add
+// CHECK-NEXT: kiln.yield
+// CHECK: kiln.gelu %[[F]]
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>,
+                %dy: tensor<4x12xf32>) -> (tensor<4x12xf32>, tensor<4x12xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x12xf32> -> tensor<4x12xf32>
+  %bb = kiln.broadcast %b dims = [1] : tensor<12xf32> -> tensor<4x12xf32>
+  %s = kiln.add %p, %bb : tensor<4x12xf32>
+  %g = kiln.gelu %s : tensor<4x12xf32>
+  %d = kiln.gelu_grad %s, %dy : tensor<4x12xf32>
+  return %g, %d : tensor<4x12xf32>, tensor<4x12xf32>
+}

@@ -293,6 +293,55 @@ TEST(ArtifactTest, GemmHugeBatchDoesNotOverflow) {
   EXPECT_THAT(loadSpec(spec).message(), HasSubstr("GemmCall operand A"));
 }
 
+// The bigram's dW = x^T dlogits GEMM (step 3, m = n = 16) with a bias
+// gradient epilogue: its bias buffer must exist, be F32 of n elements and
+// not share C's storage; epilogues need batch 1; no epilogue, no bias.
+TEST(ArtifactTest, GemmEpilogueBiasOutOfRange) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[3].gemm.epilogue = schema::GemmEpilogue_BgradB;
+  spec.schedule[3].gemm.bias = 99;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall epilogue BgradB bias is buffer 99, but the "
+                        "artifact has"));
+}
+
+TEST(ArtifactTest, GemmEpilogueBiasWrongSize) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[3].gemm.epilogue = schema::GemmEpilogue_BgradB;
+  spec.schedule[3].gemm.bias = 2; // W: 256 elements, not n = 16
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("bias (buffer 2 'W') has 256 elements of F32, "
+                        "expected 16 of F32"));
+}
+
+TEST(ArtifactTest, GemmEpilogueBiasInStorageOfC) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[3].gemm.epilogue = schema::GemmEpilogue_Dgelu;
+  spec.schedule[3].gemm.aux = spec.schedule[3].gemm.c; // m * n elements
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("epilogue Dgelu reads aux in the storage of C"));
+}
+
+TEST(ArtifactTest, GemmEpilogueMissingAuxOrExtraBias) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[3].gemm.epilogue = schema::GemmEpilogue_Dgelu;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("epilogue Dgelu aux is buffer -1"));
+  spec.schedule[3].gemm.epilogue = schema::GemmEpilogue_None;
+  spec.schedule[3].gemm.bias = 2;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall with epilogue None has bias buffer 2 "
+                        "(expected -1"));
+}
+
+TEST(ArtifactTest, GemmEpilogueNeedsBatchOne) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  spec.schedule[1].gemm.epilogue = schema::GemmEpilogue_Gelu; // batch 2
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall epilogue Gelu with batch 2 (epilogues need "
+                        "batch 1)"));
+}
+
 TEST(ArtifactTest, GemmNonPositiveDims) {
   ArtifactSpec spec = bigramArtifact(2, 4, 16);
   spec.schedule[1].gemm.k = 0;

@@ -118,7 +118,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
       const GemmSpec &g = s.gemm;
       auto call = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k,
                                          g.batch, g.transA, g.transB,
-                                         g.strideA, g.strideB, g.strideC);
+                                         g.strideA, g.strideB, g.strideC,
+                                         false, g.epilogue, g.bias, g.aux);
       return schema::CreateStep(fbb, schema::Operation_GemmCall,
                                 call.Union(), location);
     }

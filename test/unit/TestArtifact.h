@@ -50,6 +50,8 @@ struct GemmSpec {
   int64_t m = 1, n = 1, k = 1, batch = 1;
   bool transA = false, transB = false;
   int64_t strideA = 0, strideB = 0, strideC = 0;
+  schema::GemmEpilogue epilogue = schema::GemmEpilogue_None;
+  int32_t bias = -1, aux = -1;
 };
 
 struct StepSpec {
