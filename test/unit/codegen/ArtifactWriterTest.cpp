@@ -378,6 +378,74 @@ TEST(ArtifactWriter, UnsupportedOpIsADiagnostic) {
       << e->diagnostics;
 }
 
+// A kiln.fusion "gemm" (--kiln-fuse-gemm-epilogue) is one GemmCall: here
+// bias + GELU, the gelu input yielded as the aux output.
+TEST(ArtifactWriter, GemmFusionIsOneGemmCallWithItsEpilogue) {
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                      %w: tensor<8x16xf32> {kiln.role = "input", kiln.name = "w"},
+                      %b: tensor<16xf32> {kiln.role = "input", kiln.name = "b"})
+          -> (tensor<4x16xf32> {kiln.role = "metric", kiln.name = "y"},
+              tensor<4x16xf32> {kiln.role = "metric", kiln.name = "pre"}) {
+        %f:2 = kiln.fusion "gemm" (%x, %w, %b)
+            : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+        ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8x16xf32>, %b0: tensor<16xf32>):
+          %p = kiln.matmul %x0, %w0 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+          %bb = kiln.broadcast %b0 dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+          %s = kiln.add %p, %bb : tensor<4x16xf32>
+          %g = kiln.gelu %s : tensor<4x16xf32>
+          kiln.yield %g, %s : tensor<4x16xf32>, tensor<4x16xf32>
+        }
+        return %f#0, %f#1 : tensor<4x16xf32>, tensor<4x16xf32>
+      }
+      func.func @update() {
+        return
+      }
+    })mlir");
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
+  const schema::Artifact *a = schema::GetArtifact(e->bytes->data());
+  const schema::Program *step = a->programs()->Get(0);
+  ASSERT_EQ(step->schedule()->size(), 1u); // no kernel besides the GEMM
+  const schema::GemmCall *g = step->schedule()->Get(0)->op_as_GemmCall();
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->epilogue(), schema::GemmEpilogue_BiasGelu);
+  EXPECT_EQ(g->bias(), findBuffer(a, schema::BufferRole_Input, "b"));
+  EXPECT_EQ(g->c(), static_cast<uint32_t>(findBuffer(a, schema::BufferRole_Metric, "y")));
+  EXPECT_EQ(g->aux(), findBuffer(a, schema::BufferRole_Metric, "pre"));
+  EXPECT_EQ(g->m(), 4);
+  EXPECT_EQ(g->n(), 16);
+}
+
+// The region verifier allows epilogue ops in shapes no GEMM epilogue
+// computes (a sum of the product itself): codegen says so on the fusion.
+TEST(ArtifactWriter, UnknownGemmEpilogueIsADiagnostic) {
+  auto e = emit(R"mlir(
+    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
+      func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                      %w: tensor<8x16xf32> {kiln.role = "input", kiln.name = "w"})
+          -> (tensor<16xf32> {kiln.role = "metric", kiln.name = "s"}) {
+        %f:2 = kiln.fusion "gemm" (%x, %w)
+            : (tensor<4x8xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>) {
+        ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8x16xf32>):
+          %p = kiln.matmul %x0, %w0 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+          %s = kiln.reduce_sum %p dims = [0] : tensor<4x16xf32> -> tensor<16xf32>
+          kiln.yield %p, %s : tensor<4x16xf32>, tensor<16xf32>
+        }
+        return %f#1 : tensor<16xf32>
+      }
+      func.func @update() {
+        return
+      }
+    })mlir");
+  ASSERT_TRUE(e->module) << e->diagnostics;
+  EXPECT_TRUE(mlir::failed(e->bytes));
+  EXPECT_NE(e->diagnostics.find("codegen knows no GEMM epilogue for kiln.reduce_sum"),
+            std::string::npos)
+      << e->diagnostics;
+}
+
 TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
   auto e = emit(R"mlir(
     module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
