@@ -122,11 +122,16 @@ FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
 }
 
 FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
-  // bf16 values are stored as raw bits that only kiln.convert (and GEMMs,
-  // which are not kernels) know how to read: any other op on them would
-  // compute on the bits.
+  // bf16 buffers hold raw bits. Pointwise ops (kiln.convert included) read
+  // and write them through the shared statement generator, which widens
+  // every load and rounds every store (PointwiseStatements); GEMMs are not
+  // kernels. The bespoke loop nests (norms, softmax, losses, reductions,
+  // transpose, embeddings, optimizers) index float buffers directly, so a
+  // bf16 operand or result there would be computed on the bits: refused.
+  // The mixed-precision pass keeps them fp32 (their reads of a bf16
+  // activation go through a kiln.convert that fuses into their prologue).
   for (Operation *op : group.ops) {
-    if (isa<k::ConvertOp>(op))
+    if (PointwiseBody::isPointwise(op))
       continue;
     auto isBf16 = [](Type t) {
       auto tensor = dyn_cast<RankedTensorType>(t);
@@ -138,8 +143,8 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
              << "the " << (options.target == "cuda" ? "CUDA" : "CPU")
              << " backend does not support element type 'bf16' in '"
              << op->getName()
-             << "' (bf16 tensors are only converted and multiplied: "
-                "kiln.convert, kiln.matmul)";
+             << "' (bf16 tensors are read and written by pointwise ops and "
+                "GEMMs only)";
   }
   if (options.target == "cuda") {
     FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
@@ -310,11 +315,17 @@ FailureOr<ArtifactWriter::PlannedGemm> ArtifactWriter::gemmOf(Operation *op) {
   auto rhsType = cast<RankedTensorType>(rhs.getType());
   auto resType = cast<RankedTensorType>(result.getType());
   Type operandType = lhsType.getElementType();
-  if (!(operandType.isF32() || operandType.isBF16()) ||
-      !resType.getElementType().isF32() || lhsType.getRank() < 2 ||
-      rhsType.getRank() < 2 || resType.getRank() < 2)
+  // fp32 accumulation always; a bf16 result is the fp32 one rounded
+  // (mixed precision's forward activations).
+  Type resultType = resType.getElementType();
+  bool supportedTypes =
+      (operandType.isF32() && resultType.isF32()) ||
+      (operandType.isBF16() && (resultType.isF32() || resultType.isBF16()));
+  if (!supportedTypes || lhsType.getRank() < 2 || rhsType.getRank() < 2 ||
+      resType.getRank() < 2)
     return op->emitError() << "codegen supports matmuls of rank >= 2 with "
-                              "f32 or bf16 operands and an f32 result only";
+                              "f32 operands and result, or bf16 operands and "
+                              "an f32 or bf16 result, only";
   auto boolAttr = [&](StringRef name) {
     auto attr = op->getAttrOfType<BoolAttr>(name);
     return attr && attr.getValue();

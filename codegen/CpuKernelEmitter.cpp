@@ -93,8 +93,7 @@ LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
     w.line(line);
   for (Operation *op : ops)
     if (llvm::is_contained(group.outputs, op->getResult(0)))
-      w.line(w.ptr(op->getResult(0)) + "[i] = " + code.vars[op->getResult(0)] +
-             ";");
+      w.line(w.store(op->getResult(0), "i", code.vars[op->getResult(0)]));
   w.close();
   return success();
 }

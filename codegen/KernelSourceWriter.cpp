@@ -120,6 +120,31 @@ std::string cElementType(Type t) {
   return "";
 }
 
+static Type elementTypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+std::string loadElement(Type elementType, StringRef element) {
+  if (elementType.isBF16())
+    return "kiln_bf16_to_f32(" + element.str() + ")";
+  return element.str();
+}
+
+std::string storeElement(Type elementType, StringRef element,
+                         StringRef value) {
+  if (elementType.isBF16())
+    return element.str() + " = kiln_f32_to_bf16(" + value.str() + ");";
+  return element.str() + " = " + value.str() + ";";
+}
+
+std::string computeType(Type elementType) {
+  return elementType.isBF16() ? "float" : cElementType(elementType);
+}
+
+std::string roundToBf16(StringRef value) {
+  return "kiln_bf16_to_f32(kiln_f32_to_bf16(" + value.str() + "))";
+}
+
 std::string coordinate(StringRef index, int64_t stride, int64_t size,
                        bool outermost) {
   if (size == 1)
@@ -179,6 +204,16 @@ std::string KernelSourceWriter::ptr(Value v) const {
 
 std::string KernelSourceWriter::cType(Value v) const {
   return cElementType(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+std::string KernelSourceWriter::load(Value v, StringRef index) const {
+  return loadElement(elementTypeOf(v), ptr(v) + "[" + index.str() + "]");
+}
+
+std::string KernelSourceWriter::store(Value v, StringRef index,
+                                      StringRef value) const {
+  return storeElement(elementTypeOf(v), ptr(v) + "[" + index.str() + "]",
+                      value);
 }
 
 void KernelSourceWriter::line(const llvm::Twine &text) {

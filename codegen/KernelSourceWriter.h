@@ -60,6 +60,25 @@ int64_t validClasses(mlir::Operation *op, int64_t classes);
 // the CPU backend does not support it.
 std::string cElementType(mlir::Type elementType);
 
+// bf16 in kernels. A bf16 buffer holds raw bits (uint16_t); a kernel computes
+// on its elements in float: every load widens (exact) and every store rounds
+// to nearest even (NaN stays NaN), both through the prelude's
+// kiln_bf16_to_f32 / kiln_f32_to_bf16, on CPU and CUDA alike. A value of bf16
+// type held in a register is a float that is exactly a bf16 number.
+//
+// The expression reading `element` ("in0[i]") of a buffer of `elementType`,
+// widened to float when the buffer is bf16.
+std::string loadElement(mlir::Type elementType, llvm::StringRef element);
+// The statement `element = value;` storing a float (or integer) `value` into
+// a buffer of `elementType`, rounded to bf16 when the buffer is bf16.
+std::string storeElement(mlir::Type elementType, llvm::StringRef element,
+                         llvm::StringRef value);
+// The C type a kernel computes a value of `elementType` in: float for bf16
+// (and f32), the storage type otherwise.
+std::string computeType(mlir::Type elementType);
+// `value` (a float expression) rounded to the nearest bf16, as a float.
+std::string roundToBf16(llvm::StringRef value);
+
 // `(index / stride) % size` with the trivial parts left out; `outermost`
 // means the index never reaches size * stride, so no modulo is needed.
 std::string coordinate(llvm::StringRef index, int64_t stride, int64_t size,
@@ -95,6 +114,13 @@ public:
   std::string ptr(mlir::Value v) const;
   // The C element type of a value.
   std::string cType(mlir::Value v) const;
+  // Element `index` of input or output `v`, as a value to compute with
+  // (widened to float when `v` is bf16).
+  std::string load(mlir::Value v, llvm::StringRef index) const;
+  // The statement storing `value` into element `index` of output `v`
+  // (rounded when `v` is bf16).
+  std::string store(mlir::Value v, llvm::StringRef index,
+                    llvm::StringRef value) const;
 
   // Appends one line at the current indentation.
   void line(const llvm::Twine &text);

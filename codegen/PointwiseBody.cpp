@@ -52,8 +52,7 @@ FailureOr<PointwiseBody> PointwiseBody::build(const KernelGroup &group,
     if (it == code.vars.end())
       return group.ops.front()->emitError()
              << "a kernel output is not computed by the kernel's ops";
-    body.stores.push_back(w.ptr(out) + "[" + index.str() + "] = " +
-                          it->second + ";");
+    body.stores.push_back(w.store(out, index, it->second));
   }
   return body;
 }

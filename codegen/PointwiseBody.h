@@ -9,6 +9,9 @@
 //   const float v1 = kiln_gelu((v0));      // kiln.gelu
 //   out0[i] = v1;
 //
+// Values are computed in float; bf16 buffers are widened on load and
+// rounded on store (`out0[i] = kiln_f32_to_bf16(v1);`).
+//
 // The CPU emitter wraps them in a `for` loop, the CUDA emitter in a
 // grid-stride loop; the text is valid C++ and CUDA alike.
 //
@@ -27,6 +30,7 @@ struct PointwiseBody {
   int64_t elements = 0;                       // output elements (loop trip count)
   llvm::SmallVector<std::string> statements;  // one `const T vN = ...;` per op
   llvm::SmallVector<std::string> stores;      // one `outK[i] = vN;` per output
+                                              // (rounded for a bf16 output)
 
   // True for the ops that may share one pointwise loop nest with others.
   static bool isPointwise(mlir::Operation *op);

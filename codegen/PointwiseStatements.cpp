@@ -4,6 +4,11 @@
 //   const float v1 = (in0[i]) + (v0);          // kiln.add
 //   const float v2 = kiln_gelu(v1);            // kiln.gelu
 //
+// bf16 (loadElement / storeElement): a bf16 buffer is widened on load
+// (`kiln_bf16_to_f32(in0[i])`), every value is computed in float, and the
+// result of an op of bf16 type is rounded to bf16 right away (kept in a float
+// register), so a fused chain gives the same bits as one kernel per op.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/PointwiseStatements.h"
@@ -21,6 +26,10 @@ namespace k = mlir::kiln;
 namespace kiln {
 
 namespace {
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
 
 bool isSplatConstant(Operation *op) {
   auto constant = dyn_cast<k::ConstantOp>(op);
@@ -67,14 +76,14 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
     auto it = out.vars.find(v);
     if (it != out.vars.end())
       return it->second;
-    return pointer(v) + "[" + index.str() + "]";
+    return loadElement(elementOf(v), pointer(v) + "[" + index.str() + "]");
   };
   for (Operation *op : ops) {
     if (op->getNumResults() != 1)
       return op->emitError() << "is not a pointwise op";
     Value result = op->getResult(0);
-    std::string type =
-        cElementType(cast<RankedTensorType>(result.getType()).getElementType());
+    Type element = elementOf(result);
+    std::string type = computeType(element);
     std::string expr;
     if (auto bcast = dyn_cast<k::BroadcastOp>(op)) {
       Value input = op->getOperand(0);
@@ -85,15 +94,19 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
                  << "cannot broadcast a value computed in the same kernel";
         expr = out.vars[input];
       } else {
-        expr = pointer(input) + "[" +
-               broadcastIndex(index, shapeOf(input), shapeOf(result),
-                              dims.asArrayRef()) +
-               "]";
+        expr = loadElement(elementOf(input),
+                           pointer(input) + "[" +
+                               broadcastIndex(index, shapeOf(input),
+                                              shapeOf(result),
+                                              dims.asArrayRef()) +
+                               "]");
       }
     } else if (isSplatConstant(op)) {
       expr = splatLiteral(op);
     } else if (isa<k::IotaOp>(op)) {
       expr = "(" + type + ")" + index.str();
+      if (element.isBF16())
+        expr = roundToBf16(expr);
     } else if (isa<k::CausalMaskOp>(op)) {
       // Element (r, c) of the trailing [T, S] matrix is masked when
       // c > r + (S - T).
@@ -115,6 +128,10 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
       if (failed(e))
         return op->emitError() << "no scalar expression for this op";
       expr = *e;
+      // Computed in float; a bf16 result is rounded once, here (a convert's
+      // expression already is its rounding).
+      if (element.isBF16() && !isa<k::ConvertOp>(op))
+        expr = roundToBf16(expr);
     }
     std::string var = "v" + std::to_string(out.vars.size());
     out.lines.push_back("const " + type + " " + var + " = " + expr + "; // " +

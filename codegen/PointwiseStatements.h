@@ -7,7 +7,9 @@
 // kernels) or in a per-row loop (prologues and epilogues of row kernels); a
 // CUDA emitter can wrap the same statements in a grid-stride loop. The text
 // uses only C types (float, int32_t, ...) and ScalarExprEmitter expressions,
-// valid C++ and CUDA alike.
+// valid C++ and CUDA alike. bf16 values are computed in float: loads of bf16
+// buffers widen, bf16 results are rounded (the caller's stores round again
+// through storeElement, exactly).
 //
 //===----------------------------------------------------------------------===//
 

@@ -39,16 +39,18 @@ std::string gelu(const std::string &x) { return call("kiln_gelu", x); }
 std::string geluGrad(const std::string &x, const std::string &g) {
   return "kiln_gelu_grad(" + x + ", " + g + ")";
 }
-// bf16 values are stored as their 16 raw bits (uint16_t): every target's
-// prelude defines kiln_f32_to_bf16 (round to nearest even) and
-// kiln_bf16_to_f32 (exact). Same-type converts fold away before codegen.
+// Kernels compute in float (bf16 buffers are widened on load and rounded on
+// store, KernelSourceWriter's loadElement / storeElement), so a convert acts
+// on a float register: to bf16 it rounds to nearest even through the
+// prelude's kiln_f32_to_bf16 / kiln_bf16_to_f32, to f32 it is exact (the
+// register already holds the value). Same-type converts fold away.
 std::string convert(mlir::kiln::ConvertOp op, const std::string &x) {
   Type from = op.getInput().getType().getElementType();
   Type to = op.getType().getElementType();
   if (from.isF32() && to.isBF16())
-    return call("kiln_f32_to_bf16", x);
+    return "kiln_bf16_to_f32(kiln_f32_to_bf16(" + x + "))";
   if (from.isBF16() && to.isF32())
-    return call("kiln_bf16_to_f32", x);
+    return paren(x);
   return "";
 }
 } // namespace

@@ -86,8 +86,13 @@ bool isPointwise(Operation *op) {
          dialect->getNamespace() == KilnDialect::getDialectNamespace();
 }
 
-// Producers cheaper to recompute in each reader's loop than to store.
+// Producers cheaper to recompute in each reader's loop than to store. A
+// widening convert (bf16 -> f32) too: each reader then loads the bf16
+// activation itself, instead of an fp32 copy kept alive until the backward.
 bool isCheap(Operation *op) {
+  if (auto convert = dyn_cast<ConvertOp>(op))
+    return convert.getInput().getType().getElementType().isBF16() &&
+           convert.getType().getElementType().isF32();
   return isSplatConstant(op) || isa<IotaOp, BroadcastOp>(op);
 }
 

@@ -1,27 +1,56 @@
-//===- MixedPrecision.cpp - bf16 GEMM operands, fp32 everywhere else ------===//
+//===- MixedPrecision.cpp - bf16 GEMMs and bf16 activations ---------------===//
 //
-// --kiln-mixed-precision: with `precision = bf16` in kiln.train, every GEMM
-// of the training step reads bf16 copies of its operands and accumulates and
-// writes in fp32, as torch.autocast does for matmuls: tensor cores run at
-// their bf16 rate, the parameters stay fp32 masters, the gradients that reach
-// the optimizer are fp32 sums, and the optimizer state is fp32. Norms,
-// softmax, the loss and every reduction keep fp32 inputs.
+// --kiln-mixed-precision: with `precision = bf16` in kiln.train, GEMMs read
+// bf16 operands and the forward activations that are stored for long (until
+// the backward reads them) are stored in bf16, as torch.autocast does: tensor
+// cores run at their bf16 rate and activation memory halves. Every kernel
+// still computes in fp32 (codegen widens bf16 loads and rounds bf16 stores),
+// the parameters stay fp32 masters, the gradients that reach the optimizer
+// are fp32 sums, and the optimizer state is fp32.
 //
-// It runs after autodiff, on the joint forward + backward graph, so the
-// backward GEMMs (dX = dY W^T, dW = X^T dY) are converted the same way and no
-// VJP of a mixed-type op is ever needed. The bf16 copy of an activation is
-// made once and shared by the forward GEMM and the backward GEMM that reads
-// it again (the weight gradient), which is what autocast saves for backward.
+// It runs after autodiff, on the joint forward + backward graph, so no VJP of
+// a mixed-type op is ever needed: the rounding a forward value gets is seen by
+// the backward too (it reads the same bf16 tensor), and gradients flow
+// through the converts unchanged.
 //
-// Algorithm, for @step and @eval (@update has no GEMMs):
+// What is bf16 and what stays fp32 (the decisions, and why):
+//  - GEMM operands: bf16 (tensor-core inputs), fp32 accumulation.
+//  - Forward GEMM results: bf16 (fp32 accumulate, rounded output), except
+//    the logits that cross_entropy reads: the loss is a log-sum-exp over the
+//    vocabulary, which bf16 logits would shift by ~1e-2, and the fused
+//    softmax + cross-entropy never stores probabilities anyway.
+//  - Bias adds (a forward GEMM's result plus a broadcast) and softmax
+//    outputs: stored in bf16; every reader (the next GEMM, GELU and its
+//    gradient, softmax_grad) reads the rounded value. These are the big
+//    activations the backward keeps (GELU input [B, T, 4C], attention
+//    probabilities [B, H, T, T]).
+//  - layer_norm's normalized output and GELU's output are read by GEMMs
+//    only (in GPT-style blocks): their one bf16 copy serves the forward GEMM
+//    and the backward weight-gradient GEMM, so the fp32 value dies at once.
+//  - Stays fp32: the residual stream (what layer_norm reads and its backward
+//    keeps: it accumulates many small updates, which bf16's 8-bit mantissa
+//    would drop), layer_norm mean/rstd, the logits, the loss and metrics,
+//    every gradient (activation gradients too: they live briefly), master
+//    weights and optimizer state. Reductions accumulate in fp32 or wider.
+//
+// Algorithm, for every function (the forward part of @step is what its
+// loss and metric results depend on; @eval is all forward; @update has no
+// GEMMs):
 //  1. Read `precision` from kiln.train: absent, "fp32" or "tf32" (TF32 is a
 //     GEMM setting codegen reads): nothing to do; "bf16": continue; anything
 //     else: error.
-//  2. For every f32 kiln.matmul, for each operand: reuse the bf16 convert of
-//     that value made for an earlier GEMM, else create one right after the
-//     value's definition (so every later user can share it), and make the
-//     matmul read it. The matmul's result stays f32.
-//  3. An operand that is already bf16 is left alone; integer or f16 GEMMs
+//  2. Forward GEMM results (f32, not logits) become bf16; their readers
+//     read a widening kiln.convert.
+//  3. Bias adds and softmax results of the forward part, unless an fp32
+//     reader needs them (residual stream, logits, func.return): stored as
+//     their bf16 convert; every other reader reads its widening convert.
+//  4. For every f32 kiln.matmul, for each operand: a value widened from
+//     bf16 is read as that bf16 value; a reshape of a value reads the
+//     reshape of the value's bf16 copy (convert commutes with reshape, so
+//     the forward GEMM and the backward GEMM that views the activation as a
+//     matrix share one copy); else the bf16 convert made for an earlier GEMM
+//     is reused, or one is made right after the value's definition.
+//  5. An operand that is already bf16 is left alone; integer or f16 GEMMs
 //     are not touched.
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +62,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNMIXEDPRECISION
@@ -59,34 +90,227 @@ FailureOr<StringRef> readPrecision(ModuleOp module) {
   return name.getValue();
 }
 
-/// Step 2: the bf16 copy of `value`, made once, right after its definition.
-Value bf16Copy(Value value, llvm::DenseMap<Value, Value> &copies) {
-  auto it = copies.find(value);
-  if (it != copies.end())
-    return it->second;
-  OpBuilder b(value.getContext());
-  if (auto arg = dyn_cast<BlockArgument>(value))
-    b.setInsertionPointToStart(arg.getOwner());
-  else
-    b.setInsertionPointAfter(value.getDefiningOp());
-  auto type = cast<RankedTensorType>(value.getType());
-  Value copy = b.create<ConvertOp>(value.getLoc(),
-                                   type.clone(b.getBF16Type()), value);
-  copies[value] = copy;
-  return copy;
+bool isF32Tensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getElementType().isF32();
 }
 
-void convertGemmOperands(func::FuncOp func) {
-  llvm::DenseMap<Value, Value> copies;
-  func.walk([&](MatmulOp matmul) {
-    for (OpOperand &operand : matmul->getOpOperands()) {
-      auto type = cast<RankedTensorType>(operand.get().getType());
-      if (!type.getElementType().isF32()) // step 3
-        continue;
-      operand.set(bf16Copy(operand.get(), copies));
-    }
-  });
+/// The ops the loss, eval loss and metric results depend on: the forward
+/// part of the function (the rest of @step is its backward).
+llvm::SmallPtrSet<Operation *, 32> forwardOps(func::FuncOp func) {
+  llvm::SmallPtrSet<Operation *, 32> forward;
+  SmallVector<Value> work;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    StringRef role = getResultRole(func, i);
+    if (role == role::kLoss || role == role::kEvalLoss || role == role::kMetric)
+      work.push_back(value);
+  }
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !forward.insert(def).second)
+      continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  return forward;
 }
+
+/// Calls `fn` for every use of `value`, looking through reshapes (views).
+void forEachReader(Value value, function_ref<void(OpOperand &)> fn) {
+  for (OpOperand &use : value.getUses()) {
+    if (auto view = dyn_cast<ReshapeOp>(use.getOwner()))
+      forEachReader(view.getResult(), fn);
+    else
+      fn(use);
+  }
+}
+
+/// Readers that need the fp32 value itself: layer_norm's input (the
+/// residual stream, also kept for layer_norm_grad), the logits of a loss,
+/// and the function's results (losses and metrics are f32).
+bool needsFp32(OpOperand &use) {
+  Operation *user = use.getOwner();
+  unsigned i = use.getOperandNumber();
+  if (isa<LayerNormOp>(user))
+    return i == 0;
+  if (isa<LayerNormGradOp>(user))
+    return i == 0 || i == 2 || i == 3;
+  if (isa<CrossEntropyOp, CrossEntropyGradOp>(user))
+    return i == 0;
+  return isa<func::ReturnOp>(user);
+}
+
+bool anyReaderNeedsFp32(Value value) {
+  bool needs = false;
+  forEachReader(value, [&](OpOperand &use) { needs |= needsFp32(use); });
+  return needs;
+}
+
+Value createConvert(OpBuilder &b, Value value, Type elementType) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return b.create<ConvertOp>(value.getLoc(), type.clone(elementType), value);
+}
+
+/// The widening convert of a bf16 value, if `value` is one.
+Value widenedFrom(Value value) {
+  auto convert = value.getDefiningOp<ConvertOp>();
+  if (convert && convert.getInput().getType().getElementType().isBF16() &&
+      isF32Tensor(convert.getResult()))
+    return convert.getInput();
+  return Value();
+}
+
+/// Makes every GEMM reading `value` read `bits` (its bf16 form), and every
+/// other reader except `keep` the f32 widening of `bits`, placed right
+/// before the first of them:
+/// there the fusion pass puts it into that reader's kernel (or clones it into
+/// each reader's), not behind the producer, where it would become an fp32
+/// copy that lives as long as the bf16 one.
+void readWidened(Value value, Value bits, Operation *keep) {
+  SmallVector<OpOperand *> readers;
+  Operation *first = nullptr;
+  for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
+    if (use.getOwner() == keep)
+      continue;
+    if (isa<MatmulOp>(use.getOwner())) { // a GEMM reads the bf16 value
+      use.set(bits);
+      continue;
+    }
+    readers.push_back(&use);
+    if (!first || use.getOwner()->isBeforeInBlock(first))
+      first = use.getOwner();
+  }
+  if (!first)
+    return;
+  OpBuilder b(first);
+  Value widened = createConvert(b, bits, b.getF32Type());
+  for (OpOperand *use : readers)
+    use->set(widened);
+}
+
+class MixedPrecisionRewriter {
+public:
+  explicit MixedPrecisionRewriter(func::FuncOp func)
+      : func(func), forward(forwardOps(func)) {}
+
+  void run() {
+    roundForwardGemmResults();
+    storeActivationsInBf16();
+    convertGemmOperands();
+  }
+
+private:
+  /// Step 2.
+  void roundForwardGemmResults() {
+    func.walk([&](MatmulOp matmul) {
+      Value result = matmul.getResult();
+      if (!forward.contains(matmul) || !isF32Tensor(result) ||
+          !isF32Tensor(matmul.getLhs()) || !isF32Tensor(matmul.getRhs()))
+        return;
+      bool logits = false;
+      forEachReader(result, [&](OpOperand &use) {
+        logits |= isa<CrossEntropyOp, CrossEntropyGradOp>(use.getOwner());
+      });
+      if (logits)
+        return;
+      auto type = cast<RankedTensorType>(result.getType());
+      OpBuilder b(matmul->getContext());
+      b.setInsertionPointAfter(matmul);
+      result.setType(type.clone(b.getBF16Type()));
+      readWidened(result, result, nullptr);
+      // The GEMM's bf16 result is what later GEMMs read (step 4).
+    });
+  }
+
+  /// A forward GEMM result plus a broadcast (of a bias).
+  static bool isBiasAdd(Operation *op) {
+    if (!isa<AddOp>(op))
+      return false;
+    auto fromGemm = [](Value v) {
+      Value bits = widenedFrom(v);
+      return bits && bits.getDefiningOp<MatmulOp>();
+    };
+    Value a = op->getOperand(0), b = op->getOperand(1);
+    return (fromGemm(a) && b.getDefiningOp<BroadcastOp>()) ||
+           (fromGemm(b) && a.getDefiningOp<BroadcastOp>());
+  }
+
+  /// Step 3.
+  void storeActivationsInBf16() {
+    SmallVector<Value> stored;
+    for (Operation &op : func.getBody().front()) {
+      if (!forward.contains(&op) || !(isa<SoftmaxOp>(op) || isBiasAdd(&op)))
+        continue;
+      Value value = op.getResult(0);
+      if (isF32Tensor(value) && !anyReaderNeedsFp32(value))
+        stored.push_back(value);
+    }
+    OpBuilder b(func.getContext());
+    for (Value value : stored) {
+      b.setInsertionPointAfter(value.getDefiningOp());
+      Value bits = createConvert(b, value, b.getBF16Type());
+      readWidened(value, bits, bits.getDefiningOp());
+    }
+  }
+
+  /// Step 4: the bf16 value a GEMM reads for f32 `value`.
+  Value bf16Copy(Value value) {
+    if (Value bits = widenedFrom(value))
+      return bits;
+    auto it = copies.find(value);
+    if (it != copies.end())
+      return it->second;
+    OpBuilder b(value.getContext());
+    Value copy;
+    if (auto view = value.getDefiningOp<ReshapeOp>()) {
+      // reshape(x) read as reshape(bf16 copy of x), right after that copy.
+      Value source = bf16Copy(view.getInput());
+      if (Operation *def = source.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(source).getOwner());
+      auto type = cast<RankedTensorType>(value.getType());
+      copy = b.create<ReshapeOp>(value.getLoc(), type.clone(b.getBF16Type()),
+                                 source);
+    } else {
+      if (auto arg = dyn_cast<BlockArgument>(value))
+        b.setInsertionPointToStart(arg.getOwner());
+      else
+        b.setInsertionPointAfter(value.getDefiningOp());
+      copy = createConvert(b, value, b.getBF16Type());
+    }
+    copies[value] = copy;
+    return copy;
+  }
+
+  void convertGemmOperands() {
+    llvm::SetVector<Operation *> views;
+    func.walk([&](MatmulOp matmul) {
+      for (OpOperand &operand : matmul->getOpOperands()) {
+        if (!isF32Tensor(operand.get())) // step 5
+          continue;
+        if (auto view = operand.get().getDefiningOp<ReshapeOp>())
+          views.insert(view);
+        operand.set(bf16Copy(operand.get()));
+      }
+    });
+    // f32 views only GEMMs read are now dead (and so may be the views
+    // they were made from).
+    while (!views.empty()) {
+      Operation *view = views.pop_back_val();
+      if (!view->use_empty())
+        continue;
+      Operation *source = view->getOperand(0).getDefiningOp();
+      view->erase();
+      if (source && isa<ReshapeOp>(source))
+        views.insert(source);
+    }
+  }
+
+  func::FuncOp func;
+  llvm::SmallPtrSet<Operation *, 32> forward;
+  llvm::DenseMap<Value, Value> copies;
+};
 
 struct KilnMixedPrecisionPass
     : public mlir::kiln::impl::KilnMixedPrecisionBase<KilnMixedPrecisionPass> {
@@ -98,7 +322,8 @@ struct KilnMixedPrecisionPass
     if (*precision != "bf16")
       return;
     for (func::FuncOp func : module.getOps<func::FuncOp>())
-      convertGemmOperands(func);
+      if (func.getBody().hasOneBlock())
+        MixedPrecisionRewriter(func).run();
   }
 };
 

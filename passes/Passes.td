@@ -125,28 +125,40 @@ def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
 }
 
 def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "bf16 GEMM operands with fp32 accumulation (precision = bf16)";
+  let summary = "bf16 GEMMs and bf16 activations, fp32 accumulation (precision = bf16)";
   let description = [{
-    With `precision = "bf16"` in the module attribute `kiln.train`, every f32
-    `kiln.matmul` of the joint forward + backward graph reads bf16 copies of
-    its operands (`kiln.convert`, one per value, shared by every GEMM that
-    reads it) and still produces f32: fp32 accumulation and output, fp32
-    master weights, fp32 gradients and optimizer state. Runs after autodiff.
+    With `precision = "bf16"` in the module attribute `kiln.train`, on the
+    joint forward + backward graph (runs after autodiff):
+
+    - every f32 `kiln.matmul` reads bf16 copies of its operands
+      (`kiln.convert`, one per value, shared by every GEMM that reads it, also
+      through reshapes) with fp32 accumulation;
+    - forward GEMMs (those the loss and metrics depend on) write bf16, except
+      the logits cross_entropy reads; their readers read a widening convert;
+    - bias adds of forward GEMMs and softmax outputs are stored in bf16 and
+      read (forward and backward) through a widening convert;
+    - the residual stream (layer_norm inputs), layer_norm mean/rstd, the
+      logits, the loss, metrics, gradients, master weights and optimizer state
+      stay f32.
+
     `precision = "fp32"`, `"tf32"` (a GEMM setting codegen reads) or no
     setting: nothing changes.
 
     Before:
     ```mlir
-    %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
+    %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32>
         -> tensor<4x16xf32>
+    %y = kiln.tanh %h : tensor<4x16xf32>   // the loss depends on %y
     ```
 
     After:
     ```mlir
     %wb = kiln.convert %w : tensor<8x16xf32> -> tensor<8x16xbf16>
     %xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
-    %y = kiln.matmul %xb, %wb : tensor<4x8xbf16>, tensor<8x16xbf16>
-        -> tensor<4x16xf32>
+    %h = kiln.matmul %xb, %wb : tensor<4x8xbf16>, tensor<8x16xbf16>
+        -> tensor<4x16xbf16>
+    %hf = kiln.convert %h : tensor<4x16xbf16> -> tensor<4x16xf32>
+    %y = kiln.tanh %hf : tensor<4x16xf32>
     ```
   }];
   let dependentDialects = ["::mlir::kiln::KilnDialect",

@@ -508,7 +508,8 @@ Status checkGemm(const schema::Artifact &artifact,
   if (m > kMaxDim || n > kMaxDim || k > kMaxDim)
     return invalidArgument(where, ": GemmCall dimension exceeds 2^31-1");
   // Stored shapes: A is [M,K] or [K,M] transposed, B is [K,N] or [N,K].
-  // A and B are both F32 or both BF16 (A decides); C is always F32.
+  // A and B are both F32 or both BF16 (A decides); C is F32, or BF16 when
+  // the operands are (fp32 accumulation, rounded result).
   uint32_t numBuffers = artifact.buffers()->size();
   schema::DType operands =
       gemm.a() < numBuffers &&
@@ -521,9 +522,13 @@ Status checkGemm(const schema::Artifact &artifact,
   KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "B", gemm.b(),
                                         k, n, batch, gemm.stride_b(),
                                         operands));
+  schema::DType result =
+      operands == schema::DType_BF16 && gemm.c() < numBuffers &&
+              artifact.buffers()->Get(gemm.c())->dtype() == schema::DType_BF16
+          ? schema::DType_BF16
+          : schema::DType_F32;
   KILN_RETURN_IF_ERROR(checkGemmOperand(artifact, infos, where, "C", gemm.c(),
-                                        m, n, batch, gemm.stride_c(),
-                                        schema::DType_F32));
+                                        m, n, batch, gemm.stride_c(), result));
   if (batch > 1 && gemm.stride_c() < m * n)
     return invalidArgument(where, ": GemmCall stride_c ", gemm.stride_c(),
                            " is smaller than one ", m, "x", n,

@@ -24,6 +24,23 @@ void widenBf16(const uint16_t *bits, float *out, size_t n) {
   }
 }
 
+// float -> bf16 bits, rounded to nearest even; NaN stays a quiet NaN
+// (rounding could carry it into infinity). The same rule as the kernels'
+// kiln_f32_to_bf16, so a GEMM's bf16 result equals an fp32 result narrowed
+// by a kiln.convert kernel.
+void narrowToBf16(const float *in, uint16_t *bits, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t word;
+    std::memcpy(&word, &in[i], sizeof word);
+    if ((word & 0x7fffffffu) > 0x7f800000u) {
+      bits[i] = static_cast<uint16_t>((word >> 16) | 0x40u);
+      continue;
+    }
+    word += 0x7fffu + ((word >> 16) & 1u);
+    bits[i] = static_cast<uint16_t>(word >> 16);
+  }
+}
+
 } // namespace
 
 Executor::Call Executor::resolve(const Artifact &artifact,
@@ -64,6 +81,14 @@ Executor::Call Executor::resolve(const Artifact &artifact,
         operandElements(g->batch(), g->stride_b(), g->k(), g->n()));
     call.gemm.a = call.wideA.data();
     call.gemm.b = call.wideB.data();
+  }
+  // A bf16 result (the verifier allows it for bf16 operands only): fp32
+  // accumulation into scratch, rounded after the call.
+  if (artifact.buffer(g->c()).dtype() == schema::DType_BF16) {
+    call.bf16C = arena.as<uint16_t>(g->c());
+    call.wideC.resize(
+        operandElements(g->batch(), g->stride_c(), g->m(), g->n()));
+    call.gemm.c = call.wideC.data();
   }
   // The verifier checked the epilogue's buffers (present when used, F32,
   // sized for m and n, batch 1).
@@ -141,6 +166,10 @@ void Executor::call(const Call &call) {
                 g.c + b * g.strideC, g.n);
   }
   applyGemmEpilogue(call.epilogue);
+  if (call.bf16C)
+    for (int64_t b = 0; b < g.batch; ++b)
+      narrowToBf16(g.c + b * g.strideC, call.bf16C + b * g.strideC,
+                   static_cast<size_t>(g.m) * g.n);
 }
 
 } // namespace kiln::rt::cpu

@@ -2,8 +2,9 @@
 //
 // Each program ("step", "update", "eval") is a flat list: KernelCall
 // entries call a generated kernel with its buffer pointers; GemmCall entries
-// call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first), then
-// their epilogue (GemmEpilogue.h). Argument arrays are resolved once at construction so
+// call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first, a
+// bf16 result rounded from fp32 scratch after), then their epilogue
+// (GemmEpilogue.h). Argument arrays are resolved once at construction so
 // running a program is just a loop of indirect calls. The executor fills
 // nothing itself: the training session writes inputs, learning rate and
 // step count into the arena before running a program.
@@ -63,6 +64,10 @@ private:
     // before each call.
     const uint16_t *bf16A = nullptr, *bf16B = nullptr;
     mutable std::vector<float> wideA, wideB;
+    // A bf16 result: sgemm writes fp32 scratch (gemm.c points there), then
+    // each result is rounded to nearest even into bf16C.
+    uint16_t *bf16C = nullptr;
+    mutable std::vector<float> wideC;
   };
 
   struct Program {

@@ -42,12 +42,15 @@ Status CublasLt::check(cublasStatus_t status, const char *call,
 
 namespace {
 
-// A column-major stored matrix of fp32 with strided batching.
+// A column-major stored matrix of fp32 or bf16 with strided batching. The
+// compute type stays 32F either way: bf16 operands are multiplied on tensor
+// cores with fp32 accumulation, and a bf16 D is the fp32 result rounded.
 Status createLayout(const CublasLt &lt, const ColumnMajorMatrix &m,
                     int64_t batch, const std::string &where,
                     cublasLtMatrixLayout_t &layout) {
   KILN_RETURN_IF_ERROR(lt.check(
-      lt.cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, m.rows, m.cols, m.ld),
+      lt.cublasLtMatrixLayoutCreate(&layout, m.bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                    m.rows, m.cols, m.ld),
       "cublasLtMatrixLayoutCreate", where));
   if (batch == 1)
     return okStatus();

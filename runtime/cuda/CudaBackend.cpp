@@ -268,12 +268,17 @@ Status CudaBackend::Impl::resolvePrograms() {
       call.a = devicePointer(g->a());
       call.b = devicePointer(g->b());
       call.c = devicePointer(g->c());
+      // Element types from the buffers (bf16 operands, and a bf16 result
+      // under precision = bf16; the verifier checked the combinations).
+      ColumnMajorGemm layout = toColumnMajor(*g);
+      for (ColumnMajorMatrix *m : {&layout.first, &layout.second, &layout.result})
+        m->bf16 = artifact.buffer(m->buffer).dtype() == schema::DType_BF16;
       // The epilogue's bias / aux buffers (verified: present when used).
       ColumnMajorEpilogue epilogue = toColumnMajorEpilogue(*g);
       CUdeviceptr bias = g->bias() >= 0 ? devicePointer(g->bias()) : 0;
       CUdeviceptr aux = g->aux() >= 0 ? devicePointer(g->aux()) : 0;
       KILN_ASSIGN_OR_RETURN(call.gemm,
-                            GemmPlan::create(*cublas, toColumnMajor(*g), options.tf32,
+                            GemmPlan::create(*cublas, layout, options.tf32,
                                              kGemmWorkspaceBytes, call.where,
                                              epilogue, bias, aux));
     }

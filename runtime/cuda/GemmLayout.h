@@ -27,6 +27,7 @@ struct ColumnMajorMatrix {
   uint64_t rows = 0, cols = 0;
   int64_t ld = 0;
   int64_t stride = 0;  // elements between batch entries (0: shared)
+  bool bf16 = false;   // elements are bf16 (else fp32); set from the buffer
 };
 
 // cuBLASLt's D = op(first) op(second) with D [m, n] column-major.

@@ -88,3 +88,125 @@ module attributes {kiln.train = {precision = "bf16"}} {
     return %e, %y : tensor<4x8xf32>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// Tests that a forward GEMM (one the loss depends on) writes bf16 and its
+// readers read a widening convert placed right before the first of them,
+// while the logits GEMM that cross_entropy reads and the backward GEMM of the
+// gradient keep f32 results.
+// CHECK-LABEL: func.func @forward_results
+// CHECK: %[[H:.*]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[HW:.*]] = kiln.convert %[[H]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: kiln.tanh %[[HW]] : tensor<4x8xf32>
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
+// CHECK: kiln.cross_entropy
+// CHECK: kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<4x16xbf16>, tensor<8x16xbf16> -> tensor<4x8xf32>
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @forward_results(%w1: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w1"},
+                             %w2: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w2"},
+                             %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                             %t: tensor<4xi32> {kiln.role = "input", kiln.name = "t"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "h"}) {
+    %h = kiln.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    %a = kiln.tanh %h : tensor<4x8xf32>
+    %logits = kiln.matmul %a, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %loss = kiln.cross_entropy %logits, %t : tensor<4x16xf32>, tensor<4xi32>
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    %dlogits = kiln.cross_entropy_grad %logits, %t, %one : tensor<4x16xf32>, tensor<4xi32>
+    %da = kiln.matmul %dlogits, %w2 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    return %loss, %da : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Tests that a bias add of a forward GEMM and a softmax output are stored in
+// bf16 (one convert right after them) and that every non-GEMM reader,
+// forward (gelu) and backward (gelu_grad, softmax_grad), reads a widening of
+// that bf16 tensor, while the GEMM reads it directly.
+// CHECK-LABEL: func.func @stored
+// CHECK: %[[B:.*]] = kiln.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+// CHECK-NEXT: %[[BB:.*]] = kiln.convert %[[B]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[BW:.*]] = kiln.convert %[[BB]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: kiln.gelu %[[BW]]
+// CHECK: %[[P:.*]] = kiln.softmax
+// CHECK-NEXT: %[[PB:.*]] = kiln.convert %[[P]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: kiln.matmul %[[PB]]
+// CHECK: kiln.gelu_grad %[[BW]]
+// CHECK: %[[PW:.*]] = kiln.convert %[[PB]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: kiln.softmax_grad %[[PW]]
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @stored(%w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"},
+                    %bias: tensor<8xf32> {kiln.role = "param", kiln.name = "b"},
+                    %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                    %g: tensor<4x8xf32> {kiln.role = "input", kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "d"}) {
+    %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    %bb = kiln.broadcast %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+    %hb = kiln.add %h, %bb : tensor<4x8xf32>
+    %a = kiln.gelu %hb : tensor<4x8xf32>
+    %p = kiln.softmax %a : tensor<4x8xf32>
+    %y = kiln.matmul %p, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    %loss = kiln.reduce_sum %y dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %dp = kiln.gelu_grad %hb, %g : tensor<4x8xf32>
+    %dx = kiln.softmax_grad %p, %dp : tensor<4x8xf32>
+    return %loss, %dx : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Tests what stays f32 under precision = bf16: the residual stream (an add
+// that is not a bias add, read by layer_norm and kept for layer_norm_grad),
+// layer_norm's mean and rstd, and the loss; only the GEMM reads bf16 copies.
+// CHECK-LABEL: func.func @stays_f32
+// CHECK: %[[R:.*]] = kiln.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+// CHECK-NOT: kiln.convert %[[R]]
+// CHECK: %{{[^,]*}}, %[[M:[^,]*]], %[[S:[^ ]*]] = kiln.layer_norm %[[R]]
+// CHECK-NOT: kiln.convert %[[M]]
+// CHECK-NOT: kiln.convert %[[S]]
+// CHECK: kiln.layer_norm_grad %[[R]], %{{.*}}, %[[M]], %[[S]]
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @stays_f32(%w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"},
+                       %lw: tensor<8xf32> {kiln.role = "param", kiln.name = "lw"},
+                       %lb: tensor<8xf32> {kiln.role = "param", kiln.name = "lb"},
+                       %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                       %g: tensor<4x8xf32> {kiln.role = "input", kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "d"}) {
+    %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    %r = kiln.add %x, %h : tensor<4x8xf32>
+    %y, %mean, %rstd = kiln.layer_norm %r, %lw, %lb {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    %loss = kiln.reduce_sum %y dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %dx, %dw, %db = kiln.layer_norm_grad %r, %lw, %mean, %rstd, %g : (tensor<4x8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    return %loss, %dx : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Tests that a reshape of an activation is read by a GEMM as the reshape of
+// its one bf16 copy (convert commutes with reshape): the forward GEMM and the
+// weight-gradient GEMM that views it as a matrix share one convert, and the
+// f32 reshape is gone.
+// CHECK-LABEL: func.func @views
+// CHECK-SAME: (%{{[^:]*}}: tensor<8x16xf32> {{.*}}, %[[X:[^:]*]]: tensor<2x4x8xf32>
+// CHECK: %[[XB:.*]] = kiln.convert %[[X]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[XV:.*]] = kiln.reshape %[[XB]] : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+// CHECK-NOT: kiln.convert %[[X]]
+// CHECK-NOT: kiln.reshape %[[X]]
+// CHECK: kiln.matmul %[[XB]]
+// CHECK-NOT: kiln.convert %[[X]]
+// CHECK-NOT: kiln.reshape %[[X]]
+// CHECK: kiln.matmul %[[XV]]
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @views(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
+                   %x: tensor<2x4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                   %g: tensor<8x16xf32> {kiln.role = "input", kiln.name = "g"})
+      -> (tensor<2x4x16xf32>, tensor<8x16xf32>) {
+    %y = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+    %xv = kiln.reshape %x : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    %dw = kiln.matmul %xv, %g {transpose_lhs = true} : tensor<8x8xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+    return %y, %dw : tensor<2x4x16xf32>, tensor<8x16xf32>
+  }
+}

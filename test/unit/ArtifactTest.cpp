@@ -342,6 +342,20 @@ TEST(ArtifactTest, GemmEpilogueNeedsBatchOne) {
                         "batch 1)"));
 }
 
+// A bf16 result is fp32 accumulation rounded: only bf16 operands may have
+// one (an fp32 GEMM writing bf16 would silently lose precision).
+TEST(ArtifactTest, GemmBf16ResultNeedsBf16Operands) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  uint32_t c = spec.schedule[1].gemm.c;
+  spec.buffers[c].dtype = schema::DType_BF16;
+  for (BufferSpec &view : spec.buffers) // reshape views of C match its type
+    if (view.aliasOf == static_cast<int32_t>(c))
+      view.dtype = schema::DType_BF16;
+  EXPECT_THAT(loadSpec(spec).message(),
+              HasSubstr("GemmCall operand C (buffer 4 'logits') is BF16, "
+                        "expected F32"));
+}
+
 TEST(ArtifactTest, GemmNonPositiveDims) {
   ArtifactSpec spec = bigramArtifact(2, 4, 16);
   spec.schedule[1].gemm.k = 0;

@@ -25,6 +25,7 @@ Learning rates are compared at 1e-6 relative: kiln stores them as float32 (6e-8)
 usage: tiny_gpt_oracle.py INIT GRADS BATCHES METRICS --steps N --lr X [--optimizer
        adamw|adam|sgd] [--momentum M --nesterov] [--clip C] [--grad-accum K]
        [--schedule constant|cosine|linear|wsd --warmup W --min-lr-ratio R]
+       [--bf16 | --bf16-gemm] [--tolerance T --grad-tolerance G --floor F]
 """
 import argparse
 import json
@@ -65,16 +66,18 @@ def round_bf16(t):
 
 class Bf16Matmul(torch.autograd.Function):
     """a @ b as precision = bf16 computes it: both operands rounded to bf16, the
-    products summed exactly enough (float64 here, fp32 in kiln). The backward
-    GEMMs read the bf16 operands and the bf16-rounded incoming gradient, as the
-    mixed-precision pass makes kiln's backward GEMMs do (not torch.autocast's
-    rule, which rounds the result instead)."""
+    products summed exactly enough (float64 here, fp32 in kiln), and with --bf16
+    the result rounded to bf16 too (kiln's forward GEMMs write bf16; the logits
+    stay fp32). The backward GEMMs read the bf16 operands and the bf16-rounded
+    incoming gradient, as the mixed-precision pass makes kiln's backward GEMMs
+    do (not torch.autocast's rule, which rounds the result instead), and write
+    fp32 gradients; the result's rounding passes the gradient through."""
 
     @staticmethod
-    def forward(ctx, a, b):
+    def forward(ctx, a, b, round_result):
         a, b = round_bf16(a), round_bf16(b)
         ctx.save_for_backward(a, b)
-        return a @ b
+        return round_bf16(a @ b) if round_result else a @ b
 
     @staticmethod
     def backward(ctx, g):
@@ -84,11 +87,58 @@ class Bf16Matmul(torch.autograd.Function):
         db = a.transpose(-2, -1) @ g
         while db.dim() > b.dim():  # b shared over the batch: sum its gradients
             db = db.sum(0)
-        return da, db
+        return da, db, None
 
 
-# The matmul of the model: torch's (float64), or Bf16Matmul (--bf16-gemm).
-mm = torch.matmul
+class StoreBf16(torch.autograd.Function):
+    """An activation kiln stores in bf16 (bias adds): every reader, forward and
+    backward, sees the rounded value; the gradient passes through unchanged."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return round_bf16(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Bf16Softmax(torch.autograd.Function):
+    """softmax over the last dim with its output stored in bf16: the backward
+    (dx = y * (dy - sum(dy * y))) reads the rounded y, as kiln's softmax_grad
+    does."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = round_bf16(x.softmax(dim=-1))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(dim=-1, keepdim=True))
+
+
+# How the model's GEMMs, stored activations and softmax compute: torch's
+# (float64), --bf16-gemm (bf16 GEMM operands only) or --bf16 (everything
+# precision = bf16 does: also bf16 forward GEMM results, bias adds and
+# softmax outputs). `logits` marks the head GEMM, whose result stays fp32.
+BF16_GEMM, BF16_ACT = False, False
+
+
+def mm(a, b, logits=False):
+    if not BF16_GEMM:
+        return torch.matmul(a, b)
+    return Bf16Matmul.apply(a, b, BF16_ACT and not logits)
+
+
+def stored(x):
+    return StoreBf16.apply(x) if BF16_ACT else x
+
+
+def softmax(x):
+    return Bf16Softmax.apply(x) if BF16_ACT else x.softmax(dim=-1)
 
 
 def forward(P, tokens, targets, metrics=None):
@@ -99,21 +149,22 @@ def forward(P, tokens, targets, metrics=None):
     for l in range(N_LAYER):
         p = lambda n: P[f"Block.{l}.{n}"]
         h = F.layer_norm(x, (DIM,), p("ln1_w"), p("ln1_b"), EPS)
-        q = (mm(h, p("wq")) + p("bq")).view(B, T, N_HEAD, D).transpose(1, 2)
-        k = (mm(h, p("wk")) + p("bk")).view(B, T, N_HEAD, D).transpose(1, 2)
-        v = (mm(h, p("wv")) + p("bv")).view(B, T, N_HEAD, D).transpose(1, 2)
+        q = stored(mm(h, p("wq")) + p("bq")).view(B, T, N_HEAD, D).transpose(1, 2)
+        k = stored(mm(h, p("wk")) + p("bk")).view(B, T, N_HEAD, D).transpose(1, 2)
+        v = stored(mm(h, p("wv")) + p("bv")).view(B, T, N_HEAD, D).transpose(1, 2)
         att = mm(q, k.transpose(-2, -1)) / math.sqrt(D)
-        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        att = softmax(att.masked_fill(~causal, float("-inf")))
         y = mm(att, v).transpose(1, 2).reshape(B, T, DIM)
         attn = mm(y, p("wo"))
         x = x + attn + p("bo")
         h = F.layer_norm(x, (DIM,), p("ln2_w"), p("ln2_b"), EPS)
-        x = x + mm(F.gelu(mm(h, p("w_fc")) + p("b_fc"), approximate="tanh"), p("w_proj")) + p("b_proj")
+        x = x + mm(F.gelu(stored(mm(h, p("w_fc")) + p("b_fc")), approximate="tanh"),
+                   p("w_proj")) + p("b_proj")
         if metrics is not None:  # the model file's `metric` lines
             metrics[f"Block.{l}.attn_rms"] = attn.detach().pow(2).mean().sqrt().item()
             metrics[f"Block.{l}.resid_rms"] = x.detach().pow(2).mean().sqrt().item()
     x = F.layer_norm(x, (DIM,), P["lnf_w"], P["lnf_b"], EPS)
-    logits = mm(x, P["wte"].T)
+    logits = mm(x, P["wte"].T, logits=True)
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1).long())
 
 
@@ -158,12 +209,13 @@ def check_bf16_rounding(a, init, micro_batch, kiln_grads, P):
     """Kiln's gradients must be much closer to the bf16-GEMM reference than the
     exact (unrounded, float64) gradients are: proof that its GEMMs really read
     bf16 operands, which loss values alone cannot show at initialisation."""
-    global mm
+    global BF16_GEMM, BF16_ACT
     exact = {n: t.double().requires_grad_() for n, t in init.items()}
-    mm = torch.matmul
+    saved = BF16_GEMM, BF16_ACT
+    BF16_GEMM, BF16_ACT = False, False
     for k in range(a.grad_accum):
         (forward(exact, *micro_batch(1, k)) / a.grad_accum).backward()
-    mm = Bf16Matmul.apply
+    BF16_GEMM, BF16_ACT = saved
     reference = {n: t.grad for n, t in P.items()}
     kiln_err = global_error(kiln_grads, reference)
     exact_err = global_error({n: t.grad for n, t in exact.items()}, reference)
@@ -189,7 +241,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--min-lr-ratio", type=float, default=0.0)
     ap.add_argument("--bf16-gemm", action="store_true",
-                    help="the model was compiled with precision = bf16")
+                    help="emulate bf16 GEMM operands only (fp32 activations)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="the model was compiled with precision = bf16: bf16 GEMM "
+                         "operands and forward results, bias adds and softmax "
+                         "outputs stored in bf16")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE,
                     help="relative tolerance of losses, norms and metrics")
     ap.add_argument("--grad-tolerance", type=float, default=TOLERANCE,
@@ -197,9 +253,8 @@ def main():
     ap.add_argument("--floor", type=float, default=1e-6,
                     help="gradient error floor, times the global gradient norm")
     a = ap.parse_args()
-    global mm
-    if a.bf16_gemm:
-        mm = Bf16Matmul.apply
+    global BF16_GEMM, BF16_ACT
+    BF16_GEMM, BF16_ACT = a.bf16_gemm or a.bf16, a.bf16
 
     init = read_safetensors(a.init)
     kiln_grads = read_safetensors(a.grads)
@@ -243,7 +298,7 @@ def main():
             print(f"FAIL: gradient of {name}: relative error {err:.2e}")
             failures += 1
     print(f"gradients: {len(P)} tensors, worst relative error {worst:.2e}")
-    if a.bf16_gemm:
+    if BF16_GEMM:
         failures += check_bf16_rounding(a, init, micro_batch, kiln_grads, P)
     err = abs(records[0]["grad_norm"] - norm) / norm
     print(f"grad norm: kiln {records[0]['grad_norm']:.6f} torch {norm:.6f} rel {err:.2e}")

@@ -450,7 +450,7 @@ TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
   auto e = emit(R"mlir(
     module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
       func.func @step(%a: tensor<4xbf16> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xbf16> {
-        %0 = kiln.exp %a : tensor<4xbf16>
+        %0 = kiln.softmax %a : tensor<4xbf16>
         return %0 : tensor<4xbf16>
       }
       func.func @update() {

@@ -91,6 +91,23 @@ TEST(CudaKernelsEmulated, Pointwise) {
 // Every loop shape of reduce_sum: one output over several blocks, trailing
 // dims (a warp per output), leading dims and a middle dim (a thread per
 // output); and a transpose.
+// bf16 loads and stores come from the shared pointwise generator: the CUDA
+// kernels widen and round exactly as the CPU ones do (same bits).
+TEST(CudaKernelsEmulated, Bf16Pointwise) {
+  expectSameResults(R"mlir(
+    func.func @step(%a: tensor<64xf32>, %b: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+      %ab = kiln.convert %a : tensor<64xf32> -> tensor<64xbf16>
+      %bb = kiln.convert %b : tensor<64xf32> -> tensor<64xbf16>
+      %s = kiln.mul %ab, %bb : tensor<64xbf16>
+      %g = kiln.gelu %s : tensor<64xbf16>
+      %sf = kiln.convert %s : tensor<64xbf16> -> tensor<64xf32>
+      %gf = kiln.convert %g : tensor<64xbf16> -> tensor<64xf32>
+      return %sf, %gf : tensor<64xf32>, tensor<64xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(64, 7, -3, 3)),
+                     HostTensor::floats(randomFloats(64, 8, -3, 3))});
+}
+
 TEST(CudaKernelsEmulated, ReductionsAndTranspose) {
   expectSameResults(R"mlir(
     func.func @step(%a: tensor<2x3x70xf32>, %big: tensor<700xf32>)

@@ -162,6 +162,40 @@ TEST(CpuKernels, ConvertBf16RoundsToNearestEven) {
   EXPECT_EQ(y[9], 123.5f); // 123.456 = 1.929 * 2^6; bf16 spacing there is 0.5
 }
 
+// bf16 buffers in a non-convert kernel: every load widens, the op computes
+// in float, and the bf16 store rounds to nearest even (NaN stays NaN).
+// Computing on the raw bits instead would give unrelated numbers.
+TEST(CpuKernels, Bf16PointwiseLoadsWidenAndStoresRound) {
+  RUNNER(r, R"mlir(
+    func.func @step(%a: tensor<6xf32>, %b: tensor<6xf32>) -> (tensor<6xf32>, tensor<6xf32>) {
+      %ab = kiln.convert %a : tensor<6xf32> -> tensor<6xbf16>
+      %bb = kiln.convert %b : tensor<6xf32> -> tensor<6xbf16>
+      %s = kiln.add %ab, %bb : tensor<6xbf16>
+      %p = kiln.mul %ab, %bb : tensor<6xbf16>
+      %sf = kiln.convert %s : tensor<6xbf16> -> tensor<6xf32>
+      %pf = kiln.convert %p : tensor<6xbf16> -> tensor<6xf32>
+      return %sf, %pf : tensor<6xf32>, tensor<6xf32>
+    })mlir");
+  const float ulp = std::ldexp(1.0f, -7); // bf16's spacing in [1, 2)
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Every input is a bf16 number, so only the result is rounded.
+  std::vector<float> a = {1.0f, 1.0f + ulp, 1.0f + ulp, 3.0f, nan, -2.0f};
+  std::vector<float> b = {ulp / 2, ulp / 2, 1.0f + ulp, 0.25f, 1.0f, 0.5f};
+  auto out = r.run({HostTensor::floats(a), HostTensor::floats(b)});
+  ASSERT_EQ(out.size(), 2u);
+  const std::vector<float> &sum = out[0].f, &product = out[1].f;
+  EXPECT_EQ(sum[0], 1.0f);             // 1 + ulp/2: a tie, down to even
+  EXPECT_EQ(sum[1], 1.0f + 2 * ulp);   // 1 + 3 ulp/2: a tie, up to even
+  EXPECT_EQ(sum[3], 3.25f);            // exact
+  EXPECT_TRUE(std::isnan(sum[4]));     // NaN is not rounded into infinity
+  EXPECT_EQ(sum[5], -1.5f);
+  // (1 + ulp)^2 = 1 + 2 ulp + ulp^2: just above 1 + 2 ulp, rounds down.
+  EXPECT_EQ(product[2], 1.0f + 2 * ulp);
+  EXPECT_EQ(product[3], 0.75f);
+  EXPECT_TRUE(std::isnan(product[4]));
+  EXPECT_EQ(product[5], -1.0f);
+}
+
 TEST(CpuKernels, BroadcastConstantIota) {
   RUNNER(r, R"mlir(
     func.func @step(%row: tensor<8xf32>, %col: tensor<4x1xf32>, %s: tensor<f32>, %c: tensor<3xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x3xf32>, tensor<3x2x4xf32>, tensor<2x3xf32>, tensor<5xi32>, tensor<6xi32>) {
