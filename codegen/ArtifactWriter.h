@@ -103,7 +103,6 @@ private:
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
-  mlir::LogicalResult planFusionMembers(mlir::kiln::FusionOp fusion);
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);

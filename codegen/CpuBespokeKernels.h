@@ -15,6 +15,8 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <string>
+
 namespace kiln {
 
 class KernelSourceWriter;
@@ -30,6 +32,19 @@ mlir::LogicalResult emitOptimizerCpuKernel(mlir::Operation *op,
 // targets, so the CUDA kernel runs them on one thread.
 void emitGradScaleStatements(mlir::kiln::GradScaleOp op,
                              KernelSourceWriter &w);
+
+// The update formulas of kiln.adam / kiln.sgd / kiln.sgd_momentum, one text
+// for the CPU and CUDA kernels (plain C, valid on both), in
+// CpuOptimizerKernels.cpp. The scalars read once per kernel: `lr`, and the
+// bias corrections `bc1`, `bc2` (adam) or the first-step flag `first`
+// (sgd_momentum).
+void emitUpdateScalarStatements(mlir::Operation *op, KernelSourceWriter &w);
+// The statements updating element `i`. Expects in scope `i`, `scale`, the
+// scalars above, `p` (the old parameter) and `float pn = p`; assigns `pn`
+// and stores the new parameter and state at [i].
+void emitUpdateElementStatements(mlir::Operation *op, KernelSourceWriter &w);
+// "AdamW over 768 parameters, in place; weight decay 0.1f" (kernel comments).
+std::string updateSummary(mlir::Operation *op);
 
 // True for the ops with a bespoke emitter below (optimizer ops included).
 bool hasBespokeCpuKernel(mlir::Operation *op);

@@ -5,11 +5,17 @@
 // a non-finite `scale` skips the step (nothing written; update_sq = 0 and
 // param_sq of the unchanged parameter are still reported).
 //
-// Update kernels are grid-stride loops over the parameter with a fixed grid;
-// each thread sums its elements' squared update and squared new value in
-// float, each block combines its threads (kiln_block_sum_double), and the
-// last block adds the block partials in block order (kiln_last_block): the
-// same bits on every run, no floating-point atomics.
+// An update kernel gives each update op a segment of its grid (one segment
+// for a single op; one per parameter for a multi-tensor kernel, a kiln.fusion
+// "optimizer", so the whole update is one launch). A segment's blocks stride
+// over its parameter running the formulas shared with the CPU
+// (emitUpdateElementStatements); each thread sums its elements' squared
+// update and squared new value in float, each block combines its threads
+// (kiln_block_sum_double), and the segment's last block (kiln_last_of on the
+// segment's counter) adds the segment's block partials in block order: the
+// same bits on every run, no floating-point atomics. Which segment a block
+// runs is a static table in the source (a chain of `blockIdx.x < end`
+// tests), since every parameter has a static size and its own buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,26 +44,53 @@ std::string literal(double v) { return ScalarExprEmitter::floatLiteral(v); }
 
 std::string literal(const APFloat &v) { return literal(v.convertToDouble()); }
 
-// Writes the update loop over the elements of `param` and the norm
-// reduction into `updateSq` / `paramSq`. Expects `apply` (bool: the scale is
-// finite) to be defined. `body` runs only when `apply`; it reads `p` (old
-// value), assigns `pn` (new value) and stores the new parameter and state.
-void emitUpdateLoop(KernelSourceWriter &w, CudaLaunch &launch, Value param,
-                    Value updateSq, Value paramSq,
-                    const std::function<void()> &body) {
+// The blocks of one update inside its kernel: blocks [first, first +
+// count) of the grid, norm partials at partial[2 * block], its last-block
+// counter done[segment]. A single update is segment 0 of the whole grid; a
+// multi-tensor kernel gives each update a segment of its own.
+struct UpdateSegment {
+  uint32_t first = 0, count = 1;
+  size_t segment = 0;
+};
+
+// The update kernels' scratch: per-block norm partials and one last-block
+// counter per segment.
+void declareUpdateScratch(KernelSourceWriter &w, uint32_t blocks,
+                          size_t segments) {
+  w.global("__device__ double " + kEntryPlaceholder + "_partial[" +
+           str(2 * blocks) + "];");
+  w.global("__device__ unsigned int " + kEntryPlaceholder + "_done[" +
+           str(segments) + "];");
+}
+
+// Writes the update of one optimizer op over the blocks of `seg`: the
+// guard, the scalars, a loop over the parameter strided by the segment's
+// threads running the shared formulas (emitUpdateElementStatements) when
+// the scale is finite, and the norm reduction into update_sq / param_sq.
+// Ends the segment's blocks with `return`.
+void emitUpdateSegment(Operation *op, KernelSourceWriter &w,
+                       const UpdateSegment &seg) {
+  Value param = op->getOperand(0);
+  Value scale = op->getOperands().back();
+  Value updateSq = op->getResult(op->getNumResults() - 2);
+  Value paramSq = op->getResult(op->getNumResults() - 1);
   int64_t n = numElements(shapeOf(param));
-  uint32_t grid = cudaGridFor(n, kCudaBlock);
-  launch = {grid, kCudaBlock, 0};
   std::string partial = (kEntryPlaceholder + "_partial").str();
   std::string done = (kEntryPlaceholder + "_done").str();
-  w.global("__device__ double " + partial + "[" + str(2 * grid) + "];");
-  w.global("__device__ unsigned int " + done + " = 0u;");
+  std::string first = str(seg.first), count = str(seg.count);
+  w.line("// " + updateSummary(op) + ": blocks [" + first + ", " +
+         str(seg.first + seg.count) + ")");
+  w.line("const float scale = " + w.ptr(scale) + "[0];");
+  w.line("const bool apply = isfinite(scale); // else: skipped step");
+  emitUpdateScalarStatements(op, w);
+  w.line("const int64_t block = (int64_t)blockIdx.x - " + first + ";");
   w.line("float du = 0.0f, pp = 0.0f;");
-  openGridStrideLoop(w, n);
-  w.line("float pn = " + w.ptr(param) + "[i];");
-  w.line("const float p = pn;");
+  w.open("for (int64_t i = block * blockDim.x + threadIdx.x; i < " + str(n) +
+         "; i += (int64_t)" + count + " * blockDim.x)");
+  w.line("const float p = " + w.ptr(param) + "[i];");
+  w.line("float pn = p;");
   w.open("if (apply)");
-  body();
+  emitUpdateElementStatements(op, w);
   w.close();
   w.line("const float delta = pn - p;");
   w.line("du += delta * delta;");
@@ -69,9 +102,11 @@ void emitUpdateLoop(KernelSourceWriter &w, CudaLaunch &launch, Value param,
   w.line(partial + "[2 * blockIdx.x] = blockDu;");
   w.line(partial + "[2 * blockIdx.x + 1] = blockPp;");
   w.close();
-  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  w.line("if (!kiln_last_of(&" + done + "[" + str(seg.segment) + "], " +
+         count + "u)) return;");
   w.line("double sumDu = 0.0, sumPp = 0.0;");
-  w.open("for (int b = threadIdx.x; b < " + str(grid) + "; b += blockDim.x)");
+  w.open("for (int b = " + first + " + threadIdx.x; b < " +
+         str(seg.first + seg.count) + "; b += blockDim.x)");
   w.line("sumDu += __ldcg(&" + partial + "[2 * b]);");
   w.line("sumPp += __ldcg(&" + partial + "[2 * b + 1]);");
   w.close();
@@ -81,6 +116,11 @@ void emitUpdateLoop(KernelSourceWriter &w, CudaLaunch &launch, Value param,
   w.line(w.ptr(updateSq) + "[0] = (float)sumDu;");
   w.line(w.ptr(paramSq) + "[0] = (float)sumPp;");
   w.close();
+  w.line("return;");
+}
+
+bool isUpdate(Operation *op) {
+  return isa<k::AdamOp, k::SgdOp, k::SgdMomentumOp>(op);
 }
 
 // result = acc + value * scale (in place on the accumulator).
@@ -109,95 +149,6 @@ LogicalResult emitGradScale(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-LogicalResult emitAdam(Operation *op, KernelSourceWriter &w,
-                       CudaLaunch &launch) {
-  auto adam = cast<k::AdamOp>(op);
-  Value p = adam.getParam();
-  int64_t n = numElements(shapeOf(p));
-  std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
-  double wd = adam.getWeightDecay().convertToDouble();
-  bool decoupled = adam.getDecoupledWeightDecay();
-  w.line(std::string("// ") + (decoupled ? "AdamW" : "Adam") + " over " +
-         str(n) + " parameters, in place; weight decay " + literal(wd));
-  w.line("const float scale = " + w.ptr(adam.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(adam.getLr()) + "[0];");
-  w.line("const float t = " + w.ptr(adam.getStep()) + "[0];");
-  w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 +
-         ", (double)t));");
-  w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 +
-         ", (double)t));");
-  emitUpdateLoop(w, launch, p, adam.getUpdateSq(), adam.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(adam.getGrad()) + "[i] * scale;");
-    if (wd != 0.0 && !decoupled)
-      w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
-    w.line("const float m = " + b1 + " * " + w.ptr(adam.getM()) +
-           "[i] + (1.0f - " + b1 + ") * g;");
-    w.line("const float v = " + b2 + " * " + w.ptr(adam.getV()) +
-           "[i] + (1.0f - " + b2 + ") * g * g;");
-    if (wd != 0.0 && decoupled)
-      w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
-    w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
-           literal(adam.getEpsilon()) + ");");
-    w.line(w.ptr(adam.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(adam.getNewM()) + "[i] = m;");
-    w.line(w.ptr(adam.getNewV()) + "[i] = v;");
-  });
-  return success();
-}
-
-LogicalResult emitSgd(Operation *op, KernelSourceWriter &w,
-                      CudaLaunch &launch) {
-  auto sgd = cast<k::SgdOp>(op);
-  Value p = sgd.getParam();
-  int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  w.line("// SGD over " + str(n) + " parameters, in place; weight decay " +
-         literal(wd));
-  w.line("const float scale = " + w.ptr(sgd.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
-  emitUpdateLoop(w, launch, p, sgd.getUpdateSq(), sgd.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("pn = p - lr * g;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-  });
-  return success();
-}
-
-LogicalResult emitSgdMomentum(Operation *op, KernelSourceWriter &w,
-                              CudaLaunch &launch) {
-  auto sgd = cast<k::SgdMomentumOp>(op);
-  Value p = sgd.getParam();
-  int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  std::string mu = literal(sgd.getMomentum());
-  std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
-  w.line("// SGD with momentum " + mu +
-         (sgd.getNesterov() ? " (nesterov)" : "") + " over " + str(n) +
-         " parameters, in place; weight decay " + literal(wd));
-  w.line("const float scale = " + w.ptr(sgd.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
-  w.line("// torch.optim.SGD: the buffer starts as the first gradient");
-  w.line("const bool first = " + w.ptr(sgd.getStep()) + "[0] <= 1.0f;");
-  emitUpdateLoop(w, launch, p, sgd.getUpdateSq(), sgd.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("const float buf = first ? g : " + mu + " * " +
-           w.ptr(sgd.getBuf()) + "[i] + " + damp + " * g;");
-    w.line(std::string("const float d = ") +
-           (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
-    w.line("pn = p - lr * d;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(sgd.getNewBuf()) + "[i] = buf;");
-  });
-  return success();
-}
-
 } // namespace
 
 bool hasOptimizerCudaKernel(Operation *op) {
@@ -211,14 +162,47 @@ LogicalResult emitOptimizerCudaKernel(Operation *op, KernelSourceWriter &w,
       .Case<k::AccumulateOp>(
           [&](auto) { return emitAccumulate(op, w, launch); })
       .Case<k::GradScaleOp>([&](auto) { return emitGradScale(op, w, launch); })
-      .Case<k::AdamOp>([&](auto) { return emitAdam(op, w, launch); })
-      .Case<k::SgdOp>([&](auto) { return emitSgd(op, w, launch); })
-      .Case<k::SgdMomentumOp>(
-          [&](auto) { return emitSgdMomentum(op, w, launch); })
+      .Case<k::AdamOp, k::SgdOp, k::SgdMomentumOp>([&](auto) {
+        return emitMultiTensorUpdateCudaKernel({op}, w, launch);
+      })
       .Default([&](Operation *) {
         return op->emitError()
                << "codegen has no CUDA kernel for '" << op->getName() << "'";
       });
+}
+
+LogicalResult emitMultiTensorUpdateCudaKernel(ArrayRef<Operation *> updates,
+                                              KernelSourceWriter &w,
+                                              CudaLaunch &launch) {
+  SmallVector<UpdateSegment> segments;
+  uint32_t blocks = 0;
+  for (Operation *op : updates) {
+    if (!isUpdate(op))
+      return op->emitError() << "a multi-tensor optimizer kernel holds "
+                                "adam, sgd and sgd_momentum updates only";
+    UpdateSegment seg;
+    seg.first = blocks;
+    seg.count = cudaGridFor(numElements(shapeOf(op->getOperand(0))),
+                            kCudaBlock);
+    seg.segment = segments.size();
+    blocks += seg.count;
+    segments.push_back(seg);
+  }
+  launch = {blocks, kCudaBlock, 0};
+  declareUpdateScratch(w, blocks, segments.size());
+  if (updates.size() > 1)
+    w.line("// " + str(updates.size()) + " optimizer updates in one launch, "
+           "each on a segment of the grid");
+  for (auto [op, seg] : llvm::zip(updates, segments)) {
+    bool last = seg.segment + 1 == segments.size();
+    // Uniform per block: a block runs exactly one segment.
+    if (!last)
+      w.open("if (blockIdx.x < " + str(seg.first + seg.count) + "u)");
+    emitUpdateSegment(op, w, seg);
+    if (!last)
+      w.close();
+  }
+  return success();
 }
 
 } // namespace kiln
