@@ -62,8 +62,8 @@ LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
                                      code)))
     return failure();
   std::string len = std::to_string(length);
-  w.open("for (int64_t e = " + first + "; e < " + len + "; e += " + step +
-         ")");
+  w.open("for (int64_t e = " + first + "; e < " + len + "; " +
+         (step == "1" ? std::string("++e") : ("e += " + step).str()) + ")");
   w.line("const int64_t i = " + row + " * " + len + " + e;");
   for (const std::string &line : code.lines)
     w.line(line);

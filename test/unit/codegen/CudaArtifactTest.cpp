@@ -7,8 +7,8 @@
 // artifact's target, archs and prelude; the CPU artifact carries no launch
 // and no archs. Also the option checks, CUDA diagnostics, and a fused
 // pointwise group (as the fusion pass will hand over) computing the CPU
-// kernel's statements. (NVRTC compiling the kernels is test/cuda's
-// nvrtc_check.)
+// kernel's statements. (NVRTC compiling the kernels is `kiln-run
+// --compile-only`, the ctests in test/cuda.)
 //
 //===----------------------------------------------------------------------===//
 
