@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <string>
 
@@ -38,11 +39,17 @@ void emitGradScaleStatements(mlir::kiln::GradScaleOp op,
 // CpuOptimizerKernels.cpp. The scalars read once per kernel: `lr`, and the
 // bias corrections `bc1`, `bc2` (adam) or the first-step flag `first`
 // (sgd_momentum).
-void emitUpdateScalarStatements(mlir::Operation *op, KernelSourceWriter &w);
+// `name`, when given, names the pointer of each operand and result of `op`
+// instead of `w.ptr` (the CUDA multi-tensor kernel's table-loaded pointers).
+void emitUpdateScalarStatements(
+    mlir::Operation *op, KernelSourceWriter &w,
+    llvm::function_ref<std::string(mlir::Value)> name = nullptr);
 // The statements updating element `i`. Expects in scope `i`, `scale`, the
 // scalars above, `p` (the old parameter) and `float pn = p`; assigns `pn`
 // and stores the new parameter and state at [i].
-void emitUpdateElementStatements(mlir::Operation *op, KernelSourceWriter &w);
+void emitUpdateElementStatements(
+    mlir::Operation *op, KernelSourceWriter &w,
+    llvm::function_ref<std::string(mlir::Value)> name = nullptr);
 // "AdamW over 768 parameters, in place; weight decay 0.1f" (kernel comments).
 std::string updateSummary(mlir::Operation *op);
 

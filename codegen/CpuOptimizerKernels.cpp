@@ -225,9 +225,11 @@ std::string updateSummary(Operation *op) {
          literal(sgd.getWeightDecay());
 }
 
-void emitUpdateScalarStatements(Operation *op, KernelSourceWriter &w) {
-  auto scalar = [&](StringRef name, Value v) {
-    w.line("const float " + name + " = " + w.ptr(v) + "[0];");
+void emitUpdateScalarStatements(Operation *op, KernelSourceWriter &w,
+                                function_ref<std::string(Value)> name) {
+  auto ptr = [&](Value v) { return name ? name(v) : w.ptr(v); };
+  auto scalar = [&](StringRef var, Value v) {
+    w.line("const float " + var + " = " + ptr(v) + "[0];");
   };
   if (auto adam = dyn_cast<k::AdamOp>(op)) {
     std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
@@ -246,53 +248,55 @@ void emitUpdateScalarStatements(Operation *op, KernelSourceWriter &w) {
   auto sgd = cast<k::SgdMomentumOp>(op);
   scalar("lr", sgd.getLr());
   w.line("// torch.optim.SGD: the buffer starts as the first gradient");
-  w.line("const bool first = " + w.ptr(sgd.getStep()) + "[0] <= 1.0f;");
+  w.line("const bool first = " + ptr(sgd.getStep()) + "[0] <= 1.0f;");
 }
 
-void emitUpdateElementStatements(Operation *op, KernelSourceWriter &w) {
+void emitUpdateElementStatements(Operation *op, KernelSourceWriter &w,
+                                 function_ref<std::string(Value)> name) {
+  auto ptr = [&](Value v) { return name ? name(v) : w.ptr(v); };
   if (auto adam = dyn_cast<k::AdamOp>(op)) {
     std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
     double wd = adam.getWeightDecay().convertToDouble();
     bool decoupled = adam.getDecoupledWeightDecay();
-    w.line("float g = " + w.ptr(adam.getGrad()) + "[i] * scale;");
+    w.line("float g = " + ptr(adam.getGrad()) + "[i] * scale;");
     if (wd != 0.0 && !decoupled)
       w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
-    w.line("const float m = " + b1 + " * " + w.ptr(adam.getM()) +
+    w.line("const float m = " + b1 + " * " + ptr(adam.getM()) +
            "[i] + (1.0f - " + b1 + ") * g;");
-    w.line("const float v = " + b2 + " * " + w.ptr(adam.getV()) +
+    w.line("const float v = " + b2 + " * " + ptr(adam.getV()) +
            "[i] + (1.0f - " + b2 + ") * g * g;");
     if (wd != 0.0 && decoupled)
       w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
     w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
            literal(adam.getEpsilon()) + ");");
-    w.line(w.ptr(adam.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(adam.getNewM()) + "[i] = m;");
-    w.line(w.ptr(adam.getNewV()) + "[i] = v;");
+    w.line(ptr(adam.getNewParam()) + "[i] = pn;");
+    w.line(ptr(adam.getNewM()) + "[i] = m;");
+    w.line(ptr(adam.getNewV()) + "[i] = v;");
     return;
   }
   if (auto sgd = dyn_cast<k::SgdOp>(op)) {
     double wd = sgd.getWeightDecay().convertToDouble();
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
+    w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
     if (wd != 0.0)
       w.line("g += " + literal(wd) + " * p;");
     w.line("pn = p - lr * g;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
+    w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
     return;
   }
   auto sgd = cast<k::SgdMomentumOp>(op);
   double wd = sgd.getWeightDecay().convertToDouble();
   std::string mu = literal(sgd.getMomentum());
   std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
-  w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
+  w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
   if (wd != 0.0)
     w.line("g += " + literal(wd) + " * p;");
-  w.line("const float buf = first ? g : " + mu + " * " + w.ptr(sgd.getBuf()) +
+  w.line("const float buf = first ? g : " + mu + " * " + ptr(sgd.getBuf()) +
          "[i] + " + damp + " * g;");
   w.line(std::string("const float d = ") +
          (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
   w.line("pn = p - lr * d;");
-  w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-  w.line(w.ptr(sgd.getNewBuf()) + "[i] = buf;");
+  w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
+  w.line(ptr(sgd.getNewBuf()) + "[i] = buf;");
 }
 
 } // namespace kiln

@@ -12,6 +12,12 @@
 //   - whole-tensor sums (cross entropy's mean, one-output reduce_sum): block
 //     partials in a __device__ scratch array, combined in block order by the
 //     last block (kiln_last_block).
+// Fused row kernels (kiln.fusion "row"): a row emitter given a
+// CudaRowFusion writes the prologue at the top of each row (beginRow: the
+// row's threads compute and store it, then a barrier) and the epilogue at
+// the bottom (endRow: a barrier, then the row's threads apply it);
+// layer_norm_grad's column blocks recompute the prologue instead of reading
+// what the row blocks store in the same launch.
 // Numerics: float accumulation, every sum in a fixed order (no
 // floating-point atomics), so a kernel gives the same bits on every run.
 // Perf notes: column sums and embedding_grad use few threads per element

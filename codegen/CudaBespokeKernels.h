@@ -51,12 +51,14 @@ mlir::LogicalResult emitOptimizerCudaKernel(mlir::Operation *op,
                                             KernelSourceWriter &w,
                                             CudaLaunch &launch);
 
-// One kernel updating every parameter of `updates` (adam, sgd, sgd_momentum
-// ops of a kiln.fusion "optimizer", or a single one), each on a segment of
-// the grid, in place; sets the launch. In CudaOptimizerKernels.cpp.
-mlir::LogicalResult
-emitMultiTensorUpdateCudaKernel(llvm::ArrayRef<mlir::Operation *> updates,
-                                KernelSourceWriter &w, CudaLaunch &launch);
+// One kernel updating every parameter of `group` (the adam, sgd and
+// sgd_momentum ops of a kiln.fusion "optimizer"), each on a segment of the
+// grid listed in a table in the source, in place; sets the launch. Reads the
+// buffers through `buffers[]` itself (no declareBuffers). In
+// CudaOptimizerKernels.cpp.
+mlir::LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
+                                                    KernelSourceWriter &w,
+                                                    CudaLaunch &launch);
 
 // True for the ops with a bespoke CUDA emitter (optimizer ops included).
 bool hasBespokeCudaKernel(mlir::Operation *op);

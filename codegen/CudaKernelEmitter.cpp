@@ -105,8 +105,7 @@ FailureOr<CudaKernel> emitRowGroup(const KernelGroup &group) {
 FailureOr<CudaKernel> emitOptimizerGroup(const KernelGroup &group) {
   KernelSourceWriter w(group, KernelTarget::Cuda);
   CudaLaunch launch;
-  if (failed(w.declareBuffers()) ||
-      failed(emitMultiTensorUpdateCudaKernel(group.ops, w, launch)))
+  if (failed(emitMultiTensorUpdateCudaKernel(group, w, launch)))
     return failure();
   return withLaunch(w.finish(), launch);
 }

@@ -28,8 +28,7 @@
 #include "ir/KilnOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
-
-#include <functional>
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -40,17 +39,17 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string literal(double v) { return ScalarExprEmitter::floatLiteral(v); }
+std::string literal(const APFloat &v) {
+  return ScalarExprEmitter::floatLiteral(v.convertToDouble());
+}
 
-std::string literal(const APFloat &v) { return literal(v.convertToDouble()); }
-
-// The blocks of one update inside its kernel: blocks [first, first +
-// count) of the grid, norm partials at partial[2 * block], its last-block
-// counter done[segment]. A single update is segment 0 of the whole grid; a
-// multi-tensor kernel gives each update a segment of its own.
+// The blocks of one update inside its kernel, as C expressions: blocks
+// [first, first + count) of the grid run it over `elements` parameters,
+// their norm partials at partial[2 * block], its last-block counter `done`.
+// A single update has literals (segment 0 of the whole grid); a
+// multi-tensor kernel reads them from its segment table.
 struct UpdateSegment {
-  uint32_t first = 0, count = 1;
-  size_t segment = 0;
+  std::string first, count, elements, done;
 };
 
 // The update kernels' scratch: per-block norm partials and one last-block
@@ -63,34 +62,31 @@ void declareUpdateScratch(KernelSourceWriter &w, uint32_t blocks,
            str(segments) + "];");
 }
 
-// Writes the update of one optimizer op over the blocks of `seg`: the
+// Writes the update of optimizer op `op` over the blocks of `seg`: the
 // guard, the scalars, a loop over the parameter strided by the segment's
 // threads running the shared formulas (emitUpdateElementStatements) when
 // the scale is finite, and the norm reduction into update_sq / param_sq.
-// Ends the segment's blocks with `return`.
+// `name` gives the pointer of each of op's operands and results. Ends the
+// segment's blocks with `return`.
 void emitUpdateSegment(Operation *op, KernelSourceWriter &w,
-                       const UpdateSegment &seg) {
+                       const UpdateSegment &seg,
+                       function_ref<std::string(Value)> name) {
   Value param = op->getOperand(0);
   Value scale = op->getOperands().back();
   Value updateSq = op->getResult(op->getNumResults() - 2);
   Value paramSq = op->getResult(op->getNumResults() - 1);
-  int64_t n = numElements(shapeOf(param));
   std::string partial = (kEntryPlaceholder + "_partial").str();
-  std::string done = (kEntryPlaceholder + "_done").str();
-  std::string first = str(seg.first), count = str(seg.count);
-  w.line("// " + updateSummary(op) + ": blocks [" + first + ", " +
-         str(seg.first + seg.count) + ")");
-  w.line("const float scale = " + w.ptr(scale) + "[0];");
+  w.line("const float scale = " + name(scale) + "[0];");
   w.line("const bool apply = isfinite(scale); // else: skipped step");
-  emitUpdateScalarStatements(op, w);
-  w.line("const int64_t block = (int64_t)blockIdx.x - " + first + ";");
+  emitUpdateScalarStatements(op, w, name);
+  w.line("const int64_t block = (int64_t)blockIdx.x - " + seg.first + ";");
   w.line("float du = 0.0f, pp = 0.0f;");
-  w.open("for (int64_t i = block * blockDim.x + threadIdx.x; i < " + str(n) +
-         "; i += (int64_t)" + count + " * blockDim.x)");
-  w.line("const float p = " + w.ptr(param) + "[i];");
+  w.open("for (int64_t i = block * blockDim.x + threadIdx.x; i < " +
+         seg.elements + "; i += (int64_t)" + seg.count + " * blockDim.x)");
+  w.line("const float p = " + name(param) + "[i];");
   w.line("float pn = p;");
   w.open("if (apply)");
-  emitUpdateElementStatements(op, w);
+  emitUpdateElementStatements(op, w, name);
   w.close();
   w.line("const float delta = pn - p;");
   w.line("du += delta * delta;");
@@ -102,21 +98,35 @@ void emitUpdateSegment(Operation *op, KernelSourceWriter &w,
   w.line(partial + "[2 * blockIdx.x] = blockDu;");
   w.line(partial + "[2 * blockIdx.x + 1] = blockPp;");
   w.close();
-  w.line("if (!kiln_last_of(&" + done + "[" + str(seg.segment) + "], " +
-         count + "u)) return;");
+  w.line("if (!kiln_last_of(&" + seg.done + ", " + seg.count + ")) return;");
   w.line("double sumDu = 0.0, sumPp = 0.0;");
-  w.open("for (int b = " + first + " + threadIdx.x; b < " +
-         str(seg.first + seg.count) + "; b += blockDim.x)");
+  w.open("for (unsigned int b = " + seg.first + " + threadIdx.x; b < " +
+         seg.first + " + " + seg.count + "; b += blockDim.x)");
   w.line("sumDu += __ldcg(&" + partial + "[2 * b]);");
   w.line("sumPp += __ldcg(&" + partial + "[2 * b + 1]);");
   w.close();
   w.line("sumDu = kiln_block_sum_double(sumDu);");
   w.line("sumPp = kiln_block_sum_double(sumPp);");
   w.open("if (threadIdx.x == 0)");
-  w.line(w.ptr(updateSq) + "[0] = (float)sumDu;");
-  w.line(w.ptr(paramSq) + "[0] = (float)sumPp;");
+  w.line(name(updateSq) + "[0] = (float)sumDu;");
+  w.line(name(paramSq) + "[0] = (float)sumPp;");
   w.close();
   w.line("return;");
+}
+
+// One update op alone: segment 0 is the whole grid.
+LogicalResult emitSingleUpdate(Operation *op, KernelSourceWriter &w,
+                               CudaLaunch &launch) {
+  uint32_t grid =
+      cudaGridFor(numElements(shapeOf(op->getOperand(0))), kCudaBlock);
+  launch = {grid, kCudaBlock, 0};
+  declareUpdateScratch(w, grid, 1);
+  w.line("// " + updateSummary(op));
+  UpdateSegment seg{"0u", str(grid) + "u",
+                    str(numElements(shapeOf(op->getOperand(0)))),
+                    (kEntryPlaceholder + "_done[0]").str()};
+  emitUpdateSegment(op, w, seg, [&](Value v) { return w.ptr(v); });
+  return success();
 }
 
 bool isUpdate(Operation *op) {
@@ -162,46 +172,106 @@ LogicalResult emitOptimizerCudaKernel(Operation *op, KernelSourceWriter &w,
       .Case<k::AccumulateOp>(
           [&](auto) { return emitAccumulate(op, w, launch); })
       .Case<k::GradScaleOp>([&](auto) { return emitGradScale(op, w, launch); })
-      .Case<k::AdamOp, k::SgdOp, k::SgdMomentumOp>([&](auto) {
-        return emitMultiTensorUpdateCudaKernel({op}, w, launch);
-      })
+      .Case<k::AdamOp, k::SgdOp, k::SgdMomentumOp>(
+          [&](auto) { return emitSingleUpdate(op, w, launch); })
       .Default([&](Operation *) {
         return op->emitError()
                << "codegen has no CUDA kernel for '" << op->getName() << "'";
       });
 }
 
-LogicalResult emitMultiTensorUpdateCudaKernel(ArrayRef<Operation *> updates,
+// The segment table: one row per update, sorted by first block:
+//   { first block, blocks, elements, formula, buffers[operands..., results...] }
+// Blocks find their row by binary search, then run the body of its formula
+// (one `case` per distinct op kind and attributes, so the text and the
+// compile time grow with the number of formulas, not of parameters) on the
+// pointers buffers[row[4 + k]].
+LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
                                               KernelSourceWriter &w,
                                               CudaLaunch &launch) {
-  SmallVector<UpdateSegment> segments;
+  constexpr size_t kMaxSlots = 12; // adam: 7 operands, 5 results
+  auto bufferIndex = [&](Value v) -> int64_t {
+    auto in = llvm::find(group.inputs, v);
+    if (in != group.inputs.end())
+      return in - group.inputs.begin();
+    auto out = llvm::find(group.outputs, v);
+    if (out != group.outputs.end())
+      return group.inputs.size() + (out - group.outputs.begin());
+    return -1;
+  };
+  SmallVector<Operation *> formulas; // first op of each distinct formula
+  SmallVector<std::string> formulaKeys, rows;
   uint32_t blocks = 0;
-  for (Operation *op : updates) {
+  for (Operation *op : group.ops) {
     if (!isUpdate(op))
       return op->emitError() << "a multi-tensor optimizer kernel holds "
                                 "adam, sgd and sgd_momentum updates only";
-    UpdateSegment seg;
-    seg.first = blocks;
-    seg.count = cudaGridFor(numElements(shapeOf(op->getOperand(0))),
-                            kCudaBlock);
-    seg.segment = segments.size();
-    blocks += seg.count;
-    segments.push_back(seg);
+    // The formula text depends on the op kind and its own attributes only
+    // (not on discardable ones such as kiln.not_fused).
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << op->getName();
+    for (NamedAttribute attr : op->getAttrs())
+      if (!attr.getName().getValue().contains('.'))
+        os << " " << attr.getName().getValue() << "=" << attr.getValue();
+    auto known = llvm::find(formulaKeys, key);
+    size_t formula = known - formulaKeys.begin();
+    if (known == formulaKeys.end()) {
+      formulaKeys.push_back(key);
+      formulas.push_back(op);
+    }
+    int64_t n = numElements(shapeOf(op->getOperand(0)));
+    uint32_t count = cudaGridFor(n, kCudaBlock);
+    std::string row = "{" + str(blocks) + "u, " + str(count) + "u, " +
+                      str(n) + "u, " + str(formula) + "u";
+    SmallVector<Value> slots(op->getOperands());
+    slots.append(op->result_begin(), op->result_end());
+    for (Value v : slots) {
+      int64_t index = bufferIndex(v);
+      if (index < 0)
+        return op->emitError() << "reads or writes a value that is no "
+                                  "buffer of the multi-tensor kernel";
+      row += ", " + str(index) + "u";
+    }
+    rows.push_back(row + "}");
+    blocks += count;
   }
   launch = {blocks, kCudaBlock, 0};
-  declareUpdateScratch(w, blocks, segments.size());
-  if (updates.size() > 1)
-    w.line("// " + str(updates.size()) + " optimizer updates in one launch, "
-           "each on a segment of the grid");
-  for (auto [op, seg] : llvm::zip(updates, segments)) {
-    bool last = seg.segment + 1 == segments.size();
-    // Uniform per block: a block runs exactly one segment.
-    if (!last)
-      w.open("if (blockIdx.x < " + str(seg.first + seg.count) + "u)");
-    emitUpdateSegment(op, w, seg);
-    if (!last)
-      w.close();
+  declareUpdateScratch(w, blocks, rows.size());
+  std::string table = (kEntryPlaceholder + "_segments").str();
+  std::string text = "__constant__ unsigned int " + table + "[" +
+                     str(rows.size()) + "][" + str(4 + kMaxSlots) + "] = {";
+  for (auto [i, row] : llvm::enumerate(rows))
+    text += (i ? ",\n    " : "\n    ") + row;
+  w.global(text + "};");
+  w.line("// " + str(group.ops.size()) + " optimizer updates in one launch, "
+         "each on a segment of the grid (" + table + ": first block, blocks, "
+         "elements, formula, buffers)");
+  w.line("int lo = 0, hi = " + str(rows.size() - 1) + ";");
+  w.open("while (lo < hi)");
+  w.line("const int mid = (lo + hi + 1) / 2;");
+  w.line("if (" + table + "[mid][0] <= blockIdx.x) lo = mid; else hi = mid - 1;");
+  w.close();
+  w.line("const unsigned int* row = " + table + "[lo];");
+  w.line("const unsigned int first = row[0], count = row[1];");
+  w.line("const int64_t n = row[2];");
+  w.open("switch (row[3])");
+  for (auto [formula, op] : llvm::enumerate(formulas)) {
+    w.open("case " + str(formula) + ":");
+    w.line("// formula " + str(formula) + ": " + formulaKeys[formula]);
+    SmallVector<Value> slots(op->getOperands());
+    slots.append(op->result_begin(), op->result_end());
+    for (auto [k, v] : llvm::enumerate(slots))
+      w.line("float* b" + str(k) + " = (float*)buffers[row[" + str(4 + k) +
+             "]];");
+    UpdateSegment seg{"first", "count", "n",
+                      (kEntryPlaceholder + "_done[lo]").str()};
+    emitUpdateSegment(op, w, seg, [&](Value v) {
+      return "b" + str(llvm::find(slots, v) - slots.begin());
+    });
+    w.close();
   }
+  w.close();
   return success();
 }
 
