@@ -36,8 +36,6 @@
 
 #include "codegen/ArtifactWriter.h"
 
-#include "codegen/PointwiseBody.h"
-
 #include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
@@ -441,12 +439,6 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   group.inputs.assign(body.getArguments().begin(), body.getArguments().end());
   auto yield = cast<k::YieldOp>(body.getTerminator());
   group.outputs.assign(yield.getValues().begin(), yield.getValues().end());
-  // The CUDA emitter has pointwise groups and single ops only (no row
-  // prologues/epilogues or multi-tensor updates yet): such a region runs as
-  // one kernel per member there.
-  if (options.target == "cuda" && group.ops.size() > 1 &&
-      !llvm::all_of(group.ops, PointwiseBody::isPointwise))
-    return planFusionMembers(fusion);
   FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
@@ -487,22 +479,6 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
     step.buffers.push_back(*index);
   }
   schedule->push_back(std::move(step));
-  return success();
-}
-
-// The members of `fusion` one kernel each: block arguments stand for the
-// fusion's operands, results for the values the region yields.
-LogicalResult ArtifactWriter::planFusionMembers(k::FusionOp fusion) {
-  Block &body = fusion.getBody().front();
-  for (auto [arg, input] : llvm::zip(body.getArguments(), fusion.getInputs()))
-    bufferOf[arg] = bufferOf.lookup(input);
-  for (Operation &op : body.without_terminator())
-    if (failed(planOp(&op)))
-      return failure();
-  auto yield = cast<k::YieldOp>(body.getTerminator());
-  for (auto [result, yielded] :
-       llvm::zip(fusion.getResults(), yield.getValues()))
-    bufferOf[result] = bufferOf.lookup(yielded);
   return success();
 }
 

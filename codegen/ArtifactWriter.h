@@ -112,7 +112,6 @@ private:
   // A kiln.fusion "gemm" (GemmEpilogueWriter.cpp): one GemmCall with an
   // epilogue.
   mlir::LogicalResult planGemmFusion(mlir::kiln::FusionOp fusion);
-  mlir::LogicalResult planFusionMembers(mlir::kiln::FusionOp fusion);
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);

@@ -14,6 +14,9 @@
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <string>
 
 namespace kiln {
 
@@ -30,6 +33,25 @@ mlir::LogicalResult emitOptimizerCpuKernel(mlir::Operation *op,
 // targets, so the CUDA kernel runs them on one thread.
 void emitGradScaleStatements(mlir::kiln::GradScaleOp op,
                              KernelSourceWriter &w);
+
+// The update formulas of kiln.adam / kiln.sgd / kiln.sgd_momentum, one text
+// for the CPU and CUDA kernels (plain C, valid on both), in
+// CpuOptimizerKernels.cpp. The scalars read once per kernel: `lr`, and the
+// bias corrections `bc1`, `bc2` (adam) or the first-step flag `first`
+// (sgd_momentum).
+// `name`, when given, names the pointer of each operand and result of `op`
+// instead of `w.ptr` (the CUDA multi-tensor kernel's table-loaded pointers).
+void emitUpdateScalarStatements(
+    mlir::Operation *op, KernelSourceWriter &w,
+    llvm::function_ref<std::string(mlir::Value)> name = nullptr);
+// The statements updating element `i`. Expects in scope `i`, `scale`, the
+// scalars above, `p` (the old parameter) and `float pn = p`; assigns `pn`
+// and stores the new parameter and state at [i].
+void emitUpdateElementStatements(
+    mlir::Operation *op, KernelSourceWriter &w,
+    llvm::function_ref<std::string(mlir::Value)> name = nullptr);
+// "AdamW over 768 parameters, in place; weight decay 0.1f" (kernel comments).
+std::string updateSummary(mlir::Operation *op);
 
 // True for the ops with a bespoke emitter below (optimizer ops included).
 bool hasBespokeCpuKernel(mlir::Operation *op);

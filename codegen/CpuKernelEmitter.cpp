@@ -23,6 +23,7 @@
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/PointwiseBody.h"
 #include "codegen/PointwiseStatements.h"
+#include "codegen/RowGroup.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -72,75 +73,16 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   return kernel;
 }
 
-// The pointwise ops of a row kernel for row `row` of `length` elements:
-//   for (int64_t e = 0; e < length; ++e) {
-//     const int64_t i = row * length + e;   // flat index of the element
-//     <statements>; out<k>[i] = v<j>;       // values the kernel writes
-//   }
-LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
-                          ArrayRef<Operation *> ops, StringRef row,
-                          int64_t length) {
-  if (ops.empty())
-    return success();
-  PointwiseStatements code;
-  if (failed(emitPointwiseStatements(ops, "i", [&](Value v) { return w.ptr(v); },
-                                     code)))
-    return failure();
-  std::string len = std::to_string(length);
-  w.open("for (int64_t e = 0; e < " + len + "; ++e)");
-  w.line("const int64_t i = " + row + " * " + len + " + e;");
-  for (const std::string &line : code.lines)
-    w.line(line);
-  for (Operation *op : ops)
-    if (llvm::is_contained(group.outputs, op->getResult(0)))
-      w.line(w.store(op->getResult(0), "i", code.vars[op->getResult(0)]));
-  w.close();
-  return success();
-}
-
 // A row op with pointwise ops before it (prologue: computed per row at the
 // top of its row loop, the values it reads written to their buffers first)
 // and after it (epilogue: computed per row at the bottom of the loop from the
-// row output it just wrote). Every value a part reads from outside the part
-// must be a buffer of the kernel.
-FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group, Operation *rowOp) {
-  SmallVector<Operation *> prologue, epilogue;
-  bool after = false;
-  for (Operation *op : group.ops) {
-    if (op == rowOp) {
-      after = true;
-      continue;
-    }
-    if (!CpuKernelEmitter::isPointwise(op))
-      return op->emitError() << "a row kernel holds one row op and "
-                                "pointwise ops only";
-    (after ? epilogue : prologue).push_back(op);
-  }
-  int64_t n = numElements(shapeOf(rowOp->getOperand(0)));
-  auto isBuffer = [&](Value v) {
-    return llvm::is_contained(group.inputs, v) ||
-           llvm::is_contained(group.outputs, v);
-  };
-  for (ArrayRef<Operation *> part : {ArrayRef<Operation *>(prologue),
-                                     ArrayRef<Operation *>(epilogue)})
-    for (Operation *op : part) {
-      if (numElements(shapeOf(op->getResult(0))) != n)
-        return op->emitError() << "must produce " << n
-                               << " elements, one per element of the row "
-                                  "op's input";
-      for (Value v : op->getOperands()) {
-        Operation *def = v.getDefiningOp();
-        bool inPart = def && llvm::is_contained(part, def);
-        if (!inPart && !isBuffer(v))
-          return op->emitError() << "reads a value the row kernel keeps in "
-                                    "no buffer";
-      }
-    }
-  for (Value v : rowOp->getOperands())
-    if (!isBuffer(v))
-      return rowOp->emitError() << "reads a prologue value that is not an "
-                                   "output of the kernel";
-
+// row output it just wrote); RowGroup checks the group.
+FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group) {
+  FailureOr<RowGroup> parts = RowGroup::split(group);
+  if (failed(parts))
+    return failure();
+  Operation *rowOp = parts->rowOp;
+  ArrayRef<Operation *> prologue = parts->prologue, epilogue = parts->epilogue;
   KernelSourceWriter w(group);
   if (failed(w.declareBuffers()))
     return failure();
@@ -148,11 +90,11 @@ FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group, Operation *rowOp) {
   w.setRowHooks(
       [&](StringRef row, int64_t length) {
         began = true;
-        failedPart |= failed(emitRowPart(w, group, prologue, row, length));
+        failedPart |= failed(emitRowPart(w, group, prologue, row, length, "0", "1"));
       },
       [&](StringRef row, int64_t length) {
         ended = true;
-        failedPart |= failed(emitRowPart(w, group, epilogue, row, length));
+        failedPart |= failed(emitRowPart(w, group, epilogue, row, length, "0", "1"));
       });
   if (failed(emitBespokeCpuKernel(rowOp, w)) || failedPart)
     return failure();
@@ -215,15 +157,8 @@ FailureOr<CpuKernel> CpuKernelEmitter::emit(const KernelGroup &group) {
     return emitPointwiseGroup(group);
   if (group.ops.size() > 1 && llvm::all_of(group.ops, hasOptimizerCpuKernel))
     return emitOptimizerGroup(group);
-  if (group.ops.size() > 1) {
-    auto rowOps = llvm::make_filter_range(
-        group.ops, [](Operation *op) { return !isPointwise(op); });
-    if (std::distance(rowOps.begin(), rowOps.end()) != 1)
-      return group.ops.front()->emitError()
-             << "a kernel holds pointwise ops, one row op with pointwise "
-                "ops, or optimizer updates";
-    return emitRowGroup(group, *rowOps.begin());
-  }
+  if (group.ops.size() > 1)
+    return emitRowGroup(group);
   KernelSourceWriter w(group);
   if (failed(w.declareBuffers()) ||
       failed(emitBespokeCpuKernel(group.ops.front(), w)))

@@ -7,6 +7,8 @@
 //     gradient norm), write nothing to the parameter or its state: the step
 //     is skipped. They still report `update_sq = 0` and `param_sq` of the
 //     unchanged parameter, so the norms the runtime logs stay meaningful;
+//   - share their per-element formulas (emitUpdateElementStatements, at the
+//     end of this file) with the CUDA kernels;
 //   - accumulate `update_sq` and `param_sq` in double over fixed chunks of
 //     kUpdateChunk elements (in parallel when large), then combine the chunks
 //     serially in order: the same bits whatever the thread count.
@@ -120,36 +122,14 @@ LogicalResult emitAdam(Operation *op, KernelSourceWriter &w) {
   auto adam = cast<k::AdamOp>(op);
   Value p = adam.getParam();
   int64_t n = numElements(shapeOf(p));
-  std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
-  double wd = adam.getWeightDecay().convertToDouble();
-  bool decoupled = adam.getDecoupledWeightDecay();
-  w.line(std::string("// ") + (decoupled ? "AdamW" : "Adam") + " over " +
-         str(n) + " parameters, in place; weight decay " + literal(wd));
+  w.line("// " + updateSummary(op));
   emitSkipWhenNotFinite(w, p, adam.getScale(), adam.getUpdateSq(),
                         adam.getParamSq());
-  w.line("const float lr = " + w.ptr(adam.getLr()) + "[0];");
-  w.line("const float t = " + w.ptr(adam.getStep()) + "[0];");
-  w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 +
-         ", (double)t));");
-  w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 +
-         ", (double)t));");
+  emitUpdateScalarStatements(op, w);
   emitChunkedUpdate(w, n, adam.getUpdateSq(), adam.getParamSq(), 12, [&] {
     w.line("const float p = " + w.ptr(p) + "[i];");
-    w.line("float g = " + w.ptr(adam.getGrad()) + "[i] * scale;");
-    if (wd != 0.0 && !decoupled)
-      w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
-    w.line("const float m = " + b1 + " * " + w.ptr(adam.getM()) +
-           "[i] + (1.0f - " + b1 + ") * g;");
-    w.line("const float v = " + b2 + " * " + w.ptr(adam.getV()) +
-           "[i] + (1.0f - " + b2 + ") * g * g;");
     w.line("float pn = p;");
-    if (wd != 0.0 && decoupled)
-      w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
-    w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
-           literal(adam.getEpsilon()) + ");");
-    w.line(w.ptr(adam.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(adam.getNewM()) + "[i] = m;");
-    w.line(w.ptr(adam.getNewV()) + "[i] = v;");
+    emitUpdateElementStatements(op, w);
   });
   return success();
 }
@@ -158,19 +138,14 @@ LogicalResult emitSgd(Operation *op, KernelSourceWriter &w) {
   auto sgd = cast<k::SgdOp>(op);
   Value p = sgd.getParam();
   int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  w.line("// SGD over " + str(n) + " parameters, in place; weight decay " +
-         literal(wd));
+  w.line("// " + updateSummary(op));
   emitSkipWhenNotFinite(w, p, sgd.getScale(), sgd.getUpdateSq(),
                         sgd.getParamSq());
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
+  emitUpdateScalarStatements(op, w);
   emitChunkedUpdate(w, n, sgd.getUpdateSq(), sgd.getParamSq(), 6, [&] {
     w.line("const float p = " + w.ptr(p) + "[i];");
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("const float pn = p - lr * g;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
+    w.line("float pn = p;");
+    emitUpdateElementStatements(op, w);
   });
   return success();
 }
@@ -179,29 +154,14 @@ LogicalResult emitSgdMomentum(Operation *op, KernelSourceWriter &w) {
   auto sgd = cast<k::SgdMomentumOp>(op);
   Value p = sgd.getParam();
   int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  std::string mu = literal(sgd.getMomentum());
-  std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
-  w.line("// SGD with momentum " + mu + (sgd.getNesterov() ? " (nesterov)" : "") +
-         " over " + str(n) + " parameters, in place; weight decay " +
-         literal(wd));
+  w.line("// " + updateSummary(op));
   emitSkipWhenNotFinite(w, p, sgd.getScale(), sgd.getUpdateSq(),
                         sgd.getParamSq());
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
-  w.line("// torch.optim.SGD: the buffer starts as the first gradient");
-  w.line("const int first = " + w.ptr(sgd.getStep()) + "[0] <= 1.0f;");
+  emitUpdateScalarStatements(op, w);
   emitChunkedUpdate(w, n, sgd.getUpdateSq(), sgd.getParamSq(), 8, [&] {
     w.line("const float p = " + w.ptr(p) + "[i];");
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("const float buf = first ? g : " + mu + " * " + w.ptr(sgd.getBuf()) +
-           "[i] + " + damp + " * g;");
-    w.line(std::string("const float d = ") +
-           (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
-    w.line("const float pn = p - lr * d;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(sgd.getNewBuf()) + "[i] = buf;");
+    w.line("float pn = p;");
+    emitUpdateElementStatements(op, w);
   });
   return success();
 }
@@ -243,6 +203,100 @@ void emitGradScaleStatements(k::GradScaleOp gs, KernelSourceWriter &w) {
     w.close();
   }
   w.line(w.ptr(gs.getResult()) + "[0] = scale;");
+}
+
+// The formulas of torch.optim.AdamW / Adam / SGD, one text for both targets.
+
+std::string updateSummary(Operation *op) {
+  if (auto adam = dyn_cast<k::AdamOp>(op))
+    return std::string(adam.getDecoupledWeightDecay() ? "AdamW" : "Adam") +
+           " over " + str(numElements(shapeOf(adam.getParam()))) +
+           " parameters, in place; weight decay " +
+           literal(adam.getWeightDecay());
+  if (auto sgd = dyn_cast<k::SgdOp>(op))
+    return "SGD over " + str(numElements(shapeOf(sgd.getParam()))) +
+           " parameters, in place; weight decay " +
+           literal(sgd.getWeightDecay());
+  auto sgd = cast<k::SgdMomentumOp>(op);
+  return "SGD with momentum " + literal(sgd.getMomentum()) +
+         (sgd.getNesterov() ? " (nesterov)" : "") + " over " +
+         str(numElements(shapeOf(sgd.getParam()))) +
+         " parameters, in place; weight decay " +
+         literal(sgd.getWeightDecay());
+}
+
+void emitUpdateScalarStatements(Operation *op, KernelSourceWriter &w,
+                                function_ref<std::string(Value)> name) {
+  auto ptr = [&](Value v) { return name ? name(v) : w.ptr(v); };
+  auto scalar = [&](StringRef var, Value v) {
+    w.line("const float " + var + " = " + ptr(v) + "[0];");
+  };
+  if (auto adam = dyn_cast<k::AdamOp>(op)) {
+    std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
+    scalar("lr", adam.getLr());
+    scalar("t", adam.getStep());
+    w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 +
+           ", (double)t));");
+    w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 +
+           ", (double)t));");
+    return;
+  }
+  if (auto sgd = dyn_cast<k::SgdOp>(op)) {
+    scalar("lr", sgd.getLr());
+    return;
+  }
+  auto sgd = cast<k::SgdMomentumOp>(op);
+  scalar("lr", sgd.getLr());
+  w.line("// torch.optim.SGD: the buffer starts as the first gradient");
+  w.line("const bool first = " + ptr(sgd.getStep()) + "[0] <= 1.0f;");
+}
+
+void emitUpdateElementStatements(Operation *op, KernelSourceWriter &w,
+                                 function_ref<std::string(Value)> name) {
+  auto ptr = [&](Value v) { return name ? name(v) : w.ptr(v); };
+  if (auto adam = dyn_cast<k::AdamOp>(op)) {
+    std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
+    double wd = adam.getWeightDecay().convertToDouble();
+    bool decoupled = adam.getDecoupledWeightDecay();
+    w.line("float g = " + ptr(adam.getGrad()) + "[i] * scale;");
+    if (wd != 0.0 && !decoupled)
+      w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
+    w.line("const float m = " + b1 + " * " + ptr(adam.getM()) +
+           "[i] + (1.0f - " + b1 + ") * g;");
+    w.line("const float v = " + b2 + " * " + ptr(adam.getV()) +
+           "[i] + (1.0f - " + b2 + ") * g * g;");
+    if (wd != 0.0 && decoupled)
+      w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
+    w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
+           literal(adam.getEpsilon()) + ");");
+    w.line(ptr(adam.getNewParam()) + "[i] = pn;");
+    w.line(ptr(adam.getNewM()) + "[i] = m;");
+    w.line(ptr(adam.getNewV()) + "[i] = v;");
+    return;
+  }
+  if (auto sgd = dyn_cast<k::SgdOp>(op)) {
+    double wd = sgd.getWeightDecay().convertToDouble();
+    w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
+    if (wd != 0.0)
+      w.line("g += " + literal(wd) + " * p;");
+    w.line("pn = p - lr * g;");
+    w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
+    return;
+  }
+  auto sgd = cast<k::SgdMomentumOp>(op);
+  double wd = sgd.getWeightDecay().convertToDouble();
+  std::string mu = literal(sgd.getMomentum());
+  std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
+  w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
+  if (wd != 0.0)
+    w.line("g += " + literal(wd) + " * p;");
+  w.line("const float buf = first ? g : " + mu + " * " + ptr(sgd.getBuf()) +
+         "[i] + " + damp + " * g;");
+  w.line(std::string("const float d = ") +
+         (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
+  w.line("pn = p - lr * d;");
+  w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
+  w.line(ptr(sgd.getNewBuf()) + "[i] = buf;");
 }
 
 } // namespace kiln

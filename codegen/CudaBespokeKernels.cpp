@@ -12,6 +12,12 @@
 //   - whole-tensor sums (cross entropy's mean, one-output reduce_sum): block
 //     partials in a __device__ scratch array, combined in block order by the
 //     last block (kiln_last_block).
+// Fused row kernels (kiln.fusion "row"): a row emitter given a
+// CudaRowFusion writes the prologue at the top of each row (beginRow: the
+// row's threads compute and store it, then a barrier) and the epilogue at
+// the bottom (endRow: a barrier, then the row's threads apply it);
+// layer_norm_grad's column blocks recompute the prologue instead of reading
+// what the row blocks store in the same launch.
 // Numerics: float accumulation, every sum in a fixed order (no
 // floating-point atomics), so a kernel gives the same bits on every run.
 // Perf notes: column sums and embedding_grad use few threads per element
@@ -24,6 +30,7 @@
 #include "codegen/CudaBespokeKernels.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -73,13 +80,52 @@ std::string columnLoop(int64_t columns) {
          "; c += blockDim.x)";
 }
 
+// How the threads of a row kernel share a row: a whole block (barrier
+// __syncthreads) or one warp (__syncwarp; warps of a block run different
+// rows, so a block-wide barrier would be wrong).
+enum class RowLanes { Block, Warp };
+
+// The fused prologue of row `row`: its elements computed and stored by the
+// row's threads, then a barrier before the row op reads them.
+LogicalResult beginRow(KernelSourceWriter &w, CudaRowFusion *rows,
+                       StringRef row, int64_t length, RowLanes lanes) {
+  if (!rows)
+    return success();
+  rows->began = true;
+  if (rows->parts.prologue.empty())
+    return success();
+  bool block = lanes == RowLanes::Block;
+  w.line("// fused prologue, " + str(rows->parts.prologue.size()) + " ops");
+  if (failed(emitRowPart(w, *rows->group, rows->parts.prologue, row, length,
+                         block ? "threadIdx.x" : "(threadIdx.x & 31)",
+                         block ? "blockDim.x" : "32")))
+    return failure();
+  w.line(block ? "__syncthreads();" : "__syncwarp();");
+  return success();
+}
+
+// The fused epilogue of row `row`, after a barrier (the row op's stores of
+// the row are then visible to every thread of the row).
+LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows, StringRef row,
+                     int64_t length) {
+  if (!rows)
+    return success();
+  rows->ended = true;
+  if (rows->parts.epilogue.empty())
+    return success();
+  w.line("// fused epilogue, " + str(rows->parts.epilogue.size()) + " ops");
+  w.line("__syncthreads();");
+  return emitRowPart(w, *rows->group, rows->parts.epilogue, row, length,
+                     "threadIdx.x", "blockDim.x");
+}
+
 // sum over `dims` of input -> output [kept dims], three loop shapes:
 //   one output:            block partials, combined by the last block;
 //   trailing dims reduced: one warp per output, lanes strided over the row;
 //   otherwise:             one thread per output, reduced elements in order
 //                          (leading dims reduced: coalesced across threads).
 LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch) {
+                            CudaLaunch &launch, CudaRowFusion *rows) {
   Value in = op->getOperand(0), out = op->getResult(0);
   ReductionLayout layout = reductionLayout(
       in, op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef(), "o",
@@ -129,6 +175,8 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
     w.line("const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);");
     w.open("for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + "
            "threadIdx.x) / 32; o < " + str(outN) + "; o += warps)");
+    if (failed(beginRow(w, rows, "o", redN, RowLanes::Warp)))
+      return failure();
     w.line("float acc = 0.0f;");
     w.line("for (int64_t e = threadIdx.x & 31; e < " + str(redN) +
            "; e += 32) acc += " + x + "[o * " + str(redN) + " + e];");
@@ -151,7 +199,7 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
 // out[i] = in[index of the permuted coordinates of i]
 // (Perf note: a tiled shared-memory transpose would coalesce both sides.)
 LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch) {
+                            CudaLaunch &launch, CudaRowFusion *rows) {
   Value in = op->getOperand(0), out = op->getResult(0);
   ArrayRef<int64_t> shape = shapeOf(out);
   std::string index = transposeSourceIndex(op, "i");
@@ -169,7 +217,7 @@ LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w,
 
 // out[n, c] = table[indices[n], c] (zeros for an out-of-range index)
 LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch) {
+                            CudaLaunch &launch, CudaRowFusion *rows) {
   Value table = op->getOperand(0), indices = op->getOperand(1);
   Value out = op->getResult(0);
   auto [v, d] = rowsAndColumns(table);
@@ -192,7 +240,7 @@ LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w,
 // all N indices in order and adds the rows that fall in its slice. Slices
 // exist only to give the GPU enough threads (D alone is too few).
 LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
-                                CudaLaunch &launch) {
+                                CudaLaunch &launch, CudaRowFusion *rows) {
   Value indices = op->getOperand(0), grad = op->getOperand(1);
   Value out = op->getResult(0);
   auto [v, d] = rowsAndColumns(out);
@@ -227,7 +275,7 @@ LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
 // Per row of [R, C]: mean, rstd = 1/sqrt(var + eps) (biased variance, two
 // passes), y = (x - mean) * rstd * weight + bias.
 LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch) {
+                            CudaLaunch &launch, CudaRowFusion *rows) {
   Value x = op->getOperand(0), weight = op->getOperand(1),
         bias = op->getOperand(2);
   Value y = op->getResult(0), mean = op->getResult(1), rstd = op->getResult(2);
@@ -235,6 +283,8 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
   std::string cs = str(c), cf = countLiteral(c);
   w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
   openRowLoop(w, r, c, launch);
+  if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
+    return failure();
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("float sum = 0.0f;");
@@ -253,6 +303,8 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
   w.line(w.ptr(mean) + "[r] = m;");
   w.line(w.ptr(rstd) + "[r] = rs;");
   w.close();
+  if (failed(endRow(w, rows, "r", c)))
+    return failure();
   w.close();
   return success();
 }
@@ -263,7 +315,7 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
 // One launch: the first `rowBlocks` blocks do the rows, the others one
 // column per thread (both only read the inputs).
 LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
-                                CudaLaunch &launch) {
+                                CudaLaunch &launch, CudaRowFusion *rows) {
   Value x = op->getOperand(0), weight = op->getOperand(1),
         mean = op->getOperand(2), rstd = op->getOperand(3),
         grad = op->getOperand(4);
@@ -279,6 +331,8 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
          rb + " row blocks, then " + str(columnBlocks) + " column blocks");
   w.open("if (blockIdx.x < " + rb + ")");
   w.open("for (int64_t r = blockIdx.x; r < " + rs + "; r += " + rb + ")");
+  if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
+    return failure();
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
@@ -298,6 +352,8 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
   w.line("const float dxhat = g[c] * " + w.ptr(weight) + "[c];");
   w.line("dx[c] = s * (dxhat - mean1 - xhat * mean2);");
   w.close();
+  if (failed(endRow(w, rows, "r", c)))
+    return failure();
   w.close();
   w.line("return;");
   w.close();
@@ -306,9 +362,26 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
   w.line("if (c >= " + cs + ") return;");
   w.line("float accW = 0.0f, accB = 0.0f;");
   w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
-  w.line("const float g = " + w.ptr(grad) + "[r * " + cs + " + c];");
-  w.line("accW += g * ((" + w.ptr(x) + "[r * " + cs + " + c] - " +
-         w.ptr(mean) + "[r]) * " + w.ptr(rstd) + "[r]);");
+  w.line("const int64_t i = r * " + cs + " + c;");
+  // x and grad at element i: a fused prologue's values are recomputed here
+  // (the row blocks that store them run concurrently with this block).
+  PointwiseStatements prologue;
+  if (rows && !rows->parts.prologue.empty()) {
+    if (failed(emitPointwiseStatements(
+            rows->parts.prologue, "i", [&](Value v) { return w.ptr(v); },
+            prologue)))
+      return failure();
+    w.line("// the fused prologue, recomputed");
+    for (const std::string &line : prologue.lines)
+      w.line(line);
+  }
+  auto at = [&](Value v) {
+    auto it = prologue.vars.find(v);
+    return it != prologue.vars.end() ? it->second : w.ptr(v) + "[i]";
+  };
+  w.line("const float g = " + at(grad) + ";");
+  w.line("accW += g * ((" + at(x) + " - " + w.ptr(mean) + "[r]) * " +
+         w.ptr(rstd) + "[r]);");
   w.line("accB += g;");
   w.close();
   w.line(w.ptr(dw) + "[c] = accW;");
@@ -319,12 +392,14 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
 // Per row: y = exp(x - max) / sum(exp(x - max)); a fully masked row (max
 // -inf) is all zeros, as on the CPU.
 LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w,
-                          CudaLaunch &launch) {
+                          CudaLaunch &launch, CudaRowFusion *rows) {
   Value x = op->getOperand(0), y = op->getResult(0);
   auto [r, c] = rowsAndColumns(x);
   std::string cs = str(c);
   w.line("// softmax over rows of [" + str(r) + ", " + cs + "]");
   openRowLoop(w, r, c, launch);
+  if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
+    return failure();
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("float mx = -INFINITY;");
@@ -339,18 +414,22 @@ LogicalResult emitSoftmax(Operation *op, KernelSourceWriter &w,
   w.line("sum = kiln_block_sum(sum);");
   w.line("const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;");
   w.line(columnLoop(c) + " y[c] *= inv;");
+  if (failed(endRow(w, rows, "r", c)))
+    return failure();
   w.close();
   return success();
 }
 
 // Per row: dx = y * (dy - sum(dy * y)).
 LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w,
-                              CudaLaunch &launch) {
+                              CudaLaunch &launch, CudaRowFusion *rows) {
   Value y = op->getOperand(0), dy = op->getOperand(1), dx = op->getResult(0);
   auto [r, c] = rowsAndColumns(y);
   std::string cs = str(c);
   w.line("// softmax backward over rows of [" + str(r) + ", " + cs + "]");
   openRowLoop(w, r, c, launch);
+  if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
+    return failure();
   w.line("const float* y = " + w.ptr(y) + " + r * " + cs + ";");
   w.line("const float* dy = " + w.ptr(dy) + " + r * " + cs + ";");
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
@@ -358,6 +437,8 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w,
   w.line(columnLoop(c) + " dot += dy[c] * y[c];");
   w.line("dot = kiln_block_sum(dot);");
   w.line(columnLoop(c) + " dx[c] = y[c] * (dy[c] - dot);");
+  if (failed(endRow(w, rows, "r", c)))
+    return failure();
   w.close();
   return success();
 }
@@ -366,7 +447,7 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w,
 // (0 for a target outside [0, V)). Each block sums its rows' losses in row
 // order; the last block sums the block partials in block order.
 LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
-                               CudaLaunch &launch) {
+                               CudaLaunch &launch, CudaRowFusion *rows) {
   Value logits = op->getOperand(0), targets = op->getOperand(1);
   Value loss = op->getResult(0);
   auto [n, v] = rowsAndColumns(logits);
@@ -379,6 +460,8 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   openRowLoop(w, n, v, launch);
   w.global("__device__ float " + partial + "[" + str(launch.grid) + "];");
   w.global("__device__ unsigned int " + done + " = 0u;");
+  if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
+    return failure();
   w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
   w.line("float mx = -INFINITY;");
   w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
@@ -389,6 +472,8 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
   w.line("blockLoss += (t < 0 || t >= " + cs +
          ") ? 0.0f : logf(sum) + mx - x[t];");
+  if (failed(endRow(w, rows, "r", v)))
+    return failure();
   w.close();
   w.line("if (threadIdx.x == 0) " + partial + "[blockIdx.x] = blockLoss;");
   w.line("if (!kiln_last_block(&" + done + ")) return;");
@@ -404,7 +489,7 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
 // dlogits[n, c] = (softmax(logits[n])[c] - (c == target[n])) * grad / N;
 // a row whose target is outside [0, V) gets zeros (its loss is constant).
 LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
-                                   CudaLaunch &launch) {
+                                   CudaLaunch &launch, CudaRowFusion *rows) {
   Value logits = op->getOperand(0), targets = op->getOperand(1),
         grad = op->getOperand(2);
   Value out = op->getResult(0);
@@ -415,13 +500,16 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.line("const float scale = " + w.ptr(grad) + "[0] / " + countLiteral(n) +
          ";");
   openRowLoop(w, n, v, launch);
+  if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
+    return failure();
   w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
   w.line("float* dx = " + w.ptr(out) + " + r * " + vs + ";");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
   w.open("if (t < 0 || t >= " + cs + ")");
   w.line(columnLoop(v) + " dx[c] = 0.0f;");
-  w.line("continue; // uniform across the block: no barrier is skipped");
   w.close();
+  // Uniform across the block (one target per row): no barrier is skipped.
+  w.open("else");
   w.line("float mx = -INFINITY;");
   w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
   w.line("mx = kiln_block_max(mx);");
@@ -430,6 +518,9 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.line("const float inv = 1.0f / kiln_block_sum(sum);");
   w.line(columnLoop(v) + " dx[c] = c < " + cs +
          " ? (expf(x[c] - mx) * inv - (c == t ? 1.0f : 0.0f)) * scale : 0.0f;");
+  w.close();
+  if (failed(endRow(w, rows, "r", v)))
+    return failure();
   w.close();
   return success();
 }
@@ -445,11 +536,11 @@ bool hasBespokeCudaKernel(Operation *op) {
 }
 
 LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
-                                    CudaLaunch &launch) {
+                                    CudaLaunch &launch, CudaRowFusion *rows) {
   if (hasOptimizerCudaKernel(op))
     return emitOptimizerCudaKernel(op, w, launch);
-  using Emitter =
-      LogicalResult (*)(Operation *, KernelSourceWriter &, CudaLaunch &);
+  using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &,
+                                    CudaLaunch &, CudaRowFusion *);
   Emitter emitter =
       llvm::TypeSwitch<Operation *, Emitter>(op)
           .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
@@ -467,7 +558,7 @@ LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
   if (!emitter)
     return op->emitError() << "codegen has no CUDA kernel for '"
                            << op->getName() << "'";
-  return emitter(op, w, launch);
+  return emitter(op, w, launch, rows);
 }
 
 } // namespace kiln

@@ -12,6 +12,7 @@
 #define KILN_CODEGEN_CUDABESPOKEKERNELS_H
 
 #include "codegen/CudaKernelEmitter.h"
+#include "codegen/RowGroup.h"
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
@@ -50,13 +51,39 @@ mlir::LogicalResult emitOptimizerCudaKernel(mlir::Operation *op,
                                             KernelSourceWriter &w,
                                             CudaLaunch &launch);
 
+// One kernel updating every parameter of `group` (the adam, sgd and
+// sgd_momentum ops of a kiln.fusion "optimizer"), each on a segment of the
+// grid listed in a table in the source, in place; sets the launch. Reads the
+// buffers through `buffers[]` itself (no declareBuffers). In
+// CudaOptimizerKernels.cpp.
+mlir::LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
+                                                    KernelSourceWriter &w,
+                                                    CudaLaunch &launch);
+
 // True for the ops with a bespoke CUDA emitter (optimizer ops included).
 bool hasBespokeCudaKernel(mlir::Operation *op);
 
-// Writes the kernel body of `op` and its launch; emits an error on failure.
+// The pointwise prologue and epilogue of a fused row kernel (a kiln.fusion
+// "row", split by RowGroup) that the CUDA row emitters write inside their
+// row loop: the prologue's elements of the row, computed by the row's
+// threads and stored to the buffers the row op reads, then a barrier; at the
+// end of the row a barrier, then the epilogue's elements. Column passes
+// that read a prologue value across rows (layer_norm_grad's weight and bias
+// sums, run by other blocks) recompute it instead: other blocks' stores are
+// not visible within one launch.
+struct CudaRowFusion {
+  const KernelGroup *group = nullptr;
+  RowGroup parts;
+  bool began = false, ended = false; // set by the row emitter
+};
+
+// Writes the kernel body of `op` and its launch; with `rows`, `op` is the
+// row op of a fused row kernel and the emitter writes `rows`' prologue and
+// epilogue into its row loop. Emits an error on failure.
 mlir::LogicalResult emitBespokeCudaKernel(mlir::Operation *op,
                                           KernelSourceWriter &w,
-                                          CudaLaunch &launch);
+                                          CudaLaunch &launch,
+                                          CudaRowFusion *rows = nullptr);
 
 } // namespace kiln
 

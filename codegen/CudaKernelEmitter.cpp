@@ -12,7 +12,14 @@
 //
 // launched with 256-thread blocks and at most kCudaMaxGrid blocks. Every
 // other op gets a bespoke kernel from CudaBespokeKernels.cpp /
-// CudaOptimizerKernels.cpp.
+// CudaOptimizerKernels.cpp. The other kiln.fusion kinds, as on the CPU:
+//   - row: the row op's kernel with the pointwise prologue and epilogue
+//     written into its row loop (RowGroup, CudaRowFusion): one block (or
+//     warp) per row computes the prologue's elements of its row, stores the
+//     ones the group yields or the row op reads, syncs, runs the row op,
+//     syncs, and applies the epilogue to the row it just produced;
+//   - optimizer: one launch updating every parameter of the group, each on
+//     a segment of the grid (emitMultiTensorUpdateCudaKernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +81,35 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   return withLaunch(w.finish(), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
 }
 
+// A row op with its pointwise prologue and epilogue (RowGroup) as one row
+// kernel: the row op's emitter writes them into its row loop
+// (CudaRowFusion), with the launch of the row op alone.
+FailureOr<CudaKernel> emitRowGroup(const KernelGroup &group) {
+  FailureOr<RowGroup> parts = RowGroup::split(group);
+  if (failed(parts))
+    return failure();
+  CudaRowFusion rows{&group, std::move(*parts)};
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  CudaLaunch launch;
+  if (failed(w.declareBuffers()) ||
+      failed(emitBespokeCudaKernel(rows.parts.rowOp, w, launch, &rows)))
+    return failure();
+  if (!rows.began || (!rows.parts.epilogue.empty() && !rows.ended))
+    return rows.parts.rowOp->emitError()
+           << "has no CUDA row loop to fuse a prologue or epilogue into";
+  return withLaunch(w.finish(), launch);
+}
+
+// Several optimizer updates (a kiln.fusion "optimizer") in one launch, each
+// on a segment of the grid.
+FailureOr<CudaKernel> emitOptimizerGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  CudaLaunch launch;
+  if (failed(emitMultiTensorUpdateCudaKernel(group, w, launch)))
+    return failure();
+  return withLaunch(w.finish(), launch);
+}
+
 } // namespace
 
 bool CudaKernelEmitter::supports(Operation *op) {
@@ -89,9 +125,10 @@ FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group) {
                              << op->getName() << "'";
   if (llvm::all_of(group.ops, PointwiseBody::isPointwise))
     return emitPointwiseGroup(group);
-  if (group.ops.size() != 1)
-    return group.ops.front()->emitError()
-           << "only pointwise ops can share a kernel";
+  if (group.ops.size() > 1 && llvm::all_of(group.ops, hasOptimizerCudaKernel))
+    return emitOptimizerGroup(group);
+  if (group.ops.size() > 1)
+    return emitRowGroup(group);
   KernelSourceWriter w(group, KernelTarget::Cuda);
   CudaLaunch launch;
   if (failed(w.declareBuffers()) ||
@@ -234,17 +271,23 @@ __device__ __forceinline__ float kiln_block_max(float v) {
 // in block order: the same bits whatever order the blocks ran in. The integer
 // counter is reset for the next launch (calls of one kernel must not overlap,
 // which holds on the step's single stream).
-__device__ __forceinline__ bool kiln_last_block(unsigned int *done) {
+// kiln_last_of is the same over a segment of `blocks` blocks with a counter
+// of its own (multi-tensor kernels: one segment per parameter).
+__device__ __forceinline__ bool kiln_last_of(unsigned int *done,
+                                             unsigned int blocks) {
   __shared__ bool kiln_is_last;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    kiln_is_last = atomicAdd(done, 1u) == gridDim.x - 1;
+    kiln_is_last = atomicAdd(done, 1u) == blocks - 1;
     if (kiln_is_last)
       *done = 0u;
   }
   __syncthreads();
   return kiln_is_last;
+}
+__device__ __forceinline__ bool kiln_last_block(unsigned int *done) {
+  return kiln_last_of(done, gridDim.x);
 }
 )";
 }

@@ -12,9 +12,11 @@
 // kernels of an artifact in one translation unit.
 //
 // The groups supported are exactly the CPU emitter's: pointwise groups of any
-// length (a grid-stride loop over PointwiseBody's statements) and single-op
+// length (a grid-stride loop over PointwiseBody's statements), single-op
 // groups of the ops with a bespoke kernel (CudaBespokeKernels.cpp,
-// CudaOptimizerKernels.cpp). Every kernel is deterministic: no
+// CudaOptimizerKernels.cpp), a row op with its pointwise prologue and
+// epilogue (kiln.fusion "row"), and several optimizer updates in one launch
+// (kiln.fusion "optimizer"). Every kernel is deterministic: no
 // floating-point atomics; reductions run in a fixed order.
 //
 //===----------------------------------------------------------------------===//

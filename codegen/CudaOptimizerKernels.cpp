@@ -5,11 +5,17 @@
 // a non-finite `scale` skips the step (nothing written; update_sq = 0 and
 // param_sq of the unchanged parameter are still reported).
 //
-// Update kernels are grid-stride loops over the parameter with a fixed grid;
-// each thread sums its elements' squared update and squared new value in
-// float, each block combines its threads (kiln_block_sum_double), and the
-// last block adds the block partials in block order (kiln_last_block): the
-// same bits on every run, no floating-point atomics.
+// An update kernel gives each update op a segment of its grid (one segment
+// for a single op; one per parameter for a multi-tensor kernel, a kiln.fusion
+// "optimizer", so the whole update is one launch). A segment's blocks stride
+// over its parameter running the formulas shared with the CPU
+// (emitUpdateElementStatements); each thread sums its elements' squared
+// update and squared new value in float, each block combines its threads
+// (kiln_block_sum_double), and the segment's last block (kiln_last_of on the
+// segment's counter) adds the segment's block partials in block order: the
+// same bits on every run, no floating-point atomics. Which segment a block
+// runs is a static table in the source (a chain of `blockIdx.x < end`
+// tests), since every parameter has a static size and its own buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +28,7 @@
 #include "ir/KilnOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
-
-#include <functional>
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -34,30 +39,54 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string literal(double v) { return ScalarExprEmitter::floatLiteral(v); }
+std::string literal(const APFloat &v) {
+  return ScalarExprEmitter::floatLiteral(v.convertToDouble());
+}
 
-std::string literal(const APFloat &v) { return literal(v.convertToDouble()); }
+// The blocks of one update inside its kernel, as C expressions: blocks
+// [first, first + count) of the grid run it over `elements` parameters,
+// their norm partials at partial[2 * block], its last-block counter `done`.
+// A single update has literals (segment 0 of the whole grid); a
+// multi-tensor kernel reads them from its segment table.
+struct UpdateSegment {
+  std::string first, count, elements, done;
+};
 
-// Writes the update loop over the elements of `param` and the norm
-// reduction into `updateSq` / `paramSq`. Expects `apply` (bool: the scale is
-// finite) to be defined. `body` runs only when `apply`; it reads `p` (old
-// value), assigns `pn` (new value) and stores the new parameter and state.
-void emitUpdateLoop(KernelSourceWriter &w, CudaLaunch &launch, Value param,
-                    Value updateSq, Value paramSq,
-                    const std::function<void()> &body) {
-  int64_t n = numElements(shapeOf(param));
-  uint32_t grid = cudaGridFor(n, kCudaBlock);
-  launch = {grid, kCudaBlock, 0};
+// The update kernels' scratch: per-block norm partials and one last-block
+// counter per segment.
+void declareUpdateScratch(KernelSourceWriter &w, uint32_t blocks,
+                          size_t segments) {
+  w.global("__device__ double " + kEntryPlaceholder + "_partial[" +
+           str(2 * blocks) + "];");
+  w.global("__device__ unsigned int " + kEntryPlaceholder + "_done[" +
+           str(segments) + "];");
+}
+
+// Writes the update of optimizer op `op` over the blocks of `seg`: the
+// guard, the scalars, a loop over the parameter strided by the segment's
+// threads running the shared formulas (emitUpdateElementStatements) when
+// the scale is finite, and the norm reduction into update_sq / param_sq.
+// `name` gives the pointer of each of op's operands and results. Ends the
+// segment's blocks with `return`.
+void emitUpdateSegment(Operation *op, KernelSourceWriter &w,
+                       const UpdateSegment &seg,
+                       function_ref<std::string(Value)> name) {
+  Value param = op->getOperand(0);
+  Value scale = op->getOperands().back();
+  Value updateSq = op->getResult(op->getNumResults() - 2);
+  Value paramSq = op->getResult(op->getNumResults() - 1);
   std::string partial = (kEntryPlaceholder + "_partial").str();
-  std::string done = (kEntryPlaceholder + "_done").str();
-  w.global("__device__ double " + partial + "[" + str(2 * grid) + "];");
-  w.global("__device__ unsigned int " + done + " = 0u;");
+  w.line("const float scale = " + name(scale) + "[0];");
+  w.line("const bool apply = isfinite(scale); // else: skipped step");
+  emitUpdateScalarStatements(op, w, name);
+  w.line("const int64_t block = (int64_t)blockIdx.x - " + seg.first + ";");
   w.line("float du = 0.0f, pp = 0.0f;");
-  openGridStrideLoop(w, n);
-  w.line("float pn = " + w.ptr(param) + "[i];");
-  w.line("const float p = pn;");
+  w.open("for (int64_t i = block * blockDim.x + threadIdx.x; i < " +
+         seg.elements + "; i += (int64_t)" + seg.count + " * blockDim.x)");
+  w.line("const float p = " + name(param) + "[i];");
+  w.line("float pn = p;");
   w.open("if (apply)");
-  body();
+  emitUpdateElementStatements(op, w, name);
   w.close();
   w.line("const float delta = pn - p;");
   w.line("du += delta * delta;");
@@ -69,18 +98,39 @@ void emitUpdateLoop(KernelSourceWriter &w, CudaLaunch &launch, Value param,
   w.line(partial + "[2 * blockIdx.x] = blockDu;");
   w.line(partial + "[2 * blockIdx.x + 1] = blockPp;");
   w.close();
-  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  w.line("if (!kiln_last_of(&" + seg.done + ", " + seg.count + ")) return;");
   w.line("double sumDu = 0.0, sumPp = 0.0;");
-  w.open("for (int b = threadIdx.x; b < " + str(grid) + "; b += blockDim.x)");
+  w.open("for (unsigned int b = " + seg.first + " + threadIdx.x; b < " +
+         seg.first + " + " + seg.count + "; b += blockDim.x)");
   w.line("sumDu += __ldcg(&" + partial + "[2 * b]);");
   w.line("sumPp += __ldcg(&" + partial + "[2 * b + 1]);");
   w.close();
   w.line("sumDu = kiln_block_sum_double(sumDu);");
   w.line("sumPp = kiln_block_sum_double(sumPp);");
   w.open("if (threadIdx.x == 0)");
-  w.line(w.ptr(updateSq) + "[0] = (float)sumDu;");
-  w.line(w.ptr(paramSq) + "[0] = (float)sumPp;");
+  w.line(name(updateSq) + "[0] = (float)sumDu;");
+  w.line(name(paramSq) + "[0] = (float)sumPp;");
   w.close();
+  w.line("return;");
+}
+
+// One update op alone: segment 0 is the whole grid.
+LogicalResult emitSingleUpdate(Operation *op, KernelSourceWriter &w,
+                               CudaLaunch &launch) {
+  uint32_t grid =
+      cudaGridFor(numElements(shapeOf(op->getOperand(0))), kCudaBlock);
+  launch = {grid, kCudaBlock, 0};
+  declareUpdateScratch(w, grid, 1);
+  w.line("// " + updateSummary(op));
+  UpdateSegment seg{"0u", str(grid) + "u",
+                    str(numElements(shapeOf(op->getOperand(0)))),
+                    (kEntryPlaceholder + "_done[0]").str()};
+  emitUpdateSegment(op, w, seg, [&](Value v) { return w.ptr(v); });
+  return success();
+}
+
+bool isUpdate(Operation *op) {
+  return isa<k::AdamOp, k::SgdOp, k::SgdMomentumOp>(op);
 }
 
 // result = acc + value * scale (in place on the accumulator).
@@ -109,95 +159,6 @@ LogicalResult emitGradScale(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-LogicalResult emitAdam(Operation *op, KernelSourceWriter &w,
-                       CudaLaunch &launch) {
-  auto adam = cast<k::AdamOp>(op);
-  Value p = adam.getParam();
-  int64_t n = numElements(shapeOf(p));
-  std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
-  double wd = adam.getWeightDecay().convertToDouble();
-  bool decoupled = adam.getDecoupledWeightDecay();
-  w.line(std::string("// ") + (decoupled ? "AdamW" : "Adam") + " over " +
-         str(n) + " parameters, in place; weight decay " + literal(wd));
-  w.line("const float scale = " + w.ptr(adam.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(adam.getLr()) + "[0];");
-  w.line("const float t = " + w.ptr(adam.getStep()) + "[0];");
-  w.line("const float bc1 = (float)(1.0 - pow((double)" + b1 +
-         ", (double)t));");
-  w.line("const float bc2 = (float)(1.0 - pow((double)" + b2 +
-         ", (double)t));");
-  emitUpdateLoop(w, launch, p, adam.getUpdateSq(), adam.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(adam.getGrad()) + "[i] * scale;");
-    if (wd != 0.0 && !decoupled)
-      w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
-    w.line("const float m = " + b1 + " * " + w.ptr(adam.getM()) +
-           "[i] + (1.0f - " + b1 + ") * g;");
-    w.line("const float v = " + b2 + " * " + w.ptr(adam.getV()) +
-           "[i] + (1.0f - " + b2 + ") * g * g;");
-    if (wd != 0.0 && decoupled)
-      w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
-    w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
-           literal(adam.getEpsilon()) + ");");
-    w.line(w.ptr(adam.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(adam.getNewM()) + "[i] = m;");
-    w.line(w.ptr(adam.getNewV()) + "[i] = v;");
-  });
-  return success();
-}
-
-LogicalResult emitSgd(Operation *op, KernelSourceWriter &w,
-                      CudaLaunch &launch) {
-  auto sgd = cast<k::SgdOp>(op);
-  Value p = sgd.getParam();
-  int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  w.line("// SGD over " + str(n) + " parameters, in place; weight decay " +
-         literal(wd));
-  w.line("const float scale = " + w.ptr(sgd.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
-  emitUpdateLoop(w, launch, p, sgd.getUpdateSq(), sgd.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("pn = p - lr * g;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-  });
-  return success();
-}
-
-LogicalResult emitSgdMomentum(Operation *op, KernelSourceWriter &w,
-                              CudaLaunch &launch) {
-  auto sgd = cast<k::SgdMomentumOp>(op);
-  Value p = sgd.getParam();
-  int64_t n = numElements(shapeOf(p));
-  double wd = sgd.getWeightDecay().convertToDouble();
-  std::string mu = literal(sgd.getMomentum());
-  std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
-  w.line("// SGD with momentum " + mu +
-         (sgd.getNesterov() ? " (nesterov)" : "") + " over " + str(n) +
-         " parameters, in place; weight decay " + literal(wd));
-  w.line("const float scale = " + w.ptr(sgd.getScale()) + "[0];");
-  w.line("const bool apply = isfinite(scale); // else: skipped step");
-  w.line("const float lr = " + w.ptr(sgd.getLr()) + "[0];");
-  w.line("// torch.optim.SGD: the buffer starts as the first gradient");
-  w.line("const bool first = " + w.ptr(sgd.getStep()) + "[0] <= 1.0f;");
-  emitUpdateLoop(w, launch, p, sgd.getUpdateSq(), sgd.getParamSq(), [&] {
-    w.line("float g = " + w.ptr(sgd.getGrad()) + "[i] * scale;");
-    if (wd != 0.0)
-      w.line("g += " + literal(wd) + " * p;");
-    w.line("const float buf = first ? g : " + mu + " * " +
-           w.ptr(sgd.getBuf()) + "[i] + " + damp + " * g;");
-    w.line(std::string("const float d = ") +
-           (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
-    w.line("pn = p - lr * d;");
-    w.line(w.ptr(sgd.getNewParam()) + "[i] = pn;");
-    w.line(w.ptr(sgd.getNewBuf()) + "[i] = buf;");
-  });
-  return success();
-}
-
 } // namespace
 
 bool hasOptimizerCudaKernel(Operation *op) {
@@ -211,14 +172,107 @@ LogicalResult emitOptimizerCudaKernel(Operation *op, KernelSourceWriter &w,
       .Case<k::AccumulateOp>(
           [&](auto) { return emitAccumulate(op, w, launch); })
       .Case<k::GradScaleOp>([&](auto) { return emitGradScale(op, w, launch); })
-      .Case<k::AdamOp>([&](auto) { return emitAdam(op, w, launch); })
-      .Case<k::SgdOp>([&](auto) { return emitSgd(op, w, launch); })
-      .Case<k::SgdMomentumOp>(
-          [&](auto) { return emitSgdMomentum(op, w, launch); })
+      .Case<k::AdamOp, k::SgdOp, k::SgdMomentumOp>(
+          [&](auto) { return emitSingleUpdate(op, w, launch); })
       .Default([&](Operation *) {
         return op->emitError()
                << "codegen has no CUDA kernel for '" << op->getName() << "'";
       });
+}
+
+// The segment table: one row per update, sorted by first block:
+//   { first block, blocks, elements, formula, buffers[operands..., results...] }
+// Blocks find their row by binary search, then run the body of its formula
+// (one `case` per distinct op kind and attributes, so the text and the
+// compile time grow with the number of formulas, not of parameters) on the
+// pointers buffers[row[4 + k]].
+LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
+                                              KernelSourceWriter &w,
+                                              CudaLaunch &launch) {
+  constexpr size_t kMaxSlots = 12; // adam: 7 operands, 5 results
+  auto bufferIndex = [&](Value v) -> int64_t {
+    auto in = llvm::find(group.inputs, v);
+    if (in != group.inputs.end())
+      return in - group.inputs.begin();
+    auto out = llvm::find(group.outputs, v);
+    if (out != group.outputs.end())
+      return group.inputs.size() + (out - group.outputs.begin());
+    return -1;
+  };
+  SmallVector<Operation *> formulas; // first op of each distinct formula
+  SmallVector<std::string> formulaKeys, rows;
+  uint32_t blocks = 0;
+  for (Operation *op : group.ops) {
+    if (!isUpdate(op))
+      return op->emitError() << "a multi-tensor optimizer kernel holds "
+                                "adam, sgd and sgd_momentum updates only";
+    // The formula text depends on the op kind and its own attributes only
+    // (not on discardable ones such as kiln.not_fused).
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << op->getName();
+    for (NamedAttribute attr : op->getAttrs())
+      if (!attr.getName().getValue().contains('.'))
+        os << " " << attr.getName().getValue() << "=" << attr.getValue();
+    auto known = llvm::find(formulaKeys, key);
+    size_t formula = known - formulaKeys.begin();
+    if (known == formulaKeys.end()) {
+      formulaKeys.push_back(key);
+      formulas.push_back(op);
+    }
+    int64_t n = numElements(shapeOf(op->getOperand(0)));
+    uint32_t count = cudaGridFor(n, kCudaBlock);
+    std::string row = "{" + str(blocks) + "u, " + str(count) + "u, " +
+                      str(n) + "u, " + str(formula) + "u";
+    SmallVector<Value> slots(op->getOperands());
+    slots.append(op->result_begin(), op->result_end());
+    for (Value v : slots) {
+      int64_t index = bufferIndex(v);
+      if (index < 0)
+        return op->emitError() << "reads or writes a value that is no "
+                                  "buffer of the multi-tensor kernel";
+      row += ", " + str(index) + "u";
+    }
+    rows.push_back(row + "}");
+    blocks += count;
+  }
+  launch = {blocks, kCudaBlock, 0};
+  declareUpdateScratch(w, blocks, rows.size());
+  std::string table = (kEntryPlaceholder + "_segments").str();
+  std::string text = "__constant__ unsigned int " + table + "[" +
+                     str(rows.size()) + "][" + str(4 + kMaxSlots) + "] = {";
+  for (auto [i, row] : llvm::enumerate(rows))
+    text += (i ? ",\n    " : "\n    ") + row;
+  w.global(text + "};");
+  w.line("// " + str(group.ops.size()) + " optimizer updates in one launch, "
+         "each on a segment of the grid (" + table + ": first block, blocks, "
+         "elements, formula, buffers)");
+  w.line("int lo = 0, hi = " + str(rows.size() - 1) + ";");
+  w.open("while (lo < hi)");
+  w.line("const int mid = (lo + hi + 1) / 2;");
+  w.line("if (" + table + "[mid][0] <= blockIdx.x) lo = mid; else hi = mid - 1;");
+  w.close();
+  w.line("const unsigned int* row = " + table + "[lo];");
+  w.line("const unsigned int first = row[0], count = row[1];");
+  w.line("const int64_t n = row[2];");
+  w.open("switch (row[3])");
+  for (auto [formula, op] : llvm::enumerate(formulas)) {
+    w.open("case " + str(formula) + ":");
+    w.line("// formula " + str(formula) + ": " + formulaKeys[formula]);
+    SmallVector<Value> slots(op->getOperands());
+    slots.append(op->result_begin(), op->result_end());
+    for (auto [k, v] : llvm::enumerate(slots))
+      w.line("float* b" + str(k) + " = (float*)buffers[row[" + str(4 + k) +
+             "]];");
+    UpdateSegment seg{"first", "count", "n",
+                      (kEntryPlaceholder + "_done[lo]").str()};
+    emitUpdateSegment(op, w, seg, [&](Value v) {
+      return "b" + str(llvm::find(slots, v) - slots.begin());
+    });
+    w.close();
+  }
+  w.close();
+  return success();
 }
 
 } // namespace kiln

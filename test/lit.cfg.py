@@ -1,5 +1,6 @@
 # lit configuration for Kiln: FileCheck tests of the frontend, the dialect, the
 # passes, codegen and end-to-end runs (kilnc -> artifact -> kiln-run).
+import glob
 import os
 
 import lit.formats
@@ -33,10 +34,13 @@ config.substitutions.append(("%torch-python", "/usr/bin/python3"))
 # reader (plus Debian's torch, through --system-site-packages).
 config.substitutions.append(("%reader-python", os.path.join(config.kiln_obj_root, "pyenv", "bin", "python")))
 
-# Tests that compile CUDA kernels with NVRTC need the test tool built where
-# the toolkit is installed (test/cuda).
-if os.path.exists(os.path.join(config.kiln_tools_dir, "nvrtc_check")):
+# Tests that compile CUDA kernels (kiln-run --compile-only) need NVRTC where
+# kiln-run looks for it ($KILN_CUDA_LIB_DIR or the toolkit's lib64).
+nvrtc_dirs = [os.environ.get("KILN_CUDA_LIB_DIR", ""), "/usr/local/cuda/lib64"]
+if any(d and glob.glob(os.path.join(d, "libnvrtc.so*")) for d in nvrtc_dirs):
     config.available_features.add("nvrtc")
+    if "KILN_CUDA_LIB_DIR" in os.environ:
+        config.environment["KILN_CUDA_LIB_DIR"] = os.environ["KILN_CUDA_LIB_DIR"]
 
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run"], [config.kiln_tools_dir])

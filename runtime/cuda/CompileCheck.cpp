@@ -6,7 +6,14 @@
 #include "runtime/cuda/JitCache.h"
 #include "runtime/cuda/Nvrtc.h"
 
+#include <cstdint>
+
 namespace kiln::rt::cuda {
+
+namespace {
+// 32-bit registers per SM on every architecture from sm_80 to sm_120.
+constexpr int64_t kRegistersPerSm = 65536;
+} // namespace
 
 StatusOr<CompileCheckReport> runCompileCheck(const RunOptions &options,
                                              FILE *out) {
@@ -64,6 +71,16 @@ StatusOr<CompileCheckReport> runCompileCheck(const RunOptions &options,
             std::to_string(r->spillStoreBytes) + " bytes of stores and " +
             std::to_string(r->spillLoadBytes) + " bytes of loads (" +
             std::to_string(r->registers) + " registers)");
+      // A block needs all its threads' registers on one SM at once: more
+      // than the SM's register file and every launch fails ("too many
+      // resources requested for launch").
+      int64_t threads = kernel->launch() ? kernel->launch()->block() : 0;
+      if (int64_t(r->registers) * threads > kRegistersPerSm)
+        report.problems.push_back(
+            arch + ": kernel '" + entry + "' (" + location + ") needs " +
+            std::to_string(r->registers) + " registers x " +
+            std::to_string(threads) + " threads per block, more than the " +
+            std::to_string(kRegistersPerSm) + " registers of an SM");
     }
   }
   return report;

@@ -5,7 +5,10 @@
 // the cache), and reports per architecture the cold and warm times and per
 // kernel its registers and spill bytes. It is the CI check that every
 // generated kernel compiles for sm_80 and sm_90a: a compile error, a kernel
-// ptxas did not report as an entry point, or any spill fails the check.
+// ptxas did not report as an entry point, any spill, or a kernel whose
+// registers x threads per block exceed an SM's register file (its launch
+// would fail) fails the check. The ctests cuda-kernels-<model> run it on
+// every model's kernels (test/cuda/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,8 +7,8 @@
 // artifact's target, archs and prelude; the CPU artifact carries no launch
 // and no archs. Also the option checks, CUDA diagnostics, and a fused
 // pointwise group (as the fusion pass will hand over) computing the CPU
-// kernel's statements. (NVRTC compiling the kernels is test/cuda's
-// nvrtc_check.)
+// kernel's statements. (NVRTC compiling the kernels is `kiln-run
+// --compile-only`, the ctests in test/cuda.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +31,7 @@
 #include <iterator>
 #include <sstream>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -206,8 +207,11 @@ TEST(CudaKernels, FusedPointwiseGroupHasTheCpuStatements) {
   EXPECT_EQ(statements, 5); // four ops and the store
 }
 
-// Only pointwise ops share a kernel, on CUDA as on the CPU.
-TEST(CudaKernels, MixedGroupIsADiagnostic) {
+// A group mixing a row op with pointwise ops is a row kernel (RowGroup, as
+// on the CPU); one that cannot be is a diagnostic on the offending op: a
+// prologue value the row op reads must be an output (the row op reads it
+// from its buffer), and a kernel holds one row op.
+TEST(CudaKernels, IllegalRowGroupsAreDiagnostics) {
   auto context = kiln::test::makeContext();
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(context.get(), [&](mlir::Diagnostic &d) {
@@ -218,18 +222,33 @@ TEST(CudaKernels, MixedGroupIsADiagnostic) {
     func.func @step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
       %0 = kiln.exp %x : tensor<4x8xf32>
       %1 = kiln.softmax %0 : tensor<4x8xf32>
-      return %1 : tensor<4x8xf32>
+      %2 = kiln.softmax %1 : tensor<4x8xf32>
+      return %2 : tensor<4x8xf32>
     })mlir",
                                                         context.get());
   ASSERT_TRUE(module);
   auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
-  kiln::KernelGroup group;
+  std::vector<mlir::Operation *> ops;
   for (mlir::Operation &op : step.getBody().front().without_terminator())
-    group.ops.push_back(&op);
-  group.inputs = {step.getArgument(0)};
-  group.outputs = {group.ops.back()->getResult(0)};
-  EXPECT_TRUE(mlir::failed(kiln::CudaKernelEmitter::emit(group)));
-  EXPECT_NE(diagnostics.find("only pointwise ops can share a kernel"),
+    ops.push_back(&op);
+
+  kiln::KernelGroup unstored; // exp -> softmax, exp's result in no buffer
+  unstored.ops = {ops[0], ops[1]};
+  unstored.inputs = {step.getArgument(0)};
+  unstored.outputs = {ops[1]->getResult(0)};
+  EXPECT_TRUE(mlir::failed(kiln::CudaKernelEmitter::emit(unstored)));
+  EXPECT_NE(diagnostics.find("reads a prologue value that is not an output "
+                             "of the kernel"),
+            std::string::npos)
+      << diagnostics;
+
+  kiln::KernelGroup twoRows; // softmax -> softmax
+  twoRows.ops = {ops[1], ops[2]};
+  twoRows.inputs = {ops[0]->getResult(0)};
+  twoRows.outputs = {ops[1]->getResult(0), ops[2]->getResult(0)};
+  EXPECT_TRUE(mlir::failed(kiln::CudaKernelEmitter::emit(twoRows)));
+  EXPECT_NE(diagnostics.find("a row kernel holds one row op and pointwise "
+                             "ops only"),
             std::string::npos)
       << diagnostics;
 }

@@ -4,12 +4,14 @@
 // lines) and the kernels, so the host C++ compiler builds CUDA kernel sources
 // into a shared library: __global__/__device__ vanish, __shared__ becomes a
 // static (one block runs at a time, so a static is that block's shared
-// memory), and `kiln_emulate_launch` runs a launch block by block with one
-// host thread per CUDA thread. __syncthreads is a barrier over the block's
-// threads, a warp shuffle a barrier over the warp's; a thread that returns
-// leaves both barriers (as exited threads do on the GPU). No GPU is needed,
-// so CI checks the CUDA kernels' numerics against the CPU kernels. Slow:
-// tests use small shapes.
+// memory), __constant__ a plain global, and `kiln_emulate_launch` runs a
+// launch block by block with one host thread per CUDA thread. __syncthreads
+// is a barrier over the block's threads, __syncwarp and a warp shuffle a
+// barrier over the warp's; a thread that returns leaves both barriers (as
+// exited threads do on the GPU). No GPU is needed, so CI checks the CUDA
+// kernels' numerics against the CPU kernels. Blocks run one after another,
+// so a race between blocks of one launch goes unseen here. Slow: tests use
+// small shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +32,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __constant__
 
 struct KilnDim3 {
   unsigned int x = 0;
@@ -76,6 +79,9 @@ inline KilnBarrier kiln_warp_barriers[32];
 inline double kiln_shuffle_slots[1024];
 
 inline void __syncthreads() { kiln_block_barrier.wait(); }
+inline void __syncwarp(unsigned int = 0xffffffffu) {
+  kiln_warp_barriers[threadIdx.x / 32].wait();
+}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // Every lane publishes its value, then reads its partner's (a double holds

@@ -4,16 +4,19 @@
 
 #include "codegen/Codegen.h"
 #include "ir/KilnOps.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -81,10 +84,72 @@ namespace {
 func::FuncOp stepOf(ModuleOp module) {
   return module.lookupSymbol<func::FuncOp>("step");
 }
+
+// The operand whose storage result `i` of an update / accumulate op
+// updates in place, as in the artifact.
+std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
+  std::vector<unsigned> inPlace;
+  if (isa<mlir::kiln::AdamOp>(op))
+    inPlace = {0, 2, 3}; // param, m, v
+  else if (isa<mlir::kiln::SgdMomentumOp>(op))
+    inPlace = {0, 2}; // param, momentum buffer
+  else if (isa<mlir::kiln::SgdOp, mlir::kiln::AccumulateOp>(op))
+    inPlace = {0}; // param / accumulator
+  if (i < inPlace.size())
+    return inPlace[i];
+  return std::nullopt;
+}
+
+// One kernel's view of an op of @step: its group (a kiln.fusion's region:
+// block arguments in, yielded values out, as ArtifactWriter::planFusion),
+// the step values its inputs and outputs stand for, and for each output the
+// step value whose storage it updates in place (if any).
+struct KernelCallPlan {
+  KernelGroup group;
+  std::vector<Value> inputs, outputs;
+  std::vector<std::optional<Value>> inPlace;
+};
+
+KernelCallPlan planCall(Operation &op) {
+  KernelCallPlan plan;
+  auto fusion = dyn_cast<mlir::kiln::FusionOp>(op);
+  if (!fusion) {
+    plan.group = KernelGroup::forOp(&op);
+    plan.inputs.assign(plan.group.inputs.begin(), plan.group.inputs.end());
+    plan.outputs.assign(op.getResults().begin(), op.getResults().end());
+    for (unsigned i = 0; i < op.getNumResults(); ++i) {
+      std::optional<unsigned> operand = inPlaceOperand(&op, i);
+      plan.inPlace.push_back(operand ? std::optional<Value>(op.getOperand(*operand))
+                                     : std::nullopt);
+    }
+    return plan;
+  }
+  Block &body = fusion.getBody().front();
+  for (Operation &member : body.without_terminator())
+    plan.group.ops.push_back(&member);
+  plan.group.inputs.assign(body.getArguments().begin(), body.getArguments().end());
+  auto yield = cast<mlir::kiln::YieldOp>(body.getTerminator());
+  plan.group.outputs.assign(yield.getValues().begin(), yield.getValues().end());
+  plan.inputs.assign(fusion.getInputs().begin(), fusion.getInputs().end());
+  plan.outputs.assign(fusion.getResults().begin(), fusion.getResults().end());
+  for (Value yielded : yield.getValues()) {
+    Operation *member = yielded.getDefiningOp();
+    std::optional<unsigned> operand =
+        member ? inPlaceOperand(member, cast<OpResult>(yielded).getResultNumber())
+               : std::nullopt;
+    if (operand) {
+      auto arg = cast<BlockArgument>(member->getOperand(*operand));
+      plan.inPlace.push_back(fusion.getInputs()[arg.getArgNumber()]);
+    } else {
+      plan.inPlace.push_back(std::nullopt);
+    }
+  }
+  return plan;
+}
 } // namespace
 
 KernelRunner::KernelRunner(const std::string &moduleText,
-                           KernelBackend backend)
+                           KernelBackend backend, bool fuse)
     : context(makeContext()), backend(backend) {
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
@@ -96,6 +161,14 @@ KernelRunner::KernelRunner(const std::string &moduleText,
     message = "parse failed: " + diagnostics;
     return;
   }
+  if (fuse) {
+    PassManager pm(context.get());
+    pm.addPass(mlir::kiln::createKilnFusion());
+    if (failed(pm.run(*module))) {
+      message = "kiln-fusion failed: " + diagnostics;
+      return;
+    }
+  }
   func::FuncOp step = stepOf(*module);
   if (!step) {
     message = "no @step";
@@ -106,15 +179,15 @@ KernelRunner::KernelRunner(const std::string &moduleText,
     if (isa<func::ReturnOp, mlir::kiln::ReshapeOp>(op))
       continue;
     FailureOr<CpuKernel> kernel = failure();
+    KernelGroup group = planCall(op).group;
     if (backend == KernelBackend::CudaEmulated) {
-      FailureOr<CudaKernel> cuda =
-          CudaKernelEmitter::emit(KernelGroup::forOp(&op));
+      FailureOr<CudaKernel> cuda = CudaKernelEmitter::emit(group);
       if (succeeded(cuda)) {
         kernel = CpuKernel{cuda->entry, cuda->source, cuda->ops};
         launches.push_back(cuda->launch);
       }
     } else {
-      kernel = CpuKernelEmitter::emit(KernelGroup::forOp(&op));
+      kernel = CpuKernelEmitter::emit(group);
     }
     if (failed(kernel)) {
       message = "emit failed: " + diagnostics;
@@ -153,21 +226,15 @@ std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
       storage[op.getResult(0)] = storage[op.getOperand(0)];
       continue;
     }
-    KernelGroup group = KernelGroup::forOp(&op);
+    KernelCallPlan plan = planCall(op);
     std::vector<void *> pointers;
-    for (Value v : group.inputs)
+    for (Value v : plan.inputs)
       pointers.push_back(storage[v]->data());
-    // In place, as in the artifact: result i lives in operand inPlace[i].
-    std::vector<unsigned> inPlace;
-    if (isa<mlir::kiln::AdamOp>(op))
-      inPlace = {0, 2, 3}; // param, m, v
-    else if (isa<mlir::kiln::SgdMomentumOp>(op))
-      inPlace = {0, 2}; // param, momentum buffer
-    else if (isa<mlir::kiln::SgdOp, mlir::kiln::AccumulateOp>(op))
-      inPlace = {0}; // param / accumulator
-    for (auto [i, v] : llvm::enumerate(group.outputs)) {
-      if (i < inPlace.size()) {
-        storage[v] = storage[op.getOperand(inPlace[i])];
+    // In place, as in the artifact: an updated result shares its operand's
+    // storage.
+    for (auto [v, inPlace] : llvm::zip(plan.outputs, plan.inPlace)) {
+      if (inPlace) {
+        storage[v] = storage[*inPlace];
       } else {
         auto t = std::make_shared<HostTensor>();
         Type element = cast<RankedTensorType>(v.getType()).getElementType();

@@ -1,7 +1,7 @@
 //===- KernelRunner.h - Runs generated CPU kernels in tests ---------------===//
 //
-// Parses a kiln-dialect module, emits one kernel per op of @step with
-// CpuKernelEmitter, compiles all of them as one shared library with the host
+// Parses a kiln-dialect module, emits one kernel per op (or kiln.fusion
+// region, as the artifact writer does) of @step with CpuKernelEmitter, compiles all of them as one shared library with the host
 // C++ compiler (`c++ -O1 -fopenmp -shared -fPIC`), and runs the step op by op
 // on host buffers. With KernelBackend::CudaEmulated the kernels are
 // CudaKernelEmitter's instead, built for the host with CudaHostEmulation.h
@@ -54,8 +54,11 @@ class KernelRunner {
 public:
   // Parses `moduleText` and builds and compiles the kernels of @step. Check
   // `ok()` (and `error()`) before running.
+  // With `fuse`, --kiln-fusion runs on the module first, so its kiln.fusion
+  // regions (pointwise, row, optimizer) become one kernel each.
   explicit KernelRunner(const std::string &moduleText,
-                        KernelBackend backend = KernelBackend::Cpu);
+                        KernelBackend backend = KernelBackend::Cpu,
+                        bool fuse = false);
   ~KernelRunner();
 
   bool ok() const { return handle != nullptr; }

@@ -1,0 +1,77 @@
+//===- RowGroup.cpp - A row op with its pointwise prologue and epilogue ---===//
+
+#include "codegen/RowGroup.h"
+
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/PointwiseBody.h"
+#include "codegen/PointwiseStatements.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+FailureOr<RowGroup> RowGroup::split(const KernelGroup &group) {
+  RowGroup parts;
+  for (Operation *op : group.ops) {
+    if (PointwiseBody::isPointwise(op)) {
+      (parts.rowOp ? parts.epilogue : parts.prologue).push_back(op);
+      continue;
+    }
+    if (parts.rowOp)
+      return op->emitError() << "a row kernel holds one row op and "
+                                "pointwise ops only";
+    parts.rowOp = op;
+  }
+  if (!parts.rowOp)
+    return group.ops.front()->emitError() << "a row kernel needs a row op";
+  Operation *rowOp = parts.rowOp;
+  int64_t n = numElements(shapeOf(rowOp->getOperand(0)));
+  auto isBuffer = [&](Value v) {
+    return llvm::is_contained(group.inputs, v) ||
+           llvm::is_contained(group.outputs, v);
+  };
+  for (ArrayRef<Operation *> part : {ArrayRef<Operation *>(parts.prologue),
+                                     ArrayRef<Operation *>(parts.epilogue)})
+    for (Operation *op : part) {
+      if (numElements(shapeOf(op->getResult(0))) != n)
+        return op->emitError() << "must produce " << n
+                               << " elements, one per element of the row "
+                                  "op's input";
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        bool inPart = def && llvm::is_contained(part, def);
+        if (!inPart && !isBuffer(v))
+          return op->emitError() << "reads a value the row kernel keeps in "
+                                    "no buffer";
+      }
+    }
+  for (Value v : rowOp->getOperands())
+    if (!isBuffer(v))
+      return rowOp->emitError() << "reads a prologue value that is not an "
+                                   "output of the kernel";
+  return parts;
+}
+
+LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
+                          ArrayRef<Operation *> ops, StringRef row,
+                          int64_t length, StringRef first, StringRef step) {
+  if (ops.empty())
+    return success();
+  PointwiseStatements code;
+  if (failed(emitPointwiseStatements(ops, "i", [&](Value v) { return w.ptr(v); },
+                                     code)))
+    return failure();
+  std::string len = std::to_string(length);
+  w.open("for (int64_t e = " + first + "; e < " + len + "; " +
+         (step == "1" ? std::string("++e") : ("e += " + step).str()) + ")");
+  w.line("const int64_t i = " + row + " * " + len + " + e;");
+  for (const std::string &line : code.lines)
+    w.line(line);
+  for (Operation *op : ops)
+    if (llvm::is_contained(group.outputs, op->getResult(0)))
+      w.line(w.store(op->getResult(0), "i", code.vars[op->getResult(0)]));
+  w.close();
+  return success();
+}
+
+} // namespace kiln

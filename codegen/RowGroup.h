@@ -1,0 +1,51 @@
+//===- RowGroup.h - A row op with its pointwise prologue and epilogue -----===//
+//
+// Internal to codegen/: the backend-neutral half of a fused row kernel (a
+// kiln.fusion "row"). Splits a group into its one row op (layer_norm(_grad),
+// softmax(_grad), cross_entropy(_grad), reduce_sum over trailing dims), the
+// pointwise ops before it (prologue: computed per row before the row op
+// reads them) and after it (epilogue: computed per row from the row just
+// produced), and checks what both emitters rely on: every pointwise op
+// covers the row op's input element for element, and every value a part or
+// the row op reads from outside its part is a buffer of the kernel. The CPU
+// and CUDA emitters only differ in how they walk a row's elements.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_ROWGROUP_H
+#define KILN_CODEGEN_ROWGROUP_H
+
+#include "codegen/CpuKernelEmitter.h"
+
+namespace kiln {
+class KernelSourceWriter;
+}
+
+namespace kiln {
+
+struct RowGroup {
+  mlir::Operation *rowOp = nullptr;
+  llvm::SmallVector<mlir::Operation *> prologue, epilogue; // in order
+
+  // Splits `group` (one non-pointwise op, the rest pointwise); emits an
+  // error on the offending op when it is not a legal row kernel.
+  static mlir::FailureOr<RowGroup> split(const KernelGroup &group);
+};
+
+// Writes the pointwise ops `ops` (a prologue or an epilogue) for row `row`
+// (a C expression) of `length` elements, each element of the row visited
+// once by the loop `for (e = first; e < length; e += step)`:
+//   for (int64_t e = <first>; e < <length>; e += <step>) {
+//     const int64_t i = row * length + e;   // flat index of the element
+//     <statements>; out<k>[i] = v<j>;       // values the kernel writes
+//   }
+// The CPU walks a row with one thread (first 0, step 1), CUDA with the
+// threads of a block (threadIdx.x, blockDim.x) or the lanes of a warp.
+mlir::LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
+                                llvm::ArrayRef<mlir::Operation *> ops,
+                                llvm::StringRef row, int64_t length,
+                                llvm::StringRef first, llvm::StringRef step);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_ROWGROUP_H

@@ -1,0 +1,263 @@
+//===- CudaFusedEmulationTest.cpp - Fused CUDA kernels against the CPU ----===//
+//
+// The kiln.fusion kinds that run as one CUDA kernel besides pointwise
+// groups: a row op with its pointwise prologue and epilogue, and several
+// optimizer updates in one launch. Each test writes the unfused ops, lets
+// --kiln-fusion group them (as kilnc does), checks that the expected
+// regions formed (the kernel count), runs the fused CUDA kernels on the host
+// (CudaHostEmulation.h: one host thread per CUDA thread, real barriers) and
+// compares every result with the CPU kernels of the *unfused* ops, an
+// independent path (no fused code on that side); the CPU's fused kernels
+// are compared with the same reference.
+//
+// Tolerance: |got - want| <= 2e-5 * max(1, |want|), as in
+// CudaEmulationTest.cpp: the CPU row kernels sum in double, the GPU ones in
+// float in another order (< ~1e-6 relative over these <= 5000-term sums),
+// and CUDA's expf/tanhf differ from the CPU prelude's by a few ulp. Integer
+// results, NaN and infinities must match exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelRunner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using kiln::test::HostTensor;
+using kiln::test::KernelBackend;
+using kiln::test::KernelRunner;
+
+std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+void expectClose(const std::vector<HostTensor> &actual,
+                 const std::vector<HostTensor> &expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t r = 0; r < expected.size(); ++r) {
+    SCOPED_TRACE("result " + std::to_string(r));
+    ASSERT_EQ(actual[r].i, expected[r].i);
+    ASSERT_EQ(actual[r].f.size(), expected[r].f.size());
+    for (size_t k = 0; k < expected[r].f.size(); ++k) {
+      float e = expected[r].f[k], a = actual[r].f[k];
+      if (std::isnan(e) || std::isinf(e)) {
+        EXPECT_TRUE(std::isnan(e) ? std::isnan(a) : a == e)
+            << "element " << k << ": " << a << " vs " << e;
+        continue;
+      }
+      EXPECT_NEAR(a, e, 2e-5 * std::max(1.0f, std::fabs(e)))
+          << "element " << k;
+    }
+  }
+}
+
+// Fuses `module`, checks it became `fusedKernels` kernels (each group one
+// kernel), runs the fused CUDA kernels (emulated) and the fused CPU kernels,
+// and compares both with the unfused CPU kernels.
+void expectFusedMatchesUnfused(const std::string &module,
+                               const std::vector<HostTensor> &args,
+                               size_t fusedKernels) {
+  KernelRunner reference(module, KernelBackend::Cpu);
+  KernelRunner cuda(module, KernelBackend::CudaEmulated, /*fuse=*/true);
+  KernelRunner cpu(module, KernelBackend::Cpu, /*fuse=*/true);
+  ASSERT_TRUE(reference.ok()) << reference.error();
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  ASSERT_EQ(cuda.kernels().size(), fusedKernels);
+  ASSERT_LT(cuda.kernels().size(), reference.kernels().size());
+  std::vector<HostTensor> expected = reference.run(args);
+  {
+    SCOPED_TRACE("CUDA fused");
+    expectClose(cuda.run(args), expected);
+  }
+  {
+    SCOPED_TRACE("CPU fused");
+    expectClose(cpu.run(args), expected);
+  }
+}
+
+// The residual add of a block feeding layer_norm (prologue; the sum is also
+// a result, so the kernel writes it), and GELU on the normalized row
+// (epilogue): one kernel.
+TEST(CudaFusedKernelsEmulated, ResidualAddLayerNormGelu) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<2x3x80xf32>, %r: tensor<2x3x80xf32>, %bias: tensor<80xf32>,
+                    %w: tensor<80xf32>, %b: tensor<80xf32>)
+        -> (tensor<2x3x80xf32>, tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+      %s = kiln.add %x, %r : tensor<2x3x80xf32>
+      %bb = kiln.broadcast %bias dims = [2] : tensor<80xf32> -> tensor<2x3x80xf32>
+      %s2 = kiln.add %s, %bb : tensor<2x3x80xf32>
+      %y, %mean, %rstd = kiln.layer_norm %s2, %w, %b {epsilon = 1.0e-05 : f32}
+          : (tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>)
+          -> (tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+      %g = kiln.gelu %y : tensor<2x3x80xf32>
+      return %s2, %g, %mean, %rstd : tensor<2x3x80xf32>, tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(480, 1, -2, 2)),
+                             HostTensor::floats(randomFloats(480, 2)),
+                             HostTensor::floats(randomFloats(80, 3)),
+                             HostTensor::floats(randomFloats(80, 4)),
+                             HostTensor::floats(randomFloats(80, 5))},
+                            1);
+}
+
+// Attention's scale and causal mask before softmax (prologue) and a scaling
+// after it (epilogue); then the backward with its mask and scale after
+// softmax_grad (epilogue). Row 1 is fully masked by its input (all -inf).
+// Four kernels: the two row kernels and the epilogues' splat constants
+// (--kiln-fusion clones a constant into its readers only when it has
+// several, so these stay kernels whose buffers the epilogues read).
+TEST(CudaFusedKernelsEmulated, SoftmaxWithPrologueAndEpilogue) {
+  std::vector<float> x = randomFloats(2 * 3 * 40, 6, -4, 4);
+  for (int c = 0; c < 40; ++c)
+    x[40 + c] = -INFINITY;
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<2x3x40xf32>, %dy: tensor<2x3x40xf32>)
+        -> (tensor<2x3x40xf32>, tensor<2x3x40xf32>, tensor<2x3x40xf32>) {
+      %c = kiln.constant dense<0.5> : tensor<2x3x40xf32>
+      %d = kiln.div %x, %c : tensor<2x3x40xf32>
+      %m = kiln.causal_mask %d fill = 0xFF800000 : tensor<2x3x40xf32>
+      %p = kiln.softmax %m : tensor<2x3x40xf32>
+      %k = kiln.constant dense<3.0> : tensor<2x3x40xf32>
+      %e = kiln.mul %p, %k : tensor<2x3x40xf32>
+      %g = kiln.softmax_grad %p, %dy : tensor<2x3x40xf32>
+      %gm = kiln.causal_mask %g fill = 0x00000000 : tensor<2x3x40xf32>
+      %c2 = kiln.constant dense<0.5> : tensor<2x3x40xf32>
+      %gd = kiln.div %gm, %c2 : tensor<2x3x40xf32>
+      return %p, %e, %gd : tensor<2x3x40xf32>, tensor<2x3x40xf32>, tensor<2x3x40xf32>
+    })mlir",
+                            {HostTensor::floats(x),
+                             HostTensor::floats(randomFloats(240, 7))},
+                            4);
+}
+
+// A bias added to the logits before cross_entropy and its gradient
+// (prologue; the biased logits are a result of the first kernel, which the
+// second reads), and a scaling of the gradient (epilogue). One target is out
+// of range (zero loss and gradient for its row). Three kernels: the two row
+// kernels and the epilogue's constant (see above).
+TEST(CudaFusedKernelsEmulated, CrossEntropyWithPrologue) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%logits: tensor<2x4x33xf32>, %bias: tensor<33xf32>, %t: tensor<2x4xi32>, %g: tensor<f32>)
+        -> (tensor<f32>, tensor<2x4x33xf32>) {
+      %bb = kiln.broadcast %bias dims = [2] : tensor<33xf32> -> tensor<2x4x33xf32>
+      %l = kiln.add %logits, %bb : tensor<2x4x33xf32>
+      %loss = kiln.cross_entropy %l, %t : tensor<2x4x33xf32>, tensor<2x4xi32>
+      %dl = kiln.cross_entropy_grad %l, %t, %g : tensor<2x4x33xf32>, tensor<2x4xi32>
+      %k = kiln.constant dense<0.25> : tensor<2x4x33xf32>
+      %ds = kiln.mul %dl, %k : tensor<2x4x33xf32>
+      return %loss, %ds : tensor<f32>, tensor<2x4x33xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(264, 8, -5, 5)),
+                             HostTensor::floats(randomFloats(33, 9)),
+                             HostTensor::ints({0, 32, 5, -1, 7, 7, 12, 1}),
+                             HostTensor::floats({0.75f})},
+                            3);
+}
+
+// The backward of a pre-LN block: the incoming gradient is the sum of the
+// residual paths (prologue), the input gradient joins the residual stream
+// (epilogue). The weight and bias sums run in other blocks than the rows and
+// recompute the prologue's sum.
+TEST(CudaFusedKernelsEmulated, LayerNormGradWithPrologueAndEpilogue) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<2x3x80xf32>, %w: tensor<80xf32>, %mean: tensor<2x3xf32>,
+                    %rstd: tensor<2x3xf32>, %ga: tensor<2x3x80xf32>, %gb: tensor<2x3x80xf32>,
+                    %gc: tensor<2x3x80xf32>, %res: tensor<2x3x80xf32>)
+        -> (tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>) {
+      %g1 = kiln.add %ga, %gb : tensor<2x3x80xf32>
+      %g2 = kiln.add %g1, %gc : tensor<2x3x80xf32>
+      %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %mean, %rstd, %g2
+          : (tensor<2x3x80xf32>, tensor<80xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x80xf32>)
+          -> (tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>)
+      %out = kiln.add %dx, %res : tensor<2x3x80xf32>
+      return %out, %dw, %db : tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(480, 10, -1, 3)),
+                             HostTensor::floats(randomFloats(80, 11)),
+                             HostTensor::floats(randomFloats(6, 12)),
+                             HostTensor::floats(randomFloats(6, 13, 0.5f, 2)),
+                             HostTensor::floats(randomFloats(480, 14)),
+                             HostTensor::floats(randomFloats(480, 15)),
+                             HostTensor::floats(randomFloats(480, 16)),
+                             HostTensor::floats(randomFloats(480, 17))},
+                            1);
+}
+
+// A product summed over the trailing dim: the warp-per-row reduce_sum with
+// the product as its prologue (rows of 70: lanes wrap around the warp).
+TEST(CudaFusedKernelsEmulated, TrailingReduceSumWithPrologue) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%a: tensor<2x3x70xf32>, %b: tensor<2x3x70xf32>) -> tensor<2x3xf32> {
+      %p = kiln.mul %a, %b : tensor<2x3x70xf32>
+      %s = kiln.reduce_sum %p dims = [2] : tensor<2x3x70xf32> -> tensor<2x3xf32>
+      return %s : tensor<2x3xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(420, 18)),
+                             HostTensor::floats(randomFloats(420, 19))},
+                            1);
+}
+
+// Three AdamW updates of different sizes (20, 2 and 1 blocks; weight decay
+// on one only) after the clipping scale: the updates become one launch.
+const char *kMultiTensorAdamW = R"mlir(
+  func.func @step(%p0: tensor<5000xf32>, %g0: tensor<5000xf32>, %m0: tensor<5000xf32>, %v0: tensor<5000xf32>,
+                  %p1: tensor<4x75xf32>, %g1: tensor<4x75xf32>, %m1: tensor<4x75xf32>, %v1: tensor<4x75xf32>,
+                  %p2: tensor<7xf32>, %g2: tensor<7xf32>, %m2: tensor<7xf32>, %v2: tensor<7xf32>,
+                  %lr: tensor<f32>, %t: tensor<f32>, %n: tensor<f32>, %l: tensor<f32>)
+      -> (tensor<5000xf32>, tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>,
+          tensor<4x75xf32>, tensor<4x75xf32>, tensor<4x75xf32>, tensor<f32>, tensor<f32>,
+          tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<f32>, tensor<f32>) {
+    %s = kiln.grad_scale %n, %l {max_norm = 1.0 : f32}
+    %a0, %am0, %av0, %du0, %pp0 = kiln.adam %p0, %g0, %m0, %v0, %lr, %t, %s
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+         epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32} : tensor<5000xf32>
+    %a1, %am1, %av1, %du1, %pp1 = kiln.adam %p1, %g1, %m1, %v1, %lr, %t, %s
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+         epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<4x75xf32>
+    %a2, %am2, %av2, %du2, %pp2 = kiln.adam %p2, %g2, %m2, %v2, %lr, %t, %s
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, decoupled_weight_decay = true,
+         epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<7xf32>
+    return %a0, %am0, %av0, %du0, %pp0, %a1, %am1, %av1, %du1, %pp1, %a2, %am2, %av2, %du2, %pp2
+        : tensor<5000xf32>, tensor<5000xf32>, tensor<5000xf32>, tensor<f32>, tensor<f32>,
+          tensor<4x75xf32>, tensor<4x75xf32>, tensor<4x75xf32>, tensor<f32>, tensor<f32>,
+          tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<f32>, tensor<f32>
+  })mlir";
+
+std::vector<HostTensor> adamWArgs(float gradNorm) {
+  std::vector<HostTensor> args;
+  unsigned seed = 20;
+  for (int n : {5000, 300, 7}) {
+    args.push_back(HostTensor::floats(randomFloats(n, seed++)));
+    args.push_back(HostTensor::floats(randomFloats(n, seed++)));
+    args.push_back(HostTensor::floats(randomFloats(n, seed++, -0.1f, 0.1f)));
+    args.push_back(HostTensor::floats(randomFloats(n, seed++, 0.0f, 0.01f)));
+  }
+  args.push_back(HostTensor::floats({1e-3f}));
+  args.push_back(HostTensor::floats({3.0f}));
+  args.push_back(HostTensor::floats({gradNorm}));
+  args.push_back(HostTensor::floats({2.5f}));
+  return args;
+}
+
+TEST(CudaFusedKernelsEmulated, MultiTensorAdamW) {
+  expectFusedMatchesUnfused(kMultiTensorAdamW, adamWArgs(4.0f), 2);
+}
+
+// A non-finite gradient norm: every segment skips its update and still
+// reports the norms of the unchanged parameters.
+TEST(CudaFusedKernelsEmulated, MultiTensorAdamWSkipsNonFiniteSteps) {
+  expectFusedMatchesUnfused(kMultiTensorAdamW, adamWArgs(INFINITY), 2);
+}
+
+} // namespace
