@@ -394,9 +394,11 @@ bool Parser::parseCallArguments(Expr &call) {
       if (!arg)
         return false;
     }
-    if (!keyword.empty() && call.keywords.empty())
+    // keywords stays empty until the first keyword, then has one entry per
+    // argument.
+    if (!keyword.empty() && call.keywords.size() < call.operands.size())
       call.keywords.resize(call.operands.size());
-    if (!call.keywords.empty())
+    if (!keyword.empty() || !call.keywords.empty())
       call.keywords.push_back(keyword);
     call.operands.push_back(std::move(arg));
   } while (consumeIf(TokenKind::Comma));
