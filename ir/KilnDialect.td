@@ -22,7 +22,11 @@ def Kiln_Dialect : Dialect {
     `DifferentiableOpInterface`) and the optimizer update. All tensors are
     ranked with static shapes; element types are f32, bf16, f16, i32, i64.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  // arith, math and tensor ops form the score/mask regions of kiln.attention.
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
 }

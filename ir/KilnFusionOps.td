@@ -62,17 +62,19 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
 }
 
 def Kiln_YieldOp : Kiln_Op<"yield", [Terminator,
-                                     HasParent<"FusionOp">]> {
-  let summary = "The outputs of a kiln.fusion kernel";
+    ParentOneOf<["FusionOp", "AttentionOp", "AttentionGradOp"]>]> {
+  let summary = "The outputs of a kiln.fusion kernel or an attention region";
   let description = [{
     Terminates the body of a kiln.fusion; its operands become the fusion
-    op's results, in order.
+    op's results, in order. Also terminates the score (one f32) and mask
+    (one i1) regions of kiln.attention / kiln.attention_grad, whose
+    verifiers check those scalar types.
 
     ```mlir
     kiln.yield %s, %y : tensor<4x8xf32>, tensor<4x8xf32>
     ```
   }];
-  let arguments = (ins Variadic<Kiln_Tensor>:$values);
+  let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 

@@ -542,6 +542,9 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
 // updates) are in their own file.
 include "ir/KilnOptimizerOps.td"
 
+// kiln.attention / kiln.attention_grad (score and mask regions).
+include "ir/KilnAttentionOps.td"
+
 // kiln.fusion (the kernels chosen by --kiln-fusion) and its kiln.yield.
 include "ir/KilnFusionOps.td"
 

@@ -13,6 +13,7 @@
 
 #include "ir/KilnOps.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/APFloat.h"
 
 using namespace mlir;
@@ -354,4 +355,40 @@ Grads CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
       getLoc(), getLogits().getType(), getLogits(), getTargets(), g,
       getValidClassesAttr());
   return SmallVector<Value>{dLogits, Value()};
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+// attention: one attention_grad with the same scale, captures and regions
+// (cloned), given the forward out and lse. It returns dq, dk, dv and one
+// gradient per floating capture; integer captures get none. lse is a saved
+// statistic like layer_norm's mean/rstd: a cotangent flowing into it is an
+// error.
+Grads AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  assert(resultGrads.size() == 2 && "attention has two results");
+  if (resultGrads[1])
+    return emitOpError() << "cannot differentiate through the lse result "
+                            "(it is saved for the backward pass only)";
+  Value g = resultGrads[0];
+  if (!g)
+    return noGrads(*this);
+  SmallVector<Type> resultTypes{getQ().getType(), getK().getType(),
+                                getV().getType()};
+  for (Value capture : getCaptures())
+    if (isFloatTensor(capture))
+      resultTypes.push_back(capture.getType());
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), resultTypes, getQ(), getK(), getV(), getOut(), getLse(), g,
+      getCaptures(), getScaleAttr());
+  IRMapping mapping;
+  getScore().cloneInto(&grad.getScore(), mapping);
+  getMask().cloneInto(&grad.getMask(), mapping);
+
+  SmallVector<Value> grads{grad.getDq(), grad.getDk(), grad.getDv()};
+  auto captureGrads = grad.getCaptureGrads().begin();
+  for (Value capture : getCaptures())
+    grads.push_back(isFloatTensor(capture) ? *captureGrads++ : Value());
+  return grads;
 }
