@@ -323,7 +323,7 @@ private:
   Value build(Value t, ArrayRef<Value> index) {
     Operation *def = t.getDefiningOp();
     auto type = cast<RankedTensorType>(t.getType());
-    Type element = type.getElementType();
+    Type elementType = type.getElementType();
     Location loc = t.getLoc();
     if (!def)
       return capture(t, index);
@@ -350,7 +350,7 @@ private:
         inner[from] = index[i];
       return element(transpose.getInput(), inner);
     }
-    bool isFloat = isa<FloatType>(element);
+    bool isFloat = isa<FloatType>(elementType);
     auto binary = [&](auto floatOp, auto intOp) -> Value {
       Value lhs = element(def->getOperand(0), index);
       Value rhs = element(def->getOperand(1), index);
@@ -403,6 +403,7 @@ void rewriteAttention(AttentionCandidate &c) {
 
   // The splat right after q @ kᵀ is the scale; the rest is replayed.
   ArrayRef<Operation *> chain = c.chain;
+  Value chainValue = c.qk.getResult(); // the scores before chain.front()
   double scale = 1.0;
   if (!chain.empty() && isa<MulOp, DivOp>(chain.front())) {
     Operation *op = chain.front();
@@ -412,6 +413,7 @@ void rewriteAttention(AttentionCandidate &c) {
     if (factor && *factor != 0) {
       scale = isa<DivOp>(op) ? 1.0 / *factor : *factor;
       chain = chain.drop_front();
+      chainValue = op->getResult(0);
     }
   }
 
@@ -429,11 +431,12 @@ void rewriteAttention(AttentionCandidate &c) {
   SmallVector<Value> bhij;
   for (int d = 0; d < 4; ++d)
     bhij.push_back(scoreBlock->addArgument(indexType, loc));
-  OpBuilder region = OpBuilder::atBlockBegin(scoreBlock.get());
+  // (A detached block has no context of its own: the builder brings it.)
+  OpBuilder region(builder.getContext());
+  region.setInsertionPointToStart(scoreBlock.get());
   ScalarRebuilder rebuild(region, *scoreBlock);
   Value current = sArg;
   bool causal = false;
-  Value chainValue = c.qk.getResult();
   for (Operation *op : chain) {
     // The operand that is not the chain (the first one when both are).
     Value other = op->getOperand(0) == chainValue ? op->getOperand(1)
@@ -494,6 +497,7 @@ void rewriteAttention(AttentionCandidate &c) {
 
 struct KilnAttentionMatchPass
     : public impl::KilnAttentionMatchBase<KilnAttentionMatchPass> {
+  using KilnAttentionMatchBase::KilnAttentionMatchBase;
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
     getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
