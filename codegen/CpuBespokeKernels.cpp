@@ -410,12 +410,14 @@ bool hasBespokeCpuKernel(Operation *op) {
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
              k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
              k::CrossEntropyGradOp>(op) ||
-         hasOptimizerCpuKernel(op);
+         hasOptimizerCpuKernel(op) || hasAttentionCpuKernel(op);
 }
 
 LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
   if (hasOptimizerCpuKernel(op))
     return emitOptimizerCpuKernel(op, w);
+  if (hasAttentionCpuKernel(op))
+    return emitAttentionCpuKernel(op, w);
   using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &);
   Emitter emitter = llvm::TypeSwitch<Operation *, Emitter>(op)
                         .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })

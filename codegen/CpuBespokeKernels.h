@@ -25,6 +25,12 @@ bool hasOptimizerCpuKernel(mlir::Operation *op);
 mlir::LogicalResult emitOptimizerCpuKernel(mlir::Operation *op,
                                            KernelSourceWriter &w);
 
+// kiln.attention / kiln.attention_grad (flash-style, score and mask regions
+// inlined), in CpuAttentionKernels.cpp.
+bool hasAttentionCpuKernel(mlir::Operation *op);
+mlir::LogicalResult emitAttentionCpuKernel(mlir::Operation *op,
+                                           KernelSourceWriter &w);
+
 // The scalar statements of kiln.grad_scale (the non-finite guard and the
 // clip_grad_norm_ factor into the result's element 0): plain C valid on both
 // targets, so the CUDA kernel runs them on one thread.

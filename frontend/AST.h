@@ -27,11 +27,13 @@ struct Expr {
   enum class Kind {
     Number, // 128, 0.02            number, isInteger
     Name,   // dim, x               name
-    Unary,  // -x                   op ('-'), operands[0]
-    Binary, // a + b, a @ b, a ** b op ('+','-','*','/','@', '^' for **),
-            //                      operands[0..1]
-    Call,   // f(a, b)              name, operands = arguments
-    Index,  // table[idx]           operands[0] = table, operands[1] = index
+    Unary,  // -x, not c            op ('-', '!' for not), operands[0]
+    Binary, // a + b, a @ b, a ** b op ('+','-','*','/','@', '^' for **,
+            //                      comparisons and and/or: see
+            //                      operatorSpelling), operands[0..1]
+    Call,   // f(a, k = b)          name, operands = arguments, keywords
+    Index,  // table[idx], x[b, i]  operands[0] = table, operands[1..] =
+            //                      indices
     List,   // [a, b, c]            operands = elements
     Repeat, // repeat N Block(x)    operands[0] = N, operands[1] = the Call
   };
@@ -44,10 +46,37 @@ struct Expr {
   long long intNumber = 0;
   bool isInteger = false;
   std::vector<ExprPtr> operands;
+  /// Call: the keyword of each argument (`score` in `score = ...`), "" for
+  /// positional ones; empty when no argument has a keyword.
+  std::vector<std::string> keywords;
   unsigned depth = 1; // height of this subtree (bounded by the parser)
 
   Expr(Kind kind, SourceLoc loc) : kind(kind), loc(loc) {}
 };
+
+/// How a Binary/Unary `op` is written in the model file. Comparisons and
+/// boolean operators (only allowed in attention's score and mask) are
+/// stored as '<', '>', 'l' (<=), 'g' (>=), 'e' (==), 'n' (!=), '&' (and),
+/// '|' (or) and unary '!' (not).
+inline std::string operatorSpelling(char op) {
+  switch (op) {
+  case '^': return "**";
+  case 'l': return "<=";
+  case 'g': return ">=";
+  case 'e': return "==";
+  case 'n': return "!=";
+  case '&': return "and";
+  case '|': return "or";
+  case '!': return "not";
+  default: return std::string(1, op);
+  }
+}
+
+/// True for the comparison and boolean operators above.
+inline bool isBooleanOperator(char op) {
+  return op == '<' || op == '>' || op == 'l' || op == 'g' || op == 'e' ||
+         op == 'n' || op == '&' || op == '|' || op == '!';
+}
 
 /// A shape written in brackets: `[batch, seq, dim]`.
 struct ShapeSpec {

@@ -218,6 +218,11 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
   case Expr::Kind::Name:
     return lookup(e.name, e.loc);
   case Expr::Kind::Unary: {
+    if (e.op != '-') {
+      diag_.error(e.loc, "'" + operatorSpelling(e.op) +
+                             "' is not allowed in a compile-time constant");
+      return std::nullopt;
+    }
     std::optional<Number> x = evaluate(*e.operands[0]);
     if (!x)
       return std::nullopt;
@@ -227,6 +232,11 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
   case Expr::Kind::Binary: {
     if (e.op == '@') {
       diag_.error(e.loc, "'@' needs tensors, not compile-time numbers");
+      return std::nullopt;
+    }
+    if (isBooleanOperator(e.op)) {
+      diag_.error(e.loc, "'" + operatorSpelling(e.op) +
+                             "' is not allowed in a compile-time constant");
       return std::nullopt;
     }
     std::optional<Number> a = evaluate(*e.operands[0]);

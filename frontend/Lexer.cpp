@@ -75,6 +75,18 @@ std::string describeTokenKind(TokenKind kind) {
     return "'/'";
   case TokenKind::At:
     return "'@'";
+  case TokenKind::Less:
+    return "'<'";
+  case TokenKind::LessEqual:
+    return "'<='";
+  case TokenKind::Greater:
+    return "'>'";
+  case TokenKind::GreaterEqual:
+    return "'>='";
+  case TokenKind::EqualEqual:
+    return "'=='";
+  case TokenKind::BangEqual:
+    return "'!='";
   }
   return "token";
 }
@@ -226,7 +238,31 @@ Token Lexer::next() {
     return tok;
   case '=':
     tok.kind = TokenKind::Equal;
+    if (peek() == '=') {
+      advance();
+      tok.kind = TokenKind::EqualEqual;
+      tok.text = "==";
+    }
     return tok;
+  case '<':
+  case '>': {
+    bool less = c == '<';
+    tok.kind = less ? TokenKind::Less : TokenKind::Greater;
+    if (peek() == '=') {
+      advance();
+      tok.kind = less ? TokenKind::LessEqual : TokenKind::GreaterEqual;
+      tok.text = less ? "<=" : ">=";
+    }
+    return tok;
+  }
+  case '!':
+    if (peek() == '=') {
+      advance();
+      tok.kind = TokenKind::BangEqual;
+      tok.text = "!=";
+      return tok;
+    }
+    break;
   case '+':
     tok.kind = TokenKind::Plus;
     return tok;

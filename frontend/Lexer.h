@@ -48,6 +48,13 @@ enum class TokenKind {
   StarStar,
   Slash,
   At,
+  // Comparisons (score and mask expressions of attention).
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  EqualEqual,
+  BangEqual,
 };
 
 /// How a token is spelled in messages: "'('", "identifier", "end of file".

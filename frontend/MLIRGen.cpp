@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/MLIRGen.h"
+#include "frontend/MLIRGenAttention.h"
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
@@ -124,6 +125,12 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
         ->getResult(0);
   case NodeKind::CrossEntropy:
     return b_.create<kd::CrossEntropyOp>(l, operand(0), operand(1));
+  case NodeKind::Attention: {
+    SmallVector<Value> operands;
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      operands.push_back(operand(i));
+    return emitAttentionOp(b_, l, n, operands, tensorType(n.type));
+  }
   }
   return Value();
 }

@@ -42,6 +42,7 @@
 #include "frontend/Parser.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace kiln {
 
@@ -375,10 +376,129 @@ bool Parser::parseExprList(TokenKind close, std::vector<ExprPtr> &out) {
   return expect(close, describeTokenKind(close) + " or ','");
 }
 
+bool Parser::parseCallArguments(Expr &call) {
+  // `name = value`: parsed as an expression first; a bare name followed by
+  // '=' is a keyword (no expression is followed by '=' otherwise).
+  do {
+    ExprPtr arg = parseExpr();
+    if (!arg)
+      return false;
+    std::string keyword;
+    if (tok_.is(TokenKind::Equal)) {
+      if (arg->kind != Expr::Kind::Name)
+        return fail(tok_.loc, "expected ',' or ')' after a call argument "
+                              "(only 'name = value' takes '=')");
+      keyword = arg->name;
+      consume();
+      arg = parseExpr();
+      if (!arg)
+        return false;
+    }
+    // keywords stays empty until the first keyword, then has one entry per
+    // argument.
+    if (!keyword.empty() && call.keywords.size() < call.operands.size())
+      call.keywords.resize(call.operands.size());
+    if (!keyword.empty() || !call.keywords.empty())
+      call.keywords.push_back(keyword);
+    call.operands.push_back(std::move(arg));
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RParen, "')' or ','");
+}
+
 ExprPtr Parser::parseExpr() {
   if (!canNest(tok_.loc))
     return nullptr;
   RecursionDepth::Scope level(nesting_);
+  return parseOr();
+}
+
+/// A left-associative chain `next (op next)*` where `match` says whether
+/// the current token is one of the chain's operators (and which).
+template <typename Next, typename Match>
+static ExprPtr parseChain(ExprPtr lhs, Next next, Match match,
+                          std::function<void()> consume,
+                          std::function<SourceLoc()> loc,
+                          std::function<ExprPtr(ExprPtr)> checkDepth) {
+  char op;
+  while (lhs && (op = match()) != 0) {
+    auto e = std::make_unique<Expr>(Expr::Kind::Binary, loc());
+    e->op = op;
+    consume();
+    ExprPtr rhs = next();
+    if (!rhs)
+      return nullptr;
+    e->operands.push_back(std::move(lhs));
+    e->operands.push_back(std::move(rhs));
+    lhs = checkDepth(std::move(e));
+  }
+  return lhs;
+}
+
+ExprPtr Parser::parseOr() {
+  return parseChain(
+      parseAnd(), [&] { return parseAnd(); },
+      [&]() -> char { return isKeyword("or") ? '|' : 0; },
+      [&] { consume(); }, [&] { return tok_.loc; },
+      [&](ExprPtr e) { return checkDepth(std::move(e)); });
+}
+
+ExprPtr Parser::parseAnd() {
+  return parseChain(
+      parseNot(), [&] { return parseNot(); },
+      [&]() -> char { return isKeyword("and") ? '&' : 0; },
+      [&] { consume(); }, [&] { return tok_.loc; },
+      [&](ExprPtr e) { return checkDepth(std::move(e)); });
+}
+
+ExprPtr Parser::parseNot() {
+  if (!isKeyword("not"))
+    return parseComparison();
+  if (!canNest(tok_.loc))
+    return nullptr;
+  RecursionDepth::Scope level(nesting_);
+  auto e = std::make_unique<Expr>(Expr::Kind::Unary, tok_.loc);
+  e->op = '!';
+  consume();
+  ExprPtr operand = parseNot();
+  if (!operand)
+    return nullptr;
+  e->operands.push_back(std::move(operand));
+  return checkDepth(std::move(e));
+}
+
+// Comparisons do not chain: `a < b < c` is an error at the second '<'.
+ExprPtr Parser::parseComparison() {
+  ExprPtr lhs = parseAdditive();
+  auto match = [&]() -> char {
+    switch (tok_.kind) {
+    case TokenKind::Less: return '<';
+    case TokenKind::Greater: return '>';
+    case TokenKind::LessEqual: return 'l';
+    case TokenKind::GreaterEqual: return 'g';
+    case TokenKind::EqualEqual: return 'e';
+    case TokenKind::BangEqual: return 'n';
+    default: return 0;
+    }
+  };
+  char op = match();
+  if (!lhs || !op)
+    return lhs;
+  auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
+  e->op = op;
+  consume();
+  ExprPtr rhs = parseAdditive();
+  if (!rhs)
+    return nullptr;
+  if (match()) {
+    fail(tok_.loc, "comparisons cannot be chained; write 'a < b and b < c'");
+    return nullptr;
+  }
+  e->operands.push_back(std::move(lhs));
+  e->operands.push_back(std::move(rhs));
+  return checkDepth(std::move(e));
+}
+
+ExprPtr Parser::parseAdditive() {
   ExprPtr lhs = parseMultiplicative();
   while (lhs && (tok_.is(TokenKind::Plus) || tok_.is(TokenKind::Minus))) {
     auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
@@ -448,11 +568,15 @@ ExprPtr Parser::parsePostfix() {
   while (e && tok_.is(TokenKind::LBracket)) {
     auto idx = std::make_unique<Expr>(Expr::Kind::Index, tok_.loc);
     consume();
-    ExprPtr index = parseExpr();
-    if (!index || !expect(TokenKind::RBracket, "']' after the index"))
-      return nullptr;
     idx->operands.push_back(std::move(e));
-    idx->operands.push_back(std::move(index));
+    do {
+      ExprPtr index = parseExpr();
+      if (!index)
+        return nullptr;
+      idx->operands.push_back(std::move(index));
+    } while (consumeIf(TokenKind::Comma));
+    if (!expect(TokenKind::RBracket, "']' after the index"))
+      return nullptr;
     e = checkDepth(std::move(idx));
   }
   return e;
@@ -482,7 +606,7 @@ ExprPtr Parser::parsePrimary() {
     consume(); // '('
     if (consumeIf(TokenKind::RParen))
       return e;
-    if (!parseExprList(TokenKind::RParen, e->operands))
+    if (!parseCallArguments(*e))
       return nullptr;
     return checkDepth(std::move(e));
   }

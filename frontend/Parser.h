@@ -61,12 +61,22 @@ private:
 
   // Expressions, lowest precedence first.
   ExprPtr parseExpr();
+  ExprPtr parseOr();
+  ExprPtr parseAnd();
+  ExprPtr parseNot();
+  ExprPtr parseComparison();
+  ExprPtr parseAdditive();
   ExprPtr parseMultiplicative();
   ExprPtr parseUnary();
   ExprPtr parsePower();
   ExprPtr parsePostfix();
   ExprPtr parsePrimary();
   bool parseExprList(TokenKind close, std::vector<ExprPtr> &out);
+  /// Call arguments up to ')': `expr` or `name = expr`.
+  bool parseCallArguments(Expr &call);
+  bool isKeyword(const char *word) const {
+    return tok_.is(TokenKind::Identifier) && tok_.text == word;
+  }
 
   /// Recursion guard: deeply nested input must be an error, not a stack
   /// overflow (Sema also recurses over the tree).

@@ -26,6 +26,7 @@
 #include "frontend/TensorGraph.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,6 +107,15 @@ private:
   std::optional<Value> callBlock(const BlockDecl &block, const Expr &call,
                                  std::vector<Value> args);
   std::optional<Value> evaluateCall(const Expr &e, Scope &scope);
+
+  // attention(q, k, v, score = ..., mask = ..., scale = ...)
+  // (SemaAttention.cpp).
+  std::optional<Value> evaluateAttention(const Expr &e, Scope &scope);
+  struct AttentionLowering;
+  std::shared_ptr<ScalarExpr> lowerScalar(const Expr &e, Scope &scope,
+                                          AttentionLowering &state);
+  std::shared_ptr<ScalarExpr> lowerScalarCall(const Expr &e, Scope &scope,
+                                              AttentionLowering &state);
 
   // Builtin functions (SemaBuiltins.cpp).
   std::optional<Value> evaluateBuiltin(const Expr &e, Scope &scope);

@@ -149,7 +149,19 @@ std::optional<Value> Sema::evaluateName(const Expr &e, Scope &scope) {
   return std::nullopt;
 }
 
+/// Comparisons and and/or/not build booleans, which only the score and
+/// mask expressions of attention(...) (SemaAttention.cpp) can hold.
+static std::string booleanOutsideAttention(char op) {
+  return "'" + operatorSpelling(op) +
+         "' is only allowed in the score and mask expressions of "
+         "attention(...)";
+}
+
 std::optional<Value> Sema::evaluateUnary(const Expr &e, Scope &scope) {
+  if (isBooleanOperator(e.op)) {
+    error(e.loc, booleanOutsideAttention(e.op));
+    return std::nullopt;
+  }
   std::optional<Value> x = evaluate(*e.operands[0], scope);
   if (!x)
     return std::nullopt;
@@ -168,6 +180,10 @@ std::optional<Value> Sema::evaluateUnary(const Expr &e, Scope &scope) {
 }
 
 std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
+  if (isBooleanOperator(e.op)) {
+    error(e.loc, booleanOutsideAttention(e.op));
+    return std::nullopt;
+  }
   std::optional<Value> a = evaluate(*e.operands[0], scope);
   if (!a)
     return std::nullopt;
@@ -284,6 +300,12 @@ std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
 
 /// table [V, D] [ indices [...] ] -> [..., D] (kiln.embedding).
 std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
+  if (e.operands.size() != 2) {
+    error(e.operands[2]->loc,
+          "a gather takes one index tensor (several scalar indices like "
+          "x[b, i] are only allowed in attention's score and mask)");
+    return std::nullopt;
+  }
   std::optional<Value> table = evaluate(*e.operands[0], scope);
   if (!table)
     return std::nullopt;
@@ -334,6 +356,14 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
 }
 
 std::optional<Value> Sema::evaluateCall(const Expr &e, Scope &scope) {
+  if (e.name == "attention")
+    return evaluateAttention(e, scope);
+  for (size_t i = 0; i < e.keywords.size(); ++i)
+    if (!e.keywords[i].empty()) {
+      error(e.operands[i]->loc, "'" + e.name + "' takes no keyword "
+                                "arguments ('" + e.keywords[i] + " = ...')");
+      return std::nullopt;
+    }
   auto block = blocks_.find(e.name);
   if (block == blocks_.end()) {
     if (isBuiltin(e.name))

@@ -14,6 +14,7 @@
 #include "frontend/Diagnostics.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,36 @@ enum class NodeKind {
   Embedding,    // table [V, D], indices [...] -> [..., D]
   LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op
   CrossEntropy, // logits [..., V], targets [...] -> scalar
+  Attention,    // q, k, v, captures...; `value` = scale; `attention` below
+};
+
+/// A scalar expression of attention's score or mask (SemaAttention.cpp),
+/// typed: Float (f32), Int (i64; b, h, i, j and integer captures) or Bool.
+struct ScalarExpr {
+  enum class Type { Float, Int, Bool };
+  enum class Kind {
+    Var,     // `var`: 0 = s, 1 = b, 2 = h, 3 = i, 4 = j
+    Const,   // `value`
+    Capture, // element `operands` (Int indices) of capture `capture`
+    Unary,   // `op`: '-', '!' (not)
+    Binary,  // `op`: + - * / ^ (power) and the comparison / boolean ops of
+             // frontend/AST.h's operatorSpelling
+    Call,    // `fn`: exp, log, sqrt, tanh, abs, min, max, where, float
+  };
+  Kind kind;
+  Type type;
+  int var = 0;
+  double value = 0.0;
+  int capture = -1;
+  char op = 0;
+  std::string fn;
+  std::vector<std::shared_ptr<ScalarExpr>> operands;
+};
+
+/// The score and mask of an Attention node; null = identity / keep all.
+struct AttentionInfo {
+  std::shared_ptr<ScalarExpr> score, mask;
+  int numCaptures = 0; // the node's operands after q, k, v
 };
 
 struct Node {
@@ -78,6 +109,7 @@ struct Node {
   std::vector<int64_t> dims;
   double value = 0.0;
   int argIndex = -1;
+  std::shared_ptr<const AttentionInfo> attention; // NodeKind::Attention
   /// locs[0] is the expression in the model file; locs[1..] are the block
   /// call sites it was inlined through, innermost first.
   std::vector<SourceLoc> locs;

@@ -1,0 +1,398 @@
+//===- AttentionRegionEmitter.cpp - C statements of attention regions ----===//
+//
+// Forward: one `const T vN = <expr>;` per op, in block order (the verifier
+// guarantees one block of scalar arith/math ops and tensor.extract of a
+// capture). Integer values of any width and `index` are int64_t, i1 is int,
+// f32 is float.
+//
+// Backward, reverse mode over the same block:
+//  1. Activity: s and every tensor.extract of a floating capture are
+//     active; a float result of an op with an active operand is active.
+//     Only active values get an adjoint `float aN = 0.0f`.
+//  2. The yielded value's adjoint is the seed.
+//  3. Ops are visited backwards; each adds its operands' adjoints from its
+//     result's adjoint (the rules are next to each op below). A read of a
+//     floating capture hands its adjoint to the caller's hook.
+//  4. dL/ds is the adjoint of s.
+// Integer-valued ops, comparisons and int<->float casts carry no derivative.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/AttentionRegionEmitter.h"
+
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+
+std::string paren(const std::string &e) { return "(" + e + ")"; }
+
+// The C type of a scalar in a region, or "" if unsupported.
+std::string scalarCType(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isInteger(1))
+    return "int";
+  if (t.isIndex() || t.isInteger(32) || t.isInteger(64) || t.isInteger(16) ||
+      t.isInteger(8))
+    return "int64_t";
+  return "";
+}
+
+std::string cmpiExpr(arith::CmpIPredicate p, const std::string &a,
+                     const std::string &b) {
+  std::string ua = "(uint64_t)" + a, ub = "(uint64_t)" + b;
+  switch (p) {
+  case arith::CmpIPredicate::eq: return a + " == " + b;
+  case arith::CmpIPredicate::ne: return a + " != " + b;
+  case arith::CmpIPredicate::slt: return a + " < " + b;
+  case arith::CmpIPredicate::sle: return a + " <= " + b;
+  case arith::CmpIPredicate::sgt: return a + " > " + b;
+  case arith::CmpIPredicate::sge: return a + " >= " + b;
+  case arith::CmpIPredicate::ult: return ua + " < " + ub;
+  case arith::CmpIPredicate::ule: return ua + " <= " + ub;
+  case arith::CmpIPredicate::ugt: return ua + " > " + ub;
+  case arith::CmpIPredicate::uge: return ua + " >= " + ub;
+  }
+  return "0";
+}
+
+// Ordered predicates are false on NaN, as C's comparisons (except !=);
+// unordered ones are the negation of the opposite ordered comparison.
+std::string cmpfExpr(arith::CmpFPredicate p, const std::string &a,
+                     const std::string &b) {
+  using P = arith::CmpFPredicate;
+  switch (p) {
+  case P::AlwaysFalse: return "0";
+  case P::AlwaysTrue: return "1";
+  case P::OEQ: return a + " == " + b;
+  case P::OGT: return a + " > " + b;
+  case P::OGE: return a + " >= " + b;
+  case P::OLT: return a + " < " + b;
+  case P::OLE: return a + " <= " + b;
+  case P::ONE: return "(" + a + " < " + b + " || " + a + " > " + b + ")";
+  case P::ORD: return "(" + a + " == " + a + " && " + b + " == " + b + ")";
+  case P::UEQ: return "!(" + a + " < " + b + " || " + a + " > " + b + ")";
+  case P::UGT: return "!(" + a + " <= " + b + ")";
+  case P::UGE: return "!(" + a + " < " + b + ")";
+  case P::ULT: return "!(" + a + " >= " + b + ")";
+  case P::ULE: return "!(" + a + " > " + b + ")";
+  case P::UNE: return a + " != " + b;
+  case P::UNO: return "(" + a + " != " + a + " || " + b + " != " + b + ")";
+  }
+  return "0";
+}
+
+} // namespace
+
+AttentionRegionEmitter::AttentionRegionEmitter(Region &region,
+                                               std::string prefix)
+    : block(region.front()), prefix(std::move(prefix)) {}
+
+std::string AttentionRegionEmitter::name(Value v) { return names.lookup(v); }
+
+LogicalResult
+AttentionRegionEmitter::emitOp(Operation &op,
+                               const AttentionRegionInputs &inputs,
+                               SmallVector<std::string> &out) {
+  auto operand = [&](unsigned i) { return paren(name(op.getOperand(i))); };
+  std::string expr;
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+    auto arg = cast<BlockArgument>(extract.getTensor());
+    auto type = cast<RankedTensorType>(arg.getType());
+    unsigned numLeading = block.getArgument(0).getType().isF32() ? 5 : 4;
+    unsigned capture = arg.getArgNumber() - numLeading;
+    // Each index is clamped into its dimension: an out-of-range index in a
+    // model's score expression reads the edge element instead of memory
+    // outside the capture.
+    std::string index;
+    int64_t stride = 1;
+    SmallVector<std::string> terms;
+    for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+      std::string i = name(extract.getIndices()[d]);
+      int64_t n = type.getDimSize(d);
+      std::string clamped = "(" + i + " < 0 ? 0 : " + i + " > " +
+                            std::to_string(n - 1) + " ? " +
+                            std::to_string(n - 1) + " : " + i + ")";
+      terms.push_back(stride == 1 ? clamped
+                                  : clamped + " * " + std::to_string(stride));
+      stride *= n;
+    }
+    for (auto it = terms.rbegin(); it != terms.rend(); ++it)
+      index += (index.empty() ? "" : " + ") + *it;
+    if (index.empty())
+      index = "0";
+    std::string indexVar = prefix + "x" + std::to_string(counter);
+    out.push_back("const int64_t " + indexVar + " = " + index + ";");
+    extractIndex[&op] = indexVar;
+    expr = inputs.readCapture(capture, indexVar);
+  } else if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    Attribute value = constant.getValue();
+    if (auto f = dyn_cast<FloatAttr>(value))
+      expr = ScalarExprEmitter::floatLiteral(f.getValueAsDouble());
+    else if (auto i = dyn_cast<IntegerAttr>(value))
+      expr = i.getType().isInteger(1)
+                 ? std::string(i.getValue().getBoolValue() ? "1" : "0")
+                 : "(int64_t)" + std::to_string(i.getValue().getSExtValue()) +
+                       "LL";
+    else
+      return op.emitOpError() << "has a constant codegen cannot translate";
+  } else if (auto cmpi = dyn_cast<arith::CmpIOp>(op)) {
+    expr = cmpiExpr(cmpi.getPredicate(), operand(0), operand(1));
+  } else if (auto cmpf = dyn_cast<arith::CmpFOp>(op)) {
+    expr = cmpfExpr(cmpf.getPredicate(), operand(0), operand(1));
+  } else {
+    StringRef n = op.getName().getStringRef();
+    static const llvm::StringMap<StringRef> binary = {
+        {"arith.addf", "+"},  {"arith.subf", "-"},  {"arith.mulf", "*"},
+        {"arith.divf", "/"},  {"arith.addi", "+"},  {"arith.subi", "-"},
+        {"arith.muli", "*"},  {"arith.divsi", "/"}, {"arith.remsi", "%"},
+        {"arith.andi", "&"},  {"arith.ori", "|"},   {"arith.xori", "^"},
+        {"arith.shli", "<<"}, {"arith.shrsi", ">>"}};
+    static const llvm::StringMap<StringRef> unary = {
+        {"math.exp", "expf"},     {"math.exp2", "exp2f"},
+        {"math.log", "logf"},     {"math.log2", "log2f"},
+        {"math.log1p", "log1pf"}, {"math.expm1", "expm1f"},
+        {"math.sqrt", "sqrtf"},   {"math.tanh", "tanhf"},
+        {"math.absf", "fabsf"},   {"math.sin", "sinf"},
+        {"math.cos", "cosf"},     {"math.erf", "erff"},
+        {"math.floor", "floorf"}, {"math.ceil", "ceilf"},
+        {"math.round", "roundf"}};
+    static const llvm::StringMap<StringRef> binaryCalls = {
+        {"arith.maximumf", "fmaxf"}, {"arith.minimumf", "fminf"},
+        {"arith.maxnumf", "fmaxf"},  {"arith.minnumf", "fminf"},
+        {"arith.remf", "fmodf"},     {"math.powf", "powf"},
+        {"math.copysign", "copysignf"}};
+    if (auto it = binary.find(n); it != binary.end())
+      expr = operand(0) + " " + it->second.str() + " " + operand(1);
+    else if (auto it = unary.find(n); it != unary.end())
+      expr = it->second.str() + operand(0);
+    else if (auto it = binaryCalls.find(n); it != binaryCalls.end())
+      expr = it->second.str() + "(" + name(op.getOperand(0)) + ", " +
+             name(op.getOperand(1)) + ")";
+    else if (n == "arith.negf")
+      expr = "-" + operand(0);
+    else if (n == "math.rsqrt")
+      expr = "1.0f / sqrtf" + operand(0);
+    else if (n == "math.absi")
+      expr = operand(0) + " < 0 ? -" + operand(0) + " : " + operand(0);
+    else if (n == "arith.maxsi" || n == "arith.minsi")
+      expr = operand(0) + (n == "arith.maxsi" ? " > " : " < ") + operand(1) +
+             " ? " + operand(0) + " : " + operand(1);
+    else if (n == "arith.divui" || n == "arith.remui")
+      expr = "(int64_t)((uint64_t)" + operand(0) +
+             (n == "arith.divui" ? " / " : " % ") + "(uint64_t)" +
+             operand(1) + ")";
+    else if (n == "arith.select")
+      expr = operand(0) + " ? " + operand(1) + " : " + operand(2);
+    else if (n == "arith.sitofp")
+      expr = "(float)" + operand(0);
+    else if (n == "arith.uitofp")
+      expr = "(float)(uint64_t)" + operand(0);
+    else if (n == "arith.fptosi" || n == "arith.fptoui")
+      expr = "(int64_t)" + operand(0);
+    else if (n == "arith.trunci" && op.getResult(0).getType().isInteger(1))
+      expr = "(int)(" + operand(0) + " & 1)";
+    else if (n == "arith.extsi" &&
+             op.getOperand(0).getType().isInteger(1))
+      expr = "(int64_t)-" + operand(0);
+    else if (n == "arith.index_cast" || n == "arith.index_castui" ||
+             n == "arith.extsi" || n == "arith.extui" || n == "arith.trunci")
+      expr = "(int64_t)" + operand(0);
+    else
+      return op.emitOpError()
+             << "cannot be translated into the attention kernel";
+  }
+  for (Value result : op.getResults()) {
+    std::string type = scalarCType(result.getType());
+    if (type.empty())
+      return op.emitOpError() << "has a result of type " << result.getType()
+                              << " that the attention kernel cannot hold";
+    std::string var = prefix + "v" + std::to_string(counter++);
+    names[result] = var;
+    out.push_back("const " + type + " " + var + " = " + expr + ";");
+  }
+  return success();
+}
+
+FailureOr<SmallVector<std::string>>
+AttentionRegionEmitter::emitForward(const AttentionRegionInputs &inputs,
+                                    StringRef result) {
+  names.clear();
+  extractIndex.clear();
+  counter = 0;
+  bool isScore = block.getArgument(0).getType().isF32();
+  SmallVector<std::string> indices{inputs.b, inputs.h, inputs.i, inputs.j};
+  unsigned first = 0;
+  if (isScore)
+    names[block.getArgument(first++)] = inputs.s;
+  for (const std::string &index : indices)
+    names[block.getArgument(first++)] = index;
+  SmallVector<std::string> out;
+  for (Operation &op : block.without_terminator())
+    if (failed(emitOp(op, inputs, out)))
+      return failure();
+  Value yielded = block.getTerminator()->getOperand(0);
+  out.push_back(std::string(isScore ? "const float " : "const int ") +
+                result.str() + " = " + name(yielded) + ";");
+  return out;
+}
+
+void AttentionRegionEmitter::markActive() {
+  active.clear();
+  unsigned numLeading = block.getArgument(0).getType().isF32() ? 5 : 4;
+  if (numLeading == 5)
+    active.insert(block.getArgument(0));
+  for (Operation &op : block.without_terminator()) {
+    bool isActive = false;
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+      isActive = extract.getType().isF32();
+    else
+      isActive = llvm::any_of(op.getOperands(),
+                              [&](Value v) { return active.contains(v); });
+    for (Value r : op.getResults())
+      if (isActive && r.getType().isF32())
+        active.insert(r);
+  }
+}
+
+bool AttentionRegionEmitter::hasCaptureGrads() {
+  markActive();
+  for (Operation &op : block.without_terminator())
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+      if (extract.getType().isF32() && !extract.getResult().use_empty())
+        return true;
+  return false;
+}
+
+FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward(
+    const AttentionRegionInputs &inputs, StringRef result, StringRef seed,
+    StringRef ds, const CaptureGradHook &captureGrad) {
+  FailureOr<SmallVector<std::string>> forward = emitForward(inputs, result);
+  if (failed(forward))
+    return failure();
+  Backward backward{std::move(*forward), {}};
+  SmallVector<std::string> &out = backward.reverse;
+  markActive();
+  // (1) One adjoint per active value.
+  llvm::DenseMap<Value, std::string> adjoint;
+  unsigned next = 0;
+  auto declare = [&](Value v) {
+    std::string a = prefix + "a" + std::to_string(next++);
+    adjoint[v] = a;
+    out.push_back("float " + a + " = 0.0f;");
+  };
+  for (BlockArgument arg : block.getArguments())
+    if (active.contains(arg))
+      declare(arg);
+  for (Operation &op : block.without_terminator())
+    for (Value r : op.getResults())
+      if (active.contains(r))
+        declare(r);
+
+  // (2) Seed.
+  Value yielded = block.getTerminator()->getOperand(0);
+  if (active.contains(yielded))
+    out.push_back(adjoint[yielded] + " += " + seed.str() + ";");
+
+  // (3) Backwards.
+  auto add = [&](Value v, const std::string &contribution) {
+    if (active.contains(v))
+      out.push_back(adjoint[v] + " += " + contribution + ";");
+  };
+  for (Operation &op : llvm::reverse(block.without_terminator())) {
+    if (op.getNumResults() != 1 || !active.contains(op.getResult(0)))
+      continue;
+    std::string a = adjoint[op.getResult(0)], y = name(op.getResult(0));
+    auto x = [&](unsigned i) { return paren(name(op.getOperand(i))); };
+    auto in = [&](unsigned i) { return op.getOperand(i); };
+    StringRef n = op.getName().getStringRef();
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+      // capture[index] += a
+      auto arg = cast<BlockArgument>(extract.getTensor());
+      unsigned numLeading = block.getArgument(0).getType().isF32() ? 5 : 4;
+      out.push_back(captureGrad(arg.getArgNumber() - numLeading,
+                                extractIndex[&op], a));
+    } else if (n == "arith.addf") { // d(l + r) = (a, a)
+      add(in(0), a);
+      add(in(1), a);
+    } else if (n == "arith.subf") { // d(l - r) = (a, -a)
+      add(in(0), a);
+      add(in(1), "-" + a);
+    } else if (n == "arith.mulf") { // d(l * r) = (a r, a l)
+      add(in(0), a + " * " + x(1));
+      add(in(1), a + " * " + x(0));
+    } else if (n == "arith.divf") { // d(l / r) = (a / r, -a y / r)
+      add(in(0), a + " / " + x(1));
+      add(in(1), "-" + a + " * " + y + " / " + x(1));
+    } else if (n == "arith.negf") {
+      add(in(0), "-" + a);
+    } else if (n == "arith.maximumf" || n == "arith.maxnumf" ||
+               n == "arith.minimumf" || n == "arith.minnumf") {
+      // The chosen operand gets a; a tie goes to the left one.
+      std::string cmp = (n == "arith.maximumf" || n == "arith.maxnumf")
+                            ? " >= "
+                            : " <= ";
+      std::string left = x(0) + cmp + x(1);
+      add(in(0), "(" + left + ") ? " + a + " : 0.0f");
+      add(in(1), "(" + left + ") ? 0.0f : " + a);
+    } else if (n == "arith.select") { // c ? t : f
+      add(in(1), x(0) + " ? " + a + " : 0.0f");
+      add(in(2), x(0) + " ? 0.0f : " + a);
+    } else if (n == "math.exp") { // d e^x = a e^x
+      add(in(0), a + " * " + y);
+    } else if (n == "math.exp2") {
+      add(in(0), a + " * " + y + " * 0.693147181f");
+    } else if (n == "math.expm1") {
+      add(in(0), a + " * (" + y + " + 1.0f)");
+    } else if (n == "math.log") { // d log x = a / x
+      add(in(0), a + " / " + x(0));
+    } else if (n == "math.log2") {
+      add(in(0), a + " / (" + x(0) + " * 0.693147181f)");
+    } else if (n == "math.log1p") {
+      add(in(0), a + " / (1.0f + " + x(0) + ")");
+    } else if (n == "math.sqrt") { // d sqrt x = a / (2 y)
+      add(in(0), a + " / (2.0f * " + y + ")");
+    } else if (n == "math.rsqrt") { // d x^-1/2 = -a y / (2 x)
+      add(in(0), "-0.5f * " + a + " * " + y + " / " + x(0));
+    } else if (n == "math.tanh") { // d tanh x = a (1 - y^2)
+      add(in(0), a + " * (1.0f - " + y + " * " + y + ")");
+    } else if (n == "math.absf") { // sign(x), 0 at 0 (as PyTorch)
+      add(in(0), "(" + x(0) + " > 0.0f ? " + a + " : " + x(0) + " < 0.0f ? -" +
+                     a + " : 0.0f)");
+    } else if (n == "math.sin") {
+      add(in(0), a + " * cosf" + x(0));
+    } else if (n == "math.cos") {
+      add(in(0), "-" + a + " * sinf" + x(0));
+    } else if (n == "math.powf") { // d x^c = a c x^(c-1), c not active
+      if (active.contains(in(1)))
+        return op.emitOpError()
+               << "cannot be differentiated with an exponent that depends "
+                  "on the score or a floating capture";
+      add(in(0), a + " * " + x(1) + " * powf(" + name(in(0)) + ", " +
+                     x(1) + " - 1.0f)");
+    } else {
+      return op.emitOpError()
+             << "cannot be differentiated in the score of an attention "
+                "backward kernel";
+    }
+  }
+  // (4) dL/ds.
+  Value s = block.getArgument(0);
+  out.push_back("const float " + ds.str() + " = " +
+                (active.contains(s) ? adjoint[s] : std::string("0.0f")) +
+                ";");
+  return backward;
+}
+
+} // namespace kiln

@@ -1,0 +1,95 @@
+//===- AttentionRegionEmitter.h - C statements of attention regions ------===//
+//
+// The one place that turns the score and mask regions of kiln.attention /
+// kiln.attention_grad into C statements, for the CPU and the CUDA attention
+// kernels alike: plain C over `float` and `int64_t` using expf/logf/sqrtf/...
+// only, so the same text is valid C++ and CUDA device code.
+//
+// Forward: the statements compute the region's yielded value. Backward (score
+// region): the statements recompute the forward values, then run reverse
+// mode over the region's scalar ops from a seed (dL/dscore) and produce
+// dL/ds and, for every tensor.extract of a floating-point capture, one
+// accumulation statement of dL/dcapture[index] written by the caller's hook
+// (so the kernel decides where and in which order gradients are summed).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_ATTENTIONREGIONEMITTER_H
+#define KILN_CODEGEN_ATTENTIONREGIONEMITTER_H
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Region.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+#include <string>
+
+namespace kiln {
+
+// What the statements read: C expressions in scope where they are placed.
+struct AttentionRegionInputs {
+  std::string s;          // the raw score (float); unused by the mask
+  std::string b, h, i, j; // the indices (int64_t)
+  // The C expression of element `flatIndex` (an int64_t expression, already
+  // clamped into range) of capture `capture`, converted to float for float
+  // captures and to int64_t for integer ones.
+  std::function<std::string(unsigned capture, const std::string &flatIndex)>
+      readCapture;
+};
+
+// Writes the statement accumulating `adjoint` (a float expression) into the
+// gradient of element `flatIndex` of floating capture `capture`.
+using CaptureGradHook = std::function<std::string(
+    unsigned capture, const std::string &flatIndex,
+    const std::string &adjoint)>;
+
+class AttentionRegionEmitter {
+public:
+  // `region` is a score or mask region of an attention op; `prefix` makes
+  // the emitted variable names unique where several regions share a scope.
+  AttentionRegionEmitter(mlir::Region &region, std::string prefix);
+
+  // Statements declaring and setting `result` to the region's yielded value
+  // (`float` for a score, `int` 0/1 for a mask). Emits an error on the
+  // offending op for an op or type it cannot translate.
+  mlir::FailureOr<llvm::SmallVector<std::string>>
+  emitForward(const AttentionRegionInputs &inputs, llvm::StringRef result);
+
+  // The score's backward in two parts: `forward` (as emitForward, setting
+  // `result`), and `reverse`, to be placed after it once the caller has
+  // computed `seed` = dL/dscore (a float expression), which declares
+  // `float <ds> = dL/ds` and calls `captureGrad` for every read of a
+  // floating capture. Emits an error on an op it cannot differentiate.
+  struct Backward {
+    llvm::SmallVector<std::string> forward, reverse;
+  };
+  mlir::FailureOr<Backward>
+  emitBackward(const AttentionRegionInputs &inputs, llvm::StringRef result,
+               llvm::StringRef seed, llvm::StringRef ds,
+               const CaptureGradHook &captureGrad);
+
+  // True if some floating capture's gradient can be nonzero (the score
+  // reads it and the yield depends on it).
+  bool hasCaptureGrads();
+
+private:
+  mlir::LogicalResult emitOp(mlir::Operation &op,
+                             const AttentionRegionInputs &inputs,
+                             llvm::SmallVector<std::string> &out);
+  std::string name(mlir::Value v);
+  void markActive();
+
+  mlir::Block &block;
+  std::string prefix;
+  llvm::DenseMap<mlir::Value, std::string> names;
+  // The flat index variable of each tensor.extract.
+  llvm::DenseMap<mlir::Operation *, std::string> extractIndex;
+  // Float values that depend on s or on a floating capture.
+  llvm::DenseSet<mlir::Value> active;
+  unsigned counter = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_ATTENTIONREGIONEMITTER_H

@@ -1,0 +1,352 @@
+//===- CpuAttentionKernels.cpp - Flash-style CPU attention kernels --------===//
+//
+// One generated kernel per kiln.attention (forward) and kiln.attention_grad
+// (backward), with the op's score and mask regions inlined as C statements
+// (codegen/AttentionRegionEmitter), every shape baked in and no [T, S]
+// buffer.
+//
+// Forward, for each (b, h) in parallel and each query row i:
+//  1. Walk the keys in blocks of kKeyBlock. For each key j: evaluate the
+//     mask (skip the dot product when masked), s = scale * q_i . k_j, the
+//     score region. A block with no kept key is skipped.
+//  2. Online softmax: running max m and sum l; rescale l and the output
+//     accumulator by exp(m_old - m_new), then add p = exp(score - m_new).
+//  3. out = acc / l, lse = m + log(l); a row with no kept key gets out = 0,
+//     lse = -inf.
+//
+// Backward, for each (b, kv head) in parallel (it owns dk, dv of that kv head
+// and dq of its query heads, so no two threads write one element):
+//  1. For each query head of the group and row i with a finite lse:
+//     D_i = dout_i . out_i; for each kept key j: recompute the score,
+//     p = exp(score - lse_i), dv_j += p dout_i, dp = dout_i . v_j,
+//     dS = p (dp - D_i), then the score region's reverse mode gives
+//     ds = dS dscore/ds and dS dscore/dcapture; dq_i += scale ds k_j,
+//     dk_j += scale ds q_i.
+//  2. Capture gradients go to a per-task double buffer; after the parallel
+//     loop the tasks are summed in task order. Every sum has a fixed order,
+//     so the result is the same bits whatever the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/AttentionRegionEmitter.h"
+#include "codegen/CpuBespokeKernels.h"
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+
+namespace {
+
+// Keys per block of the forward's online softmax (scores of one block live
+// in a stack array).
+constexpr int64_t kKeyBlock = 64;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+bool isBF16(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
+}
+
+// Element `index` of `v` as a float expression.
+std::string load(KernelSourceWriter &w, Value v, const std::string &index) {
+  std::string e = w.ptr(v) + "[" + index + "]";
+  return isBF16(v) ? "kiln_bf16_to_f32(" + e + ")" : e;
+}
+
+// `v[index] = value;` (value a float expression).
+std::string store(KernelSourceWriter &w, Value v, const std::string &index,
+                  const std::string &value) {
+  std::string e = w.ptr(v) + "[" + index + "]";
+  return e + " = " +
+         (isBF16(v) ? "kiln_f32_to_bf16(" + value + ")" : value) + ";";
+}
+
+// Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
+// v [B, KVH, S, Dv].
+struct Dims {
+  int64_t B, H, T, D, KVH, S, Dv, G;
+};
+
+template <typename OpT>
+Dims dimsOf(OpT op) {
+  ArrayRef<int64_t> q = op.getQ().getType().getShape();
+  ArrayRef<int64_t> k = op.getK().getType().getShape();
+  ArrayRef<int64_t> v = op.getV().getType().getShape();
+  return {q[0], q[1], q[2], q[3], k[1], k[2], v[3], q[1] / k[1]};
+}
+
+// The region inputs of the kernels below: indices b, h, i, j and raw score
+// `s` are loop variables; captures are read from their buffers.
+AttentionRegionInputs regionInputs(KernelSourceWriter &w,
+                                   OperandRange captures) {
+  AttentionRegionInputs in;
+  in.s = "s";
+  in.b = "b";
+  in.h = "h";
+  in.i = "i";
+  in.j = "j";
+  SmallVector<Value> values(captures.begin(), captures.end());
+  in.readCapture = [&w, values](unsigned c, const std::string &index) {
+    Value v = values[c];
+    Type elem = cast<RankedTensorType>(v.getType()).getElementType();
+    if (isa<FloatType>(elem))
+      return "(float)" + load(w, v, index);
+    return "(int64_t)" + w.ptr(v) + "[" + index + "]";
+  };
+  return in;
+}
+
+// Writes `lines` at the current indentation.
+void lines(KernelSourceWriter &w, ArrayRef<std::string> text) {
+  for (const std::string &l : text)
+    w.line(l);
+}
+
+// The mask test of key j: `if (!keep) <onMasked>`; nothing without a mask.
+LogicalResult emitMask(KernelSourceWriter &w, Operation *op, Region &mask,
+                       const AttentionRegionInputs &in,
+                       const std::string &onMasked) {
+  if (mask.empty())
+    return success();
+  AttentionRegionEmitter emitter(mask, "mk_");
+  FailureOr<SmallVector<std::string>> text = emitter.emitForward(in, "keep");
+  if (failed(text))
+    return op->emitError() << "cannot emit the mask region of the CPU "
+                              "attention kernel";
+  lines(w, *text);
+  w.line("if (!keep) " + onMasked);
+  return success();
+}
+
+// s = scale * q_i . k_j with q_i in `qrow`; k_j at offset `ko`.
+void emitRawScore(KernelSourceWriter &w, Value k, int64_t d, double scale) {
+  w.line("float dot = 0.0f;");
+  w.line("for (int64_t d = 0; d < " + str(d) + "; ++d) dot += qrow[d] * " +
+         load(w, k, "ko + d") + ";");
+  w.line("const float s = " + ScalarExprEmitter::floatLiteral(scale) +
+         " * dot;");
+}
+
+LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
+  Dims n = dimsOf(op);
+  double scale = op.getScale().convertToDouble();
+  AttentionRegionInputs in = regionInputs(w, op.getCaptures());
+  Value q = op.getQ(), k = op.getK(), v = op.getV();
+  Value out = op.getOut(), lse = op.getLse();
+  w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +
+         ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
+         str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
+         "], " + str(n.G) + " query heads per kv head");
+  w.parallelFor(n.B * n.H * n.T * n.S * (n.D + n.Dv));
+  w.open("for (int64_t bh = 0; bh < " + str(n.B * n.H) + "; ++bh)");
+  w.line("const int64_t b = bh / " + str(n.H) + ", h = bh % " + str(n.H) +
+         ", kvh = h / " + str(n.G) + ";");
+  w.line("float qrow[" + str(n.D) + "], acc[" + str(n.Dv) + "], sc[" +
+         str(kKeyBlock) + "];");
+  w.open("for (int64_t i = 0; i < " + str(n.T) + "; ++i)");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i;");
+  w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
+         load(w, q, "row * " + str(n.D) + " + d") + ";");
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] = 0.0f;");
+  w.line("float m = -INFINITY, l = 0.0f;");
+  w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " +
+         str(kKeyBlock) + ")");
+  w.line("const int64_t jn = " + str(n.S) + " - j0 < " + str(kKeyBlock) +
+         " ? " + str(n.S) + " - j0 : " + str(kKeyBlock) + ";");
+  w.line("float blockMax = -INFINITY;");
+  w.open("for (int64_t jj = 0; jj < jn; ++jj)");
+  w.line("const int64_t j = j0 + jj;");
+  w.line("sc[jj] = -INFINITY;");
+  if (failed(emitMask(w, op, op.getMask(), in, "continue;")))
+    return failure();
+  w.line("const int64_t ko = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
+         " + j) * " + str(n.D) + ";");
+  emitRawScore(w, k, n.D, scale);
+  if (!op.getScore().empty()) {
+    AttentionRegionEmitter score(op.getScore(), "sc_");
+    FailureOr<SmallVector<std::string>> text = score.emitForward(in, "score");
+    if (failed(text))
+      return op->emitError() << "cannot emit the score region of the CPU "
+                                "attention kernel";
+    lines(w, *text);
+  } else {
+    w.line("const float score = s;");
+  }
+  w.line("sc[jj] = score;");
+  w.line("if (score > blockMax) blockMax = score;");
+  w.close();
+  w.line("if (blockMax == -INFINITY) continue; // no kept key in this block");
+  w.line("const float mNew = m > blockMax ? m : blockMax;");
+  w.line("const float corr = expf(m - mNew); // 0 while m is -inf");
+  w.line("l *= corr;");
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] *= corr;");
+  w.open("for (int64_t jj = 0; jj < jn; ++jj)");
+  w.line("if (sc[jj] == -INFINITY) continue;");
+  w.line("const float p = expf(sc[jj] - mNew);");
+  w.line("l += p;");
+  w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
+         " + j0 + jj) * " + str(n.Dv) + ";");
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] += p * " +
+         load(w, v, "vo + d") + ";");
+  w.close();
+  w.line("m = mNew;");
+  w.close();
+  w.line("const float inv = l > 0.0f ? 1.0f / l : 0.0f; // no kept key: 0");
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) " +
+         store(w, out, "row * " + str(n.Dv) + " + d", "acc[d] * inv"));
+  w.line(w.ptr(lse) + "[row] = l > 0.0f ? m + logf(l) : -INFINITY;");
+  w.close();
+  w.close();
+  return success();
+}
+
+LogicalResult emitAttentionBackward(k::AttentionGradOp op,
+                                    KernelSourceWriter &w) {
+  Dims n = dimsOf(op);
+  double scale = op.getScale().convertToDouble();
+  AttentionRegionInputs in = regionInputs(w, op.getCaptures());
+  Value q = op.getQ(), k = op.getK(), v = op.getV(), out = op.getOut();
+  Value lse = op.getLse(), dout = op.getDout();
+
+  // Offsets of each floating capture's gradient in a task's partial buffer.
+  SmallVector<int64_t> gradOffset(op.getCaptures().size(), -1);
+  // (capture index, capture, its gradient)
+  SmallVector<std::tuple<unsigned, Value, Value>> gradOf;
+  int64_t gradTotal = 0;
+  {
+    auto grads = op.getCaptureGrads().begin();
+    for (auto [c, capture] : llvm::enumerate(op.getCaptures())) {
+      auto type = cast<RankedTensorType>(capture.getType());
+      if (!isa<FloatType>(type.getElementType()))
+        continue;
+      gradOffset[c] = gradTotal;
+      gradTotal += type.getNumElements();
+      gradOf.push_back({static_cast<unsigned>(c), capture, *grads++});
+    }
+  }
+  int64_t tasks = n.B * n.KVH;
+  w.line("// flash attention backward: q [" + str(n.B) + ", " + str(n.H) +
+         ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
+         str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
+         "]; one task per (b, kv head)");
+  if (gradTotal > 0)
+    w.line("double* partial = (double*)calloc(" + str(tasks * gradTotal) +
+           ", sizeof(double)); // [tasks, capture grads]");
+  w.parallelFor(n.B * n.H * n.T * n.S * (n.D + n.Dv));
+  w.open("for (int64_t task = 0; task < " + str(tasks) + "; ++task)");
+  w.line("const int64_t b = task / " + str(n.KVH) + ", kvh = task % " +
+         str(n.KVH) + ";");
+  if (gradTotal > 0)
+    w.line("double* cg = partial + task * " + str(gradTotal) + ";");
+  w.line("float* dkf = (float*)calloc(" + str(n.S * n.D) +
+         ", sizeof(float)); // [S, D]");
+  w.line("float* dvf = (float*)calloc(" + str(n.S * n.Dv) +
+         ", sizeof(float)); // [S, Dv]");
+  w.line("float qrow[" + str(n.D) + "], dorow[" + str(n.Dv) + "], dq[" +
+         str(n.D) + "];");
+  w.open("for (int64_t hh = 0; hh < " + str(n.G) + "; ++hh)");
+  w.line("const int64_t h = kvh * " + str(n.G) + " + hh, bh = b * " +
+         str(n.H) + " + h;");
+  w.open("for (int64_t i = 0; i < " + str(n.T) + "; ++i)");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i;");
+  w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) dq[d] = 0.0f;");
+  w.line("const float L = " + w.ptr(lse) + "[row];");
+  w.open("if (L != -INFINITY)"); // rows with no kept key: all zero
+  w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
+         load(w, q, "row * " + str(n.D) + " + d") + ";");
+  w.line("float Di = 0.0f;");
+  w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
+  w.line("dorow[d] = " + load(w, dout, "row * " + str(n.Dv) + " + d") + ";");
+  w.line("Di += dorow[d] * " + load(w, out, "row * " + str(n.Dv) + " + d") +
+         ";");
+  w.close();
+  w.open("for (int64_t j = 0; j < " + str(n.S) + "; ++j)");
+  if (failed(emitMask(w, op, op.getMask(), in, "continue;")))
+    return failure();
+  w.line("const int64_t ko = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
+         " + j) * " + str(n.D) + ";");
+  w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
+         " + j) * " + str(n.Dv) + ";");
+  emitRawScore(w, k, n.D, scale);
+  AttentionRegionEmitter::Backward score;
+  if (!op.getScore().empty()) {
+    AttentionRegionEmitter emitter(op.getScore(), "sc_");
+    CaptureGradHook hook = [&](unsigned c, const std::string &index,
+                               const std::string &adjoint) {
+      return "cg[" + str(gradOffset[c]) + " + " + index + "] += (double)" +
+             adjoint + ";";
+    };
+    FailureOr<AttentionRegionEmitter::Backward> text =
+        emitter.emitBackward(in, "score", "dS", "ds", hook);
+    if (failed(text))
+      return op->emitError() << "cannot differentiate the score region in "
+                                "the CPU attention kernel";
+    score = std::move(*text);
+  } else {
+    score.forward.push_back("const float score = s;");
+    score.reverse.push_back("const float ds = dS;");
+  }
+  lines(w, score.forward);
+  w.line("const float p = expf(score - L);");
+  w.line("float dp = 0.0f;");
+  w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
+  w.line("dvf[j * " + str(n.Dv) + " + d] += p * dorow[d];");
+  w.line("dp += dorow[d] * " + load(w, v, "vo + d") + ";");
+  w.close();
+  w.line("const float dS = p * (dp - Di);");
+  lines(w, score.reverse);
+  w.line("const float g = " + ScalarExprEmitter::floatLiteral(scale) +
+         " * ds;");
+  w.open("for (int64_t d = 0; d < " + str(n.D) + "; ++d)");
+  w.line("dq[d] += g * " + load(w, k, "ko + d") + ";");
+  w.line("dkf[j * " + str(n.D) + " + d] += g * qrow[d];");
+  w.close();
+  w.close(); // j
+  w.close(); // finite lse
+  w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) " +
+         store(w, op.getDq(), "row * " + str(n.D) + " + d", "dq[d]"));
+  w.close(); // i
+  w.close(); // hh
+  w.line("const int64_t kvo = task * " + str(n.S) + ";");
+  w.line("for (int64_t e = 0; e < " + str(n.S * n.D) + "; ++e) " +
+         store(w, op.getDk(), "kvo * " + str(n.D) + " + e", "dkf[e]"));
+  w.line("for (int64_t e = 0; e < " + str(n.S * n.Dv) + "; ++e) " +
+         store(w, op.getDv(), "kvo * " + str(n.Dv) + " + e", "dvf[e]"));
+  w.line("free(dkf);");
+  w.line("free(dvf);");
+  w.close(); // task
+
+  // Capture gradients: the tasks' partials summed in task order.
+  for (auto [c, capture, grad] : gradOf) {
+    int64_t offset = gradOffset[c];
+    int64_t count = cast<RankedTensorType>(capture.getType()).getNumElements();
+    w.open("for (int64_t e = 0; e < " + str(count) + "; ++e)");
+    w.line("double sum = 0.0;");
+    w.line("for (int64_t t = 0; t < " + str(tasks) + "; ++t) sum += partial[t * " +
+           str(gradTotal) + " + " + str(offset) + " + e];");
+    w.line(store(w, grad, "e", "(float)sum"));
+    w.close();
+  }
+  if (gradTotal > 0)
+    w.line("free(partial);");
+  return success();
+}
+
+} // namespace
+
+bool hasAttentionCpuKernel(Operation *op) {
+  return isa<k::AttentionOp, k::AttentionGradOp>(op);
+}
+
+LogicalResult emitAttentionCpuKernel(Operation *op, KernelSourceWriter &w) {
+  if (auto forward = dyn_cast<k::AttentionOp>(op))
+    return emitAttentionForward(forward, w);
+  return emitAttentionBackward(cast<k::AttentionGradOp>(op), w);
+}
+
+} // namespace kiln
