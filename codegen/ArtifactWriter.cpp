@@ -36,6 +36,8 @@
 
 #include "codegen/ArtifactWriter.h"
 
+#include "codegen/PointwiseBody.h"
+
 #include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"

@@ -10,6 +10,73 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KilnAttentionMatch : Pass<"kiln-attention-match", "::mlir::ModuleOp"> {
+  let summary = "Rewrites softmax(q @ kᵀ * scale + bias) @ v into kiln.attention";
+  let description = [{
+    Runs on the forward graph (after pad-dims, before @eval and autodiff, so
+    both the eval program and the backward use the flash kernels). A
+    `kiln.softmax` over rank-4 f32 scores `[B, H, T, S]` whose only use is
+    `p @ v`, and whose input is `q @ kᵀ` followed by a chain of
+    single-use `kiln.mul`/`kiln.div` by splat constants (the first, right
+    after the matmul, becomes `scale`), `kiln.add`/`kiln.sub` of a bias and `kiln.causal_mask` (fill
+    -inf; an added constant that is 0 on and below the diagonal and -inf
+    above is recognised as the same mask), becomes one `kiln.attention`.
+    The chain is replayed on the scalar score `s` in the score region: a
+    bias built from broadcasts, transposes, splat constants and elementwise
+    ops is rebuilt from scalars at `(b, h, i, j)`, so the `[T, S]` bias is
+    never materialized; inputs, parameters, non-splat constants and other
+    computed tensors become captures read with `tensor.extract` at their own
+    (broadcast-stripped) indices. A causal mask becomes the mask region
+    `j <= i + (S - T)`. A softmax that does not match keeps its graph and
+    gets `kiln.not_attention = "<reason>"`; kilnc --dump-phases-to lists them
+    in attention.txt.
+
+    Before:
+    ```mlir
+    %kt = kiln.transpose %k permutation = [0, 1, 3, 2]
+        : tensor<2x4x8x16xf32> -> tensor<2x4x16x8xf32>
+    %s = kiln.matmul %q, %kt : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>
+        -> tensor<2x4x8x8xf32>
+    %c = kiln.constant dense<4.0> : tensor<2x4x8x8xf32>
+    %d = kiln.div %s, %c : tensor<2x4x8x8xf32>
+    %sb = kiln.broadcast %slope dims = [1] : tensor<4xf32> -> tensor<2x4x8x8xf32>
+    %a = kiln.add %d, %sb : tensor<2x4x8x8xf32>
+    %m = kiln.causal_mask %a fill = 0xFF800000 : tensor<2x4x8x8xf32>
+    %p = kiln.softmax %m : tensor<2x4x8x8xf32>
+    %o = kiln.matmul %p, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>
+        -> tensor<2x4x8x16xf32>
+    ```
+
+    After:
+    ```mlir
+    %out, %lse = kiln.attention %q, %k, %v captures(%slope) {scale = 0.25 : f32}
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>,
+           tensor<4xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+      score(%s: f32, %b: index, %h: index, %i: index, %j: index,
+            %c0: tensor<4xf32>) {
+        %x = tensor.extract %c0[%h] : tensor<4xf32>
+        %r = arith.addf %s, %x : f32
+        kiln.yield %r : f32
+      }
+      mask(%b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>) {
+        %c0_i = arith.constant 0 : index
+        %lim = arith.addi %i, %c0_i : index
+        %keep = arith.cmpi sle, %j, %lim : index
+        kiln.yield %keep : i1
+      }
+    ```
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Also emit each near miss as a remark on the softmax (its "
+           "model-file line), besides the kiln.not_attention attribute">
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def KilnAutodiff : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff of the loss function (appends gradients)";
   let description = [{

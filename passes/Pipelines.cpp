@@ -34,6 +34,16 @@ void buildPadDimsPhase(OpPassManager &pm) {
   pm.addPass(createKilnPadDims());
 }
 
+void buildAttentionMatchPhase(OpPassManager &pm) {
+  // softmax(q @ kT * scale + bias) @ v -> kiln.attention (flash kernels),
+  // before @eval and autodiff so both use it; refused softmaxes get
+  // kiln.not_attention. kilnc --no-attention-match skips this phase.
+  pm.addPass(createKilnAttentionMatch());
+  // Fold the transposes it inserts into k's producers and drop the bias ops
+  // the regions rebuilt from scalars.
+  pm.addPass(createCanonicalizerPass());
+}
+
 void buildEvalPhase(OpPassManager &pm) {
   // Clone the forward loss function into @eval (the "eval" program) before
   // autodiff extends it; metrics dropped, loss renamed eval_loss.
@@ -93,6 +103,10 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {kPadDimsPhaseName, "parameter dims padded to a multiple of 64, "
                           "padded logits masked (--kiln-pad-dims)",
        buildPadDimsPhase},
+      {kAttentionMatchPhaseName,
+       "softmax(q @ kT * scale + bias) @ v as kiln.attention "
+       "(--kiln-attention-match)",
+       buildAttentionMatchPhase},
       {"eval", "forward-only @eval cloned (--kiln-eval-function)",
        buildEvalPhase},
       {"autodiff", "gradients of the loss appended (--kiln-autodiff)",
@@ -145,9 +159,9 @@ struct TrainingPipelineOptions
 void registerKilnPipelines() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "kiln-training-pipeline",
-      "Every Kiln phase in order: kiln (cleanup), pad-dims, eval, autodiff, "
-      "grad-accum, mixed-precision, optimizer, fusion (last-phase=NAME "
-      "stops early)",
+      "Every Kiln phase in order: kiln (cleanup), pad-dims, "
+      "attention-match, eval, autodiff, grad-accum, mixed-precision, "
+      "optimizer, fusion (last-phase=NAME stops early)",
       [](OpPassManager &pm, const TrainingPipelineOptions &options) {
         (void)buildTrainingPipeline(pm, options.lastPhase);
       });

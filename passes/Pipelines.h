@@ -31,6 +31,10 @@ void buildFrontendCleanupPhase(OpPassManager &pm);
 /// "pad-dims": tensor-core-unfriendly param dims padded (kilnc can skip it).
 constexpr llvm::StringLiteral kPadDimsPhaseName = "pad-dims";
 void buildPadDimsPhase(OpPassManager &pm);
+/// "attention-match": softmax(q @ kT * scale + bias) @ v -> kiln.attention
+/// (kilnc can skip it; attention.txt is written after it).
+constexpr llvm::StringLiteral kAttentionMatchPhaseName = "attention-match";
+void buildAttentionMatchPhase(OpPassManager &pm);
 /// "autodiff": reverse-mode gradients appended to the loss function.
 void buildEvalPhase(OpPassManager &pm);
 void buildAutodiffPhase(OpPassManager &pm);

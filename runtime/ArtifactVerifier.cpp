@@ -252,17 +252,40 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   }
 
   if (role == schema::BufferRole_Input) {
+    // What some data source writes (token data: tokens and targets [batch,
+    // seq] i32; --data tsp: coords [batch, n_max, 2] f32, lengths [batch]
+    // i32, targets [batch, n_max] i32). The loader matches the exact shapes
+    // against the source it opens (TrainingData.cpp).
     std::string name = bufferName(buffer);
-    if (name != "tokens" && name != "targets")
-      return invalidArgument(describe(),
-                             " is an Input the data loader cannot fill "
-                             "(known inputs: 'tokens', 'targets')");
     const auto *shape = buffer.shape();
     const schema::TrainConfig *train = artifact.train();
-    if (buffer.dtype() != schema::DType_I32 || !shape || shape->size() != 2 ||
-        shape->Get(0) != train->batch() || shape->Get(1) != train->seq())
-      return invalidArgument(describe(), " must be i32 [batch, seq] = [",
-                             train->batch(), ", ", train->seq(), "]");
+    auto rankAndBatch = [&](schema::DType dtype, uint32_t rank) {
+      return buffer.dtype() == dtype && shape && shape->size() == rank &&
+             shape->Get(0) == train->batch();
+    };
+    if (name == "tokens") {
+      if (!rankAndBatch(schema::DType_I32, 2) || shape->Get(1) != train->seq())
+        return invalidArgument(describe(), " must be i32 [batch, seq] = [",
+                               train->batch(), ", ", train->seq(), "]");
+    } else if (name == "targets") {
+      if (!rankAndBatch(schema::DType_I32, 2))
+        return invalidArgument(describe(), " must be i32 [batch, n] with batch ",
+                               train->batch(), " ([batch, seq] for tokens)");
+    } else if (name == "coords") {
+      if (!rankAndBatch(schema::DType_F32, 3) || shape->Get(2) != 2)
+        return invalidArgument(describe(), " must be f32 [batch, n_max, 2] "
+                               "with batch ", train->batch());
+    } else if (name == "lengths") {
+      if (!rankAndBatch(schema::DType_I32, 1))
+        return invalidArgument(describe(), " must be i32 [batch] = [",
+                               train->batch(), "]");
+    } else {
+      return invalidArgument(describe(),
+                             " is an Input the data loader cannot fill "
+                             "(known inputs: 'tokens', 'targets' for token "
+                             "data; 'coords', 'lengths', 'targets' for "
+                             "--data tsp)");
+    }
   }
   return okStatus();
 }

@@ -218,6 +218,9 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   if (data.train)
     KILN_RETURN_IF_ERROR(data.train->fill(tokens.data(), targets.data()));
+  data::TspBatch tspBatch;
+  if (data.tsp)
+    data.tsp->fill(tspBatch);
 
   // 2. Kernels and initial parameters.
   KILN_ASSIGN_OR_RETURN(
@@ -266,7 +269,11 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
     for (auto [p, g] : checkedBuffers)
       KILN_RETURN_IF_ERROR(session->upload(p));
     KILN_RETURN_IF_ERROR(session->beginStep());
-    KILN_RETURN_IF_ERROR(session->runMicroStep(tokens.data(), targets.data()));
+    if (data.tsp) {
+      KILN_RETURN_IF_ERROR(session->runMicroStep(tspInputs(tspBatch)));
+    } else {
+      KILN_RETURN_IF_ERROR(session->runMicroStep(tokens.data(), targets.data()));
+    }
     for (auto [p, g] : checkedBuffers)
       KILN_RETURN_IF_ERROR(session->backend().download(g));
     return static_cast<double>(session->loss());

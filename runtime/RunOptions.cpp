@@ -78,7 +78,9 @@ const std::vector<Flag> &flags() {
       // Data.
       {"--data", "SPEC",
        "training data, required when the model has inputs: a file, a glob of\n"
-       "shards (quote it: 'dir/train_*.bin') or 'random' (uniform tokens)",
+       "shards (quote it: 'dir/train_*.bin'), 'random' (uniform tokens) or\n"
+       "tsp:N_MIN-N_MAX (random TSP instances with nearest neighbour + 2-opt\n"
+       "tours, for a model with inputs coords, lengths and targets)",
        false, setString(&RunOptions::dataPath)},
       {"--data-format", "F",
        "auto (default: an llm.c magic means a shard, .bin without one is an\n"

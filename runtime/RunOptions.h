@@ -25,7 +25,7 @@ struct RunOptions {
   std::string artifactPath;  // positional OUT.kart
 
   // Data.
-  std::string dataPath;      // --data PATH|GLOB|random (required when the model has inputs)
+  std::string dataPath;      // --data PATH|GLOB|random|tsp:N_MIN-N_MAX (required when the model has inputs)
   std::string dataFormat = "auto"; // --data-format auto|text|llmc|nanogpt
   std::string valDataPath;   // --val-data PATH|GLOB
   double valFraction = 0;    // --val-fraction F: hold out the last F of --data

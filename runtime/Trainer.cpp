@@ -109,6 +109,7 @@ private:
   std::unique_ptr<ProgressPrinter> progress_;
   std::optional<double> peakFlops_;
   std::vector<int32_t> tokens_, targets_; // one micro-batch, [batch, seq]
+  data::TspBatch tspBatch_;               // one micro-batch of --data tsp:...
   std::vector<TensorView> savedBatches_;  // --save-batches
   std::vector<std::vector<int32_t>> savedBatchData_;
   TrainingProgress done_;                 // after the last completed step
@@ -144,6 +145,9 @@ Status TrainingRun::start() {
     KILN_ASSIGN_OR_RETURN(position, checkpointDataPosition(*resumeFrom));
   }
   KILN_ASSIGN_OR_RETURN(data_, openTrainingData(*artifact, options_, position));
+  if (data_.tsp && !options_.saveBatchesPath.empty())
+    return invalidArgument("--save-batches writes token batches; it is not "
+                           "supported with --data ", options_.dataPath, " yet");
   const Artifact &a = *artifact;
   tokens_.assign(a.batch() * a.seq(), 0);
   targets_.assign(a.batch() * a.seq(), 0);
@@ -176,7 +180,7 @@ Status TrainingRun::start() {
                                                 BackendOptions{options_.tf32}));
   if (!options_.quiet) {
     printKernelLoad(session_->backend().kernelLoad(), out_);
-    if (data_.train)
+    if (data_.train || data_.tsp)
       std::fprintf(out_, "data: %s\n", data_.description.c_str());
   }
   if (resumeFrom) {
@@ -214,10 +218,18 @@ Status TrainingRun::runStep(int64_t step) {
   const Artifact &artifact = session_->artifact();
   KILN_RETURN_IF_ERROR(session_->beginStep());
   for (int64_t k = 0; k < artifact.gradAccum(); ++k) {
-    // Zeros stand in for the batch of an artifact without inputs.
-    if (loader_)
-      KILN_RETURN_IF_ERROR(loader_->next(tokens_.data(), targets_.data()));
-    KILN_RETURN_IF_ERROR(session_->runMicroStep(tokens_.data(), targets_.data()));
+    if (data_.tsp) {
+      // Generated on this thread: a batch of 2-opt tours of <= 100 cities
+      // takes milliseconds, far below a step.
+      data_.tsp->fill(tspBatch_);
+      KILN_RETURN_IF_ERROR(session_->runMicroStep(tspInputs(tspBatch_)));
+    } else {
+      // Zeros stand in for the batch of an artifact without inputs.
+      if (loader_)
+        KILN_RETURN_IF_ERROR(loader_->next(tokens_.data(), targets_.data()));
+      KILN_RETURN_IF_ERROR(
+          session_->runMicroStep(tokens_.data(), targets_.data()));
+    }
     if (!options_.saveBatchesPath.empty()) {
       for (auto *batch : {&tokens_, &targets_}) {
         savedBatchData_.push_back(*batch);
@@ -294,8 +306,10 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       tensors.push_back(std::move(view));
     }
     std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
-    tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
-    tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
+    if (!data_.tsp) { // TSP batches are reproducible from --seed instead
+      tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
+      tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
+    }
     KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveGradsPath, tensors));
   }
   return okStatus();
@@ -317,6 +331,8 @@ StatusOr<TrainSummary> TrainingRun::run() {
     done_.updates += skipped ? 0 : 1;
     if (loader_)
       done_.data = loader_->position();
+    else if (data_.tsp)
+      done_.data = data_.tsp->position();
     summary_.steps = step;
     ++summary_.stepsThisRun;
     if (skipped) {

@@ -126,6 +126,23 @@ Status TrainingSession::runMicroStep(const int32_t *tokens,
   return backend_->run(ProgramKind::kStep);
 }
 
+Status TrainingSession::runMicroStep(const std::vector<NamedInput> &inputs) {
+  for (const NamedInput &input : inputs) {
+    auto it = std::find_if(
+        roles_.inputs.begin(), roles_.inputs.end(), [&](uint32_t i) {
+          return bufferName(artifact_->buffer(i)) == input.name;
+        });
+    if (it == roles_.inputs.end() ||
+        artifact_->bufferInfo(*it).bytes != static_cast<int64_t>(input.bytes))
+      return internalError(artifact_->name(), ": input '", input.name,
+                           "' of ", input.bytes,
+                           " bytes has no Input buffer of that name and size");
+    std::memcpy(backend_->hostData(*it), input.data, input.bytes);
+    KILN_RETURN_IF_ERROR(backend_->upload(*it));
+  }
+  return backend_->run(ProgramKind::kStep);
+}
+
 Status TrainingSession::runUpdate(double lr, int64_t updateCount) {
   // Both live in device buffers on a GPU, written before the (graph)
   // replay, so a captured "update" sees this step's values.

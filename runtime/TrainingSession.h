@@ -44,6 +44,14 @@ struct BufferRoles {
 
 BufferRoles findBufferRoles(const Artifact &artifact);
 
+// The contents of one Input buffer for a micro-batch, found by name (data
+// sources other than tokens, e.g. --data tsp:..., write several inputs).
+struct NamedInput {
+  std::string_view name;
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
+
 class TrainingSession {
 public:
   // Creates the backend of `artifact`'s target (kernels compiled or fetched,
@@ -65,6 +73,9 @@ public:
   // (ignored by an artifact without inputs; may then be null) and runs
   // "step" (forward + backward).
   Status runMicroStep(const int32_t *tokens, const int32_t *targets);
+  // Writes each of `inputs` into the Input buffer of its name (sizes must
+  // match: TrainingData checked the shapes) and runs "step".
+  Status runMicroStep(const std::vector<NamedInput> &inputs);
   // Writes the learning rate and the 1-based count of applied updates (Adam's
   // bias correction) and runs "update". When the loss or the gradient norm
   // is not finite the compiled update changes nothing (see stepWasSkipped).

@@ -20,6 +20,7 @@
 #include "codegen/Codegen.h"
 #include "frontend/Frontend.h"
 #include "ir/KilnDialect.h"
+#include "passes/AttentionReport.h"
 #include "passes/FusionReport.h"
 #include "passes/Pipelines.h"
 
@@ -108,6 +109,21 @@ LogicalResult writeFusionReport(ModuleOp module, StringRef dir, bool skipped) {
   os.flush();
   llvm::SmallString<128> path(dir);
   llvm::sys::path::append(path, "fusion.txt");
+  return writeFileAtomically(path, text);
+}
+
+/// Writes DIR/attention.txt: the kiln.attention ops the match produced and
+/// the softmaxes it left alone, with reasons (or why it was skipped).
+LogicalResult writeAttentionReport(ModuleOp module, StringRef dir, StringRef skippedBecause) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (!skippedBecause.empty())
+    os << "# kiln attention report: attention-match skipped (" << skippedBecause << ")\n";
+  else
+    mlir::kiln::printAttentionReport(module, os);
+  os.flush();
+  llvm::SmallString<128> path(dir);
+  llvm::sys::path::append(path, "attention.txt");
   return writeFileAtomically(path, text);
 }
 
@@ -221,9 +237,13 @@ int runCompiler(const DriverOptions &options) {
     // --no-fusion and --no-pad-dims keep their phase (its dump and
     // --compile-to stop) but run nothing in it: the references for fused =
     // unfused and padded = unpadded.
+    // The cuda target has no kiln.attention kernels yet: it keeps the
+    // hand-written softmax attention (attention.txt says so).
+    bool attentionMatch = options.attentionMatch && options.target != "cuda";
     bool skipped =
         (options.noFusion && phase.name == kFusionPhase) ||
-        (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName);
+        (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName) ||
+        (!attentionMatch && phase.name == mlir::kiln::kAttentionMatchPhaseName);
     if (!skipped)
       phase.build(pm);
     if (failed(pm.run(*module)))
@@ -231,6 +251,12 @@ int runCompiler(const DriverOptions &options) {
     if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && phase.name == kFusionPhase && failed(writeFusionReport(*module, options.dumpPhasesTo, skipped)))
+      return kUserError;
+    if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kAttentionMatchPhaseName &&
+        failed(writeAttentionReport(*module, options.dumpPhasesTo,
+                                    skipped ? (options.attentionMatch ? "the cuda target has no attention kernels yet"
+                                                                      : "--no-attention-match")
+                                            : "")))
       return kUserError;
     ++index;
     if (phase.name == options.compileTo)

@@ -23,6 +23,7 @@ struct DriverOptions {
   std::string compileTo = "artifact";           // last phase to run
   bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)
   bool padDims = true;                          // false: skip the pad-dims phase (--no-pad-dims)
+  bool attentionMatch = true;                   // false: skip the attention-match phase (--no-attention-match)
 };
 
 /// Exit codes of the compiler.

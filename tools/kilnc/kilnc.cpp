@@ -2,7 +2,7 @@
 //
 //   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu|cuda]
 //         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
-//         [--no-fusion] [--no-pad-dims] [--mlir-timing] ...
+//         [--no-fusion] [--no-pad-dims] [--no-attention-match] [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -41,6 +41,10 @@ int main(int argc, char **argv) {
   static cl::opt<bool> noPadDims("no-pad-dims",
                                   cl::desc("Do not pad parameter dims to the tensor-core multiple (pad-dims phase)"),
                                   cl::init(false));
+  static cl::opt<bool> noAttentionMatch(
+      "no-attention-match",
+      cl::desc("Keep hand-written softmax(q @ kT) @ v as separate ops (skip the attention-match phase)"),
+      cl::init(false));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -59,6 +63,7 @@ int main(int argc, char **argv) {
   options.compileTo = compileTo;
   options.noFusion = noFusion;
   options.padDims = !noPadDims;
+  options.attentionMatch = !noAttentionMatch;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {
