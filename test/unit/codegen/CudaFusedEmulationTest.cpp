@@ -114,9 +114,8 @@ TEST(CudaFusedKernelsEmulated, ResidualAddLayerNormGelu) {
 // Attention's scale and causal mask before softmax (prologue) and a scaling
 // after it (epilogue); then the backward with its mask and scale after
 // softmax_grad (epilogue). Row 1 is fully masked by its input (all -inf).
-// Four kernels: the two row kernels and the epilogues' splat constants
-// (--kiln-fusion clones a constant into its readers only when it has
-// several, so these stay kernels whose buffers the epilogues read).
+// Two kernels: the two row kernels; --kiln-fusion folds the splat constants
+// into them as literals (a splat constant is never a buffer).
 TEST(CudaFusedKernelsEmulated, SoftmaxWithPrologueAndEpilogue) {
   std::vector<float> x = randomFloats(2 * 3 * 40, 6, -4, 4);
   for (int c = 0; c < 40; ++c)
@@ -138,14 +137,14 @@ TEST(CudaFusedKernelsEmulated, SoftmaxWithPrologueAndEpilogue) {
     })mlir",
                             {HostTensor::floats(x),
                              HostTensor::floats(randomFloats(240, 7))},
-                            4);
+                            2);
 }
 
 // A bias added to the logits before cross_entropy and its gradient
 // (prologue; the biased logits are a result of the first kernel, which the
 // second reads), and a scaling of the gradient (epilogue). One target is out
-// of range (zero loss and gradient for its row). Three kernels: the two row
-// kernels and the epilogue's constant (see above).
+// of range (zero loss and gradient for its row). Two kernels: the two row
+// kernels, the epilogue's constant folded in as a literal (see above).
 TEST(CudaFusedKernelsEmulated, CrossEntropyWithPrologue) {
   expectFusedMatchesUnfused(R"mlir(
     func.func @step(%logits: tensor<2x4x33xf32>, %bias: tensor<33xf32>, %t: tensor<2x4xi32>, %g: tensor<f32>)
@@ -162,7 +161,7 @@ TEST(CudaFusedKernelsEmulated, CrossEntropyWithPrologue) {
                              HostTensor::floats(randomFloats(33, 9)),
                              HostTensor::ints({0, 32, 5, -1, 7, 7, 12, 1}),
                              HostTensor::floats({0.75f})},
-                            3);
+                            2);
 }
 
 // The backward of a pre-LN block: the incoming gradient is the sum of the
