@@ -120,11 +120,11 @@ FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
 }
 
 FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
-  // bf16 values are stored as raw bits that only kiln.convert (and GEMMs,
-  // which are not kernels) know how to read: any other op on them would
-  // compute on the bits.
+  // bf16 values are stored as raw bits that only kiln.convert, the attention
+  // kernels (and GEMMs, which are not kernels) know how to read: any other op
+  // on them would compute on the bits.
   for (Operation *op : group.ops) {
-    if (isa<k::ConvertOp>(op))
+    if (isa<k::ConvertOp, k::AttentionOp, k::AttentionGradOp>(op))
       continue;
     auto isBf16 = [](Type t) {
       auto tensor = dyn_cast<RankedTensorType>(t);

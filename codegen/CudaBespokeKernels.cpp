@@ -23,6 +23,8 @@
 
 #include "codegen/CudaBespokeKernels.h"
 
+#include "codegen/CudaAttentionKernels.h"
+
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -441,13 +443,15 @@ bool hasBespokeCudaKernel(Operation *op) {
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
              k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
              k::CrossEntropyGradOp>(op) ||
-         hasOptimizerCudaKernel(op);
+         hasOptimizerCudaKernel(op) || hasAttentionCudaKernel(op);
 }
 
 LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
                                     CudaLaunch &launch) {
   if (hasOptimizerCudaKernel(op))
     return emitOptimizerCudaKernel(op, w, launch);
+  if (hasAttentionCudaKernel(op))
+    return emitAttentionCudaKernel(op, w, launch);
   using Emitter =
       LogicalResult (*)(Operation *, KernelSourceWriter &, CudaLaunch &);
   Emitter emitter =

@@ -2,6 +2,7 @@
 //
 //   nvrtc_check ARTIFACT.kart [--arch=sm_80,...] [--maxrregcount=N]
 //   nvrtc_check --cu=FILE.cu --arch=sm_80 [--maxrregcount=N]
+//   (--per-kernel: also one line per kernel with its registers and spills)
 //
 // The CI check that needs no GPU: NVRTC compiles the prelude and every kernel
 // of a `kilnc --target=cuda` artifact, as one translation unit (as the
@@ -105,7 +106,8 @@ struct Check {
 };
 
 // Compiles `check.source` for `arch`; prints problems, returns their count.
-int compileFor(const Check &check, const std::string &arch, int maxRegisters) {
+int compileFor(const Check &check, const std::string &arch, int maxRegisters,
+               bool perKernel) {
   auto start = std::chrono::steady_clock::now();
   nvrtcProgram program;
   if (nvrtcCreateProgram(&program, check.source.c_str(), "kiln_kernels.cu", 0,
@@ -117,6 +119,10 @@ int compileFor(const Check &check, const std::string &arch, int maxRegisters) {
   std::string maxReg = "--maxrregcount=" + std::to_string(maxRegisters);
   std::vector<const char *> options = {archOption.c_str(), "--std=c++17",
                                        "-Xptxas=-v"};
+  // The toolkit headers kernels may include (mma.h for the attention
+  // kernels' tensor cores), as the runtime's JIT passes them.
+  std::string include = std::string("-I") + KILN_CUDA_INCLUDE_DIR;
+  options.push_back(include.c_str());
   if (maxRegisters > 0)
     options.push_back(maxReg.c_str());
   nvrtcResult result =
@@ -153,6 +159,10 @@ int compileFor(const Check &check, const std::string &arch, int maxRegisters) {
     }
     const KernelUsage &u = it->second;
     maxUsed = std::max(maxUsed, u.registers);
+    if (perKernel)
+      std::printf("%s: %s: %d registers, %ld/%ld bytes spill stores/loads, %d threads\n",
+                  arch.c_str(), entry.c_str(), u.registers, u.spillStores, u.spillLoads,
+                  threads);
     if (u.spillStores > 0 || u.spillLoads > 0) {
       std::cerr << "error: " << arch << ": kernel '" << entry << "' spills registers ("
                 << u.spillStores << " bytes spill stores, " << u.spillLoads
@@ -256,12 +266,15 @@ void collectEntries(const std::string &source, Check &check) {
 int main(int argc, char **argv) {
   std::string artifactPath, cuPath, archList;
   int maxRegisters = 0;
+  bool perKernel = false; // --per-kernel: one line of registers/spills per kernel
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--arch=", 0) == 0)
       archList = arg.substr(7);
     else if (arg.rfind("--cu=", 0) == 0)
       cuPath = arg.substr(5);
+    else if (arg == "--per-kernel")
+      perKernel = true;
     else if (arg.rfind("--maxrregcount=", 0) == 0)
       maxRegisters = std::stoi(arg.substr(15));
     else if (!arg.empty() && arg[0] != '-' && artifactPath.empty())
@@ -293,6 +306,6 @@ int main(int argc, char **argv) {
   }
   int problems = 0;
   for (const std::string &arch : archs)
-    problems += compileFor(check, arch, maxRegisters);
+    problems += compileFor(check, arch, maxRegisters, perKernel);
   return problems ? 1 : 0;
 }
