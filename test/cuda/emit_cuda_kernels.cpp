@@ -7,7 +7,7 @@
 // CUDA prelude and the distinct kernel sources as one translation unit, for
 // `nvrtc_check --cu`. It covers kernel variants no model file reaches yet
 // (bf16 attention: the language has no bf16 tensors). Prints each kernel's
-// entry and launch (grid, threads, dynamic shared bytes).
+// function, op, entry and launch (grid, threads, dynamic shared bytes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +50,10 @@ int main(int argc, char **argv) {
     }
     if (!seen.insert(kernel->entry).second)
       return;
-    std::printf("%s: grid %u, %u threads, %u shared bytes\n",
+    auto func = op->getParentOfType<mlir::func::FuncOp>();
+    std::printf("@%s %s %s: grid %u, %u threads, %u shared bytes\n",
+                func ? func.getName().str().c_str() : "?",
+                op->getName().getStringRef().str().c_str(),
                 kernel->entry.c_str(), kernel->launch.grid,
                 kernel->launch.block, kernel->launch.sharedBytes);
     text += "\n" + kernel->source;

@@ -23,6 +23,11 @@
 //    the P V, P^T dO, dS^T Q and dS K products, as FlashAttention does, and
 //    the outputs are bf16 themselves (one more 2^-9); the CPU keeps P and dS
 //    in float. Over <= 53 terms with |p| <= 1 that stays below ~1e-2.
+//    The backward runs on the CPU forward's out and lse on both backends:
+//    the capture gradients sum dS dscore/dslope over ~3000 pairs with
+//    weights |i - j| up to 50, so a bf16-rounding difference in out (through
+//    D_i = dO . out) would be amplified far past the per-pair error. The
+//    capture pass itself uses the fp32 dS.
 //  Non-finite values (lse = -inf) must match exactly.
 //
 //===----------------------------------------------------------------------===//
@@ -51,18 +56,23 @@ std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
   return v;
 }
 
-// Forward then backward of one attention op. q [2, 4, 37, D], k/v
+// One attention op, forward (`backward` false: returns out, lse) or
+// backward (returns dq, dk, dv, dslope, dbias from out and lse passed in, so
+// both backends differentiate the same forward). q [2, 4, 37, D], k/v
 // [2, 2, 53, D]; `elem` is f32 or bf16 (bf16: the f32 arguments are
 // converted in and the results converted out, identically on both
 // backends).
-std::string attentionModule(int d, const std::string &elem) {
+std::string attentionModule(int d, const std::string &elem, bool backward) {
   std::string text = R"mlir(
 func.func @step(%qf: tensor<2x4x37xDxf32>, %kf: tensor<2x2x53xDxf32>, %vf: tensor<2x2x53xDxf32>,
-                %doutf: tensor<2x4x37xDxf32>, %slope: tensor<4xf32>, %bias: tensor<53xf32>,
-                %len: tensor<2xi32>)
-    -> (tensor<2x4x37xDxf32>, tensor<2x4x37xf32>, tensor<2x4x37xDxf32>, tensor<2x2x53xDxf32>,
-        tensor<2x2x53xDxf32>, tensor<4xf32>, tensor<53xf32>) {
+                %slope: tensor<4xf32>, %bias: tensor<53xf32>, %len: tensor<2xi32>EXTRA_ARGS)
+    -> (RESULT_TYPES) {
 CONVERT_IN
+BODY
+CONVERT_OUT
+  return RESULTS : RESULT_TYPES
+})mlir";
+  const std::string forward = R"mlir(
   %out, %lse = kiln.attention %q, %k, %v captures(%slope, %bias, %len) {scale = 0.11 : f32}
       : (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<4xf32>, tensor<53xf32>, tensor<2xi32>)
       -> (tensor<2x4x37xDxE>, tensor<2x4x37xf32>)
@@ -71,7 +81,8 @@ SCORE
     }
     mask(%b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
 MASK
-    }
+    })mlir";
+  const std::string grad = R"mlir(
   %dq, %dk, %dv, %dslope, %dbias = kiln.attention_grad %q, %k, %v, %out, %lse, %dout captures(%slope, %bias, %len) {scale = 0.11 : f32}
       : (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<2x4x37xDxE>, tensor<2x4x37xf32>, tensor<2x4x37xDxE>, tensor<4xf32>, tensor<53xf32>, tensor<2xi32>)
       -> (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<4xf32>, tensor<53xf32>)
@@ -80,12 +91,7 @@ SCORE
     }
     mask(%b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
 MASK
-    }
-CONVERT_OUT
-  return %out_r, %lse, %dq_r, %dk_r, %dv_r, %dslope, %dbias
-      : tensor<2x4x37xDxf32>, tensor<2x4x37xf32>, tensor<2x4x37xDxf32>, tensor<2x2x53xDxf32>,
-        tensor<2x2x53xDxf32>, tensor<4xf32>, tensor<53xf32>
-})mlir";
+    })mlir";
   // score = s - slope[h] * |i - j| + bias[j]
   const std::string score = R"(      %sl = tensor.extract %c0[%h] : tensor<4xf32>
       %bj = tensor.extract %c1[%j] : tensor<53xf32>
@@ -107,89 +113,140 @@ CONVERT_OUT
       %band = arith.cmpi ule, %j3, %i : index
       %keep = arith.andi %inlen, %band : i1
       kiln.yield %keep : i1)";
-  std::string in, out;
-  auto shape = [&](const char *dims, const std::string &e) {
-    return "tensor<" + std::string(dims) + "x" + std::to_string(d) + "x" + e +
-           ">";
-  };
-  if (elem == "bf16") {
-    for (auto [name, dims] : {std::pair<const char *, const char *>{"q", "2x4x37"},
-                              {"k", "2x2x53"}, {"v", "2x2x53"}, {"dout", "2x4x37"}})
-      in += "  %" + std::string(name) + " = kiln.convert %" + name + "f : " +
-            shape(dims, "f32") + " -> " + shape(dims, "bf16") + "\n";
-    for (auto [name, dims] : {std::pair<const char *, const char *>{"out", "2x4x37"},
-                              {"dq", "2x4x37"}, {"dk", "2x2x53"}, {"dv", "2x2x53"}})
-      out += "  %" + std::string(name) + "_r = kiln.convert %" + name + " : " +
-             shape(dims, "bf16") + " -> " + shape(dims, "f32") + "\n";
+  // (name, shape) of the element-typed values converted in and out.
+  using Names = std::vector<std::pair<std::string, std::string>>;
+  Names in = {{"q", "2x4x37"}, {"k", "2x2x53"}, {"v", "2x2x53"}};
+  Names out;
+  std::string results, resultTypes, extraArgs;
+  if (backward) {
+    in.push_back({"out", "2x4x37"});
+    in.push_back({"dout", "2x4x37"});
+    extraArgs = ", %outf: tensor<2x4x37xDxf32>, %lse: tensor<2x4x37xf32>, "
+                "%doutf: tensor<2x4x37xDxf32>";
+    out = {{"dq", "2x4x37"}, {"dk", "2x2x53"}, {"dv", "2x2x53"}};
+    results = "%dq_r, %dk_r, %dv_r, %dslope, %dbias";
+    resultTypes = "tensor<2x4x37xDxf32>, tensor<2x2x53xDxf32>, "
+                  "tensor<2x2x53xDxf32>, tensor<4xf32>, tensor<53xf32>";
   } else {
-    // Aliases through a no-op multiply would change nothing; rename instead.
-    for (const char *name : {"q", "k", "v", "dout"})
-      text = std::regex_replace(text, std::regex("%" + std::string(name) + "f\\b"),
-                                "%" + std::string(name));
-    for (const char *name : {"out", "dq", "dk", "dv"})
-      text = std::regex_replace(text, std::regex("%" + std::string(name) + "_r\\b"),
-                                "%" + std::string(name));
+    out = {{"out", "2x4x37"}};
+    results = "%out_r, %lse";
+    resultTypes = "tensor<2x4x37xDxf32>, tensor<2x4x37xf32>";
   }
-  text = std::regex_replace(text, std::regex("CONVERT_IN"), in);
-  text = std::regex_replace(text, std::regex("CONVERT_OUT"), out);
-  text = std::regex_replace(text, std::regex("SCORE"), score);
-  text = std::regex_replace(text, std::regex("MASK"), mask);
-  text = std::regex_replace(text, std::regex("xD"), "x" + std::to_string(d));
-  text = std::regex_replace(text, std::regex("xE>"), "x" + elem + ">");
+  std::string convertIn, convertOut;
+  auto shape = [&](const std::string &dims, const std::string &e) {
+    return "tensor<" + dims + "xDx" + e + ">";
+  };
+  for (const auto &[name, dims] : in)
+    convertIn += elem == "bf16"
+                     ? "  %" + name + " = kiln.convert %" + name + "f : " +
+                           shape(dims, "f32") + " -> " + shape(dims, "bf16") +
+                           "\n"
+                     : "";
+  for (const auto &[name, dims] : out)
+    convertOut += elem == "bf16"
+                      ? "  %" + name + "_r = kiln.convert %" + name + " : " +
+                            shape(dims, "bf16") + " -> " + shape(dims, "f32") +
+                            "\n"
+                      : "";
+  auto replace = [&](const std::string &from, const std::string &to) {
+    text = std::regex_replace(text, std::regex(from), to);
+  };
+  replace("EXTRA_ARGS", extraArgs);
+  replace("RESULT_TYPES", resultTypes);
+  replace("RESULTS", results);
+  replace("CONVERT_IN", convertIn);
+  replace("CONVERT_OUT", convertOut);
+  replace("BODY", backward ? grad : forward);
+  replace("SCORE", score);
+  replace("MASK", mask);
+  if (elem != "bf16") {
+    // No conversions: the arguments and results are the op's own values.
+    for (const auto &[name, dims] : in)
+      replace("%" + name + "f\\b", "%" + name);
+    for (const auto &[name, dims] : out)
+      replace("%" + name + "_r\\b", "%" + name);
+  }
+  replace("xD", "x" + std::to_string(d));
+  replace("xE>", "x" + elem + ">");
   return text;
 }
 
-void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
-  std::string module = attentionModule(d, elem);
+// Runs `module` on both backends; expects every result within `tolerance`
+// (relative, at least 1 in magnitude) and non-finite values equal.
+std::vector<HostTensor> expectSame(const std::string &module,
+                                   const std::vector<HostTensor> &args,
+                                   double tolerance,
+                                   const std::vector<const char *> &names) {
   KernelRunner cpu(module, KernelBackend::Cpu);
   KernelRunner cuda(module, KernelBackend::CudaEmulated);
-  ASSERT_TRUE(cpu.ok()) << cpu.error();
-  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  EXPECT_TRUE(cpu.ok()) << cpu.error();
+  EXPECT_TRUE(cuda.ok()) << cuda.error();
+  if (!cpu.ok() || !cuda.ok())
+    return {};
+  std::vector<HostTensor> expected = cpu.run(args);
+  std::vector<HostTensor> actual = cuda.run(args);
+  EXPECT_EQ(actual.size(), expected.size());
+  for (size_t r = 0; r < expected.size() && r < actual.size(); ++r) {
+    SCOPED_TRACE(names[r]);
+    EXPECT_EQ(actual[r].f.size(), expected[r].f.size());
+    int mismatches = 0;
+    for (size_t k = 0; k < expected[r].f.size() && mismatches < 10; ++k) {
+      float e = expected[r].f[k], a = actual[r].f[k];
+      bool same = std::isfinite(e)
+                      ? std::fabs(a - e) <= tolerance * std::max(1.0f, std::fabs(e))
+                      : (std::isnan(e) ? std::isnan(a) : a == e);
+      EXPECT_TRUE(same) << "element " << k << ": " << a << " vs " << e;
+      mismatches += !same;
+    }
+  }
+  return actual;
+}
+
+void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
   std::vector<HostTensor> args = {
       HostTensor::floats(randomFloats(2 * 4 * 37 * d, 1, -2, 2)),
       HostTensor::floats(randomFloats(2 * 2 * 53 * d, 2, -2, 2)),
       HostTensor::floats(randomFloats(2 * 2 * 53 * d, 3)),
-      HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)),
       HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
       HostTensor::floats(randomFloats(53, 5)),
-      // sample 0 sees 40 keys (the last key tile is skipped), sample 1 11.
+      // sample 0 sees 40 keys (its last key tile is skipped), sample 1 11.
       HostTensor::ints({40, 11})};
-  std::vector<HostTensor> expected = cpu.run(args);
-  std::vector<HostTensor> actual = cuda.run(args);
-  ASSERT_EQ(actual.size(), expected.size());
-  const char *names[] = {"out", "lse", "dq", "dk", "dv", "dslope", "dbias"};
-  for (size_t r = 0; r < expected.size(); ++r) {
-    SCOPED_TRACE(names[r]);
-    ASSERT_EQ(actual[r].f.size(), expected[r].f.size());
-    int mismatches = 0;
-    for (size_t k = 0; k < expected[r].f.size() && mismatches < 10; ++k) {
-      float e = expected[r].f[k], a = actual[r].f[k];
-      if (!std::isfinite(e)) {
-        EXPECT_TRUE(std::isnan(e) ? std::isnan(a) : a == e)
-            << "element " << k << ": " << a << " vs " << e;
-        mismatches += !(std::isnan(e) ? std::isnan(a) : a == e);
-        continue;
-      }
-      bool near = std::fabs(a - e) <= tolerance * std::max(1.0f, std::fabs(e));
-      EXPECT_TRUE(near) << "element " << k << ": " << a << " vs " << e;
-      mismatches += !near;
-    }
-  }
-  // The shifted band leaves rows 0..2 without a key: out 0, lse -inf, dq 0.
+  std::vector<HostTensor> fwd = expectSame(attentionModule(d, elem, false), args,
+                                           tolerance, {"out", "lse"});
+  ASSERT_EQ(fwd.size(), 2u);
+  // The shifted band leaves rows 0..2 without a key: out 0, lse -inf.
   for (int bh = 0; bh < 8; ++bh)
     for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(actual[1].f[bh * 37 + i], -INFINITY);
-      for (int c = 0; c < d; ++c) {
-        EXPECT_EQ(actual[0].f[(bh * 37 + i) * d + c], 0.0f);
-        EXPECT_EQ(actual[2].f[(bh * 37 + i) * d + c], 0.0f);
-      }
+      EXPECT_EQ(fwd[1].f[bh * 37 + i], -INFINITY);
+      for (int c = 0; c < d; ++c)
+        EXPECT_EQ(fwd[0].f[(bh * 37 + i) * d + c], 0.0f);
     }
-  // The learned slope and the bias get non-zero gradients (the test would
-  // pass vacuously if both backends dropped them).
-  double slopeNorm = 0.0;
-  for (float g : actual[5].f)
+
+  // The backward of the CPU forward's out and lse on both backends.
+  KernelRunner cpuForward(attentionModule(d, elem, false), KernelBackend::Cpu);
+  ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
+  std::vector<HostTensor> cpuOut = cpuForward.run(args);
+  args.push_back(cpuOut[0]);
+  args.push_back(cpuOut[1]);
+  args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)));
+  std::vector<HostTensor> bwd =
+      expectSame(attentionModule(d, elem, true), args, tolerance,
+                 {"dq", "dk", "dv", "dslope", "dbias"});
+  ASSERT_EQ(bwd.size(), 5u);
+  // Rows without a key get zero dq.
+  for (int bh = 0; bh < 8; ++bh)
+    for (int i = 0; i < 3; ++i)
+      for (int c = 0; c < d; ++c)
+        EXPECT_EQ(bwd[0].f[(bh * 37 + i) * d + c], 0.0f);
+  // The learned slope and the bias get non-zero gradients (the comparison
+  // would pass vacuously if both backends dropped them).
+  double slopeNorm = 0.0, biasNorm = 0.0;
+  for (float g : bwd[3].f)
     slopeNorm += std::fabs(g);
+  for (float g : bwd[4].f)
+    biasNorm += std::fabs(g);
   EXPECT_GT(slopeNorm, 1e-3);
+  EXPECT_GT(biasNorm, 1e-3);
 }
 
 TEST(CudaAttentionEmulated, Fp32HeadDim80) { expectAttentionMatches(80, "f32", 5e-5); }
@@ -200,10 +257,48 @@ TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
   expectAttentionMatches(80, "bf16", 3e-2);
 }
 
+// No score or mask region (plain softmax attention: no block-skip test, no
+// capture gradients), Dv != D, 2 query heads on 1 kv head, bf16 tensor
+// cores. Forward and backward in one step here: the backward has no capture
+// gradients to amplify a difference in out.
+TEST(CudaAttentionEmulated, Bf16PlainDvNotD) {
+  const std::string module = R"mlir(
+func.func @step(%qf: tensor<1x2x20x48xf32>, %kf: tensor<1x1x33x48xf32>, %vf: tensor<1x1x33x32xf32>,
+                %doutf: tensor<1x2x20x32xf32>)
+    -> (tensor<1x2x20x32xf32>, tensor<1x2x20xf32>, tensor<1x2x20x48xf32>, tensor<1x1x33x48xf32>, tensor<1x1x33x32xf32>) {
+  %q = kiln.convert %qf : tensor<1x2x20x48xf32> -> tensor<1x2x20x48xbf16>
+  %k = kiln.convert %kf : tensor<1x1x33x48xf32> -> tensor<1x1x33x48xbf16>
+  %v = kiln.convert %vf : tensor<1x1x33x32xf32> -> tensor<1x1x33x32xbf16>
+  %dout = kiln.convert %doutf : tensor<1x2x20x32xf32> -> tensor<1x2x20x32xbf16>
+  %out, %lse = kiln.attention %q, %k, %v {scale = 0.144 : f32}
+      : (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>)
+      -> (tensor<1x2x20x32xbf16>, tensor<1x2x20xf32>)
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.144 : f32}
+      : (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20xf32>, tensor<1x2x20x32xbf16>)
+      -> (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>)
+  %out_r = kiln.convert %out : tensor<1x2x20x32xbf16> -> tensor<1x2x20x32xf32>
+  %dq_r = kiln.convert %dq : tensor<1x2x20x48xbf16> -> tensor<1x2x20x48xf32>
+  %dk_r = kiln.convert %dk : tensor<1x1x33x48xbf16> -> tensor<1x1x33x48xf32>
+  %dv_r = kiln.convert %dv : tensor<1x1x33x32xbf16> -> tensor<1x1x33x32xf32>
+  return %out_r, %lse, %dq_r, %dk_r, %dv_r
+      : tensor<1x2x20x32xf32>, tensor<1x2x20xf32>, tensor<1x2x20x48xf32>, tensor<1x1x33x48xf32>, tensor<1x1x33x32xf32>
+})mlir";
+  std::vector<HostTensor> results = expectSame(
+      module,
+      {HostTensor::floats(randomFloats(2 * 20 * 48, 11, -2, 2)),
+       HostTensor::floats(randomFloats(33 * 48, 12, -2, 2)),
+       HostTensor::floats(randomFloats(33 * 32, 13)),
+       HostTensor::floats(randomFloats(2 * 20 * 32, 14))},
+      3e-2, {"out", "lse", "dq", "dk", "dv"});
+  ASSERT_EQ(results.size(), 5u);
+  for (float l : results[1].f)
+    EXPECT_TRUE(std::isfinite(l)); // every row keeps every key
+}
+
 // The emitted kernels are deterministic by construction: no floating-point
 // atomics anywhere in the source.
 TEST(CudaAttentionEmulated, NoFloatAtomics) {
-  KernelRunner cuda(attentionModule(80, "bf16"), KernelBackend::CudaEmulated);
+  KernelRunner cuda(attentionModule(80, "bf16", true), KernelBackend::CudaEmulated);
   ASSERT_TRUE(cuda.ok()) << cuda.error();
   for (const auto &kernel : cuda.kernels()) {
     if (kernel.ops.find("attention") == std::string::npos)
