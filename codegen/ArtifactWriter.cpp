@@ -130,8 +130,11 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
   // bf16 operand or result there would be computed on the bits: refused.
   // The mixed-precision pass keeps them fp32 (their reads of a bf16
   // activation go through a kiln.convert that fuses into their prologue).
+  // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
+  // themselves.
   for (Operation *op : group.ops) {
-    if (PointwiseBody::isPointwise(op))
+    if (PointwiseBody::isPointwise(op) ||
+        isa<k::AttentionOp, k::AttentionGradOp>(op))
       continue;
     auto isBf16 = [](Type t) {
       auto tensor = dyn_cast<RankedTensorType>(t);

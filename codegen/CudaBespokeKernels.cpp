@@ -29,6 +29,8 @@
 
 #include "codegen/CudaBespokeKernels.h"
 
+#include "codegen/CudaAttentionKernels.h"
+
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
@@ -532,13 +534,15 @@ bool hasBespokeCudaKernel(Operation *op) {
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
              k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
              k::CrossEntropyGradOp>(op) ||
-         hasOptimizerCudaKernel(op);
+         hasOptimizerCudaKernel(op) || hasAttentionCudaKernel(op);
 }
 
 LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
                                     CudaLaunch &launch, CudaRowFusion *rows) {
   if (hasOptimizerCudaKernel(op))
     return emitOptimizerCudaKernel(op, w, launch);
+  if (hasAttentionCudaKernel(op))
+    return emitAttentionCudaKernel(op, w, launch);
   using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &,
                                     CudaLaunch &, CudaRowFusion *);
   Emitter emitter =

@@ -1,0 +1,464 @@
+//===- CudaAttentionBackward.cpp - Flash attention backward for CUDA ------===//
+//
+// The kernel of kiln.attention_grad: deterministic (no floating-point
+// atomics; every sum in a fixed order) and launched once, its blocks in two
+// roles so that no block writes an element another block writes:
+//
+//  A. dK/dV: one block per (b, kv head, tile of Bc keys), grid
+//     B * KVH * ceil(S / Bc). K and V tiles stay in shared memory, dK and dV
+//     accumulate in shared fp32. For each query head of the group and each
+//     tile of Br query rows (skipped when the mask keeps none of its pairs):
+//     load Q, dO; D_i = dO_i . O_i and lse_i per row; S = Q K^T and
+//     dP = dO V^T (tensor cores for bf16); per pair, where kept:
+//     p = exp(score - lse_i), dS = p (dP - D_i), and the score region's
+//     reverse mode gives ds = dS dscore/ds; then dV += P^T dO and
+//     dK += (scale ds)^T Q. dK, dV are written once at the end.
+//  B. dQ: one block per (b, h, tile of Br query rows), grid
+//     B * H * ceil(T / Br), walking the key tiles the same way and
+//     accumulating dQ += (scale ds) K in shared fp32, written once.
+//     Capture gradients: thread 0 of each role-B block walks the tile's pairs
+//     in order and adds dS dscore/dcapture into that block's private slice
+//     (double) of a __device__ workspace [role-B blocks, capture elements];
+//     the block that finishes last (kiln_last_block) sums the slices in block
+//     order. Perf note: the serial walk makes captured-gradient ops slower
+//     than plain ones; a per-warp ordered reduction would remove it.
+//
+// D_i is recomputed by every block that needs it (instead of a separate
+// kernel, because one op is one kernel in the artifact); it costs one more
+// read of O per query tile. The workspace lives in a __device__ array like
+// the other CUDA reductions' scratch, not in the memory plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaAttentionKernels.h"
+
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+namespace cuda_attention {
+
+namespace {
+
+// Capture-gradient workspaces larger than this are refused (a [blocks,
+// capture elements] array of doubles).
+constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 30;
+
+SharedLayout backwardLayout(const TilePlan &p) {
+  SharedLayout l;
+  int64_t e = p.elemBytes();
+  l.add("sQ", p.elem(), p.Br * p.Dp, e);
+  l.add("sdO", p.elem(), p.Br * p.Dvp, e);
+  l.add("sK", p.elem(), p.Bc * p.Dp, e);
+  l.add("sV", p.elem(), p.Bc * p.Dvp, e);
+  l.add("sS", "float", p.Br * p.Bc, 4);
+  l.add("sdP", "float", p.Br * p.Bc, 4); // dP, then dS (role B)
+  l.add("sP", p.elem(), p.Br * p.Bc, e);
+  l.add("sdS", p.elem(), p.Br * p.Bc, e); // scale * ds
+  l.add("sLse", "float", p.Br, 4);
+  l.add("sDi", "float", p.Br, 4);
+  int64_t roles = l.mark();
+  l.add("sdK", "float", p.Bc * p.Dp, 4); // role A
+  l.add("sdV", "float", p.Bc * p.Dvp, 4);
+  l.rewind(roles);
+  l.add("sdQ", "float", p.Br * p.Dp, 4); // role B
+  return l;
+}
+
+std::string toFloat(const TilePlan &p, const std::string &e) {
+  return p.bf16 ? "kiln_bf16_to_f32(" + e + ")" : e;
+}
+std::string fromFloat(const TilePlan &p, const std::string &e) {
+  return p.bf16 ? "kiln_f32_to_bf16(" + e + ")" : e;
+}
+
+class BackwardEmitter {
+public:
+  BackwardEmitter(k::AttentionGradOp op, KernelSourceWriter &w,
+                  const TilePlan &p)
+      : op(op), w(w), p(p), n(dimsOf(op)),
+        scale(ScalarExprEmitter::floatLiteral(
+            op.getScale().convertToDouble())),
+        in(regionInputs(w, op.getCaptures())) {}
+
+  LogicalResult emit(CudaLaunch &launch, int64_t sharedBytes);
+
+private:
+  LogicalResult emitRowStats();
+  LogicalResult emitProducts();
+  LogicalResult emitPairs();
+  LogicalResult emitCapturePass();
+  LogicalResult emitRoleA();
+  LogicalResult emitRoleB();
+  void emitCaptureReduction();
+  LogicalResult scoreBackward(const CaptureGradHook &hook,
+                              AttentionRegionEmitter::Backward &out);
+
+  k::AttentionGradOp op;
+  KernelSourceWriter &w;
+  TilePlan p;
+  Dims n;
+  std::string scale;
+  AttentionRegionInputs in;
+  int64_t qTiles = 0, kvTiles = 0, blocksA = 0, blocksB = 0;
+  // Floating captures: offset of each one's gradient in a workspace slice
+  // (-1 for integer captures), and their total element count.
+  SmallVector<int64_t> gradOffset;
+  int64_t gradTotal = 0;
+  std::string workspace, done;
+};
+
+LogicalResult
+BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
+                               AttentionRegionEmitter::Backward &out) {
+  if (op.getScore().empty()) {
+    out.forward = {"const float score = s;"};
+    out.reverse = {"const float ds = dS;"};
+    return success();
+  }
+  AttentionRegionEmitter emitter(op.getScore(), "sc_");
+  FailureOr<AttentionRegionEmitter::Backward> text =
+      emitter.emitBackward(in, "score", "dS", "ds", hook);
+  if (failed(text))
+    return op->emitError() << "cannot differentiate the score region in the "
+                              "CUDA attention kernel";
+  out = std::move(*text);
+  return success();
+}
+
+// lse_i and D_i = dO_i . O_i of the tile's rows (one warp per row); rows
+// past T get lse = -inf, so every pair of theirs is skipped.
+LogicalResult BackwardEmitter::emitRowStats() {
+  w.open("for (int r = threadIdx.x >> 5; r < " + str(p.Br) + "; r += " +
+         str(kWarps) + ")");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i0 + r;");
+  w.line("float di = 0.0f;");
+  w.line("if (i0 + r < " + str(n.T) + ") for (int d = threadIdx.x & 31; d < " +
+         str(n.Dv) + "; d += 32) di += " +
+         toFloat(p, w.ptr(op.getDout()) + "[row * " + str(n.Dv) + " + d]") +
+         " * " + toFloat(p, w.ptr(op.getOut()) + "[row * " + str(n.Dv) +
+                                " + d]") +
+         ";");
+  w.line("di = kiln_warp_sum(di);");
+  w.open("if ((threadIdx.x & 31) == 0)");
+  w.line("sDi[r] = di;");
+  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? " + w.ptr(op.getLse()) +
+         "[row] : -INFINITY;");
+  w.close();
+  w.close();
+  return success();
+}
+
+// S = Q K^T and dP = dO V^T, both [Br, Bc].
+LogicalResult BackwardEmitter::emitProducts() {
+  w.line("// S = Q K^T, dP = dO V^T [" + str(p.Br) + ", " + str(p.Bc) + "]");
+  emitTileMatmul(w, p, p.Br, p.Bc, p.Dp, {"sQ", false, p.Dp},
+                 {"sK", true, p.Dp}, "sS", false);
+  emitTileMatmul(w, p, p.Br, p.Bc, p.Dvp, {"sdO", false, p.Dvp},
+                 {"sV", true, p.Dvp}, "sdP", false);
+  return success();
+}
+
+// Per pair (i, j) of the tile: P, dS (kept in sdP for the capture pass) and
+// scale * ds; masked, out-of-range and fully masked rows' pairs get zeros.
+LogicalResult BackwardEmitter::emitPairs() {
+  AttentionRegionEmitter::Backward score;
+  // Capture gradients are summed by emitCapturePass, in order.
+  CaptureGradHook none = [](unsigned, const std::string &,
+                            const std::string &adjoint) {
+    return "(void)(" + adjoint + ");";
+  };
+  if (failed(scoreBackward(none, score)))
+    return failure();
+  w.open("for (int e = threadIdx.x; e < " + str(p.Br * p.Bc) + "; e += " +
+         str(kThreads) + ")");
+  w.line("const int r = e / " + str(p.Bc) + ";");
+  w.line("const int64_t i = i0 + r, j = j0 + e % " + str(p.Bc) + ";");
+  w.line("const float L = sLse[r];");
+  w.line("(void)i; // read only by some regions");
+  w.line("float pv = 0.0f, seed = 0.0f, dsv = 0.0f;");
+  w.open("if (j < " + str(n.S) + " && L != -INFINITY)");
+  w.line("int kept = 0;");
+  if (failed(emitMaskTest(w, op, op.getMask(), in)))
+    return failure();
+  w.open("if (kept)");
+  w.line("const float s = " + scale + " * sS[e];");
+  w.line("(void)s;");
+  lines(w, score.forward);
+  w.line("pv = expf(score - L);");
+  w.line("const float dS = pv * (sdP[e] - sDi[r]);");
+  lines(w, score.reverse);
+  w.line("seed = dS;");
+  w.line("dsv = " + scale + " * ds;");
+  w.close();
+  w.close();
+  w.line("sP[e] = " + fromFloat(p, "pv") + ";");
+  w.line("sdS[e] = " + fromFloat(p, "dsv") + ";");
+  w.line("sdP[e] = seed;");
+  w.close();
+  return success();
+}
+
+// Thread 0 adds dS dscore/dcapture of the tile's pairs, in order, into the
+// block's workspace slice `cg` (role B only).
+LogicalResult BackwardEmitter::emitCapturePass() {
+  if (gradTotal == 0 || op.getScore().empty())
+    return success();
+  AttentionRegionEmitter::Backward score;
+  CaptureGradHook hook = [&](unsigned c, const std::string &index,
+                             const std::string &adjoint) {
+    return "cg[" + str(gradOffset[c]) + " + " + index + "] += (double)" +
+           adjoint + ";";
+  };
+  if (failed(scoreBackward(hook, score)))
+    return failure();
+  w.line("// capture gradients of this tile, pairs in order");
+  w.open("if (threadIdx.x == 0) for (int e = 0; e < " + str(p.Br * p.Bc) +
+         "; ++e)");
+  w.line("const float dS = sdP[e];");
+  w.line("if (dS == 0.0f) continue; // masked, or no contribution");
+  w.line("const int64_t i = i0 + e / " + str(p.Bc) + ", j = j0 + e % " +
+         str(p.Bc) + ";");
+  w.line("(void)i; (void)j;");
+  w.line("const float s = " + scale + " * sS[e];");
+  w.line("(void)s;");
+  lines(w, score.forward);
+  w.line("(void)score;");
+  lines(w, score.reverse);
+  w.line("(void)ds;");
+  w.close();
+  return success();
+}
+
+LogicalResult BackwardEmitter::emitRoleA() {
+  w.line("// role A: dK, dV of one key tile");
+  w.line("const int64_t bk = blockIdx.x / " + str(kvTiles) + ";");
+  w.line("const int64_t b = bk / " + str(n.KVH) + ", kvh = bk % " +
+         str(n.KVH) + ";");
+  w.line("const int64_t j0 = (blockIdx.x % " + str(kvTiles) + ") * " +
+         str(p.Bc) + ";");
+  w.line("const int64_t kvBase = bk * " + str(n.S) + ";");
+  emitLoadTile(w, p, "sK", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
+               n.S, p.Bc, n.D, p.Dp);
+  emitLoadTile(w, p, "sV", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
+               n.S, p.Bc, n.Dv, p.Dvp);
+  w.line("for (int e = threadIdx.x; e < " + str(p.Bc * p.Dp) + "; e += " +
+         str(kThreads) + ") sdK[e] = 0.0f;");
+  w.line("for (int e = threadIdx.x; e < " + str(p.Bc * p.Dvp) + "; e += " +
+         str(kThreads) + ") sdV[e] = 0.0f;");
+  w.open("for (int64_t hh = 0; hh < " + str(n.G) + "; ++hh)");
+  w.line("const int64_t h = kvh * " + str(n.G) + " + hh, bh = b * " +
+         str(n.H) + " + h;");
+  w.open("for (int64_t i0 = 0; i0 < " + str(n.T) + "; i0 += " + str(p.Br) +
+         ")");
+  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
+                           "continue;")))
+    return failure();
+  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), "bh * " + str(n.T * n.D), "i0",
+               n.T, p.Br, n.D, p.Dp);
+  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
+               "i0", n.T, p.Br, n.Dv, p.Dvp);
+  if (failed(emitRowStats()))
+    return failure();
+  w.line("__syncthreads();");
+  if (failed(emitProducts()))
+    return failure();
+  w.line("__syncthreads();");
+  if (failed(emitPairs()))
+    return failure();
+  w.line("__syncthreads();");
+  w.line("// dV += P^T dO, dK += (scale ds)^T Q");
+  emitTileMatmul(w, p, p.Bc, p.Dvp, p.Br, {"sP", true, p.Bc},
+                 {"sdO", false, p.Dvp}, "sdV", true);
+  emitTileMatmul(w, p, p.Bc, p.Dp, p.Br, {"sdS", true, p.Bc},
+                 {"sQ", false, p.Dp}, "sdK", true);
+  w.line("__syncthreads();");
+  w.close(); // query tiles
+  w.close(); // query heads of the group
+  auto write = [&](Value result, const char *acc, int64_t d, int64_t dp) {
+    w.open("for (int e = threadIdx.x; e < " + str(p.Bc * d) + "; e += " +
+           str(kThreads) + ")");
+    w.line("const int r = e / " + str(d) + ", d = e % " + str(d) + ";");
+    w.line("if (j0 + r < " + str(n.S) + ") " + w.ptr(result) +
+           "[(kvBase + j0 + r) * " + str(d) + " + d] = " +
+           fromFloat(p, std::string(acc) + "[r * " + str(dp) + " + d]") +
+           ";");
+    w.close();
+  };
+  write(op.getDk(), "sdK", n.D, p.Dp);
+  write(op.getDv(), "sdV", n.Dv, p.Dvp);
+  return success();
+}
+
+LogicalResult BackwardEmitter::emitRoleB() {
+  w.line("// role B: dQ (and capture gradients) of one query tile");
+  w.line("const int64_t tile = blockIdx.x - " + str(blocksA) + ";");
+  w.line("const int64_t bh = tile / " + str(qTiles) + ";");
+  w.line("const int64_t b = bh / " + str(n.H) + ", h = bh % " + str(n.H) +
+         ", kvh = h / " + str(n.G) + ";");
+  w.line("const int64_t i0 = (tile % " + str(qTiles) + ") * " + str(p.Br) +
+         ";");
+  w.line("const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
+         str(n.S) + ";");
+  if (gradTotal > 0) {
+    w.line("double* cg = " + workspace + " + tile * " + str(gradTotal) + ";");
+    w.line("if (threadIdx.x == 0) for (int64_t e = 0; e < " + str(gradTotal) +
+           "; ++e) cg[e] = 0.0;");
+  }
+  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), "bh * " + str(n.T * n.D), "i0",
+               n.T, p.Br, n.D, p.Dp);
+  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
+               "i0", n.T, p.Br, n.Dv, p.Dvp);
+  w.line("for (int e = threadIdx.x; e < " + str(p.Br * p.Dp) + "; e += " +
+         str(kThreads) + ") sdQ[e] = 0.0f;");
+  if (failed(emitRowStats()))
+    return failure();
+  w.line("__syncthreads();");
+  w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " + str(p.Bc) +
+         ")");
+  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
+                           "continue;")))
+    return failure();
+  emitLoadTile(w, p, "sK", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
+               n.S, p.Bc, n.D, p.Dp);
+  emitLoadTile(w, p, "sV", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
+               n.S, p.Bc, n.Dv, p.Dvp);
+  w.line("__syncthreads();");
+  if (failed(emitProducts()))
+    return failure();
+  w.line("__syncthreads();");
+  if (failed(emitPairs()))
+    return failure();
+  w.line("__syncthreads();");
+  // The capture pass reads sS and sdP, the product sdS and sK: no barrier
+  // between them.
+  if (failed(emitCapturePass()))
+    return failure();
+  w.line("// dQ += (scale ds) K");
+  emitTileMatmul(w, p, p.Br, p.Dp, p.Bc, {"sdS", false, p.Bc},
+                 {"sK", false, p.Dp}, "sdQ", true);
+  w.line("__syncthreads();");
+  w.close(); // key tiles
+  w.open("for (int e = threadIdx.x; e < " + str(p.Br * n.D) + "; e += " +
+         str(kThreads) + ")");
+  w.line("const int r = e / " + str(n.D) + ", d = e % " + str(n.D) + ";");
+  w.line("if (i0 + r < " + str(n.T) + ") " + w.ptr(op.getDq()) + "[(bh * " +
+         str(n.T) + " + i0 + r) * " + str(n.D) + " + d] = " +
+         fromFloat(p, "sdQ[r * " + str(p.Dp) + " + d]") + ";");
+  w.close();
+  return success();
+}
+
+// The last block to finish sums the role-B slices in block order.
+void BackwardEmitter::emitCaptureReduction() {
+  if (gradTotal == 0)
+    return;
+  w.line("// capture gradients: the slices summed in block order");
+  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  auto grads = op.getCaptureGrads().begin();
+  for (auto [c, capture] : llvm::enumerate(op.getCaptures())) {
+    if (gradOffset[c] < 0)
+      continue;
+    Value grad = *grads++;
+    int64_t count = cast<RankedTensorType>(capture.getType()).getNumElements();
+    w.open("for (int64_t e = threadIdx.x; e < " + str(count) + "; e += " +
+           str(kThreads) + ")");
+    w.line("double sum = 0.0;");
+    w.line("for (int64_t t = 0; t < " + str(blocksB) + "; ++t) sum += __ldcg(&" +
+           workspace + "[t * " + str(gradTotal) + " + " + str(gradOffset[c]) +
+           " + e]);");
+    bool bf16 =
+        cast<RankedTensorType>(grad.getType()).getElementType().isBF16();
+    w.line(w.ptr(grad) + "[e] = " +
+           (bf16 ? "kiln_f32_to_bf16((float)sum);" : "(float)sum;"));
+    w.close();
+  }
+}
+
+LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
+  qTiles = (n.T + p.Br - 1) / p.Br;
+  kvTiles = (n.S + p.Bc - 1) / p.Bc;
+  blocksA = n.B * n.KVH * kvTiles;
+  blocksB = n.B * n.H * qTiles;
+  launch = {static_cast<uint32_t>(blocksA + blocksB),
+            static_cast<uint32_t>(kThreads),
+            static_cast<uint32_t>(sharedBytes)};
+  gradOffset.assign(op.getCaptures().size(), -1);
+  for (auto [c, capture] : llvm::enumerate(op.getCaptures())) {
+    auto type = cast<RankedTensorType>(capture.getType());
+    if (!isa<FloatType>(type.getElementType()))
+      continue;
+    gradOffset[c] = gradTotal;
+    gradTotal += type.getNumElements();
+  }
+  if (gradTotal * blocksB * 8 > kMaxWorkspaceBytes)
+    return op->emitError() << "the CUDA attention backward would need "
+                           << gradTotal * blocksB * 8
+                           << " bytes of capture-gradient workspace (at most "
+                           << kMaxWorkspaceBytes << ")";
+  if (p.bf16)
+    includeWmma(w);
+  if (gradTotal > 0) {
+    workspace = kEntryPlaceholder.str() + "_cg";
+    done = kEntryPlaceholder.str() + "_done";
+    w.global("__device__ double " + workspace + "[" +
+             str(blocksB * gradTotal) + "];");
+    w.global("__device__ unsigned int " + done + " = 0u;");
+  }
+  w.line("// flash attention backward: q [" + str(n.B) + ", " + str(n.H) +
+         ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
+         str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
+         "]; tiles " + str(p.Br) + " x " + str(p.Bc) +
+         (p.bf16 ? ", bf16 tensor cores" : ", fp32") + ", " +
+         str(sharedBytes) + " shared bytes; blocks [0, " + str(blocksA) +
+         "): dK/dV, then " + str(blocksB) + " dQ blocks");
+  declareDynamicShared(w);
+  backwardLayout(p).declare(w);
+  w.open("if (blockIdx.x < " + str(blocksA) + ")");
+  if (failed(emitRoleA()))
+    return failure();
+  w.close();
+  w.open("else");
+  if (failed(emitRoleB()))
+    return failure();
+  w.close();
+  emitCaptureReduction();
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitBackward(Operation *operation, KernelSourceWriter &w,
+                           CudaLaunch &launch) {
+  auto op = cast<k::AttentionGradOp>(operation);
+  Dims n = dimsOf(op);
+  TilePlan p;
+  p.bf16 = cast<RankedTensorType>(op.getQ().getType()).getElementType()
+               .isBF16();
+  p.Dp = roundUp16(n.D);
+  p.Dvp = roundUp16(n.Dv);
+  SharedLayout layout;
+  bool fits = false;
+  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
+                        {32, 32}, {32, 16}, {16, 16}}) {
+    p.Br = br;
+    p.Bc = bc;
+    layout = backwardLayout(p);
+    if ((fits = layout.size() <= kMaxSharedBytes))
+      break;
+  }
+  if (!fits)
+    return op->emitError() << "the CUDA attention backward needs "
+                           << layout.size() << " bytes of shared memory for "
+                           << "head dims " << n.D << "/" << n.Dv
+                           << " (at most " << kMaxSharedBytes << ")";
+  return BackwardEmitter(op, w, p).emit(launch, layout.size());
+}
+
+} // namespace cuda_attention
+} // namespace kiln

@@ -1,0 +1,162 @@
+//===- CudaAttentionKernels.h - Flash attention kernels for CUDA ----------===//
+//
+// Internal to codegen/: the CUDA kernels of kiln.attention (forward,
+// CudaAttentionKernels.cpp) and kiln.attention_grad (backward,
+// CudaAttentionBackward.cpp), one kernel per op with its score and mask
+// regions inlined (codegen/AttentionRegionEmitter, shared with the CPU), and
+// the tile machinery both use: the tile plan (block sizes per head dim so the
+// shared memory fits), the dynamic shared memory layout, tile loads and tile
+// matrix products (tensor cores through nvcuda::wmma for bf16, a CUDA-core
+// loop for fp32 so fp32 stays fp32).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CUDAATTENTIONKERNELS_H
+#define KILN_CODEGEN_CUDAATTENTIONKERNELS_H
+
+#include "codegen/AttentionRegionEmitter.h"
+#include "codegen/CudaKernelEmitter.h"
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class KernelSourceWriter;
+
+// kiln.attention and kiln.attention_grad.
+bool hasAttentionCudaKernel(mlir::Operation *op);
+// Writes the kernel body and its launch (grid, 128 threads, dynamic shared
+// bytes); emits an error on the op on failure.
+mlir::LogicalResult emitAttentionCudaKernel(mlir::Operation *op,
+                                            KernelSourceWriter &w,
+                                            CudaLaunch &launch);
+
+namespace cuda_attention {
+
+// Threads per block of every attention kernel: 4 warps.
+constexpr int64_t kThreads = 128;
+constexpr int64_t kWarps = kThreads / 32;
+// Most dynamic shared memory a kernel may ask for: sm_80's 163 KiB opt-in
+// limit (sm_90: 227 KiB). TODO: sm_86/89/120 allow only 99 KiB; the plan
+// should take the artifact's smallest arch into account (today the runtime's
+// cuFuncSetAttribute fails there with a checked CUDA error).
+constexpr int64_t kMaxSharedBytes = 163 * 1024;
+
+// Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
+// v [B, KVH, S, Dv]; G query heads per kv head.
+struct Dims {
+  int64_t B, H, T, D, KVH, S, Dv, G;
+};
+Dims dimsOf(mlir::Operation *op);
+
+// How a kernel computes: element type of q/k/v and the tile shapes.
+struct TilePlan {
+  bool bf16 = false;   // bf16 tiles and tensor cores; else fp32 on CUDA cores
+  int64_t Br = 64;     // query rows per tile
+  int64_t Bc = 64;     // keys per tile
+  int64_t Dp = 0, Dvp = 0; // D and Dv rounded up to 16 (zero padded)
+  std::string elem() const { return bf16 ? "uint16_t" : "float"; }
+  int64_t elemBytes() const { return bf16 ? 2 : 4; }
+};
+
+// Named regions of one block's dynamic shared memory, each 32-byte aligned
+// (wmma loads and stores need 256-bit aligned pointers).
+class SharedLayout {
+public:
+  // Reserves `count` elements of C type `type` (`bytes` each); returns the
+  // region's byte offset.
+  int64_t add(const std::string &name, const std::string &type, int64_t count,
+              int64_t bytes);
+  // Regions added after `mark` start again at `mark` (a union of the two
+  // roles' regions); `size()` stays the maximum.
+  int64_t mark() const { return end; }
+  void rewind(int64_t offset) { end = offset; }
+  int64_t size() const { return peak; }
+  // `T* name = (T*)(smem + offset);` for every region.
+  void declare(KernelSourceWriter &w) const;
+
+private:
+  struct Region {
+    std::string name, type;
+    int64_t offset;
+  };
+  std::vector<Region> regions;
+  int64_t end = 0, peak = 0;
+};
+
+// Declares `unsigned char* smem`: the kernel's dynamic shared memory (a
+// static buffer under the test-only host emulation).
+void declareDynamicShared(KernelSourceWriter &w);
+
+// `#include <mma.h>` (once per artifact thanks to its guard; nothing under
+// the host emulation, which defines its own test-only nvcuda::wmma).
+void includeWmma(KernelSourceWriter &w);
+
+// Loads rows [row0, row0 + rows) of a [*, cols] global matrix at `src`
+// (element offset `base` of the first row of the whole matrix) into the
+// shared tile `dst` [rows, colsPadded]; rows at or past `limit` and columns
+// past `cols` are zero.
+void emitLoadTile(KernelSourceWriter &w, const TilePlan &plan,
+                  const std::string &dst, const std::string &src,
+                  const std::string &base, const std::string &row0,
+                  int64_t limit, int64_t rows, int64_t cols,
+                  int64_t colsPadded);
+
+// An operand of a tile product: element (r, c) of the logical matrix is
+// base[r * ld + c] (row major) or base[c * ld + r] (column major).
+struct TileOperand {
+  std::string base;
+  bool colMajor;
+  int64_t ld;
+};
+
+// c[M, N] (float, row major, dense) (+)= a[M, K] b[K, N] over the whole
+// block: wmma 16x16x16 tiles spread over the warps (bf16), or one thread per
+// output element summing k in order (fp32). M, N, K are multiples of 16.
+// Callers put a barrier between producing a or b and this, and between this
+// and reading c.
+void emitTileMatmul(KernelSourceWriter &w, const TilePlan &plan, int64_t M,
+                    int64_t N, int64_t K, const TileOperand &a,
+                    const TileOperand &b, const std::string &c,
+                    bool accumulate);
+
+// The region inputs of the kernels: b, h, i, j and s are in scope as
+// int64_t / float variables; captures are read from their buffers.
+AttentionRegionInputs regionInputs(KernelSourceWriter &w,
+                                   mlir::OperandRange captures);
+
+// Statements setting `int kept` (declared by the caller) to whether the
+// mask keeps (i, j); with no mask, `kept = 1`. Emits an error on failure.
+mlir::LogicalResult emitMaskTest(KernelSourceWriter &w, mlir::Operation *op,
+                                 mlir::Region &mask,
+                                 const AttentionRegionInputs &in);
+
+// The block-skip test at the top of a key/query block pair: every thread
+// evaluates the mask on its share of the (i, j) pairs of the [rows, cols]
+// tile (i = i0 + r < T, j = j0 + c < S) and the block agrees with
+// __syncthreads_or; `onSkip` runs when nothing is kept. Nothing is emitted
+// when the op has no mask (every in-range pair is kept).
+mlir::LogicalResult emitBlockSkip(KernelSourceWriter &w, mlir::Operation *op,
+                                  mlir::Region &mask,
+                                  const AttentionRegionInputs &in,
+                                  const Dims &n, int64_t rows, int64_t cols,
+                                  const std::string &onSkip);
+
+std::string str(int64_t v);
+void lines(KernelSourceWriter &w, llvm::ArrayRef<std::string> text);
+int64_t roundUp16(int64_t v);
+
+mlir::LogicalResult emitForward(mlir::Operation *op, KernelSourceWriter &w,
+                                CudaLaunch &launch);
+mlir::LogicalResult emitBackward(mlir::Operation *op, KernelSourceWriter &w,
+                                 CudaLaunch &launch);
+
+} // namespace cuda_attention
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CUDAATTENTIONKERNELS_H

@@ -1,0 +1,310 @@
+//===- CudaAttentionEmulationTest.cpp - CUDA attention vs CPU attention ---===//
+//
+// Runs the CUDA kernels of kiln.attention / kiln.attention_grad on the host
+// (CudaHostEmulation.h: a thread per CUDA thread, real barriers, shuffles,
+// __syncthreads_or, and a test-only nvcuda::wmma stand-in for the bf16
+// tensor-core path) and compares out, lse, dq, dk, dv and the capture
+// gradients with the CPU attention kernels (which the e2e attention oracle
+// checks against float64 PyTorch). Shapes are small and odd: T = 37 and
+// S = 53 (not multiples of any tile), head dim 80 (padded to 80, a multiple
+// of 16) or 72 (padded to 80), GQA (4 query heads on 2 kv heads), a mask with
+// per-sample lengths and a shifted causal band (rows 0..2 keep no key: out 0,
+// lse -inf, zero gradients; key tiles past a sample's length are skipped),
+// and a score with a learned per-head slope times |i - j| plus a per-key bias
+// (two floating captures with gradients, one integer capture without).
+//
+// Tolerances:
+//  - fp32: |cuda - cpu| <= 5e-5 * max(1, |cpu|). Both compute in float; the
+//    CUDA kernel rescales its online softmax per 64-key tile, splits dq/dk/dv
+//    over other tiles and reduces D_i across a warp, so sums are regrouped
+//    (over <= 53 keys and <= 80 dims: rounding well below 1e-5 relative).
+//  - bf16: |cuda - cpu| <= 3e-2 * max(1, |cpu|). The tensor-core path rounds
+//    P and scale * dS to bf16 (8 significant bits: 2^-9 relative each) before
+//    the P V, P^T dO, dS^T Q and dS K products, as FlashAttention does, and
+//    the outputs are bf16 themselves (one more 2^-9); the CPU keeps P and dS
+//    in float. Over <= 53 terms with |p| <= 1 that stays below ~1e-2.
+//    The backward runs on the CPU forward's out and lse on both backends:
+//    the capture gradients sum dS dscore/dslope over ~3000 pairs with
+//    weights |i - j| up to 50, so a bf16-rounding difference in out (through
+//    D_i = dO . out) would be amplified far past the per-pair error. The
+//    capture pass itself uses the fp32 dS.
+//  Non-finite values (lse = -inf) must match exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelRunner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <regex>
+
+namespace {
+
+using kiln::test::HostTensor;
+using kiln::test::KernelBackend;
+using kiln::test::KernelRunner;
+
+std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+// One attention op, forward (`backward` false: returns out, lse) or
+// backward (returns dq, dk, dv, dslope, dbias from out and lse passed in, so
+// both backends differentiate the same forward). q [2, 4, 37, D], k/v
+// [2, 2, 53, D]; `elem` is f32 or bf16 (bf16: the f32 arguments are
+// converted in and the results converted out, identically on both
+// backends).
+std::string attentionModule(int d, const std::string &elem, bool backward) {
+  std::string text = R"mlir(
+func.func @step(%qf: tensor<2x4x37xDxf32>, %kf: tensor<2x2x53xDxf32>, %vf: tensor<2x2x53xDxf32>,
+                %slope: tensor<4xf32>, %bias: tensor<53xf32>, %len: tensor<2xi32>EXTRA_ARGS)
+    -> (RESULT_TYPES) {
+CONVERT_IN
+BODY
+CONVERT_OUT
+  return RESULTS : RESULT_TYPES
+})mlir";
+  const std::string forward = R"mlir(
+  %out, %lse = kiln.attention %q, %k, %v captures(%slope, %bias, %len) {scale = 0.11 : f32}
+      : (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<4xf32>, tensor<53xf32>, tensor<2xi32>)
+      -> (tensor<2x4x37xDxE>, tensor<2x4x37xf32>)
+    score(%s: f32, %b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
+SCORE
+    }
+    mask(%b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
+MASK
+    })mlir";
+  const std::string grad = R"mlir(
+  %dq, %dk, %dv, %dslope, %dbias = kiln.attention_grad %q, %k, %v, %out, %lse, %dout captures(%slope, %bias, %len) {scale = 0.11 : f32}
+      : (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<2x4x37xDxE>, tensor<2x4x37xf32>, tensor<2x4x37xDxE>, tensor<4xf32>, tensor<53xf32>, tensor<2xi32>)
+      -> (tensor<2x4x37xDxE>, tensor<2x2x53xDxE>, tensor<2x2x53xDxE>, tensor<4xf32>, tensor<53xf32>)
+    score(%s: f32, %b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
+SCORE
+    }
+    mask(%b: index, %h: index, %i: index, %j: index, %c0: tensor<4xf32>, %c1: tensor<53xf32>, %c2: tensor<2xi32>) {
+MASK
+    })mlir";
+  // score = s - slope[h] * |i - j| + bias[j]
+  const std::string score = R"(      %sl = tensor.extract %c0[%h] : tensor<4xf32>
+      %bj = tensor.extract %c1[%j] : tensor<53xf32>
+      %ii = arith.index_cast %i : index to i64
+      %jj = arith.index_cast %j : index to i64
+      %dij = arith.subi %ii, %jj : i64
+      %df = arith.sitofp %dij : i64 to f32
+      %ad = math.absf %df : f32
+      %pen = arith.mulf %sl, %ad : f32
+      %t = arith.subf %s, %pen : f32
+      %r = arith.addf %t, %bj : f32
+      kiln.yield %r : f32)";
+  // keep = j < len[b] and j + 3 <= i
+  const std::string mask = R"(      %n = tensor.extract %c2[%b] : tensor<2xi32>
+      %jj = arith.index_cast %j : index to i32
+      %inlen = arith.cmpi slt, %jj, %n : i32
+      %c3 = arith.constant 3 : index
+      %j3 = arith.addi %j, %c3 : index
+      %band = arith.cmpi ule, %j3, %i : index
+      %keep = arith.andi %inlen, %band : i1
+      kiln.yield %keep : i1)";
+  // (name, shape) of the element-typed values converted in and out.
+  using Names = std::vector<std::pair<std::string, std::string>>;
+  Names in = {{"q", "2x4x37"}, {"k", "2x2x53"}, {"v", "2x2x53"}};
+  Names out;
+  std::string results, resultTypes, extraArgs;
+  if (backward) {
+    in.push_back({"out", "2x4x37"});
+    in.push_back({"dout", "2x4x37"});
+    extraArgs = ", %outf: tensor<2x4x37xDxf32>, %lse: tensor<2x4x37xf32>, "
+                "%doutf: tensor<2x4x37xDxf32>";
+    out = {{"dq", "2x4x37"}, {"dk", "2x2x53"}, {"dv", "2x2x53"}};
+    results = "%dq_r, %dk_r, %dv_r, %dslope, %dbias";
+    resultTypes = "tensor<2x4x37xDxf32>, tensor<2x2x53xDxf32>, "
+                  "tensor<2x2x53xDxf32>, tensor<4xf32>, tensor<53xf32>";
+  } else {
+    out = {{"out", "2x4x37"}};
+    results = "%out_r, %lse";
+    resultTypes = "tensor<2x4x37xDxf32>, tensor<2x4x37xf32>";
+  }
+  std::string convertIn, convertOut;
+  auto shape = [&](const std::string &dims, const std::string &e) {
+    return "tensor<" + dims + "xDx" + e + ">";
+  };
+  for (const auto &[name, dims] : in)
+    convertIn += elem == "bf16"
+                     ? "  %" + name + " = kiln.convert %" + name + "f : " +
+                           shape(dims, "f32") + " -> " + shape(dims, "bf16") +
+                           "\n"
+                     : "";
+  for (const auto &[name, dims] : out)
+    convertOut += elem == "bf16"
+                      ? "  %" + name + "_r = kiln.convert %" + name + " : " +
+                            shape(dims, "bf16") + " -> " + shape(dims, "f32") +
+                            "\n"
+                      : "";
+  auto replace = [&](const std::string &from, const std::string &to) {
+    text = std::regex_replace(text, std::regex(from), to);
+  };
+  replace("EXTRA_ARGS", extraArgs);
+  replace("RESULT_TYPES", resultTypes);
+  replace("RESULTS", results);
+  replace("CONVERT_IN", convertIn);
+  replace("CONVERT_OUT", convertOut);
+  replace("BODY", backward ? grad : forward);
+  replace("SCORE", score);
+  replace("MASK", mask);
+  if (elem != "bf16") {
+    // No conversions: the arguments and results are the op's own values.
+    for (const auto &[name, dims] : in)
+      replace("%" + name + "f\\b", "%" + name);
+    for (const auto &[name, dims] : out)
+      replace("%" + name + "_r\\b", "%" + name);
+  }
+  replace("xD", "x" + std::to_string(d));
+  replace("xE>", "x" + elem + ">");
+  return text;
+}
+
+// Runs `module` on both backends; expects every result within `tolerance`
+// (relative, at least 1 in magnitude) and non-finite values equal.
+std::vector<HostTensor> expectSame(const std::string &module,
+                                   const std::vector<HostTensor> &args,
+                                   double tolerance,
+                                   const std::vector<const char *> &names) {
+  KernelRunner cpu(module, KernelBackend::Cpu);
+  KernelRunner cuda(module, KernelBackend::CudaEmulated);
+  EXPECT_TRUE(cpu.ok()) << cpu.error();
+  EXPECT_TRUE(cuda.ok()) << cuda.error();
+  if (!cpu.ok() || !cuda.ok())
+    return {};
+  std::vector<HostTensor> expected = cpu.run(args);
+  std::vector<HostTensor> actual = cuda.run(args);
+  EXPECT_EQ(actual.size(), expected.size());
+  for (size_t r = 0; r < expected.size() && r < actual.size(); ++r) {
+    SCOPED_TRACE(names[r]);
+    EXPECT_EQ(actual[r].f.size(), expected[r].f.size());
+    int mismatches = 0;
+    for (size_t k = 0; k < expected[r].f.size() && mismatches < 10; ++k) {
+      float e = expected[r].f[k], a = actual[r].f[k];
+      bool same = std::isfinite(e)
+                      ? std::fabs(a - e) <= tolerance * std::max(1.0f, std::fabs(e))
+                      : (std::isnan(e) ? std::isnan(a) : a == e);
+      EXPECT_TRUE(same) << "element " << k << ": " << a << " vs " << e;
+      mismatches += !same;
+    }
+  }
+  return actual;
+}
+
+void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
+  std::vector<HostTensor> args = {
+      HostTensor::floats(randomFloats(2 * 4 * 37 * d, 1, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 2, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 3)),
+      HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
+      HostTensor::floats(randomFloats(53, 5)),
+      // sample 0 sees 40 keys (its last key tile is skipped), sample 1 11.
+      HostTensor::ints({40, 11})};
+  std::vector<HostTensor> fwd = expectSame(attentionModule(d, elem, false), args,
+                                           tolerance, {"out", "lse"});
+  ASSERT_EQ(fwd.size(), 2u);
+  // The shifted band leaves rows 0..2 without a key: out 0, lse -inf.
+  for (int bh = 0; bh < 8; ++bh)
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(fwd[1].f[bh * 37 + i], -INFINITY);
+      for (int c = 0; c < d; ++c)
+        EXPECT_EQ(fwd[0].f[(bh * 37 + i) * d + c], 0.0f);
+    }
+
+  // The backward of the CPU forward's out and lse on both backends.
+  KernelRunner cpuForward(attentionModule(d, elem, false), KernelBackend::Cpu);
+  ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
+  std::vector<HostTensor> cpuOut = cpuForward.run(args);
+  args.push_back(cpuOut[0]);
+  args.push_back(cpuOut[1]);
+  args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)));
+  std::vector<HostTensor> bwd =
+      expectSame(attentionModule(d, elem, true), args, tolerance,
+                 {"dq", "dk", "dv", "dslope", "dbias"});
+  ASSERT_EQ(bwd.size(), 5u);
+  // Rows without a key get zero dq.
+  for (int bh = 0; bh < 8; ++bh)
+    for (int i = 0; i < 3; ++i)
+      for (int c = 0; c < d; ++c)
+        EXPECT_EQ(bwd[0].f[(bh * 37 + i) * d + c], 0.0f);
+  // The learned slope and the bias get non-zero gradients (the comparison
+  // would pass vacuously if both backends dropped them).
+  double slopeNorm = 0.0, biasNorm = 0.0;
+  for (float g : bwd[3].f)
+    slopeNorm += std::fabs(g);
+  for (float g : bwd[4].f)
+    biasNorm += std::fabs(g);
+  EXPECT_GT(slopeNorm, 1e-3);
+  EXPECT_GT(biasNorm, 1e-3);
+}
+
+TEST(CudaAttentionEmulated, Fp32HeadDim80) { expectAttentionMatches(80, "f32", 5e-5); }
+
+TEST(CudaAttentionEmulated, Fp32HeadDim72Padded) { expectAttentionMatches(72, "f32", 5e-5); }
+
+TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
+  expectAttentionMatches(80, "bf16", 3e-2);
+}
+
+// No score or mask region (plain softmax attention: no block-skip test, no
+// capture gradients), Dv != D, 2 query heads on 1 kv head, bf16 tensor
+// cores. Forward and backward in one step here: the backward has no capture
+// gradients to amplify a difference in out.
+TEST(CudaAttentionEmulated, Bf16PlainDvNotD) {
+  const std::string module = R"mlir(
+func.func @step(%qf: tensor<1x2x20x48xf32>, %kf: tensor<1x1x33x48xf32>, %vf: tensor<1x1x33x32xf32>,
+                %doutf: tensor<1x2x20x32xf32>)
+    -> (tensor<1x2x20x32xf32>, tensor<1x2x20xf32>, tensor<1x2x20x48xf32>, tensor<1x1x33x48xf32>, tensor<1x1x33x32xf32>) {
+  %q = kiln.convert %qf : tensor<1x2x20x48xf32> -> tensor<1x2x20x48xbf16>
+  %k = kiln.convert %kf : tensor<1x1x33x48xf32> -> tensor<1x1x33x48xbf16>
+  %v = kiln.convert %vf : tensor<1x1x33x32xf32> -> tensor<1x1x33x32xbf16>
+  %dout = kiln.convert %doutf : tensor<1x2x20x32xf32> -> tensor<1x2x20x32xbf16>
+  %out, %lse = kiln.attention %q, %k, %v {scale = 0.144 : f32}
+      : (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>)
+      -> (tensor<1x2x20x32xbf16>, tensor<1x2x20xf32>)
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.144 : f32}
+      : (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>, tensor<1x2x20x32xbf16>, tensor<1x2x20xf32>, tensor<1x2x20x32xbf16>)
+      -> (tensor<1x2x20x48xbf16>, tensor<1x1x33x48xbf16>, tensor<1x1x33x32xbf16>)
+  %out_r = kiln.convert %out : tensor<1x2x20x32xbf16> -> tensor<1x2x20x32xf32>
+  %dq_r = kiln.convert %dq : tensor<1x2x20x48xbf16> -> tensor<1x2x20x48xf32>
+  %dk_r = kiln.convert %dk : tensor<1x1x33x48xbf16> -> tensor<1x1x33x48xf32>
+  %dv_r = kiln.convert %dv : tensor<1x1x33x32xbf16> -> tensor<1x1x33x32xf32>
+  return %out_r, %lse, %dq_r, %dk_r, %dv_r
+      : tensor<1x2x20x32xf32>, tensor<1x2x20xf32>, tensor<1x2x20x48xf32>, tensor<1x1x33x48xf32>, tensor<1x1x33x32xf32>
+})mlir";
+  std::vector<HostTensor> results = expectSame(
+      module,
+      {HostTensor::floats(randomFloats(2 * 20 * 48, 11, -2, 2)),
+       HostTensor::floats(randomFloats(33 * 48, 12, -2, 2)),
+       HostTensor::floats(randomFloats(33 * 32, 13)),
+       HostTensor::floats(randomFloats(2 * 20 * 32, 14))},
+      3e-2, {"out", "lse", "dq", "dk", "dv"});
+  ASSERT_EQ(results.size(), 5u);
+  for (float l : results[1].f)
+    EXPECT_TRUE(std::isfinite(l)); // every row keeps every key
+}
+
+// The emitted kernels are deterministic by construction: no floating-point
+// atomics anywhere in the source.
+TEST(CudaAttentionEmulated, NoFloatAtomics) {
+  KernelRunner cuda(attentionModule(80, "bf16", true), KernelBackend::CudaEmulated);
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  for (const auto &kernel : cuda.kernels()) {
+    if (kernel.ops.find("attention") == std::string::npos)
+      continue;
+    EXPECT_EQ(kernel.source.find("atomic"), std::string::npos) << kernel.source;
+  }
+}
+
+} // namespace
