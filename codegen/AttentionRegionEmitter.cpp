@@ -266,15 +266,6 @@ void AttentionRegionEmitter::markActive() {
   }
 }
 
-bool AttentionRegionEmitter::hasCaptureGrads() {
-  markActive();
-  for (Operation &op : block.without_terminator())
-    if (auto extract = dyn_cast<tensor::ExtractOp>(op))
-      if (extract.getType().isF32() && !extract.getResult().use_empty())
-        return true;
-  return false;
-}
-
 FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward(
     const AttentionRegionInputs &inputs, StringRef result, StringRef seed,
     StringRef ds, const CaptureGradHook &captureGrad) {

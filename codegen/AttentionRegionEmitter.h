@@ -69,10 +69,6 @@ public:
                llvm::StringRef seed, llvm::StringRef ds,
                const CaptureGradHook &captureGrad);
 
-  // True if some floating capture's gradient can be nonzero (the score
-  // reads it and the yield depends on it).
-  bool hasCaptureGrads();
-
 private:
   mlir::LogicalResult emitOp(mlir::Operation &op,
                              const AttentionRegionInputs &inputs,

@@ -7,6 +7,12 @@
 // [T, S] tensor. Included by KilnOps.td (same generated files); parser,
 // printer and verifiers in ir/KilnAttentionOps.cpp, VJP in ir/KilnVJP.cpp.
 //
+// C++: `b.create<AttentionOp>(loc, outType, lseType, q, k, v, captures,
+// b.getF32FloatAttr(scale))` makes the op with both regions empty (identity
+// score, keep all); fill one with `b.createBlock(&op.getScore(), {}, types,
+// locs)` and end it with `kiln.yield`. AttentionGradOp likewise (result
+// types dq, dk, dv, then one per floating capture).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_ATTENTION_OPS_TD
