@@ -194,7 +194,7 @@ bool walkScoreChain(Value x, AttentionCandidate &c, std::string &why) {
     tries = {def->getOperand(0), def->getOperand(1)};
   } else if (isa<SubOp, CausalMaskOp>(def)) {
     tries = {def->getOperand(0)};
-  } else if (auto transpose = dyn_cast<TransposeOp>(def)) {
+  } else if (isa<TransposeOp>(def)) {
     why = "the softmax runs over a transposed score (" + describeOp(def) +
           "), not over the key dimension of q @ kᵀ";
     return false;
