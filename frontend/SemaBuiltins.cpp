@@ -39,6 +39,7 @@ static const BuiltinSignature kBuiltins[] = {
     {"mean", 1, 2, "mean(x) or mean(x, [dims])"},
     {"rms", 1, 1, "rms(x)"},
     {"cross_entropy", 2, 2, "cross_entropy(logits, targets)"},
+    {"length_mask", 2, 2, "length_mask(lengths, n)"},
 };
 
 static const BuiltinSignature *findBuiltin(const std::string &name) {
@@ -108,6 +109,47 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       return std::nullopt;
     return tensor(NodeKind::Iota, {},
                   TensorType{{n->number.intValue}, ElementType::I32});
+  }
+
+  // length_mask(lengths [...] integer, n) -> [..., n] f32: 0 where
+  // j < lengths, -inf elsewhere (added to logits, padding gets probability
+  // 0). Built from existing ops, so no new kernel or VJP: row r of
+  // causal_mask(zeros [n + 1, n]) is -inf exactly where j >= r (its
+  // diagonal is shifted by S - T = -1), and gathering that table by the
+  // lengths picks one row per sample. A length outside [0, n] reads zeros
+  // (the gather's out-of-range rule): every position kept, which is what a
+  // length above n means.
+  if (fn == "length_mask") {
+    std::optional<Value> lengths = arg(0);
+    if (!lengths)
+      return std::nullopt;
+    if (!lengths->isTensor() || typeOf(lengths->node).isFloat()) {
+      error(argLoc(0), "length_mask needs an integer tensor of lengths, got " +
+                           (lengths->isTensor()
+                                ? formatType(typeOf(lengths->node))
+                                : "the number " + lengths->number.str()));
+      return std::nullopt;
+    }
+    std::optional<Value> n = arg(1);
+    if (!n)
+      return std::nullopt;
+    if (n->isTensor() || !n->number.isInteger || n->number.intValue <= 0) {
+      error(argLoc(1), "length_mask(lengths, n) needs a positive "
+                       "compile-time integer n");
+      return std::nullopt;
+    }
+    int64_t width = n->number.intValue;
+    TensorType out = typeOf(lengths->node);
+    out.element = ElementType::F32;
+    out.shape.push_back(width);
+    if (!checkTensorSize({width + 1, width}, argLoc(1)) ||
+        !checkTensorSize(out.shape, e.loc))
+      return std::nullopt;
+    TensorType tableType{{width + 1, width}, ElementType::F32};
+    int zeros = addSplat(0.0, tableType, e.loc);
+    Value table = tensor(NodeKind::CausalMask, {zeros}, tableType, {},
+                         -std::numeric_limits<double>::infinity());
+    return tensor(NodeKind::Embedding, {table.node, lengths->node}, out);
   }
 
   std::optional<Value> x = arg(0);

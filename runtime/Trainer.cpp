@@ -306,9 +306,18 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       tensors.push_back(std::move(view));
     }
     std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
-    if (!data_.tsp) { // TSP batches are reproducible from --seed instead
+    if (!data_.tsp) {
       tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
       tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
+    } else { // the (last) micro-batch of step 1, for an oracle to rerun it
+      const int64_t rows = artifact.batch();
+      const int64_t nMax = int64_t(tspBatch_.targets.size()) / rows;
+      tensors.push_back({"input:coords", TensorDType::kF32, {rows, nMax, 2},
+                         tspBatch_.coords.data()});
+      tensors.push_back({"input:lengths", TensorDType::kI32, {rows},
+                         tspBatch_.lengths.data()});
+      tensors.push_back({"input:targets", TensorDType::kI32, {rows, nMax},
+                         tspBatch_.targets.data()});
     }
     KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveGradsPath, tensors));
   }
@@ -393,6 +402,9 @@ StatusOr<TrainSummary> TrainingRun::run() {
     summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
                                       artifact.gradAccum() * summary_.stepsThisRun) /
                                totalSeconds_;
+    summary_.samplesPerSecond =
+        double(artifact.batch() * artifact.gradAccum() * summary_.stepsThisRun) /
+        totalSeconds_;
     summary_.flopsPerSecond =
         artifact.root().flops_per_step() * summary_.stepsThisRun / totalSeconds_;
   }

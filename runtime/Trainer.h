@@ -25,6 +25,9 @@ struct TrainSummary {
   int64_t stepsThisRun = 0;   // steps run by this process
   double finalLoss = 0;
   double tokensPerSecond = 0; // over this run's steps, kernel compilation excluded
+  // Samples (batch rows, times accumulation) per second, same window: the
+  // throughput of models whose "tokens" are padded slots, e.g. TSP cities.
+  double samplesPerSecond = 0;
   double flopsPerSecond = 0;  // model FLOPs (Artifact.flops_per_step) per
                               // second; 0 when the artifact does not say
   bool kernelCacheHit = false;

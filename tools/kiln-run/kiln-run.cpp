@@ -65,9 +65,9 @@ int main(int argc, char **argv) {
     std::fprintf(summary->failed ? stderr : stdout, "kiln-run: %s%s\n",
                  summary->failed ? "error: " : "",
                  summary->stopReason.c_str());
-  std::printf("final loss %.6f after %lld steps, %.0f tokens/s",
+  std::printf("final loss %.6f after %lld steps, %.0f tokens/s, %.1f samples/s",
               summary->finalLoss, static_cast<long long>(summary->steps),
-              summary->tokensPerSecond);
+              summary->tokensPerSecond, summary->samplesPerSecond);
   if (summary->flopsPerSecond > 0)
     std::printf(", %.2f GFLOP/s", summary->flopsPerSecond * 1e-9);
   if (summary->skippedSteps > 0)
