@@ -237,9 +237,9 @@ int runCompiler(const DriverOptions &options) {
     // --no-fusion and --no-pad-dims keep their phase (its dump and
     // --compile-to stop) but run nothing in it: the references for fused =
     // unfused and padded = unpadded.
-    // The cuda target has no kiln.attention kernels yet: it keeps the
-    // hand-written softmax attention (attention.txt says so).
-    bool attentionMatch = options.attentionMatch && options.target != "cuda";
+    // Both targets have kiln.attention kernels (CPU flash loops, CUDA flash
+    // kernels), so the match runs unless --no-attention-match.
+    bool attentionMatch = options.attentionMatch;
     bool skipped =
         (options.noFusion && phase.name == kFusionPhase) ||
         (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName) ||
@@ -254,9 +254,7 @@ int runCompiler(const DriverOptions &options) {
       return kUserError;
     if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kAttentionMatchPhaseName &&
         failed(writeAttentionReport(*module, options.dumpPhasesTo,
-                                    skipped ? (options.attentionMatch ? "the cuda target has no attention kernels yet"
-                                                                      : "--no-attention-match")
-                                            : "")))
+                                    skipped ? "--no-attention-match" : "")))
       return kUserError;
     ++index;
     if (phase.name == options.compileTo)
