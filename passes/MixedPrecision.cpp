@@ -27,6 +27,18 @@
 //  - layer_norm's normalized output and GELU's output are read by GEMMs
 //    only (in GPT-style blocks): their one bf16 copy serves the forward GEMM
 //    and the backward weight-gradient GEMM, so the fp32 value dies at once.
+//  - Attention: q, k, v are read in bf16 (the flash kernels' tensor-core
+//    inputs; the same shared converts as GEMM operands), kiln.attention's
+//    out is stored in bf16 (it is a GEMM input, the output projection, and
+//    attention_grad keeps it), lse stays f32 (a log-sum-exp: bf16 would
+//    shift every recomputed probability by up to ~0.4%). attention_grad
+//    reads bf16 q, k, v, out and a bf16 copy of dout, and writes dq, dk, dv
+//    in bf16: the kernels accumulate them in fp32, and in a transformer
+//    their only readers are views, concats and the projection's backward
+//    GEMMs, which would round them to bf16 anyway, so the rounding happens
+//    once either way and the tensors are half the size. Gradients of
+//    captured tensors (a learned bias slope) stay f32: they go to the
+//    optimizer like every parameter gradient.
 //  - Stays fp32: the residual stream (what layer_norm reads and its backward
 //    keeps: it accumulates many small updates, which bf16's 8-bit mantissa
 //    would drop), layer_norm mean/rstd, the logits, the loss and metrics,
@@ -52,6 +64,11 @@
 //     is reused, or one is made right after the value's definition.
 //  5. An operand that is already bf16 is left alone; integer or f16 GEMMs
 //     are not touched.
+//  6. Every f32 kiln.attention (before step 4, so the GEMMs share its
+//     converts): q, k, v read as in step 4, out becomes bf16 and its fp32
+//     readers read a widening convert; every f32 kiln.attention_grad reads
+//     the bf16 forms of q, k, v, out, dout and produces bf16 dq, dk, dv
+//     (fp32 readers read their widening).
 //
 //===----------------------------------------------------------------------===//
 
@@ -196,6 +213,7 @@ public:
   void run() {
     roundForwardGemmResults();
     storeActivationsInBf16();
+    convertAttention();
     convertGemmOperands();
   }
 
@@ -281,6 +299,51 @@ private:
     }
     copies[value] = copy;
     return copy;
+  }
+
+  /// Makes `result` bf16: GEMMs read it as is, every other reader reads a
+  /// widening convert -- except attention_grad, which reads it in bf16.
+  static void storeResultInBf16(Value result) {
+    auto type = cast<RankedTensorType>(result.getType());
+    result.setType(type.clone(BFloat16Type::get(result.getContext())));
+    SmallVector<OpOperand *> gradReaders;
+    for (OpOperand &use : result.getUses())
+      if (isa<AttentionGradOp>(use.getOwner()))
+        gradReaders.push_back(&use);
+    readWidened(result, result, nullptr);
+    for (OpOperand *use : gradReaders)
+      use->set(result);
+  }
+
+  /// Step 6.
+  void convertAttention() {
+    SmallVector<AttentionOp> forwardOps;
+    SmallVector<AttentionGradOp> gradOps;
+    func.walk([&](Operation *op) {
+      if (auto attention = dyn_cast<AttentionOp>(op);
+          attention && isF32Tensor(attention.getQ()))
+        forwardOps.push_back(attention);
+      if (auto grad = dyn_cast<AttentionGradOp>(op);
+          grad && isF32Tensor(grad.getQ()))
+        gradOps.push_back(grad);
+    });
+    for (AttentionOp attention : forwardOps) {
+      for (OpOperand *operand : {&attention.getQMutable(),
+                                 &attention.getKMutable(),
+                                 &attention.getVMutable()})
+        operand->set(bf16Copy(operand->get()));
+      storeResultInBf16(attention.getOut());
+    }
+    for (AttentionGradOp grad : gradOps) {
+      // out is the forward's (now widened) result; dout an f32 gradient.
+      for (OpOperand *operand :
+           {&grad.getQMutable(), &grad.getKMutable(), &grad.getVMutable(),
+            &grad.getOutMutable(), &grad.getDoutMutable()})
+        if (isF32Tensor(operand->get()))
+          operand->set(bf16Copy(operand->get()));
+      for (Value result : {grad.getDq(), grad.getDk(), grad.getDv()})
+        storeResultInBf16(result);
+    }
   }
 
   void convertGemmOperands() {

@@ -204,6 +204,10 @@ def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
       the logits cross_entropy reads; their readers read a widening convert;
     - bias adds of forward GEMMs and softmax outputs are stored in bf16 and
       read (forward and backward) through a widening convert;
+    - `kiln.attention` reads bf16 q, k, v (the GEMM operands' shared
+      converts) and writes a bf16 out (lse stays f32); `kiln.attention_grad`
+      reads them and a bf16 copy of dout and writes bf16 dq, dk, dv (f32
+      readers read a widening convert; capture gradients stay f32);
     - the residual stream (layer_norm inputs), layer_norm mean/rstd, the
       logits, the loss, metrics, gradients, master weights and optimizer state
       stay f32.

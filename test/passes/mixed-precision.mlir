@@ -210,3 +210,71 @@ module attributes {kiln.train = {precision = "bf16"}} {
     return %y, %dw : tensor<2x4x16xf32>, tensor<8x16xf32>
   }
 }
+
+// -----
+
+// Tests that precision = bf16 runs attention in bf16: q, k, v are read as
+// bf16 converts made right after their definitions and shared by the
+// forward and the backward; out is bf16 (read widened by the f32 reduction,
+// in bf16 by attention_grad), lse stays f32; attention_grad reads a bf16
+// copy of dout and writes bf16 dq, dk, dv (widened for the f32 results),
+// and the learned slope's gradient stays f32.
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x2x5x8xf32> {{.*}}, %[[K:[^:]*]]: tensor<1x1x7x8xf32> {{.*}}, %[[V:[^:]*]]: tensor<1x1x7x8xf32> {{.*}}, %[[SL:[^:]*]]: tensor<2xf32> {{.*}}, %[[DO:[^:]*]]: tensor<1x2x5x8xf32>
+// CHECK-DAG: %[[QB:.*]] = kiln.convert %[[Q]] : tensor<1x2x5x8xf32> -> tensor<1x2x5x8xbf16>
+// CHECK-DAG: %[[KB:.*]] = kiln.convert %[[K]] : tensor<1x1x7x8xf32> -> tensor<1x1x7x8xbf16>
+// CHECK-DAG: %[[VB:.*]] = kiln.convert %[[V]] : tensor<1x1x7x8xf32> -> tensor<1x1x7x8xbf16>
+// CHECK-DAG: %[[DOB:.*]] = kiln.convert %[[DO]] : tensor<1x2x5x8xf32> -> tensor<1x2x5x8xbf16>
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = kiln.attention %[[QB]], %[[KB]], %[[VB]] captures(%[[SL]]) {{.*}} : (tensor<1x2x5x8xbf16>, tensor<1x1x7x8xbf16>, tensor<1x1x7x8xbf16>, tensor<2xf32>) -> (tensor<1x2x5x8xbf16>, tensor<1x2x5xf32>)
+// CHECK: %[[OW:.*]] = kiln.convert %[[OUT]] : tensor<1x2x5x8xbf16> -> tensor<1x2x5x8xf32>
+// CHECK-NEXT: kiln.reduce_sum %[[OW]]
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]], %[[DS:.*]] = kiln.attention_grad %[[QB]], %[[KB]], %[[VB]], %[[OUT]], %[[LSE]], %[[DOB]] captures(%[[SL]]) {{.*}} -> (tensor<1x2x5x8xbf16>, tensor<1x1x7x8xbf16>, tensor<1x1x7x8xbf16>, tensor<2xf32>)
+// CHECK-DAG: %[[DQW:.*]] = kiln.convert %[[DQ]] : tensor<1x2x5x8xbf16> -> tensor<1x2x5x8xf32>
+// CHECK-DAG: %[[DKW:.*]] = kiln.convert %[[DK]] : tensor<1x1x7x8xbf16> -> tensor<1x1x7x8xf32>
+// CHECK-DAG: %[[DVW:.*]] = kiln.convert %[[DV]] : tensor<1x1x7x8xbf16> -> tensor<1x1x7x8xf32>
+// CHECK: return %{{.*}}, %[[DQW]], %[[DKW]], %[[DVW]], %[[DS]] :
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @attention(%q: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "q"},
+                       %k: tensor<1x1x7x8xf32> {kiln.role = "input", kiln.name = "k"},
+                       %v: tensor<1x1x7x8xf32> {kiln.role = "input", kiln.name = "v"},
+                       %slope: tensor<2xf32> {kiln.role = "param", kiln.name = "slope"},
+                       %dout: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "dout"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<1x2x5x8xf32> {kiln.role = "grad", kiln.name = "q"},
+          tensor<1x1x7x8xf32> {kiln.role = "grad", kiln.name = "k"},
+          tensor<1x1x7x8xf32> {kiln.role = "grad", kiln.name = "v"},
+          tensor<2xf32> {kiln.role = "grad", kiln.name = "slope"}) {
+    %out, %lse = kiln.attention %q, %k, %v captures(%slope) {scale = 0.125 : f32}
+        : (tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<2xf32>)
+        -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+      score(%s: f32, %b: index, %h: index, %i: index, %j: index, %c0: tensor<2xf32>) {
+        %sl = tensor.extract %c0[%h] : tensor<2xf32>
+        %r = arith.mulf %s, %sl : f32
+        kiln.yield %r : f32
+      }
+    %loss = kiln.reduce_sum %out dims = [0, 1, 2, 3] : tensor<1x2x5x8xf32> -> tensor<f32>
+    %dq, %dk, %dv, %ds = kiln.attention_grad %q, %k, %v, %out, %lse, %dout captures(%slope) {scale = 0.125 : f32}
+        : (tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5xf32>, tensor<1x2x5x8xf32>, tensor<2xf32>)
+        -> (tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<2xf32>)
+      score(%s: f32, %b: index, %h: index, %i: index, %j: index, %c0: tensor<2xf32>) {
+        %sl = tensor.extract %c0[%h] : tensor<2xf32>
+        %r = arith.mulf %s, %sl : f32
+        kiln.yield %r : f32
+      }
+    return %loss, %dq, %dk, %dv, %ds : tensor<f32>, tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<2xf32>
+  }
+}
+
+// -----
+
+// Tests that fp32 leaves attention in f32 (no converts).
+// CHECK-LABEL: func.func @attention_fp32
+// CHECK-NOT: kiln.convert
+// CHECK: kiln.attention %{{.*}} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32>, tensor<1x1x4xf32>)
+// CHECK-NOT: kiln.convert
+module attributes {kiln.train = {precision = "fp32"}} {
+  func.func @attention_fp32(%q: tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32> {kiln.role = "loss"}) {
+    %out, %lse = kiln.attention %q, %q, %q {scale = 0.125 : f32}
+        : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32>, tensor<1x1x4xf32>)
+    return %out : tensor<1x1x4x8xf32>
+  }
+}
