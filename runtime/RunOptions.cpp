@@ -336,7 +336,9 @@ std::string runUsageText() {
           "\n"
           "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
           "(compiled kernel cache, default ~/.cache/kiln), KILN_CUDA_LIB_DIR\n"
-          "(where libcuda, NVRTC and cuBLASLt are looked for first), NO_COLOR.\n"
+          "(where libcuda, NVRTC and cuBLASLt are looked for first),\n"
+          "KILN_CUDA_INCLUDE_DIR (CUDA headers for NVRTC, default the include/\n"
+          "beside KILN_CUDA_LIB_DIR, then /usr/local/cuda/include), NO_COLOR.\n"
           "Exit status: 0 success (also after SIGINT/SIGTERM, which checkpoint\n"
           "and stop), 1 error, a failed gradient check or a run stopped by\n"
           "non-finite steps, 2 bad usage.\n";

@@ -40,14 +40,40 @@ struct ProgramGuard {
   }
 };
 
-// The CUDA headers generated kernels may include (cuda_bf16.h, ...): NVRTC
-// has only a few built in, so the toolkit's include directory is passed when
-// present ($KILN_CUDA_INCLUDE_DIR overrides).
+// The CUDA headers generated kernels may include (cuda_bf16.h, and mma.h
+// for the bf16 attention kernels' WMMA tiles): NVRTC has only a few built
+// in, so the toolkit's include directory is passed when found:
+// $KILN_CUDA_INCLUDE_DIR, else the include/ beside $KILN_CUDA_LIB_DIR (a
+// toolkit's lib64/ or lib/, where NVRTC itself was found), else
+// /usr/local/cuda/include.
 std::string cudaIncludeDir() {
   if (const char *env = std::getenv("KILN_CUDA_INCLUDE_DIR"); env && *env)
     return env;
+  if (const char *lib = std::getenv("KILN_CUDA_LIB_DIR"); lib && *lib) {
+    std::string dir = lib;
+    while (dir.size() > 1 && dir.back() == '/')
+      dir.pop_back();
+    std::string include = dir.substr(0, dir.rfind('/') + 1) + "include";
+    if (fileExists(include + "/cuda_runtime.h"))
+      return include;
+  }
   if (isDirectory("/usr/local/cuda/include"))
     return "/usr/local/cuda/include";
+  return "";
+}
+
+// A toolkit header `source` includes that the include directory lacks
+// ("" when none is missing): NVRTC would fail with "cannot open source
+// file", which does not say where kiln looked or how to point it elsewhere.
+std::string missingToolkitHeader(const std::string &source,
+                                 const std::string &includeDir) {
+  for (const char *header : {"mma.h", "cuda_bf16.h", "cuda_fp16.h"}) {
+    if (source.find(std::string("#include <") + header + ">") ==
+        std::string::npos)
+      continue;
+    if (includeDir.empty() || !fileExists(includeDir + "/" + header))
+      return header;
+  }
   return "";
 }
 
@@ -143,6 +169,15 @@ StatusOr<NvrtcOutput> Nvrtc::compile(const std::string &source,
   if (!isCudaArch(arch))
     return invalidArgument("'", arch, "' is not a CUDA architecture "
                            "(expected e.g. sm_80 or sm_90a)");
+  std::string includeDir = cudaIncludeDir();
+  if (std::string header = missingToolkitHeader(source, includeDir);
+      !header.empty())
+    return notFound(fileName, " includes <", header,
+                    ">, a CUDA toolkit header NVRTC does not carry, and ",
+                    includeDir.empty() ? std::string("no toolkit include directory was found")
+                                       : "'" + includeDir + "' does not have it",
+                    " (set $KILN_CUDA_INCLUDE_DIR to the toolkit's include "
+                    "directory, or $KILN_CUDA_LIB_DIR to its lib64)");
   const Functions &f = *fn_;
   ProgramGuard guard{f.destroyProgram};
   if (nvrtcResult r = f.createProgram(&guard.program, source.c_str(),

@@ -201,6 +201,75 @@ TEST_F(CudaJitTest, UnknownArchIsRefused) {
 
 // Device functions get their own "Function properties" block; their
 // frame must not be charged to the entry that was compiled before them.
+// A kernel with a WMMA tile, as the bf16 attention kernels have: needs the
+// toolkit's <mma.h>, which NVRTC does not carry built in.
+const char *kWmmaKernel = R"(
+#include <mma.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void wmma_tile(void* const* __restrict__ buffers) {
+  using namespace nvcuda;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::store_matrix_sync((float*)buffers[0], acc, 16, wmma::mem_row_major);
+}
+)";
+
+// Sets an environment variable for one scope, restoring it after.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old, had_ = true;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST_F(CudaJitTest, WmmaKernelFindsTheToolkitHeaders) {
+  auto result = nvrtc_->compile(kWmmaKernel, "wmma.cu", "sm_80");
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  expectCubin(result->cubin);
+}
+
+// $KILN_CUDA_LIB_DIR=<toolkit>/lib64 makes <toolkit>/include the include
+// directory; one without <mma.h> is a clear error naming the header, the
+// directory and the variables, not NVRTC's "cannot open source file".
+TEST_F(CudaJitTest, MissingToolkitHeaderIsAClearError) {
+  std::string toolkit = test::makeTempDir();
+  ASSERT_TRUE(createDirectories(toolkit + "/include").ok());
+  ASSERT_TRUE(createDirectories(toolkit + "/lib64").ok());
+  std::ofstream(toolkit + "/include/cuda_runtime.h") << "// stub\n";
+  {
+    ScopedEnv lib("KILN_CUDA_LIB_DIR", toolkit + "/lib64/");
+    ScopedEnv include("KILN_CUDA_INCLUDE_DIR", "");
+    auto result = nvrtc_->compile(kWmmaKernel, "wmma.cu", "sm_80");
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), StatusCode::kNotFound);
+    EXPECT_THAT(result.status().message(),
+                HasSubstr("wmma.cu includes <mma.h>, a CUDA toolkit header"));
+    EXPECT_THAT(result.status().message(),
+                HasSubstr("'" + toolkit + "/include' does not have it"));
+    EXPECT_THAT(result.status().message(), HasSubstr("KILN_CUDA_INCLUDE_DIR"));
+  }
+  {
+    ScopedEnv include("KILN_CUDA_INCLUDE_DIR", toolkit + "/lib64");
+    auto result = nvrtc_->compile(kWmmaKernel, "wmma.cu", "sm_80");
+    ASSERT_FALSE(result.ok());
+    EXPECT_THAT(result.status().message(),
+                HasSubstr("'" + toolkit + "/lib64' does not have it"));
+  }
+}
+
 TEST(PtxasReportTest, AttributesNumbersToTheRightEntry) {
   std::string log =
       "ptxas info    : 0 bytes gmem\n"
