@@ -437,26 +437,11 @@ LogicalResult emitBackward(Operation *operation, KernelSourceWriter &w,
                            CudaLaunch &launch) {
   auto op = cast<k::AttentionGradOp>(operation);
   Dims n = dimsOf(op);
-  TilePlan p;
-  p.bf16 = cast<RankedTensorType>(op.getQ().getType()).getElementType()
-               .isBF16();
-  p.Dp = roundUp16(n.D);
-  p.Dvp = roundUp16(n.Dv);
-  SharedLayout layout;
-  bool fits = false;
-  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
-                        {32, 32}, {32, 16}, {16, 16}}) {
-    p.Br = br;
-    p.Bc = bc;
-    layout = backwardLayout(p);
-    if ((fits = layout.size() <= kMaxSharedBytes))
-      break;
-  }
-  if (!fits)
-    return op->emitError() << "the CUDA attention backward needs "
-                           << layout.size() << " bytes of shared memory for "
-                           << "head dims " << n.D << "/" << n.Dv
-                           << " (at most " << kMaxSharedBytes << ")";
+  FailureOr<PlannedTiles> tiles = chooseTiles(op, n, "backward", backwardLayout);
+  if (failed(tiles))
+    return failure();
+  const TilePlan &p = tiles->plan;
+  const SharedLayout &layout = tiles->layout;
   return BackwardEmitter(op, w, p).emit(launch, layout.size());
 }
 

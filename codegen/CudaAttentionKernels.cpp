@@ -53,6 +53,29 @@ void lines(KernelSourceWriter &w, ArrayRef<std::string> text) {
 
 int64_t roundUp16(int64_t v) { return (v + 15) / 16 * 16; }
 
+FailureOr<PlannedTiles>
+chooseTiles(Operation *op, const Dims &n, StringRef pass,
+            function_ref<SharedLayout(const TilePlan &)> layoutOf) {
+  PlannedTiles t;
+  t.plan.bf16 = cast<RankedTensorType>(op->getOperand(0).getType())
+                    .getElementType()
+                    .isBF16();
+  t.plan.Dp = roundUp16(n.D);
+  t.plan.Dvp = roundUp16(n.Dv);
+  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
+                        {32, 32}, {32, 16}, {16, 16}}) {
+    t.plan.Br = br;
+    t.plan.Bc = bc;
+    t.layout = layoutOf(t.plan);
+    if (t.layout.size() <= kMaxSharedBytes)
+      return t;
+  }
+  return op->emitError() << "the CUDA attention " << pass << " needs "
+                         << t.layout.size() << " bytes of shared memory for "
+                         << "head dims " << n.D << "/" << n.Dv << " (at most "
+                         << kMaxSharedBytes << ")";
+}
+
 Dims dimsOf(Operation *op) {
   ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
   ArrayRef<int64_t> k = shapeOf(op->getOperand(1));
@@ -253,26 +276,11 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
                           CudaLaunch &launch) {
   auto op = cast<k::AttentionOp>(operation);
   Dims n = dimsOf(op);
-  TilePlan p;
-  p.bf16 = cast<RankedTensorType>(op.getQ().getType()).getElementType()
-               .isBF16();
-  p.Dp = roundUp16(n.D);
-  p.Dvp = roundUp16(n.Dv);
-  SharedLayout layout;
-  bool fits = false;
-  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
-                        {32, 32}, {32, 16}, {16, 16}}) {
-    p.Br = br;
-    p.Bc = bc;
-    layout = forwardLayout(p);
-    if ((fits = layout.size() <= kMaxSharedBytes))
-      break;
-  }
-  if (!fits)
-    return op->emitError() << "the CUDA attention forward needs "
-                           << layout.size() << " bytes of shared memory for "
-                           << "head dims " << n.D << "/" << n.Dv
-                           << " (at most " << kMaxSharedBytes << ")";
+  FailureOr<PlannedTiles> tiles = chooseTiles(op, n, "forward", forwardLayout);
+  if (failed(tiles))
+    return failure();
+  const TilePlan &p = tiles->plan;
+  const SharedLayout &layout = tiles->layout;
   int64_t qTiles = (n.T + p.Br - 1) / p.Br;
   launch = {static_cast<uint32_t>(n.B * n.H * qTiles),
             static_cast<uint32_t>(kThreads),

@@ -151,6 +151,18 @@ std::string str(int64_t v);
 void lines(KernelSourceWriter &w, llvm::ArrayRef<std::string> text);
 int64_t roundUp16(int64_t v);
 
+// The tile plan of a forward or backward kernel (`pass`): q/k/v's element
+// type, D and Dv padded to 16, and the largest of the tiles 64x64, 64x32,
+// 32x32, 32x16, 16x16 (Br x Bc) whose shared memory, as `layoutOf` lays it
+// out, fits kMaxSharedBytes. When none fits: an error on `op`.
+struct PlannedTiles {
+  TilePlan plan;
+  SharedLayout layout;
+};
+mlir::FailureOr<PlannedTiles>
+chooseTiles(mlir::Operation *op, const Dims &n, llvm::StringRef pass,
+            llvm::function_ref<SharedLayout(const TilePlan &)> layoutOf);
+
 mlir::LogicalResult emitForward(mlir::Operation *op, KernelSourceWriter &w,
                                 CudaLaunch &launch);
 mlir::LogicalResult emitBackward(mlir::Operation *op, KernelSourceWriter &w,
