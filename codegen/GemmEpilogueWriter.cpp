@@ -4,6 +4,10 @@
 // GemmCall (artifact.fbs, GemmEpilogue) by the shape of its epilogue:
 //   matmul, broadcast, add          -> Bias       (bias: the broadcast vector)
 //   matmul, broadcast, add, gelu    -> BiasGelu   (aux: the add, when yielded)
+//   the bf16 forms of these two (bf16 operands, f32 matmul result):
+//   matmul, broadcast, convert (bias bf16 -> f32), add, convert (-> bf16)
+//     [, gelu (of the f32 sum), convert (-> bf16)] -> Bias / BiasGelu with
+//     C, aux and bias in bf16 (aux: the rounded sum, when yielded)
 //   matmul, gelu                    -> Gelu       (aux: the matmul, when yielded)
 //   matmul, gelu_grad               -> Dgelu      (aux: gelu_grad's input)
 //   matmul, gelu_grad, reduce_sum   -> DgeluBgrad (bias: the sum, written)
@@ -77,24 +81,51 @@ LogicalResult ArtifactWriter::planGemmFusion(k::FusionOp fusion) {
   schema::GemmEpilogue epilogue = schema::GemmEpilogue_None;
 
   if (auto bcast = dyn_cast_or_null<k::BroadcastOp>(opAt(0))) {
-    auto add = dyn_cast_or_null<k::AddOp>(opAt(1));
+    // bf16 D (the bf16 form of --kiln-fuse-gemm-epilogue): the bf16 bias is
+    // widened, the sum and the gelu are rounded once each to bf16.
+    auto roundOf = [&](Value v, size_t at) -> k::ConvertOp {
+      auto convert = dyn_cast_or_null<k::ConvertOp>(opAt(at));
+      return convert && convert.getInput() == v ? convert : nullptr;
+    };
+    size_t at = 1;
+    Value biasValue = bcast.getResult();
+    if (auto widen = roundOf(biasValue, at)) {
+      biasValue = widen.getResult();
+      ++at;
+    }
+    auto add = dyn_cast_or_null<k::AddOp>(opAt(at++));
     if (!add || !isArg(bcast.getInput()) ||
-        !((add.getLhs() == p && add.getRhs() == bcast.getResult()) ||
-          (add.getRhs() == p && add.getLhs() == bcast.getResult())))
+        !((add.getLhs() == p && add.getRhs() == biasValue) ||
+          (add.getRhs() == p && add.getLhs() == biasValue)))
       return unknown();
+    bool bf16 = biasValue != bcast.getResult();
     biasIn = bcast.getInput();
     c = add.getResult();
+    Value sum = c; // what gelu reads
+    if (bf16) {
+      k::ConvertOp store = roundOf(c, at++);
+      if (!store)
+        return unknown();
+      c = store.getResult();
+    }
     epilogue = schema::GemmEpilogue_Bias;
-    if (auto gelu = dyn_cast_or_null<k::GeluOp>(opAt(2))) {
-      if (gelu.getInput() != c || rest.size() != 3)
+    if (auto gelu = dyn_cast_or_null<k::GeluOp>(opAt(at))) {
+      ++at;
+      if (gelu.getInput() != sum)
         return unknown();
       epilogue = schema::GemmEpilogue_BiasGelu;
       if (yielded(c))
         auxOut = c;
       c = gelu.getResult();
-    } else if (rest.size() != 2) {
-      return unknown();
+      if (bf16) {
+        k::ConvertOp store = roundOf(c, at++);
+        if (!store)
+          return unknown();
+        c = store.getResult();
+      }
     }
+    if (rest.size() != at)
+      return unknown();
   } else if (auto gelu = dyn_cast_or_null<k::GeluOp>(opAt(0))) {
     if (gelu.getInput() != p || rest.size() != 1)
       return unknown();

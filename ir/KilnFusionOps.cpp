@@ -68,11 +68,14 @@ LogicalResult FusionOp::verifyGemmBody() {
       return op.emitOpError()
              << "is a second kiln.matmul in a kiln.fusion of kind gemm (one "
                 "GEMM call per kernel)";
-    if (!isa<BroadcastOp, AddOp, GeluOp, GeluGradOp, ReduceSumOp>(op))
+    // kiln.convert: a bf16 GEMM's epilogue widens its bf16 bias and rounds
+    // the sums it stores.
+    if (!isa<BroadcastOp, AddOp, GeluOp, GeluGradOp, ReduceSumOp, ConvertOp>(
+            op))
       return op.emitOpError()
              << "cannot be in the epilogue of a kiln.fusion of kind gemm "
-                "(only kiln.broadcast, kiln.add, kiln.gelu, kiln.gelu_grad and "
-                "kiln.reduce_sum)";
+                "(only kiln.broadcast, kiln.add, kiln.convert, kiln.gelu, "
+                "kiln.gelu_grad and kiln.reduce_sum)";
   }
   return success();
 }

@@ -61,11 +61,27 @@ bool isF32(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType().isF32();
 }
 
+bool isBf16(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
+}
+
+// The only reader of `v` when it is a kiln.convert to `f32` (else to bf16),
+// or null.
+ConvertOp soleConvert(Value v, bool toF32) {
+  if (!v.hasOneUse())
+    return nullptr;
+  auto convert = dyn_cast<ConvertOp>(*v.getUsers().begin());
+  if (!convert || (toF32 ? !isF32(convert.getResult())
+                         : !isBf16(convert.getResult())))
+    return nullptr;
+  return convert;
+}
+
 // Why `matmul` cannot carry an epilogue ("" when it can): codegen makes one
 // GEMM matrix of it only when the batch folds into the rows (shared rank-2
 // rhs, untransposed lhs) or there is no batch.
-std::string whyNoEpilogue(MatmulOp matmul) {
-  if (!isF32(matmul.getResult()))
+std::string whyNoEpilogue(MatmulOp matmul, bool bf16Result = false) {
+  if (!isF32(matmul.getResult()) && !(bf16Result && isBf16(matmul.getResult())))
     return "the GEMM result is not f32";
   ArrayRef<int64_t> res = shapeOf(matmul.getResult());
   int64_t batch = 1;
@@ -141,9 +157,13 @@ public:
       if (auto matmul = dyn_cast<MatmulOp>(op))
         matmuls.push_back(matmul);
     SmallVector<GemmGroup> groups;
-    // 1 and 2: the matmul's own result.
-    for (MatmulOp matmul : matmuls)
-      if (std::optional<GemmGroup> group = matchResultEpilogue(matmul)) {
+    // 1 and 2: the matmul's own result. A bf16 match replaces the matmul
+    // by its fp32-accumulator twin.
+    for (MatmulOp &matmul : matmuls)
+      if (std::optional<GemmGroup> group = isBf16(matmul.getResult())
+                                               ? matchBf16Epilogue(matmul)
+                                               : matchResultEpilogue(matmul)) {
+        matmul = group->matmul;
         claimed.insert(matmul);
         groups.push_back(*group);
       }
@@ -317,6 +337,145 @@ private:
                  .str());
       return std::nullopt;
     }
+    return group;
+  }
+
+  // 1c. A bf16 GEMM (precision = bf16): P = matmul(bf16, bf16) -> bf16,
+  // read only as W = convert(P) -> f32, S = add(W, broadcast(bias [N] f32)),
+  // read only as Sb = convert(S) -> bf16; + gelu when Sb is read by a
+  // convert G -> f32 that a gelu reads, whose only reader is a convert to
+  // bf16 (Gb). The group computes what cuBLASLt computes with a bf16 D:
+  // the fp32 accumulator plus the bias, rounded once (Sb), and the gelu of
+  // the unrounded sum, rounded once (Gb) -- not the product rounded to bf16
+  // before the add, nor the gelu of the rounded sum. cuBLASLt takes the bias
+  // in D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: "the same
+  // type as the elements of output matrix" outside IMMA and fp8), so the
+  // bias is rounded to bf16 outside the kernel and widened inside it.
+  std::optional<GemmGroup> matchBf16Epilogue(MatmulOp matmul) {
+    Value p = matmul.getResult();
+    if (!isBf16(matmul.getLhs()) || !isBf16(matmul.getRhs()))
+      return std::nullopt;
+    ConvertOp widen = soleConvert(p, /*toF32=*/true);
+    if (!widen || !widen.getResult().hasOneUse())
+      return std::nullopt;
+    auto add = dyn_cast<AddOp>(*widen.getResult().getUsers().begin());
+    if (!add)
+      return std::nullopt;
+    if (std::string why = whyNoEpilogue(matmul, /*bf16Result=*/true);
+        !why.empty()) {
+      refuse(matmul, add, why);
+      return std::nullopt;
+    }
+    Value w = widen.getResult();
+    Value other = add.getLhs() == w ? add.getRhs() : add.getLhs();
+    if (!rowBias(other) || add.getLhs() == add.getRhs() ||
+        !isF32(other.getDefiningOp<BroadcastOp>().getInput())) {
+      refuse(matmul, add,
+             "the other operand is not a [N] f32 vector broadcast along the "
+             "rows (a bias per output column)");
+      return std::nullopt;
+    }
+    ConvertOp store = soleConvert(add.getResult(), /*toF32=*/false);
+    if (!store) {
+      refuse(matmul, add,
+             "the bf16 GEMM's bias sum is read other than by one rounding "
+             "to bf16, and the GEMM stores only its rounded result");
+      return std::nullopt;
+    }
+    SmallVector<Operation *> members{matmul, widen, add, store};
+    if (Operation *early = earlyReader(members)) {
+      refuse(matmul, add,
+             (early->getName().getStringRef() + " at " +
+              modelLocation(early->getLoc()) +
+              " reads a value of the group before the fused GEMM would run")
+                 .str());
+      return std::nullopt;
+    }
+    // + gelu: Sb -> convert G -> gelu g -> convert Gb.
+    ConvertOp geluIn;
+    GeluOp gelu;
+    ConvertOp geluOut;
+    for (Operation *user : store.getResult().getUsers()) {
+      auto g = dyn_cast<ConvertOp>(user);
+      if (!g || !isF32(g.getResult()))
+        continue;
+      for (Operation *u : g.getResult().getUsers())
+        if (auto candidate = dyn_cast<GeluOp>(u)) {
+          geluIn = g;
+          gelu = candidate;
+          break;
+        }
+      if (gelu)
+        break;
+    }
+    if (gelu) {
+      geluOut = soleConvert(gelu.getResult(), /*toF32=*/false);
+      // aux: the rounded sum, when anything but this gelu reads it.
+      bool needsAux = !store.getResult().hasOneUse() ||
+                      !geluIn.getResult().hasOneUse();
+      // G is moved after the group when something else (the backward's
+      // gelu_grad) reads it: it widens the aux output.
+      SmallVector<Operation *> trial(members);
+      trial.append({geluIn, gelu});
+      if (geluOut)
+        trial.push_back(geluOut);
+      if (!geluOut)
+        refuse(matmul, gelu,
+               "the gelu's f32 result is read other than by one rounding to "
+               "bf16, and the GEMM stores only its rounded result");
+      else if (needsAux && !auxLdOk(store.getResult()))
+        refuse(matmul, gelu,
+               "the gelu input is read again (an aux output) and cuBLASLt "
+               "needs its N divisible by 8");
+      else if (Operation *early = earlyReader(trial))
+        refuse(matmul, gelu,
+               (early->getName().getStringRef() + " at " +
+                modelLocation(early->getLoc()) +
+                " reads the gelu input before the gelu runs")
+                   .str());
+      else
+        members = trial;
+      if (members.size() != trial.size())
+        gelu = nullptr;
+    }
+
+    // Rewrite into the fp32-accumulator form, next to the add (every
+    // operand of the chain is defined by then):
+    //   P32 = matmul(...) -> f32; b16 = convert(bias) -> bf16 (outside);
+    //   bb = broadcast(b16); bw = convert(bb) -> f32; S' = add(P32, bw);
+    //   Sb = convert(S') -> bf16 [; g = gelu(S'); Gb = convert(g) -> bf16]
+    auto bcast = other.getDefiningOp<BroadcastOp>();
+    OpBuilder builder(add);
+    Operation *wide = builder.clone(*matmul);
+    auto resultType = cast<RankedTensorType>(p.getType());
+    wide->getResult(0).setType(
+        resultType.clone(builder.getF32Type()));
+    auto biasType = cast<RankedTensorType>(bcast.getInput().getType());
+    auto bias16 = builder.create<ConvertOp>(
+        bcast.getLoc(), biasType.clone(builder.getBF16Type()), bcast.getInput());
+    Operation *bb = builder.clone(*bcast);
+    bb->setOperand(0, bias16.getResult());
+    bb->getResult(0).setType(
+        cast<RankedTensorType>(other.getType()).clone(builder.getBF16Type()));
+    auto bw = builder.create<ConvertOp>(bcast.getLoc(), other.getType(),
+                                        bb->getResult(0));
+    Operation *sum = builder.clone(*add);
+    sum->setOperands({wide->getResult(0), bw.getResult()});
+    add.getResult().replaceAllUsesWith(sum->getResult(0));
+    GemmGroup group{cast<MatmulOp>(wide), {bb, bw, sum, store}, nullptr, 0};
+    if (gelu) {
+      gelu->setOperand(0, sum->getResult(0));
+      group.epilogue.append({gelu, geluOut});
+      if (geluIn.getResult().use_empty())
+        geluIn->erase();
+      else
+        geluIn->moveAfter(geluOut);
+    }
+    add->erase();
+    widen->erase();
+    matmul->erase();
+    if (bcast->use_empty())
+      bcast->erase();
     return group;
   }
 

@@ -446,7 +446,8 @@ Status checkEpilogueBuffer(const schema::Artifact &artifact,
                            const std::string &where,
                            const schema::GemmCall &gemm, const char *field,
                            int32_t index, bool used, bool optional,
-                           int64_t elements, bool written) {
+                           int64_t elements, bool written,
+                           schema::DType dtype) {
   const char *epilogue = schema::EnumNameGemmEpilogue(gemm.epilogue());
   if (!used) {
     if (index != -1)
@@ -464,12 +465,13 @@ Status checkEpilogueBuffer(const schema::Artifact &artifact,
                            field, " is buffer ", index,
                            ", but the artifact has ", count, " buffers");
   const schema::Buffer &buffer = *artifact.buffers()->Get(index);
-  if (buffer.dtype() != schema::DType_F32 || infos[index].elements != elements)
+  if (buffer.dtype() != dtype || infos[index].elements != elements)
     return invalidArgument(
         where, ": GemmCall epilogue ", epilogue, " ", field, " (buffer ",
         index, " '", bufferName(buffer), "') has ", infos[index].elements,
         " elements of ", schema::EnumNameDType(buffer.dtype()), ", expected ",
-        elements, " of F32 (m=", gemm.m(), " n=", gemm.n(), ")");
+        elements, " of ", schema::EnumNameDType(dtype), " (m=", gemm.m(),
+        " n=", gemm.n(), ")");
   // C is written while the epilogue reads or writes this buffer, and a
   // written one must not clobber A or B.
   uint32_t storage = infos[index].storage;
@@ -508,12 +510,27 @@ Status checkGemmEpilogue(const schema::Artifact &artifact,
   bool readsAux = e == schema::GemmEpilogue_Dgelu ||
                   e == schema::GemmEpilogue_DgeluBgrad;
   int64_t biasElements = e == schema::GemmEpilogue_BgradA ? gemm.m() : gemm.n();
+  // A BF16 C (bf16 operands, fp32 accumulation): cuBLASLt takes the bias
+  // and the GELU aux in D's type (cublasLt.h, BIAS_DATA_TYPE and
+  // EPILOGUE_AUX_DATA_TYPE: other types only for IMMA and fp8), and Kiln
+  // emits only the forward epilogues in that form.
+  schema::DType dtype = schema::DType_F32;
+  if (gemm.c() < artifact.buffers()->size() &&
+      artifact.buffers()->Get(gemm.c())->dtype() == schema::DType_BF16 &&
+      e != schema::GemmEpilogue_None) {
+    if (e != schema::GemmEpilogue_Bias && e != schema::GemmEpilogue_BiasGelu)
+      return invalidArgument(where, ": GemmCall epilogue ",
+                             schema::EnumNameGemmEpilogue(e),
+                             " with a BF16 C (only Bias and BiasGelu have a "
+                             "bf16 form)");
+    dtype = schema::DType_BF16;
+  }
   KILN_RETURN_IF_ERROR(checkEpilogueBuffer(
       artifact, infos, where, gemm, "bias", gemm.bias(),
-      readsBias || writesBias, false, biasElements, writesBias));
+      readsBias || writesBias, false, biasElements, writesBias, dtype));
   KILN_RETURN_IF_ERROR(checkEpilogueBuffer(
       artifact, infos, where, gemm, "aux", gemm.aux(), readsAux || writesAux,
-      writesAux, gemm.m() * gemm.n(), writesAux));
+      writesAux, gemm.m() * gemm.n(), writesAux, dtype));
   return okStatus();
 }
 

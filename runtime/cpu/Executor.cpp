@@ -99,6 +99,19 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   e.c = call.gemm.c;
   e.bias = g->bias() >= 0 ? arena.as<float>(g->bias()) : nullptr;
   e.aux = g->aux() >= 0 ? arena.as<float>(g->aux()) : nullptr;
+  // With a bf16 C the verifier allows only Bias / BiasGelu, with a bf16
+  // bias (widened before the epilogue) and a bf16 aux (written in fp32
+  // scratch, rounded with C): the epilogue runs on the fp32 accumulator.
+  if (call.bf16C && g->bias() >= 0) {
+    call.bf16Bias = arena.as<const uint16_t>(g->bias());
+    call.wideBias.resize(g->n());
+    e.bias = call.wideBias.data();
+  }
+  if (call.bf16C && g->aux() >= 0) {
+    call.bf16Aux = arena.as<uint16_t>(g->aux());
+    call.wideAux.resize(static_cast<size_t>(g->m()) * g->n());
+    e.aux = call.wideAux.data();
+  }
   e.m = call.gemm.m;
   e.n = call.gemm.n;
   e.k = call.gemm.k;
@@ -165,11 +178,15 @@ void Executor::call(const Call &call) {
                 g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
                 g.c + b * g.strideC, g.n);
   }
+  if (call.bf16Bias)
+    widenBf16(call.bf16Bias, call.wideBias.data(), call.wideBias.size());
   applyGemmEpilogue(call.epilogue);
   if (call.bf16C)
     for (int64_t b = 0; b < g.batch; ++b)
       narrowToBf16(g.c + b * g.strideC, call.bf16C + b * g.strideC,
                    static_cast<size_t>(g.m) * g.n);
+  if (call.bf16Aux)
+    narrowToBf16(call.wideAux.data(), call.bf16Aux, call.wideAux.size());
 }
 
 } // namespace kiln::rt::cpu

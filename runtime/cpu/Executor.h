@@ -68,6 +68,11 @@ private:
     // each result is rounded to nearest even into bf16C.
     uint16_t *bf16C = nullptr;
     mutable std::vector<float> wideC;
+    // With a bf16 C: the epilogue's bf16 bias (widened before it) and bf16
+    // aux (fp32 scratch, rounded after it).
+    const uint16_t *bf16Bias = nullptr;
+    uint16_t *bf16Aux = nullptr;
+    mutable std::vector<float> wideBias, wideAux;
   };
 
   struct Program {

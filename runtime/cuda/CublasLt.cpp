@@ -93,7 +93,7 @@ cublasLtEpilogue_t ltEpilogue(LtEpilogue kind) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// EPILOGUE, BIAS_POINTER + BIAS_DATA_TYPE (fp32), EPILOGUE_AUX_POINTER +
+// EPILOGUE, BIAS_POINTER + BIAS_DATA_TYPE (fp32, or bf16 with a bf16 D), EPILOGUE_AUX_POINTER +
 // EPILOGUE_AUX_LD, as the epilogue uses them.
 Status setEpilogue(const CublasLt &lt, cublasLtMatmulDesc_t desc,
                    const ColumnMajorEpilogue &e, CUdeviceptr bias,
@@ -107,7 +107,7 @@ Status setEpilogue(const CublasLt &lt, cublasLtMatmulDesc_t desc,
       "cublasLtMatmulDescSetAttribute(EPILOGUE)", where));
   if (e.bias >= 0) {
     const void *pointer = reinterpret_cast<const void *>(bias);
-    cudaDataType_t type = CUDA_R_32F;
+    cudaDataType_t type = e.biasBf16 ? CUDA_R_16BF : CUDA_R_32F;
     KILN_RETURN_IF_ERROR(lt.check(
         lt.cublasLtMatmulDescSetAttribute(
             desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)),

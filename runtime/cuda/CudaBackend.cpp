@@ -274,7 +274,8 @@ Status CudaBackend::Impl::resolvePrograms() {
       for (ColumnMajorMatrix *m : {&layout.first, &layout.second, &layout.result})
         m->bf16 = artifact.buffer(m->buffer).dtype() == schema::DType_BF16;
       // The epilogue's bias / aux buffers (verified: present when used).
-      ColumnMajorEpilogue epilogue = toColumnMajorEpilogue(*g);
+      ColumnMajorEpilogue epilogue =
+          toColumnMajorEpilogue(*g, layout.result.bf16);
       CUdeviceptr bias = g->bias() >= 0 ? devicePointer(g->bias()) : 0;
       CUdeviceptr aux = g->aux() >= 0 ? devicePointer(g->aux()) : 0;
       KILN_ASSIGN_OR_RETURN(call.gemm,

@@ -95,11 +95,20 @@ struct ColumnMajorEpilogue {
   bool biasWritten = false;
   int32_t aux = -1;        // buffer of CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
   int64_t auxLd = 0;       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (elements)
+  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: bf16 with a bf16 D (32F compute),
+  // else fp32. cublasLt.h: bias elements have D's type (other types only
+  // for IMMA and fp8 kernels). The GELU aux takes D's type by default
+  // (EPILOGUE_AUX_DATA_TYPE is for fp8 only), so it is left unset.
+  bool biasBf16 = false;
 };
 
-inline ColumnMajorEpilogue toColumnMajorEpilogue(const schema::GemmCall &g) {
+// `bf16D`: the GemmCall's C buffer is BF16 (the verifier then allows only
+// Bias / BiasGelu, with bf16 bias and aux).
+inline ColumnMajorEpilogue toColumnMajorEpilogue(const schema::GemmCall &g,
+                                                 bool bf16D = false) {
   const uint64_t M = g.m(), N = g.n();
   ColumnMajorEpilogue e;
+  e.biasBf16 = bf16D && g.bias() >= 0;
   e.bias = g.bias();
   e.aux = g.aux();
   e.auxLd = g.aux() >= 0 ? static_cast<int64_t>(N) : 0;

@@ -208,3 +208,82 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>,
   %d = kiln.gelu_grad %s, %dy : tensor<4x12xf32>
   return %g, %d : tensor<4x12xf32>, tensor<4x12xf32>
 }
+
+// -----
+
+// Tests that a bf16 GEMM (precision = bf16: bf16 product widened, f32 bias
+// added, the sum rounded to bf16) becomes one "gemm" kernel on the fp32
+// accumulator: the matmul now yields f32, the bias is rounded to bf16 outside
+// (cuBLASLt reads it in D's type) and widened inside, and the sum is rounded
+// once; the gelu reads the unrounded sum, and the rounded sum is yielded as
+// the aux output that the backward's widening convert reads after the kernel.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[B16:.*]] = kiln.convert %arg2 : tensor<16xf32> -> tensor<16xbf16>
+// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %[[B16]])
+// CHECK-NEXT: ^bb0(%[[X:[^:]*]]: tensor<2x4x8xbf16>, %[[W:[^:]*]]: tensor<8x16xbf16>, %[[B:[^:]*]]: tensor<16xbf16>):
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[X]], %[[W]] : tensor<2x4x8xbf16>, tensor<8x16xbf16> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[BB:.*]] = kiln.broadcast %[[B]] dims = [2] : tensor<16xbf16> -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[BW:.*]] = kiln.convert %[[BB]] : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[P]], %[[BW]] : tensor<2x4x16xf32>
+// CHECK-NEXT: %[[SB:.*]] = kiln.convert %[[S]] : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[S]] : tensor<2x4x16xf32>
+// CHECK-NEXT: %[[GB:.*]] = kiln.convert %[[G]] : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+// CHECK-NEXT: kiln.yield %[[SB]], %[[GB]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[GI:.*]] = kiln.convert %[[F]]#0 : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+// CHECK: kiln.gelu_grad %[[GI]], %arg3
+// CHECK: return %[[F]]#1
+func.func @step(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>,
+                %dy: tensor<2x4x16xf32>) -> (tensor<2x4x16xbf16>, tensor<2x4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<2x4x8xbf16>, tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+  %bb = kiln.broadcast %b dims = [2] : tensor<16xf32> -> tensor<2x4x16xf32>
+  %pw = kiln.convert %p : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %s = kiln.add %pw, %bb : tensor<2x4x16xf32>
+  %sb = kiln.convert %s : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %gi = kiln.convert %sb : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %g = kiln.gelu %gi : tensor<2x4x16xf32>
+  %gb = kiln.convert %g : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %d = kiln.gelu_grad %gi, %dy : tensor<2x4x16xf32>
+  return %gb, %d : tensor<2x4x16xbf16>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that a bf16 GEMM with a bias only becomes a "gemm" kernel yielding
+// just the rounded sum, and that nothing is left of the unfused chain.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[B16:.*]] = kiln.convert %arg2 : tensor<16xf32> -> tensor<16xbf16>
+// CHECK-NEXT: %[[F:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %[[B16]])
+// CHECK: kiln.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: kiln.yield %{{.*}} : tensor<4x16xbf16>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]
+func.func @step(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>)
+    -> tensor<4x16xbf16> {
+  %p = kiln.matmul %x, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+  %pw = kiln.convert %p : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %s = kiln.add %bb, %pw : tensor<4x16xf32>
+  %sb = kiln.convert %s : tensor<4x16xf32> -> tensor<4x16xbf16>
+  return %sb : tensor<4x16xbf16>
+}
+
+// -----
+
+// Tests that a bf16 GEMM whose f32 bias sum is also read unrounded is not
+// fused (the kernel stores only the rounded sum), with the reason recorded,
+// and that the unfused chain is left as it was.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.matmul {{.*}}kiln.not_fused = "into kiln.add at {{.*}} as a GEMM epilogue: the bf16 GEMM's bias sum is read other than by one rounding to bf16
+// CHECK-SAME: -> tensor<4x16xbf16>
+// CHECK-NOT: kiln.fusion
+func.func @step(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+  %pw = kiln.convert %p : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %s = kiln.add %pw, %bb : tensor<4x16xf32>
+  %sb = kiln.convert %s : tensor<4x16xf32> -> tensor<4x16xbf16>
+  return %sb, %s : tensor<4x16xbf16>, tensor<4x16xf32>
+}

@@ -356,6 +356,52 @@ TEST(ArtifactTest, GemmBf16ResultNeedsBf16Operands) {
                         "expected F32"));
 }
 
+// A bf16 GEMM (bf16 A, B and C) with an epilogue, as precision = bf16
+// fuses them: only Bias / BiasGelu, with the bias and aux in C's type
+// (cuBLASLt takes them in D's type). Built as a copy of the bigram's dW GEMM
+// (step 3: op(A) = x^T, 16x16 from k = 8) over new bf16 buffers.
+ArtifactSpec bf16EpilogueArtifact(schema::GemmEpilogue epilogue,
+                                  schema::DType biasType) {
+  ArtifactSpec spec = bigramArtifact(2, 4, 16);
+  auto add = [&](const char *name, schema::DType dtype,
+                 std::vector<int64_t> shape) {
+    spec.buffers.push_back(
+        {name, schema::BufferRole_Activation, dtype, std::move(shape)});
+    return static_cast<int32_t>(spec.buffers.size() - 1);
+  };
+  int32_t a = add("a16", schema::DType_BF16, {8, 16});
+  int32_t b = add("b16", schema::DType_BF16, {8, 16});
+  int32_t c = add("c16", schema::DType_BF16, {16, 16});
+  int32_t bias = add("bias", biasType, {16});
+  auto gemm = spec.schedule[3];
+  gemm.gemm.a = a;
+  gemm.gemm.b = b;
+  gemm.gemm.c = c;
+  gemm.gemm.epilogue = epilogue;
+  gemm.gemm.bias = bias;
+  spec.schedule.push_back(gemm);
+  return spec;
+}
+
+TEST(ArtifactTest, GemmBf16EpilogueBiasTakesCsType) {
+  EXPECT_TRUE(loadSpec(bf16EpilogueArtifact(schema::GemmEpilogue_Bias,
+                                            schema::DType_BF16))
+                  .ok());
+  EXPECT_THAT(loadSpec(bf16EpilogueArtifact(schema::GemmEpilogue_Bias,
+                                            schema::DType_F32))
+                  .message(),
+              HasSubstr("epilogue Bias bias (buffer 19 'bias') has 16 "
+                        "elements of F32, expected 16 of BF16"));
+}
+
+TEST(ArtifactTest, GemmBf16EpilogueOnlyForwardForms) {
+  EXPECT_THAT(loadSpec(bf16EpilogueArtifact(schema::GemmEpilogue_BgradB,
+                                            schema::DType_BF16))
+                  .message(),
+              HasSubstr("GemmCall epilogue BgradB with a BF16 C (only Bias "
+                        "and BiasGelu have a bf16 form)"));
+}
+
 TEST(ArtifactTest, GemmNonPositiveDims) {
   ArtifactSpec spec = bigramArtifact(2, 4, 16);
   spec.schedule[1].gemm.k = 0;

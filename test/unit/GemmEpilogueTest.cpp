@@ -282,5 +282,29 @@ TEST(GemmEpilogueLtTest, EnumAndLengths) {
   EXPECT_EQ(epilogueOf(schema::GemmEpilogue_DgeluBgrad, 4).biasLength, 16u);
 }
 
+// A bf16 D (precision = bf16): the bias takes D's type, an fp32 D keeps an
+// fp32 bias; the GELU aux keeps its D-typed default and its ld.
+TEST(GemmEpilogueLtTest, Bf16DTakesBf16Bias) {
+  auto epilogueOf = [](GemmEpilogue kind, int bias, int aux, bool bf16D) {
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(schema::CreateGemmCall(fbb, 0, 1, 2, /*m=*/6, /*n=*/16, 4, 1,
+                                      false, false, 24, 64, 96, false, kind,
+                                      bias, aux));
+    return cuda::toColumnMajorEpilogue(
+        *flatbuffers::GetRoot<schema::GemmCall>(fbb.GetBufferPointer()),
+        bf16D);
+  };
+  using K = cuda::LtEpilogue;
+  cuda::ColumnMajorEpilogue gelu =
+      epilogueOf(schema::GemmEpilogue_BiasGelu, 3, 4, /*bf16D=*/true);
+  EXPECT_EQ(gelu.kind, K::GeluAuxBias);
+  EXPECT_TRUE(gelu.biasBf16);
+  EXPECT_EQ(gelu.auxLd, 16);
+  EXPECT_TRUE(epilogueOf(schema::GemmEpilogue_Bias, 3, -1, true).biasBf16);
+  EXPECT_FALSE(epilogueOf(schema::GemmEpilogue_Bias, 3, -1, false).biasBf16);
+  // No bias pointer: no bias type to set.
+  EXPECT_FALSE(epilogueOf(schema::GemmEpilogue_None, -1, -1, true).biasBf16);
+}
+
 } // namespace
 } // namespace kiln::rt

@@ -123,7 +123,7 @@ class Bf16Softmax(torch.autograd.Function):
 # How the model's GEMMs, stored activations and softmax compute: torch's
 # (float64), --bf16-gemm (bf16 GEMM operands only) or --bf16 (everything
 # precision = bf16 does: also bf16 forward GEMM results, bias adds and
-# softmax outputs). `logits` marks the head GEMM, whose result stays fp32.
+# softmax outputs; GEMMs with a bias epilogue round once, see linear_bias). `logits` marks the head GEMM, whose result stays fp32.
 BF16_GEMM, BF16_ACT = False, False
 
 
@@ -141,6 +141,38 @@ def softmax(x):
     return Bf16Softmax.apply(x) if BF16_ACT else x.softmax(dim=-1)
 
 
+class Bf16FusedGelu(torch.autograd.Function):
+    """gelu of a bf16 GEMM's fp32 bias sum s, as the fused GEMM epilogue
+    (cuBLASLt GELU_AUX_BIAS with a bf16 D) computes it: the forward reads the
+    unrounded s, the backward's gelu_grad reads the aux output, s rounded to
+    bf16."""
+
+    @staticmethod
+    def forward(ctx, s):
+        ctx.save_for_backward(round_bf16(s))
+        return F.gelu(s, approximate="tanh")
+
+    @staticmethod
+    def backward(ctx, g):
+        (s,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = s.detach().requires_grad_()
+            (dx,) = torch.autograd.grad(F.gelu(x, approximate="tanh"), x, g)
+        return dx
+
+
+def linear_bias(h, w, b, gelu=False):
+    """h @ w + b [then gelu]. Under --bf16 as the fused bf16 GEMM epilogue
+    computes it (kiln-fuse-gemm-epilogue): the bias, rounded to bf16 (cuBLASLt
+    reads it in D's type), added to the unrounded fp32 product, the sum
+    rounded once to bf16 (what is stored), and the gelu of the unrounded sum."""
+    if not BF16_ACT:
+        s = stored(mm(h, w) + b)
+        return F.gelu(s, approximate="tanh") if gelu else s
+    s = Bf16Matmul.apply(h, w, False) + StoreBf16.apply(b)
+    return Bf16FusedGelu.apply(s) if gelu else StoreBf16.apply(s)
+
+
 def forward(P, tokens, targets, metrics=None):
     B, T = tokens.shape
     D = DIM // N_HEAD
@@ -149,16 +181,16 @@ def forward(P, tokens, targets, metrics=None):
     for l in range(N_LAYER):
         p = lambda n: P[f"Block.{l}.{n}"]
         h = F.layer_norm(x, (DIM,), p("ln1_w"), p("ln1_b"), EPS)
-        q = stored(mm(h, p("wq")) + p("bq")).view(B, T, N_HEAD, D).transpose(1, 2)
-        k = stored(mm(h, p("wk")) + p("bk")).view(B, T, N_HEAD, D).transpose(1, 2)
-        v = stored(mm(h, p("wv")) + p("bv")).view(B, T, N_HEAD, D).transpose(1, 2)
+        q = linear_bias(h, p("wq"), p("bq")).view(B, T, N_HEAD, D).transpose(1, 2)
+        k = linear_bias(h, p("wk"), p("bk")).view(B, T, N_HEAD, D).transpose(1, 2)
+        v = linear_bias(h, p("wv"), p("bv")).view(B, T, N_HEAD, D).transpose(1, 2)
         att = mm(q, k.transpose(-2, -1)) / math.sqrt(D)
         att = softmax(att.masked_fill(~causal, float("-inf")))
         y = mm(att, v).transpose(1, 2).reshape(B, T, DIM)
         attn = mm(y, p("wo"))
         x = x + attn + p("bo")
         h = F.layer_norm(x, (DIM,), p("ln2_w"), p("ln2_b"), EPS)
-        x = x + mm(F.gelu(stored(mm(h, p("w_fc")) + p("b_fc")), approximate="tanh"),
+        x = x + mm(linear_bias(h, p("w_fc"), p("b_fc"), gelu=True),
                    p("w_proj")) + p("b_proj")
         if metrics is not None:  # the model file's `metric` lines
             metrics[f"Block.{l}.attn_rms"] = attn.detach().pow(2).mean().sqrt().item()
