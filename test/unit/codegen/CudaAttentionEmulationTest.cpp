@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EmulationChecks.h"
 #include "KernelRunner.h"
 
 #include <gtest/gtest.h>
@@ -46,15 +47,7 @@ using kiln::test::HostTensor;
 using kiln::test::KernelBackend;
 using kiln::test::KernelRunner;
 
-std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using kiln::test::randomFloats;
 
 // One attention op, forward (`backward` false: returns out, lse) or
 // backward (returns dq, dk, dv, dslope, dbias from out and lse passed in, so

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EmulationChecks.h"
 #include "KernelRunner.h"
 
 #include <gtest/gtest.h>
@@ -31,15 +32,8 @@ using kiln::test::HostTensor;
 using kiln::test::KernelBackend;
 using kiln::test::KernelRunner;
 
-std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using kiln::test::expectClose;
+using kiln::test::randomFloats;
 
 // Runs `module` on both backends and compares every result.
 void expectSameResults(const std::string &module,
@@ -51,21 +45,7 @@ void expectSameResults(const std::string &module,
   std::vector<HostTensor> expected = cpu.run(args);
   std::vector<HostTensor> actual = cuda.run(args);
   ASSERT_EQ(actual.size(), expected.size()) << cuda.error();
-  for (size_t r = 0; r < expected.size(); ++r) {
-    SCOPED_TRACE("result " + std::to_string(r));
-    ASSERT_EQ(actual[r].i, expected[r].i);
-    ASSERT_EQ(actual[r].f.size(), expected[r].f.size());
-    for (size_t k = 0; k < expected[r].f.size(); ++k) {
-      float e = expected[r].f[k], a = actual[r].f[k];
-      if (std::isnan(e) || std::isinf(e)) {
-        EXPECT_TRUE(std::isnan(e) ? std::isnan(a) : a == e)
-            << "element " << k << ": " << a << " vs " << e;
-        continue;
-      }
-      EXPECT_NEAR(a, e, 2e-5 * std::max(1.0f, std::fabs(e)))
-          << "element " << k;
-    }
-  }
+  expectClose(actual, expected);
 }
 
 TEST(CudaKernelsEmulated, Pointwise) {
