@@ -19,29 +19,14 @@ usage: attention_oracle.py INIT GRADS METRICS
 """
 import json
 import math
-import struct
 import sys
 
-import numpy as np
 import torch
+
+from tiny_gpt_oracle import read_safetensors  # the same reader, in this folder
 
 TOLERANCE = 1e-4
 LOSS_TOLERANCE = 1e-5
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    dtypes = {"F32": np.float32, "I32": np.int32}
-    out = {}
-    for name, info in header.items():
-        start, end = info["data_offsets"]
-        data = np.frombuffer(blob[8 + n + start:8 + n + end], dtype=dtypes[info["dtype"]])
-        out[name] = torch.from_numpy(data.reshape(info["shape"]).copy())
-    return out
 
 
 def attention(q, k, v, scale, score=None, mask=None):

@@ -19,30 +19,15 @@ usage: tsp_oracle.py INIT GRADS METRICS
 """
 import json
 import math
-import struct
 import sys
 
-import numpy as np
 import torch
+
+from tiny_gpt_oracle import read_safetensors  # the same reader, in this folder
 
 TOLERANCE = 1e-4
 EPS = 1e-5           # layer_norm eps in models/tsp.kiln
 DIST_EPS = 0.000001  # inside the distance's sqrt in models/tsp.kiln
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    dtypes = {"F32": np.float32, "I32": np.int32}
-    out = {}
-    for name, info in header.items():
-        start, end = info["data_offsets"]
-        data = np.frombuffer(blob[8 + n + start:8 + n + end], dtype=dtypes[info["dtype"]])
-        out[name] = torch.from_numpy(data.reshape(info["shape"]).copy())
-    return out
 
 
 def gelu(x):  # the tanh approximation, as kiln.gelu
