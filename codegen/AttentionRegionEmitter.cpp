@@ -20,6 +20,7 @@
 
 #include "codegen/AttentionRegionEmitter.h"
 
+#include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -384,6 +385,25 @@ FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward
                 (active.contains(s) ? adjoint[s] : std::string("0.0f")) +
                 ";");
   return backward;
+}
+
+AttentionRegionInputs attentionLoopInputs(KernelSourceWriter &w,
+                                          OperandRange captures) {
+  AttentionRegionInputs in;
+  in.s = "s";
+  in.b = "b";
+  in.h = "h";
+  in.i = "i";
+  in.j = "j";
+  SmallVector<Value> values(captures.begin(), captures.end());
+  in.readCapture = [&w, values](unsigned c, const std::string &index) {
+    Value v = values[c];
+    Type elem = cast<RankedTensorType>(v.getType()).getElementType();
+    if (isa<FloatType>(elem))
+      return "(float)" + w.load(v, index);
+    return "(int64_t)" + w.ptr(v) + "[" + index + "]";
+  };
+  return in;
 }
 
 } // namespace kiln

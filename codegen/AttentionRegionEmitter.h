@@ -18,6 +18,7 @@
 #define KILN_CODEGEN_ATTENTIONREGIONEMITTER_H
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/Region.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
@@ -43,6 +44,14 @@ struct AttentionRegionInputs {
 using CaptureGradHook = std::function<std::string(
     unsigned capture, const std::string &flatIndex,
     const std::string &adjoint)>;
+
+class KernelSourceWriter;
+
+// The inputs of the CPU and CUDA attention kernels: the score and indices are
+// variables named s, b, h, i, j (float / int64_t); capture c is read from its
+// buffer (bf16 widened) as float, or as int64_t for integer captures.
+AttentionRegionInputs attentionLoopInputs(KernelSourceWriter &w,
+                                          mlir::OperandRange captures);
 
 class AttentionRegionEmitter {
 public:

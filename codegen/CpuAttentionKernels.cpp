@@ -48,23 +48,6 @@ constexpr int64_t kKeyBlock = 64;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-bool isBF16(Value v) {
-  return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
-}
-
-// Element `index` of `v` as a float expression.
-std::string load(KernelSourceWriter &w, Value v, const std::string &index) {
-  std::string e = w.ptr(v) + "[" + index + "]";
-  return isBF16(v) ? "kiln_bf16_to_f32(" + e + ")" : e;
-}
-
-// `v[index] = value;` (value a float expression).
-std::string store(KernelSourceWriter &w, Value v, const std::string &index,
-                  const std::string &value) {
-  std::string e = w.ptr(v) + "[" + index + "]";
-  return e + " = " +
-         (isBF16(v) ? "kiln_f32_to_bf16(" + value + ")" : value) + ";";
-}
 
 // Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
 // v [B, KVH, S, Dv].
@@ -78,27 +61,6 @@ Dims dimsOf(OpT op) {
   ArrayRef<int64_t> k = op.getK().getType().getShape();
   ArrayRef<int64_t> v = op.getV().getType().getShape();
   return {q[0], q[1], q[2], q[3], k[1], k[2], v[3], q[1] / k[1]};
-}
-
-// The region inputs of the kernels below: indices b, h, i, j and raw score
-// `s` are loop variables; captures are read from their buffers.
-AttentionRegionInputs regionInputs(KernelSourceWriter &w,
-                                   OperandRange captures) {
-  AttentionRegionInputs in;
-  in.s = "s";
-  in.b = "b";
-  in.h = "h";
-  in.i = "i";
-  in.j = "j";
-  SmallVector<Value> values(captures.begin(), captures.end());
-  in.readCapture = [&w, values](unsigned c, const std::string &index) {
-    Value v = values[c];
-    Type elem = cast<RankedTensorType>(v.getType()).getElementType();
-    if (isa<FloatType>(elem))
-      return "(float)" + load(w, v, index);
-    return "(int64_t)" + w.ptr(v) + "[" + index + "]";
-  };
-  return in;
 }
 
 // Writes `lines` at the current indentation.
@@ -127,7 +89,7 @@ LogicalResult emitMask(KernelSourceWriter &w, Operation *op, Region &mask,
 void emitRawScore(KernelSourceWriter &w, Value k, int64_t d, double scale) {
   w.line("float dot = 0.0f;");
   w.line("for (int64_t d = 0; d < " + str(d) + "; ++d) dot += qrow[d] * " +
-         load(w, k, "ko + d") + ";");
+         w.load(k, "ko + d") + ";");
   w.line("const float s = " + ScalarExprEmitter::floatLiteral(scale) +
          " * dot;");
 }
@@ -135,7 +97,7 @@ void emitRawScore(KernelSourceWriter &w, Value k, int64_t d, double scale) {
 LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   Dims n = dimsOf(op);
   double scale = op.getScale().convertToDouble();
-  AttentionRegionInputs in = regionInputs(w, op.getCaptures());
+  AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   Value out = op.getOut(), lse = op.getLse();
   w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +
@@ -151,7 +113,7 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.open("for (int64_t i = 0; i < " + str(n.T) + "; ++i)");
   w.line("const int64_t row = bh * " + str(n.T) + " + i;");
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
-         load(w, q, "row * " + str(n.D) + " + d") + ";");
+         w.load(q, "row * " + str(n.D) + " + d") + ";");
   w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] = 0.0f;");
   w.line("float m = -INFINITY, l = 0.0f;");
   w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " +
@@ -192,13 +154,13 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
          " + j0 + jj) * " + str(n.Dv) + ";");
   w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] += p * " +
-         load(w, v, "vo + d") + ";");
+         w.load(v, "vo + d") + ";");
   w.close();
   w.line("m = mNew;");
   w.close();
   w.line("const float inv = l > 0.0f ? 1.0f / l : 0.0f; // no kept key: 0");
   w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) " +
-         store(w, out, "row * " + str(n.Dv) + " + d", "acc[d] * inv"));
+         w.store(out, "row * " + str(n.Dv) + " + d", "acc[d] * inv"));
   w.line(w.ptr(lse) + "[row] = l > 0.0f ? m + logf(l) : -INFINITY;");
   w.close();
   w.close();
@@ -209,7 +171,7 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
                                     KernelSourceWriter &w) {
   Dims n = dimsOf(op);
   double scale = op.getScale().convertToDouble();
-  AttentionRegionInputs in = regionInputs(w, op.getCaptures());
+  AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV(), out = op.getOut();
   Value lse = op.getLse(), dout = op.getDout();
 
@@ -258,11 +220,11 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   w.line("const float L = " + w.ptr(lse) + "[row];");
   w.open("if (L != -INFINITY)"); // rows with no kept key: all zero
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
-         load(w, q, "row * " + str(n.D) + " + d") + ";");
+         w.load(q, "row * " + str(n.D) + " + d") + ";");
   w.line("float Di = 0.0f;");
   w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
-  w.line("dorow[d] = " + load(w, dout, "row * " + str(n.Dv) + " + d") + ";");
-  w.line("Di += dorow[d] * " + load(w, out, "row * " + str(n.Dv) + " + d") +
+  w.line("dorow[d] = " + w.load(dout, "row * " + str(n.Dv) + " + d") + ";");
+  w.line("Di += dorow[d] * " + w.load(out, "row * " + str(n.Dv) + " + d") +
          ";");
   w.close();
   w.open("for (int64_t j = 0; j < " + str(n.S) + "; ++j)");
@@ -296,27 +258,27 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   w.line("float dp = 0.0f;");
   w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
   w.line("dvf[j * " + str(n.Dv) + " + d] += p * dorow[d];");
-  w.line("dp += dorow[d] * " + load(w, v, "vo + d") + ";");
+  w.line("dp += dorow[d] * " + w.load(v, "vo + d") + ";");
   w.close();
   w.line("const float dS = p * (dp - Di);");
   lines(w, score.reverse);
   w.line("const float g = " + ScalarExprEmitter::floatLiteral(scale) +
          " * ds;");
   w.open("for (int64_t d = 0; d < " + str(n.D) + "; ++d)");
-  w.line("dq[d] += g * " + load(w, k, "ko + d") + ";");
+  w.line("dq[d] += g * " + w.load(k, "ko + d") + ";");
   w.line("dkf[j * " + str(n.D) + " + d] += g * qrow[d];");
   w.close();
   w.close(); // j
   w.close(); // finite lse
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) " +
-         store(w, op.getDq(), "row * " + str(n.D) + " + d", "dq[d]"));
+         w.store(op.getDq(), "row * " + str(n.D) + " + d", "dq[d]"));
   w.close(); // i
   w.close(); // hh
   w.line("const int64_t kvo = task * " + str(n.S) + ";");
   w.line("for (int64_t e = 0; e < " + str(n.S * n.D) + "; ++e) " +
-         store(w, op.getDk(), "kvo * " + str(n.D) + " + e", "dkf[e]"));
+         w.store(op.getDk(), "kvo * " + str(n.D) + " + e", "dkf[e]"));
   w.line("for (int64_t e = 0; e < " + str(n.S * n.Dv) + "; ++e) " +
-         store(w, op.getDv(), "kvo * " + str(n.Dv) + " + e", "dvf[e]"));
+         w.store(op.getDv(), "kvo * " + str(n.Dv) + " + e", "dvf[e]"));
   w.line("free(dkf);");
   w.line("free(dvf);");
   w.close(); // task
@@ -329,7 +291,7 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
     w.line("double sum = 0.0;");
     w.line("for (int64_t t = 0; t < " + str(tasks) + "; ++t) sum += partial[t * " +
            str(gradTotal) + " + " + str(offset) + " + e];");
-    w.line(store(w, grad, "e", "(float)sum"));
+    w.line(w.store(grad, "e", "(float)sum"));
     w.close();
   }
   if (gradTotal > 0)

@@ -84,7 +84,7 @@ public:
       : op(op), w(w), p(p), n(dimsOf(op)),
         scale(ScalarExprEmitter::floatLiteral(
             op.getScale().convertToDouble())),
-        in(regionInputs(w, op.getCaptures())) {}
+        in(attentionLoopInputs(w, op.getCaptures())) {}
 
   LogicalResult emit(CudaLaunch &launch, int64_t sharedBytes);
 

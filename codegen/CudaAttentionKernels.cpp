@@ -190,28 +190,6 @@ void emitTileMatmul(KernelSourceWriter &w, const TilePlan &plan, int64_t M,
   w.close();
 }
 
-AttentionRegionInputs regionInputs(KernelSourceWriter &w,
-                                   OperandRange captures) {
-  AttentionRegionInputs in;
-  in.s = "s";
-  in.b = "b";
-  in.h = "h";
-  in.i = "i";
-  in.j = "j";
-  SmallVector<Value> values(captures.begin(), captures.end());
-  in.readCapture = [&w, values](unsigned c, const std::string &index) {
-    Value v = values[c];
-    Type elem = cast<RankedTensorType>(v.getType()).getElementType();
-    std::string e = w.ptr(v) + "[" + index + "]";
-    if (elem.isBF16())
-      return "kiln_bf16_to_f32(" + e + ")";
-    if (isa<FloatType>(elem))
-      return "(float)" + e;
-    return "(int64_t)" + e;
-  };
-  return in;
-}
-
 LogicalResult emitMaskTest(KernelSourceWriter &w, Operation *op, Region &mask,
                            const AttentionRegionInputs &in) {
   if (mask.empty()) {
@@ -289,7 +267,7 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
     includeWmma(w);
 
   double scale = op.getScale().convertToDouble();
-  AttentionRegionInputs in = regionInputs(w, op.getCaptures());
+  AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   Value out = op.getOut(), lse = op.getLse();
   w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +

@@ -125,11 +125,6 @@ void emitTileMatmul(KernelSourceWriter &w, const TilePlan &plan, int64_t M,
                     const TileOperand &b, const std::string &c,
                     bool accumulate);
 
-// The region inputs of the kernels: b, h, i, j and s are in scope as
-// int64_t / float variables; captures are read from their buffers.
-AttentionRegionInputs regionInputs(KernelSourceWriter &w,
-                                   mlir::OperandRange captures);
-
 // Statements setting `int kept` (declared by the caller) to whether the
 // mask keeps (i, j); with no mask, `kept = 1`. Emits an error on failure.
 mlir::LogicalResult emitMaskTest(KernelSourceWriter &w, mlir::Operation *op,
