@@ -64,6 +64,8 @@ FailureOr<schema::DType> dtypeOf(Type t) {
     return schema::DType_I32;
   if (t.isInteger(64))
     return schema::DType_I64;
+  if (t.isInteger(1))
+    return schema::DType_Bool;
   return failure();
 }
 
@@ -660,6 +662,8 @@ void ArtifactWriter::planMemory() {
       return 2;
     case schema::DType_I64:
       return 8;
+    case schema::DType_Bool:
+      return 1;
     default:
       return 4;
     }

@@ -171,6 +171,7 @@ const char *CudaKernelEmitter::prelude() {
 typedef int int32_t;
 typedef long long int64_t;
 typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 #ifndef INFINITY

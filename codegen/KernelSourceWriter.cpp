@@ -117,6 +117,10 @@ std::string cElementType(Type t) {
     return "int32_t";
   if (t.isInteger(64))
     return "int64_t";
+  // i1 (kiln.cmp results kept across kernels, e.g. a where condition reused
+  // by select's VJP) is one byte holding 0 or 1: DType Bool in the artifact.
+  if (t.isInteger(1))
+    return "uint8_t";
   return "";
 }
 

@@ -45,8 +45,12 @@ std::string splatLiteral(Operation *op) {
   if (isa<FloatType>(value.getElementType()))
     return ScalarExprEmitter::floatLiteral(
         value.getSplatValue<APFloat>().convertToDouble());
+  // i1 true is 1 (its sign-extended value would be -1).
+  APInt bits = value.getSplatValue<APInt>();
+  int64_t v = bits.getBitWidth() == 1 ? int64_t(bits.getZExtValue())
+                                      : bits.getSExtValue();
   return "((" + cElementType(value.getElementType()) + ")" +
-         std::to_string(value.getSplatValue<APInt>().getSExtValue()) + "LL)";
+         std::to_string(v) + "LL)";
 }
 
 // The flat index into `input` (shape `in`) of output element `index` of a

@@ -9,6 +9,8 @@
 
 #include "codegen/ScalarExprEmitter.h"
 
+#include "codegen/KernelSourceWriter.h"
+
 #include "ir/KilnOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -43,15 +45,43 @@ std::string geluGrad(const std::string &x, const std::string &g) {
 // store, KernelSourceWriter's loadElement / storeElement), so a convert acts
 // on a float register: to bf16 it rounds to nearest even through the
 // prelude's kiln_f32_to_bf16 / kiln_bf16_to_f32, to f32 it is exact (the
-// register already holds the value). Same-type converts fold away.
+// register already holds the value). Same-type converts fold away. Integer
+// converts are C casts: int -> float rounds to nearest, float -> int
+// truncates toward zero (kiln.convert's documented semantics).
 std::string convert(mlir::kiln::ConvertOp op, const std::string &x) {
   Type from = op.getInput().getType().getElementType();
   Type to = op.getType().getElementType();
+  bool fromInt = isa<IntegerType>(from), toInt = isa<IntegerType>(to);
+  if (toInt)
+    return "((" + cElementType(to) + ")" + paren(x) + ")";
+  if (fromInt && to.isF32())
+    return "((float)" + paren(x) + ")";
+  if (fromInt && to.isBF16())
+    return "kiln_bf16_to_f32(kiln_f32_to_bf16((float)" + paren(x) + "))";
   if (from.isF32() && to.isBF16())
     return "kiln_bf16_to_f32(kiln_f32_to_bf16(" + x + "))";
   if (from.isBF16() && to.isF32())
     return paren(x);
   return "";
+}
+
+// Comparisons give 0 or 1 (C's int), stored as the i1 type uint8_t. Both
+// operands have one type, so a float compares as float, an int as signed.
+std::string compare(mlir::kiln::CmpOp op, const std::string &a,
+                    const std::string &b) {
+  StringRef p = op.getPredicate();
+  const char *sym = p == "lt"   ? "<"
+                    : p == "le" ? "<="
+                    : p == "gt" ? ">"
+                    : p == "ge" ? ">="
+                    : p == "eq" ? "=="
+                                : "!=";
+  return binary(a, sym, b);
+}
+
+std::string select(const std::string &c, const std::string &a,
+                   const std::string &b) {
+  return "(" + paren(c) + " ? " + paren(a) + " : " + paren(b) + ")";
 }
 } // namespace
 
@@ -60,7 +90,8 @@ bool ScalarExprEmitter::isElementwise(Operation *op) {
              mlir::kiln::DivOp, mlir::kiln::NegOp, mlir::kiln::ExpOp,
              mlir::kiln::LogOp, mlir::kiln::TanhOp, mlir::kiln::SqrtOp,
              mlir::kiln::GeluOp, mlir::kiln::GeluGradOp,
-             mlir::kiln::ConvertOp>(op);
+             mlir::kiln::ConvertOp, mlir::kiln::CmpOp,
+             mlir::kiln::SelectOp>(op);
 }
 
 FailureOr<std::string>
@@ -82,6 +113,10 @@ ScalarExprEmitter::emit(Operation *op, llvm::ArrayRef<std::string> operands) {
       .Case([&](mlir::kiln::GeluOp) { return gelu(a()); })
       .Case([&](mlir::kiln::GeluGradOp) { return geluGrad(a(), b()); })
       .Case([&](mlir::kiln::ConvertOp c) { return convert(c, a()); })
+      .Case([&](mlir::kiln::CmpOp c) { return compare(c, a(), b()); })
+      .Case([&](mlir::kiln::SelectOp) {
+        return select(operands[0], operands[1], operands[2]);
+      })
       .Default([](Operation *) { return std::string(); });
   if (expr.empty())
     return failure();

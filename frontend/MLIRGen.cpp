@@ -50,8 +50,9 @@ private:
     return result;
   }
   RankedTensorType tensorType(const TensorType &t) {
-    Type element =
-        t.isFloat() ? Type(b_.getF32Type()) : Type(b_.getIntegerType(32));
+    Type element = t.isFloat()  ? Type(b_.getF32Type())
+                   : t.isBool() ? Type(b_.getI1Type())
+                                : Type(b_.getIntegerType(32));
     return RankedTensorType::get(t.shape, element);
   }
   Value emitNode(const Node &n, Location l);
@@ -131,6 +132,19 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
       operands.push_back(operand(i));
     return emitAttentionOp(b_, l, n, operands, tensorType(n.type));
   }
+  case NodeKind::Compare: {
+    StringRef predicate = n.op == '<'   ? "lt"
+                          : n.op == 'l' ? "le"
+                          : n.op == '>' ? "gt"
+                          : n.op == 'g' ? "ge"
+                          : n.op == 'e' ? "eq"
+                                        : "ne";
+    return b_.create<kd::CmpOp>(l, predicate, operand(0), operand(1));
+  }
+  case NodeKind::Select:
+    return b_.create<kd::SelectOp>(l, operand(0), operand(1), operand(2));
+  case NodeKind::ToFloat:
+    return b_.create<kd::ConvertOp>(l, tensorType(n.type), operand(0));
   }
   return Value();
 }

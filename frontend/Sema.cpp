@@ -23,7 +23,8 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 }
 
 std::string formatType(const TensorType &type) {
-  return formatShape(type.shape) + (type.isFloat() ? " f32" : " i32");
+  return formatShape(type.shape) +
+         (type.isFloat() ? " f32" : type.isBool() ? " bool" : " i32");
 }
 
 std::optional<TensorGraph>

@@ -117,6 +117,15 @@ private:
   std::shared_ptr<ScalarExpr> lowerScalarCall(const Expr &e, Scope &scope,
                                               AttentionLowering &state);
 
+  // Comparisons, and/or/not, where(c, a, b) and float(x) on tensors
+  // (SemaCompare.cpp).
+  std::optional<Value> evaluateBooleanOperator(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateWhere(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateToFloat(const Expr &e, Scope &scope);
+  std::optional<std::vector<int64_t>>
+  broadcastShapes(const std::vector<const std::vector<int64_t> *> &shapes,
+                  SourceLoc loc, const std::string &what);
+
   // Builtin functions (SemaBuiltins.cpp).
   std::optional<Value> evaluateBuiltin(const Expr &e, Scope &scope);
   bool isBuiltin(const std::string &name) const;

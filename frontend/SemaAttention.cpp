@@ -75,7 +75,7 @@ Sema::lowerScalarCall(const Expr &e, Scope &scope, AttentionLowering &state) {
   };
   static const Fn fns[] = {{"exp", 1}, {"log", 1}, {"sqrt", 1},
                            {"tanh", 1}, {"abs", 1}, {"min", 2},
-                           {"max", 2},  {"where", 3}};
+                           {"max", 2},  {"where", 3}, {"float", 1}};
   const Fn *fn = nullptr;
   for (const Fn &f : fns)
     if (e.name == f.name)
@@ -83,7 +83,8 @@ Sema::lowerScalarCall(const Expr &e, Scope &scope, AttentionLowering &state) {
   if (!fn) {
     error(e.loc, "'" + e.name +
                      "' cannot be used in a score or mask expression "
-                     "(allowed: exp, log, sqrt, tanh, abs, min, max, where)");
+                     "(allowed: exp, log, sqrt, tanh, abs, min, max, where, "
+                     "float)");
     return nullptr;
   }
   if (e.operands.size() != fn->args || !e.keywords.empty()) {
@@ -113,6 +114,9 @@ Sema::lowerScalarCall(const Expr &e, Scope &scope, AttentionLowering &state) {
                                     "' needs a number here, got a boolean");
       return nullptr;
     }
+  // float(x): the tensor language's spelling; integers already widen here.
+  if (name == "float")
+    return toFloat(args[0]);
   SE::Type type = SE::Type::Float;
   if (name == "abs")
     type = args[0]->type;

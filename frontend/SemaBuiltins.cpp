@@ -40,6 +40,9 @@ static const BuiltinSignature kBuiltins[] = {
     {"rms", 1, 1, "rms(x)"},
     {"cross_entropy", 2, 2, "cross_entropy(logits, targets)"},
     {"length_mask", 2, 2, "length_mask(lengths, n)"},
+    {"where", 3, 3, "where(condition, a, b)"},
+    {"float", 1, 1, "float(x)"},
+    {"expand", 2, 2, "expand(x, [dims])"},
 };
 
 static const BuiltinSignature *findBuiltin(const std::string &name) {
@@ -96,6 +99,11 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
                                    std::move(dims), value));
   };
 
+  if (fn == "where") // SemaCompare.cpp
+    return evaluateWhere(e, scope);
+  if (fn == "float")
+    return evaluateToFloat(e, scope);
+
   // iota(n) -> [n] i32.
   if (fn == "iota") {
     std::optional<Value> n = arg(0);
@@ -123,7 +131,7 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
     std::optional<Value> lengths = arg(0);
     if (!lengths)
       return std::nullopt;
-    if (!lengths->isTensor() || typeOf(lengths->node).isFloat()) {
+    if (!lengths->isTensor() || typeOf(lengths->node).element != ElementType::I32) {
       error(argLoc(0), "length_mask needs an integer tensor of lengths, got " +
                            (lengths->isTensor()
                                 ? formatType(typeOf(lengths->node))
@@ -302,6 +310,38 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   }
 
   // reshape(x, [dims]): same element count.
+  // expand(x, [dims]): x broadcast (numpy rules) to dims, e.g. kv heads
+  // [B, KVH, 1, S, D] repeated to [B, KVH, G, S, D] for grouped queries.
+  if (fn == "expand") {
+    if (!x->isTensor()) {
+      error(argLoc(0),
+            "expand needs a tensor, got the number " + x->number.str());
+      return std::nullopt;
+    }
+    std::optional<std::vector<int64_t>> dims =
+        evaluateIntList(*e.operands[1], scope, "the expand shape");
+    if (!dims)
+      return std::nullopt;
+    const std::vector<int64_t> &in = typeOf(x->node).shape;
+    bool ok = dims->size() >= in.size();
+    for (size_t i = 0; ok && i < in.size(); ++i) {
+      int64_t d = (*dims)[dims->size() - in.size() + i];
+      ok = d > 0 && (in[i] == d || in[i] == 1);
+    }
+    if (!ok) {
+      error(argLoc(1), "expand cannot broadcast " + formatShape(in) + " to " +
+                           formatShape(*dims) +
+                           " (each dim must be equal or 1, aligned right)");
+      return std::nullopt;
+    }
+    if (!checkTensorSize(*dims, argLoc(1)))
+      return std::nullopt;
+    std::optional<int> out = broadcastTo(x->node, *dims, e.loc);
+    if (!out)
+      return std::nullopt;
+    return Value::ofTensor(*out);
+  }
+
   if (fn == "reshape") {
     if (!x->isTensor()) {
       error(argLoc(0),

@@ -10,6 +10,8 @@
 
 #include "frontend/Sema.h"
 
+#include <limits>
+
 namespace kiln {
 
 int Sema::addNode(NodeKind kind, std::vector<int> operands, TensorType type,
@@ -67,7 +69,7 @@ std::optional<int> Sema::requireIntTensor(const Value &v, SourceLoc loc,
                    v.number.str());
     return std::nullopt;
   }
-  if (typeOf(v.node).isFloat()) {
+  if (typeOf(v.node).element != ElementType::I32) {
     error(loc, what + " must be an integer tensor, got " +
                    formatType(typeOf(v.node)));
     return std::nullopt;
@@ -145,23 +147,17 @@ std::optional<Value> Sema::evaluateName(const Expr &e, Scope &scope) {
     error(e.loc, "'" + e.name + "' is a block; call it as " + e.name + "(x)");
     return std::nullopt;
   }
+  // `-inf` fills masks: where(keep, scores, -inf), as in attention's mask.
+  if (e.name == "inf")
+    return Value::ofNumber(
+        Number::ofFloat(std::numeric_limits<double>::infinity()));
   error(e.loc, "unknown name '" + e.name + "'");
   return std::nullopt;
 }
 
-/// Comparisons and and/or/not build booleans, which only the score and
-/// mask expressions of attention(...) (SemaAttention.cpp) can hold.
-static std::string booleanOutsideAttention(char op) {
-  return "'" + operatorSpelling(op) +
-         "' is only allowed in the score and mask expressions of "
-         "attention(...)";
-}
-
 std::optional<Value> Sema::evaluateUnary(const Expr &e, Scope &scope) {
-  if (isBooleanOperator(e.op)) {
-    error(e.loc, booleanOutsideAttention(e.op));
-    return std::nullopt;
-  }
+  if (isBooleanOperator(e.op))
+    return evaluateBooleanOperator(e, scope);
   std::optional<Value> x = evaluate(*e.operands[0], scope);
   if (!x)
     return std::nullopt;
@@ -180,10 +176,8 @@ std::optional<Value> Sema::evaluateUnary(const Expr &e, Scope &scope) {
 }
 
 std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
-  if (isBooleanOperator(e.op)) {
-    error(e.loc, booleanOutsideAttention(e.op));
-    return std::nullopt;
-  }
+  if (isBooleanOperator(e.op))
+    return evaluateBooleanOperator(e, scope);
   std::optional<Value> a = evaluate(*e.operands[0], scope);
   if (!a)
     return std::nullopt;
@@ -321,7 +315,7 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
                                   formatShape(typeOf(*t).shape));
     return std::nullopt;
   }
-  if (!index->isTensor() || typeOf(index->node).isFloat()) {
+  if (!index->isTensor() || typeOf(index->node).element != ElementType::I32) {
     error(e.operands[1]->loc,
           "gather with a non-integer index: the index must be an integer "
           "tensor, got " +

@@ -20,7 +20,8 @@
 
 namespace kiln {
 
-enum class ElementType { F32, I32 };
+// Bool: the result of a comparison on tensors, the condition of where().
+enum class ElementType { F32, I32, Bool };
 
 struct TensorType {
   std::vector<int64_t> shape;
@@ -34,6 +35,7 @@ struct TensorType {
     return n;
   }
   bool isFloat() const { return element == ElementType::F32; }
+  bool isBool() const { return element == ElementType::Bool; }
   bool operator==(const TensorType &o) const {
     return shape == o.shape && element == o.element;
   }
@@ -71,6 +73,10 @@ enum class NodeKind {
   LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op
   CrossEntropy, // logits [..., V], targets [...] -> scalar
   Attention,    // q, k, v, captures...; `value` = scale; `attention` below
+  Compare,      // lhs, rhs (same type) -> bool; `op`: '<' '>' 'l' 'g' 'e' 'n'
+                // as in frontend/AST.h's operatorSpelling
+  Select,       // where(condition, a, b); and/or/not on bools are selects
+  ToFloat,      // float(x): i32 -> f32
 };
 
 /// A scalar expression of attention's score or mask (SemaAttention.cpp),
@@ -108,6 +114,7 @@ struct Node {
   TensorType type;
   std::vector<int64_t> dims;
   double value = 0.0;
+  char op = 0; // NodeKind::Compare's predicate
   int argIndex = -1;
   std::shared_ptr<const AttentionInfo> attention; // NodeKind::Attention
   /// locs[0] is the expression in the model file; locs[1..] are the block

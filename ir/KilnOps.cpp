@@ -115,11 +115,76 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, Value lhs,
 // ConvertOp
 //===----------------------------------------------------------------------===//
 
-// convert(x : T -> T) = x
-OpFoldResult ConvertOp::fold(FoldAdaptor) {
+// convert(x : T -> T) = x; convert(splat int) -> splat float and back.
+OpFoldResult ConvertOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  return {};
+  auto input = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput());
+  if (!input)
+    return {};
+  Type from = input.getElementType(), to = getType().getElementType();
+  if (llvm::isa<IntegerType>(from) && llvm::isa<FloatType>(to)) {
+    APFloat value(llvm::cast<FloatType>(to).getFloatSemantics());
+    value.convertFromAPInt(input.getSplatValue<APInt>(), /*IsSigned=*/true,
+                           APFloat::rmNearestTiesToEven);
+    return DenseElementsAttr::get(getType(), value);
+  }
+  if (llvm::isa<IntegerType>(from) && llvm::isa<IntegerType>(to))
+    return DenseElementsAttr::get(
+        getType(), input.getSplatValue<APInt>().sextOrTrunc(
+                       to.getIntOrFloatBitWidth()));
+  return {}; // float -> int of NaN/inf is undefined: left to run time
+}
+
+//===----------------------------------------------------------------------===//
+// CmpOp / SelectOp
+//===----------------------------------------------------------------------===//
+
+void CmpOp::build(OpBuilder &b, OperationState &state, StringRef predicate,
+                  Value lhs, Value rhs) {
+  auto type = llvm::cast<RankedTensorType>(lhs.getType());
+  build(b, state, type.clone(b.getI1Type()), b.getStringAttr(predicate), lhs,
+        rhs);
+}
+
+// Folds a comparison of two splat constants to a splat i1.
+OpFoldResult CmpOp::fold(FoldAdaptor adaptor) {
+  auto lhs = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getLhs());
+  auto rhs = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return {};
+  StringRef p = getPredicate();
+  bool result;
+  if (llvm::isa<FloatType>(lhs.getElementType())) {
+    APFloat::cmpResult c = lhs.getSplatValue<APFloat>().compare(
+        rhs.getSplatValue<APFloat>());
+    if (c == APFloat::cmpUnordered)
+      result = p == "ne";
+    else
+      result = (p == "lt" && c == APFloat::cmpLessThan) ||
+               (p == "le" && c != APFloat::cmpGreaterThan) ||
+               (p == "gt" && c == APFloat::cmpGreaterThan) ||
+               (p == "ge" && c != APFloat::cmpLessThan) ||
+               (p == "eq" && c == APFloat::cmpEqual) ||
+               (p == "ne" && c != APFloat::cmpEqual);
+  } else {
+    APInt a = lhs.getSplatValue<APInt>(), b = rhs.getSplatValue<APInt>();
+    result = (p == "lt" && a.slt(b)) || (p == "le" && a.sle(b)) ||
+             (p == "gt" && a.sgt(b)) || (p == "ge" && a.sge(b)) ||
+             (p == "eq" && a == b) || (p == "ne" && a != b);
+  }
+  return DenseElementsAttr::get(getType(), result);
+}
+
+// select(true, a, b) = a; select(false, a, b) = b; select(c, a, a) = a.
+OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
+  if (getTrueValue() == getFalseValue())
+    return getTrueValue();
+  auto condition =
+      llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getCondition());
+  if (!condition)
+    return {};
+  return condition.getSplatValue<bool>() ? getTrueValue() : getFalseValue();
 }
 
 LogicalResult MatmulOp::verify() {

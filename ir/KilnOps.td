@@ -25,6 +25,11 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Kiln_Tensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
 def Kiln_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
 def Kiln_IntTensor : StaticShapeTensorOf<[I32, I64]>;
+// Booleans: the result of kiln.cmp and the condition of kiln.select. Only
+// the ops that move data (constant, broadcast, reshape, transpose, select)
+// take them besides cmp; arithmetic on i1 is not part of the dialect.
+def Kiln_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Kiln_AnyTensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64, I1]>;
 // Rank-0 f32 tensor: the loss, the learning rate, the step count. Buildable
 // so that assembly formats need not spell it.
 def Kiln_F32Scalar : 0DTensorOf<[F32]>,
@@ -120,20 +125,93 @@ def Kiln_GeluGradOp : Kiln_Op<"gelu_grad", [Elementwise,
 
 def Kiln_ConvertOp : Kiln_Op<"convert", [Elementwise,
     DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
-  let summary = "Elementwise conversion between float types";
+  let summary = "Elementwise conversion between element types";
   let description = [{
-    Converts every element to the result's float type with the same shape:
-    f32 -> bf16 rounds to nearest even (NaN stays NaN), bf16 -> f32 is exact.
-    The mixed-precision pass inserts it in front of GEMM operands.
+    Converts every element to the result's element type with the same shape:
+    f32 -> bf16 rounds to nearest even (NaN stays NaN), bf16 -> f32 is exact;
+    int -> float rounds to the nearest float (exact below 2^24 in f32, so
+    for every index of a real tensor); float -> int truncates toward zero
+    (like C and arith.fptosi; NaN and out-of-range values are undefined);
+    int -> int sign-extends or truncates. One op instead of a separate
+    sitofp/fptosi: the same elementwise slot in codegen, the same folder, and
+    passes that look through converts need one case. The mixed-precision pass
+    inserts float converts in front of GEMM operands; integer converts carry
+    no gradient.
 
     ```mlir
     %xb = kiln.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %jf = kiln.convert %j : tensor<64xi32> -> tensor<64xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$input);
-  let results = (outs Kiln_FloatTensor:$result);
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   // Same shape: the Elementwise trait's verifier.
+  let hasFolder = 1;
+}
+
+// lt, le, gt, ge, eq, ne: signed for integers, ordered for floats (a NaN
+// compares false, except under ne).
+def Kiln_CmpPredicateAttr : StringBasedAttr<CPred<
+    "::llvm::isa<::mlir::StringAttr>($_self) && "
+    "::llvm::is_contained(::llvm::ArrayRef<::llvm::StringRef>{"
+    "\"lt\", \"le\", \"gt\", \"ge\", \"eq\", \"ne\"}, "
+    "::llvm::cast<::mlir::StringAttr>($_self).getValue())">,
+    "comparison predicate: one of lt, le, gt, ge, eq, ne">;
+
+def Kiln_CmpOp : Kiln_Op<"cmp", [Elementwise, SameTypeOperands,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Elementwise comparison producing an i1 tensor";
+  let description = [{
+    `result = lhs <predicate> rhs` for every element, with predicate one of
+    `"lt"`, `"le"`, `"gt"`, `"ge"`, `"eq"`, `"ne"`. Integers compare signed;
+    floats compare ordered (NaN gives false, except for `"ne"`). Both operands
+    have the same type; the result is i1 of the same shape. No gradient
+    flows through a comparison.
+
+    ```mlir
+    // keep = j <= i   (causal)
+    %keep = kiln.cmp "le", %j, %i : tensor<8x8xi32> -> tensor<8x8xi1>
+    ```
+  }];
+  let arguments = (ins Kiln_CmpPredicateAttr:$predicate, Kiln_Tensor:$lhs,
+                       Kiln_Tensor:$rhs);
+  let results = (outs Kiln_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)
+  }];
+  let builders = [
+    // Derives the result type: the operands' shape with i1 elements.
+    OpBuilder<(ins "::llvm::StringRef":$predicate, "::mlir::Value":$lhs,
+                   "::mlir::Value":$rhs)>
+  ];
+  let hasFolder = 1;
+}
+
+def Kiln_SelectOp : Kiln_Op<"select", [Elementwise,
+    AllTypesMatch<["true_value", "false_value", "result"]>,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Elementwise choice between two tensors";
+  let description = [{
+    `result = condition ? true_value : false_value` for every element (the
+    language's `where`). The condition is i1 with the values' shape. The VJP
+    routes the gradient to the chosen side: `select(c, g, 0)` for
+    true_value, `select(c, 0, g)` for false_value. Values may be i1 too, so
+    `a and b` is `select(a, b, false)`.
+
+    ```mlir
+    %masked = kiln.select %keep, %scores, %ninf
+        : tensor<8x8xi1>, tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_BoolTensor:$condition,
+                       Kiln_AnyTensor:$true_value,
+                       Kiln_AnyTensor:$false_value);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $true_value `,` $false_value attr-dict `:`
+    type($condition) `,` type($result)
+  }];
   let hasFolder = 1;
 }
 
@@ -156,7 +234,7 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike,
   let arguments = (ins ElementsAttrBase<
       CPred<"::llvm::isa<::mlir::DenseElementsAttr>($_self)">,
       "dense elements attribute"> : $value);
-  let results = (outs Kiln_Tensor:$result);
+  let results = (outs Kiln_AnyTensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
 }
@@ -196,8 +274,8 @@ def Kiln_BroadcastOp : Kiln_Op<"broadcast", [
     %s = kiln.broadcast %m dims = [0, 1] : tensor<4x1xf32> -> tensor<4x8xf32>
     ```
   }];
-  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$dims);
-  let results = (outs Kiln_Tensor:$result);
+  let arguments = (ins Kiln_AnyTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Kiln_AnyTensor:$result);
   let assemblyFormat = [{
     $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
   }];
@@ -241,8 +319,8 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [
     %r = kiln.reshape %a : tensor<2x3x4xf32> -> tensor<6x4xf32>
     ```
   }];
-  let arguments = (ins Kiln_Tensor:$input);
-  let results = (outs Kiln_Tensor:$result);
+  let arguments = (ins Kiln_AnyTensor:$input);
+  let results = (outs Kiln_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
@@ -259,8 +337,8 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [
         : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
     ```
   }];
-  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$permutation);
-  let results = (outs Kiln_Tensor:$result);
+  let arguments = (ins Kiln_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Kiln_AnyTensor:$result);
   let assemblyFormat = [{
     $input `permutation` `=` $permutation attr-dict `:` type($input) `->`
     type($result)

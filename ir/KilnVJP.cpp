@@ -149,12 +149,32 @@ Grads GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
 }
 
 // d convert(x) = convert(g) back to x's type
+// Only float -> float converts carry a gradient: an integer has no
+// derivative, and float -> int is piecewise constant (derivative 0).
 Grads ConvertOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);
-  if (!g)
+  if (!g || !isFloatTensor(getInput()))
     return noGrads(*this);
   return SmallVector<Value>{
       b.create<ConvertOp>(getLoc(), getInput().getType(), g)};
+}
+
+// A comparison is piecewise constant: no gradient for either side.
+Grads CmpOp::buildVJP(OpBuilder &, ArrayRef<Value>) { return noGrads(*this); }
+
+// d select(c, a, b) = (none, select(c, g, 0), select(c, 0, g)).
+Grads SelectOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  Location loc = getLoc();
+  auto type = tensorType(g);
+  Value zero = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(
+               type, b.getZeroAttr(type.getElementType())));
+  return SmallVector<Value>{
+      Value(), b.create<SelectOp>(loc, getCondition(), g, zero),
+      b.create<SelectOp>(loc, getCondition(), zero, g)};
 }
 
 //===----------------------------------------------------------------------===//

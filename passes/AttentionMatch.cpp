@@ -17,35 +17,42 @@
 //                                          becomes the op's `scale`),
 //       kiln.add / kiln.sub of a bias    (the chain is the lhs of sub),
 //       kiln.causal_mask with fill -inf  (-> the mask region),
+//       kiln.select(keep, scores, -inf)  (where(keep, s, -inf) -> mask;
+//         or select(drop, -inf, scores)   the negation of drop),
 //     where an add of a constant that is 0 on and below the diagonal
-//     (j <= i + S - T) and -inf above it is the causal mask too. Between
-//     a mask and the softmax a splat factor must be positive (a masked -inf
-//     must stay -inf).
+//     (j <= i + S - T) and -inf above it is the causal mask too, and an add
+//     of an additive mask -- a select between splat 0 and -inf, seen
+//     through broadcasts and transposes -- is a mask of its condition.
+//     Between a mask and the softmax a splat factor must be positive (a
+//     masked -inf must stay -inf). A bias or condition that would need a
+//     boolean capture fails (captures hold numbers).
 //  3. Any other op, or a value used twice, fails the candidate: the softmax
 //     gets `kiln.not_attention = "<reason>"` (the report of kilnc
 //     --dump-phases-to lists them with their model-file line) and nothing
 //     changes.
 //  4. Rewrite: k = transpose(kᵀ) (and q, v when the matmuls transpose
-//     them), then kiln.attention with the scale and
+//     them); k and v written as repeated heads (reshape(broadcast(kv
+//     [B, KVH, S, D] -> [B, KVH, G, S, D]) -> [B, H, S, D])) are replaced by
+//     kv itself (grouped-query attention); then kiln.attention with the
+//     scale and
 //       - a score region replaying the chain on the scalar s: each bias is
-//         rebuilt at (b, h, i, j) as scalar arith/math ops by following
-//         broadcasts (index remapping, size-1 dims -> 0), transposes (index
-//         permutation), splat constants and elementwise kiln ops; anything
-//         else (an input, a parameter, a non-splat constant, a computed
-//         tensor) becomes a capture read with tensor.extract at its own
-//         indices, so a [H] slope or a [B, N] coordinate is captured as it
+//         rebuilt at (b, h, i, j) by AttentionScalarRebuild (iota -> the
+//         index, broadcasts -> index remapping, transposes -> permutation,
+//         splats, elementwise ops incl. cmp/select/convert -> arith/math);
+//         anything else (an input, a parameter, a non-splat constant, a
+//         computed tensor) becomes a capture read with tensor.extract at
+//         its own indices, so a [H] slope or a [B] length is captured as it
 //         is and the [T, S] bias is never formed;
-//       - a mask region j <= i + (S - T) when the chain was causal.
+//       - a mask region and-ing every keep condition: j <= i + (S - T) for
+//         a causal mask, the rebuilt condition of each where / additive
+//         mask.
 //     p @ v's result is replaced by the attention output; the chain is
 //     erased (the phase's canonicalizer removes the now-dead bias ops).
-//
-// The dialect has no select/compare and no int -> float conversion today,
-// so a where(-inf) mask or a float bias computed from kiln.iota cannot be
-// written yet; the index remapping above is what they will reuse.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/AttentionReport.h"
+#include "passes/AttentionScalarRebuild.h"
 #include "passes/FusionReport.h"
 #include "passes/Passes.h"
 
@@ -194,6 +201,20 @@ bool walkScoreChain(Value x, AttentionCandidate &c, std::string &why) {
     tries = {def->getOperand(0), def->getOperand(1)};
   } else if (isa<SubOp, CausalMaskOp>(def)) {
     tries = {def->getOperand(0)};
+  } else if (auto select = dyn_cast<SelectOp>(def)) {
+    // where(keep, scores, -inf) or where(drop, -inf, scores).
+    auto isNegInf = [](Value v) {
+      std::optional<double> x = splatThroughBroadcasts(v);
+      return x && std::isinf(*x) && *x < 0;
+    };
+    if (isNegInf(select.getFalseValue()))
+      tries = {select.getTrueValue()};
+    else if (isNegInf(select.getTrueValue()))
+      tries = {select.getFalseValue()};
+    else {
+      why = describeOp(def) + " does not choose between the scores and -inf";
+      return false;
+    }
   } else if (isa<TransposeOp>(def)) {
     why = "the softmax runs over a transposed score (" + describeOp(def) +
           "), not over the key dimension of q @ kᵀ";
@@ -263,8 +284,26 @@ bool matchAttention(SoftmaxOp softmax, AttentionCandidate &c,
   std::reverse(c.chain.begin(), c.chain.end()); // q @ kᵀ side first
   // A mask turns scores into -inf; a later factor must keep them there.
   bool masked = false;
+  Value chainValue = c.qk.getResult();
   for (Operation *op : c.chain) {
-    masked |= isa<CausalMaskOp>(op) ||
+    // The bias, or the select's condition: rebuilt in a region, so it may
+    // not need a boolean capture.
+    Value other;
+    if (auto select = dyn_cast<SelectOp>(op))
+      other = select.getCondition();
+    else if (op->getNumOperands() == 2)
+      other = op->getOperand(0) == chainValue ? op->getOperand(1)
+                                              : op->getOperand(0);
+    chainValue = op->getResult(0);
+    if (other) {
+      std::string reason = whyNotRebuildable(other);
+      if (!reason.empty()) {
+        why = describeOp(op) + ": " + reason;
+        return false;
+      }
+    }
+    masked |= isa<CausalMaskOp, SelectOp>(op) ||
+              (isa<AddOp>(op) && isAdditiveMask(other)) ||
               (isa<AddOp>(op) && isCausalConstant(op->getOperand(1))) ||
               (isa<AddOp>(op) && isCausalConstant(op->getOperand(0)));
     if (masked && isa<MulOp, DivOp>(op)) {
@@ -281,125 +320,76 @@ bool matchAttention(SoftmaxOp softmax, AttentionCandidate &c,
   return true;
 }
 
-// Rebuilds tensors of the scores' shape as scalars at (b, h, i, j) inside a
-// region, capturing the leaves (step 4).
-class ScalarRebuilder {
-public:
-  ScalarRebuilder(OpBuilder &builder, Block &block)
-      : b_(builder), block_(block) {}
-
-  // The element of `t` at `index` (one index value per dim of `t`).
-  Value element(Value t, ArrayRef<Value> index) {
-    Key key{t.getAsOpaquePointer(), {}};
-    for (Value i : index)
-      key.second.push_back(i.getAsOpaquePointer());
-    auto it = memo_.find(key);
-    if (it != memo_.end())
-      return it->second;
-    Value result = build(t, index);
-    memo_[key] = result;
-    return result;
+// Grouped-query heads written by hand: kv [B, KVH, S, D] repeated to
+// [B, H, S, D] as reshape(broadcast(kv [B, KVH, S, D] dims = [0, 1, 3, 4]
+// -> [B, KVH, G, S, D])), or with the size-1 group dim written out
+// (broadcast of [B, KVH, 1, S, D], itself maybe a reshape of kv). Returns kv
+// (a new reshape to [B, KVH, S, D] when only the 5-D form exists), or `x`.
+Value peelRepeatedHeads(OpBuilder &builder, Value x) {
+  auto reshape = x.getDefiningOp<ReshapeOp>();
+  if (!reshape)
+    return x;
+  auto broadcast = reshape.getInput().getDefiningOp<BroadcastOp>();
+  if (!broadcast)
+    return x;
+  auto rep = cast<RankedTensorType>(broadcast.getType()); // [B, KVH, G, S, D]
+  auto out = cast<RankedTensorType>(x.getType());          // [B, H, S, D]
+  if (rep.getRank() != 5 || rep.getDimSize(0) != out.getDimSize(0) ||
+      rep.getDimSize(1) * rep.getDimSize(2) != out.getDimSize(1) ||
+      rep.getDimSize(3) != out.getDimSize(2) ||
+      rep.getDimSize(4) != out.getDimSize(3))
+    return x;
+  Value kv = broadcast.getInput();
+  auto in = cast<RankedTensorType>(kv.getType());
+  ArrayRef<int64_t> dims = broadcast.getDims();
+  auto sameKv = [&](int64_t inDim, int64_t repDim) {
+    return in.getDimSize(inDim) == rep.getDimSize(repDim);
+  };
+  if (in.getRank() == 4 && dims == ArrayRef<int64_t>{0, 1, 3, 4} &&
+      sameKv(0, 0) && sameKv(1, 1) && sameKv(2, 3) && sameKv(3, 4))
+    return kv;
+  if (in.getRank() == 5 && dims == ArrayRef<int64_t>{0, 1, 2, 3, 4} &&
+      in.getDimSize(2) == 1 && sameKv(0, 0) && sameKv(1, 1) &&
+      sameKv(3, 3) && sameKv(4, 4)) {
+    auto kvType = RankedTensorType::get(
+        {in.getDimSize(0), in.getDimSize(1), in.getDimSize(3),
+         in.getDimSize(4)},
+        in.getElementType());
+    if (auto inner = kv.getDefiningOp<ReshapeOp>())
+      if (inner.getInput().getType() == kvType)
+        return inner.getInput();
+    return builder.create<ReshapeOp>(x.getLoc(), kvType, kv);
   }
-
-  // The outer tensors read by the region, in block argument order.
-  const SmallVector<Value> &captures() const { return captures_; }
-
-private:
-  using Key = std::pair<const void *, std::vector<const void *>>;
-
-  Value indexConstant(int64_t value) {
-    return b_.create<arith::ConstantIndexOp>(b_.getUnknownLoc(), value);
-  }
-
-  Value capture(Value t, ArrayRef<Value> index) {
-    auto [it, inserted] = captureArg_.try_emplace(t, nullptr);
-    if (inserted) {
-      captures_.push_back(t);
-      it->second = block_.addArgument(t.getType(), t.getLoc());
-    }
-    return b_.create<tensor::ExtractOp>(t.getLoc(), it->second, index);
-  }
-
-  Value build(Value t, ArrayRef<Value> index) {
-    Operation *def = t.getDefiningOp();
-    auto type = cast<RankedTensorType>(t.getType());
-    Type elementType = type.getElementType();
-    Location loc = t.getLoc();
-    if (!def)
-      return capture(t, index);
-    if (auto constant = dyn_cast<ConstantOp>(def)) {
-      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-      if (dense && dense.isSplat())
-        return b_.create<arith::ConstantOp>(
-            loc, cast<TypedAttr>(dense.getSplatValue<Attribute>()));
-      return capture(t, index);
-    }
-    if (auto broadcast = dyn_cast<BroadcastOp>(def)) {
-      auto input = cast<RankedTensorType>(broadcast.getInput().getType());
-      SmallVector<Value> inner;
-      for (auto [d, resultDim] : llvm::enumerate(broadcast.getDims()))
-        inner.push_back(input.getDimSize(d) == 1 &&
-                                type.getDimSize(resultDim) != 1
-                            ? indexConstant(0)
-                            : index[resultDim]);
-      return element(broadcast.getInput(), inner);
-    }
-    if (auto transpose = dyn_cast<TransposeOp>(def)) {
-      SmallVector<Value> inner(index.size());
-      for (auto [i, from] : llvm::enumerate(transpose.getPermutation()))
-        inner[from] = index[i];
-      return element(transpose.getInput(), inner);
-    }
-    bool isFloat = isa<FloatType>(elementType);
-    auto binary = [&](auto floatOp, auto intOp) -> Value {
-      Value lhs = element(def->getOperand(0), index);
-      Value rhs = element(def->getOperand(1), index);
-      if (isFloat)
-        return b_.create<decltype(floatOp)>(loc, lhs, rhs);
-      return b_.create<decltype(intOp)>(loc, lhs, rhs);
-    };
-    if (isa<AddOp>(def))
-      return binary(arith::AddFOp(), arith::AddIOp());
-    if (isa<SubOp>(def))
-      return binary(arith::SubFOp(), arith::SubIOp());
-    if (isa<MulOp>(def))
-      return binary(arith::MulFOp(), arith::MulIOp());
-    if (isa<DivOp>(def))
-      return binary(arith::DivFOp(), arith::DivSIOp());
-    if (isa<NegOp>(def) && isFloat)
-      return b_.create<arith::NegFOp>(loc, element(def->getOperand(0), index));
-    if (isa<ExpOp>(def))
-      return b_.create<math::ExpOp>(loc, element(def->getOperand(0), index));
-    if (isa<LogOp>(def))
-      return b_.create<math::LogOp>(loc, element(def->getOperand(0), index));
-    if (isa<TanhOp>(def))
-      return b_.create<math::TanhOp>(loc, element(def->getOperand(0), index));
-    if (isa<SqrtOp>(def))
-      return b_.create<math::SqrtOp>(loc, element(def->getOperand(0), index));
-    return capture(t, index);
-  }
-
-  OpBuilder &b_;
-  Block &block_; // captures become its arguments, after s, b, h, i, j
-  SmallVector<Value> captures_;
-  llvm::DenseMap<Value, BlockArgument> captureArg_;
-  std::map<Key, Value> memo_;
-};
+  return x;
+}
 
 // Step 4: builds kiln.attention in place of p @ v.
 void rewriteAttention(AttentionCandidate &c) {
   OpBuilder builder(c.pv);
   Location loc = c.softmax.getLoc();
   auto transposeLast2 = [&](Value v) -> Value {
+    // transpose(transpose(x)) is x: keeps a repeated-heads kv visible.
+    if (auto t = v.getDefiningOp<TransposeOp>())
+      if (t.getPermutation() == ArrayRef<int64_t>{0, 1, 3, 2})
+        return t.getInput();
     return builder.create<TransposeOp>(loc, v, ArrayRef<int64_t>{0, 1, 3, 2});
   };
-  // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv].
+  // q [B, H, T, D], k [B, KVH, S, D], v [B, KVH, S, Dv].
   Value q = c.qk.getTransposeLhs() ? transposeLast2(c.qk.getLhs())
                                    : c.qk.getLhs();
-  Value k = c.qk.getTransposeRhs() ? c.qk.getRhs()
-                                   : transposeLast2(c.qk.getRhs());
-  Value v = c.pv.getTransposeRhs() ? transposeLast2(c.pv.getRhs())
-                                   : c.pv.getRhs();
+  Value k = peelRepeatedHeads(builder, c.qk.getTransposeRhs()
+                                           ? c.qk.getRhs()
+                                           : transposeLast2(c.qk.getRhs()));
+  Value v = peelRepeatedHeads(builder, c.pv.getTransposeRhs()
+                                           ? transposeLast2(c.pv.getRhs())
+                                           : c.pv.getRhs());
+  // Both or neither: kiln.attention reads one KVH for k and v.
+  if (cast<RankedTensorType>(k.getType()).getDimSize(1) !=
+      cast<RankedTensorType>(v.getType()).getDimSize(1)) {
+    k = c.qk.getTransposeRhs() ? c.qk.getRhs() : transposeLast2(c.qk.getRhs());
+    v = c.pv.getTransposeRhs() ? transposeLast2(c.pv.getRhs())
+                               : c.pv.getRhs();
+  }
 
   // The splat right after q @ kᵀ is the scale; the rest is replayed.
   ArrayRef<Operation *> chain = c.chain;
@@ -423,29 +413,47 @@ void rewriteAttention(AttentionCandidate &c) {
   auto lseType = RankedTensorType::get(
       {scores.getDimSize(0), scores.getDimSize(1), t}, builder.getF32Type());
 
-  // The score region, built in a detached block first: its captures are
-  // only known once the chain has been replayed.
-  auto scoreBlock = std::make_unique<Block>();
+  // Both regions are built in detached blocks first: the captures (one
+  // list, shared) are only known once the chain has been replayed.
   Type indexType = builder.getIndexType();
+  auto scoreBlock = std::make_unique<Block>();
   Value sArg = scoreBlock->addArgument(builder.getF32Type(), loc);
-  SmallVector<Value> bhij;
-  for (int d = 0; d < 4; ++d)
+  auto maskBlock = std::make_unique<Block>();
+  SmallVector<Value> bhij, maskIdx;
+  for (int d = 0; d < 4; ++d) {
     bhij.push_back(scoreBlock->addArgument(indexType, loc));
+    maskIdx.push_back(maskBlock->addArgument(indexType, loc));
+  }
   // (A detached block has no context of its own: the builder brings it.)
-  OpBuilder region(builder.getContext());
+  OpBuilder region(builder.getContext()), m(builder.getContext());
   region.setInsertionPointToStart(scoreBlock.get());
-  ScalarRebuilder rebuild(region, *scoreBlock);
+  m.setInsertionPointToStart(maskBlock.get());
+  SmallVector<Value> captures;
+  ScalarRebuilder rebuild(region, *scoreBlock, 5, captures);
+  ScalarRebuilder rebuildMask(m, *maskBlock, 4, captures);
   Value current = sArg;
-  bool causal = false;
+  SmallVector<Value> keeps; // and-ed into the mask region
   for (Operation *op : chain) {
     // The operand that is not the chain (the first one when both are).
     Value other = op->getOperand(0) == chainValue ? op->getOperand(1)
                                                   : op->getOperand(0);
     Location opLoc = op->getLoc();
-    if (isa<CausalMaskOp>(op)) {
-      causal = true;
-    } else if (isa<AddOp>(op) && isCausalConstant(other)) {
-      causal = true;
+    if (isa<CausalMaskOp>(op) ||
+        (isa<AddOp>(op) && isCausalConstant(other))) {
+      // keep(b, h, i, j) = j <= i + (S - T)
+      Value offset = m.create<arith::ConstantIndexOp>(loc, s - t);
+      Value limit = m.create<arith::AddIOp>(loc, maskIdx[2], offset);
+      keeps.push_back(m.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
+                                              maskIdx[3], limit));
+    } else if (auto select = dyn_cast<SelectOp>(op)) {
+      Value keep = rebuildMask.element(select.getCondition(), maskIdx);
+      if (select.getTrueValue() != chainValue) { // where(drop, -inf, scores)
+        Value one = m.create<arith::ConstantOp>(opLoc, m.getBoolAttr(true));
+        keep = m.create<arith::XOrIOp>(opLoc, keep, one);
+      }
+      keeps.push_back(keep);
+    } else if (isa<AddOp>(op) && isAdditiveMask(other)) {
+      keeps.push_back(rebuildMask.keepOfAdditiveMask(other, maskIdx));
     } else if (isa<AddOp>(op)) {
       current = region.create<arith::AddFOp>(opLoc, current,
                                              rebuild.element(other, bhij));
@@ -461,7 +469,8 @@ void rewriteAttention(AttentionCandidate &c) {
     }
     chainValue = op->getResult(0);
   }
-  SmallVector<Value> captures = rebuild.captures();
+  rebuild.addRemainingCaptureArguments();
+  rebuildMask.addRemainingCaptureArguments();
 
   auto attention = builder.create<AttentionOp>(
       loc, outType, lseType, q, k, v, captures,
@@ -470,21 +479,12 @@ void rewriteAttention(AttentionCandidate &c) {
     region.create<YieldOp>(loc, ValueRange{current});
     attention.getScore().push_back(scoreBlock.release());
   }
-  if (causal) {
-    // keep(b, h, i, j) = j <= i + (S - T)
-    Block *mask = new Block();
-    attention.getMask().push_back(mask);
-    SmallVector<Value> idx;
-    for (int d = 0; d < 4; ++d)
-      idx.push_back(mask->addArgument(indexType, loc));
-    for (Value capture : captures)
-      mask->addArgument(capture.getType(), capture.getLoc());
-    OpBuilder m = OpBuilder::atBlockBegin(mask);
-    Value offset = m.create<arith::ConstantIndexOp>(loc, s - t);
-    Value limit = m.create<arith::AddIOp>(loc, idx[2], offset);
-    Value keep =
-        m.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, idx[3], limit);
+  if (!keeps.empty()) {
+    Value keep = keeps.front();
+    for (Value more : ArrayRef<Value>(keeps).drop_front())
+      keep = m.create<arith::AndIOp>(loc, keep, more);
     m.create<YieldOp>(loc, ValueRange{keep});
+    attention.getMask().push_back(maskBlock.release());
   }
 
   c.pv.getResult().replaceAllUsesWith(attention.getOut());

@@ -73,6 +73,8 @@ size_t dtypeSize(schema::DType dtype) {
     return 2;
   case schema::DType_I64:
     return 8;
+  case schema::DType_Bool:
+    return 1;
   }
   return 0;
 }
