@@ -532,7 +532,14 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
         return failure();
       ArrayRef<char> raw = value.getRawData();
       buffers[*index].role = schema::BufferRole_Constant;
-      buffers[*index].constantData.assign(raw.begin(), raw.end());
+      if (value.getElementType().isInteger(1)) {
+        // MLIR packs i1 as bits; DType Bool is one byte (0 or 1) each.
+        buffers[*index].constantData.clear();
+        for (bool b : value.getValues<bool>())
+          buffers[*index].constantData.push_back(b ? 1 : 0);
+      } else {
+        buffers[*index].constantData.assign(raw.begin(), raw.end());
+      }
       return success();
     }
   }

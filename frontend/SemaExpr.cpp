@@ -203,6 +203,13 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
 
   // Integer tensors only index gathers and carry cross_entropy targets.
   for (const Value *v : {&*a, &*b})
+    if (v->isTensor() && typeOf(v->node).isBool()) {
+      error(e.loc, "boolean tensor used in arithmetic: '" + opName + "' on " +
+                       formatType(typeOf(v->node)) +
+                       " (write where(c, 1.0, 0.0) for a 0/1 float)");
+      return std::nullopt;
+    }
+  for (const Value *v : {&*a, &*b})
     if (v->isTensor() && !typeOf(v->node).isFloat()) {
       error(e.loc, "integer tensor used in arithmetic: '" + opName + "' on " +
                        formatType(typeOf(v->node)) +

@@ -72,8 +72,8 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     }
     ```
   }];
-  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, StrAttr:$kind);
-  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs, StrAttr:$kind);
+  let results = (outs Variadic<Kiln_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $kind ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, results)

@@ -27,7 +27,11 @@ def KilnAttentionMatch : Pass<"kiln-attention-match", "::mlir::ModuleOp"> {
     never materialized; inputs, parameters, non-splat constants and other
     computed tensors become captures read with `tensor.extract` at their own
     (broadcast-stripped) indices. A causal mask becomes the mask region
-    `j <= i + (S - T)`. A softmax that does not match keeps its graph and
+    `j <= i + (S - T)`; `kiln.select(keep, scores, -inf)` and an added
+    select between 0 and -inf become the mask region of their condition
+    (iota -> the index, cmp -> arith.cmpi/cmpf). k and v repeated from KVH
+    heads (reshape of a broadcast to [B, KVH, G, S, D]) are replaced by the
+    KVH-head tensors. A softmax that does not match keeps its graph and
     gets `kiln.not_attention = "<reason>"`; kilnc --dump-phases-to lists them
     in attention.txt.
 
