@@ -55,8 +55,9 @@ std::optional<int> Sema::requireFloatTensor(const Value &v, SourceLoc loc,
     return std::nullopt;
   }
   if (!typeOf(v.node).isFloat()) {
-    error(loc, what + " must be a float tensor, got the integer tensor " +
-                   formatType(typeOf(v.node)));
+    error(loc, what + " must be a float tensor, got the " +
+                   (typeOf(v.node).isBool() ? "boolean" : "integer") +
+                   " tensor " + formatType(typeOf(v.node)));
     return std::nullopt;
   }
   return v.node;
