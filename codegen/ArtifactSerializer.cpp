@@ -211,7 +211,15 @@ FailureOr<std::string> ArtifactWriter::serialize() {
                  .Union();
         kind = schema::Operation_GemmCall;
       } else {
-        op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers).Union();
+        flatbuffers::Offset<schema::CudnnAttention> cudnn = 0;
+        if (const std::optional<CudnnAttentionCall> &c = s.cudnnAttention)
+          cudnn = schema::CreateCudnnAttention(
+              fbb, c->backward, c->batch, c->heads, c->kvHeads, c->qLen,
+              c->kvLen, c->headDim, c->valueDim, c->scale, c->causal,
+              c->kvLengths, c->q, c->k, c->v, c->out, c->lse, c->dout, c->dq,
+              c->dk, c->dv);
+        op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers, cudnn)
+                 .Union();
         kind = schema::Operation_KernelCall;
       }
       stepOffsets.push_back(

@@ -155,7 +155,7 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
     FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
     if (failed(k))
       return failure();
-    return EmittedKernel{k->entry,
+    EmittedKernel kernel{k->entry,
                          k->source,
                          "",
                          k->ops,
@@ -163,6 +163,10 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
                          k->launch.grid,
                          k->launch.block,
                          k->launch.sharedBytes};
+    if (group.ops.size() == 1 &&
+        isa<k::AttentionOp, k::AttentionGradOp>(group.ops.front()))
+      kernel.note = describeCudnnAttention(group.ops.front());
+    return kernel;
   }
   FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
   if (failed(k))
@@ -429,6 +433,12 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     if (failed(index))
       return failure();
     step.buffers.push_back(*index);
+  }
+  // cuDNN's fused attention as an alternative the CUDA runtime may pick.
+  if (options.target == "cuda" && isa<k::AttentionOp, k::AttentionGradOp>(op)) {
+    std::string whyNot;
+    step.cudnnAttention = planCudnnAttention(
+        op, [&](Value v) { return bufferOf.lookup(v); }, whyNot);
   }
   schedule->push_back(std::move(step));
   return success();

@@ -20,6 +20,7 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/CpuKernelEmitter.h"
+#include "codegen/CudnnAttention.h"
 #include "codegen/MemoryPlan.h"
 #include "ir/KilnOps.h"
 
@@ -94,6 +95,9 @@ private:
     std::vector<uint32_t> buffers;
     size_t numInputs = 0; // buffers[0, numInputs) are read, the rest written
     std::string location;
+    // KernelCall.cudnn_attention (CudnnAttention.h): CUDA attention ops
+    // cuDNN's fused attention computes exactly.
+    std::optional<CudnnAttentionCall> cudnnAttention;
   };
   struct PlannedProgram {
     std::string name;

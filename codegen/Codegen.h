@@ -40,6 +40,9 @@ struct EmittedKernel {
   // CUDA only (Kernel.launch; grid 0 on the CPU): blocks, threads per
   // block, dynamic shared bytes of every call.
   uint32_t grid = 0, block = 0, sharedBytes = 0;
+  // For kernel dumps only: whether cuDNN may replace it, and why not
+  // (CudnnAttention.h; CUDA attention kernels).
+  std::string note;
 };
 
 // The artifact and the reports of its memory plan (codegen/MemoryPlan.h).

@@ -18,13 +18,15 @@
 //      every KernelCall's buffers matching its kernel's signature (count,
 //      dtype, elements), and every GEMM's operands large enough for
 //      m/n/k/batch/strides, its epilogue's bias / aux buffers present
-//      exactly when used, F32, of the sizes m and n imply, apart from C.
+//      exactly when used, F32, of the sizes m and n imply, apart from C;
+//      a KernelCall's cudnn_attention (CudnnAttentionCheck.cpp).
 // Messages name the offending entry and, for schedule entries, the model-file
 // location the entry came from.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Artifact.h"
+#include "runtime/CudnnAttentionCheck.h"
 #include "runtime/MemoryPlanCheck.h"
 #include "runtime/Safetensors.h"
 
@@ -630,6 +632,7 @@ Status checkSchedule(const schema::Artifact &artifact,
               arg.elements(), " elements of dtype ",
               static_cast<int>(arg.dtype()));
       }
+      KILN_RETURN_IF_ERROR(checkCudnnAttention(artifact, *call, where));
       break;
     }
     case schema::Operation_GemmCall:

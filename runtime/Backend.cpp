@@ -20,10 +20,18 @@ StatusOr<std::unique_ptr<Backend>> createBackend(const Artifact &artifact,
   if (artifact.root().target()->str() == "cuda") {
     StatusOr<std::unique_ptr<cuda::CudaBackend>> backend =
         cuda::CudaBackend::create(artifact, options);
+    if (!backend.ok() && options.attention == AttentionDispatch::kCudnn &&
+        backend.status().message().find("--attention") == std::string::npos)
+      return backend.status().withPrefix(
+          artifact.name() + ": --attention=cudnn needs a usable GPU: ");
     if (!backend.ok())
       return backend.status().withPrefix(artifact.name() + ": ");
     return std::unique_ptr<Backend>(std::move(*backend));
   }
+  if (options.attention == AttentionDispatch::kCudnn)
+    return invalidArgument(artifact.name(), ": --attention=cudnn needs a CUDA "
+                           "artifact (this one is for the CPU; compile with "
+                           "kilnc --target=cuda)");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend,
                         cpu::CpuBackend::create(artifact));
   return std::unique_ptr<Backend>(std::move(backend));

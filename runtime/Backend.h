@@ -18,6 +18,7 @@
 #define KILN_RUNTIME_BACKEND_H
 
 #include "runtime/Artifact.h"
+#include "runtime/AttentionDispatch.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
@@ -43,6 +44,8 @@ void printKernelLoad(const KernelLoad &load, FILE *out);
 // Options a backend takes from the command line.
 struct BackendOptions {
   bool tf32 = false; // CUDA: fp32 GEMMs on TF32 tensor cores
+  // CUDA: who runs the attention calls that carry a cudnn_attention.
+  AttentionDispatch attention = AttentionDispatch::kAuto;
 };
 
 class Backend {

@@ -246,6 +246,15 @@ const std::vector<Flag> &flags() {
          }
          return okStatus();
        }},
+      {"--attention", "A",
+       "CUDA: who runs the attention ops cuDNN supports (plain causal or\n"
+       "key-length masks, bf16): auto (default: time both at the first step,\n"
+       "keep the faster per op), kiln (the generated kernels), cudnn (cuDNN's\n"
+       "fused attention; an error when it cannot)",
+       true, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.attention, parseAttentionDispatch(v));
+         return okStatus();
+       }},
       {"--tf32", nullptr,
        "CUDA: run fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative\n"
        "error)", true, [](RunOptions &o, const std::string &) {

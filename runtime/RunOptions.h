@@ -11,6 +11,7 @@
 #ifndef KILN_RUNTIME_RUNOPTIONS_H
 #define KILN_RUNTIME_RUNOPTIONS_H
 
+#include "runtime/AttentionDispatch.h"
 #include "runtime/LrSchedule.h"
 #include "runtime/Status.h"
 
@@ -69,6 +70,7 @@ struct RunOptions {
   std::vector<std::string> archs; // --arch sm_80,sm_90a (with --compile-only;
                              // default: the artifact's archs)
   bool tf32 = false;         // --tf32: fp32 GEMMs on TF32 tensor cores
+  AttentionDispatch attention = AttentionDispatch::kAuto; // --attention auto|kiln|cudnn
 };
 
 struct ParsedCommandLine {

@@ -177,7 +177,7 @@ Status TrainingRun::start() {
 
   KILN_ASSIGN_OR_RETURN(session_,
                         TrainingSession::create(std::move(artifact), options_.seed,
-                                                BackendOptions{options_.tf32}));
+                                                BackendOptions{options_.tf32, options_.attention}));
   if (!options_.quiet) {
     printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train || data_.tsp)

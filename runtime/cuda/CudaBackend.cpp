@@ -3,11 +3,13 @@
 #include "runtime/cuda/CudaBackend.h"
 
 #include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/Cudnn.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceLayout.h"
 #include "runtime/cuda/JitCache.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +34,12 @@ struct DeviceCall {
   std::unique_ptr<GemmPlan> gemm;      // GemmCall
   CUdeviceptr a = 0, b = 0, c = 0;
   std::string where;                   // "step entry 3 ('k_gelu' at m.kiln:4:5)"
+  // KernelCall with a cudnn_attention (Cudnn.h) whose plan cuDNN accepted:
+  // `useCudnn` runs it instead of the kernel; `undecided` (--attention=auto)
+  // until the first run of the program times both.
+  std::unique_ptr<CudnnAttentionPlan> cudnn;
+  bool useCudnn = false;
+  bool undecided = false;
 };
 
 struct DeviceProgram {
@@ -40,6 +48,7 @@ struct DeviceProgram {
   std::vector<DeviceCall> calls;
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
+  bool undecided = false; // a call is undecided: capture after the first run
 };
 
 const char *programName(int kind) {
@@ -73,6 +82,9 @@ struct CudaBackend::Impl {
   BackendOptions options;
   std::unique_ptr<CudaDriver> driver;
   std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
+  std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
+  CUdeviceptr cudnnWorkspace = 0;    // shared by every cuDNN plan (one stream)
+  std::vector<CUdeviceptr> seqLenBuffers; // [B] i32 q_len per padding plan
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
@@ -109,6 +121,12 @@ struct CudaBackend::Impl {
   Status loadKernels();
   Status resolvePrograms();
   Status launch(const DeviceCall &call) const;
+  Status launchKernel(const DeviceCall &call) const;
+  // cuDNN plans for the calls with a cudnn_attention (--attention).
+  Status planCudnnAttention();
+  // Times the kernel and cuDNN for each undecided call of `program` on the
+  // real buffers, keeps the faster, runs the program once.
+  Status decideAttention(DeviceProgram &program);
   Status capture(DeviceProgram &program);
   Status runEagerly(const DeviceProgram &program);
 };
@@ -123,9 +141,14 @@ CudaBackend::Impl::~Impl() {
       driver->cuGraphExecDestroy(program.exec);
     if (program.graph)
       driver->cuGraphDestroy(program.graph);
-    program.calls.clear(); // GEMM plans before the cuBLASLt handle
+    program.calls.clear(); // GEMM / cuDNN plans before their handles
   }
   cublas.reset();
+  cudnn.reset();
+  for (CUdeviceptr p : seqLenBuffers)
+    driver->cuMemFree(p);
+  if (cudnnWorkspace)
+    driver->cuMemFree(cudnnWorkspace);
   if (module)
     driver->cuModuleUnload(module);
   for (CUdeviceptr p : {arena, tables, workspace})
@@ -295,6 +318,12 @@ Status CudaBackend::Impl::resolvePrograms() {
 }
 
 Status CudaBackend::Impl::launch(const DeviceCall &call) const {
+  if (call.useCudnn)
+    return call.cudnn->run();
+  return launchKernel(call);
+}
+
+Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
   if (call.gemm)
     return call.gemm->run(call.a, call.b, call.c, workspace, kGemmWorkspaceBytes,
                           stream);
@@ -305,6 +334,150 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
                                               call.block, 1, 1, call.sharedBytes,
                                               stream, params, nullptr),
                        "cuLaunchKernel", " for " + call.where);
+}
+
+namespace {
+
+// One line on stderr, for choices made once (not per step).
+void note(const std::string &text) {
+  std::fprintf(stderr, "kiln-run: attention: %s\n", text.c_str());
+}
+
+} // namespace
+
+Status CudaBackend::Impl::planCudnnAttention() {
+  if (options.attention == AttentionDispatch::kKiln)
+    return okStatus();
+  const bool strict = options.attention == AttentionDispatch::kCudnn;
+  std::vector<std::pair<DeviceCall *, const schema::CudnnAttention *>> candidates;
+  for (int kind = 0; kind < kNumProgramKinds; ++kind)
+    if (const schema::Program *program = artifact.program(static_cast<ProgramKind>(kind)))
+      for (uint32_t i = 0; i < program->schedule()->size(); ++i)
+        if (const schema::KernelCall *kc = program->schedule()->Get(i)->op_as_KernelCall())
+          if (kc->cudnn_attention())
+            candidates.push_back({&programs[kind].calls[i], kc->cudnn_attention()});
+  if (candidates.empty()) {
+    if (strict)
+      return failedPrecondition(
+          "--attention=cudnn: no attention op of this artifact is one cuDNN's fused "
+          "attention computes exactly (bf16 q/k/v, no score mod, no mask or a causal "
+          "or key-length mask, head dims multiples of 8 up to 128); kilnc "
+          "--target=cuda --dump-phases-to=DIR gives each attention kernel's reason");
+    return okStatus();
+  }
+  // The library and a handle; without them auto keeps the generated kernels.
+  StatusOr<std::unique_ptr<Cudnn>> loaded = Cudnn::load();
+  Status ready = loaded.status();
+  if (ready.ok()) {
+    cudnn = std::move(*loaded);
+    ready = cudnn->createHandle(stream);
+  }
+  if (!ready.ok()) {
+    cudnn.reset();
+    if (strict)
+      return ready.withPrefix("--attention=cudnn: ");
+    note("generated kernels (cuDNN unavailable: " + ready.message() + ")");
+    return okStatus();
+  }
+  const CudaDriver &d = *driver;
+  int64_t workspaceBytes = 0;
+  size_t planned = 0;
+  for (auto [call, a] : candidates) {
+    CudnnAttentionPlan::Buffers buffers;
+    buffers.q = devicePointer(a->q());
+    buffers.k = devicePointer(a->k());
+    buffers.v = devicePointer(a->v());
+    buffers.out = devicePointer(a->out());
+    buffers.lse = devicePointer(a->lse());
+    if (a->kv_lengths() >= 0 && !a->backward()) {
+      // seq_len_q: every query row of every sample is computed (Kiln masks
+      // keys only), so q_len for each sample.
+      std::vector<int32_t> qLens(static_cast<size_t>(a->batch()),
+                                 static_cast<int32_t>(a->q_len()));
+      CUdeviceptr qLen = 0;
+      size_t bytes = qLens.size() * sizeof(int32_t);
+      KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&qLen, bytes), "cuMemAlloc(seq_len_q)"));
+      seqLenBuffers.push_back(qLen);
+      KILN_RETURN_IF_ERROR(
+          d.check(d.cuMemcpyHtoD(qLen, qLens.data(), bytes), "cuMemcpyHtoD(seq_len_q)"));
+      buffers.seqLenQ = qLen;
+      buffers.seqLenKv = devicePointer(static_cast<uint32_t>(a->kv_lengths()));
+    }
+    StatusOr<std::unique_ptr<CudnnAttentionPlan>> plan =
+        CudnnAttentionPlan::create(*cudnn, *a, buffers, call->where);
+    if (!plan.ok()) {
+      // --attention=cudnn: every forward must run on cuDNN; backward calls
+      // run the generated kernel (Kiln's backward reads cuDNN's lse as is).
+      if (strict && !a->backward())
+        return plan.status().withPrefix("--attention=cudnn: ");
+      note("generated kernel: " + plan.status().message());
+      continue;
+    }
+    workspaceBytes = std::max(workspaceBytes, (*plan)->workspaceBytes());
+    call->cudnn = std::move(*plan);
+    ++planned;
+  }
+  if (workspaceBytes > 0)
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuMemAlloc(&cudnnWorkspace, static_cast<size_t>(workspaceBytes)),
+        "cuMemAlloc(cuDNN workspace)", detail::concat(" (", workspaceBytes, " bytes)")));
+  for (DeviceProgram &program : programs)
+    for (DeviceCall &call : program.calls) {
+      if (!call.cudnn)
+        continue;
+      KILN_RETURN_IF_ERROR(call.cudnn->bindWorkspace(cudnnWorkspace));
+      call.useCudnn = strict;
+      call.undecided = !strict;
+      program.undecided |= !strict;
+    }
+  note(detail::concat("cuDNN ", cudnn->version(), " planned for ", planned, " of ",
+                      candidates.size(), " eligible calls (workspace ", workspaceBytes,
+                      " bytes, allocated outside the memory plan)",
+                      strict ? "" : "; timed against the generated kernels at first use"));
+  return okStatus();
+}
+
+Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
+  const CudaDriver &d = *driver;
+  // Host timing around a synchronized stream: a few reps after a warm-up
+  // are enough to order two kernels of the same op.
+  constexpr int kReps = 3;
+  auto sync = [&](const std::string &where) {
+    return d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", " after " + where);
+  };
+  auto timeMs = [&](const DeviceCall &call, bool useCudnn) -> StatusOr<double> {
+    auto once = [&] { return useCudnn ? call.cudnn->run() : launchKernel(call); };
+    KILN_RETURN_IF_ERROR(once());
+    KILN_RETURN_IF_ERROR(sync(call.where));
+    auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < kReps; ++r)
+      KILN_RETURN_IF_ERROR(once());
+    KILN_RETURN_IF_ERROR(sync(call.where));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() /
+           kReps;
+  };
+  for (DeviceCall &call : program.calls) {
+    if (call.undecided) {
+      KILN_ASSIGN_OR_RETURN(double kernelMs, timeMs(call, false));
+      StatusOr<double> cudnnMs = timeMs(call, true);
+      call.undecided = false;
+      if (!cudnnMs.ok()) {
+        call.useCudnn = false;
+        note(call.where + ": generated kernel (cuDNN failed: " +
+             cudnnMs.status().message() + ")");
+      } else {
+        call.useCudnn = *cudnnMs < kernelMs;
+        note(detail::concat(call.where, ": cuDNN ", *cudnnMs, " ms, generated ", kernelMs,
+                            " ms -> ", call.useCudnn ? "cuDNN" : "generated kernel"));
+      }
+    }
+    // The chosen one writes the outputs the rest of the program reads.
+    KILN_RETURN_IF_ERROR(launch(call));
+    KILN_RETURN_IF_ERROR(sync(call.where));
+  }
+  program.undecided = false;
+  return eager ? okStatus() : capture(program);
 }
 
 Status CudaBackend::Impl::capture(DeviceProgram &program) {
@@ -367,9 +540,12 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
   }
   KILN_RETURN_IF_ERROR(impl->loadKernels());
   KILN_RETURN_IF_ERROR(impl->resolvePrograms());
+  KILN_RETURN_IF_ERROR(impl->planCudnnAttention());
+  // A program with an undecided attention call is captured after its first
+  // run (decideAttention), with the faster of the two in it.
   if (!impl->eager)
     for (DeviceProgram &program : impl->programs)
-      if (program.present)
+      if (program.present && !program.undecided)
         KILN_RETURN_IF_ERROR(impl->capture(program));
 
   impl->mirrors.resize(artifact.numBuffers());
@@ -385,7 +561,9 @@ Status CudaBackend::run(ProgramKind kind) {
   const DeviceProgram &program = m.programs[static_cast<int>(kind)];
   if (!program.present)
     return failedPrecondition("the artifact has no '", program.name, "' program");
-  if (m.eager) {
+  if (program.undecided) {
+    KILN_RETURN_IF_ERROR(m.decideAttention(m.programs[static_cast<int>(kind)]));
+  } else if (m.eager) {
     KILN_RETURN_IF_ERROR(m.runEagerly(program));
   } else {
     KILN_RETURN_IF_ERROR(m.driver->check(

@@ -25,7 +25,9 @@ namespace kiln::schema {
 //    Artifact.archs).
 // 5: GemmCall.epilogue, bias, aux (a GEMM may read a bias / gelu input and
 //    write a gelu input / bias gradient besides C).
-constexpr uint32_t kArtifactVersion = 5;
+// 6: KernelCall.cudnn_attention (cuDNN's fused attention may replace an
+//    attention kernel).
+constexpr uint32_t kArtifactVersion = 6;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

@@ -111,7 +111,13 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
       step.add_location(location);
       return step.Finish();
     } else if (s.kernel) {
-      auto call = schema::CreateKernelCallDirect(fbb, *s.kernel, &s.buffers);
+      flatbuffers::Offset<schema::CudnnAttention> cudnn = 0;
+      if (const std::optional<CudnnAttentionSpec> &c = s.cudnnAttention)
+        cudnn = schema::CreateCudnnAttention(
+            fbb, c->backward, c->batch, c->heads, c->kvHeads, c->qLen, c->kvLen,
+            c->headDim, c->valueDim, c->scale, c->causal, c->kvLengths, c->q, c->k,
+            c->v, c->out, c->lse, c->dout, c->dq, c->dk, c->dv);
+      auto call = schema::CreateKernelCallDirect(fbb, *s.kernel, &s.buffers, cudnn);
       return schema::CreateStep(fbb, schema::Operation_KernelCall,
                                 call.Union(), location);
     } else {

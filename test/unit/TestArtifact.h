@@ -54,9 +54,22 @@ struct GemmSpec {
   int32_t bias = -1, aux = -1;
 };
 
+// KernelCall.cudnn_attention (fields as in artifact.fbs).
+struct CudnnAttentionSpec {
+  bool backward = false;
+  int64_t batch = 1, heads = 1, kvHeads = 1, qLen = 1, kvLen = 1;
+  int64_t headDim = 8, valueDim = 8;
+  float scale = 1;
+  bool causal = false;
+  int32_t kvLengths = -1;
+  uint32_t q = 0, k = 0, v = 0, out = 0, lse = 0;
+  int32_t dout = -1, dq = -1, dk = -1, dv = -1;
+};
+
 struct StepSpec {
   std::optional<uint32_t> kernel; // KernelCall when set
   std::vector<uint32_t> buffers;  // KernelCall arguments
+  std::optional<CudnnAttentionSpec> cudnnAttention; // KernelCall only
   GemmSpec gemm;                  // GemmCall otherwise
   std::string location = "test.kiln:2:3";
   bool omitOperation = false;     // union type without a value (corrupt)

@@ -148,6 +148,8 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
       text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
                             kernel.sharedBytes)
                   .str();
+    if (!kernel.note.empty())
+      text += "// " + kernel.note + "\n";
     text += kernel.source;
     if (failed(writeFileAtomically(path, text)))
       return failure();

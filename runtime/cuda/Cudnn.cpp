@@ -1,0 +1,246 @@
+//===- Cudnn.cpp - cuDNN 9 loaded at run time; attention plans ------------===//
+//
+// CudnnAttentionPlan::create, after buildSdpaForward (CudnnSdpaGraph.cpp):
+//  1. the operation graph over the operations, on the handle;
+//  2. engine heuristics (mode A), every config it returns, in its order;
+//  3. the first config that finalizes into an execution plan wins (a
+//     config may be refused for this device or these sizes);
+//  4. its workspace size, and the variant pack (uids -> device addresses,
+//     host addresses for the by-value scale and -inf) built once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Cudnn.h"
+
+#include <limits>
+
+namespace kiln::rt::cuda {
+
+#define KILN_STRINGIZE_EXPANDED(x) KILN_STRINGIZE(x)
+#define KILN_STRINGIZE(x) #x
+
+StatusOr<std::unique_ptr<Cudnn>> Cudnn::load() {
+  std::unique_ptr<Cudnn> cudnn(new Cudnn());
+  KILN_ASSIGN_OR_RETURN(cudnn->library_,
+                        DynamicLibrary::open("cuDNN", {"libcudnn.so.9", "libcudnn.so"}));
+#define KILN_RESOLVE_CUDNN_FN(name)                                            \
+  KILN_RETURN_IF_ERROR(                                                        \
+      cudnn->library_->resolve(KILN_STRINGIZE_EXPANDED(name), cudnn->name));
+  KILN_CUDNN_FUNCTIONS(KILN_RESOLVE_CUDNN_FN)
+#undef KILN_RESOLVE_CUDNN_FN
+  // The graph API with the SDPA patterns Kiln builds is cuDNN 9's.
+  size_t version = cudnn->cudnnGetVersion();
+  if (version < 90000)
+    return failedPrecondition("cuDNN ", cudnn->library_->path(), " is version ",
+                              version, "; Kiln's fused attention needs cuDNN 9");
+  return cudnn;
+}
+
+Status Cudnn::createHandle(CUstream stream) {
+  KILN_RETURN_IF_ERROR(check(cudnnCreate(&handle_), "cudnnCreate",
+                             "cuDNN " + version() + " (" + path() + ")"));
+  return check(cudnnSetStream(handle_, reinterpret_cast<cudaStream_t>(stream)),
+               "cudnnSetStream");
+}
+
+Cudnn::~Cudnn() {
+  if (handle_)
+    cudnnDestroy(handle_);
+}
+
+std::string Cudnn::version() const {
+  size_t v = cudnnGetVersion();
+  return detail::concat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+}
+
+Status Cudnn::check(cudnnStatus_t status, const char *call,
+                    const std::string &context) const {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return okStatus();
+  char last[512] = {};
+  if (cudnnGetLastErrorString)
+    cudnnGetLastErrorString(last, sizeof(last) - 1);
+  const char *name = cudnnGetErrorString ? cudnnGetErrorString(status) : "";
+  return unavailable(context, context.empty() ? "" : ": ", call, ": ", name,
+                     last[0] ? std::string(" (") + last + ")" : std::string());
+}
+
+CudnnDescriptor &CudnnDescriptor::operator=(CudnnDescriptor &&other) noexcept {
+  std::swap(cudnn_, other.cudnn_);
+  std::swap(desc_, other.desc_);
+  std::swap(what_, other.what_);
+  return *this;
+}
+
+CudnnDescriptor::~CudnnDescriptor() {
+  if (desc_)
+    cudnn_->cudnnBackendDestroyDescriptor(desc_);
+}
+
+StatusOr<CudnnDescriptor> CudnnDescriptor::create(const Cudnn &cudnn,
+                                                  cudnnBackendDescriptorType_t type,
+                                                  std::string what) {
+  CudnnDescriptor d;
+  d.cudnn_ = &cudnn;
+  d.what_ = std::move(what);
+  KILN_RETURN_IF_ERROR(cudnn.check(cudnn.cudnnBackendCreateDescriptor(type, &d.desc_),
+                                   "cudnnBackendCreateDescriptor", d.what_));
+  return d;
+}
+
+Status CudnnDescriptor::set(cudnnBackendAttributeName_t name,
+                            cudnnBackendAttributeType_t type, int64_t count,
+                            const void *values) {
+  return cudnn_->check(cudnn_->cudnnBackendSetAttribute(desc_, name, type, count, values),
+                       "cudnnBackendSetAttribute",
+                       detail::concat(what_, ", attribute ", static_cast<int>(name)));
+}
+
+Status CudnnDescriptor::set(cudnnBackendAttributeName_t name,
+                            const CudnnDescriptor &value) {
+  cudnnBackendDescriptor_t d = value.get();
+  return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
+}
+
+Status CudnnDescriptor::set(cudnnBackendAttributeName_t name,
+                            const std::vector<const CudnnDescriptor *> &values) {
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const CudnnDescriptor *value : values)
+    raw.push_back(value->get());
+  return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
+             raw.data());
+}
+
+Status CudnnDescriptor::finalize() {
+  return cudnn_->check(cudnn_->cudnnBackendFinalize(desc_), "cudnnBackendFinalize",
+                       what_);
+}
+
+StatusOr<std::unique_ptr<CudnnAttentionPlan>>
+CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
+                           const Buffers &buffers, std::string where) {
+  if (a.backward())
+    return failedPrecondition(where, ": cuDNN's attention backward graph is not "
+                                "built by this kiln-run (the generated kernel runs)");
+  if (!cudnn.handle())
+    return failedPrecondition(where, ": no cuDNN handle");
+  std::unique_ptr<CudnnAttentionPlan> p(new CudnnAttentionPlan(cudnn));
+  p->where_ = std::move(where);
+  KILN_ASSIGN_OR_RETURN(p->ops_, buildSdpaForward(cudnn, a, p->where_));
+
+  // 1. The operation graph.
+  KILN_ASSIGN_OR_RETURN(p->graph_, CudnnDescriptor::create(
+                                       cudnn, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
+                                       p->where_ + ": operation graph"));
+  std::vector<const CudnnDescriptor *> nodes;
+  for (const CudnnDescriptor &op : p->ops_.operations)
+    nodes.push_back(&op);
+  cudnnHandle_t handle = cudnn.handle();
+  KILN_RETURN_IF_ERROR(p->graph_.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, nodes));
+  KILN_RETURN_IF_ERROR(
+      p->graph_.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  KILN_RETURN_IF_ERROR(p->graph_.finalize());
+
+  // 2. Heuristics.
+  KILN_ASSIGN_OR_RETURN(p->heuristics_, CudnnDescriptor::create(
+                                            cudnn, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
+                                            p->where_ + ": engine heuristics"));
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  KILN_RETURN_IF_ERROR(p->heuristics_.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, p->graph_));
+  KILN_RETURN_IF_ERROR(
+      p->heuristics_.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  KILN_RETURN_IF_ERROR(p->heuristics_.finalize());
+  constexpr int64_t kMaxConfigs = 8;
+  for (int64_t i = 0; i < kMaxConfigs; ++i) {
+    KILN_ASSIGN_OR_RETURN(CudnnDescriptor config,
+                          CudnnDescriptor::create(cudnn, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                                  p->where_ + ": engine config"));
+    p->engineConfigs_.push_back(std::move(config));
+  }
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const CudnnDescriptor &config : p->engineConfigs_)
+    raw.push_back(config.get());
+  int64_t found = 0;
+  KILN_RETURN_IF_ERROR(cudnn.check(
+      cudnn.cudnnBackendGetAttribute(p->heuristics_.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxConfigs, &found,
+                                     raw.data()),
+      "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)", p->where_));
+  if (found == 0)
+    return unavailable(p->where_, ": cuDNN ", cudnn.version(),
+                       " has no engine for this attention graph");
+
+  // 3. The first config that makes a plan.
+  Status lastRefusal = okStatus();
+  for (int64_t i = 0; i < found && !p->plan_.get(); ++i) {
+    KILN_ASSIGN_OR_RETURN(CudnnDescriptor plan,
+                          CudnnDescriptor::create(cudnn,
+                                                  CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
+                                                  detail::concat(p->where_,
+                                                                 ": execution plan ", i)));
+    KILN_RETURN_IF_ERROR(plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                  p->engineConfigs_[i]));
+    KILN_RETURN_IF_ERROR(
+        plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+    lastRefusal = plan.finalize();
+    if (lastRefusal.ok()) {
+      p->plan_ = std::move(plan);
+      p->engine_ = detail::concat("heuristic config ", i, " of ", found);
+    }
+  }
+  if (!p->plan_.get())
+    return lastRefusal;
+
+  // 4. Workspace and variant pack.
+  int64_t count = 0;
+  KILN_RETURN_IF_ERROR(cudnn.check(
+      cudnn.cudnnBackendGetAttribute(p->plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &count, &p->workspaceBytes_),
+      "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE)", p->where_));
+  p->scale_ = a.scale();
+  p->negInf_ = -std::numeric_limits<float>::infinity();
+  auto add = [&](int64_t uid, void *pointer) {
+    p->uids_.push_back(uid);
+    p->pointers_.push_back(pointer);
+  };
+  auto device = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
+  add(kSdpaQ, device(buffers.q));
+  add(kSdpaK, device(buffers.k));
+  add(kSdpaV, device(buffers.v));
+  add(kSdpaO, device(buffers.out));
+  add(kSdpaStats, device(buffers.lse));
+  add(kSdpaScale, &p->scale_);
+  if (a.causal() || a.kv_lengths() >= 0)
+    add(kSdpaNegInf, &p->negInf_);
+  if (a.kv_lengths() >= 0) {
+    add(kSdpaSeqLenQ, device(buffers.seqLenQ));
+    add(kSdpaSeqLenKv, device(buffers.seqLenKv));
+  }
+  return p;
+}
+
+Status CudnnAttentionPlan::bindWorkspace(CUdeviceptr workspace) {
+  KILN_ASSIGN_OR_RETURN(variantPack_,
+                        CudnnDescriptor::create(cudnn_, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
+                                                where_ + ": variant pack"));
+  void *scratch = reinterpret_cast<void *>(workspace);
+  KILN_RETURN_IF_ERROR(variantPack_.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                        static_cast<int64_t>(uids_.size()), uids_.data()));
+  KILN_RETURN_IF_ERROR(variantPack_.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                        CUDNN_TYPE_VOID_PTR,
+                                        static_cast<int64_t>(pointers_.size()),
+                                        pointers_.data()));
+  KILN_RETURN_IF_ERROR(
+      variantPack_.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &scratch));
+  return variantPack_.finalize();
+}
+
+Status CudnnAttentionPlan::run() const {
+  if (!variantPack_.get())
+    return failedPrecondition(where_, ": cuDNN plan run before bindWorkspace");
+  return cudnn_.check(
+      cudnn_.cudnnBackendExecute(cudnn_.handle(), plan_.get(), variantPack_.get()),
+      "cudnnBackendExecute", where_);
+}
+
+} // namespace kiln::rt::cuda
