@@ -8,6 +8,12 @@
 //  1b. Optimizer updates that read nothing computed after the first update
 //     are moved next to each other (the norm sums the optimizer phase puts
 //     between them follow after), so that one kernel can hold them.
+//  1c. The bf16 copies of function arguments (precision = bf16: each
+//     parameter rounded for the GEMMs, each bias for a bf16 GEMM epilogue)
+//     read nothing computed in the function: they move to its start, and
+//     copies with the same element count share one pointwise kernel (up to
+//     max-optimizer-tensors each), instead of one tiny kernel per parameter.
+//     Nothing else joins such a group.
 //  2. Walk the body in order; every fusable op joins or starts a group:
 //     a. pointwise op C: joins the groups of its pointwise producers that
 //        loop over the same element count; or, as an epilogue, the row group
@@ -48,6 +54,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -151,11 +158,22 @@ std::string whyStandalone(Operation *op) {
   return "";
 }
 
-enum class GroupKind { Pointwise, Row, Optimizer };
+// A kiln.convert rounding a function argument to bf16 (step 1c).
+bool isArgumentCopy(Operation *op, Block &block) {
+  auto convert = dyn_cast<ConvertOp>(op);
+  if (!convert || !convert.getType().getElementType().isBF16())
+    return false;
+  auto arg = dyn_cast<BlockArgument>(convert.getInput());
+  return arg && arg.getOwner() == &block;
+}
+
+// ArgumentCopies: step 1c's groups (a pointwise kernel for codegen).
+enum class GroupKind { Pointwise, Row, Optimizer, ArgumentCopies };
 
 StringRef kindName(GroupKind kind) {
   switch (kind) {
   case GroupKind::Pointwise:
+  case GroupKind::ArgumentCopies:
     return "pointwise";
   case GroupKind::Row:
     return "row";
@@ -182,10 +200,13 @@ public:
   void run() {
     cloneCheapProducers();
     gatherOptimizerUpdates();
+    groupArgumentCopies();
     SmallVector<Operation *> ops;
     for (Operation &op : block.without_terminator())
       ops.push_back(&op);
     for (Operation *op : ops) {
+      if (groupOf(op))
+        continue; // an argument copy, grouped already
       if (isPointwise(op))
         visitPointwise(op);
       else if (rowLength(op))
@@ -248,6 +269,32 @@ private:
         continue;
       op->moveAfter(last);
       last = op;
+    }
+  }
+
+  // 1c. Copies read only arguments, so moving them to the start keeps the
+  // function's meaning; they go there bucketed by element count, so each
+  // group is contiguous and its kernel runs before any reader.
+  void groupArgumentCopies() {
+    llvm::MapVector<int64_t, SmallVector<Operation *>> byElements;
+    for (Operation &op : block.without_terminator())
+      if (isArgumentCopy(&op, block))
+        byElements[elementsOf(op.getResult(0))].push_back(&op);
+    // The anchor is no copy, so it never moves; each copy goes right
+    // before it, after the ones placed earlier.
+    Operation *anchor = &block.front();
+    while (isArgumentCopy(anchor, block))
+      anchor = anchor->getNextNode();
+    for (auto &[elements, copies] : byElements) {
+      Group *group = nullptr;
+      for (Operation *op : copies) {
+        op->remove();
+        block.getOperations().insert(anchor->getIterator(), op);
+        if (group && group->ops.size() < maxOptimizerTensors)
+          add(group, op);
+        else
+          group = newGroup(GroupKind::ArgumentCopies, op, elements);
+      }
     }
   }
 
@@ -343,6 +390,12 @@ private:
       }
       if (group->kind == GroupKind::Optimizer) {
         refuse(producer, op, "optimizer updates fuse only with each other");
+        continue;
+      }
+      if (group->kind == GroupKind::ArgumentCopies) {
+        refuse(producer, op,
+               "the bf16 copies of arguments fuse only with each other (one "
+               "kernel at the function's start)");
         continue;
       }
       if (group->elements != n) {

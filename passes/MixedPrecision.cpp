@@ -60,8 +60,12 @@
 //     bf16 is read as that bf16 value; a reshape of a value reads the
 //     reshape of the value's bf16 copy (convert commutes with reshape, so
 //     the forward GEMM and the backward GEMM that views the activation as a
-//     matrix share one copy); else the bf16 convert made for an earlier GEMM
-//     is reused, or one is made right after the value's definition.
+//     matrix share one copy), and a transpose likewise (the bf16 transpose
+//     moves half the bytes, and the transpose of a widened value needs no
+//     convert at all: q, k, v heads, attention's out and dq/dk/dv); else
+//     the bf16 convert made for an earlier GEMM is reused, or one is made
+//     right after the value's definition. f32 views and widenings left
+//     without readers are erased.
 //  5. An operand that is already bf16 is left alone; integer or f16 GEMMs
 //     are not touched.
 //  6. Every f32 kiln.attention (before step 4, so the GEMMs share its
@@ -215,6 +219,7 @@ public:
     storeActivationsInBf16();
     convertAttention();
     convertGemmOperands();
+    eraseDeadViews();
   }
 
 private:
@@ -280,16 +285,23 @@ private:
       return it->second;
     OpBuilder b(value.getContext());
     Value copy;
-    if (auto view = value.getDefiningOp<ReshapeOp>()) {
-      // reshape(x) read as reshape(bf16 copy of x), right after that copy.
-      Value source = bf16Copy(view.getInput());
-      if (Operation *def = source.getDefiningOp())
-        b.setInsertionPointAfter(def);
+    Operation *def = value.getDefiningOp();
+    if (def && isa<ReshapeOp, TransposeOp>(def)) {
+      // reshape(x) / transpose(x) read as the same op on the bf16 copy of x,
+      // right after that copy: rounding commutes with moving elements, so
+      // the values are the same, and a transpose moves half the bytes. When
+      // x is itself widened from bf16 (an attention result, a stored
+      // activation), no convert is left at all.
+      Value source = bf16Copy(def->getOperand(0));
+      if (Operation *sourceDef = source.getDefiningOp())
+        b.setInsertionPointAfter(sourceDef);
       else
         b.setInsertionPointToStart(cast<BlockArgument>(source).getOwner());
       auto type = cast<RankedTensorType>(value.getType());
-      copy = b.create<ReshapeOp>(value.getLoc(), type.clone(b.getBF16Type()),
-                                 source);
+      Operation *view = b.clone(*def);
+      view->setOperand(0, source);
+      view->getResult(0).setType(type.clone(b.getBF16Type()));
+      copy = view->getResult(0);
     } else {
       if (auto arg = dyn_cast<BlockArgument>(value))
         b.setInsertionPointToStart(arg.getOwner());
@@ -330,8 +342,10 @@ private:
     for (AttentionOp attention : forwardOps) {
       for (OpOperand *operand : {&attention.getQMutable(),
                                  &attention.getKMutable(),
-                                 &attention.getVMutable()})
+                                 &attention.getVMutable()}) {
+        noteView(operand->get());
         operand->set(bf16Copy(operand->get()));
+      }
       storeResultInBf16(attention.getOut());
     }
     for (AttentionGradOp grad : gradOps) {
@@ -339,40 +353,51 @@ private:
       for (OpOperand *operand :
            {&grad.getQMutable(), &grad.getKMutable(), &grad.getVMutable(),
             &grad.getOutMutable(), &grad.getDoutMutable()})
-        if (isF32Tensor(operand->get()))
+        if (isF32Tensor(operand->get())) {
+          noteView(operand->get());
           operand->set(bf16Copy(operand->get()));
+        }
       for (Value result : {grad.getDq(), grad.getDk(), grad.getDv()})
         storeResultInBf16(result);
     }
   }
 
   void convertGemmOperands() {
-    llvm::SetVector<Operation *> views;
     func.walk([&](MatmulOp matmul) {
       for (OpOperand &operand : matmul->getOpOperands()) {
         if (!isF32Tensor(operand.get())) // step 5
           continue;
-        if (auto view = operand.get().getDefiningOp<ReshapeOp>())
-          views.insert(view);
+        noteView(operand.get());
         operand.set(bf16Copy(operand.get()));
       }
     });
-    // f32 views only GEMMs read are now dead (and so may be the views
-    // they were made from).
+  }
+
+  /// Records `value` for eraseDeadViews when a view or a widening makes it.
+  void noteView(Value value) {
+    Operation *def = value.getDefiningOp();
+    if (def && (isa<ReshapeOp, TransposeOp>(def) || widenedFrom(value)))
+      views.insert(def);
+  }
+
+  /// f32 views and widenings only bf16 readers read are now dead (and so
+  /// may be the views they were made from): a dead f32 transpose would
+  /// still be a kernel.
+  void eraseDeadViews() {
     while (!views.empty()) {
       Operation *view = views.pop_back_val();
       if (!view->use_empty())
         continue;
-      Operation *source = view->getOperand(0).getDefiningOp();
+      Value input = view->getOperand(0);
       view->erase();
-      if (source && isa<ReshapeOp>(source))
-        views.insert(source);
+      noteView(input);
     }
   }
 
   func::FuncOp func;
   llvm::SmallPtrSet<Operation *, 32> forward;
   llvm::DenseMap<Value, Value> copies;
+  llvm::SetVector<Operation *> views; // f32 views that may have died
 };
 
 struct KilnMixedPrecisionPass

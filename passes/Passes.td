@@ -240,6 +240,37 @@ def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnReassociateBias : Pass<"kiln-reassociate-bias", "::mlir::ModuleOp"> {
+  let summary = "Moves the bias of a residual projection onto its GEMM";
+  let description = [{
+    `x + y @ w + b` parses as `(x + y @ w) + b`; this rewrites it as
+    `x + (y @ w + b)` when the GEMM product is read only by the residual
+    add, so that --kiln-fuse-gemm-epilogue gives the GEMM a Bias epilogue.
+    Under precision = bf16 (a bf16 GEMM result read through its widening)
+    the moved bias sum is stored in bf16, rounded once after the bias as
+    torch.autocast stores a bf16 linear. Runs after --kiln-mixed-precision
+    and outside the fusion phase, so fused and unfused builds agree.
+
+    Before:
+    ```mlir
+    %p = kiln.matmul %y, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %r = kiln.add %x, %p : tensor<4x16xf32>
+    %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+    %o = kiln.add %r, %bb : tensor<4x16xf32>
+    ```
+
+    After:
+    ```mlir
+    %p = kiln.matmul %y, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %bb = kiln.broadcast %b dims = [1] : tensor<16xf32> -> tensor<4x16xf32>
+    %s = kiln.add %p, %bb : tensor<4x16xf32>
+    %o = kiln.add %x, %s : tensor<4x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
   let summary = "Builds @update: gradient norm, clipping, the optimizer step";
   let description = [{

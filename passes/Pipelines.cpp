@@ -75,6 +75,9 @@ void buildMixedPrecisionPhase(OpPassManager &pm) {
   // operands and accumulate in fp32; after autodiff so the backward GEMMs
   // are converted too and no mixed-type op needs a VJP.
   pm.addPass(createKilnMixedPrecision());
+  // x + y @ w + b -> x + (y @ w + b): the GEMM can take the bias as an
+  // epilogue; here, not in the fusion phase, so --no-fusion sums alike.
+  pm.addPass(createKilnReassociateBias());
 }
 
 void buildOptimizerPhase(OpPassManager &pm) {

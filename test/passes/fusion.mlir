@@ -199,3 +199,30 @@ func.func @step(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>)
   %n = kiln.neg %mean : tensor<2xf32>
   return %y, %n : tensor<2x4xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Tests that the bf16 copies of arguments (parameters rounded for GEMMs)
+// move to the function's start and share one pointwise kernel per element
+// count: the two [8, 16] and [16, 8] weights in one, the [16] bias in
+// another, where each was a kernel of its own.
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: %[[W:.*]]:2 = kiln.fusion "pointwise" (%arg0, %arg1)
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<8x16xf32>, %[[B:[^:]*]]: tensor<16x8xf32>):
+// CHECK-NEXT: %[[AB:.*]] = kiln.convert %[[A]] : tensor<8x16xf32> -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[BB:.*]] = kiln.convert %[[B]] : tensor<16x8xf32> -> tensor<16x8xbf16>
+// CHECK-NEXT: kiln.yield %[[AB]], %[[BB]]
+// CHECK: %[[C:.*]] = kiln.convert %arg2 : tensor<16xf32> -> tensor<16xbf16>
+// CHECK: kiln.matmul %{{.*}}, %[[W]]#0
+// CHECK: kiln.matmul %{{.*}}, %[[W]]#1
+// CHECK: return {{.*}}%[[C]]
+func.func @step(%w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %b: tensor<16xf32>,
+                %x: tensor<4x8xbf16>)
+    -> (tensor<4x8xf32>, tensor<16xbf16>) {
+  %w1b = kiln.convert %w1 : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %h = kiln.matmul %x, %w1b : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %w2b = kiln.convert %w2 : tensor<16x8xf32> -> tensor<16x8xbf16>
+  %y = kiln.matmul %h, %w2b : tensor<4x16xbf16>, tensor<16x8xbf16> -> tensor<4x8xf32>
+  %bb = kiln.convert %b : tensor<16xf32> -> tensor<16xbf16>
+  return %y, %bb : tensor<4x8xf32>, tensor<16xbf16>
+}

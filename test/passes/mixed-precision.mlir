@@ -278,3 +278,56 @@ module attributes {kiln.train = {precision = "fp32"}} {
     return %out : tensor<1x1x4x8xf32>
   }
 }
+
+// -----
+
+// Tests that a GEMM reading a view of attention's bf16 out (the heads
+// transposed back and merged, as y = reshape(transpose(out))) reads the
+// same transpose and reshape of out itself in bf16: no convert is left
+// between out and the GEMM, and the f32 transpose, read by nothing else,
+// is gone.
+// CHECK-LABEL: func.func @heads
+// CHECK: %[[OUT:.*]], %{{.*}} = kiln.attention
+// CHECK-NEXT: %[[T:.*]] = kiln.transpose %[[OUT]] {{.*}} : tensor<1x2x5x8xbf16> -> tensor<1x5x2x8xbf16>
+// CHECK-NEXT: %[[Y:.*]] = kiln.reshape %[[T]] : tensor<1x5x2x8xbf16> -> tensor<5x16xbf16>
+// CHECK-NOT: kiln.transpose
+// CHECK: kiln.matmul %[[Y]], %{{.*}} : tensor<5x16xbf16>, tensor<16x4xbf16>
+// CHECK-NOT: kiln.convert %[[OUT]]
+// CHECK: return
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @heads(%q: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "q"},
+                   %w: tensor<16x4xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %out, %lse = kiln.attention %q, %q, %q {scale = 0.125 : f32}
+        : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
+        -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+    %t = kiln.transpose %out permutation = [0, 2, 1, 3] : tensor<1x2x5x8xf32> -> tensor<1x5x2x8xf32>
+    %y = kiln.reshape %t : tensor<1x5x2x8xf32> -> tensor<5x16xf32>
+    %p = kiln.matmul %y, %w : tensor<5x16xf32>, tensor<16x4xf32> -> tensor<5x4xf32>
+    %loss = kiln.reduce_sum %p dims = [0, 1] : tensor<5x4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Tests that a transposed f32 value a GEMM reads becomes the transpose of
+// its bf16 copy (half the bytes moved), while the f32 transpose stays for
+// its f32 reader.
+// CHECK-LABEL: func.func @transposed
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<8x4xf32>
+// CHECK: %[[XB:.*]] = kiln.convert %[[X]] : tensor<8x4xf32> -> tensor<8x4xbf16>
+// CHECK-NEXT: %[[TB:.*]] = kiln.transpose %[[XB]] {{.*}} : tensor<8x4xbf16> -> tensor<4x8xbf16>
+// CHECK: %[[T:.*]] = kiln.transpose %[[X]] {{.*}} : tensor<8x4xf32> -> tensor<4x8xf32>
+// CHECK: kiln.matmul %[[TB]], %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16>
+// CHECK: kiln.reduce_sum %[[T]]
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @transposed(%x: tensor<8x4xf32> {kiln.role = "input", kiln.name = "x"},
+                        %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<4x16xf32>, tensor<f32>) {
+    %t = kiln.transpose %x permutation = [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
+    %p = kiln.matmul %t, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %s = kiln.reduce_sum %t dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %p, %s : tensor<4x16xf32>, tensor<f32>
+  }
+}

@@ -190,8 +190,14 @@ def forward(P, tokens, targets, metrics=None):
         attn = mm(y, p("wo"))
         x = x + attn + p("bo")
         h = F.layer_norm(x, (DIM,), p("ln2_w"), p("ln2_b"), EPS)
-        x = x + mm(linear_bias(h, p("w_fc"), p("b_fc"), gelu=True),
-                   p("w_proj")) + p("b_proj")
+        # The MLP down projection: its product is read only by the residual
+        # add, so kiln-reassociate-bias moves the bias onto the GEMM and,
+        # under --bf16, stores bf16(P + bias) (the bias epilogue's single
+        # rounding, as torch.autocast's bf16 linear) instead of bf16(P) + bias.
+        # The attention projection above keeps x + P + bias: the attn_rms
+        # metric reads its product before the bias.
+        x = x + linear_bias(linear_bias(h, p("w_fc"), p("b_fc"), gelu=True),
+                            p("w_proj"), p("b_proj"))
         if metrics is not None:  # the model file's `metric` lines
             metrics[f"Block.{l}.attn_rms"] = attn.detach().pow(2).mean().sqrt().item()
             metrics[f"Block.{l}.resid_rms"] = x.detach().pow(2).mean().sqrt().item()
