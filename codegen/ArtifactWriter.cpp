@@ -38,6 +38,7 @@
 
 #include "codegen/PointwiseBody.h"
 
+#include "codegen/CudaAttentionKernels.h"
 #include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
@@ -150,7 +151,8 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
                 "GEMMs only)";
   }
   if (options.target == "cuda") {
-    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(
+        group, attentionSharedBudget(options.cudaArchs));
     if (failed(k))
       return failure();
     return EmittedKernel{k->entry,
@@ -160,12 +162,15 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
                          isElementwiseGroup(group),
                          k->launch.grid,
                          k->launch.block,
-                         k->launch.sharedBytes};
+                         k->launch.sharedBytes,
+                         k->scratch};
   }
   FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
   if (failed(k))
     return failure();
-  return EmittedKernel{k->entry, k->source, "", k->ops, k->elementwise};
+  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->elementwise};
+  kernel.scratch = k->scratch;
+  return kernel;
 }
 
 FailureOr<EmittedKernel> ArtifactWriter::emitCopy(RankedTensorType type) {
@@ -428,6 +433,17 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
       return failure();
     step.buffers.push_back(*index);
   }
+  // Scratch (attention backward): one buffer per call, after the outputs;
+  // the memory plan keeps a Workspace buffer live for this entry only.
+  for (const KernelScratch &scratch : kernel->scratch) {
+    PlannedBuffer buffer;
+    buffer.name = scratch.name + "@" + loc;
+    buffer.role = scratch.role;
+    buffer.dtype = scratch.dtype;
+    buffer.shape = {scratch.elements};
+    buffers.push_back(std::move(buffer));
+    step.buffers.push_back(buffers.size() - 1);
+  }
   schedule->push_back(std::move(step));
   return success();
 }
@@ -447,6 +463,9 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
+  if (!kernel->scratch.empty())
+    return fusion.emitError() << "a fused kernel with scratch buffers is not "
+                                 "supported (scratch is planned per op)";
   std::string loc = locationString(fusion->getLoc());
   PlannedStep step;
   step.kernel = addKernel(*kernel, fusion->getLoc());
