@@ -38,6 +38,7 @@
 
 #include "codegen/PointwiseBody.h"
 
+#include "codegen/CudaAttentionKernels.h"
 #include "codegen/CudaKernelEmitter.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
@@ -157,7 +158,8 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
                 "GEMMs only)";
   }
   if (options.target == "cuda") {
-    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(group);
+    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(
+        group, attentionSharedBudget(options.cudaArchs));
     if (failed(k))
       return failure();
     EmittedKernel kernel{k->entry,
@@ -167,7 +169,8 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
                          isElementwiseGroup(group),
                          k->launch.grid,
                          k->launch.block,
-                         k->launch.sharedBytes};
+                         k->launch.sharedBytes,
+                         k->scratch};
     if (group.ops.size() == 1 &&
         isa<k::AttentionOp, k::AttentionGradOp>(group.ops.front()))
       kernel.note = describeCudnnAttention(group.ops.front());
@@ -176,7 +179,9 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
   FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
   if (failed(k))
     return failure();
-  return EmittedKernel{k->entry, k->source, "", k->ops, k->elementwise};
+  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->elementwise};
+  kernel.scratch = k->scratch;
+  return kernel;
 }
 
 FailureOr<EmittedKernel> ArtifactWriter::emitCopy(RankedTensorType type) {
@@ -445,6 +450,17 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     step.cudnnAttention = planCudnnAttention(
         op, [&](Value v) { return bufferOf.lookup(v); }, whyNot);
   }
+  // Scratch (attention backward): one buffer per call, after the outputs;
+  // the memory plan keeps a Workspace buffer live for this entry only.
+  for (const KernelScratch &scratch : kernel->scratch) {
+    PlannedBuffer buffer;
+    buffer.name = scratch.name + "@" + loc;
+    buffer.role = scratch.role;
+    buffer.dtype = scratch.dtype;
+    buffer.shape = {scratch.elements};
+    buffers.push_back(std::move(buffer));
+    step.buffers.push_back(buffers.size() - 1);
+  }
   schedule->push_back(std::move(step));
   return success();
 }
@@ -464,6 +480,9 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   FailureOr<EmittedKernel> kernel = emitGroup(group);
   if (failed(kernel))
     return failure();
+  if (!kernel->scratch.empty())
+    return fusion.emitError() << "a fused kernel with scratch buffers is not "
+                                 "supported (scratch is planned per op)";
   std::string loc = locationString(fusion->getLoc());
   PlannedStep step;
   step.kernel = addKernel(*kernel, fusion->getLoc());

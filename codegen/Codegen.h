@@ -12,6 +12,8 @@
 #ifndef KILN_CODEGEN_CODEGEN_H
 #define KILN_CODEGEN_CODEGEN_H
 
+#include "codegen/CpuKernelEmitter.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -40,6 +42,10 @@ struct EmittedKernel {
   // CUDA only (Kernel.launch; grid 0 on the CPU): blocks, threads per
   // block, dynamic shared bytes of every call.
   uint32_t grid = 0, block = 0, sharedBytes = 0;
+  // Scratch arguments after the outputs (codegen/CpuKernelEmitter.h's
+  // KernelScratch): each call gets planned Workspace / WorkspaceCounter
+  // buffers for them.
+  std::vector<KernelScratch> scratch;
   // For kernel dumps only: whether cuDNN may replace it, and why not
   // (CudnnAttention.h; CUDA attention kernels).
   std::string note;

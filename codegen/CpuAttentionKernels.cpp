@@ -22,9 +22,16 @@
 //     dS = p (dp - D_i), then the score region's reverse mode gives
 //     ds = dS dscore/ds and dS dscore/dcapture; dq_i += scale ds k_j,
 //     dk_j += scale ds q_i.
-//  2. Capture gradients go to a per-task double buffer; after the parallel
+//  2. Capture gradients go to a per-task double slice; after the parallel
 //     loop the tasks are summed in task order. Every sum has a fixed order,
 //     so the result is the same bits whatever the thread count.
+//
+// Scratch (the task's fp32 dk/dv accumulators [S, D] / [S, Dv] and the
+// capture-gradient slices [tasks, capture elements] of doubles) is not
+// allocated by the kernel: it is two or three Workspace arguments after the
+// outputs, planned by the memory plan (live during this call only, so peak
+// memory counts them). Their contents are undefined on entry: each task
+// zeroes its own slices before accumulating.
 //
 //===----------------------------------------------------------------------===//
 
@@ -196,19 +203,33 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
          "]; one task per (b, kv head)");
+  std::string dkAll = w.scratch(
+      "dkf_all", "float",
+      {"attention_grad.dk_f32", schema::DType_F32, tasks * n.S * n.D});
+  std::string dvAll = w.scratch(
+      "dvf_all", "float",
+      {"attention_grad.dv_f32", schema::DType_F32, tasks * n.S * n.Dv});
+  // Doubles in an I64 buffer (the schema has no f64; only the kernel reads
+  // them, as doubles).
   if (gradTotal > 0)
-    w.line("double* partial = (double*)calloc(" + str(tasks * gradTotal) +
-           ", sizeof(double)); // [tasks, capture grads]");
+    w.scratch("partial", "double",
+              {"attention_grad.capture_partials", schema::DType_I64,
+               tasks * gradTotal});
   w.parallelFor(n.B * n.H * n.T * n.S * (n.D + n.Dv));
   w.open("for (int64_t task = 0; task < " + str(tasks) + "; ++task)");
   w.line("const int64_t b = task / " + str(n.KVH) + ", kvh = task % " +
          str(n.KVH) + ";");
-  if (gradTotal > 0)
+  if (gradTotal > 0) {
     w.line("double* cg = partial + task * " + str(gradTotal) + ";");
-  w.line("float* dkf = (float*)calloc(" + str(n.S * n.D) +
-         ", sizeof(float)); // [S, D]");
-  w.line("float* dvf = (float*)calloc(" + str(n.S * n.Dv) +
-         ", sizeof(float)); // [S, Dv]");
+    w.line("for (int64_t e = 0; e < " + str(gradTotal) + "; ++e) cg[e] = 0.0;");
+  }
+  w.line("float* dkf = " + dkAll + " + task * " + str(n.S * n.D) +
+         "; // [S, D]");
+  w.line("float* dvf = " + dvAll + " + task * " + str(n.S * n.Dv) +
+         "; // [S, Dv]");
+  w.line("for (int64_t e = 0; e < " + str(n.S * n.D) + "; ++e) dkf[e] = 0.0f;");
+  w.line("for (int64_t e = 0; e < " + str(n.S * n.Dv) +
+         "; ++e) dvf[e] = 0.0f;");
   w.line("float qrow[" + str(n.D) + "], dorow[" + str(n.Dv) + "], dq[" +
          str(n.D) + "];");
   w.open("for (int64_t hh = 0; hh < " + str(n.G) + "; ++hh)");
@@ -279,8 +300,6 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
          w.store(op.getDk(), "kvo * " + str(n.D) + " + e", "dkf[e]"));
   w.line("for (int64_t e = 0; e < " + str(n.S * n.Dv) + "; ++e) " +
          w.store(op.getDv(), "kvo * " + str(n.Dv) + " + e", "dvf[e]"));
-  w.line("free(dkf);");
-  w.line("free(dvf);");
   w.close(); // task
 
   // Capture gradients: the tasks' partials summed in task order.
@@ -294,8 +313,6 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
     w.line(w.store(grad, "e", "(float)sum"));
     w.close();
   }
-  if (gradTotal > 0)
-    w.line("free(partial);");
   return success();
 }
 

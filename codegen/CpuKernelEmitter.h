@@ -19,6 +19,8 @@
 #ifndef KILN_CODEGEN_CPUKERNELEMITTER_H
 #define KILN_CODEGEN_CPUKERNELEMITTER_H
 
+#include "runtime/schema/artifact_generated.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -26,6 +28,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -40,6 +43,17 @@ struct KernelGroup {
   static KernelGroup forOp(mlir::Operation *op);
 };
 
+// A scratch buffer of a kernel, passed after the group's outputs: Workspace
+// (live during the call only, contents undefined on entry) or
+// WorkspaceCounter (persistent, zero on allocation, left zero by the kernel).
+// Planned like every other buffer, so peak memory counts it.
+struct KernelScratch {
+  std::string name;      // for the buffer's name ("attention_grad.cg")
+  schema::DType dtype;   // element type of the Kernel arg
+  int64_t elements = 0;  // element count
+  schema::BufferRole role = schema::BufferRole_Workspace;
+};
+
 // One generated kernel.
 struct CpuKernel {
   std::string entry;  // k_<op names>_<hash of the source>
@@ -49,6 +63,9 @@ struct CpuKernel {
   // element i of each input (Kernel.elementwise: the memory plan may then
   // give an output the storage of an input that dies here).
   bool elementwise = false;
+  // Scratch buffers the kernel takes after its outputs (KernelSourceWriter::
+  // scratch); the artifact writer gives each call planned buffers for them.
+  std::vector<KernelScratch> scratch;
 };
 
 // True for a pointwise group whose every load and store is element i of

@@ -18,15 +18,24 @@
 //     accumulating dQ += (scale ds) K in shared fp32, written once.
 //     Capture gradients: thread 0 of each role-B block walks the tile's pairs
 //     in order and adds dS dscore/dcapture into that block's private slice
-//     (double) of a __device__ workspace [role-B blocks, capture elements];
-//     the block that finishes last (kiln_last_block) sums the slices in block
-//     order. Perf note: the serial walk makes captured-gradient ops slower
+//     (double, zeroed by the block first) of a workspace [role-B blocks,
+//     capture elements]; the block that finishes last (kiln_last_block on a
+//     completion counter) sums the slices in block order. Perf note: the serial walk makes captured-gradient ops slower
 //     than plain ones; a per-warp ordered reduction would remove it.
 //
 // D_i is recomputed by every block that needs it (instead of a separate
 // kernel, because one op is one kernel in the artifact); it costs one more
-// read of O per query tile. The workspace lives in a __device__ array like
-// the other CUDA reductions' scratch, not in the memory plan.
+// read of O per query tile.
+//
+// Scratch is in the memory plan, not in __device__ arrays: the slices are a
+// Workspace argument after the outputs (live during this call only: the
+// arena's workspace region) and the counter a WorkspaceCounter argument
+// (persistent, 4 bytes). The counter is zeroed by the plan, not the kernel:
+// the runtime zeroes the arena once when it allocates it, and
+// kiln_last_block's last block resets the counter to 0 before it returns,
+// so every launch (CUDA graph replays, accumulation steps) starts from 0.
+// The kernel cannot zero it itself: no block knows it runs before the
+// others finish.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,12 +52,6 @@ namespace k = mlir::kiln;
 namespace kiln {
 namespace cuda_attention {
 
-namespace {
-
-// Capture-gradient workspaces larger than this are refused (a [blocks,
-// capture elements] array of doubles).
-constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 30;
-
 SharedLayout backwardLayout(const TilePlan &p) {
   SharedLayout l;
   int64_t e = p.elemBytes();
@@ -63,12 +66,20 @@ SharedLayout backwardLayout(const TilePlan &p) {
   l.add("sLse", "float", p.Br, 4);
   l.add("sDi", "float", p.Br, 4);
   int64_t roles = l.mark();
-  l.add("sdK", "float", p.Bc * p.Dp, 4); // role A
-  l.add("sdV", "float", p.Bc * p.Dvp, 4);
+  if (!p.dkvInWorkspace) {
+    l.add("sdK", "float", p.Bc * p.Dp, 4); // role A
+    l.add("sdV", "float", p.Bc * p.Dvp, 4);
+  }
   l.rewind(roles);
   l.add("sdQ", "float", p.Br * p.Dp, 4); // role B
   return l;
 }
+
+namespace {
+
+// Capture-gradient workspaces larger than this are refused (a [blocks,
+// capture elements] array of doubles in the plan's workspace region).
+constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 30;
 
 std::string toFloat(const TilePlan &p, const std::string &e) {
   return p.bf16 ? "kiln_bf16_to_f32(" + e + ")" : e;
@@ -111,6 +122,7 @@ private:
   SmallVector<int64_t> gradOffset;
   int64_t gradTotal = 0;
   std::string workspace, done;
+  std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
 };
 
 LogicalResult
@@ -243,6 +255,14 @@ LogicalResult BackwardEmitter::emitRoleA() {
   w.line("const int64_t j0 = (blockIdx.x % " + str(kvTiles) + ") * " +
          str(p.Bc) + ";");
   w.line("const int64_t kvBase = bk * " + str(n.S) + ";");
+  if (p.dkvInWorkspace) {
+    // The block's dK/dV accumulators in its workspace slice (32-byte
+    // aligned for wmma: the slice is a multiple of 16 x 16 floats).
+    int64_t slice = p.Bc * (p.Dp + p.Dvp);
+    w.line("float* sdK = " + dkvWorkspace + " + (int64_t)blockIdx.x * " +
+           str(slice) + ";");
+    w.line("float* sdV = sdK + " + str(p.Bc * p.Dp) + ";");
+  }
   emitLoadTile(w, p, "sK", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
                n.S, p.Bc, n.D, p.Dp);
   emitLoadTile(w, p, "sV", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
@@ -359,7 +379,7 @@ void BackwardEmitter::emitCaptureReduction() {
   if (gradTotal == 0)
     return;
   w.line("// capture gradients: the slices summed in block order");
-  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  w.line("if (!kiln_last_block(" + done + ")) return;");
   auto grads = op.getCaptureGrads().begin();
   for (auto [c, capture] : llvm::enumerate(op.getCaptures())) {
     if (gradOffset[c] < 0)
@@ -404,18 +424,29 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
   if (p.bf16)
     includeWmma(w);
   if (gradTotal > 0) {
-    workspace = kEntryPlaceholder.str() + "_cg";
-    done = kEntryPlaceholder.str() + "_done";
-    w.global("__device__ double " + workspace + "[" +
-             str(blocksB * gradTotal) + "];");
-    w.global("__device__ unsigned int " + done + " = 0u;");
+    // Doubles in an I64 buffer (the schema has no f64; only this kernel
+    // reads them); the counter is an I32 read as unsigned.
+    workspace = w.scratch("cg_all", "double",
+                          {"attention_grad.capture_partials",
+                           schema::DType_I64, blocksB * gradTotal,
+                           schema::BufferRole_Workspace});
+    done = w.scratch("done", "unsigned int",
+                     {"attention_grad.done", schema::DType_I32, 1,
+                      schema::BufferRole_WorkspaceCounter});
   }
+  if (p.dkvInWorkspace)
+    dkvWorkspace = w.scratch("dkv_all", "float",
+                             {"attention_grad.dkv_f32", schema::DType_F32,
+                              blocksA * p.Bc * (p.Dp + p.Dvp),
+                              schema::BufferRole_Workspace});
   w.line("// flash attention backward: q [" + str(n.B) + ", " + str(n.H) +
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
          "]; tiles " + str(p.Br) + " x " + str(p.Bc) +
          (p.bf16 ? ", bf16 tensor cores" : ", fp32") + ", " +
-         str(sharedBytes) + " shared bytes; blocks [0, " + str(blocksA) +
+         str(sharedBytes) + " shared bytes" +
+         (p.dkvInWorkspace ? " (dK/dV accumulators in the workspace)" : "") +
+         "; blocks [0, " + str(blocksA) +
          "): dK/dV, then " + str(blocksB) + " dQ blocks");
   declareDynamicShared(w);
   backwardLayout(p).declare(w);
@@ -434,10 +465,11 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
 } // namespace
 
 LogicalResult emitBackward(Operation *operation, KernelSourceWriter &w,
-                           CudaLaunch &launch) {
+                           CudaLaunch &launch, int64_t sharedBudget) {
   auto op = cast<k::AttentionGradOp>(operation);
   Dims n = dimsOf(op);
-  FailureOr<PlannedTiles> tiles = chooseTiles(op, n, "backward", backwardLayout);
+  FailureOr<PlannedTiles> tiles =
+      chooseTiles(op, n, "backward", sharedBudget, backwardLayout);
   if (failed(tiles))
     return failure();
   const TilePlan &p = tiles->plan;

@@ -27,7 +27,8 @@
 //     out = 0, lse = -inf.
 //
 // Tile sizes: Br, Bc in {64, 32, 16}, the largest pair whose shared memory
-// fits kMaxSharedBytes (head dim 256 in fp32 gets 32 x 32).
+// fits the artifact's budget (attentionSharedBudget: the smallest opt-in
+// shared memory of its archs; head dim 256 in fp32 gets 32 x 32 at 163 KiB).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +38,9 @@
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
+#include "runtime/schema/CudaSharedMemory.h"
+
+#include <algorithm>
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -54,7 +58,7 @@ void lines(KernelSourceWriter &w, ArrayRef<std::string> text) {
 int64_t roundUp16(int64_t v) { return (v + 15) / 16 * 16; }
 
 FailureOr<PlannedTiles>
-chooseTiles(Operation *op, const Dims &n, StringRef pass,
+chooseTiles(Operation *op, const Dims &n, StringRef pass, int64_t sharedBudget,
             function_ref<SharedLayout(const TilePlan &)> layoutOf) {
   PlannedTiles t;
   t.plan.bf16 = cast<RankedTensorType>(op->getOperand(0).getType())
@@ -62,18 +66,24 @@ chooseTiles(Operation *op, const Dims &n, StringRef pass,
                     .isBF16();
   t.plan.Dp = roundUp16(n.D);
   t.plan.Dvp = roundUp16(n.Dv);
-  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
-                        {32, 32}, {32, 16}, {16, 16}}) {
-    t.plan.Br = br;
-    t.plan.Bc = bc;
-    t.layout = layoutOf(t.plan);
-    if (t.layout.size() <= kMaxSharedBytes)
-      return t;
+  for (bool dkvInWorkspace : {false, true}) {
+    if (dkvInWorkspace && pass != "backward")
+      break;
+    t.plan.dkvInWorkspace = dkvInWorkspace;
+    for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
+                          {32, 32}, {32, 16}, {16, 16}}) {
+      t.plan.Br = br;
+      t.plan.Bc = bc;
+      t.layout = layoutOf(t.plan);
+      if (t.layout.size() <= sharedBudget)
+        return t;
+    }
   }
   return op->emitError() << "the CUDA attention " << pass << " needs "
                          << t.layout.size() << " bytes of shared memory for "
-                         << "head dims " << n.D << "/" << n.Dv << " (at most "
-                         << kMaxSharedBytes << ")";
+                         << "head dims " << n.D << "/" << n.Dv
+                         << " (the target archs allow " << sharedBudget
+                         << " dynamic bytes)";
 }
 
 Dims dimsOf(Operation *op) {
@@ -230,8 +240,6 @@ LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
   return success();
 }
 
-namespace {
-
 // The shared memory of the forward for tiles Br x Bc.
 SharedLayout forwardLayout(const TilePlan &p) {
   SharedLayout l;
@@ -248,13 +256,12 @@ SharedLayout forwardLayout(const TilePlan &p) {
   return l;
 }
 
-} // namespace
-
 LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
-                          CudaLaunch &launch) {
+                          CudaLaunch &launch, int64_t sharedBudget) {
   auto op = cast<k::AttentionOp>(operation);
   Dims n = dimsOf(op);
-  FailureOr<PlannedTiles> tiles = chooseTiles(op, n, "forward", forwardLayout);
+  FailureOr<PlannedTiles> tiles =
+      chooseTiles(op, n, "forward", sharedBudget, forwardLayout);
   if (failed(tiles))
     return failure();
   const TilePlan &p = tiles->plan;
@@ -399,11 +406,27 @@ bool hasAttentionCudaKernel(Operation *op) {
   return isa<k::AttentionOp, k::AttentionGradOp>(op);
 }
 
+int64_t attentionSharedBudget(const std::vector<std::string> &archs) {
+  if (archs.empty()) // no archs named: kilnc's default ones
+    return defaultAttentionSharedBudget();
+  int64_t limit = INT64_MAX;
+  for (const std::string &arch : archs)
+    limit = std::min(limit, schema::cudaMaxSharedBytesPerBlock(arch));
+  return limit - cuda_attention::kStaticSharedReserve;
+}
+
+int64_t defaultAttentionSharedBudget() {
+  return std::min(schema::cudaMaxSharedBytesPerBlock("sm_80"),
+                  schema::cudaMaxSharedBytesPerBlock("sm_90a")) -
+         cuda_attention::kStaticSharedReserve;
+}
+
 LogicalResult emitAttentionCudaKernel(Operation *op, KernelSourceWriter &w,
-                                      CudaLaunch &launch) {
+                                      CudaLaunch &launch,
+                                      int64_t sharedBudget) {
   if (isa<k::AttentionOp>(op))
-    return cuda_attention::emitForward(op, w, launch);
-  return cuda_attention::emitBackward(op, w, launch);
+    return cuda_attention::emitForward(op, w, launch, sharedBudget);
+  return cuda_attention::emitBackward(op, w, launch, sharedBudget);
 }
 
 } // namespace kiln

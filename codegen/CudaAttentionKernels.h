@@ -30,22 +30,41 @@ class KernelSourceWriter;
 
 // kiln.attention and kiln.attention_grad.
 bool hasAttentionCudaKernel(mlir::Operation *op);
+
+// How much dynamic shared memory an attention kernel's tiles may take in an
+// artifact for `archs` (Artifact.archs): the smallest opt-in limit among
+// them (runtime/schema/CudaSharedMemory.h) less kStaticSharedReserve.
+//
+// Why one plan for the artifact's smallest arch rather than per-arch kernel
+// variants picked at load time: an artifact lists the archs it is compiled
+// and checked for, so a plan that fits all of them makes every kernel
+// launchable wherever the artifact may run, with one source per kernel (one
+// JIT cache entry, one compile check, no schema change). The fast path is
+// kept by targeting: kilnc's default archs (sm_80, sm_90a) keep the 163 KiB
+// plan H100s have always run, `--cuda-arch=sm_90a` alone gets H100's 227 KiB,
+// and adding sm_86 / sm_89 / sm_120 buys launchability on 99 KiB parts with
+// smaller tiles for the largest head dims.
+int64_t attentionSharedBudget(const std::vector<std::string> &archs);
+// The budget of kilnc's default archs (sm_80, sm_90a): 163 KiB less the
+// reserve.
+int64_t defaultAttentionSharedBudget();
+
 // Writes the kernel body and its launch (grid, 128 threads, dynamic shared
-// bytes); emits an error on the op on failure.
+// bytes at most `sharedBudget`); emits an error on the op on failure.
 mlir::LogicalResult emitAttentionCudaKernel(mlir::Operation *op,
                                             KernelSourceWriter &w,
-                                            CudaLaunch &launch);
+                                            CudaLaunch &launch,
+                                            int64_t sharedBudget);
 
 namespace cuda_attention {
 
 // Threads per block of every attention kernel: 4 warps.
 constexpr int64_t kThreads = 128;
 constexpr int64_t kWarps = kThreads / 32;
-// Most dynamic shared memory a kernel may ask for: sm_80's 163 KiB opt-in
-// limit (sm_90: 227 KiB). TODO: sm_86/89/120 allow only 99 KiB; the plan
-// should take the artifact's smallest arch into account (today the runtime's
-// cuFuncSetAttribute fails there with a checked CUDA error).
-constexpr int64_t kMaxSharedBytes = 163 * 1024;
+// Shared memory left out of the dynamic budget for the kernels' static
+// __shared__ variables (kiln_last_of's flag, a few bytes; ptxas reports them
+// and kiln-run --compile-only checks static + dynamic against the arch).
+constexpr int64_t kStaticSharedReserve = 1024;
 
 // Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
 // v [B, KVH, S, Dv]; G query heads per kv head.
@@ -60,6 +79,11 @@ struct TilePlan {
   int64_t Br = 64;     // query rows per tile
   int64_t Bc = 64;     // keys per tile
   int64_t Dp = 0, Dvp = 0; // D and Dv rounded up to 16 (zero padded)
+  // Backward only: role A's fp32 dK/dV accumulators in a Workspace slice
+  // per block (global memory) instead of shared memory. Chosen only when no
+  // tile fits the budget otherwise (fp32 head dim 256 on 99 KiB parts):
+  // slower, but launchable.
+  bool dkvInWorkspace = false;
   std::string elem() const { return bf16 ? "uint16_t" : "float"; }
   int64_t elemBytes() const { return bf16 ? 2 : 4; }
 };
@@ -149,19 +173,26 @@ int64_t roundUp16(int64_t v);
 // The tile plan of a forward or backward kernel (`pass`): q/k/v's element
 // type, D and Dv padded to 16, and the largest of the tiles 64x64, 64x32,
 // 32x32, 32x16, 16x16 (Br x Bc) whose shared memory, as `layoutOf` lays it
-// out, fits kMaxSharedBytes. When none fits: an error on `op`.
+// out, fits `sharedBudget` bytes; for the backward, when none does, the
+// same again with dkvInWorkspace. When none fits: an error on `op`.
 struct PlannedTiles {
   TilePlan plan;
   SharedLayout layout;
 };
 mlir::FailureOr<PlannedTiles>
 chooseTiles(mlir::Operation *op, const Dims &n, llvm::StringRef pass,
+            int64_t sharedBudget,
             llvm::function_ref<SharedLayout(const TilePlan &)> layoutOf);
 
+// The shared memory layouts of the two kernels (exposed for tests of the
+// tile choice per budget).
+SharedLayout forwardLayout(const TilePlan &p);
+SharedLayout backwardLayout(const TilePlan &p);
+
 mlir::LogicalResult emitForward(mlir::Operation *op, KernelSourceWriter &w,
-                                CudaLaunch &launch);
+                                CudaLaunch &launch, int64_t sharedBudget);
 mlir::LogicalResult emitBackward(mlir::Operation *op, KernelSourceWriter &w,
-                                 CudaLaunch &launch);
+                                 CudaLaunch &launch, int64_t sharedBudget);
 
 } // namespace cuda_attention
 } // namespace kiln

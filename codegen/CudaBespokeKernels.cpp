@@ -542,7 +542,8 @@ LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
   if (hasOptimizerCudaKernel(op))
     return emitOptimizerCudaKernel(op, w, launch);
   if (hasAttentionCudaKernel(op))
-    return emitAttentionCudaKernel(op, w, launch);
+    return emitAttentionCudaKernel(op, w, launch,
+                                   defaultAttentionSharedBudget());
   using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &,
                                     CudaLaunch &, CudaRowFusion *);
   Emitter emitter =

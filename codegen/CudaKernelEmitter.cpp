@@ -25,6 +25,8 @@
 
 #include "codegen/CudaKernelEmitter.h"
 
+#include "codegen/CudaAttentionKernels.h"
+
 #include "codegen/CudaBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/PointwiseBody.h"
@@ -59,7 +61,7 @@ namespace {
 
 CudaKernel withLaunch(CpuKernel kernel, CudaLaunch launch) {
   return {std::move(kernel.entry), std::move(kernel.source),
-          std::move(kernel.ops), launch};
+          std::move(kernel.ops), launch, std::move(kernel.scratch)};
 }
 
 // One grid-stride loop over the output, one scalar expression per op.
@@ -116,7 +118,8 @@ bool CudaKernelEmitter::supports(Operation *op) {
   return PointwiseBody::isPointwise(op) || hasBespokeCudaKernel(op);
 }
 
-FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group) {
+FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group,
+                                              int64_t attentionSharedBudget) {
   if (group.ops.empty())
     return failure();
   for (Operation *op : group.ops)
@@ -131,9 +134,18 @@ FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group) {
     return emitRowGroup(group);
   KernelSourceWriter w(group, KernelTarget::Cuda);
   CudaLaunch launch;
-  if (failed(w.declareBuffers()) ||
-      failed(emitBespokeCudaKernel(group.ops.front(), w, launch)))
+  if (failed(w.declareBuffers()))
     return failure();
+  Operation *op = group.ops.front();
+  if (hasAttentionCudaKernel(op)) {
+    if (failed(emitAttentionCudaKernel(op, w, launch,
+                                       attentionSharedBudget < 0
+                                           ? defaultAttentionSharedBudget()
+                                           : attentionSharedBudget)))
+      return failure();
+  } else if (failed(emitBespokeCudaKernel(op, w, launch))) {
+    return failure();
+  }
   return withLaunch(w.finish(), launch);
 }
 

@@ -45,6 +45,7 @@ struct CudaKernel {
   std::string source; // CUDA source (compiled after the prelude)
   std::string ops;    // the kiln ops it implements, comma separated
   CudaLaunch launch;
+  std::vector<KernelScratch> scratch; // arguments after the outputs
 };
 
 class CudaKernelEmitter {
@@ -54,7 +55,11 @@ public:
   static bool supports(mlir::Operation *op);
 
   // Emits the kernel of `group`; on failure emits an error on the offending op.
-  static mlir::FailureOr<CudaKernel> emit(const KernelGroup &group);
+  // `attentionSharedBudget`: the dynamic shared bytes an attention kernel's
+  // tiles may use (attentionSharedBudget(archs) in CudaAttentionKernels.h);
+  // -1: that of kilnc's default archs.
+  static mlir::FailureOr<CudaKernel> emit(const KernelGroup &group,
+                                          int64_t attentionSharedBudget = -1);
 
   // A kernel copying one buffer of `type` into another (buffers: src, dst).
   static mlir::FailureOr<CudaKernel> emitCopy(mlir::RankedTensorType type);

@@ -248,6 +248,18 @@ void KernelSourceWriter::parallelFor(int64_t work) {
     line("#pragma omp parallel for schedule(static)");
 }
 
+std::string KernelSourceWriter::scratch(const std::string &name,
+                                       const std::string &cType,
+                                       const KernelScratch &buffer) {
+  size_t slot =
+      group.inputs.size() + group.outputs.size() + scratchBuffers.size();
+  declarations += "  " + cType + "* " + name + " = (" + cType + "*)buffers[" +
+                  std::to_string(slot) + "]; // scratch: " + buffer.name +
+                  " [" + std::to_string(buffer.elements) + "]\n";
+  scratchBuffers.push_back(buffer);
+  return name;
+}
+
 CpuKernel KernelSourceWriter::finish() const {
   SmallVector<std::string> names, shortNames;
   for (Operation *op : group.ops) {
@@ -278,7 +290,9 @@ CpuKernel KernelSourceWriter::finish() const {
   std::string prefix;
   for (size_t i = 0; i < shortNames.size() && i < 3; ++i)
     prefix += (i ? "_" : "") + shortNames[i];
-  return nameKernel(std::move(text), prefix, std::move(ops));
+  CpuKernel kernel = nameKernel(std::move(text), prefix, std::move(ops));
+  kernel.scratch = scratchBuffers;
+  return kernel;
 }
 
 CpuKernel nameKernel(std::string text, StringRef prefix, std::string ops) {

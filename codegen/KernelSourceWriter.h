@@ -110,6 +110,12 @@ public:
   // error on the group's first op for unsupported element types.
   mlir::LogicalResult declareBuffers();
 
+  // A scratch buffer after the outputs (declare it after declareBuffers):
+  // declares `cType* name = (cType*)buffers[slot];` and records it for the
+  // kernel (CpuKernel::scratch). Returns `name`.
+  std::string scratch(const std::string &name, const std::string &cType,
+                      const KernelScratch &buffer);
+
   // The pointer variable of an input or output value ("in0", "out1").
   std::string ptr(mlir::Value v) const;
   // The C element type of a value.
@@ -164,6 +170,7 @@ private:
   llvm::DenseMap<mlir::Value, std::string> pointers;
   std::string globals;
   std::string declarations;
+  std::vector<KernelScratch> scratchBuffers;
   std::string body;
   int indent = 1;
   RowHook rowPrologue, rowEpilogue;

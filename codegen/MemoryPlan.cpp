@@ -7,9 +7,11 @@
 //  2. Liveness: the programs (step, update, eval) run one after another and
 //     an Activation lives only inside its program, so an activation's live
 //     range is [first schedule entry touching it, last one] of that program.
-//     Every other buffer (parameters, gradients, optimizer state, inputs,
-//     loss, metrics, norms, lr, step, constants) is persistent, and so is an
-//     activation touched by no program or by more than one.
+//     A Workspace buffer (a kernel's scratch) is touched by its one call, so
+//     its range is that entry. Every other buffer (parameters, gradients,
+//     optimizer state, inputs, loss, metrics, norms, lr, step, constants,
+//     completion counters) is persistent, and so is an activation or
+//     workspace touched by no program or by more than one.
 //  3. In-place reuse: an output of an elementwise kernel (Kernel.elementwise:
 //     element i of each output reads only element i of each input) takes the
 //     storage of an input of the same byte size whose last use is that call.
@@ -22,9 +24,17 @@
 //     the smallest gap that holds it, else above the highest of them.
 //  6. Every size and offset is a multiple of kArenaAlignment (256 bytes);
 //     empty buffers still take one unit so every pointer is distinct.
-//  7. Peak = persistent region + activation region (the arena's size). The
-//     report names the moment the live activations are largest and the
-//     tensors live then.
+//  7. Workspace region after the activation region: every call's Workspace
+//     buffers are packed from the region's start, so calls share it (like
+//     one cuBLASLt workspace shared by all GEMMs) and it is as large as the
+//     call with the most scratch. A separate region rather than best-fit
+//     gaps among activations: its size is the workspace line of the report,
+//     exactly, and the checker's generic overlap rule still holds (two
+//     calls' scratch never live at once).
+//  8. Peak = persistent region + activation region + workspace region (the
+//     arena's size). The report names the moment the live activations are
+//     largest and the tensors live then, and the call that sizes the
+//     workspace region.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +55,13 @@ int64_t alignedSize(int64_t bytes) {
   int64_t unit = schema::kArenaAlignment;
   return std::max<int64_t>(1, (std::max<int64_t>(bytes, 0) + unit - 1) / unit) *
          unit;
+}
+
+// Roles whose buffers live only while their program runs (when one program
+// touches them): activations and kernel scratch.
+bool isTransient(schema::BufferRole role) {
+  return role == schema::BufferRole_Activation ||
+         role == schema::BufferRole_Workspace;
 }
 
 // A storage buffer or a chain of in-place buffers sharing one offset.
@@ -103,8 +120,7 @@ MemoryPlan MemoryPlanner::plan() const {
   for (uint32_t i = 0; i < n; ++i) {
     if (storage[i] != i)
       continue;
-    if (buffers[i].role != schema::BufferRole_Activation ||
-        programCount[i] != 1)
+    if (!isTransient(buffers[i].role) || programCount[i] != 1)
       plan.ranges[i] = LiveRange{};
   }
 
@@ -162,6 +178,10 @@ MemoryPlan MemoryPlanner::plan() const {
     case schema::BufferRole_Activation:
       bd.activations += size;
       break;
+    case schema::BufferRole_Workspace:
+    case schema::BufferRole_WorkspaceCounter:
+      bd.workspace += size;
+      break;
     default:
       bd.other += size;
     }
@@ -172,7 +192,8 @@ MemoryPlan MemoryPlanner::plan() const {
   std::vector<Slot> slots;
   std::vector<int32_t> slotIndex(n, -1);
   for (uint32_t i = 0; i < n; ++i) {
-    if (storage[i] != i || plan.ranges[i].persistent())
+    if (storage[i] != i || plan.ranges[i].persistent() ||
+        buffers[i].role == schema::BufferRole_Workspace)
       continue;
     const LiveRange &r = plan.ranges[i];
     uint32_t root = slotOf[i];
@@ -221,11 +242,34 @@ MemoryPlan MemoryPlanner::plan() const {
       plan.offsets[i] = plan.persistentBytes + slots[slotIndex[slotOf[i]]].offset;
 
   bd.activations += regionBytes;
+
+  // 7. The workspace region: each call's scratch packed from its start.
+  int64_t workspaceBase = plan.persistentBytes + regionBytes;
+  std::vector<bool> placedScratch(n, false);
+  for (size_t p = 0; p < programs.size(); ++p)
+    for (size_t e = 0; e < programs[p].schedule.size(); ++e) {
+      int64_t used = 0;
+      for (uint32_t b : programs[p].schedule[e].buffers) {
+        uint32_t s = storage[b];
+        if (placedScratch[s] || plan.ranges[s].persistent() ||
+            buffers[s].role != schema::BufferRole_Workspace)
+          continue;
+        placedScratch[s] = true;
+        plan.offsets[s] = workspaceBase + used;
+        used += alignedSize(buffers[s].bytes);
+      }
+      if (used > plan.workspaceRegionBytes) {
+        plan.workspaceRegionBytes = used;
+        plan.workspaceProgram = static_cast<int32_t>(p);
+        plan.workspaceEntry = static_cast<int64_t>(e);
+      }
+    }
+  bd.workspace += plan.workspaceRegionBytes;
   bd.peak = bd.parameters + bd.gradients + bd.optimizerState + bd.activations +
             bd.workspace + bd.other;
   plan.arenaBytes = bd.peak;
 
-  // 7. The moment the live activations are largest: sweep each program.
+  // 8. The moment the live activations are largest: sweep each program.
   for (size_t p = 0; p < programs.size(); ++p) {
     size_t entries = programs[p].schedule.size();
     std::vector<int64_t> delta(entries + 1, 0);
@@ -252,8 +296,8 @@ MemoryPlan MemoryPlanner::plan() const {
       if (storage[i] != i || plan.ranges[i].persistent())
         continue;
       const LiveRange &r = plan.ranges[i];
-      if (r.program == plan.peakProgram && r.first <= plan.peakEntry &&
-          plan.peakEntry <= r.last)
+      if (slotIndex[slotOf[i]] >= 0 && r.program == plan.peakProgram &&
+          r.first <= plan.peakEntry && plan.peakEntry <= r.last)
         liveMember[slotIndex[slotOf[i]]] = static_cast<int32_t>(i);
     }
     for (int32_t member : liveMember)
@@ -309,6 +353,24 @@ std::string formatMemorySummary(const MemoryPlan &plan,
   row("activations", bd.activations);
   row("workspace", bd.workspace);
   row("other", bd.other);
+  if (plan.workspaceProgram >= 0) {
+    // The call whose scratch sizes the workspace region, and that scratch.
+    const MemoryPlanProgram &program = programs[plan.workspaceProgram];
+    const MemoryPlanCall &call = program.schedule[plan.workspaceEntry];
+    out += "workspace region " + mib(plan.workspaceRegionBytes) + " (" +
+           std::to_string(plan.workspaceRegionBytes) + " bytes), sized by '" +
+           program.name + "' entry " + std::to_string(plan.workspaceEntry) +
+           (call.location.empty() ? "" : ", " + call.location) + ":\n";
+    for (uint32_t b : call.buffers)
+      if (buffers[b].role == schema::BufferRole_Workspace &&
+          buffers[b].aliasOf < 0) {
+        char line[64];
+        std::snprintf(line, sizeof(line), "  %12s  ",
+                      mib(buffers[b].bytes).c_str());
+        out += line + shortName(buffers[b].name, plan.locations[b]) + " (" +
+               std::to_string(buffers[b].bytes) + " bytes)\n";
+      }
+  }
   if (plan.peakProgram < 0)
     return out;
   const MemoryPlanProgram &program = programs[plan.peakProgram];
@@ -338,7 +400,9 @@ std::string formatMemoryPlan(const MemoryPlan &plan,
                                         plan.peakTensors.size());
   out += "\narena " + std::to_string(plan.arenaBytes) +
          " bytes; persistent region [0, " +
-         std::to_string(plan.persistentBytes) + "), activations after it\n";
+         std::to_string(plan.persistentBytes) +
+         "), activations after it, then the workspace region (" +
+         std::to_string(plan.workspaceRegionBytes) + " bytes)\n";
   out += "# buffer offset bytes live role name location\n";
   for (uint32_t i = 0; i < buffers.size(); ++i) {
     const MemoryPlanBuffer &b = buffers[i];

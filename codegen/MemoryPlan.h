@@ -75,6 +75,11 @@ struct MemoryPlan {
   int64_t peakEntry = -1;
   int64_t peakLiveBytes = 0;
   std::vector<uint32_t> peakTensors;
+  // The workspace region (the arena's end): its bytes and the schedule
+  // entry whose Workspace buffers fill it (-1: no workspace).
+  int64_t workspaceRegionBytes = 0;
+  int32_t workspaceProgram = -1;
+  int64_t workspaceEntry = -1;
 };
 
 class MemoryPlanner {

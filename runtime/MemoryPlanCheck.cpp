@@ -9,8 +9,12 @@
 //      buffer's offset is a multiple of kArenaAlignment and its bytes lie
 //      inside the arena;
 //   3. liveness: a touch of a view is a touch of its storage; an Activation
-//      touched by exactly one program lives from its first to its last entry
-//      there; every other buffer is persistent (lives always);
+//      or Workspace touched by exactly one program lives from its first to
+//      its last entry there; every other buffer (WorkspaceCounter included)
+//      is persistent (lives always). A Workspace buffer is a kernel's
+//      scratch: it must be touched by exactly one schedule entry, a kernel
+//      call (its contents are undefined on entry, so nothing else may read
+//      it);
 //   4. overlaps: any two storage buffers sharing a byte must never be live
 //      at once (programs run one after another, so different programs never
 //      conflict), except the in-place case: identical byte ranges, one
@@ -164,10 +168,31 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
         r.last = e;
       });
   }
-  for (uint32_t i = 0; i < n; ++i)
-    ranges[i].persistent =
-        artifact.buffers()->Get(i)->role() != schema::BufferRole_Activation ||
-        ranges[i].programs != 1;
+  for (uint32_t i = 0; i < n; ++i) {
+    schema::BufferRole role = artifact.buffers()->Get(i)->role();
+    ranges[i].persistent = (role != schema::BufferRole_Activation &&
+                            role != schema::BufferRole_Workspace) ||
+                           ranges[i].programs != 1;
+    if (role == schema::BufferRole_Workspace && infos[i].storage == i) {
+      const Range &r = ranges[i];
+      bool oneCall = r.programs == 1 && r.first == r.last &&
+                     programs->Get(r.program)
+                         ->schedule()
+                         ->Get(static_cast<uint32_t>(r.first))
+                         ->op_as_KernelCall();
+      if (!oneCall)
+        return invalidArgument(
+            "memory plan: workspace buffer ", i, " ('",
+            bufferName(*artifact.buffers()->Get(i)), "') is touched by ",
+            r.programs == 0 ? std::string("no schedule entry")
+            : r.programs > 1
+                ? detail::concat(r.programs, " programs")
+                : detail::concat(
+                      "entries ", r.first, "..", r.last, " of '",
+                      programs->Get(r.program)->name()->str(), "'"),
+            "; a workspace is the scratch of exactly one kernel call");
+    }
+  }
 
   // The one legal overlap of two live buffers: the in-place hand-over.
   auto inPlace = [&](uint32_t a, uint32_t b) {

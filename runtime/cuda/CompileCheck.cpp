@@ -5,6 +5,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/cuda/JitCache.h"
 #include "runtime/cuda/Nvrtc.h"
+#include "runtime/schema/CudaSharedMemory.h"
 
 #include <cstdint>
 
@@ -74,6 +75,22 @@ StatusOr<CompileCheckReport> runCompileCheck(const RunOptions &options,
       // A block needs all its threads' registers on one SM at once: more
       // than the SM's register file and every launch fails ("too many
       // resources requested for launch").
+      // Static + dynamic shared memory within the arch's opt-in limit, else
+      // every launch on that arch fails (the attention tiles are planned for
+      // the artifact's smallest arch: codegen/CudaAttentionKernels.h).
+      int64_t dynamicShared =
+          kernel->launch() ? kernel->launch()->shared_bytes() : 0;
+      int64_t sharedLimit = schema::cudaMaxSharedBytesPerBlock(arch);
+      if (r->staticSharedBytes + dynamicShared > sharedLimit)
+        report.problems.push_back(
+            arch + ": kernel '" + entry + "' (" + location + ") needs " +
+            std::to_string(r->staticSharedBytes + dynamicShared) +
+            " bytes of shared memory per block (" +
+            std::to_string(r->staticSharedBytes) + " static + " +
+            std::to_string(dynamicShared) + " dynamic), more than the " +
+            std::to_string(sharedLimit) + " " + arch +
+            " allows (compile the model with kilnc --cuda-arch listing " +
+            arch + ")");
       int64_t threads = kernel->launch() ? kernel->launch()->block() : 0;
       if (int64_t(r->registers) * threads > kRegistersPerSm)
         report.problems.push_back(

@@ -6,8 +6,9 @@
 // kernel its registers and spill bytes. It is the CI check that every
 // generated kernel compiles for sm_80 and sm_90a: a compile error, a kernel
 // ptxas did not report as an entry point, any spill, or a kernel whose
-// registers x threads per block exceed an SM's register file (its launch
-// would fail) fails the check. The ctests cuda-kernels-<model> run it on
+// registers x threads per block exceed an SM's register file, or whose
+// static + dynamic shared memory exceeds the arch's opt-in limit
+// (runtime/schema/CudaSharedMemory.h; its launch would fail) fails the check. The ctests cuda-kernels-<model> run it on
 // every model's kernels (test/cuda/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//

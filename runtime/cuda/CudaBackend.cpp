@@ -243,6 +243,17 @@ Status CudaBackend::Impl::resolvePrograms() {
   // The launch tables of all KernelCalls, built on the host, uploaded once.
   std::vector<CUdeviceptr> table;
   std::vector<CUfunction> functions(root.kernels() ? root.kernels()->size() : 0);
+  // The most shared memory (static + dynamic) one block may opt into here:
+  // 99 KiB on sm_86/89/120, 163 KiB on sm_80, 227 KiB on sm_90. The
+  // attention kernels' tiles are planned for the artifact's smallest arch
+  // (codegen/CudaAttentionKernels.h), so an artifact not compiled for this
+  // device's class may ask for more: said here, before any launch fails.
+  int maxShared = 0;
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuDeviceGetAttribute(&maxShared,
+                             CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                             device),
+      "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
   for (size_t k = 0; k < functions.size(); ++k) {
     const schema::Kernel &kernel = *root.kernels()->Get(k);
     KILN_RETURN_IF_ERROR(d.check(
@@ -250,6 +261,23 @@ Status CudaBackend::Impl::resolvePrograms() {
         "cuModuleGetFunction",
         detail::concat(" for '", kernel.entry()->str(), "' at ",
                        kernel.location() ? kernel.location()->str() : "?")));
+    int staticShared = 0;
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuFuncGetAttribute(&staticShared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                             functions[k]),
+        "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+        " for '" + kernel.entry()->str() + "'"));
+    int64_t needed = int64_t(staticShared) + kernel.launch()->shared_bytes();
+    if (needed > maxShared)
+      return failedPrecondition(
+          "kernel '", kernel.entry()->str(), "' (",
+          kernel.location() ? kernel.location()->str() : "?", ") needs ",
+          needed, " bytes of shared memory per block (", staticShared,
+          " static + ", kernel.launch()->shared_bytes(), " dynamic) but ",
+          deviceName, " allows ", maxShared,
+          "; recompile with kilnc --cuda-arch listing this GPU's arch (",
+          load.detail.substr(0, load.detail.find(' ')),
+          ") so the tiles are planned for it");
     // Over 48 KiB of dynamic shared memory must be opted into per function.
     if (kernel.launch()->shared_bytes() > 48u * 1024u)
       KILN_RETURN_IF_ERROR(d.check(

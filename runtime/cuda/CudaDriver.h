@@ -59,6 +59,7 @@ struct CudaDriver {
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
   X(cuFuncSetAttribute)                                                        \
+  X(cuFuncGetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
   X(cuStreamCreate)                                                            \
   X(cuStreamDestroy)                                                           \

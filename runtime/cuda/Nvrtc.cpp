@@ -98,6 +98,9 @@ std::vector<KernelResources> parsePtxasReport(const std::string &log) {
   static const std::regex frameLine(
       R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex usedLine(R"(Used (\d+) registers)");
+  // "Used 40 registers, used 1 barriers, 1 bytes smem, 400 bytes cmem[0]":
+  // static shared memory (absent when the kernel has none).
+  static const std::regex smemPart(R"((\d+) bytes smem)");
   std::vector<KernelResources> kernels;
   bool inEntryProperties = false;
   std::istringstream lines(log);
@@ -115,6 +118,9 @@ std::vector<KernelResources> parsePtxasReport(const std::string &log) {
       kernels.back().spillLoadBytes = std::stoll(m[3].str());
     } else if (!kernels.empty() && std::regex_search(line, m, usedLine)) {
       kernels.back().registers = std::stoi(m[1].str());
+      std::smatch smem;
+      if (std::regex_search(line, smem, smemPart))
+        kernels.back().staticSharedBytes = std::stoll(smem[1].str());
       inEntryProperties = false;
     }
   }

@@ -32,6 +32,7 @@ struct KernelResources {
   int64_t spillStoreBytes = 0;
   int64_t spillLoadBytes = 0;
   int64_t stackBytes = 0;     // local stack frame (spills and local arrays)
+  int64_t staticSharedBytes = 0; // __shared__ variables ("N bytes smem")
 
   bool spills() const { return spillStoreBytes > 0 || spillLoadBytes > 0; }
 };

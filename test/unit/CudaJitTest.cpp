@@ -282,7 +282,7 @@ TEST(PtxasReportTest, AttributesNumbersToTheRightEntry) {
       "ptxas info    : Compiling entry function 'b' for 'sm_80'\n"
       "ptxas info    : Function properties for b\n"
       "ptxas         .     40 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads\n"
-      "ptxas info    : Used 255 registers, used 1 barriers, 360 bytes cmem[0]\n";
+      "ptxas info    : Used 255 registers, used 1 barriers, 32 bytes smem, 360 bytes cmem[0]\n";
   std::vector<KernelResources> r = parsePtxasReport(log);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].entry, "a");
@@ -293,6 +293,10 @@ TEST(PtxasReportTest, AttributesNumbersToTheRightEntry) {
   EXPECT_EQ(r[1].stackBytes, 40);
   EXPECT_EQ(r[1].spillStoreBytes, 16);
   EXPECT_EQ(r[1].spillLoadBytes, 24);
+  // Static shared memory (what --compile-only adds to the dynamic bytes
+  // before comparing with the arch's limit); absent means none.
+  EXPECT_EQ(r[0].staticSharedBytes, 0);
+  EXPECT_EQ(r[1].staticSharedBytes, 32);
 }
 
 TEST(DynamicLibraryTest, MissingLibraryNamesEveryPlaceSearched) {

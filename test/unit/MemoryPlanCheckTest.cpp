@@ -160,6 +160,55 @@ TEST(MemoryPlanCheckTest, AcceptsReuseAcrossDisjointLiveRanges) {
             2 * kAlign);
 }
 
+// Two kernel calls' scratch (role Workspace, a [64] f32 each) at the same
+// bytes, as the planner's workspace region puts them: entry 3 uses x, entry
+// 4 uses y; `twice` makes entry 4 use x too.
+ArtifactSpec withWorkspaces(bool twice) {
+  ThreeStep t(/*elementwise=*/false);
+  for (const char *name : {"x", "y"}) {
+    BufferSpec b;
+    b.name = name;
+    b.role = schema::BufferRole_Workspace;
+    b.shape = {64};
+    b.offset = 4 * kAlign;
+    t.spec.buffers.push_back(b); // 4: x, 5: y
+  }
+  t.spec.kernels.push_back({"k_scratch", "x", "t.kiln:4:1", "kiln.attention_grad"});
+  StepSpec first, second;
+  first.kernel = second.kernel = 4;
+  first.buffers = {2, 4};
+  second.buffers = {2, twice ? 4u : 5u};
+  t.spec.schedule.push_back(first);
+  t.spec.schedule.push_back(second);
+  t.spec.arenaBytes = 5 * kAlign;
+  return t.spec;
+}
+
+TEST(MemoryPlanCheckTest, AcceptsWorkspacesOfDifferentCallsSharingBytes) {
+  Status status = load(withWorkspaces(/*twice=*/false));
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
+TEST(MemoryPlanCheckTest, RejectsWorkspaceTouchedByTwoCalls) {
+  Status status = load(withWorkspaces(/*twice=*/true));
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("workspace buffer 4 ('x') is touched by "
+                              "entries 3..4 of 'step'"),
+                    HasSubstr("the scratch of exactly one kernel call")));
+}
+
+TEST(MemoryPlanCheckTest, RejectsWorkspaceOverlappingALiveActivation) {
+  // x is live at entry 3, where b (read there) is live too.
+  ArtifactSpec spec = withWorkspaces(/*twice=*/false);
+  spec.buffers[4].offset = 2 * kAlign; // x on top of b
+  Status status = load(spec);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("buffer 2 ('b'"), HasSubstr("buffer 4 ('x'"),
+                    HasSubstr("share arena bytes while both are live")));
+}
+
 TEST(MemoryPlanCheckTest, RejectsOffsetOutOfBounds) {
   ThreeStep t(/*elementwise=*/false);
   t.spec.buffers[3].offset = 4 * kAlign; // ends at 5 * 256 > arena

@@ -35,6 +35,8 @@
 #include "EmulationChecks.h"
 #include "KernelRunner.h"
 
+#include "codegen/CudaAttentionKernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,12 +168,15 @@ MASK
 
 // Runs `module` on both backends; expects every result within `tolerance`
 // (relative, at least 1 in magnitude) and non-finite values equal.
+// `sharedBudget`: the CUDA tile plans' (-1: kilnc's default archs').
 std::vector<HostTensor> expectSame(const std::string &module,
                                    const std::vector<HostTensor> &args,
                                    double tolerance,
-                                   const std::vector<const char *> &names) {
+                                   const std::vector<const char *> &names,
+                                   int64_t sharedBudget = -1) {
   KernelRunner cpu(module, KernelBackend::Cpu);
-  KernelRunner cuda(module, KernelBackend::CudaEmulated);
+  KernelRunner cuda(module, KernelBackend::CudaEmulated, /*fuse=*/false,
+                    sharedBudget);
   EXPECT_TRUE(cpu.ok()) << cpu.error();
   EXPECT_TRUE(cuda.ok()) << cuda.error();
   if (!cpu.ok() || !cuda.ok())
@@ -195,7 +200,8 @@ std::vector<HostTensor> expectSame(const std::string &module,
   return actual;
 }
 
-void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
+void expectAttentionMatches(int d, const std::string &elem, double tolerance,
+                            int64_t sharedBudget = -1) {
   std::vector<HostTensor> args = {
       HostTensor::floats(randomFloats(2 * 4 * 37 * d, 1, -2, 2)),
       HostTensor::floats(randomFloats(2 * 2 * 53 * d, 2, -2, 2)),
@@ -205,7 +211,8 @@ void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
       // sample 0 sees 40 keys (its last key tile is skipped), sample 1 11.
       HostTensor::ints({40, 11})};
   std::vector<HostTensor> fwd = expectSame(attentionModule(d, elem, false), args,
-                                           tolerance, {"out", "lse"});
+                                           tolerance, {"out", "lse"},
+                                           sharedBudget);
   ASSERT_EQ(fwd.size(), 2u);
   // The shifted band leaves rows 0..2 without a key: out 0, lse -inf.
   for (int bh = 0; bh < 8; ++bh)
@@ -224,7 +231,7 @@ void expectAttentionMatches(int d, const std::string &elem, double tolerance) {
   args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)));
   std::vector<HostTensor> bwd =
       expectSame(attentionModule(d, elem, true), args, tolerance,
-                 {"dq", "dk", "dv", "dslope", "dbias"});
+                 {"dq", "dk", "dv", "dslope", "dbias"}, sharedBudget);
   ASSERT_EQ(bwd.size(), 5u);
   // Rows without a key get zero dq.
   for (int bh = 0; bh < 8; ++bh)
@@ -248,6 +255,29 @@ TEST(CudaAttentionEmulated, Fp32HeadDim72Padded) { expectAttentionMatches(72, "f
 
 TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
   expectAttentionMatches(80, "bf16", 3e-2);
+}
+
+// The tile plans of a 99 KiB part (sm_86/89/120): smaller tiles, same
+// results within the same tolerances as the default plan.
+TEST(CudaAttentionEmulated, SmallSharedMemoryPlans) {
+  expectAttentionMatches(80, "f32", 5e-5, kiln::attentionSharedBudget({"sm_86"}));
+  expectAttentionMatches(80, "bf16", 3e-2, kiln::attentionSharedBudget({"sm_86"}));
+}
+
+// A budget too small for any tile with shared dK/dV accumulators (32 KiB at
+// head dim 80 in fp32: 16 x 16 tiles need about 36 KiB with them, 31 KiB
+// without) puts them in a workspace slice per block: same results (the
+// same sums in the same order, only in global memory).
+TEST(CudaAttentionEmulated, DkDvAccumulatorsInWorkspace) {
+  KernelRunner cuda(attentionModule(80, "f32", true),
+                    KernelBackend::CudaEmulated, false, 32 * 1024);
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  bool inWorkspace = false;
+  for (const auto &kernel : cuda.kernels())
+    inWorkspace |= kernel.source.find("dK/dV accumulators in the workspace") !=
+                   std::string::npos;
+  EXPECT_TRUE(inWorkspace);
+  expectAttentionMatches(80, "f32", 5e-5, 32 * 1024);
 }
 
 // No score or mask region (plain softmax attention: no block-skip test, no

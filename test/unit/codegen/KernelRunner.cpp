@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
+#include <list>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -149,7 +150,8 @@ KernelCallPlan planCall(Operation &op) {
 } // namespace
 
 KernelRunner::KernelRunner(const std::string &moduleText,
-                           KernelBackend backend, bool fuse)
+                           KernelBackend backend, bool fuse,
+                           int64_t attentionSharedBudget)
     : context(makeContext()), backend(backend) {
   std::string diagnostics;
   ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
@@ -181,9 +183,11 @@ KernelRunner::KernelRunner(const std::string &moduleText,
     FailureOr<CpuKernel> kernel = failure();
     KernelGroup group = planCall(op).group;
     if (backend == KernelBackend::CudaEmulated) {
-      FailureOr<CudaKernel> cuda = CudaKernelEmitter::emit(group);
+      FailureOr<CudaKernel> cuda =
+          CudaKernelEmitter::emit(group, attentionSharedBudget);
       if (succeeded(cuda)) {
         kernel = CpuKernel{cuda->entry, cuda->source, cuda->ops};
+        kernel->scratch = cuda->scratch;
         launches.push_back(cuda->launch);
       }
     } else {
@@ -216,6 +220,7 @@ std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
     storage[arg] = std::make_shared<HostTensor>(std::move(tensor));
   size_t kernelIndex = 0;
   std::vector<HostTensor> results;
+  std::list<std::vector<uint64_t>> scratch; // kernels' scratch buffers
   for (Operation &op : step.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (Value v : ret.getOperands())
@@ -247,6 +252,19 @@ std::vector<HostTensor> KernelRunner::run(std::vector<HostTensor> args) {
       pointers.push_back(storage[v]->data());
     }
     const CpuKernel &kernel = emitted[kernelIndex];
+    // Scratch after the outputs, as the artifact's planned buffers: a
+    // Workspace arrives holding garbage (0xff bytes: NaN as float and
+    // double), so a kernel that reads scratch it did not initialise fails
+    // the comparison; a WorkspaceCounter arrives zero, as the runtime's
+    // zeroed arena gives it.
+    for (const KernelScratch &buffer : kernel.scratch) {
+      size_t bytes = static_cast<size_t>(buffer.elements) *
+                     (buffer.dtype == schema::DType_I64 ? 8 : 4);
+      scratch.emplace_back(
+          (bytes + 7) / 8,
+          buffer.role == schema::BufferRole_WorkspaceCounter ? 0 : ~0ull);
+      pointers.push_back(scratch.back().data());
+    }
     auto entry = reinterpret_cast<Entry>(dlsym(handle, kernel.entry.c_str()));
     if (!entry) {
       message = "missing entry " + kernel.entry;

@@ -56,9 +56,11 @@ public:
   // `ok()` (and `error()`) before running.
   // With `fuse`, --kiln-fusion runs on the module first, so its kiln.fusion
   // regions (pointwise, row, optimizer) become one kernel each.
+  // `attentionSharedBudget`: CudaKernelEmitter::emit's (-1: the default
+  // archs'), to emulate the tile plans of other archs.
   explicit KernelRunner(const std::string &moduleText,
                         KernelBackend backend = KernelBackend::Cpu,
-                        bool fuse = false);
+                        bool fuse = false, int64_t attentionSharedBudget = -1);
   ~KernelRunner();
 
   bool ok() const { return handle != nullptr; }

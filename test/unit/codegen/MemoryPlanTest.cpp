@@ -144,5 +144,49 @@ TEST(MemoryPlanTest, ProgramsShareTheActivationRegion) {
   EXPECT_LT(plan.offsets[2], plan.persistentBytes);
 }
 
+TEST(MemoryPlanTest, WorkspacesShareOneRegionSizedByTheLargestCall) {
+  // a is written at 0 and read at 2; call 1 has scratch w1 (3 units) and w2
+  // (1 unit), call 2 has w3 (2 units); c is a completion counter.
+  std::vector<MemoryPlanBuffer> buffers = {
+      activation("a", 2 * kAlign),
+      {"w1", schema::BufferRole_Workspace, 3 * kAlign - 5, -1},
+      {"w2", schema::BufferRole_Workspace, 10, -1},
+      {"w3", schema::BufferRole_Workspace, 2 * kAlign, -1},
+      {"c", schema::BufferRole_WorkspaceCounter, 4, -1}};
+  std::vector<MemoryPlanProgram> programs = {
+      {"step", {call({0}, 0), call({0, 1, 2, 4}, 1), call({0, 3}, 1)}}};
+  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  // The counter is persistent (its zero must survive between launches).
+  EXPECT_TRUE(plan.ranges[4].persistent());
+  EXPECT_EQ(plan.offsets[4], 0);
+  EXPECT_EQ(plan.persistentBytes, kAlign);
+  // Scratch lives at its one call.
+  EXPECT_EQ(plan.ranges[1].first, 1);
+  EXPECT_EQ(plan.ranges[1].last, 1);
+  // The region after the activations: each call's scratch packed from its
+  // start, so w3 reuses w1's bytes.
+  int64_t region = plan.persistentBytes + 2 * kAlign;
+  EXPECT_EQ(plan.offsets[0], plan.persistentBytes);
+  EXPECT_EQ(plan.offsets[1], region);
+  EXPECT_EQ(plan.offsets[2], region + 3 * kAlign);
+  EXPECT_EQ(plan.offsets[3], region);
+  EXPECT_EQ(plan.workspaceRegionBytes, 4 * kAlign);
+  EXPECT_EQ(plan.workspaceProgram, 0);
+  EXPECT_EQ(plan.workspaceEntry, 1);
+  EXPECT_EQ(plan.breakdown.workspace, 4 * kAlign + kAlign);
+  EXPECT_EQ(plan.breakdown.activations, 2 * kAlign);
+  EXPECT_EQ(plan.arenaBytes, kAlign + 2 * kAlign + 4 * kAlign);
+  EXPECT_EQ(plan.breakdown.peak, plan.arenaBytes);
+  // Scratch is not an activation of the peak.
+  for (uint32_t t : plan.peakTensors)
+    EXPECT_EQ(t, 0u);
+  std::string summary = formatMemorySummary(plan, buffers, programs);
+  EXPECT_NE(summary.find("workspace region 0.00 MiB (1024 bytes), sized by "
+                         "'step' entry 1, m.kiln:1:1:"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("w1 (763 bytes)"), std::string::npos) << summary;
+}
+
 } // namespace
 } // namespace kiln
