@@ -18,7 +18,7 @@ std::string philoxKernelSource(const std::string &target) {
   text += target == "cuda" ? "#define KILN_RNG_FN __device__ __forceinline__\n"
                            : "#define KILN_RNG_FN static inline\n";
   text += "#endif\n";
-  text += KILN_PHILOX_RANDOM_TEXT;
+  text += kPhiloxRandomText;
   return text;
 }
 
