@@ -195,7 +195,10 @@ Value emitAttentionOp(OpBuilder &b, Location loc, const Node &node,
   auto op = b.create<kd::AttentionOp>(
       loc, outType, lseType, operands[0], operands[1], operands[2], captures,
       b.getF32FloatAttr((float)node.value),
-      b.getF32FloatAttr((float)node.attention->dropout));
+      // Unset (= 0) without dropout, so the op prints as before.
+      node.attention->dropout > 0.0
+          ? b.getF32FloatAttr((float)node.attention->dropout)
+          : FloatAttr());
   if (node.attention->score)
     buildRegion(b, loc, op.getScore(), *node.attention->score, true, captures);
   if (node.attention->mask)

@@ -100,7 +100,11 @@ static void printAttentionLike(OpT op, OpAsmPrinter &p, unsigned numLeading) {
     p.printOperands(op.getCaptures());
     p << ')';
   }
-  p.printOptionalAttrDict(op->getAttrs());
+  // dropout = 0 (the default, set on every op) is left out of the text.
+  SmallVector<StringRef, 1> elided;
+  if (op.getDropoutProbability() == 0.0)
+    elided.push_back(op.getDropoutAttrName().getValue());
+  p.printOptionalAttrDict(op->getAttrs(), elided);
   p << " : ";
   p.printFunctionalType(op.getOperation());
   printNamedRegion(p, "score", op.getScore());

@@ -31,12 +31,13 @@ module {
 
 // -----
 
-// Tests that @eval runs attention without dropout (dropout = 0; the RNG-state
-// capture stays, unread) while @step keeps it.
+// Tests that @eval runs attention without dropout (dropout = 0, the default,
+// which the op's text leaves out; the RNG-state capture stays, unread) while
+// @step keeps it.
 // CHECK-LABEL: func.func @step
 // CHECK: kiln.attention {{.*}} {dropout = 2.500000e-01 : f32, scale = 5.000000e-01 : f32}
 // CHECK-LABEL: func.func @eval
-// CHECK: kiln.attention {{.*}} {dropout = 0.000000e+00 : f32, scale = 5.000000e-01 : f32}
+// CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} captures(%{{.*}}) {scale = 5.000000e-01 : f32}
 module {
   func.func @step(
       %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<ones>},
