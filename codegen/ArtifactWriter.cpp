@@ -229,6 +229,7 @@ std::optional<schema::BufferRole> sharedRole(StringRef role) {
       .Case(k::role::kUpdateNorm, schema::BufferRole_UpdateNorm)
       .Case(k::role::kParamNorm, schema::BufferRole_ParamNorm)
       .Case(k::role::kEvalLoss, schema::BufferRole_EvalLoss)
+      .Case(k::role::kDropoutRng, schema::BufferRole_DropoutRng)
       .Default(std::nullopt);
 }
 

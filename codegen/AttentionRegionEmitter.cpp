@@ -21,6 +21,7 @@
 #include "codegen/AttentionRegionEmitter.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/Philox.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -385,6 +386,31 @@ FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward
                 (active.contains(s) ? adjoint[s] : std::string("0.0f")) +
                 ";");
   return backward;
+}
+
+std::string AttentionDropout::factor(StringRef bh, StringRef i,
+                                     StringRef j) const {
+  return ("(kiln_dropout_keep(dropSeed, dropOffset, " + bh + ", " + i + ", " +
+          j + ", " + threshold + ") ? " + invKeep + " : 0.0f)")
+      .str();
+}
+
+AttentionDropout emitAttentionDropout(KernelSourceWriter &w, double p,
+                                      Value rngState,
+                                      const std::string &target) {
+  AttentionDropout drop;
+  if (p <= 0.0)
+    return drop;
+  drop.enabled = true;
+  drop.threshold = std::to_string(dropoutThreshold(p)) + "u";
+  drop.invKeep = ScalarExprEmitter::floatLiteral(1.0 / (1.0 - p));
+  w.global(philoxKernelSource(target));
+  std::string state = "((const long long*)" + w.ptr(rngState) + ")";
+  w.line("// dropout " + std::to_string(p) +
+         ": Philox keep mask of (seed, micro-step offset, b*H+h, i, j)");
+  w.line("const unsigned long long dropSeed = (unsigned long long)" + state +
+         "[0], dropOffset = (unsigned long long)" + state + "[1];");
+  return drop;
 }
 
 AttentionRegionInputs attentionLoopInputs(KernelSourceWriter &w,

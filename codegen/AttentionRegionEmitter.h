@@ -53,6 +53,23 @@ class KernelSourceWriter;
 AttentionRegionInputs attentionLoopInputs(KernelSourceWriter &w,
                                           mlir::OperandRange captures);
 
+// Dropout of an attention-like op in its kernel. With dropout p > 0,
+// emitAttentionDropout writes the generator at file scope
+// (codegen/PhiloxRandom.inc for `target`, "cpu" or "cuda") and declares
+// `dropSeed` and `dropOffset` from the RNG-state capture; `factor` then
+// gives the float expression z(bh, i, j) = keep ? 1/(1-p) : 0 for variables
+// of those names in scope. Without dropout nothing is emitted and `factor`
+// is empty (callers multiply by nothing).
+struct AttentionDropout {
+  bool enabled = false;
+  std::string threshold, invKeep; // C literals: floor(p 2^32), 1 / (1 - p)
+  std::string factor(llvm::StringRef bh, llvm::StringRef i,
+                     llvm::StringRef j) const;
+};
+AttentionDropout emitAttentionDropout(KernelSourceWriter &w, double p,
+                                      mlir::Value rngState,
+                                      const std::string &target);
+
 class AttentionRegionEmitter {
 public:
   // `region` is a score or mask region of an attention op; `prefix` makes

@@ -22,6 +22,9 @@
 //     dS = p (dp - D_i), then the score region's reverse mode gives
 //     ds = dS dscore/ds and dS dscore/dcapture; dq_i += scale ds k_j,
 //     dk_j += scale ds q_i.
+//     With dropout (codegen/PhiloxRandom.inc), the forward weights v_j by
+//     p z with z = keep(b, h, i, j) / (1 - p_drop) (l and lse still sum p),
+//     and the backward regenerates z: dv_j += p z dout_i, dS = p (z dp - D_i).
 //  2. Capture gradients go to a per-task double slice; after the parallel
 //     loop the tasks are summed in task order. Every sum has a fixed order,
 //     so the result is the same bits whatever the thread count.
@@ -107,6 +110,8 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   Value out = op.getOut(), lse = op.getLse();
+  AttentionDropout drop = emitAttentionDropout(
+      w, op.getDropoutProbability(), op.getRngState(), "cpu");
   w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
@@ -160,8 +165,14 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.line("l += p;");
   w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
          " + j0 + jj) * " + str(n.Dv) + ";");
-  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] += p * " +
-         w.load(v, "vo + d") + ";");
+  // Dropout scales the weight of v only: l (and so lse) sums every p.
+  std::string weight = "p";
+  if (drop.enabled) {
+    w.line("const float pd = p * " + drop.factor("bh", "i", "j0 + jj") + ";");
+    weight = "pd";
+  }
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] += " +
+         weight + " * " + w.load(v, "vo + d") + ";");
   w.close();
   w.line("m = mNew;");
   w.close();
@@ -181,6 +192,8 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV(), out = op.getOut();
   Value lse = op.getLse(), dout = op.getDout();
+  AttentionDropout drop = emitAttentionDropout(
+      w, op.getDropoutProbability(), op.getRngState(), "cpu");
 
   // Offsets of each floating capture's gradient in a task's partial buffer.
   SmallVector<int64_t> gradOffset(op.getCaptures().size(), -1);
@@ -276,12 +289,22 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   }
   lines(w, score.forward);
   w.line("const float p = expf(score - L);");
+  // With dropout the forward used p z (z = keep / (1 - p_drop), the same
+  // Philox draw): dv += p z dout, dP = z (dout . v); D_i = dout . out
+  // already sums p z (dout . v).
+  std::string weight = "p", dpOf = "dp";
+  if (drop.enabled) {
+    w.line("const float z = " + drop.factor("bh", "i", "j") + ";");
+    w.line("const float pd = p * z;");
+    weight = "pd";
+    dpOf = "z * dp";
+  }
   w.line("float dp = 0.0f;");
   w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
-  w.line("dvf[j * " + str(n.Dv) + " + d] += p * dorow[d];");
+  w.line("dvf[j * " + str(n.Dv) + " + d] += " + weight + " * dorow[d];");
   w.line("dp += dorow[d] * " + w.load(v, "vo + d") + ";");
   w.close();
-  w.line("const float dS = p * (dp - Di);");
+  w.line("const float dS = p * (" + dpOf + " - Di);");
   lines(w, score.reverse);
   w.line("const float g = " + ScalarExprEmitter::floatLiteral(scale) +
          " * ds;");

@@ -10,7 +10,9 @@
 //     tile of Br query rows (skipped when the mask keeps none of its pairs):
 //     load Q, dO; D_i = dO_i . O_i and lse_i per row; S = Q K^T and
 //     dP = dO V^T (tensor cores for bf16); per pair, where kept:
-//     p = exp(score - lse_i), dS = p (dP - D_i), and the score region's
+//     p = exp(score - lse_i), dS = p (dP - D_i) (with dropout, regenerating
+//     the forward's z from codegen/PhiloxRandom.inc: dS = p (z dP - D_i),
+//     and P holds p z for dV), and the score region's
 //     reverse mode gives ds = dS dscore/ds; then dV += P^T dO and
 //     dK += (scale ds)^T Q. dK, dV are written once at the end.
 //  B. dQ: one block per (b, h, tile of Br query rows), grid
@@ -123,6 +125,7 @@ private:
   int64_t gradTotal = 0;
   std::string workspace, done;
   std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
+  AttentionDropout drop; // the forward's mask, regenerated
 };
 
 LogicalResult
@@ -203,7 +206,14 @@ LogicalResult BackwardEmitter::emitPairs() {
   w.line("(void)s;");
   lines(w, score.forward);
   w.line("pv = expf(score - L);");
-  w.line("const float dS = pv * (sdP[e] - sDi[r]);");
+  if (drop.enabled) {
+    // The forward used p z: dP = z (dO . v), and dV takes p z.
+    w.line("const float z = " + drop.factor("bh", "i", "j") + ";");
+    w.line("const float dS = pv * (z * sdP[e] - sDi[r]);");
+    w.line("pv *= z;");
+  } else {
+    w.line("const float dS = pv * (sdP[e] - sDi[r]);");
+  }
   lines(w, score.reverse);
   w.line("seed = dS;");
   w.line("dsv = " + scale + " * ds;");
@@ -439,6 +449,8 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
                              {"attention_grad.dkv_f32", schema::DType_F32,
                               blocksA * p.Bc * (p.Dp + p.Dvp),
                               schema::BufferRole_Workspace});
+  drop = emitAttentionDropout(w, op.getDropoutProbability(), op.getRngState(),
+                              "cuda");
   w.line("// flash attention backward: q [" + str(n.B) + ", " + str(n.H) +
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +

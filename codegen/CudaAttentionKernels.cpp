@@ -22,6 +22,8 @@
 //        warp reduction; corr = exp(m_old - m_new); p = exp(score - m_new)
 //        (stored as bf16 for the tensor-core product, in place for fp32);
 //        l = l corr + sum p; the warp rescales its O row by corr.
+//        With dropout the stored p is p z (z = keep / (1 - p_drop) from
+//        codegen/PhiloxRandom.inc at (b*H+h, i, j)); l sums p.
 //     e. O += P V.
 //  3. out = O / l, lse = m + log l; a row with no kept key (l = 0) gets
 //     out = 0, lse = -inf.
@@ -277,6 +279,8 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   Value out = op.getOut(), lse = op.getLse();
+  AttentionDropout drop = emitAttentionDropout(
+      w, op.getDropoutProbability(), op.getRngState(), "cuda");
   w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
@@ -361,8 +365,17 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   w.line("const float val = sS[r * " + str(p.Bc) + " + c];");
   w.line("const float pv = val == -INFINITY ? 0.0f : expf(val - mNew);");
   w.line("rowSum += pv;");
-  w.line(p.bf16 ? "sP[r * " + str(p.Bc) + " + c] = kiln_f32_to_bf16(pv);"
-                : "sS[r * " + str(p.Bc) + " + c] = pv;");
+  // Dropout (the same Philox draw as the CPU kernel and the backward)
+  // weights v by p z; l and lse sum every p.
+  std::string weight = "pv";
+  if (drop.enabled) {
+    w.line("const float pvd = pv > 0.0f ? pv * " +
+           drop.factor("bh", "i", "j0 + c") + " : 0.0f;");
+    weight = "pvd";
+  }
+  w.line(p.bf16 ? "sP[r * " + str(p.Bc) + " + c] = kiln_f32_to_bf16(" +
+                      weight + ");"
+                : "sS[r * " + str(p.Bc) + " + c] = " + weight + ";");
   w.close();
   w.line("rowSum = kiln_warp_sum(rowSum);");
   w.line("for (int d = lane; d < " + str(p.Dvp) + "; d += 32) sO[r * " +

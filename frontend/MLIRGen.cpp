@@ -66,6 +66,7 @@ private:
   llvm::raw_ostream &errs_;
   std::vector<Value> values_; // node index -> its SSA value
   Block *entry_ = nullptr;
+  Value dropoutRng_; // the dropout_rng argument, when some attention drops
 };
 
 Value MLIRGen::emitNode(const Node &n, Location l) {
@@ -130,7 +131,8 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     SmallVector<Value> operands;
     for (size_t i = 0; i < n.operands.size(); ++i)
       operands.push_back(operand(i));
-    return emitAttentionOp(b_, l, n, operands, tensorType(n.type));
+    return emitAttentionOp(b_, l, n, operands, tensorType(n.type),
+                           dropoutRng_);
   }
   case NodeKind::Compare: {
     StringRef predicate = n.op == '<'   ? "lt"
@@ -168,6 +170,9 @@ void MLIRGen::setFunctionAttributes(func::FuncOp func) {
     argAttrs.push_back(b_.getDictionaryAttr(
         {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kInput)),
          b_.getNamedAttr(name, b_.getStringAttr(in.name))}));
+  if (dropoutRng_)
+    argAttrs.push_back(
+        kd::roleAndName(b_, kd::role::kDropoutRng, kd::role::kDropoutRng));
   func.setAllArgAttrs(argAttrs);
   SmallVector<DictionaryAttr> resultAttrs;
   resultAttrs.push_back(b_.getDictionaryAttr(
@@ -220,6 +225,12 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
     argTypes.push_back(tensorType(in.type));
     argLocs.push_back(loc(in.loc));
   }
+  // Last, with dropout: the runtime's [seed, micro-step offset].
+  bool hasDropout = graphHasDropout(graph_);
+  if (hasDropout) {
+    argTypes.push_back(RankedTensorType::get({2}, b_.getI64Type()));
+    argLocs.push_back(modelLoc);
+  }
   // Results: the loss, then one scalar per metric.
   Type scalarType = RankedTensorType::get({}, b_.getF32Type());
   SmallVector<Type> resultTypes(1 + graph_.metrics.size(), scalarType);
@@ -230,6 +241,8 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
   entry_ = func.addEntryBlock();
   for (auto [arg, l] : llvm::zip(entry_->getArguments(), argLocs))
     arg.setLoc(l);
+  if (hasDropout)
+    dropoutRng_ = entry_->getArguments().back();
   setFunctionAttributes(func);
 
   b_.setInsertionPointToStart(entry_);

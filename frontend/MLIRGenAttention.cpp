@@ -177,14 +177,28 @@ void buildRegion(OpBuilder &b, Location loc, Region &region,
 
 } // namespace
 
+bool graphHasDropout(const TensorGraph &graph) {
+  return llvm::any_of(graph.nodes, [](const Node &n) {
+    return n.kind == NodeKind::Attention && n.attention->dropout > 0.0;
+  });
+}
+
 Value emitAttentionOp(OpBuilder &b, Location loc, const Node &node,
-                      ArrayRef<Value> operands, RankedTensorType outType) {
-  ArrayRef<Value> captures = operands.drop_front(3);
+                      ArrayRef<Value> operands, RankedTensorType outType,
+                      Value dropoutRng) {
+  SmallVector<Value> captures(operands.drop_front(3));
+  // The RNG state is the last capture by the op's convention (KilnAttentionOps.td).
+  if (node.attention->dropout > 0.0)
+    captures.push_back(dropoutRng);
   auto lseType = RankedTensorType::get(outType.getShape().drop_back(),
                                        b.getF32Type());
   auto op = b.create<kd::AttentionOp>(
       loc, outType, lseType, operands[0], operands[1], operands[2], captures,
-      b.getF32FloatAttr((float)node.value));
+      b.getF32FloatAttr((float)node.value),
+      // Unset (= 0) without dropout, so the op prints as before.
+      node.attention->dropout > 0.0
+          ? b.getF32FloatAttr((float)node.attention->dropout)
+          : FloatAttr());
   if (node.attention->score)
     buildRegion(b, loc, op.getScore(), *node.attention->score, true, captures);
   if (node.attention->mask)

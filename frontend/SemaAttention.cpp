@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace kiln {
 
@@ -63,7 +64,7 @@ const char *typeName(SE::Type t) {
 }
 
 const char *kUsage = "attention(q, k, v, score = <expr>, mask = <expr>, "
-                     "scale = <number>)";
+                     "scale = <number>, dropout = <number in [0, 1)>)";
 
 } // namespace
 
@@ -305,12 +306,13 @@ std::shared_ptr<ScalarExpr> Sema::lowerScalar(const Expr &e, Scope &scope,
 
 std::optional<Value> Sema::evaluateAttention(const Expr &e, Scope &scope) {
   std::vector<const Expr *> positional;
-  const Expr *score = nullptr, *mask = nullptr, *scale = nullptr;
+  const Expr *score = nullptr, *mask = nullptr, *scale = nullptr,
+             *dropout = nullptr;
   for (size_t a = 0; a < e.operands.size(); ++a) {
     const Expr &arg = *e.operands[a];
     std::string key = e.keywords.empty() ? "" : e.keywords[a];
     if (key.empty()) {
-      if (score || mask || scale || positional.size() == 3) {
+      if (score || mask || scale || dropout || positional.size() == 3) {
         error(arg.loc, std::string("attention takes q, k and v as its only "
                                    "positional arguments; usage: ") +
                            kUsage);
@@ -321,11 +323,13 @@ std::optional<Value> Sema::evaluateAttention(const Expr &e, Scope &scope) {
     }
     const Expr **slot = key == "score"   ? &score
                         : key == "mask"  ? &mask
-                        : key == "scale" ? &scale
-                                         : nullptr;
+                        : key == "scale"   ? &scale
+                        : key == "dropout" ? &dropout
+                                           : nullptr;
     if (!slot) {
       error(arg.loc, "unknown argument '" + key +
-                         "' of attention (expected score, mask or scale)");
+                         "' of attention (expected score, mask, scale or "
+                         "dropout)");
       return std::nullopt;
     }
     if (*slot) {
@@ -391,8 +395,30 @@ std::optional<Value> Sema::evaluateAttention(const Expr &e, Scope &scope) {
     scaleValue = x->number.value;
   }
 
+  // Dropout of the attention weights: a compile-time probability in [0, 1)
+  // (the kernels bake it in; 1 would drop everything and divide by 0).
+  double dropoutValue = 0.0;
+  if (dropout) {
+    std::optional<Value> x = evaluate(*dropout, scope);
+    if (!x)
+      return std::nullopt;
+    if (x->isTensor()) {
+      error(dropout->loc, "attention's dropout must be a compile-time number");
+      return std::nullopt;
+    }
+    dropoutValue = x->number.value;
+    if (!(dropoutValue >= 0.0 && dropoutValue < 1.0)) {
+      std::ostringstream got;
+      got << dropoutValue;
+      error(dropout->loc, "attention's dropout must be in [0, 1), got " +
+                              got.str());
+      return std::nullopt;
+    }
+  }
+
   AttentionLowering state;
   auto info = std::make_shared<AttentionInfo>();
+  info->dropout = dropoutValue;
   if (score) {
     state.inScore = true;
     info->score = lowerScalar(*score, scope, state);

@@ -106,6 +106,7 @@ struct ScalarExpr {
 struct AttentionInfo {
   std::shared_ptr<ScalarExpr> score, mask;
   int numCaptures = 0; // the node's operands after q, k, v
+  double dropout = 0.0; // probability of dropping an attention weight
 };
 
 struct Node {

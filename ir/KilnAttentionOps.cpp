@@ -8,7 +8,7 @@
 // op instead of letting codegen fail later far from the model line.
 //
 // Text form (both ops; attention_grad has six leading operands):
-//   kiln.attention %q, %k, %v [captures(%c0, ...)] {scale = ...}
+//   kiln.attention %q, %k, %v [captures(%c0, ...)] {scale = ...[, dropout = p]}
 //       : (operand types) -> (result types)
 //     [score(%s: f32, %b: index, %h: index, %i: index, %j: index,
 //            %c0: <type of c0>, ...) { ... kiln.yield %r : f32 }]
@@ -100,7 +100,11 @@ static void printAttentionLike(OpT op, OpAsmPrinter &p, unsigned numLeading) {
     p.printOperands(op.getCaptures());
     p << ')';
   }
-  p.printOptionalAttrDict(op->getAttrs());
+  // dropout = 0 (the default, set on every op) is left out of the text.
+  SmallVector<StringRef, 1> elided;
+  if (op.getDropoutProbability() == 0.0)
+    elided.push_back(op.getDropoutAttrName().getValue());
+  p.printOptionalAttrDict(op->getAttrs(), elided);
   p << " : ";
   p.printFunctionalType(op.getOperation());
   printNamedRegion(p, "score", op.getScore());
@@ -164,6 +168,28 @@ static LogicalResult verifyQKV(Operation *op, RankedTensorType q,
   return success();
 }
 
+/// 0 <= dropout < 1, and with dropout the last capture is the RNG state
+/// tensor<2xi64> ([seed, micro-step offset]).
+template <typename OpT>
+static LogicalResult verifyDropout(OpT op) {
+  double p = op.getDropoutProbability();
+  if (!(p >= 0.0 && p < 1.0))
+    return op.emitOpError() << "has dropout " << p
+                            << " (expected a probability in [0, 1))";
+  if (p == 0.0)
+    return success();
+  auto rng = op.getCaptures().empty()
+                 ? RankedTensorType()
+                 : cast<RankedTensorType>(op.getCaptures().back().getType());
+  if (!rng || rng.getShape() != ArrayRef<int64_t>{2} ||
+      !rng.getElementType().isInteger(64))
+    return op.emitOpError()
+           << "has dropout " << p
+           << " but its last capture is not the RNG state tensor<2xi64> "
+              "([seed, offset])";
+  return success();
+}
+
 static LogicalResult expectType(Operation *op, StringRef what, Type actual,
                                 Type expected) {
   if (actual != expected)
@@ -179,7 +205,7 @@ LogicalResult AttentionOp::verify() {
       failed(expectType(*this, "result 'out'", getOut().getType(), outType)) ||
       failed(expectType(*this, "result 'lse'", getLse().getType(), lseType)))
     return failure();
-  return success();
+  return verifyDropout(*this);
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -195,7 +221,8 @@ LogicalResult AttentionGradOp::verify() {
       failed(expectType(*this, "result 'dk'", getDk().getType(),
                         getK().getType())) ||
       failed(expectType(*this, "result 'dv'", getDv().getType(),
-                        getV().getType())))
+                        getV().getType())) ||
+      failed(verifyDropout(*this)))
     return failure();
   // One gradient per floating capture, in capture order.
   SmallVector<Type> expected;

@@ -40,6 +40,17 @@ class Kiln_AttentionLikeOp<string mnemonic, list<Trait> traits = []>
     ::mlir::Block *getMaskBlock() {
       return getMask().empty() ? nullptr : &getMask().front();
     }
+    /// The dropout probability (0: none).
+    double getDropoutProbability() {
+      return getDropout().convertToDouble();
+    }
+    /// With dropout, the RNG state [seed, micro-step offset] (i64): by
+    /// convention the last capture (it is an integer capture, so it gets no
+    /// gradient, and the VJP passes it on with the others). Null without.
+    ::mlir::Value getRngState() {
+      return getDropoutProbability() > 0.0 ? getCaptures().back()
+                                           : ::mlir::Value();
+    }
     /// Number of query heads that share one key/value head (H / KVH).
     int64_t getGroupSize() {
       return getQ().getType().getDimSize(1) / getK().getType().getDimSize(1);
@@ -62,6 +73,15 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
     out[b,h,i,:]   = sum_{j kept} softmax_j(score) * v[b,h/g,j,:]
     lse[b,h,i]     = log(sum_{j kept} exp(score(b,h,i,j)))
     ```
+
+    With `dropout = p > 0` the probabilities are dropped after the softmax,
+    as torch does: `out = sum_j softmax_j(score) * z(b,h,i,j) * v_j` with
+    `z = keep / (1 - p)`, keep drawn from Philox4x32-10
+    (codegen/PhiloxRandom.inc) at counter (j, i, b*H+h, offset) under key
+    seed; `lse` is unaffected. The RNG state `[seed, offset]`
+    (`tensor<2xi64>`, a runtime buffer rewritten before every micro-step)
+    is then the last capture; regions receive it like any capture.
+    `0 <= p < 1`.
 
     A row with no kept key has `out = 0` and `lse = -inf`. The score region
     receives `(s: f32, b, h, i, j: index, one tensor per capture)` and yields
@@ -100,9 +120,19 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
   }];
   let arguments = (ins Kiln_AttentionTensor:$q, Kiln_AttentionTensor:$k,
                        Kiln_AttentionTensor:$v,
-                       Variadic<Kiln_Tensor>:$captures, F32Attr:$scale);
+                       Variadic<Kiln_Tensor>:$captures, F32Attr:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
   let results = (outs Kiln_AttentionTensor:$out,
                       StaticShapeTensorOf<[F32]>:$lse);
+  // Without dropout (the attribute stays unset, i.e. 0).
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$out, "::mlir::Type":$lse,
+                   "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
+                   "::mlir::ValueRange":$captures, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, out, lse, q, k, v, captures, scale,
+            ::mlir::FloatAttr());
+    }]>
+  ];
   let extraClassDeclaration = sharedDeclaration;
 }
 
@@ -114,6 +144,8 @@ def Kiln_AttentionGradOp : Kiln_AttentionLikeOp<"attention_grad"> {
     recomputes `p = exp(score - lse)` and returns `dq`, `dk`, `dv` (dk and dv
     summed over the query heads of each kv group) and one gradient per
     floating-point capture, in capture order (integer captures get none).
+    With `dropout`, the same keep mask is regenerated from the RNG state
+    (the last capture), so the gradient is that of the forward's draw.
     The summation order is fixed, so results are deterministic. Rows with no
     kept key contribute zero.
 
@@ -137,7 +169,8 @@ def Kiln_AttentionGradOp : Kiln_AttentionLikeOp<"attention_grad"> {
                        Kiln_AttentionTensor:$v, Kiln_AttentionTensor:$out,
                        StaticShapeTensorOf<[F32]>:$lse,
                        Kiln_AttentionTensor:$dout,
-                       Variadic<Kiln_Tensor>:$captures, F32Attr:$scale);
+                       Variadic<Kiln_Tensor>:$captures, F32Attr:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
   let results = (outs Kiln_AttentionTensor:$dq, Kiln_AttentionTensor:$dk,
                       Kiln_AttentionTensor:$dv,
                       Variadic<Kiln_FloatTensor>:$capture_grads);

@@ -381,7 +381,8 @@ Grads CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
 // Attention
 //===----------------------------------------------------------------------===//
 
-// attention: one attention_grad with the same scale, captures and regions
+// attention: one attention_grad with the same scale, dropout (the same RNG
+// state capture, so the same mask), captures and regions
 // (cloned), given the forward out and lse. It returns dq, dk, dv and one
 // gradient per floating capture; integer captures get none. lse is a saved
 // statistic like layer_norm's mean/rstd: a cotangent flowing into it is an
@@ -401,7 +402,7 @@ Grads AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
       resultTypes.push_back(capture.getType());
   auto grad = b.create<AttentionGradOp>(
       getLoc(), resultTypes, getQ(), getK(), getV(), getOut(), getLse(), g,
-      getCaptures(), getScaleAttr());
+      getCaptures(), getScaleAttr(), getDropoutAttr());
   IRMapping mapping;
   getScore().cloneInto(&grad.getScore(), mapping);
   getMask().cloneInto(&grad.getMask(), mapping);

@@ -74,6 +74,8 @@ constexpr llvm::StringLiteral kMetric = "metric";
 constexpr llvm::StringLiteral kUpdateNorm = "update_norm";
 constexpr llvm::StringLiteral kParamNorm = "param_norm";
 constexpr llvm::StringLiteral kEvalLoss = "eval_loss";
+// tensor<2xi64> [seed, micro-step offset] read by dropout (kiln.attention).
+constexpr llvm::StringLiteral kDropoutRng = "dropout_rng";
 } // namespace role
 
 /// True when some result of `func` has kiln.role = "loss": the step function.

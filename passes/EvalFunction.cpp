@@ -12,6 +12,8 @@
 //  3. Keep only the loss result, now kiln.role = "eval_loss"; metrics are
 //     dropped (they are reported by "step").
 //  4. Erase the ops that only fed the dropped results.
+//  5. Evaluation runs without dropout: every kiln.attention of @eval gets
+//     dropout = 0 (its RNG-state capture stays, unread).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +69,12 @@ LogicalResult buildEvalFunction(ModuleOp module, func::FuncOp step) {
   for (Operation *op : llvm::reverse(ops))
     if (isOpTriviallyDead(op))
       op->erase();
+
+  // (5) No dropout when evaluating.
+  eval.walk([&](AttentionOp attention) {
+    if (attention.getDropoutProbability() != 0.0)
+      attention.setDropoutAttr(b.getF32FloatAttr(0.0f));
+  });
   return success();
 }
 

@@ -232,7 +232,13 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   // silently overwrite another.
   // (Optimizer state is restored from checkpoints; loss and gradients are
   // zeroed before the first micro-step when gradients accumulate.)
+  // The dropout RNG state is written as two i64 by the runtime.
+  if (role == schema::BufferRole_DropoutRng &&
+      (buffer.dtype() != schema::DType_I64 || info.elements != 2))
+    return invalidArgument(describe(), " has role DropoutRng but is not two "
+                           "I64 elements ([seed, offset])");
   bool runtimeFilled = role == schema::BufferRole_Parameter ||
+                       role == schema::BufferRole_DropoutRng ||
                        role == schema::BufferRole_Input ||
                        role == schema::BufferRole_LearningRate ||
                        role == schema::BufferRole_StepCount ||

@@ -216,7 +216,7 @@ Status TrainingRun::start() {
 
 Status TrainingRun::runStep(int64_t step) {
   const Artifact &artifact = session_->artifact();
-  KILN_RETURN_IF_ERROR(session_->beginStep());
+  KILN_RETURN_IF_ERROR(session_->beginStep(step));
   for (int64_t k = 0; k < artifact.gradAccum(); ++k) {
     if (data_.tsp) {
       // Generated on this thread: a batch of 2-opt tours of <= 100 cities

@@ -55,6 +55,9 @@ BufferRoles findBufferRoles(const Artifact &artifact) {
     case schema::BufferRole_ParamNorm:
       roles.paramNorm = i;
       break;
+    case schema::BufferRole_DropoutRng:
+      roles.dropoutRng = i;
+      break;
     default:
       break;
     }
@@ -68,6 +71,7 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
   std::unique_ptr<TrainingSession> session(new TrainingSession());
   KILN_ASSIGN_OR_RETURN(session->backend_, createBackend(*artifact, options));
   session->roles_ = findBufferRoles(*artifact);
+  session->seed_ = seed;
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);
     if (!isPadded(buffer)) {
@@ -111,7 +115,17 @@ Status TrainingSession::writeScalar(std::optional<uint32_t> buffer,
   return backend_->upload(*buffer);
 }
 
-Status TrainingSession::beginStep() {
+Status TrainingSession::writeDropoutRng() {
+  if (!roles_.dropoutRng)
+    return okStatus();
+  auto *state = static_cast<int64_t *>(backend_->hostData(*roles_.dropoutRng));
+  state[0] = static_cast<int64_t>(seed_);
+  state[1] = dropoutOffset_++;
+  return backend_->upload(*roles_.dropoutRng);
+}
+
+Status TrainingSession::beginStep(int64_t step) {
+  dropoutOffset_ = step * artifact_->gradAccum();
   if (artifact_->gradAccum() == 1)
     return okStatus(); // "step" overwrites loss and gradients
   KILN_RETURN_IF_ERROR(backend_->zero(roles_.loss));
@@ -123,6 +137,7 @@ Status TrainingSession::beginStep() {
 Status TrainingSession::runMicroStep(const int32_t *tokens,
                                      const int32_t *targets) {
   KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  KILN_RETURN_IF_ERROR(writeDropoutRng());
   return backend_->run(ProgramKind::kStep);
 }
 
@@ -140,6 +155,7 @@ Status TrainingSession::runMicroStep(const std::vector<NamedInput> &inputs) {
     std::memcpy(backend_->hostData(*it), input.data, input.bytes);
     KILN_RETURN_IF_ERROR(backend_->upload(*it));
   }
+  KILN_RETURN_IF_ERROR(writeDropoutRng());
   return backend_->run(ProgramKind::kStep);
 }
 

@@ -35,7 +35,7 @@ namespace kiln::rt {
 struct BufferRoles {
   uint32_t loss = 0;
   std::optional<uint32_t> gradNorm, learningRate, stepCount, tokens, targets,
-      evalLoss, updateNorm, paramNorm;
+      evalLoss, updateNorm, paramNorm, dropoutRng;
   std::vector<uint32_t> inputs; // every Input buffer
   std::vector<uint32_t> parameters, gradients;
   std::vector<uint32_t> optimizerState; // AdamM, AdamV, Momentum buffers
@@ -65,10 +65,12 @@ public:
   const BufferRoles &roles() const { return roles_; }
   Backend &backend() const { return *backend_; }
 
-  // Starts a training step: with grad_accum > 1 the Loss and Gradient
-  // buffers are accumulators that each micro-step adds to, so they are
-  // zeroed here.
-  Status beginStep();
+  // Starts training step `step` (1-based): with grad_accum > 1 the Loss and
+  // Gradient buffers are accumulators that each micro-step adds to, so they
+  // are zeroed here. `step` also fixes the dropout RNG offsets of its
+  // micro-steps (step * grad_accum + k), so a resumed run draws the same
+  // masks as an uninterrupted one and a repeated step the same mask.
+  Status beginStep(int64_t step = 1);
   // Writes the [batch, seq] `tokens` and `targets` of one micro-batch
   // (ignored by an artifact without inputs; may then be null) and runs
   // "step" (forward + backward).
@@ -130,10 +132,15 @@ private:
   }
   Status writeBatch(const int32_t *tokens, const int32_t *targets);
   Status writeScalar(std::optional<uint32_t> buffer, float value);
+  // Writes [seed, offset] into the DropoutRng buffer (if any) and advances
+  // the offset; called before every run of "step".
+  Status writeDropoutRng();
 
   std::unique_ptr<Artifact> artifact_;
   BufferRoles roles_;
   std::unique_ptr<Backend> backend_;
+  uint64_t seed_ = 0;         // --seed: the dropout key
+  int64_t dropoutOffset_ = 0; // the next micro-step's dropout counter
   // tensorView's compact copies of padded buffers, by buffer index.
   mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
 };

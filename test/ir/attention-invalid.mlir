@@ -225,3 +225,47 @@ func.func @grad_operands(%q: tensor<1x2x5x8xf32>) {
       -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
   return
 }
+
+// -----
+
+// Tests that dropout must be a probability below 1.
+func.func @dropout_one(%q: tensor<1x2x5x8xf32>, %rng: tensor<2xi64>) {
+  // expected-error @+1 {{has dropout 1.000000e+00 (expected a probability in [0, 1))}}
+  %out, %lse = kiln.attention %q, %q, %q captures(%rng) {scale = 1.0 : f32, dropout = 1.0 : f32}
+      : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
+      -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that dropout may not be negative.
+func.func @dropout_negative(%q: tensor<1x2x5x8xf32>, %rng: tensor<2xi64>) {
+  // expected-error @+1 {{has dropout -5.000000e-01 (expected a probability in [0, 1))}}
+  %out, %lse = kiln.attention %q, %q, %q captures(%rng) {scale = 1.0 : f32, dropout = -0.5 : f32}
+      : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
+      -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that dropout needs the RNG state as its last capture.
+func.func @dropout_no_rng(%q: tensor<1x2x5x8xf32>, %len: tensor<1xi32>) {
+  // expected-error @+1 {{has dropout 2.500000e-01 but its last capture is not the RNG state tensor<2xi64>}}
+  %out, %lse = kiln.attention %q, %q, %q captures(%len) {scale = 1.0 : f32, dropout = 0.25 : f32}
+      : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1xi32>)
+      -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that attention_grad checks dropout the same way.
+func.func @grad_dropout_no_rng(%q: tensor<1x2x5x8xf32>, %lse: tensor<1x2x5xf32>) {
+  // expected-error @+1 {{has dropout 2.500000e-01 but its last capture is not the RNG state tensor<2xi64>}}
+  %dq, %dk, %dv = kiln.attention_grad %q, %q, %q, %q, %lse, %q {scale = 1.0 : f32, dropout = 0.25 : f32}
+      : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5xf32>, tensor<1x2x5x8xf32>)
+      -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
+  return
+}

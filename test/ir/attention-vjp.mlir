@@ -51,3 +51,23 @@ func.func @through_lse(
   %l = kiln.reduce_sum %lse dims = [0, 1, 2] : tensor<1x2x5xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that the attention_grad of an attention with dropout carries the same
+// dropout and the RNG-state capture (so the backward regenerates the
+// forward's mask), and that the i64 state gets no gradient.
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(
+    %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q"},
+    %rng: tensor<2xi64> {kiln.role = "dropout_rng", kiln.name = "dropout_rng"})
+    -> (tensor<f32> {kiln.role = "loss"}) {
+  %out, %lse = kiln.attention %q, %q, %q captures(%rng) {dropout = 1.250000e-01 : f32, scale = 0.25 : f32}
+      : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
+      -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+  %l = kiln.reduce_sum %out dims = [0, 1, 2, 3] : tensor<1x2x5x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+// CHECK: kiln.attention_grad %{{.*}} captures(%{{.*}}) {dropout = 1.250000e-01 : f32, scale = 2.500000e-01 : f32}
+// CHECK-SAME: tensor<2xi64>)
+// CHECK-SAME: -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)

@@ -28,3 +28,25 @@ module {
     return %1, %4 : tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// Tests that @eval runs attention without dropout (dropout = 0, the default,
+// which the op's text leaves out; the RNG-state capture stays, unread) while
+// @step keeps it.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.attention {{.*}} {dropout = 2.500000e-01 : f32, scale = 5.000000e-01 : f32}
+// CHECK-LABEL: func.func @eval
+// CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} captures(%{{.*}}) {scale = 5.000000e-01 : f32}
+module {
+  func.func @step(
+      %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<ones>},
+      %rng: tensor<2xi64> {kiln.role = "dropout_rng", kiln.name = "dropout_rng"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %out, %lse = kiln.attention %q, %q, %q captures(%rng) {scale = 0.5 : f32, dropout = 0.25 : f32}
+        : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
+        -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+    %l = kiln.reduce_sum %out dims = [0, 1, 2, 3] : tensor<1x2x5x8xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -30,6 +30,12 @@
 //    capture pass itself uses the fp32 dS.
 //  Non-finite values (lse = -inf) must match exactly.
 //
+// Dropout (p = 0.2, RNG state as the last capture): the same comparisons,
+// same tolerances (both backends draw the same Philox mask, so only the
+// summation order differs), and the CPU mask follows the micro-step offset
+// (same offset: same bits, with 1 or 2 threads; another offset: another
+// output; lse unchanged).
+//
 //===----------------------------------------------------------------------===//
 
 #include "EmulationChecks.h"
@@ -40,6 +46,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <omp.h>
 #include <random>
 #include <regex>
 
@@ -328,6 +335,102 @@ TEST(CudaAttentionEmulated, NoFloatAtomics) {
       continue;
     EXPECT_EQ(kernel.source.find("atomic"), std::string::npos) << kernel.source;
   }
+}
+
+// Dropout. The module of attentionModule with dropout 0.2 and the RNG state
+// [seed, offset] (tensor<2xi64>) as the last capture.
+void replaceAll(std::string &text, const std::string &from,
+                const std::string &to) {
+  for (size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+std::string dropoutModule(int d, const std::string &elem, bool backward) {
+  std::string text = attentionModule(d, elem, backward);
+  replaceAll(text, "%len: tensor<2xi32>", "%len: tensor<2xi32>, %rng: tensor<2xi64>");
+  replaceAll(text, "captures(%slope, %bias, %len)", "captures(%slope, %bias, %len, %rng)");
+  replaceAll(text, "{scale = 0.11 : f32}", "{scale = 0.11 : f32, dropout = 0.2 : f32}");
+  replaceAll(text, "%c2: tensor<2xi32>)", "%c2: tensor<2xi32>, %c3: tensor<2xi64>)");
+  replaceAll(text, "tensor<53xf32>, tensor<2xi32>)", "tensor<53xf32>, tensor<2xi32>, tensor<2xi64>)");
+  return text;
+}
+
+// The i64 [seed, offset] as the four little-endian i32 words KernelRunner
+// hands to the kernels (HostTensor has no i64 storage; only the bytes count).
+HostTensor rngState(uint64_t seed, uint64_t offset) {
+  return HostTensor::ints({static_cast<int32_t>(seed & 0xffffffffu),
+                           static_cast<int32_t>(seed >> 32),
+                           static_cast<int32_t>(offset & 0xffffffffu),
+                           static_cast<int32_t>(offset >> 32)});
+}
+
+std::vector<HostTensor> dropoutArgs(int d, uint64_t offset) {
+  return {HostTensor::floats(randomFloats(2 * 4 * 37 * d, 1, -2, 2)),
+          HostTensor::floats(randomFloats(2 * 2 * 53 * d, 2, -2, 2)),
+          HostTensor::floats(randomFloats(2 * 2 * 53 * d, 3)),
+          HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
+          HostTensor::floats(randomFloats(53, 5)),
+          HostTensor::ints({40, 11}),
+          rngState(0x1234567890ull, offset)};
+}
+
+// CUDA equals CPU with dropout: the kernels draw the same Philox mask (same
+// tolerances as without dropout, see the file comment), forward and the
+// backward of the CPU forward.
+void expectDropoutMatches(int d, const std::string &elem, double tolerance) {
+  std::vector<HostTensor> args = dropoutArgs(d, 5);
+  expectSame(dropoutModule(d, elem, false), args, tolerance, {"out", "lse"});
+  KernelRunner cpuForward(dropoutModule(d, elem, false), KernelBackend::Cpu);
+  ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
+  std::vector<HostTensor> cpuOut = cpuForward.run(args);
+  args.push_back(cpuOut[0]);
+  args.push_back(cpuOut[1]);
+  args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)));
+  expectSame(dropoutModule(d, elem, true), args, tolerance,
+             {"dq", "dk", "dv", "dslope", "dbias"});
+}
+
+TEST(CudaAttentionEmulated, DropoutFp32) { expectDropoutMatches(80, "f32", 5e-5); }
+
+TEST(CudaAttentionEmulated, DropoutBf16TensorCores) {
+  expectDropoutMatches(80, "bf16", 3e-2);
+}
+
+// The CPU kernel's mask depends on the micro-step offset only through the
+// RNG state: the same offset gives the same bits, another offset another
+// output; lse never depends on it (dropout acts after the softmax). Dropout
+// changes out (else the tests above would pass with dropout ignored).
+TEST(CudaAttentionEmulated, DropoutMaskFollowsTheStep) {
+  KernelRunner withDrop(dropoutModule(80, "f32", false), KernelBackend::Cpu);
+  KernelRunner plain(attentionModule(80, "f32", false), KernelBackend::Cpu);
+  ASSERT_TRUE(withDrop.ok()) << withDrop.error();
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  std::vector<HostTensor> a = withDrop.run(dropoutArgs(80, 5));
+  std::vector<HostTensor> again = withDrop.run(dropoutArgs(80, 5));
+  std::vector<HostTensor> next = withDrop.run(dropoutArgs(80, 6));
+  std::vector<HostTensor> plainArgs = dropoutArgs(80, 5);
+  plainArgs.pop_back();
+  std::vector<HostTensor> none = plain.run(plainArgs);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(next.size(), 2u);
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(a[0].f, again[0].f);
+  EXPECT_NE(a[0].f, next[0].f);
+  EXPECT_NE(a[0].f, none[0].f);
+  EXPECT_EQ(a[1].f, none[1].f); // -inf == -inf for the keyless rows
+  EXPECT_EQ(next[1].f, none[1].f);
+  // One and two threads: the same bits (each element has its own counter).
+  int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<HostTensor> one = withDrop.run(dropoutArgs(80, 5));
+  omp_set_num_threads(2);
+  std::vector<HostTensor> two = withDrop.run(dropoutArgs(80, 5));
+  omp_set_num_threads(threads);
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(one[0].f, a[0].f);
+  EXPECT_EQ(two[0].f, a[0].f);
 }
 
 } // namespace
