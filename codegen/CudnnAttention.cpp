@@ -23,6 +23,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 namespace k = mlir::kiln;
 
@@ -229,20 +231,24 @@ std::optional<CudnnAttentionMask> matchOp(OpT op, std::string &whyNot) {
              "bf16 / fp16)";
     return std::nullopt;
   }
-  // 2. Attributes.
+  // 2. Attributes: the scale maps to cuDNN's attention scale; dropout would
+  // need cuDNN to draw Kiln's Philox mask (it draws its own), so any nonzero
+  // probability keeps the generated kernel. Anything else added to the op
+  // later is refused until it is mapped.
+  if (op.getDropoutProbability() != 0.0) {
+    whyNot = "dropout " +
+             llvm::formatv("{0}", op.getDropoutProbability()).str() +
+             " (cuDNN would draw a different mask than Kiln's Philox stream)";
+    return std::nullopt;
+  }
   if (DictionaryAttr inherent =
           dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
     for (NamedAttribute attr : inherent)
-      if (attr.getName() != "scale") {
+      if (attr.getName() != "scale" && attr.getName() != "dropout") {
         whyNot = "attribute '" + attr.getName().str() +
-                 "' (e.g. dropout) is not mapped to cuDNN";
+                 "' is not mapped to cuDNN";
         return std::nullopt;
       }
-  for (NamedAttribute attr : op->getDiscardableAttrs())
-    if (attr.getName().strref().contains("dropout")) {
-      whyNot = "dropout is not mapped to cuDNN";
-      return std::nullopt;
-    }
   // 3. Score region.
   if (Block *score = op.getScoreBlock()) {
     auto yield = cast<k::YieldOp>(score->getTerminator());

@@ -85,17 +85,6 @@ std::string describeOp(Operation *op) {
       .str();
 }
 
-// The float value of a splat f32 kiln.constant, if `v` is one.
-std::optional<double> splatValue(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
-
 bool isRank4(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
   return type && type.getRank() == 4;
@@ -190,8 +179,8 @@ bool walkScoreChain(Value x, AttentionCandidate &c, std::string &why) {
   // that is not the splat factor.
   SmallVector<Value, 2> tries;
   if (isa<MulOp, DivOp>(def)) {
-    bool lhsSplat = splatValue(def->getOperand(0)).has_value();
-    bool rhsSplat = splatValue(def->getOperand(1)).has_value();
+    bool lhsSplat = splatThroughBroadcasts(def->getOperand(0)).has_value();
+    bool rhsSplat = splatThroughBroadcasts(def->getOperand(1)).has_value();
     if (!rhsSplat && !(isa<MulOp>(def) && lhsSplat)) {
       why = "the scale " + describeOp(def) + " is not by a splat constant";
       return false;
@@ -307,9 +296,9 @@ bool matchAttention(SoftmaxOp softmax, AttentionCandidate &c,
               (isa<AddOp>(op) && isCausalConstant(op->getOperand(1))) ||
               (isa<AddOp>(op) && isCausalConstant(op->getOperand(0)));
     if (masked && isa<MulOp, DivOp>(op)) {
-      std::optional<double> factor = splatValue(op->getOperand(1));
+      std::optional<double> factor = splatThroughBroadcasts(op->getOperand(1));
       if (!factor && isa<MulOp>(op))
-        factor = splatValue(op->getOperand(0));
+        factor = splatThroughBroadcasts(op->getOperand(0));
       if (!factor || *factor <= 0) {
         why = describeOp(op) +
               " scales masked scores by a factor that is not a positive splat";
@@ -397,9 +386,9 @@ void rewriteAttention(AttentionCandidate &c) {
   double scale = 1.0;
   if (!chain.empty() && isa<MulOp, DivOp>(chain.front())) {
     Operation *op = chain.front();
-    std::optional<double> factor = splatValue(op->getOperand(1));
+    std::optional<double> factor = splatThroughBroadcasts(op->getOperand(1));
     if (!factor && isa<MulOp>(op))
-      factor = splatValue(op->getOperand(0));
+      factor = splatThroughBroadcasts(op->getOperand(0));
     if (factor && *factor != 0) {
       scale = isa<DivOp>(op) ? 1.0 / *factor : *factor;
       chain = chain.drop_front();

@@ -15,7 +15,7 @@ seed >> 32)) is >= floor(p * 2^32), p being the f32 value of the model's
 dropout. kiln-run writes seed = --seed and offset = step * grad_accum +
 micro-step (1 * 1 + 0 for the first step of this model).
 
-Tolerance: as attention_oracle.py (the same kernels, the same float32
+Tolerance: attention_oracle.py's, whose check() this uses (the same kernels, the same float32
 arithmetic; the mask is exact, so dropout adds no error): relative 1e-4
 norm-wise per gradient, 1e-5 on the loss relative to the sum of the
 magnitudes of its terms. One element of the mask drawn differently changes a
@@ -23,17 +23,14 @@ gradient by ~1e-2 relative, far past that.
 
 usage: attention_dropout_oracle.py INIT GRADS METRICS SEED OFFSET
 """
-import json
 import math
 import sys
 
 import numpy as np
 import torch
 
-from tiny_gpt_oracle import read_safetensors  # the same reader, in this folder
-
-TOLERANCE = 1e-4
-LOSS_TOLERANCE = 1e-5
+# The same reference attention and Kiln-vs-float64 comparison, in this folder.
+from attention_oracle import attention as reference_attention, check
 
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 W0, W1 = np.uint32(0x9E3779B9), np.uint32(0xBB67AE85)
@@ -86,27 +83,11 @@ def keep_mask(B, H, T, S, p, seed, offset):
 
 
 def attention(q, k, v, scale, drop, seed, offset, score=None, mask=None):
-    """Naive attention with dropout after the softmax."""
-    B, H, T, _ = q.shape
-    KVH, S = k.shape[1], k.shape[2]
-    g = H // KVH
-    k = k.repeat_interleave(g, dim=1)
-    v = v.repeat_interleave(g, dim=1)
-    s = scale * q @ k.transpose(-1, -2)
-    b = torch.arange(B).view(B, 1, 1, 1)
-    h = torch.arange(H).view(1, H, 1, 1)
-    i = torch.arange(T).view(1, 1, T, 1)
-    j = torch.arange(S).view(1, 1, 1, S)
-    if score is not None:
-        s = score(s, b, h, i, j)
-    keep = torch.ones(B, H, T, S, dtype=torch.bool)
-    if mask is not None:
-        keep = keep & mask(b, h, i, j)
-    s = s.masked_fill(~keep, -math.inf)
-    any_kept = keep.any(dim=-1, keepdim=True)
-    p = torch.softmax(s.masked_fill(~any_kept, 0.0), dim=-1) * any_kept
+    """attention_oracle's naive attention with dropout after the softmax; also
+    returns the weights z = keep / (1 - p)."""
+    B, H, T, S = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     z = keep_mask(B, H, T, S, drop, seed, offset).double() / (1.0 - float(np.float32(drop)))
-    return (p * z) @ v, z
+    return reference_attention(q, k, v, scale, score, mask, weights=z), z
 
 
 def model(P, seed, offset):
@@ -129,31 +110,9 @@ def model(P, seed, offset):
 
 
 def main():
-    init_path, grads_path, metrics_path = sys.argv[1:4]
     seed, offset = int(sys.argv[4]), int(sys.argv[5])
     check_known_answers()
-    init = read_safetensors(init_path)
-    grads = read_safetensors(grads_path)
-    with open(metrics_path) as f:
-        kiln_loss = json.loads(f.readline())["loss"]
-    P = {name: t.double().requires_grad_(True) for name, t in init.items()}
-    loss, magnitude = model(P, seed, offset)
-    loss.backward()
-    ok = True
-    rel = abs(kiln_loss - loss.item()) / magnitude
-    print(f"loss: kiln {kiln_loss:.6f} reference {loss.item():.6f} rel {rel:.2e}")
-    ok &= rel < LOSS_TOLERANCE
-    for name in sorted(P):
-        ref = P[name].grad
-        got = grads[name].double()
-        if not torch.isfinite(got).all():
-            print(f"grad {name}: NOT FINITE")
-            ok = False
-            continue
-        err = (got - ref).norm().item() / ref.norm().item()
-        print(f"grad {name}: rel {err:.2e}")
-        ok &= err < TOLERANCE
-    print("oracle: " + ("PASS" if ok else "FAIL"))
+    ok = check(lambda P: model(P, seed, offset), *sys.argv[1:4])
     sys.exit(0 if ok else 1)
 
 

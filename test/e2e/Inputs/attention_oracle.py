@@ -29,9 +29,10 @@ TOLERANCE = 1e-4
 LOSS_TOLERANCE = 1e-5
 
 
-def attention(q, k, v, scale, score=None, mask=None):
+def attention(q, k, v, scale, score=None, mask=None, weights=None):
     """Naive attention: q [B, H, T, D], k [B, KVH, S, D], v [B, KVH, S, Dv].
-    score(s, b, h, i, j) and mask(b, h, i, j) take broadcastable index grids."""
+    score(s, b, h, i, j) and mask(b, h, i, j) take broadcastable index grids;
+    `weights` [B, H, T, S] multiplies the probabilities (dropout's keep / (1 - p))."""
     B, H, T, _ = q.shape
     KVH, S = k.shape[1], k.shape[2]
     g = H // KVH
@@ -50,6 +51,8 @@ def attention(q, k, v, scale, score=None, mask=None):
     s = s.masked_fill(~keep, -math.inf)
     any_kept = keep.any(dim=-1, keepdim=True)
     p = torch.softmax(s.masked_fill(~any_kept, 0.0), dim=-1) * any_kept
+    if weights is not None:
+        p = p * weights
     return p @ v
 
 
@@ -81,8 +84,10 @@ def model(P):
     return loss, magnitude
 
 
-def main():
-    init_path, grads_path, metrics_path = sys.argv[1:4]
+def check(model, init_path, grads_path, metrics_path):
+    """Runs `model(P)` -> (loss, magnitude) in float64 on Kiln's initial
+    parameters and compares Kiln's first-step loss and gradients with it;
+    prints each comparison and returns whether all are within tolerance."""
     init = read_safetensors(init_path)
     grads = read_safetensors(grads_path)
     with open(metrics_path) as f:
@@ -110,7 +115,11 @@ def main():
         ok &= err < TOLERANCE
     print(f"gradients: {len(names)} tensors")
     print("oracle: " + ("PASS" if ok else "FAIL"))
-    sys.exit(0 if ok else 1)
+    return ok
+
+
+def main():
+    sys.exit(0 if check(model, *sys.argv[1:4]) else 1)
 
 
 if __name__ == "__main__":

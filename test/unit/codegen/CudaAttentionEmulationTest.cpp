@@ -351,7 +351,7 @@ std::string dropoutModule(int d, const std::string &elem, bool backward) {
   replaceAll(text, "%len: tensor<2xi32>", "%len: tensor<2xi32>, %rng: tensor<2xi64>");
   replaceAll(text, "captures(%slope, %bias, %len)", "captures(%slope, %bias, %len, %rng)");
   replaceAll(text, "{scale = 0.11 : f32}", "{scale = 0.11 : f32, dropout = 0.2 : f32}");
-  replaceAll(text, "%c2: tensor<2xi32>)", "%c2: tensor<2xi32>, %c3: tensor<2xi64>)");
+  replaceAll(text, "%c2: tensor<2xi32>)", "%c2: tensor<2xi32>, %crng: tensor<2xi64>)");
   replaceAll(text, "tensor<53xf32>, tensor<2xi32>)", "tensor<53xf32>, tensor<2xi32>, tensor<2xi64>)");
   return text;
 }
