@@ -2,7 +2,9 @@
 //
 // 1. Only on CUDA artifacts.
 // 2. Sizes: every dim positive, kv_heads divides heads, head dims multiples
-//    of 8 and at most 128, causal only with q_len == kv_len, a finite scale.
+//    of 8 and at most 128, causal only with q_len <= kv_len (Kiln's causal
+//    is bottom-right aligned, j <= i + kv_len - q_len; with q_len > kv_len
+//    the first rows would keep no key), a finite scale.
 // 3. Buffers: each index is one of the call's buffers (the cuDNN call must
 //    touch nothing the generated kernel does not), with the dtype and exact
 //    shape the sizes imply; the backward's four extra buffers present exactly
@@ -80,9 +82,9 @@ Status checkCudnnAttention(const schema::Artifact &artifact,
     if (d % 8 != 0 || d > kMaxHeadDim)
       return invalidArgument(where, ": cudnn_attention head dim ", d,
                              " is not a multiple of 8 at most ", kMaxHeadDim);
-  if (a->causal() && T != S)
+  if (a->causal() && T > S)
     return invalidArgument(where, ": cudnn_attention is causal with q_len ", T,
-                           " != kv_len ", S);
+                           " > kv_len ", S, " (query rows without a key)");
   if (!std::isfinite(a->scale()))
     return invalidArgument(where, ": cudnn_attention scale is not finite");
   // 3.

@@ -1,12 +1,14 @@
 //===- Cudnn.cpp - cuDNN 9 loaded at run time; attention plans ------------===//
 //
-// CudnnAttentionPlan::create, after buildSdpaForward (CudnnSdpaGraph.cpp):
+// CudnnAttentionPlan::create, after buildSdpaForward (CudnnSdpaGraph.cpp) or
+// buildSdpaBackward (CudnnSdpaBackward.cpp):
 //  1. the operation graph over the operations, on the handle;
 //  2. engine heuristics (mode A), every config it returns, in its order;
 //  3. the first config that finalizes into an execution plan wins (a
 //     config may be refused for this device or these sizes);
-//  4. its workspace size, and the variant pack (uids -> device addresses,
-//     host addresses for the by-value scale and -inf) built once.
+//  4. its workspace size (plus, for the backward, softmax_sum and the f32 dQ
+//     accumulator after cuDNN's part), and the variant pack (uids -> device
+//     addresses, host addresses for the by-value scalars) built once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,17 +118,38 @@ Status CudnnDescriptor::finalize() {
                        what_);
 }
 
+Status backwardSupported(const Cudnn &cudnn, const schema::CudnnAttention &a,
+                         const std::string &where) {
+  size_t version = cudnn.cudnnGetVersion();
+  // Before 9.6 the f32 dQ accumulator had to be zeroed before every run
+  // (the frontend did it); Kiln does not, so it refuses those libraries.
+  if (version < 90600)
+    return failedPrecondition(where, ": cuDNN ", cudnn.version(),
+                              " (the attention backward needs cuDNN 9.6 or newer)");
+  // Up to 9.15 the frontend adds a padding mask of full lengths to an
+  // unpadded backward with S % 128 != 0 (an engine workaround); Kiln builds
+  // no such mask, so it refuses that case there.
+  if (version < 91600 && a.kv_lengths() < 0 && a.kv_len() % 128 != 0)
+    return failedPrecondition(where, ": cuDNN ", cudnn.version(), " backward with kv_len ",
+                              a.kv_len(), " (not a multiple of 128 needs cuDNN 9.16 or newer)");
+  return okStatus();
+}
+
 StatusOr<std::unique_ptr<CudnnAttentionPlan>>
 CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
                            const Buffers &buffers, std::string where) {
-  if (a.backward())
-    return failedPrecondition(where, ": cuDNN's attention backward graph is not "
-                                "built by this kiln-run (the generated kernel runs)");
   if (!cudnn.handle())
     return failedPrecondition(where, ": no cuDNN handle");
+  if (a.backward()) {
+    KILN_RETURN_IF_ERROR(backwardSupported(cudnn, a, where));
+  }
   std::unique_ptr<CudnnAttentionPlan> p(new CudnnAttentionPlan(cudnn));
   p->where_ = std::move(where);
-  KILN_ASSIGN_OR_RETURN(p->ops_, buildSdpaForward(cudnn, a, p->where_));
+  if (a.backward()) {
+    KILN_ASSIGN_OR_RETURN(p->ops_, buildSdpaBackward(cudnn, a, p->where_));
+  } else {
+    KILN_ASSIGN_OR_RETURN(p->ops_, buildSdpaForward(cudnn, a, p->where_));
+  }
 
   // 1. The operation graph.
   KILN_ASSIGN_OR_RETURN(p->graph_, CudnnDescriptor::create(
@@ -195,10 +218,16 @@ CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
   int64_t count = 0;
   KILN_RETURN_IF_ERROR(cudnn.check(
       cudnn.cudnnBackendGetAttribute(p->plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &count, &p->workspaceBytes_),
+                                     CUDNN_TYPE_INT64, 1, &count, &p->engineWorkspaceBytes_),
       "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE)", p->where_));
+  // The backward's scratch tensors follow cuDNN's part, 256-byte aligned.
+  p->engineWorkspaceBytes_ = (p->engineWorkspaceBytes_ + 255) / 256 * 256;
+  p->workspaceBytes_ = p->engineWorkspaceBytes_ + sdpaBackwardScratchBytes(a);
+  p->backward_ = a.backward();
+  p->rows_ = a.batch() * a.heads() * a.q_len();
   p->scale_ = a.scale();
   p->negInf_ = -std::numeric_limits<float>::infinity();
+  p->causalOffset_ = static_cast<int32_t>(a.kv_len() - a.q_len());
   auto add = [&](int64_t uid, void *pointer) {
     p->uids_.push_back(uid);
     p->pointers_.push_back(pointer);
@@ -212,6 +241,15 @@ CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
   add(kSdpaScale, &p->scale_);
   if (a.causal() || a.kv_lengths() >= 0)
     add(kSdpaNegInf, &p->negInf_);
+  if (a.causal() && a.kv_len() != a.q_len())
+    add(kSdpaCausalOffset, &p->causalOffset_);
+  if (a.backward()) {
+    add(kSdpaDout, device(buffers.dout));
+    add(kSdpaDq, device(buffers.dq));
+    add(kSdpaDk, device(buffers.dk));
+    add(kSdpaDv, device(buffers.dv));
+    add(kSdpaOne, &p->one_);
+  }
   if (a.kv_lengths() >= 0) {
     add(kSdpaSeqLenQ, device(buffers.seqLenQ));
     add(kSdpaSeqLenKv, device(buffers.seqLenKv));
@@ -224,12 +262,23 @@ Status CudnnAttentionPlan::bindWorkspace(CUdeviceptr workspace) {
                         CudnnDescriptor::create(cudnn_, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
                                                 where_ + ": variant pack"));
   void *scratch = reinterpret_cast<void *>(workspace);
+  std::vector<int64_t> uids = uids_;
+  std::vector<void *> pointers = pointers_;
+  if (backward_) {
+    // softmax_sum [B, H, T, 1] f32, then dQ_accum (sdpaBackwardScratchBytes).
+    CUdeviceptr softmaxSum = workspace + static_cast<CUdeviceptr>(engineWorkspaceBytes_);
+    CUdeviceptr dqAccum = softmaxSum + static_cast<CUdeviceptr>((rows_ * 4 + 255) / 256 * 256);
+    uids.push_back(kSdpaSoftmaxSum);
+    pointers.push_back(reinterpret_cast<void *>(softmaxSum));
+    uids.push_back(kSdpaDqAccum);
+    pointers.push_back(reinterpret_cast<void *>(dqAccum));
+  }
   KILN_RETURN_IF_ERROR(variantPack_.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                                        static_cast<int64_t>(uids_.size()), uids_.data()));
+                                        static_cast<int64_t>(uids.size()), uids.data()));
   KILN_RETURN_IF_ERROR(variantPack_.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
                                         CUDNN_TYPE_VOID_PTR,
-                                        static_cast<int64_t>(pointers_.size()),
-                                        pointers_.data()));
+                                        static_cast<int64_t>(pointers.size()),
+                                        pointers.data()));
   KILN_RETURN_IF_ERROR(
       variantPack_.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &scratch));
   return variantPack_.finalize();

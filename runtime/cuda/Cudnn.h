@@ -11,8 +11,13 @@
 //     O = P V; Stats is written straight into Kiln's lse buffer ([B, H, T]
 //     f32, natural log, the same quantity as Kiln's lse), so a cuDNN forward
 //     pairs with Kiln's generated backward;
-//   - the backward graph is not built yet: backward calls always run the
-//     generated kernel (CudnnAttentionPlan::create says so).
+//   - the backward is the SDPA bprop graph cudnn-frontend builds
+//     (CudnnSdpaBackward.cpp): it recomputes P = exp(scale Q K^T - Stats)
+//     from Kiln's lse and writes dQ, dK, dV; so a forward and its backward
+//     pair exactly whichever of cuDNN and the generated kernel runs each;
+//   - a call with key lengths may have samples whose length is 0; Kiln
+//     defines them (out 0, lse -inf, gradients 0) and cuDNN does not, so a
+//     small runtime kernel (CudnnEmptyKeys.h) rewrites them after cuDNN.
 // Building the operation descriptors needs no GPU (tests build and finalize
 // them on CPU machines); the operation graph, heuristics and plans need a
 // cuDNN handle, and cudnnCreate needs a device. Plans are built once at
@@ -120,11 +125,19 @@ enum SdpaTensorId : int64_t {
   kSdpaNegInf,   // by value: what masked scores become
   kSdpaSeqLenQ,  // [B, 1, 1, 1] i32, every entry q_len
   kSdpaSeqLenKv, // [B, 1, 1, 1] i32, Kiln's kv_lengths buffer
+  kSdpaCausalOffset, // by value i32: S - T (causal with S != T)
+  kSdpaDout,         // backward: dO [B, H, T, Dv] bf16
+  kSdpaDq,           // backward: dQ [B, H, T, D] bf16
+  kSdpaDk,           // backward: dK [B, KVH, S, D] bf16
+  kSdpaDv,           // backward: dV [B, KVH, S, Dv] bf16
+  kSdpaOne,          // backward: by value 1.0f (the frontend's dropout-free scale)
+  kSdpaSoftmaxSum,   // backward: rowsum(dO * O) [B, H, T, 1] f32, plan scratch
+  kSdpaDqAccum,      // backward: dQ in f32 [B, H, T, D], plan scratch
   kSdpaFirstVirtual = 100,
 };
 
-// The finalized tensor and operation descriptors of one SDPA forward (no
-// handle needed), in graph order.
+// The finalized tensor and operation descriptors of one SDPA forward or
+// backward (no handle needed), in graph order.
 struct SdpaOperations {
   std::vector<CudnnDescriptor> tensors;    // owned; referenced by operations
   std::vector<CudnnDescriptor> operations; // the graph's nodes
@@ -133,6 +146,19 @@ struct SdpaOperations {
 StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
                                           const schema::CudnnAttention &a,
                                           const std::string &where);
+StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
+                                           const schema::CudnnAttention &a,
+                                           const std::string &where);
+
+// Bytes of the backward's own scratch tensors (softmax_sum and the f32 dQ
+// accumulator, each 256-byte aligned) that live in the plan's workspace after
+// cuDNN's part; 0 for a forward.
+int64_t sdpaBackwardScratchBytes(const schema::CudnnAttention &a);
+
+// OK when this library can run the backward graph for `a` (version checks),
+// else why not.
+Status backwardSupported(const Cudnn &cudnn, const schema::CudnnAttention &a,
+                         const std::string &where);
 
 // One cudnn_attention made ready to run: graph, plan, variant pack.
 class CudnnAttentionPlan {
@@ -142,14 +168,16 @@ public:
     CUdeviceptr q = 0, k = 0, v = 0, out = 0, lse = 0;
     CUdeviceptr seqLenQ = 0;  // [B] i32 filled with q_len (padding only)
     CUdeviceptr seqLenKv = 0; // the kv_lengths buffer (padding only)
+    CUdeviceptr dout = 0, dq = 0, dk = 0, dv = 0; // backward only
   };
   // Needs cudnn.handle(). Fails (with cuDNN's reason) when cuDNN has no
-  // engine for the graph, and for backward calls (not built yet).
+  // engine for the graph.
   static StatusOr<std::unique_ptr<CudnnAttentionPlan>>
   create(const Cudnn &cudnn, const schema::CudnnAttention &a,
          const Buffers &buffers, std::string where);
 
-  // Bytes of device scratch the plan needs (its engine's choice).
+  // Bytes of device scratch the plan needs (its engine's choice, plus the
+  // backward's softmax_sum and dQ accumulator).
   int64_t workspaceBytes() const { return workspaceBytes_; }
   // Binds the workspace (at least workspaceBytes(); 0 when none needed).
   Status bindWorkspace(CUdeviceptr workspace);
@@ -166,8 +194,12 @@ private:
   std::vector<CudnnDescriptor> engineConfigs_;
   std::vector<int64_t> uids_;
   std::vector<void *> pointers_;
-  float scale_ = 1, negInf_ = 0;
+  float scale_ = 1, negInf_ = 0, one_ = 1;
+  int32_t causalOffset_ = 0;
   int64_t workspaceBytes_ = 0;
+  int64_t engineWorkspaceBytes_ = 0; // cuDNN's part, first in the workspace
+  bool backward_ = false;
+  int64_t rows_ = 0; // B * H * T (the backward's scratch layout)
   std::string engine_;
 };
 

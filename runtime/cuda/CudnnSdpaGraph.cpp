@@ -4,7 +4,8 @@
 // the backend API (shapes beside each node; S = kv_len):
 //   s   = matmul(Q [B,H,T,D], K^T [B,KVH,D,S])      [B,H,T,S] f32 (virtual)
 //   s   = s * scale                                   (scale by value)
-//   causal:  keep = gen_index(s, 2) >= gen_index(s, 3); s = keep ? s : -inf
+//   causal:  keep = gen_index(s, 2) [+ (S - T)] >= gen_index(s, 3);
+//            s = keep ? s : -inf   (Kiln's bottom-right causal j <= i + S - T)
 //   padding: keep = gen_index(s, 2) < seq_len_q[b] and
 //                   gen_index(s, 3) < seq_len_kv[b];   s = keep ? s : -inf
 //            (both GEMMs also take seq_len_q / seq_len_kv as M / N / K
@@ -22,153 +23,71 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/Cudnn.h"
+#include "runtime/cuda/CudnnSdpaBuilder.h"
 
 namespace kiln::rt::cuda {
-namespace {
 
-// Strides of a contiguous row-major tensor.
-std::vector<int64_t> contiguous(const std::vector<int64_t> &dims) {
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;)
-    strides[i - 1] = strides[i] * dims[i];
-  return strides;
+using sdpa::SdpaBuilder;
+
+namespace sdpa {
+
+StatusOr<const CudnnDescriptor *> applySdpaMasks(SdpaBuilder &g,
+                                                 const schema::CudnnAttention &a,
+                                                 const CudnnDescriptor *s,
+                                                 SdpaLengths lengths) {
+  const bool padding = a.kv_lengths() >= 0;
+  if (!a.causal() && !padding)
+    return s;
+  const std::vector<int64_t> scores = {a.batch(), a.heads(), a.q_len(), a.kv_len()};
+  const std::vector<int64_t> one = {1, 1, 1, 1};
+  KILN_ASSIGN_OR_RETURN(auto negInf, g.tensor("-inf", kSdpaNegInf, CUDNN_DATA_FLOAT, one, one,
+                                              /*byValue=*/true));
+  KILN_ASSIGN_OR_RETURN(auto row, g.tensor("row index", 0, CUDNN_DATA_INT32, scores));
+  KILN_RETURN_IF_ERROR(
+      g.pointwise("gen_index rows", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, 2));
+  KILN_ASSIGN_OR_RETURN(auto col, g.tensor("column index", 0, CUDNN_DATA_INT32, scores));
+  KILN_RETURN_IF_ERROR(
+      g.pointwise("gen_index columns", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, 3));
+  if (a.causal()) {
+    // keep j <= i + (S - T): Kiln's causal is aligned bottom-right. With
+    // S == T that is cuDNN's plain causal (no offset node, as the frontend
+    // builds it); otherwise the row index is shifted first.
+    const CudnnDescriptor *shiftedRow = row;
+    if (a.kv_len() != a.q_len()) {
+      KILN_ASSIGN_OR_RETURN(auto offset, g.tensor("S - T", kSdpaCausalOffset, CUDNN_DATA_INT32,
+                                                  one, one, /*byValue=*/true));
+      KILN_ASSIGN_OR_RETURN(shiftedRow, g.tensor("row index + S - T", 0, CUDNN_DATA_INT32, scores));
+      KILN_RETURN_IF_ERROR(g.pointwise("add row S - T", CUDNN_POINTWISE_ADD, row, offset, nullptr,
+                                       shiftedRow, -1, CUDNN_DATA_INT32));
+    }
+    KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("causal keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(
+        g.pointwise("cmp_ge row column", CUDNN_POINTWISE_CMP_GE, shiftedRow, col, nullptr, keep));
+    KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("causal scores", 0, CUDNN_DATA_FLOAT, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("select causal", CUDNN_POINTWISE_BINARY_SELECT, s, negInf,
+                                     keep, masked));
+    s = masked;
+  }
+  if (padding) {
+    // keep i < seq_len_q[b] (always: seq_len_q = T) and j < kv_lengths[b]
+    KILN_ASSIGN_OR_RETURN(auto rowKeep, g.tensor("row keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt row seq_len_q", CUDNN_POINTWISE_CMP_LT, row,
+                                     lengths.q, nullptr, rowKeep));
+    KILN_ASSIGN_OR_RETURN(auto colKeep, g.tensor("column keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt column seq_len_kv", CUDNN_POINTWISE_CMP_LT, col,
+                                     lengths.kv, nullptr, colKeep));
+    KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("padding keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("and keeps", CUDNN_POINTWISE_LOGICAL_AND, rowKeep, colKeep,
+                                     nullptr, keep));
+    KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("padded scores", 0, CUDNN_DATA_FLOAT, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("select padding", CUDNN_POINTWISE_BINARY_SELECT, s, negInf,
+                                     keep, masked));
+    s = masked;
+  }
+  return s;
 }
 
-class SdpaBuilder {
-public:
-  SdpaBuilder(const Cudnn &cudnn, SdpaOperations &out, std::string where)
-      : cudnn(cudnn), out(out), where(std::move(where)) {}
-
-  // A tensor descriptor; `uid` 0 makes a virtual one with a fresh id.
-  StatusOr<const CudnnDescriptor *> tensor(const std::string &name, int64_t uid,
-                                           cudnnDataType_t type,
-                                           const std::vector<int64_t> &dims,
-                                           std::vector<int64_t> strides = {},
-                                           bool byValue = false) {
-    if (strides.empty())
-      strides = contiguous(dims);
-    bool isVirtual = uid == 0;
-    if (isVirtual)
-      uid = nextVirtual++;
-    KILN_ASSIGN_OR_RETURN(CudnnDescriptor t,
-                          CudnnDescriptor::create(cudnn, CUDNN_BACKEND_TENSOR_DESCRIPTOR,
-                                                  where + ": tensor " + name));
-    int64_t alignment = 16;
-    KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
-    KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64,
-                               static_cast<int64_t>(dims.size()), dims.data()));
-    KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64,
-                               static_cast<int64_t>(strides.size()), strides.data()));
-    KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-    KILN_RETURN_IF_ERROR(
-        t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
-    KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual));
-    if (byValue)
-      KILN_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byValue));
-    KILN_RETURN_IF_ERROR(t.finalize());
-    out.tensors.push_back(std::move(t));
-    return &out.tensors.back();
-  }
-
-  // y = mode(x[, b][, t]) elementwise; `axis` >= 0 for gen_index.
-  Status pointwise(const std::string &name, cudnnPointwiseMode_t mode,
-                   const CudnnDescriptor *x, const CudnnDescriptor *b,
-                   const CudnnDescriptor *t, const CudnnDescriptor *y,
-                   int64_t axis = -1) {
-    KILN_ASSIGN_OR_RETURN(CudnnDescriptor pw,
-                          CudnnDescriptor::create(cudnn, CUDNN_BACKEND_POINTWISE_DESCRIPTOR,
-                                                  where + ": pointwise " + name));
-    cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    KILN_RETURN_IF_ERROR(
-        pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
-    if (axis >= 0)
-      KILN_RETURN_IF_ERROR(pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
-    KILN_RETURN_IF_ERROR(pw.finalize());
-    KILN_ASSIGN_OR_RETURN(
-        CudnnDescriptor op,
-        CudnnDescriptor::create(cudnn, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-                                where + ": operation " + name));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *x));
-    if (b)
-      KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
-    if (t)
-      KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *y));
-    KILN_RETURN_IF_ERROR(op.finalize());
-    return add(name, std::move(op), std::move(pw));
-  }
-
-  // y = reduce(x) over the last dim.
-  Status reduction(const std::string &name, cudnnReduceTensorOp_t mode,
-                   const CudnnDescriptor *x, const CudnnDescriptor *y) {
-    KILN_ASSIGN_OR_RETURN(CudnnDescriptor r,
-                          CudnnDescriptor::create(cudnn, CUDNN_BACKEND_REDUCTION_DESCRIPTOR,
-                                                  where + ": reduction " + name));
-    cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(
-        r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
-    KILN_RETURN_IF_ERROR(r.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &precision));
-    KILN_RETURN_IF_ERROR(r.finalize());
-    KILN_ASSIGN_OR_RETURN(
-        CudnnDescriptor op,
-        CudnnDescriptor::create(cudnn, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
-                                where + ": operation " + name));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, r));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, *x));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, *y));
-    KILN_RETURN_IF_ERROR(op.finalize());
-    return add(name, std::move(op), std::move(r));
-  }
-
-  // c = a @ b (batched over the two leading dims), with optional M / N / K
-  // overrides (per-batch sizes from [B, 1, 1, 1] i32 tensors).
-  Status matmul(const std::string &name, const CudnnDescriptor *a,
-                const CudnnDescriptor *b, const CudnnDescriptor *c,
-                const CudnnDescriptor *mOverride, const CudnnDescriptor *nOverride,
-                const CudnnDescriptor *kOverride) {
-    KILN_ASSIGN_OR_RETURN(CudnnDescriptor mm,
-                          CudnnDescriptor::create(cudnn, CUDNN_BACKEND_MATMUL_DESCRIPTOR,
-                                                  where + ": matmul " + name));
-    cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &precision));
-    KILN_RETURN_IF_ERROR(mm.finalize());
-    KILN_ASSIGN_OR_RETURN(
-        CudnnDescriptor op,
-        CudnnDescriptor::create(cudnn, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
-                                where + ": operation " + name));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, *a));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, *b));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *c));
-    KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm));
-    if (mOverride)
-      KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, *mOverride));
-    if (nOverride)
-      KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, *nOverride));
-    if (kOverride)
-      KILN_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, *kOverride));
-    KILN_RETURN_IF_ERROR(op.finalize());
-    return add(name, std::move(op), std::move(mm));
-  }
-
-private:
-  Status add(const std::string &name, CudnnDescriptor op, CudnnDescriptor inner) {
-    // The operation refers to its inner descriptor; keep both alive.
-    out.tensors.push_back(std::move(inner));
-    out.operations.push_back(std::move(op));
-    out.nodeNames.push_back(name);
-    return okStatus();
-  }
-
-  const Cudnn &cudnn;
-  SdpaOperations &out;
-  std::string where;
-  int64_t nextVirtual = kSdpaFirstVirtual;
-};
-
-} // namespace
+} // namespace sdpa
 
 StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
                                           const schema::CudnnAttention &a,
@@ -208,43 +127,7 @@ StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
   KILN_RETURN_IF_ERROR(g.matmul("matmul Q K^T", q, kT, s0, seqQ, seqKv, nullptr));
   KILN_ASSIGN_OR_RETURN(auto s1, g.tensor("s * scale", 0, f32, scores));
   KILN_RETURN_IF_ERROR(g.pointwise("mul scale", CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1));
-  const CudnnDescriptor *s = s1;
-  if (a.causal() || padding) {
-    KILN_ASSIGN_OR_RETURN(auto negInf, g.tensor("-inf", kSdpaNegInf, f32, {1, 1, 1, 1},
-                                                {1, 1, 1, 1}, /*byValue=*/true));
-    KILN_ASSIGN_OR_RETURN(auto row, g.tensor("row index", 0, CUDNN_DATA_INT32, scores));
-    KILN_RETURN_IF_ERROR(
-        g.pointwise("gen_index rows", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, 2));
-    KILN_ASSIGN_OR_RETURN(auto col, g.tensor("column index", 0, CUDNN_DATA_INT32, scores));
-    KILN_RETURN_IF_ERROR(
-        g.pointwise("gen_index columns", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, 3));
-    if (a.causal()) {
-      // keep j <= i (q_len == kv_len: Kiln's j <= i + S - T is the same)
-      KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("causal keep", 0, CUDNN_DATA_BOOLEAN, scores));
-      KILN_RETURN_IF_ERROR(
-          g.pointwise("cmp_ge row column", CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep));
-      KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("causal scores", 0, f32, scores));
-      KILN_RETURN_IF_ERROR(g.pointwise("select causal", CUDNN_POINTWISE_BINARY_SELECT, s,
-                                       negInf, keep, masked));
-      s = masked;
-    }
-    if (padding) {
-      // keep i < seq_len_q[b] (always: seq_len_q = T) and j < kv_lengths[b]
-      KILN_ASSIGN_OR_RETURN(auto rowKeep, g.tensor("row keep", 0, CUDNN_DATA_BOOLEAN, scores));
-      KILN_RETURN_IF_ERROR(
-          g.pointwise("cmp_lt row seq_len_q", CUDNN_POINTWISE_CMP_LT, row, seqQ, nullptr, rowKeep));
-      KILN_ASSIGN_OR_RETURN(auto colKeep, g.tensor("column keep", 0, CUDNN_DATA_BOOLEAN, scores));
-      KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt column seq_len_kv", CUDNN_POINTWISE_CMP_LT, col,
-                                       seqKv, nullptr, colKeep));
-      KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("padding keep", 0, CUDNN_DATA_BOOLEAN, scores));
-      KILN_RETURN_IF_ERROR(g.pointwise("and keeps", CUDNN_POINTWISE_LOGICAL_AND, rowKeep,
-                                       colKeep, nullptr, keep));
-      KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("padded scores", 0, f32, scores));
-      KILN_RETURN_IF_ERROR(g.pointwise("select padding", CUDNN_POINTWISE_BINARY_SELECT, s,
-                                       negInf, keep, masked));
-      s = masked;
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(const CudnnDescriptor *s, sdpa::applySdpaMasks(g, a, s1, {seqQ, seqKv}));
   // Softmax with stats.
   KILN_ASSIGN_OR_RETURN(auto rowMax, g.tensor("row max", 0, f32, rows));
   KILN_RETURN_IF_ERROR(g.reduction("reduce max", CUDNN_REDUCE_TENSOR_MAX, s, rowMax));

@@ -4,9 +4,10 @@
 //    (runtime/CudnnAttentionCheck.cpp): a well-formed one loads; each broken
 //    field is refused with a message naming it.
 // 2. --attention parsing, and --attention=cudnn on a CPU artifact.
-// 3. libcudnn.so.9 (dlopen) and every descriptor of the SDPA forward graph
-//    that needs no handle, built and finalized for causal, key-length,
-//    unmasked and grouped-query cases; what needs a device says so.
+// 3. libcudnn.so.9 (dlopen) and every descriptor of the SDPA forward and
+//    backward graphs that needs no handle, built and finalized for causal
+//    (T == S and bottom-right T < S), key-length, unmasked and grouped-query
+//    cases, node lists asserted; what needs a device says so.
 //    Skipped (with the loader's reason) where libcudnn is not installed.
 //
 //===----------------------------------------------------------------------===//
@@ -29,24 +30,28 @@ using ::testing::HasSubstr;
 
 enum : uint32_t { kLoss, kQ, kK, kV, kLens, kOut, kLse, kDout, kDq, kDk, kDv };
 
-// A CUDA artifact with one attention kernel call (B=2, H=4, KVH=2, T=S=16,
-// D=Dv=8) carrying `attention`; and, when `backward`, a grad call.
+// A CUDA artifact with one attention kernel call carrying `attention`
+// (forwardSpec: B=2, H=4, KVH=2, T=S=16, D=Dv=8), its buffers shaped by the
+// spec's sizes; a backward one passes the grad call's buffers.
 ArtifactSpec attentionArtifact(const CudnnAttentionSpec &attention) {
   ArtifactSpec spec;
   spec.target = "cuda";
   spec.archs = {"sm_80"};
   auto bf16 = schema::DType_BF16;
+  const int64_t B = attention.batch, H = attention.heads, KVH = attention.kvHeads,
+                T = attention.qLen, S = attention.kvLen, D = attention.headDim,
+                Dv = attention.valueDim;
   spec.buffers = {{"loss", schema::BufferRole_Loss},
-                  {"q", schema::BufferRole_Activation, bf16, {2, 4, 16, 8}},
-                  {"k", schema::BufferRole_Activation, bf16, {2, 2, 16, 8}},
-                  {"v", schema::BufferRole_Activation, bf16, {2, 2, 16, 8}},
-                  {"lens", schema::BufferRole_Activation, schema::DType_I32, {2}},
-                  {"out", schema::BufferRole_Activation, bf16, {2, 4, 16, 8}},
-                  {"lse", schema::BufferRole_Activation, schema::DType_F32, {2, 4, 16}},
-                  {"dout", schema::BufferRole_Activation, bf16, {2, 4, 16, 8}},
-                  {"dq", schema::BufferRole_Activation, bf16, {2, 4, 16, 8}},
-                  {"dk", schema::BufferRole_Activation, bf16, {2, 2, 16, 8}},
-                  {"dv", schema::BufferRole_Activation, bf16, {2, 2, 16, 8}}};
+                  {"q", schema::BufferRole_Activation, bf16, {B, H, T, D}},
+                  {"k", schema::BufferRole_Activation, bf16, {B, KVH, S, D}},
+                  {"v", schema::BufferRole_Activation, bf16, {B, KVH, S, Dv}},
+                  {"lens", schema::BufferRole_Activation, schema::DType_I32, {B}},
+                  {"out", schema::BufferRole_Activation, bf16, {B, H, T, Dv}},
+                  {"lse", schema::BufferRole_Activation, schema::DType_F32, {B, H, T}},
+                  {"dout", schema::BufferRole_Activation, bf16, {B, H, T, Dv}},
+                  {"dq", schema::BufferRole_Activation, bf16, {B, H, T, D}},
+                  {"dk", schema::BufferRole_Activation, bf16, {B, KVH, S, D}},
+                  {"dv", schema::BufferRole_Activation, bf16, {B, KVH, S, Dv}}};
   schema::KernelLaunch launch(1, 128, 0);
   spec.kernels.push_back({"k_attention", "extern \"C\" __global__ void k_attention(void *const *b) {}",
                           "test.kiln:3:1", "kiln.attention", std::nullopt, false, launch});
@@ -96,6 +101,11 @@ TEST(CudnnAttentionVerifierTest, AcceptsForwardAndBackward) {
   padding.kvLengths = kLens;
   Status padded = load(attentionArtifact(padding));
   EXPECT_TRUE(padded.ok()) << padded.message();
+  // Causal with S > T (bottom-right aligned: every row keeps key 0).
+  CudnnAttentionSpec longer = backwardSpec();
+  longer.qLen = 8;
+  Status bottomRight = load(attentionArtifact(longer));
+  EXPECT_TRUE(bottomRight.ok()) << bottomRight.message();
 }
 
 // Loads `spec` and expects an error containing every piece of `expected`.
@@ -123,8 +133,8 @@ TEST(CudnnAttentionVerifierTest, RefusesBadFields) {
   a.kvHeads = 3;
   expectRefused(attentionArtifact(a), {"kv_heads 3 does not divide heads 4"});
   a = forwardSpec();
-  a.kvLen = 8;
-  expectRefused(attentionArtifact(a), {"causal with q_len 16 != kv_len 8"});
+  a.kvLen = 8; // causal, T > S: query rows 0..7 would have no key
+  expectRefused(attentionArtifact(a), {"causal with q_len 16 > kv_len 8"});
   a = forwardSpec();
   a.batch = 0;
   expectRefused(attentionArtifact(a), {"non-positive size"});
@@ -185,16 +195,22 @@ std::unique_ptr<cuda::Cudnn> loadCudnnOrNull(std::string &why) {
   return std::move(*cudnn);
 }
 
-// The forward graph's nodes for `spec` (built from a real artifact's table).
-StatusOr<std::vector<std::string>> forwardNodes(const cuda::Cudnn &cudnn,
-                                                const CudnnAttentionSpec &spec) {
+// The forward (or, for a backward spec, backward) graph's nodes for `spec`
+// (built from a real artifact's table; every descriptor finalized).
+StatusOr<std::vector<std::string>> graphNodes(const cuda::Cudnn &cudnn,
+                                              const CudnnAttentionSpec &spec) {
   auto artifact = Artifact::loadBytes(serializeArtifact(attentionArtifact(spec)), "model.kart");
   if (!artifact.ok())
     return artifact.status();
   const schema::Program *step = (*artifact)->program(ProgramKind::kStep);
   const schema::CudnnAttention &a =
       *step->schedule()->Get(0)->op_as_KernelCall()->cudnn_attention();
-  KILN_ASSIGN_OR_RETURN(cuda::SdpaOperations ops, cuda::buildSdpaForward(cudnn, a, "test"));
+  cuda::SdpaOperations ops;
+  if (spec.backward) {
+    KILN_ASSIGN_OR_RETURN(ops, cuda::buildSdpaBackward(cudnn, a, "test"));
+  } else {
+    KILN_ASSIGN_OR_RETURN(ops, cuda::buildSdpaForward(cudnn, a, "test"));
+  }
   if (ops.operations.size() != ops.nodeNames.size())
     return internalError("operations and names differ");
   return ops.nodeNames;
@@ -208,7 +224,7 @@ TEST(CudnnLibraryTest, BuildsEveryForwardDescriptorWithoutAGpu) {
   EXPECT_THAT(cudnn->version(), ::testing::StartsWith("9."));
 
   CudnnAttentionSpec causal = forwardSpec(); // GQA: 4 query heads on 2
-  auto nodes = forwardNodes(*cudnn, causal);
+  auto nodes = graphNodes(*cudnn, causal);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "gen_index rows",
                                   "gen_index columns", "cmp_ge row column", "select causal",
@@ -218,7 +234,7 @@ TEST(CudnnLibraryTest, BuildsEveryForwardDescriptorWithoutAGpu) {
   CudnnAttentionSpec padding = forwardSpec();
   padding.causal = false;
   padding.kvLengths = kLens;
-  nodes = forwardNodes(*cudnn, padding);
+  nodes = graphNodes(*cudnn, padding);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "gen_index rows",
                                   "gen_index columns", "cmp_lt row seq_len_q",
@@ -228,11 +244,118 @@ TEST(CudnnLibraryTest, BuildsEveryForwardDescriptorWithoutAGpu) {
 
   CudnnAttentionSpec plain = forwardSpec();
   plain.causal = false;
-  nodes = forwardNodes(*cudnn, plain);
+  nodes = graphNodes(*cudnn, plain);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "reduce max", "sub max",
                                   "exp", "reduce sum", "log", "add stats", "div sum",
                                   "matmul P V"));
+}
+
+TEST(CudnnLibraryTest, CausalWithLongerKeysOffsetsTheRowIndex) {
+  std::string why;
+  std::unique_ptr<cuda::Cudnn> cudnn = loadCudnnOrNull(why);
+  if (!cudnn)
+    GTEST_SKIP() << why;
+  // T = 8 queries on S = 16 keys: Kiln keeps j <= i + 8 (bottom-right).
+  CudnnAttentionSpec causal = forwardSpec();
+  causal.qLen = 8;
+  auto nodes = graphNodes(*cudnn, causal);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "gen_index rows",
+                                  "gen_index columns", "add row S - T", "cmp_ge row column",
+                                  "select causal", "reduce max", "sub max", "exp", "reduce sum",
+                                  "log", "add stats", "div sum", "matmul P V"));
+  // With key lengths too: both masks, each exactly Kiln's.
+  causal.kvLengths = kLens;
+  nodes = graphNodes(*cudnn, causal);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "gen_index rows",
+                                  "gen_index columns", "add row S - T", "cmp_ge row column",
+                                  "select causal", "cmp_lt row seq_len_q",
+                                  "cmp_lt column seq_len_kv", "and keeps", "select padding",
+                                  "reduce max", "sub max", "exp", "reduce sum", "log",
+                                  "add stats", "div sum", "matmul P V"));
+}
+
+TEST(CudnnLibraryTest, BuildsEveryBackwardDescriptorWithoutAGpu) {
+  std::string why;
+  std::unique_ptr<cuda::Cudnn> cudnn = loadCudnnOrNull(why);
+  if (!cudnn)
+    GTEST_SKIP() << why;
+  // No mask, one kv head per query head: dK / dV straight from the GEMMs.
+  CudnnAttentionSpec plain = backwardSpec();
+  plain.causal = false;
+  plain.kvHeads = 4;
+  auto nodes = graphNodes(*cudnn, plain);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes,
+              ElementsAre("mul dO O", "reduce dO O", "mul softmax_sum 1", "matmul Q K^T",
+                          "mul scale", "sub Stats", "exp", "reshape P", "matmul P^T dO",
+                          "matmul dO V^T", "sub softmax_sum", "mul P", "mul dS scale",
+                          "reshape dS", "matmul dS^T Q", "reshape K", "matmul dS K",
+                          "identity dQ"));
+
+  // Causal, grouped-query (4 query heads on 2): per-head dK / dV reduced.
+  CudnnAttentionSpec causal = backwardSpec();
+  nodes = graphNodes(*cudnn, causal);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes,
+              ElementsAre("mul dO O", "reduce dO O", "mul softmax_sum 1", "matmul Q K^T",
+                          "mul scale", "sub Stats", "gen_index rows", "gen_index columns",
+                          "cmp_ge row column", "select causal", "exp", "reshape P",
+                          "matmul P^T dO", "reduce dV heads", "matmul dO V^T",
+                          "sub softmax_sum", "mul P", "mul dS scale", "reshape dS",
+                          "matmul dS^T Q", "reduce dK heads", "reshape K", "matmul dS K",
+                          "identity dQ"));
+
+  // Key lengths (GQA), and causal with S > T plus key lengths.
+  CudnnAttentionSpec padding = backwardSpec();
+  padding.causal = false;
+  padding.kvLengths = kLens;
+  nodes = graphNodes(*cudnn, padding);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes,
+              ElementsAre("mul dO O", "reduce dO O", "mul softmax_sum 1", "matmul Q K^T",
+                          "mul scale", "sub Stats", "gen_index rows", "gen_index columns",
+                          "cmp_lt row seq_len_q", "cmp_lt column seq_len_kv", "and keeps",
+                          "select padding", "exp", "reshape P", "matmul P^T dO",
+                          "reduce dV heads", "matmul dO V^T", "sub softmax_sum", "mul P",
+                          "mul dS scale", "reshape dS", "matmul dS^T Q", "reduce dK heads",
+                          "reshape K", "matmul dS K", "identity dQ"));
+  CudnnAttentionSpec both = padding;
+  both.causal = true;
+  both.qLen = 8;
+  nodes = graphNodes(*cudnn, both);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_THAT(*nodes, ::testing::Contains("add row S - T"));
+  EXPECT_THAT(*nodes, ::testing::Contains("select padding"));
+
+  // Scratch after cuDNN's workspace: softmax_sum (B*H*T f32) and dQ_accum
+  // (B*H*T*D f32), each rounded up to 256 bytes (both already are here).
+  auto artifact = Artifact::loadBytes(serializeArtifact(attentionArtifact(causal)), "m.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  const schema::CudnnAttention &a = *(*artifact)
+                                         ->program(ProgramKind::kStep)
+                                         ->schedule()
+                                         ->Get(0)
+                                         ->op_as_KernelCall()
+                                         ->cudnn_attention();
+  EXPECT_EQ(cuda::sdpaBackwardScratchBytes(a), 2 * 4 * 16 * 4 + 2 * 4 * 16 * 8 * 4);
+  CudnnAttentionSpec odd = causal;
+  odd.batch = 1, odd.heads = odd.kvHeads = 1, odd.qLen = 8, odd.kvLen = 8;
+  auto small = Artifact::loadBytes(serializeArtifact(attentionArtifact(odd)), "m.kart");
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ(cuda::sdpaBackwardScratchBytes(*(*small)
+                                               ->program(ProgramKind::kStep)
+                                               ->schedule()
+                                               ->Get(0)
+                                               ->op_as_KernelCall()
+                                               ->cudnn_attention()),
+            256 + 256); // 32 and 256 bytes, rounded up
+  // A forward graph is not built from a backward table, nor the reverse.
+  auto wrong = cuda::buildSdpaForward(*cudnn, a, "step entry 0");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.status().message(), HasSubstr("buildSdpaForward of a backward"));
 }
 
 TEST(CudnnLibraryTest, WhatNeedsADeviceSaysSo) {
