@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/Cudnn.h"
+#include "runtime/cuda/CudnnEmptyKeys.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceLayout.h"
 #include "runtime/cuda/JitCache.h"
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace kiln::rt::cuda {
 namespace {
@@ -26,6 +28,17 @@ struct HostMirror {
   std::vector<uint8_t> bytes;
 };
 
+// One fix-up launch after a cuDNN attention call with key lengths
+// (CudnnEmptyKeys.h): Kiln's result for the samples without keys.
+struct EmptyKeysLaunch {
+  CUfunction function = nullptr;
+  CUdeviceptr lengths = 0, x = 0;
+  long long perSample = 0, total = 0;
+  float value = 0; // f32 fills only
+  bool f32 = false;
+  unsigned grid = 1;
+};
+
 // One schedule entry, resolved at setup.
 struct DeviceCall {
   CUfunction function = nullptr;       // KernelCall
@@ -38,6 +51,7 @@ struct DeviceCall {
   // `useCudnn` runs it instead of the kernel; `undecided` (--attention=auto)
   // until the first run of the program times both.
   std::unique_ptr<CudnnAttentionPlan> cudnn;
+  std::vector<EmptyKeysLaunch> emptyKeys; // after cuDNN, with key lengths
   bool useCudnn = false;
   bool undecided = false;
 };
@@ -89,6 +103,8 @@ struct CudaBackend::Impl {
   CUcontext context = nullptr;
   CUstream stream = nullptr;
   CUmodule module = nullptr;
+  CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
+  std::string arch;                   // NVRTC's target for this device
   CUdeviceptr arena = 0;      // every buffer
   CUdeviceptr tables = 0;     // every KernelCall's pointer array
   CUdeviceptr workspace = 0;  // cuBLASLt
@@ -122,6 +138,10 @@ struct CudaBackend::Impl {
   Status resolvePrograms();
   Status launch(const DeviceCall &call) const;
   Status launchKernel(const DeviceCall &call) const;
+  // The cuDNN plan of `call`, then its empty-sample fix-ups.
+  Status runCudnn(const DeviceCall &call) const;
+  // The fix-up launches for a planned call with key lengths.
+  Status planEmptyKeys(DeviceCall &call, const schema::CudnnAttention &a);
   // cuDNN plans for the calls with a cudnn_attention (--attention).
   Status planCudnnAttention();
   // Times the kernel and cuDNN for each undecided call of `program` on the
@@ -151,6 +171,8 @@ CudaBackend::Impl::~Impl() {
     driver->cuMemFree(cudnnWorkspace);
   if (module)
     driver->cuModuleUnload(module);
+  if (emptyKeysModule)
+    driver->cuModuleUnload(emptyKeysModule);
   for (CUdeviceptr p : {arena, tables, workspace})
     if (p)
       driver->cuMemFree(p);
@@ -220,7 +242,7 @@ Status CudaBackend::Impl::loadKernels() {
   KILN_RETURN_IF_ERROR(d.check(
       d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
       "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
-  std::string arch = deviceArch(major, minor, artifact.root());
+  arch = deviceArch(major, minor, artifact.root());
   auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
   JitCache cache(*nvrtc, JitCache::cudaCacheDir());
@@ -347,8 +369,64 @@ Status CudaBackend::Impl::resolvePrograms() {
 
 Status CudaBackend::Impl::launch(const DeviceCall &call) const {
   if (call.useCudnn)
-    return call.cudnn->run();
+    return runCudnn(call);
   return launchKernel(call);
+}
+
+Status CudaBackend::Impl::runCudnn(const DeviceCall &call) const {
+  KILN_RETURN_IF_ERROR(call.cudnn->run());
+  for (const EmptyKeysLaunch &fill : call.emptyKeys) {
+    // The bf16 kernel takes the first four parameters; the driver reads as
+    // many as the entry declares.
+    EmptyKeysLaunch args = fill;
+    void *params[] = {&args.lengths, &args.x, &args.perSample, &args.total, &args.value};
+    KILN_RETURN_IF_ERROR(driver->check(
+        driver->cuLaunchKernel(fill.function, fill.grid, 1, 1, kEmptyKeysBlock, 1, 1, 0,
+                               stream, params, nullptr),
+        "cuLaunchKernel", " for the empty-key fix-up of " + call.where));
+  }
+  return okStatus();
+}
+
+Status CudaBackend::Impl::planEmptyKeys(DeviceCall &call, const schema::CudnnAttention &a) {
+  const CudaDriver &d = *driver;
+  if (!emptyKeysModule) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
+    JitCache cache(*nvrtc, JitCache::cudaCacheDir());
+    KILN_ASSIGN_OR_RETURN(JitModule jit,
+                          cache.compile(cudnnEmptyKeysSource(), "cudnn_empty_keys.cu", arch));
+    KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&emptyKeysModule, jit.cubin.data()),
+                                 "cuModuleLoadData", " (cuDNN empty-key fix-up)"));
+  }
+  CUfunction bf16 = nullptr, f32 = nullptr;
+  KILN_RETURN_IF_ERROR(d.check(d.cuModuleGetFunction(&bf16, emptyKeysModule, kEmptyKeysBf16Entry),
+                               "cuModuleGetFunction", " (cuDNN empty-key fix-up)"));
+  KILN_RETURN_IF_ERROR(d.check(d.cuModuleGetFunction(&f32, emptyKeysModule, kEmptyKeysF32Entry),
+                               "cuModuleGetFunction", " (cuDNN empty-key fix-up)"));
+  using Output = EmptyKeysFill::Output;
+  for (const EmptyKeysFill &fill :
+       emptyKeysFills(a.backward(), a.batch(), a.heads(), a.kv_heads(), a.q_len(), a.kv_len(),
+                      a.head_dim(), a.value_dim())) {
+    EmptyKeysLaunch launch;
+    launch.function = fill.f32 ? f32 : bf16;
+    launch.f32 = fill.f32;
+    launch.lengths = devicePointer(static_cast<uint32_t>(a.kv_lengths()));
+    uint32_t buffer = 0;
+    switch (fill.output) {
+    case Output::kOut: buffer = a.out(); break;
+    case Output::kLse: buffer = a.lse(); break;
+    case Output::kDq: buffer = static_cast<uint32_t>(a.dq()); break;
+    case Output::kDk: buffer = static_cast<uint32_t>(a.dk()); break;
+    case Output::kDv: buffer = static_cast<uint32_t>(a.dv()); break;
+    }
+    launch.x = devicePointer(buffer);
+    launch.perSample = fill.perSample;
+    launch.total = fill.total;
+    launch.value = -std::numeric_limits<float>::infinity(); // lse of no key
+    launch.grid = emptyKeysGrid(fill.total);
+    call.emptyKeys.push_back(launch);
+  }
+  return okStatus();
 }
 
 Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
@@ -417,7 +495,13 @@ Status CudaBackend::Impl::planCudnnAttention() {
     buffers.v = devicePointer(a->v());
     buffers.out = devicePointer(a->out());
     buffers.lse = devicePointer(a->lse());
-    if (a->kv_lengths() >= 0 && !a->backward()) {
+    if (a->backward()) {
+      buffers.dout = devicePointer(static_cast<uint32_t>(a->dout()));
+      buffers.dq = devicePointer(static_cast<uint32_t>(a->dq()));
+      buffers.dk = devicePointer(static_cast<uint32_t>(a->dk()));
+      buffers.dv = devicePointer(static_cast<uint32_t>(a->dv()));
+    }
+    if (a->kv_lengths() >= 0) {
       // seq_len_q: every query row of every sample is computed (Kiln masks
       // keys only), so q_len for each sample.
       std::vector<int32_t> qLens(static_cast<size_t>(a->batch()),
@@ -434,12 +518,22 @@ Status CudaBackend::Impl::planCudnnAttention() {
     StatusOr<std::unique_ptr<CudnnAttentionPlan>> plan =
         CudnnAttentionPlan::create(*cudnn, *a, buffers, call->where);
     if (!plan.ok()) {
-      // --attention=cudnn: every forward must run on cuDNN; backward calls
-      // run the generated kernel (Kiln's backward reads cuDNN's lse as is).
-      if (strict && !a->backward())
+      // --attention=cudnn: every eligible call must run on cuDNN.
+      if (strict)
         return plan.status().withPrefix("--attention=cudnn: ");
       note("generated kernel: " + plan.status().message());
       continue;
+    }
+    if (a->kv_lengths() >= 0) {
+      Status fixup = planEmptyKeys(*call, *a);
+      if (!fixup.ok()) {
+        // Without the fix-up cuDNN's result for an empty sample is not
+        // Kiln's: the call keeps its generated kernel.
+        if (strict)
+          return fixup.withPrefix("--attention=cudnn: ");
+        note("generated kernel: " + fixup.message());
+        continue;
+      }
     }
     workspaceBytes = std::max(workspaceBytes, (*plan)->workspaceBytes());
     call->cudnn = std::move(*plan);
@@ -474,7 +568,7 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
     return d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", " after " + where);
   };
   auto timeMs = [&](const DeviceCall &call, bool useCudnn) -> StatusOr<double> {
-    auto once = [&] { return useCudnn ? call.cudnn->run() : launchKernel(call); };
+    auto once = [&] { return useCudnn ? runCudnn(call) : launchKernel(call); };
     KILN_RETURN_IF_ERROR(once());
     KILN_RETURN_IF_ERROR(sync(call.where));
     auto start = std::chrono::steady_clock::now();
@@ -485,6 +579,11 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
                .count() /
            kReps;
   };
+  // Forward and backward calls are timed and chosen independently: both
+  // sides compute the same lse (natural log, [B, H, T] f32) and the backward
+  // recomputes P from it, so a cuDNN forward with a generated backward (or
+  // the reverse) is as exact as either pair. Every candidate overwrites its
+  // outputs (no accumulation), so the timing reps leave them as one run.
   for (DeviceCall &call : program.calls) {
     if (call.undecided) {
       KILN_ASSIGN_OR_RETURN(double kernelMs, timeMs(call, false));

@@ -18,6 +18,8 @@
 #include "runtime/Backend.h"
 #include "runtime/RunOptions.h"
 #include "runtime/cuda/Cudnn.h"
+#include "runtime/cuda/CudnnEmptyKeys.h"
+#include "runtime/cuda/Nvrtc.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -356,6 +358,27 @@ TEST(CudnnLibraryTest, BuildsEveryBackwardDescriptorWithoutAGpu) {
   auto wrong = cuda::buildSdpaForward(*cudnn, a, "step entry 0");
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(), HasSubstr("buildSdpaForward of a backward"));
+}
+
+// The empty-sample fix-up (CudnnEmptyKeys.h) is runtime source: NVRTC
+// compiles it for both archs Kiln targets, with both entries and no spills.
+// (Its numerics are checked under host emulation in codegen_test.)
+TEST(CudnnEmptyKeysTest, CompilesWithNvrtc) {
+  auto nvrtc = cuda::Nvrtc::load();
+  if (!nvrtc.ok())
+    GTEST_SKIP() << nvrtc.status().message();
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    auto out = (*nvrtc)->compile(cuda::cudnnEmptyKeysSource(), "cudnn_empty_keys.cu", arch);
+    ASSERT_TRUE(out.ok()) << arch << ": " << out.status().message();
+    EXPECT_FALSE(out->cubin.empty());
+    std::vector<std::string> entries;
+    for (const cuda::KernelResources &k : cuda::parsePtxasReport(out->log)) {
+      entries.push_back(k.entry);
+      EXPECT_FALSE(k.spills()) << k.entry;
+    }
+    EXPECT_THAT(entries, ::testing::UnorderedElementsAre(cuda::kEmptyKeysBf16Entry,
+                                                         cuda::kEmptyKeysF32Entry));
+  }
 }
 
 TEST(CudnnLibraryTest, WhatNeedsADeviceSaysSo) {

@@ -1,0 +1,61 @@
+//===- CudnnEmptyKeys.h - Kiln's result for samples without keys on cuDNN -===//
+//
+// Kiln defines attention over a sample whose key length is 0 (kv_lengths[b]
+// <= 0: every key masked) as out = 0, lse = -inf and zero gradients dq, dk,
+// dv. cuDNN leaves that case undefined (its softmax divides by an empty sum;
+// its engines may skip the rows). Lengths are data, so no plan-time check
+// can rule it out: after a cuDNN call with key lengths, the backend runs one
+// small kernel per output that rewrites exactly those samples:
+//   forward:  out [B, H, T, Dv] bf16 <- 0,  lse [B, H, T] f32 <- -inf
+//   backward: dq [B, H, T, D], dk [B, KVH, S, D], dv [B, KVH, S, Dv] <- 0
+// Every output is batch-major, so sample b is the elements
+// [b * perSample, (b + 1) * perSample). Samples with keys are not touched,
+// so the fix-up is exact and costs one pass over the outputs.
+//
+// The kernels are runtime source compiled by NVRTC (the runtime has no
+// compiler inside; this header has no CUDA type, so tests compile the same
+// source for the host with the CUDA emulation).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDNNEMPTYKEYS_H
+#define KILN_RUNTIME_CUDA_CUDNNEMPTYKEYS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::rt::cuda {
+
+// The CUDA C++ source of the fix-up kernels (no header needed):
+//   kiln_cudnn_empty_keys_bf16(const int *lengths, unsigned short *x,
+//                              long long perSample, long long total)
+//   kiln_cudnn_empty_keys_f32(const int *lengths, float *x,
+//                             long long perSample, long long total, float value)
+// Each sets x[i] (bf16 +0, or `value`) where lengths[i / perSample] <= 0,
+// with a grid-stride loop over [0, total).
+const char *cudnnEmptyKeysSource();
+inline constexpr const char *kEmptyKeysBf16Entry = "kiln_cudnn_empty_keys_bf16";
+inline constexpr const char *kEmptyKeysF32Entry = "kiln_cudnn_empty_keys_f32";
+
+// One output of a cuDNN attention call to rewrite for empty samples.
+struct EmptyKeysFill {
+  enum class Output { kOut, kLse, kDq, kDk, kDv };
+  Output output;
+  bool f32 = false;      // lse (value -inf); else bf16 zero
+  int64_t perSample = 0; // elements of one sample
+  int64_t total = 0;     // elements of the buffer (batch * perSample)
+};
+
+// The fills of one call (sizes as in schema::CudnnAttention).
+std::vector<EmptyKeysFill> emptyKeysFills(bool backward, int64_t batch, int64_t heads,
+                                          int64_t kvHeads, int64_t qLen, int64_t kvLen,
+                                          int64_t headDim, int64_t valueDim);
+
+// Threads per block and blocks of one fill's launch (grid-stride).
+inline constexpr unsigned kEmptyKeysBlock = 256;
+unsigned emptyKeysGrid(int64_t total);
+
+} // namespace kiln::rt::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDNNEMPTYKEYS_H

@@ -1,0 +1,139 @@
+//===- CudnnEmptyKeysEmulationTest.cpp - cuDNN's empty-sample fix-up -------===//
+//
+// The runtime's fix-up kernels (runtime/cuda/CudnnEmptyKeys.h), compiled for
+// the host with CudaHostEmulation.h and launched as the CUDA backend does
+// (emptyKeysFills, emptyKeysGrid, kEmptyKeysBlock): after a cuDNN attention
+// call with key lengths, exactly the samples with length <= 0 get Kiln's
+// result (out 0, lse -inf; dq, dk, dv 0) and every other element keeps its
+// value bit for bit. What only a GPU can confirm: that cuDNN itself runs
+// with a zero seq_len_kv without faulting, and the launch on a real stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelRunner.h"
+
+#include "runtime/cuda/CudnnEmptyKeys.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace kiln::test {
+namespace {
+
+using rt::cuda::EmptyKeysFill;
+
+// Wrappers with the emulation's one-table signature around the real entries.
+constexpr const char *kWrappers = R"cpp(
+extern "C" void wrap_bf16(void *const *b) {
+  kiln_cudnn_empty_keys_bf16((const int *)b[0], (unsigned short *)b[1],
+                             *(const long long *)b[2], *(const long long *)b[3]);
+}
+extern "C" void wrap_f32(void *const *b) {
+  kiln_cudnn_empty_keys_f32((const int *)b[0], (float *)b[1], *(const long long *)b[2],
+                            *(const long long *)b[3], *(const float *)b[4]);
+}
+)cpp";
+
+using Kernel = void (*)(void *const *);
+using Launch = void (*)(Kernel, void *const *, unsigned, unsigned);
+
+class EmptyKeysTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string error;
+    handle = compileKernels({rt::cuda::cudnnEmptyKeysSource(), kWrappers}, error,
+                            KernelBackend::CudaEmulated);
+    ASSERT_NE(handle, nullptr) << error;
+    launch = reinterpret_cast<Launch>(dlsym(handle, "kiln_emulate_launch"));
+    bf16 = reinterpret_cast<Kernel>(dlsym(handle, "wrap_bf16"));
+    f32 = reinterpret_cast<Kernel>(dlsym(handle, "wrap_f32"));
+    ASSERT_TRUE(launch && bf16 && f32);
+  }
+  void TearDown() override {
+    if (handle)
+      dlclose(handle);
+  }
+
+  // Runs `fill` on `x` (bf16 bits or floats) as the backend launches it, or
+  // with `grid` blocks when nonzero (to exercise the grid-stride loop).
+  void run(const EmptyKeysFill &fill, std::vector<int32_t> &lengths, void *x,
+           unsigned grid = 0) {
+    long long perSample = fill.perSample, total = fill.total;
+    float value = -INFINITY;
+    void *table[] = {lengths.data(), x, &perSample, &total, &value};
+    launch(fill.f32 ? f32 : bf16, table, grid ? grid : rt::cuda::emptyKeysGrid(fill.total),
+           rt::cuda::kEmptyKeysBlock);
+  }
+
+  void *handle = nullptr;
+  Launch launch = nullptr;
+  Kernel bf16 = nullptr, f32 = nullptr;
+};
+
+TEST_F(EmptyKeysTest, FillsSizeEveryOutputBySample) {
+  // B=3, H=4, KVH=2, T=5, S=7, D=8, Dv=16.
+  auto forward = rt::cuda::emptyKeysFills(false, 3, 4, 2, 5, 7, 8, 16);
+  ASSERT_EQ(forward.size(), 2u);
+  EXPECT_EQ(forward[0].output, EmptyKeysFill::Output::kOut);
+  EXPECT_EQ(forward[0].perSample, 4 * 5 * 16);
+  EXPECT_FALSE(forward[0].f32);
+  EXPECT_EQ(forward[1].output, EmptyKeysFill::Output::kLse);
+  EXPECT_EQ(forward[1].perSample, 4 * 5);
+  EXPECT_TRUE(forward[1].f32);
+  auto backward = rt::cuda::emptyKeysFills(true, 3, 4, 2, 5, 7, 8, 16);
+  ASSERT_EQ(backward.size(), 3u);
+  EXPECT_EQ(backward[0].perSample, 4 * 5 * 8);  // dq
+  EXPECT_EQ(backward[1].perSample, 2 * 7 * 8);  // dk
+  EXPECT_EQ(backward[2].perSample, 2 * 7 * 16); // dv
+  for (const EmptyKeysFill &fill : backward)
+    EXPECT_EQ(fill.total, 3 * fill.perSample);
+  EXPECT_EQ(rt::cuda::emptyKeysGrid(1), 1u);
+  EXPECT_EQ(rt::cuda::emptyKeysGrid(257), 2u);
+  EXPECT_EQ(rt::cuda::emptyKeysGrid(int64_t(1) << 40), 1024u);
+}
+
+TEST_F(EmptyKeysTest, RewritesExactlyTheSamplesWithoutKeys) {
+  // Sample 0 has keys, 1 has none, 2 a negative length (none either), 3 more
+  // keys than S (all of them).
+  std::vector<int32_t> lengths = {3, 0, -2, 99};
+  const int B = 4;
+  for (bool backward : {false, true})
+    for (const EmptyKeysFill &fill :
+         rt::cuda::emptyKeysFills(backward, B, 2, 1, 3, 5, 8, 16)) {
+      SCOPED_TRACE(::testing::Message() << "backward " << backward << ", output "
+                                        << static_cast<int>(fill.output));
+      for (unsigned grid : {0u, 1u}) { // the backend's grid, and one block
+        if (fill.f32) {
+          std::vector<float> x(fill.total);
+          for (size_t i = 0; i < x.size(); ++i)
+            x[i] = 0.25f * static_cast<float>(i) - 7.0f;
+          std::vector<float> before = x;
+          run(fill, lengths, x.data(), grid);
+          for (size_t i = 0; i < x.size(); ++i) {
+            int32_t len = lengths[i / fill.perSample];
+            if (len <= 0)
+              EXPECT_TRUE(std::isinf(x[i]) && x[i] < 0) << i;
+            else
+              EXPECT_EQ(std::memcmp(&x[i], &before[i], 4), 0) << i;
+          }
+        } else {
+          std::vector<uint16_t> x(fill.total);
+          for (size_t i = 0; i < x.size(); ++i)
+            x[i] = static_cast<uint16_t>(0x3f80 + i); // nonzero bf16 bits
+          std::vector<uint16_t> before = x;
+          run(fill, lengths, x.data(), grid);
+          for (size_t i = 0; i < x.size(); ++i) {
+            int32_t len = lengths[i / fill.perSample];
+            EXPECT_EQ(x[i], len <= 0 ? 0 : before[i]) << i;
+          }
+        }
+      }
+    }
+}
+
+} // namespace
+} // namespace kiln::test
