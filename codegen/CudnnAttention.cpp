@@ -191,10 +191,15 @@ bool matchMaskValue(Value keep, MaskEvaluator &evaluator, int64_t qLen,
                 !form.len && form.c == -(kvLen - qLen);
   bool padding = form.j == 1 && form.len == -1 && !form.i && !form.b &&
                  !form.h && form.c == 1;
-  if (causal && qLen != kvLen) {
+  // Kiln's causal is aligned bottom-right; the cuDNN graphs shift the row
+  // index by S - T (runtime/cuda/CudnnSdpaBuilder.h), so any S >= T maps.
+  // With T > S the first T - S query rows keep no key at all, a case cuDNN
+  // leaves undefined (Kiln: out 0, lse -inf).
+  if (causal && qLen > kvLen) {
     whyNot = "causal with q length " + std::to_string(qLen) +
-             " != kv length " + std::to_string(kvLen) +
-             " (cuDNN's causal mask is aligned top-left, Kiln's bottom-right)";
+             " > kv length " + std::to_string(kvLen) + " (query rows 0.." +
+             std::to_string(qLen - kvLen - 1) +
+             " keep no key; cuDNN's result there is undefined)";
     return false;
   }
   if (causal && !mask.causal) {

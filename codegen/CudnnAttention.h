@@ -11,11 +11,16 @@
 //   - q, k, v (and out, dout, dq, dk, dv for the backward) bf16;
 //   - score region absent or the identity (yields s);
 //   - mask region absent, or a conjunction of at most one of
-//       causal   j <= i + (S - T) with T == S (cuDNN's causal mask is aligned
-//                top-left; Kiln's is aligned bottom-right: they agree only
-//                when T == S),
+//       causal   j <= i + (S - T) with T <= S (Kiln's causal is aligned
+//                bottom-right; the cuDNN graphs offset the row index by
+//                S - T, as cudnn-frontend's bottom-right causal mask does;
+//                T > S is refused: rows i < T - S would keep no key),
 //       padding  j < len[b] with len a rank-1 i32 capture of B elements
 //                (cuDNN's seq_len_kv; seq_len_q is T for every sample),
+//     and both together (each mask built as its own node chain, so the
+//     pair is exactly Kiln's: the causal offset is the static S - T, not
+//     the frontend's per-sample seq_len_kv - seq_len_q; a sample with
+//     len[b] <= 0 gets Kiln's result from the runtime's fix-up kernel),
 //     recognised by value, not by spelling: any arith form (index_cast,
 //     extsi, addi, subi, muli by a constant, slt / sle / sgt / sge) that
 //     reduces to one of those linear inequalities;
