@@ -9,16 +9,21 @@
 # loss is sum(attention(q, k, v) * w), then runs it three times with the
 # same seed and data, --lr 0 (the parameters never change):
 #   --attention=kiln    the generated kernels only;
-#   --attention=cudnn   cuDNN's forward (the backward stays generated: the
-#                       runtime does not build cuDNN's backward graph yet);
+#   --attention=cudnn   cuDNN's forward and backward (and the empty-key
+#                       fix-up after each, for padding);
 #   --attention=auto    kiln-run's own first-step timing and choice (its
 #                       "kiln-run: attention:" lines are printed as they are).
 # Printed per point: the first step's loss under kiln and cudnn and their
 # difference against the tolerance 2^-7 * sqrt(B*H*T*D): each of the
 # B*H*T*D output elements is rounded to bf16 (relative 2^-8) on both paths,
 # w ~ N(0, 1), so the sum's rounding error grows like 2^-8 * sqrt(count);
-# 2x margin. A wrong mask, scale or softmax moves the loss by far more. Then
-# the median step_ms (after WARMUP steps) of each run.
+# 2x margin. A wrong mask, scale or softmax moves the loss by far more.
+# Backward parity: the first step's grad_norm (over dq, dk, dv and w's
+# gradient) under kiln and cudnn, relative tolerance 2^-6: each gradient
+# element is rounded to bf16 (relative 2^-8) and accumulated in f32 on both
+# paths, so the norm moves by at most about 2^-8 relative; 4x margin. A
+# missing scale or a wrong dS moves it by far more. Then the median step_ms
+# (after WARMUP steps) of each run.
 #
 #   tools/bench/cudnn_attention_check.sh
 #   KINDS=causal SEQS="512 1024" HEAD_DIMS=64 tools/bench/cudnn_attention_check.sh
@@ -97,6 +102,11 @@ if "kiln" in runs and "cudnn" in runs:
     tol = 2 ** -7 * math.sqrt(count)
     verdict = "ok" if abs(a - b) <= tol else "MISMATCH"
     print(f"   parity: loss kiln {a:.6g} cudnn {b:.6g} |diff| {abs(a - b):.3g} tol {tol:.3g} {verdict}")
+    ga, gb = runs["kiln"][0].get("grad_norm"), runs["cudnn"][0].get("grad_norm")
+    if ga is not None and gb is not None:
+        rel = abs(ga - gb) / max(abs(ga), 1e-30)
+        verdict = "ok" if rel <= 2 ** -6 else "MISMATCH"
+        print(f"   backward parity: grad_norm kiln {ga:.6g} cudnn {gb:.6g} rel {rel:.3g} tol {2 ** -6:.3g} {verdict}")
 for mode, rows in runs.items():
     ms = statistics.median(r["step_ms"] for r in rows[warmup:]) if len(rows) > warmup else float("nan")
     print(f"   step_ms --attention={mode}: {ms:.3f}")
