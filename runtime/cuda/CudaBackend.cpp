@@ -33,7 +33,7 @@ struct HostMirror {
 struct EmptyKeysLaunch {
   CUfunction function = nullptr;
   CUdeviceptr lengths = 0, x = 0;
-  long long perSample = 0, total = 0;
+  long long perSample = 0, inner = 0, rows = 0, total = 0;
   float value = 0; // f32 fills only
   bool f32 = false;
   unsigned grid = 1;
@@ -376,10 +376,11 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
 Status CudaBackend::Impl::runCudnn(const DeviceCall &call) const {
   KILN_RETURN_IF_ERROR(call.cudnn->run());
   for (const EmptyKeysLaunch &fill : call.emptyKeys) {
-    // The bf16 kernel takes the first four parameters; the driver reads as
+    // The bf16 kernel takes the first six parameters; the driver reads as
     // many as the entry declares.
     EmptyKeysLaunch args = fill;
-    void *params[] = {&args.lengths, &args.x, &args.perSample, &args.total, &args.value};
+    void *params[] = {&args.lengths, &args.x,     &args.perSample, &args.inner,
+                      &args.rows,    &args.total, &args.value};
     KILN_RETURN_IF_ERROR(driver->check(
         driver->cuLaunchKernel(fill.function, fill.grid, 1, 1, kEmptyKeysBlock, 1, 1, 0,
                                stream, params, nullptr),
@@ -421,6 +422,8 @@ Status CudaBackend::Impl::planEmptyKeys(DeviceCall &call, const schema::CudnnAtt
     }
     launch.x = devicePointer(buffer);
     launch.perSample = fill.perSample;
+    launch.inner = fill.inner;
+    launch.rows = fill.rows;
     launch.total = fill.total;
     launch.value = -std::numeric_limits<float>::infinity(); // lse of no key
     launch.grid = emptyKeysGrid(fill.total);

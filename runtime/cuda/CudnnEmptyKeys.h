@@ -8,9 +8,14 @@
 // small kernel per output that rewrites exactly those samples:
 //   forward:  out [B, H, T, Dv] bf16 <- 0,  lse [B, H, T] f32 <- -inf
 //   backward: dq [B, H, T, D], dk [B, KVH, S, D], dv [B, KVH, S, Dv] <- 0
+// The same launches also zero dk / dv at the masked keys j >= len[b] of
+// every sample: the backward GEMMs take seq_len_kv as their M override (as
+// cudnn-frontend builds them), so cuDNN need not write those rows, while
+// Kiln's gradient there is exactly 0 (and flows on into the parameters).
 // Every output is batch-major, so sample b is the elements
-// [b * perSample, (b + 1) * perSample). Samples with keys are not touched,
-// so the fix-up is exact and costs one pass over the outputs.
+// [b * perSample, (b + 1) * perSample), and key row j of dk / dv is
+// (i / inner) % rows. Everything else is not touched, so the fix-up is
+// exact and costs one pass over the outputs.
 //
 // The kernels are runtime source compiled by NVRTC (the runtime has no
 // compiler inside; this header has no CUDA type, so tests compile the same
@@ -29,11 +34,14 @@ namespace kiln::rt::cuda {
 
 // The CUDA C++ source of the fix-up kernels (no header needed):
 //   kiln_cudnn_empty_keys_bf16(const int *lengths, unsigned short *x,
-//                              long long perSample, long long total)
-//   kiln_cudnn_empty_keys_f32(const int *lengths, float *x,
-//                             long long perSample, long long total, float value)
-// Each sets x[i] (bf16 +0, or `value`) where lengths[i / perSample] <= 0,
-// with a grid-stride loop over [0, total).
+//                              long long perSample, long long inner,
+//                              long long rows, long long total)
+//   kiln_cudnn_empty_keys_f32(const int *lengths, float *x, long long perSample,
+//                             long long inner, long long rows, long long total,
+//                             float value)
+// Each sets x[i] (bf16 +0, or `value`) where len = lengths[i / perSample]
+// is <= 0, or, when inner > 0 (key-major outputs), where the key row
+// (i / inner) % rows is >= len; a grid-stride loop over [0, total).
 const char *cudnnEmptyKeysSource();
 inline constexpr const char *kEmptyKeysBf16Entry = "kiln_cudnn_empty_keys_bf16";
 inline constexpr const char *kEmptyKeysF32Entry = "kiln_cudnn_empty_keys_f32";
@@ -44,6 +52,8 @@ struct EmptyKeysFill {
   Output output;
   bool f32 = false;      // lse (value -inf); else bf16 zero
   int64_t perSample = 0; // elements of one sample
+  int64_t inner = 0;     // dk / dv: elements of one key row (D or Dv); else 0
+  int64_t rows = 0;      // dk / dv: key rows S; else 0
   int64_t total = 0;     // elements of the buffer (batch * perSample)
 };
 

@@ -4,8 +4,9 @@
 // the host with CudaHostEmulation.h and launched as the CUDA backend does
 // (emptyKeysFills, emptyKeysGrid, kEmptyKeysBlock): after a cuDNN attention
 // call with key lengths, exactly the samples with length <= 0 get Kiln's
-// result (out 0, lse -inf; dq, dk, dv 0) and every other element keeps its
-// value bit for bit. What only a GPU can confirm: that cuDNN itself runs
+// result (out 0, lse -inf; dq, dk, dv 0), dk / dv are also zeroed at the
+// masked keys j >= len[b] of every sample, and every other element keeps
+// its value bit for bit. What only a GPU can confirm: that cuDNN itself runs
 // with a zero seq_len_kv without faulting, and the launch on a real stream.
 //
 //===----------------------------------------------------------------------===//
@@ -30,11 +31,13 @@ using rt::cuda::EmptyKeysFill;
 constexpr const char *kWrappers = R"cpp(
 extern "C" void wrap_bf16(void *const *b) {
   kiln_cudnn_empty_keys_bf16((const int *)b[0], (unsigned short *)b[1],
-                             *(const long long *)b[2], *(const long long *)b[3]);
+                             *(const long long *)b[2], *(const long long *)b[3],
+                             *(const long long *)b[4], *(const long long *)b[5]);
 }
 extern "C" void wrap_f32(void *const *b) {
   kiln_cudnn_empty_keys_f32((const int *)b[0], (float *)b[1], *(const long long *)b[2],
-                            *(const long long *)b[3], *(const float *)b[4]);
+                            *(const long long *)b[3], *(const long long *)b[4],
+                            *(const long long *)b[5], *(const float *)b[6]);
 }
 )cpp";
 
@@ -62,9 +65,10 @@ protected:
   // with `grid` blocks when nonzero (to exercise the grid-stride loop).
   void run(const EmptyKeysFill &fill, std::vector<int32_t> &lengths, void *x,
            unsigned grid = 0) {
-    long long perSample = fill.perSample, total = fill.total;
+    long long perSample = fill.perSample, inner = fill.inner, rows = fill.rows,
+              total = fill.total;
     float value = -INFINITY;
-    void *table[] = {lengths.data(), x, &perSample, &total, &value};
+    void *table[] = {lengths.data(), x, &perSample, &inner, &rows, &total, &value};
     launch(fill.f32 ? f32 : bf16, table, grid ? grid : rt::cuda::emptyKeysGrid(fill.total),
            rt::cuda::kEmptyKeysBlock);
   }
@@ -86,9 +90,16 @@ TEST_F(EmptyKeysTest, FillsSizeEveryOutputBySample) {
   EXPECT_TRUE(forward[1].f32);
   auto backward = rt::cuda::emptyKeysFills(true, 3, 4, 2, 5, 7, 8, 16);
   ASSERT_EQ(backward.size(), 3u);
-  EXPECT_EQ(backward[0].perSample, 4 * 5 * 8);  // dq
-  EXPECT_EQ(backward[1].perSample, 2 * 7 * 8);  // dk
-  EXPECT_EQ(backward[2].perSample, 2 * 7 * 16); // dv
+  EXPECT_EQ(backward[0].perSample, 4 * 5 * 8);  // dq: whole samples only
+  EXPECT_EQ(backward[0].inner, 0);
+  EXPECT_EQ(backward[1].perSample, 2 * 7 * 8);  // dk: key rows of D
+  EXPECT_EQ(backward[1].inner, 8);
+  EXPECT_EQ(backward[1].rows, 7);
+  EXPECT_EQ(backward[2].perSample, 2 * 7 * 16); // dv: key rows of Dv
+  EXPECT_EQ(backward[2].inner, 16);
+  EXPECT_EQ(backward[2].rows, 7);
+  EXPECT_EQ(forward[0].inner, 0);
+  EXPECT_EQ(forward[1].inner, 0);
   for (const EmptyKeysFill &fill : backward)
     EXPECT_EQ(fill.total, 3 * fill.perSample);
   EXPECT_EQ(rt::cuda::emptyKeysGrid(1), 1u);
@@ -96,9 +107,18 @@ TEST_F(EmptyKeysTest, FillsSizeEveryOutputBySample) {
   EXPECT_EQ(rt::cuda::emptyKeysGrid(int64_t(1) << 40), 1024u);
 }
 
+// Whether element i of `fill`'s output is Kiln's fixed value: a sample
+// without keys, or a dk / dv row of a masked key.
+bool absent(const EmptyKeysFill &fill, const std::vector<int32_t> &lengths, size_t i) {
+  int64_t len = lengths[i / fill.perSample];
+  if (len <= 0)
+    return true;
+  return fill.inner > 0 && static_cast<int64_t>(i / fill.inner) % fill.rows >= len;
+}
+
 TEST_F(EmptyKeysTest, RewritesExactlyTheSamplesWithoutKeys) {
-  // Sample 0 has keys, 1 has none, 2 a negative length (none either), 3 more
-  // keys than S (all of them).
+  // S = 5 keys. Sample 0 keeps 3 (dk / dv rows 3, 4 zeroed), 1 none, 2 a
+  // negative length (none either), 3 more than S (all of them).
   std::vector<int32_t> lengths = {3, 0, -2, 99};
   const int B = 4;
   for (bool backward : {false, true})
@@ -114,8 +134,7 @@ TEST_F(EmptyKeysTest, RewritesExactlyTheSamplesWithoutKeys) {
           std::vector<float> before = x;
           run(fill, lengths, x.data(), grid);
           for (size_t i = 0; i < x.size(); ++i) {
-            int32_t len = lengths[i / fill.perSample];
-            if (len <= 0)
+            if (absent(fill, lengths, i))
               EXPECT_TRUE(std::isinf(x[i]) && x[i] < 0) << i;
             else
               EXPECT_EQ(std::memcmp(&x[i], &before[i], 4), 0) << i;
@@ -126,10 +145,14 @@ TEST_F(EmptyKeysTest, RewritesExactlyTheSamplesWithoutKeys) {
             x[i] = static_cast<uint16_t>(0x3f80 + i); // nonzero bf16 bits
           std::vector<uint16_t> before = x;
           run(fill, lengths, x.data(), grid);
+          size_t zeroed = 0;
           for (size_t i = 0; i < x.size(); ++i) {
-            int32_t len = lengths[i / fill.perSample];
-            EXPECT_EQ(x[i], len <= 0 ? 0 : before[i]) << i;
+            EXPECT_EQ(x[i], absent(fill, lengths, i) ? 0 : before[i]) << i;
+            zeroed += x[i] == 0;
           }
+          // Samples 1 and 2 whole; for dk / dv also 2 of sample 0's 5 rows.
+          int64_t rowElements = fill.inner ? fill.perSample / fill.rows : 0;
+          EXPECT_EQ(static_cast<int64_t>(zeroed), 2 * fill.perSample + 2 * rowElements);
         }
       }
     }
