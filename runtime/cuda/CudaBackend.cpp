@@ -52,6 +52,10 @@ struct DeviceCall {
   // until the first run of the program times both.
   std::unique_ptr<CudnnAttentionPlan> cudnn;
   std::vector<EmptyKeysLaunch> emptyKeys; // after cuDNN, with key lengths
+  CUfunction clampLengths = nullptr;      // before cuDNN, with key lengths:
+  CUdeviceptr lengths = 0, clamped = 0;   //   clamped = min(max(lengths, 0), S)
+  long long batch = 0;
+  int kvLen = 0;
   bool useCudnn = false;
   bool undecided = false;
 };
@@ -374,6 +378,16 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
 }
 
 Status CudaBackend::Impl::runCudnn(const DeviceCall &call) const {
+  if (call.clampLengths) {
+    CUdeviceptr lengths = call.lengths, clamped = call.clamped;
+    long long batch = call.batch;
+    int kvLen = call.kvLen;
+    void *params[] = {&lengths, &clamped, &batch, &kvLen};
+    KILN_RETURN_IF_ERROR(driver->check(
+        driver->cuLaunchKernel(call.clampLengths, emptyKeysGrid(batch), 1, 1, kEmptyKeysBlock, 1,
+                               1, 0, stream, params, nullptr),
+        "cuLaunchKernel", " for the key-length clamp of " + call.where));
+  }
   KILN_RETURN_IF_ERROR(call.cudnn->run());
   for (const EmptyKeysLaunch &fill : call.emptyKeys) {
     // The bf16 kernel takes the first six parameters; the driver reads as
@@ -400,6 +414,16 @@ Status CudaBackend::Impl::planEmptyKeys(DeviceCall &call, const schema::CudnnAtt
                                  "cuModuleLoadData", " (cuDNN empty-key fix-up)"));
   }
   CUfunction bf16 = nullptr, f32 = nullptr;
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuModuleGetFunction(&call.clampLengths, emptyKeysModule, kClampLengthsEntry),
+      "cuModuleGetFunction", " (cuDNN key-length clamp)"));
+  call.lengths = devicePointer(static_cast<uint32_t>(a.kv_lengths()));
+  call.batch = a.batch();
+  call.kvLen = static_cast<int>(a.kv_len());
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuMemAlloc(&call.clamped, static_cast<size_t>(a.batch()) * sizeof(int32_t)),
+      "cuMemAlloc(clamped seq_len_kv)"));
+  seqLenBuffers.push_back(call.clamped);
   KILN_RETURN_IF_ERROR(d.check(d.cuModuleGetFunction(&bf16, emptyKeysModule, kEmptyKeysBf16Entry),
                                "cuModuleGetFunction", " (cuDNN empty-key fix-up)"));
   KILN_RETURN_IF_ERROR(d.check(d.cuModuleGetFunction(&f32, emptyKeysModule, kEmptyKeysF32Entry),
@@ -516,7 +540,17 @@ Status CudaBackend::Impl::planCudnnAttention() {
       KILN_RETURN_IF_ERROR(
           d.check(d.cuMemcpyHtoD(qLen, qLens.data(), bytes), "cuMemcpyHtoD(seq_len_q)"));
       buffers.seqLenQ = qLen;
-      buffers.seqLenKv = devicePointer(static_cast<uint32_t>(a->kv_lengths()));
+      // The clamp and fix-up kernels (CudnnEmptyKeys.h): without them
+      // cuDNN's result for an empty sample (or a length outside [0, S]) is
+      // not Kiln's, so the call keeps its generated kernel.
+      Status fixup = planEmptyKeys(*call, *a);
+      if (!fixup.ok()) {
+        if (strict)
+          return fixup.withPrefix("--attention=cudnn: ");
+        note("generated kernel: " + fixup.message());
+        continue;
+      }
+      buffers.seqLenKv = call->clamped;
     }
     StatusOr<std::unique_ptr<CudnnAttentionPlan>> plan =
         CudnnAttentionPlan::create(*cudnn, *a, buffers, call->where);
@@ -526,17 +560,6 @@ Status CudaBackend::Impl::planCudnnAttention() {
         return plan.status().withPrefix("--attention=cudnn: ");
       note("generated kernel: " + plan.status().message());
       continue;
-    }
-    if (a->kv_lengths() >= 0) {
-      Status fixup = planEmptyKeys(*call, *a);
-      if (!fixup.ok()) {
-        // Without the fix-up cuDNN's result for an empty sample is not
-        // Kiln's: the call keeps its generated kernel.
-        if (strict)
-          return fixup.withPrefix("--attention=cudnn: ");
-        note("generated kernel: " + fixup.message());
-        continue;
-      }
     }
     workspaceBytes = std::max(workspaceBytes, (*plan)->workspaceBytes());
     call->cudnn = std::move(*plan);

@@ -17,7 +17,9 @@
 //     pair exactly whichever of cuDNN and the generated kernel runs each;
 //   - a call with key lengths may have samples whose length is 0; Kiln
 //     defines them (out 0, lse -inf, gradients 0) and cuDNN does not, so a
-//     small runtime kernel (CudnnEmptyKeys.h) rewrites them after cuDNN.
+//     small runtime kernel (CudnnEmptyKeys.h) rewrites them after cuDNN
+//     (and zeroes dk / dv at masked keys); cuDNN's seq_len_kv is a copy of
+//     the lengths clamped to [0, S] by another one before it.
 // Building the operation descriptors needs no GPU (tests build and finalize
 // them on CPU machines); the operation graph, heuristics and plans need a
 // cuDNN handle, and cudnnCreate needs a device. Plans are built once at

@@ -27,6 +27,15 @@ extern "C" __global__ void kiln_cudnn_empty_keys_bf16(const int *lengths, unsign
       x[i] = 0; // bf16 +0.0
 }
 
+extern "C" __global__ void kiln_cudnn_clamp_lengths(const int *lengths, int *clamped,
+                                                    long long batch, int kvLen) {
+  long long step = (long long)gridDim.x * blockDim.x;
+  for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < batch; b += step) {
+    int len = lengths[b];
+    clamped[b] = len < 0 ? 0 : (len > kvLen ? kvLen : len);
+  }
+}
+
 extern "C" __global__ void kiln_cudnn_empty_keys_f32(const int *lengths, float *x,
                                                      long long perSample, long long inner,
                                                      long long rows, long long total,

@@ -17,6 +17,11 @@
 // (i / inner) % rows. Everything else is not touched, so the fix-up is
 // exact and costs one pass over the outputs.
 //
+// Before cuDNN runs, a third kernel copies the lengths clamped to [0, S]
+// into the plan's own seq_len_kv: Kiln reads a length above S as "every
+// key" and one below 0 as "no key", while cuDNN takes seq_len_kv as a GEMM
+// size (an M / N / K override) that must lie within the tensor.
+//
 // The kernels are runtime source compiled by NVRTC (the runtime has no
 // compiler inside; this header has no CUDA type, so tests compile the same
 // source for the host with the CUDA emulation).
@@ -39,12 +44,15 @@ namespace kiln::rt::cuda {
 //   kiln_cudnn_empty_keys_f32(const int *lengths, float *x, long long perSample,
 //                             long long inner, long long rows, long long total,
 //                             float value)
-// Each sets x[i] (bf16 +0, or `value`) where len = lengths[i / perSample]
+//   kiln_cudnn_clamp_lengths(const int *lengths, int *clamped,
+//                            long long batch, int kvLen)
+// The fills set x[i] (bf16 +0, or `value`) where len = lengths[i / perSample]
 // is <= 0, or, when inner > 0 (key-major outputs), where the key row
 // (i / inner) % rows is >= len; a grid-stride loop over [0, total).
 const char *cudnnEmptyKeysSource();
 inline constexpr const char *kEmptyKeysBf16Entry = "kiln_cudnn_empty_keys_bf16";
 inline constexpr const char *kEmptyKeysF32Entry = "kiln_cudnn_empty_keys_f32";
+inline constexpr const char *kClampLengthsEntry = "kiln_cudnn_clamp_lengths";
 
 // One output of a cuDNN attention call to rewrite for empty samples.
 struct EmptyKeysFill {

@@ -39,6 +39,10 @@ extern "C" void wrap_f32(void *const *b) {
                             *(const long long *)b[3], *(const long long *)b[4],
                             *(const long long *)b[5], *(const float *)b[6]);
 }
+extern "C" void wrap_clamp(void *const *b) {
+  kiln_cudnn_clamp_lengths((const int *)b[0], (int *)b[1], *(const long long *)b[2],
+                           *(const int *)b[3]);
+}
 )cpp";
 
 using Kernel = void (*)(void *const *);
@@ -54,7 +58,8 @@ protected:
     launch = reinterpret_cast<Launch>(dlsym(handle, "kiln_emulate_launch"));
     bf16 = reinterpret_cast<Kernel>(dlsym(handle, "wrap_bf16"));
     f32 = reinterpret_cast<Kernel>(dlsym(handle, "wrap_f32"));
-    ASSERT_TRUE(launch && bf16 && f32);
+    clamp = reinterpret_cast<Kernel>(dlsym(handle, "wrap_clamp"));
+    ASSERT_TRUE(launch && bf16 && f32 && clamp);
   }
   void TearDown() override {
     if (handle)
@@ -75,8 +80,22 @@ protected:
 
   void *handle = nullptr;
   Launch launch = nullptr;
-  Kernel bf16 = nullptr, f32 = nullptr;
+  Kernel bf16 = nullptr, f32 = nullptr, clamp = nullptr;
 };
+
+// cuDNN's seq_len_kv is a copy of Kiln's lengths clamped to [0, S] (a GEMM
+// size must lie within the tensor); the original stays untouched.
+TEST_F(EmptyKeysTest, ClampsLengthsIntoTheKeyRange) {
+  std::vector<int32_t> lengths = {3, 0, -2, 99, 5, 6};
+  const std::vector<int32_t> original = lengths;
+  std::vector<int32_t> clamped(lengths.size(), 12345);
+  long long batch = static_cast<long long>(lengths.size());
+  int kvLen = 5;
+  void *table[] = {lengths.data(), clamped.data(), &batch, &kvLen};
+  launch(clamp, table, rt::cuda::emptyKeysGrid(batch), rt::cuda::kEmptyKeysBlock);
+  EXPECT_EQ(clamped, (std::vector<int32_t>{3, 0, 0, 5, 5, 5}));
+  EXPECT_EQ(lengths, original);
+}
 
 TEST_F(EmptyKeysTest, FillsSizeEveryOutputBySample) {
   // B=3, H=4, KVH=2, T=5, S=7, D=8, Dv=16.
