@@ -5,8 +5,10 @@
 // match on one GEMM's operands and result, whose outcome is one GEMM call
 // with a cuBLASLt epilogue (the CPU applies the same formulas after sgemm).
 //
-// Algorithm, for each of @step, @update and @eval (single-block bodies). A
-// matmul qualifies when it is one GEMM matrix (batch 1 after codegen folds
+// Algorithm, for each of @step, @update and @eval (single-block bodies).
+//  0. A GEMM with bf16 operands whose f32 result is read only by its bf16
+//     rounding writes bf16 itself (the same fp32 accumulator rounded once).
+// A matmul qualifies when it is one GEMM matrix (batch 1 after codegen folds
 // a shared [K, N] rhs into the rows) with an f32 result:
 //  1. forward, P = matmul(...) read only by
 //       a. add(P, broadcast(bias [N] along the rows)) -> Bias, then, when the
@@ -210,6 +212,7 @@ public:
       : block(func.getBody().front()) {}
 
   void run() {
+    roundInGemms();
     SmallVector<MatmulOp> matmuls;
     for (Operation &op : block.without_terminator())
       if (auto matmul = dyn_cast<MatmulOp>(op))
@@ -241,11 +244,37 @@ public:
         claimed.insert(sum);
         groups.push_back(*group);
       }
-    for (GemmGroup &group : groups)
+    for (GemmGroup &group : groups) {
+      if (group.operandSum)
+        if (Operation *def = group.operandSum.getInput().getDefiningOp())
+          maybeDead.insert(def);
       materialize(group);
+    }
+    eraseDeadViews();
   }
 
 private:
+  // 0. P = matmul(bf16, bf16) -> f32 read only by its rounding convert(P) ->
+  // bf16 (the backward GEMM giving attention_grad its bf16 dout): the GEMM
+  // writes bf16 itself. The same value -- the fp32 accumulator rounded once
+  // to nearest even, as cuBLASLt rounds a bf16 D and the CPU narrows one --
+  // without an f32 tensor or a convert kernel.
+  void roundInGemms() {
+    SmallVector<MatmulOp> rounded;
+    for (Operation &op : block.without_terminator())
+      if (auto matmul = dyn_cast<MatmulOp>(op))
+        if (isF32(matmul.getResult()) && isBf16(matmul.getLhs()) &&
+            isBf16(matmul.getRhs()) &&
+            soleConvert(matmul.getResult(), /*toF32=*/false))
+          rounded.push_back(matmul);
+    for (MatmulOp matmul : rounded) {
+      ConvertOp round = soleConvert(matmul.getResult(), /*toF32=*/false);
+      matmul.getResult().setType(round.getResult().getType());
+      round.getResult().replaceAllUsesWith(matmul.getResult());
+      round->erase();
+    }
+  }
+
   // Records on the matmul why `consumer` did not become its epilogue.
   void refuse(Operation *matmul, Operation *consumer, StringRef reason) {
     std::string text = ("into " + consumer->getName().getStringRef() + " at " +
@@ -723,8 +752,24 @@ private:
         op->erase();
   }
 
+  // The f32 views and widenings a fused bias-gradient sum read (under
+  // precision = bf16, e.g. widen -> transpose -> reshape of attention's dq)
+  // die with it: erased, or each would still be a kernel.
+  void eraseDeadViews() {
+    while (!maybeDead.empty()) {
+      Operation *op = maybeDead.pop_back_val();
+      if (!op->use_empty() || !isa<ConvertOp, TransposeOp, ReshapeOp>(op))
+        continue;
+      Operation *input = op->getOperand(0).getDefiningOp();
+      op->erase();
+      if (input)
+        maybeDead.insert(input);
+    }
+  }
+
   Block &block;
   llvm::SmallPtrSet<Operation *, 16> claimed;
+  llvm::SetVector<Operation *> maybeDead;
 };
 
 struct KilnFuseGemmEpiloguePass

@@ -332,3 +332,39 @@ func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %pre: tensor<4x16x
   %sq = kiln.mul %gg, %gg : tensor<4x16xf32>
   return %gb, %sq : tensor<4x16xbf16>, tensor<4x16xf32>
 }
+
+// -----
+
+// Tests that a GEMM with bf16 operands whose f32 result is read only by its
+// rounding to bf16 (the backward GEMM giving attention_grad its bf16 dout)
+// writes bf16 itself: no f32 result and no convert are left.
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %arg0, %arg1 {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[P]] : tensor<4x16xbf16> -> tensor<4x2x8xbf16>
+// CHECK-NEXT: return %[[V]]
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>) -> tensor<4x2x8xbf16> {
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %pb = kiln.convert %p : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %v = kiln.reshape %pb : tensor<4x16xbf16> -> tensor<4x2x8xbf16>
+  return %v : tensor<4x2x8xbf16>
+}
+
+// -----
+
+// Tests that the GEMM keeps its f32 result when anything but the rounding
+// reads it (here an f32 residual add), and when its operands are f32.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.matmul %arg0, %arg1 {{.*}} -> tensor<4x16xf32>
+// CHECK: kiln.convert %{{.*}} : tensor<4x16xf32> -> tensor<4x16xbf16>
+// CHECK: kiln.matmul %arg3, %arg4 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: kiln.convert %{{.*}} : tensor<4x16xf32> -> tensor<4x16xbf16>
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %r: tensor<4x16xf32>,
+                %x: tensor<4x8xf32>, %w2: tensor<8x16xf32>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>) {
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %pb = kiln.convert %p : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %s = kiln.add %p, %r : tensor<4x16xf32>
+  %q = kiln.matmul %x, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %qb = kiln.convert %q : tensor<4x16xf32> -> tensor<4x16xbf16>
+  return %pb, %s, %qb : tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>
+}
