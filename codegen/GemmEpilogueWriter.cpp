@@ -12,6 +12,11 @@
 //   matmul, gelu_grad               -> Dgelu      (aux: gelu_grad's input)
 //   matmul, gelu_grad, reduce_sum   -> DgeluBgrad (bias: the sum, written)
 //   matmul, reduce_sum of an operand-> BgradA / BgradB (bias: the sum)
+//   the bf16 backward forms (bf16 operands, f32 matmul result):
+//   matmul, convert (aux bf16 -> f32), gelu_grad, convert (-> bf16)
+//                                   -> Dgelu with C and aux in bf16
+//   matmul, convert (bf16 operand -> f32), reduce_sum
+//                                   -> BgradA / BgradB (bias: the f32 sum)
 // C is the value the last pointwise op (or the matmul) computes. Anything
 // else is a diagnostic on the fusion: the region verifier allows more
 // shapes than a GEMM epilogue computes.
@@ -149,13 +154,38 @@ LogicalResult ArtifactWriter::planGemmFusion(k::FusionOp fusion) {
     } else if (rest.size() != 1) {
       return unknown();
     }
-  } else if (auto sum = dyn_cast_or_null<k::ReduceSumOp>(opAt(0))) {
+  } else if (auto widen = dyn_cast_or_null<k::ConvertOp>(opAt(0));
+             widen && isArg(widen.getInput()) &&
+             isa_and_nonnull<k::GeluGradOp>(opAt(1))) {
+    // bf16 Dgelu: gelu_grad of the widened bf16 aux, rounded once to a bf16
+    // C (cuBLASLt's aux has D's type).
+    auto grad = cast<k::GeluGradOp>(opAt(1));
+    auto store = dyn_cast_or_null<k::ConvertOp>(opAt(2));
+    if (grad.getInput() != widen.getResult() || grad.getGrad() != p ||
+        !store || store.getInput() != grad.getResult() || rest.size() != 3)
+      return unknown();
+    auxIn = widen.getInput();
+    c = store.getResult();
+    epilogue = schema::GemmEpilogue_Dgelu;
+  } else if (isa_and_nonnull<k::ReduceSumOp, k::ConvertOp>(opAt(0))) {
     // Sum over k of the operand the GEMM reads: rows of rhs [K, N] or of a
-    // transposed lhs [K, M].
-    Value in = sum.getInput();
+    // transposed lhs [K, M]; a bf16 operand is summed as its fp32 widening.
+    Value in;
+    size_t at = 0;
+    if (auto widen = dyn_cast<k::ConvertOp>(opAt(0))) {
+      in = widen.getInput();
+      ++at;
+    }
+    auto sum = dyn_cast_or_null<k::ReduceSumOp>(opAt(at));
+    if (!sum || rest.size() != at + 1)
+      return unknown();
+    if (!in)
+      in = sum.getInput();
+    else if (sum.getInput() != opAt(0)->getResult(0))
+      return unknown();
     bool rows = sumsLeadingDims(sum) &&
                 cast<RankedTensorType>(in.getType()).getRank() == 2;
-    if (rest.size() != 1 || !rows)
+    if (!rows)
       return unknown();
     if (in == matmul.getRhs() && !g->transB)
       epilogue = schema::GemmEpilogue_BgradB;

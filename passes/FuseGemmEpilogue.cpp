@@ -5,8 +5,10 @@
 // match on one GEMM's operands and result, whose outcome is one GEMM call
 // with a cuBLASLt epilogue (the CPU applies the same formulas after sgemm).
 //
-// Algorithm, for each of @step, @update and @eval (single-block bodies). A
-// matmul qualifies when it is one GEMM matrix (batch 1 after codegen folds
+// Algorithm, for each of @step, @update and @eval (single-block bodies).
+//  0. A GEMM with bf16 operands whose f32 result is read only by its bf16
+//     rounding writes bf16 itself (the same fp32 accumulator rounded once).
+// A matmul qualifies when it is one GEMM matrix (batch 1 after codegen folds
 // a shared [K, N] rhs into the rows) with an f32 result:
 //  1. forward, P = matmul(...) read only by
 //       a. add(P, broadcast(bias [N] along the rows)) -> Bias, then, when the
@@ -23,6 +25,21 @@
 //     the GEMM reduces that operand over k -> BgradB / BgradA.
 //  GELU epilogues that keep or read the gelu input (aux) need N % 8 == 0
 //  (cuBLASLt's aux leading dimension).
+//  Under precision = bf16 (cuBLASLt: bias and aux have D's type, other types
+//  only for IMMA and fp8 -- cublasLt.h, BIAS_DATA_TYPE, EPILOGUE_AUX_DATA_TYPE):
+//   1c. forward, a bf16 GEMM's widened product + bias [+ gelu], each rounded
+//       once to bf16 -> Bias / BiasGelu with a bf16 D, bias and aux;
+//   2b. backward, gelu_grad(widen(Ab), P) for an f32 GEMM with bf16 operands,
+//       read only as its bf16 rounding Gb (the next GEMMs' operand) and by
+//       bias-gradient sums -> Dgelu with a bf16 D and the bf16 aux Ab (no f32
+//       copy of the gelu input); the sums read widen(Gb), so that 3 makes
+//       them the BgradB of the weight-gradient GEMM reading Gb (in fp32:
+//       DGELU_BGRAD's bias would be bf16 here, D's type);
+//   3b. the operand sum of 3 where the GEMM reads the bf16 form of the summed
+//       value: its exact widening (no rounding moves) or its rounding (the
+//       bias gradient becomes the fp32 sum of the bf16 values the weight
+//       gradient GEMM multiplies, as torch.autocast's linear backward sums
+//       its bf16 grad_output). The bias gradient stays f32 (D's type).
 //  A group is placed at its last member; it is refused when a value it
 //  yields is read by an op before that point. Refused candidates get
 //  `kiln.not_fused` on the matmul with the reason (fusion.txt lists them).
@@ -109,6 +126,46 @@ Value rootOf(Value v) {
   return v;
 }
 
+// The bf16 value `v` widens exactly (v = convert bf16 -> f32 of it), or null.
+Value widenedInput(Value v) {
+  auto convert = v.getDefiningOp<ConvertOp>();
+  if (convert && isBf16(convert.getInput()) && isF32(convert.getResult()))
+    return convert.getInput();
+  return nullptr;
+}
+
+// How a GEMM operand `v` holds the values a bias-gradient sum reads (`x`).
+enum class OperandForm {
+  None,    // other values
+  Same,    // the same values (or their exact bf16 -> f32 widening)
+  Rounded, // their bf16 rounding: summing v moves the sum's rounding point
+};
+
+// Compares up to views and exact widenings: reshapes of one value (the same
+// row-major order), transposes with the same permutation of such values,
+// converts bf16 -> f32 on either side, and one rounding f32 -> bf16 on v's.
+OperandForm operandForm(Value v, Value x) {
+  v = rootOf(v);
+  x = rootOf(x);
+  if (v == x)
+    return OperandForm::Same;
+  if (Value w = widenedInput(x))
+    return operandForm(v, w);
+  if (Value w = widenedInput(v))
+    return operandForm(w, x);
+  if (auto round = v.getDefiningOp<ConvertOp>();
+      round && isBf16(round.getResult()) && isF32(round.getInput()))
+    return operandForm(round.getInput(), x) == OperandForm::Same
+               ? OperandForm::Rounded
+               : OperandForm::None;
+  auto tv = v.getDefiningOp<TransposeOp>();
+  auto tx = x.getDefiningOp<TransposeOp>();
+  if (tv && tx && tv.getPermutation() == tx.getPermutation() &&
+      shapeOf(tv.getInput()) == shapeOf(tx.getInput()))
+    return operandForm(tv.getInput(), tx.getInput());
+  return OperandForm::None;
+}
+
 // True when `sum` reduces every dim of its input but the last ([.., C] ->
 // [C]): a bias gradient.
 bool isRowsSum(ReduceSumOp sum) {
@@ -144,6 +201,9 @@ struct GemmGroup {
   // index (0 lhs, 1 rhs) the GEMM reduces over k.
   ReduceSumOp operandSum;
   unsigned sumOperand = 0;
+  // bf16 Dgelu: the widening of the bf16 aux, cloned into the kernel (its
+  // other readers, if any, keep it), never moved.
+  Operation *auxWiden = nullptr;
 };
 
 class GemmEpilogueFuser {
@@ -152,6 +212,7 @@ public:
       : block(func.getBody().front()) {}
 
   void run() {
+    roundInGemms();
     SmallVector<MatmulOp> matmuls;
     for (Operation &op : block.without_terminator())
       if (auto matmul = dyn_cast<MatmulOp>(op))
@@ -159,14 +220,18 @@ public:
     SmallVector<GemmGroup> groups;
     // 1 and 2: the matmul's own result. A bf16 match replaces the matmul
     // by its fp32-accumulator twin.
-    for (MatmulOp &matmul : matmuls)
-      if (std::optional<GemmGroup> group = isBf16(matmul.getResult())
-                                               ? matchBf16Epilogue(matmul)
-                                               : matchResultEpilogue(matmul)) {
+    for (MatmulOp &matmul : matmuls) {
+      std::optional<GemmGroup> group;
+      if (isBf16(matmul.getResult()))
+        group = matchBf16Epilogue(matmul);
+      else if (!(group = matchBf16Dgelu(matmul)))
+        group = matchResultEpilogue(matmul);
+      if (group) {
         matmul = group->matmul;
         claimed.insert(matmul);
         groups.push_back(*group);
       }
+    }
     // 3: bias gradients of an operand, for matmuls still without epilogue.
     SmallVector<ReduceSumOp> sums;
     for (Operation &op : block.without_terminator())
@@ -179,11 +244,37 @@ public:
         claimed.insert(sum);
         groups.push_back(*group);
       }
-    for (GemmGroup &group : groups)
+    for (GemmGroup &group : groups) {
+      if (group.operandSum)
+        if (Operation *def = group.operandSum.getInput().getDefiningOp())
+          maybeDead.insert(def);
       materialize(group);
+    }
+    eraseDeadViews();
   }
 
 private:
+  // 0. P = matmul(bf16, bf16) -> f32 read only by its rounding convert(P) ->
+  // bf16 (the backward GEMM giving attention_grad its bf16 dout): the GEMM
+  // writes bf16 itself. The same value -- the fp32 accumulator rounded once
+  // to nearest even, as cuBLASLt rounds a bf16 D and the CPU narrows one --
+  // without an f32 tensor or a convert kernel.
+  void roundInGemms() {
+    SmallVector<MatmulOp> rounded;
+    for (Operation &op : block.without_terminator())
+      if (auto matmul = dyn_cast<MatmulOp>(op))
+        if (isF32(matmul.getResult()) && isBf16(matmul.getLhs()) &&
+            isBf16(matmul.getRhs()) &&
+            soleConvert(matmul.getResult(), /*toF32=*/false))
+          rounded.push_back(matmul);
+    for (MatmulOp matmul : rounded) {
+      ConvertOp round = soleConvert(matmul.getResult(), /*toF32=*/false);
+      matmul.getResult().setType(round.getResult().getType());
+      round.getResult().replaceAllUsesWith(matmul.getResult());
+      round->erase();
+    }
+  }
+
   // Records on the matmul why `consumer` did not become its epilogue.
   void refuse(Operation *matmul, Operation *consumer, StringRef reason) {
     std::string text = ("into " + consumer->getName().getStringRef() + " at " +
@@ -479,8 +570,64 @@ private:
     return group;
   }
 
+  // 2b. A backward GEMM under precision = bf16: P = matmul(bf16, bf16) ->
+  // f32 read only by G = gelu_grad(X, P), X = convert(Ab) -> f32 (the
+  // forward's gelu input, stored in bf16), G read by one convert Gb -> bf16
+  // (the operand of the next GEMMs) and otherwise only by bias-gradient
+  // sums. The group computes what cuBLASLt's DGELU computes with a bf16 D
+  // (its aux then has D's type, the stored Ab): gelu' of the widened aux
+  // times the fp32 accumulator, rounded once to Gb. The sums then read
+  // widen(Gb): the rounding point that moves, so that the bias gradient is
+  // the fp32 sum of the bf16 values the weight-gradient GEMM multiplies, and
+  // 3 fuses it into that GEMM (BGRADB with an fp32 D). Anything else (an
+  // f32 reader of G) is left to the f32 form of 2 (an f32 aux).
+  std::optional<GemmGroup> matchBf16Dgelu(MatmulOp matmul) {
+    Value p = matmul.getResult();
+    if (!isF32(p) || !isBf16(matmul.getLhs()) || !isBf16(matmul.getRhs()) ||
+        !p.hasOneUse())
+      return std::nullopt;
+    auto grad = dyn_cast<GeluGradOp>(*p.getUsers().begin());
+    if (!grad || grad.getGrad() != p || !widenedInput(grad.getInput()) ||
+        !whyNoEpilogue(matmul).empty() || !auxLdOk(p))
+      return std::nullopt;
+    ConvertOp store;
+    SmallVector<Operation *> sums;
+    for (Operation *user : grad.getResult().getUsers()) {
+      auto convert = dyn_cast<ConvertOp>(user);
+      auto sum = dyn_cast<ReduceSumOp>(user);
+      if (convert && isBf16(convert.getResult()) && !store)
+        store = convert;
+      else if (sum && isRowsSum(sum) && !claimed.contains(sum))
+        sums.push_back(sum);
+      else
+        return std::nullopt;
+    }
+    if (!store)
+      return std::nullopt;
+    // The sums must run after the group, where widen(Gb) exists.
+    SmallVector<Operation *> members{matmul, grad, store};
+    if (earlyReader(members))
+      return std::nullopt;
+    if (!sums.empty()) {
+      Operation *first = sums.front();
+      for (Operation *sum : sums)
+        if (sum->isBeforeInBlock(first))
+          first = sum;
+      OpBuilder builder(first);
+      auto wide = builder.create<ConvertOp>(store.getLoc(), grad.getType(),
+                                            store.getResult());
+      for (Operation *sum : sums)
+        sum->setOperand(0, wide.getResult());
+    }
+    auto widen = grad.getInput().getDefiningOp<ConvertOp>();
+    GemmGroup group{matmul, {widen, grad, store}, nullptr, 0};
+    group.auxWiden = widen;
+    return group;
+  }
+
   // 3. The first matmul without epilogue that reads sum's input (or a view
-  // of it with the same last dim) as its k-side rows.
+  // of it with the same last dim, its exact widening or its bf16 rounding:
+  // 3b) as its k-side rows.
   std::optional<GemmGroup> matchOperandSum(ReduceSumOp sum,
                                            ArrayRef<MatmulOp> matmuls) {
     Value x = sum.getInput();
@@ -489,16 +636,17 @@ private:
         continue;
       // rhs [K, N] untransposed, or lhs [K, M] transposed: rows are k.
       std::optional<unsigned> operand;
-      if (!matmul.getTransposeRhs() && rootOf(matmul.getRhs()) == rootOf(x))
+      if (!matmul.getTransposeRhs() &&
+          operandForm(matmul.getRhs(), x) != OperandForm::None)
         operand = 1;
       else if (matmul.getTransposeLhs() &&
-               rootOf(matmul.getLhs()) == rootOf(x))
+               operandForm(matmul.getLhs(), x) != OperandForm::None)
         operand = 0;
       if (!operand)
         continue;
       Value v = matmul->getOperand(*operand);
       if (shapeOf(v).size() != 2 || shapeOf(v).back() != shapeOf(x).back() ||
-          !isF32(v))
+          !(isF32(v) || isBf16(v)))
         continue;
       SmallVector<Operation *> members{matmul, sum};
       if (Operation *early = earlyReader(members)) {
@@ -521,9 +669,12 @@ private:
     // reads it).
     SmallVector<Operation *> body{group.matmul};
     body.append(group.epilogue);
+    auto clonedOnly = [&](Operation *op) {
+      return isa<BroadcastOp>(op) || op == group.auxWiden;
+    };
     SmallVector<Operation *> members;
     for (Operation *op : body)
-      if (!isa<BroadcastOp>(op))
+      if (!clonedOnly(op))
         members.push_back(op);
     if (group.operandSum)
       members.push_back(group.operandSum);
@@ -571,6 +722,14 @@ private:
       // The bias gradient over the operand the GEMM reads (same elements
       // in the same row-major order: a view of the summed value).
       Value operand = map.lookup(group.matmul->getOperand(group.sumOperand));
+      // A bf16 operand is summed in fp32 (its exact widening): cuBLASLt's
+      // bias gradient has the fp32 D's type.
+      if (isBf16(operand))
+        operand = builder.create<ConvertOp>(
+            sum.getLoc(),
+            cast<RankedTensorType>(operand.getType())
+                .clone(builder.getF32Type()),
+            operand);
       auto cloned = builder.create<ReduceSumOp>(
           sum.getLoc(), sum.getResult().getType(), operand,
           builder.getDenseI64ArrayAttr({0}));
@@ -589,12 +748,28 @@ private:
       if (op->use_empty())
         op->erase();
     for (Operation *op : body)
-      if (isa<BroadcastOp>(op) && op->use_empty())
+      if (clonedOnly(op) && op->use_empty())
         op->erase();
+  }
+
+  // The f32 views and widenings a fused bias-gradient sum read (under
+  // precision = bf16, e.g. widen -> transpose -> reshape of attention's dq)
+  // die with it: erased, or each would still be a kernel.
+  void eraseDeadViews() {
+    while (!maybeDead.empty()) {
+      Operation *op = maybeDead.pop_back_val();
+      if (!op->use_empty() || !isa<ConvertOp, TransposeOp, ReshapeOp>(op))
+        continue;
+      Operation *input = op->getOperand(0).getDefiningOp();
+      op->erase();
+      if (input)
+        maybeDead.insert(input);
+    }
   }
 
   Block &block;
   llvm::SmallPtrSet<Operation *, 16> claimed;
+  llvm::SetVector<Operation *> maybeDead;
 };
 
 struct KilnFuseGemmEpiloguePass

@@ -393,6 +393,12 @@ def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
     - a `reduce_sum` over the leading dims of a value the GEMM reads as its
       k-side rows (the bias gradient of a linear layer, next to its weight
       gradient).
+    Under precision = bf16 (bf16 operands): the forward bias [+ gelu] with a
+    bf16 D; `gelu_grad(widen(aux bf16), P)` rounded to bf16 (Dgelu with a
+    bf16 D and aux, its bias sums moved onto the bf16 result); bias
+    gradients over the GEMM's bf16 operand (its widening, or its rounding of
+    the summed f32 value), written in f32; and a GEMM result read only by
+    its bf16 rounding is written in bf16 by the GEMM.
     A candidate that is refused gets `kiln.not_fused` on the matmul saying
     why. Runs before --kiln-fusion, which leaves these kernels alone.
 

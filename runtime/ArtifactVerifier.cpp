@@ -521,16 +521,18 @@ Status checkGemmEpilogue(const schema::Artifact &artifact,
   // A BF16 C (bf16 operands, fp32 accumulation): cuBLASLt takes the bias
   // and the GELU aux in D's type (cublasLt.h, BIAS_DATA_TYPE and
   // EPILOGUE_AUX_DATA_TYPE: other types only for IMMA and fp8), and Kiln
-  // emits only the forward epilogues in that form.
+  // emits the forward epilogues and Dgelu (a bf16 aux read) in that form;
+  // the bias gradients would be bf16 sums, so they keep an F32 C.
   schema::DType dtype = schema::DType_F32;
   if (gemm.c() < artifact.buffers()->size() &&
       artifact.buffers()->Get(gemm.c())->dtype() == schema::DType_BF16 &&
       e != schema::GemmEpilogue_None) {
-    if (e != schema::GemmEpilogue_Bias && e != schema::GemmEpilogue_BiasGelu)
+    if (e != schema::GemmEpilogue_Bias && e != schema::GemmEpilogue_BiasGelu &&
+        e != schema::GemmEpilogue_Dgelu)
       return invalidArgument(where, ": GemmCall epilogue ",
                              schema::EnumNameGemmEpilogue(e),
-                             " with a BF16 C (only Bias and BiasGelu have a "
-                             "bf16 form)");
+                             " with a BF16 C (only Bias, BiasGelu and Dgelu "
+                             "have a bf16 form)");
     dtype = schema::DType_BF16;
   }
   KILN_RETURN_IF_ERROR(checkEpilogueBuffer(

@@ -101,14 +101,19 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   e.aux = g->aux() >= 0 ? arena.as<float>(g->aux()) : nullptr;
   // With a bf16 C the verifier allows only Bias / BiasGelu, with a bf16
   // bias (widened before the epilogue) and a bf16 aux (written in fp32
-  // scratch, rounded with C): the epilogue runs on the fp32 accumulator.
+  // scratch, rounded with C), and Dgelu, with a bf16 aux read (widened
+  // before the epilogue): the epilogue runs on the fp32 accumulator and C
+  // is rounded once, after it, as cuBLASLt rounds D.
   if (call.bf16C && g->bias() >= 0) {
     call.bf16Bias = arena.as<const uint16_t>(g->bias());
     call.wideBias.resize(g->n());
     e.bias = call.wideBias.data();
   }
   if (call.bf16C && g->aux() >= 0) {
-    call.bf16Aux = arena.as<uint16_t>(g->aux());
+    if (g->epilogue() == schema::GemmEpilogue_Dgelu)
+      call.bf16AuxIn = arena.as<const uint16_t>(g->aux());
+    else
+      call.bf16Aux = arena.as<uint16_t>(g->aux());
     call.wideAux.resize(static_cast<size_t>(g->m()) * g->n());
     e.aux = call.wideAux.data();
   }
@@ -180,6 +185,8 @@ void Executor::call(const Call &call) {
   }
   if (call.bf16Bias)
     widenBf16(call.bf16Bias, call.wideBias.data(), call.wideBias.size());
+  if (call.bf16AuxIn)
+    widenBf16(call.bf16AuxIn, call.wideAux.data(), call.wideAux.size());
   applyGemmEpilogue(call.epilogue);
   if (call.bf16C)
     for (int64_t b = 0; b < g.batch; ++b)

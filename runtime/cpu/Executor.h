@@ -68,10 +68,12 @@ private:
     // each result is rounded to nearest even into bf16C.
     uint16_t *bf16C = nullptr;
     mutable std::vector<float> wideC;
-    // With a bf16 C: the epilogue's bf16 bias (widened before it) and bf16
-    // aux (fp32 scratch, rounded after it).
+    // With a bf16 C: the epilogue's bf16 bias (widened before it), bf16
+    // aux written (fp32 scratch, rounded after it) or read (Dgelu: widened
+    // into the scratch before it).
     const uint16_t *bf16Bias = nullptr;
     uint16_t *bf16Aux = nullptr;
+    const uint16_t *bf16AuxIn = nullptr;
     mutable std::vector<float> wideBias, wideAux;
   };
 

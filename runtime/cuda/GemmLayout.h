@@ -103,7 +103,7 @@ struct ColumnMajorEpilogue {
 };
 
 // `bf16D`: the GemmCall's C buffer is BF16 (the verifier then allows only
-// Bias / BiasGelu, with bf16 bias and aux).
+// Bias / BiasGelu, with bf16 bias and aux, and Dgelu, with a bf16 aux).
 inline ColumnMajorEpilogue toColumnMajorEpilogue(const schema::GemmCall &g,
                                                  bool bf16D = false) {
   const uint64_t M = g.m(), N = g.n();

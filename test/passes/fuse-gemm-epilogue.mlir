@@ -207,3 +207,164 @@ func.func @step(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>)
   %sb = kiln.convert %s : tensor<4x16xf32> -> tensor<4x16xbf16>
   return %sb : tensor<4x16xbf16>
 }
+
+// -----
+
+// Tests the bf16 backward of a linear layer with GELU (precision = bf16: the
+// gelu input stored in bf16 and widened, bf16 GEMM operands, f32 results):
+// the GEMM producing the incoming gradient takes gelu_grad of the widened
+// aux and the rounding of its result (DGELU with a bf16 D: cuBLASLt's aux has
+// D's type, so the stored bf16 gelu input is read, and no f32 copy of it is
+// made), and the bias gradient then sums the widening of that bf16 result,
+// which the weight-gradient GEMM reads: BGRADB there, in fp32.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[D:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK-NEXT: ^bb0(%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<16x8xbf16>, %[[PRE:[^:]*]]: tensor<4x16xbf16>):
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[DY]], %[[W]] {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[X:.*]] = kiln.convert %[[PRE]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[GG:.*]] = kiln.gelu_grad %[[X]], %[[P]]
+// CHECK-NEXT: %[[GB:.*]] = kiln.convert %[[GG]] : tensor<4x16xf32> -> tensor<4x16xbf16>
+// CHECK-NEXT: kiln.yield %[[GB]] : tensor<4x16xbf16>
+// CHECK: %[[W2:.*]]:2 = kiln.fusion "gemm" (%arg3, %[[D]])
+// CHECK-NEXT: ^bb0(%[[H:[^:]*]]: tensor<4x8xbf16>, %[[G2:[^:]*]]: tensor<4x16xbf16>):
+// CHECK-NEXT: %[[DW:.*]] = kiln.matmul %[[H]], %[[G2]] {transpose_lhs = true}
+// CHECK-NEXT: %[[GW:.*]] = kiln.convert %[[G2]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[DB:.*]] = kiln.reduce_sum %[[GW]] dims = [0] : tensor<4x16xf32> -> tensor<16xf32>
+// CHECK-NEXT: kiln.yield %[[DW]], %[[DB]]
+// CHECK-NOT: kiln.gelu_grad
+// CHECK: return %[[W2]]#0, %[[W2]]#1
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %pre: tensor<4x16xbf16>,
+                %h: tensor<4x8xbf16>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  %x = kiln.convert %pre : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %gg = kiln.gelu_grad %x, %p : tensor<4x16xf32>
+  %gb = kiln.convert %gg : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %db = kiln.reduce_sum %gg dims = [0] : tensor<4x16xf32> -> tensor<16xf32>
+  %dw = kiln.matmul %h, %gb {transpose_lhs = true} : tensor<4x8xbf16>, tensor<4x16xbf16> -> tensor<8x16xf32>
+  return %dw, %db : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Tests that under precision = bf16 the bias gradient of an f32 output
+// gradient dY fuses into the weight-gradient GEMM that reads dY's bf16
+// rounding (through a reshape): the GEMM sums its bf16 operand, widened, into
+// an fp32 bias gradient (the rounding point the sum moves to is the one
+// torch.autocast's linear backward has).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[DYB:.*]] = kiln.convert %arg0 : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[DYB]] : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg1, %[[V]])
+// CHECK: kiln.matmul {{.*}} -> tensor<16x8xf32>
+// CHECK-NEXT: %[[VW:.*]] = kiln.convert %{{.*}} : tensor<8x8xbf16> -> tensor<8x8xf32>
+// CHECK-NEXT: kiln.reduce_sum %[[VW]] dims = [0] : tensor<8x8xf32> -> tensor<8xf32>
+// CHECK-NOT: kiln.reduce_sum
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @step(%dy: tensor<2x4x8xf32>, %h: tensor<8x16xbf16>)
+    -> (tensor<16x8xf32>, tensor<8xf32>) {
+  %db = kiln.reduce_sum %dy dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  %dyb = kiln.convert %dy : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  %v = kiln.reshape %dyb : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %dw = kiln.matmul %h, %v {transpose_lhs = true} : tensor<8x16xbf16>, tensor<8x8xbf16> -> tensor<16x8xf32>
+  return %dw, %db : tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that the bias gradient of attention heads moved back to rows (a
+// bf16 dq [B, H, T, D] transposed to [B, T, H, D]) fuses when the sum reads
+// the f32 widening of that transpose and the GEMM the bf16 transpose: the
+// same values in the same order (convert commutes with transpose).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm"
+// CHECK: kiln.reduce_sum %{{.*}} dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK-NOT: kiln.reduce_sum
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @step(%dq: tensor<1x2x4x4xbf16>, %h: tensor<4x16xbf16>)
+    -> (tensor<16x8xf32>, tensor<8xf32>) {
+  %t = kiln.transpose %dq permutation = [0, 2, 1, 3] : tensor<1x2x4x4xbf16> -> tensor<1x4x2x4xbf16>
+  %v = kiln.reshape %t : tensor<1x4x2x4xbf16> -> tensor<4x8xbf16>
+  %w = kiln.convert %dq : tensor<1x2x4x4xbf16> -> tensor<1x2x4x4xf32>
+  %tw = kiln.transpose %w permutation = [0, 2, 1, 3] : tensor<1x2x4x4xf32> -> tensor<1x4x2x4xf32>
+  %x = kiln.reshape %tw : tensor<1x4x2x4xf32> -> tensor<1x4x8xf32>
+  %db = kiln.reduce_sum %x dims = [0, 1] : tensor<1x4x8xf32> -> tensor<8xf32>
+  %dw = kiln.matmul %h, %v {transpose_lhs = true} : tensor<4x16xbf16>, tensor<4x8xbf16> -> tensor<16x8xf32>
+  return %dw, %db : tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that a bias gradient stays a reduce_sum of its own when the GEMM's
+// bf16 operand holds other values: here the transpose the GEMM reads has
+// another permutation than the one summed.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.fusion
+// CHECK: kiln.reduce_sum
+func.func @step(%dq: tensor<1x4x4x2xbf16>, %h: tensor<4x16xbf16>)
+    -> (tensor<16x8xf32>, tensor<8xf32>) {
+  %t = kiln.transpose %dq permutation = [0, 2, 1, 3] : tensor<1x4x4x2xbf16> -> tensor<1x4x4x2xbf16>
+  %v = kiln.reshape %t : tensor<1x4x4x2xbf16> -> tensor<4x8xbf16>
+  %w = kiln.convert %dq : tensor<1x4x4x2xbf16> -> tensor<1x4x4x2xf32>
+  %x = kiln.reshape %w : tensor<1x4x4x2xf32> -> tensor<1x4x8xf32>
+  %db = kiln.reduce_sum %x dims = [0, 1] : tensor<1x4x8xf32> -> tensor<8xf32>
+  %dw = kiln.matmul %h, %v {transpose_lhs = true} : tensor<4x16xbf16>, tensor<4x8xbf16> -> tensor<16x8xf32>
+  return %dw, %db : tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that the bf16 DGELU form needs every f32 reader of gelu_grad's
+// result to be its bf16 rounding or a bias-gradient sum: with another f32
+// reader (a mul), the f32 DGELU is used instead, reading the f32 widening of
+// the gelu input as its aux and writing an f32 result.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[X:.*]] = kiln.convert %arg2 : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: %[[D:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %[[X]])
+// CHECK: kiln.gelu_grad
+// CHECK-NEXT: kiln.yield %{{.*}} : tensor<4x16xf32>
+// CHECK: kiln.mul %[[D]], %[[D]]
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %pre: tensor<4x16xbf16>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>) {
+  %x = kiln.convert %pre : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %gg = kiln.gelu_grad %x, %p : tensor<4x16xf32>
+  %gb = kiln.convert %gg : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %sq = kiln.mul %gg, %gg : tensor<4x16xf32>
+  return %gb, %sq : tensor<4x16xbf16>, tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a GEMM with bf16 operands whose f32 result is read only by its
+// rounding to bf16 (the backward GEMM giving attention_grad its bf16 dout)
+// writes bf16 itself: no f32 result and no convert are left.
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: %[[P:.*]] = kiln.matmul %arg0, %arg1 {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[P]] : tensor<4x16xbf16> -> tensor<4x2x8xbf16>
+// CHECK-NEXT: return %[[V]]
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>) -> tensor<4x2x8xbf16> {
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %pb = kiln.convert %p : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %v = kiln.reshape %pb : tensor<4x16xbf16> -> tensor<4x2x8xbf16>
+  return %v : tensor<4x2x8xbf16>
+}
+
+// -----
+
+// Tests that the GEMM keeps its f32 result when anything but the rounding
+// reads it (here an f32 residual add), and when its operands are f32.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.matmul %arg0, %arg1 {{.*}} -> tensor<4x16xf32>
+// CHECK: kiln.convert %{{.*}} : tensor<4x16xf32> -> tensor<4x16xbf16>
+// CHECK: kiln.matmul %arg3, %arg4 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: kiln.convert %{{.*}} : tensor<4x16xf32> -> tensor<4x16xbf16>
+func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %r: tensor<4x16xf32>,
+                %x: tensor<4x8xf32>, %w2: tensor<8x16xf32>)
+    -> (tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>) {
+  %p = kiln.matmul %dy, %w {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+  %pb = kiln.convert %p : tensor<4x16xf32> -> tensor<4x16xbf16>
+  %s = kiln.add %p, %r : tensor<4x16xf32>
+  %q = kiln.matmul %x, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %qb = kiln.convert %q : tensor<4x16xf32> -> tensor<4x16xbf16>
+  return %pb, %s, %qb : tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>
+}

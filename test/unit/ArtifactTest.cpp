@@ -394,12 +394,33 @@ TEST(ArtifactTest, GemmBf16EpilogueBiasTakesCsType) {
                         "elements of F32, expected 16 of BF16"));
 }
 
-TEST(ArtifactTest, GemmBf16EpilogueOnlyForwardForms) {
+// A bias gradient written in bf16 would round the sum: BgradB needs an F32 C
+// (its bias then F32), under precision = bf16 too.
+TEST(ArtifactTest, GemmBf16EpilogueNoBiasGradient) {
   EXPECT_THAT(loadSpec(bf16EpilogueArtifact(schema::GemmEpilogue_BgradB,
                                             schema::DType_BF16))
                   .message(),
-              HasSubstr("GemmCall epilogue BgradB with a BF16 C (only Bias "
-                        "and BiasGelu have a bf16 form)"));
+              HasSubstr("GemmCall epilogue BgradB with a BF16 C (only Bias, "
+                        "BiasGelu and Dgelu have a bf16 form)"));
+}
+
+// Dgelu with a bf16 C reads the forward's bf16 gelu input as its aux
+// (cuBLASLt's aux has D's type); an F32 aux is refused.
+TEST(ArtifactTest, GemmBf16DgeluReadsBf16Aux) {
+  auto dgelu = [](schema::DType auxType) {
+    ArtifactSpec spec = bf16EpilogueArtifact(schema::GemmEpilogue_Dgelu,
+                                             schema::DType_BF16);
+    spec.buffers.push_back(
+        {"aux", schema::BufferRole_Activation, auxType, {16, 16}});
+    auto &gemm = spec.schedule.back().gemm;
+    gemm.bias = -1;
+    gemm.aux = static_cast<int32_t>(spec.buffers.size() - 1);
+    return loadSpec(spec);
+  };
+  EXPECT_TRUE(dgelu(schema::DType_BF16).ok());
+  EXPECT_THAT(dgelu(schema::DType_F32).message(),
+              HasSubstr("epilogue Dgelu aux (buffer 20 'aux') has 256 "
+                        "elements of F32, expected 256 of BF16"));
 }
 
 TEST(ArtifactTest, GemmNonPositiveDims) {

@@ -120,6 +120,29 @@ class Bf16Softmax(torch.autograd.Function):
         return y * (g - (g * y).sum(dim=-1, keepdim=True))
 
 
+class Bf16BiasGrad(torch.autograd.Function):
+    """A bias [N] broadcast over the rows of `shape` [..., N]. Its gradient is
+    the sum of the incoming gradient rounded to bf16, as the weight-gradient
+    GEMM's BGRADB epilogue computes it under precision = bf16
+    (kiln-fuse-gemm-epilogue): cuBLASLt sums the GEMM's bf16 operand (the
+    rounded output gradient it multiplies) in fp32, written to an fp32 bias
+    gradient -- torch.autocast's linear backward likewise sums its bf16
+    grad_output."""
+
+    @staticmethod
+    def forward(ctx, b, shape):
+        return b.expand(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return round_bf16(g).sum(dim=tuple(range(g.dim() - 1))), None
+
+
+def bias(b, like):
+    """b broadcast to like's shape, as precision = bf16 differentiates it."""
+    return Bf16BiasGrad.apply(b, like.shape) if BF16_ACT else b
+
+
 # How the model's GEMMs, stored activations and softmax compute: torch's
 # (float64), --bf16-gemm (bf16 GEMM operands only) or --bf16 (everything
 # precision = bf16 does: also bf16 forward GEMM results, bias adds and
@@ -165,11 +188,15 @@ def linear_bias(h, w, b, gelu=False):
     """h @ w + b [then gelu]. Under --bf16 as the fused bf16 GEMM epilogue
     computes it (kiln-fuse-gemm-epilogue): the bias, rounded to bf16 (cuBLASLt
     reads it in D's type), added to the unrounded fp32 product, the sum
-    rounded once to bf16 (what is stored), and the gelu of the unrounded sum."""
+    rounded once to bf16 (what is stored), and the gelu of the unrounded sum.
+    The bias gradient sums the bf16-rounded output gradient (Bf16BiasGrad);
+    with gelu, that gradient is DGELU's bf16 D (gelu' of the bf16 aux times
+    the fp32 product, rounded once)."""
     if not BF16_ACT:
         s = stored(mm(h, w) + b)
         return F.gelu(s, approximate="tanh") if gelu else s
-    s = Bf16Matmul.apply(h, w, False) + StoreBf16.apply(b)
+    p = Bf16Matmul.apply(h, w, False)
+    s = p + StoreBf16.apply(bias(b, p))
     return Bf16FusedGelu.apply(s) if gelu else StoreBf16.apply(s)
 
 
@@ -188,7 +215,7 @@ def forward(P, tokens, targets, metrics=None):
         att = softmax(att.masked_fill(~causal, float("-inf")))
         y = mm(att, v).transpose(1, 2).reshape(B, T, DIM)
         attn = mm(y, p("wo"))
-        x = x + attn + p("bo")
+        x = x + attn + bias(p("bo"), attn)
         h = F.layer_norm(x, (DIM,), p("ln2_w"), p("ln2_b"), EPS)
         # The MLP down projection: its product is read only by the residual
         # add, so kiln-reassociate-bias moves the bias onto the GEMM and,
