@@ -118,21 +118,43 @@ Status CudnnDescriptor::finalize() {
                        what_);
 }
 
-Status backwardSupported(const Cudnn &cudnn, const schema::CudnnAttention &a,
-                         const std::string &where) {
-  size_t version = cudnn.cudnnGetVersion();
+Status sdpaSupported(size_t version, const schema::CudnnAttention &a,
+                     const std::string &where) {
+  auto refuse = [&](const std::string &why) {
+    return failedPrecondition(where, ": cuDNN ", version / 10000, ".", version / 100 % 100, ".",
+                              version % 100, " ", why);
+  };
+  // The frontend refuses both directions on these two releases (known bugs).
+  if (version >= 91000 && version < 91002)
+    return refuse("(9.10.0 and 9.10.1 have known SDPA bugs; use 9.10.2 or newer)");
+  // Kiln's causal with S != T is cuDNN's bottom-right causal mask.
+  if (a.causal() && a.kv_len() != a.q_len()) {
+    if (version < 90300)
+      return refuse("(bottom-right causal attention, q_len != kv_len, needs cuDNN 9.3)");
+    if (version < 90600 && (a.q_len() % 64 != 0 || a.kv_len() % 64 != 0))
+      return refuse("(bottom-right causal attention needs q_len and kv_len multiples of 64 "
+                    "before cuDNN 9.6)");
+  }
+  if (!a.backward())
+    return okStatus();
   // Before 9.6 the f32 dQ accumulator had to be zeroed before every run
   // (the frontend did it); Kiln does not, so it refuses those libraries.
   if (version < 90600)
-    return failedPrecondition(where, ": cuDNN ", cudnn.version(),
-                              " (the attention backward needs cuDNN 9.6 or newer)");
+    return refuse("(the attention backward needs cuDNN 9.6 or newer)");
   // Up to 9.15 the frontend adds a padding mask of full lengths to an
   // unpadded backward with S % 128 != 0 (an engine workaround); Kiln builds
   // no such mask, so it refuses that case there.
   if (version < 91600 && a.kv_lengths() < 0 && a.kv_len() % 128 != 0)
-    return failedPrecondition(where, ": cuDNN ", cudnn.version(), " backward with kv_len ",
-                              a.kv_len(), " (not a multiple of 128 needs cuDNN 9.16 or newer)");
+    return refuse(detail::concat("backward with kv_len ", a.kv_len(),
+                                 " (not a multiple of 128 needs cuDNN 9.16 or newer)"));
+  if (a.q_len() == 1 && a.kv_len() == 1)
+    return refuse("backward with q_len = kv_len = 1 (outside cuDNN's support surface)");
   return okStatus();
+}
+
+float sdpaMaskedScore(size_t version) {
+  return version < 91000 ? std::numeric_limits<float>::lowest()
+                         : -std::numeric_limits<float>::infinity();
 }
 
 StatusOr<std::unique_ptr<CudnnAttentionPlan>>
@@ -140,9 +162,7 @@ CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
                            const Buffers &buffers, std::string where) {
   if (!cudnn.handle())
     return failedPrecondition(where, ": no cuDNN handle");
-  if (a.backward()) {
-    KILN_RETURN_IF_ERROR(backwardSupported(cudnn, a, where));
-  }
+  KILN_RETURN_IF_ERROR(sdpaSupported(cudnn.cudnnGetVersion(), a, where));
   std::unique_ptr<CudnnAttentionPlan> p(new CudnnAttentionPlan(cudnn));
   p->where_ = std::move(where);
   if (a.backward()) {
@@ -226,7 +246,7 @@ CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
   p->backward_ = a.backward();
   p->rows_ = a.batch() * a.heads() * a.q_len();
   p->scale_ = a.scale();
-  p->negInf_ = -std::numeric_limits<float>::infinity();
+  p->negInf_ = sdpaMaskedScore(cudnn.cudnnGetVersion());
   p->causalOffset_ = static_cast<int32_t>(a.kv_len() - a.q_len());
   auto add = [&](int64_t uid, void *pointer) {
     p->uids_.push_back(uid);

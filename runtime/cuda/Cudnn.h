@@ -124,7 +124,7 @@ enum SdpaTensorId : int64_t {
   kSdpaO,
   kSdpaStats,
   kSdpaScale,    // by value
-  kSdpaNegInf,   // by value: what masked scores become
+  kSdpaNegInf,   // by value: what masked scores become (sdpaMaskedScore)
   kSdpaSeqLenQ,  // [B, 1, 1, 1] i32, every entry q_len
   kSdpaSeqLenKv, // [B, 1, 1, 1] i32, Kiln's kv_lengths buffer
   kSdpaCausalOffset, // by value i32: S - T (causal with S != T)
@@ -157,10 +157,17 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
 // cuDNN's part; 0 for a forward.
 int64_t sdpaBackwardScratchBytes(const schema::CudnnAttention &a);
 
-// OK when this library can run the backward graph for `a` (version checks),
-// else why not.
-Status backwardSupported(const Cudnn &cudnn, const schema::CudnnAttention &a,
-                         const std::string &where);
+// OK when cuDNN `version` (cudnnGetVersion(): 91900 for 9.19.0) can run the
+// graph of `a`, else why not: the version gates cudnn-frontend's SDPA
+// support surface applies (known-bad releases, bottom-right causal, the
+// backward's dQ accumulator and S % 128 workaround, T = S = 1).
+Status sdpaSupported(size_t version, const schema::CudnnAttention &a,
+                     const std::string &where);
+
+// What masked scores become in both graphs: -inf, except before cuDNN 9.10
+// where the frontend uses the lowest finite float (those engines' online
+// softmax meets -inf - -inf = NaN on a tile with every score masked).
+float sdpaMaskedScore(size_t version);
 
 // One cudnn_attention made ready to run: graph, plan, variant pack.
 class CudnnAttentionPlan {

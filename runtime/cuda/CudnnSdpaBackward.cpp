@@ -15,7 +15,7 @@
 //   dS  = (dP - softmax_sum) * P * scale
 //   dS^T = reshape(dS)                     [B,H,S,T] bf16
 //   dK  = matmul(dS^T, Q)                  [B,H,S,D] -> dK [B,KVH,S,D]
-//   K   = reshape(K^T)                     [B,KVH,S,D]
+//   K   = reshape(K^T)                     [B,KVH,S,D] (f32 virtual, as the frontend)
 //   dQ_accum = matmul(dS, K)               [B,H,T,D] f32 (non-virtual scratch)
 //   dQ  = identity(dQ_accum)               bf16
 // GQA (KVH < H): dV and dK are computed per query head ([B,H,S,*] bf16,
@@ -92,6 +92,20 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
   const std::vector<int64_t> transposed = {B, H, S, T},
                              transposedStrides = {H * T * S, T * S, 1, S};
 
+  // dK or dV [B, KVH, S, width] = lhs^T-shaped [B, H, S, T] @ rhs [B, H, T,
+  // width]: straight into the output with one kv head per query head, else
+  // per query head (bf16 virtual) and summed over each group of H / KVH.
+  auto kvGradient = [&](const std::string &product, const std::string &out,
+                        const CudnnDescriptor *lhs, const CudnnDescriptor *rhs,
+                        const CudnnDescriptor *result, int64_t width) -> Status {
+    if (!grouped)
+      return g.matmul("matmul " + product, lhs, rhs, result, lengths.kv, nullptr, lengths.q);
+    KILN_ASSIGN_OR_RETURN(auto perHead, g.tensor(out + " per head", 0, bf16, {B, H, S, width}));
+    KILN_RETURN_IF_ERROR(
+        g.matmul("matmul " + product, lhs, rhs, perHead, lengths.kv, nullptr, lengths.q));
+    return g.reduction("reduce " + out + " heads", CUDNN_REDUCE_TENSOR_ADD, perHead, result);
+  };
+
   // 1. softmax_sum = rowsum(dO * O) (times the dropout-free scale 1).
   KILN_ASSIGN_OR_RETURN(auto dOO, g.tensor("dO * O", 0, f32, {B, H, T, Dv}));
   KILN_RETURN_IF_ERROR(g.pointwise("mul dO O", CUDNN_POINTWISE_MUL, dO, o, nullptr, dOO));
@@ -103,7 +117,8 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
 
   // 2. P = exp(scale Q K^T - Stats), masked as in the forward.
   KILN_ASSIGN_OR_RETURN(auto s0, g.tensor("s", 0, f32, scores));
-  KILN_RETURN_IF_ERROR(g.matmul("matmul Q K^T", q, kT, s0, lengths.q, lengths.kv, nullptr));
+  KILN_RETURN_IF_ERROR(g.matmul("matmul Q K^T", q, kT, s0, lengths.q, lengths.kv, nullptr,
+                                /*padScores=*/lengths.kv != nullptr));
   KILN_ASSIGN_OR_RETURN(auto s1, g.tensor("s * scale", 0, f32, scores));
   KILN_RETURN_IF_ERROR(g.pointwise("mul scale", CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1));
   KILN_ASSIGN_OR_RETURN(auto s2, g.tensor("s - Stats", 0, f32, scores));
@@ -115,14 +130,7 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
   // 3. dV = P^T dO (summed over each kv group).
   KILN_ASSIGN_OR_RETURN(auto pT, g.tensor("P^T", 0, bf16, transposed, transposedStrides));
   KILN_RETURN_IF_ERROR(g.reshape("reshape P", p, pT));
-  if (!grouped) {
-    KILN_RETURN_IF_ERROR(g.matmul("matmul P^T dO", pT, dO, dV, lengths.kv, nullptr, lengths.q));
-  } else {
-    KILN_ASSIGN_OR_RETURN(auto dVHeads, g.tensor("dV per head", 0, bf16, {B, H, S, Dv}));
-    KILN_RETURN_IF_ERROR(
-        g.matmul("matmul P^T dO", pT, dO, dVHeads, lengths.kv, nullptr, lengths.q));
-    KILN_RETURN_IF_ERROR(g.reduction("reduce dV heads", CUDNN_REDUCE_TENSOR_ADD, dVHeads, dV));
-  }
+  KILN_RETURN_IF_ERROR(kvGradient("P^T dO", "dV", pT, dO, dV, Dv));
 
   // 4. dS = (dO V^T - softmax_sum) * P * scale.
   KILN_ASSIGN_OR_RETURN(auto dP, g.tensor("dP", 0, f32, scores));
@@ -138,17 +146,12 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
   // 5. dK = dS^T Q (summed over each kv group).
   KILN_ASSIGN_OR_RETURN(auto dST, g.tensor("dS^T", 0, bf16, transposed, transposedStrides));
   KILN_RETURN_IF_ERROR(g.reshape("reshape dS", dS, dST));
-  if (!grouped) {
-    KILN_RETURN_IF_ERROR(g.matmul("matmul dS^T Q", dST, q, dK, lengths.kv, nullptr, lengths.q));
-  } else {
-    KILN_ASSIGN_OR_RETURN(auto dKHeads, g.tensor("dK per head", 0, bf16, {B, H, S, D}));
-    KILN_RETURN_IF_ERROR(
-        g.matmul("matmul dS^T Q", dST, q, dKHeads, lengths.kv, nullptr, lengths.q));
-    KILN_RETURN_IF_ERROR(g.reduction("reduce dK heads", CUDNN_REDUCE_TENSOR_ADD, dKHeads, dK));
-  }
+  KILN_RETURN_IF_ERROR(kvGradient("dS^T Q", "dK", dST, q, dK, D));
 
   // 6. dQ = dS K, accumulated in f32 and converted.
-  KILN_ASSIGN_OR_RETURN(auto k, g.tensor("K", 0, bf16, {B, KVH, S, D}));
+  // The frontend leaves this reshape's output untyped, so it takes the
+  // graph's intermediate type (FLOAT); kept the same here.
+  KILN_ASSIGN_OR_RETURN(auto k, g.tensor("K", 0, f32, {B, KVH, S, D}));
   KILN_RETURN_IF_ERROR(g.reshape("reshape K", kT, k));
   KILN_ASSIGN_OR_RETURN(auto dQAccum, g.tensor("dQ_accum", kSdpaDqAccum, f32, {B, H, T, D}));
   KILN_RETURN_IF_ERROR(g.matmul("matmul dS K", dS, k, dQAccum, lengths.q, nullptr, lengths.kv));

@@ -112,16 +112,22 @@ public:
   }
 
   // c = a @ b (batched over the two leading dims), with optional M / N / K
-  // overrides (per-batch sizes from [B, 1, 1, 1] i32 tensors).
+  // overrides (per-batch sizes from [B, 1, 1, 1] i32 tensors). `padScores`
+  // sets the matmul's padding value to 0 (the frontend does for Q K^T under
+  // a padding mask: entries past the overridden sizes read as 0).
   Status matmul(const std::string &name, const CudnnDescriptor *a,
                 const CudnnDescriptor *b, const CudnnDescriptor *c,
                 const CudnnDescriptor *mOverride, const CudnnDescriptor *nOverride,
-                const CudnnDescriptor *kOverride) {
+                const CudnnDescriptor *kOverride, bool padScores = false) {
     KILN_ASSIGN_OR_RETURN(CudnnDescriptor mm,
                           CudnnDescriptor::create(cudnn, CUDNN_BACKEND_MATMUL_DESCRIPTOR,
                                                   where + ": matmul " + name));
     cudnnDataType_t precision = CUDNN_DATA_FLOAT;
     KILN_RETURN_IF_ERROR(mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+    if (padScores) {
+      double zero = 0.0;
+      KILN_RETURN_IF_ERROR(mm.set(CUDNN_ATTR_MATMUL_PADDING_VALUE, CUDNN_TYPE_DOUBLE, 1, &zero));
+    }
     KILN_RETURN_IF_ERROR(mm.finalize());
     KILN_ASSIGN_OR_RETURN(
         CudnnDescriptor op,
@@ -178,7 +184,8 @@ struct SdpaLengths {
 };
 
 // Kiln's masks on the scores `s` [B, H, T, S] (f32), as gen_index + cmp +
-// binary_select nodes; returns `s` itself when `a` has no mask:
+// binary_select nodes, padding first as the frontend orders them; returns
+// `s` itself when `a` has no mask:
 //   causal:  keep j <= i + (S - T) (bottom-right aligned; for S != T the
 //            row index is offset by a by-value INT32 S - T before the
 //            cmp_ge, as cudnn-frontend's bottom-right causal mask does);

@@ -15,7 +15,7 @@
 //   l   = sum_j e                                     [B,H,T,1]
 //   Stats = m + log(l)          -> Kiln's lse buffer ([B,H,T] f32: [B,H,T,1]
 //                                  with strides [H*T, T, 1, 1])
-//   P   = e / l
+//   P   = e / l                                       bf16 (virtual)
 //   O   = matmul(P, V [B,KVH,S,Dv])                   [B,H,T,Dv] bf16
 // GQA: K and V have KVH heads; cuDNN broadcasts them over H / KVH query heads
 // from the head dims of the tensors. Every descriptor is finalized here:
@@ -40,14 +40,33 @@ StatusOr<const CudnnDescriptor *> applySdpaMasks(SdpaBuilder &g,
     return s;
   const std::vector<int64_t> scores = {a.batch(), a.heads(), a.q_len(), a.kv_len()};
   const std::vector<int64_t> one = {1, 1, 1, 1};
+  // Index arithmetic in INT32 and the compares / and in BOOLEAN, as the
+  // frontend sets their compute types; the selects compute in FLOAT.
+  const cudnnDataType_t i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
   KILN_ASSIGN_OR_RETURN(auto negInf, g.tensor("-inf", kSdpaNegInf, CUDNN_DATA_FLOAT, one, one,
                                               /*byValue=*/true));
   KILN_ASSIGN_OR_RETURN(auto row, g.tensor("row index", 0, CUDNN_DATA_INT32, scores));
   KILN_RETURN_IF_ERROR(
-      g.pointwise("gen_index rows", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, 2));
+      g.pointwise("gen_index rows", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, 2, i32));
   KILN_ASSIGN_OR_RETURN(auto col, g.tensor("column index", 0, CUDNN_DATA_INT32, scores));
   KILN_RETURN_IF_ERROR(
-      g.pointwise("gen_index columns", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, 3));
+      g.pointwise("gen_index columns", CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, 3, i32));
+  if (padding) {
+    // keep i < seq_len_q[b] (always: seq_len_q = T) and j < kv_lengths[b]
+    KILN_ASSIGN_OR_RETURN(auto rowKeep, g.tensor("row keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt row seq_len_q", CUDNN_POINTWISE_CMP_LT, row,
+                                     lengths.q, nullptr, rowKeep, -1, boolean));
+    KILN_ASSIGN_OR_RETURN(auto colKeep, g.tensor("column keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt column seq_len_kv", CUDNN_POINTWISE_CMP_LT, col,
+                                     lengths.kv, nullptr, colKeep, -1, boolean));
+    KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("padding keep", 0, CUDNN_DATA_BOOLEAN, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("and keeps", CUDNN_POINTWISE_LOGICAL_AND, rowKeep, colKeep,
+                                     nullptr, keep, -1, boolean));
+    KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("padded scores", 0, CUDNN_DATA_FLOAT, scores));
+    KILN_RETURN_IF_ERROR(g.pointwise("select padding", CUDNN_POINTWISE_BINARY_SELECT, s, negInf,
+                                     keep, masked));
+    s = masked;
+  }
   if (a.causal()) {
     // keep j <= i + (S - T): Kiln's causal is aligned bottom-right. With
     // S == T that is cuDNN's plain causal (no offset node, as the frontend
@@ -58,29 +77,14 @@ StatusOr<const CudnnDescriptor *> applySdpaMasks(SdpaBuilder &g,
                                                   one, one, /*byValue=*/true));
       KILN_ASSIGN_OR_RETURN(shiftedRow, g.tensor("row index + S - T", 0, CUDNN_DATA_INT32, scores));
       KILN_RETURN_IF_ERROR(g.pointwise("add row S - T", CUDNN_POINTWISE_ADD, row, offset, nullptr,
-                                       shiftedRow, -1, CUDNN_DATA_INT32));
+                                       shiftedRow, -1, i32));
     }
     KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("causal keep", 0, CUDNN_DATA_BOOLEAN, scores));
     KILN_RETURN_IF_ERROR(
-        g.pointwise("cmp_ge row column", CUDNN_POINTWISE_CMP_GE, shiftedRow, col, nullptr, keep));
+        g.pointwise("cmp_ge row column", CUDNN_POINTWISE_CMP_GE, shiftedRow, col, nullptr, keep,
+                    -1, boolean));
     KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("causal scores", 0, CUDNN_DATA_FLOAT, scores));
     KILN_RETURN_IF_ERROR(g.pointwise("select causal", CUDNN_POINTWISE_BINARY_SELECT, s, negInf,
-                                     keep, masked));
-    s = masked;
-  }
-  if (padding) {
-    // keep i < seq_len_q[b] (always: seq_len_q = T) and j < kv_lengths[b]
-    KILN_ASSIGN_OR_RETURN(auto rowKeep, g.tensor("row keep", 0, CUDNN_DATA_BOOLEAN, scores));
-    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt row seq_len_q", CUDNN_POINTWISE_CMP_LT, row,
-                                     lengths.q, nullptr, rowKeep));
-    KILN_ASSIGN_OR_RETURN(auto colKeep, g.tensor("column keep", 0, CUDNN_DATA_BOOLEAN, scores));
-    KILN_RETURN_IF_ERROR(g.pointwise("cmp_lt column seq_len_kv", CUDNN_POINTWISE_CMP_LT, col,
-                                     lengths.kv, nullptr, colKeep));
-    KILN_ASSIGN_OR_RETURN(auto keep, g.tensor("padding keep", 0, CUDNN_DATA_BOOLEAN, scores));
-    KILN_RETURN_IF_ERROR(g.pointwise("and keeps", CUDNN_POINTWISE_LOGICAL_AND, rowKeep, colKeep,
-                                     nullptr, keep));
-    KILN_ASSIGN_OR_RETURN(auto masked, g.tensor("padded scores", 0, CUDNN_DATA_FLOAT, scores));
-    KILN_RETURN_IF_ERROR(g.pointwise("select padding", CUDNN_POINTWISE_BINARY_SELECT, s, negInf,
                                      keep, masked));
     s = masked;
   }
@@ -124,7 +128,8 @@ StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
   const std::vector<int64_t> scores = {B, H, T, S}, rows = {B, H, T, 1};
 
   KILN_ASSIGN_OR_RETURN(auto s0, g.tensor("s", 0, f32, scores));
-  KILN_RETURN_IF_ERROR(g.matmul("matmul Q K^T", q, kT, s0, seqQ, seqKv, nullptr));
+  KILN_RETURN_IF_ERROR(
+      g.matmul("matmul Q K^T", q, kT, s0, seqQ, seqKv, nullptr, /*padScores=*/padding));
   KILN_ASSIGN_OR_RETURN(auto s1, g.tensor("s * scale", 0, f32, scores));
   KILN_RETURN_IF_ERROR(g.pointwise("mul scale", CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1));
   KILN_ASSIGN_OR_RETURN(const CudnnDescriptor *s, sdpa::applySdpaMasks(g, a, s1, {seqQ, seqKv}));
@@ -140,7 +145,9 @@ StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
   KILN_ASSIGN_OR_RETURN(auto logSum, g.tensor("log sum", 0, f32, rows));
   KILN_RETURN_IF_ERROR(g.pointwise("log", CUDNN_POINTWISE_LOG, rowSum, nullptr, nullptr, logSum));
   KILN_RETURN_IF_ERROR(g.pointwise("add stats", CUDNN_POINTWISE_ADD, rowMax, logSum, nullptr, stats));
-  KILN_ASSIGN_OR_RETURN(auto p, g.tensor("P", 0, f32, scores));
+  // P enters the second GEMM in the inputs' type (the frontend converts it:
+  // cuDNN's engines take bmm2's A operand as the i/o type).
+  KILN_ASSIGN_OR_RETURN(auto p, g.tensor("P", 0, bf16, scores));
   KILN_RETURN_IF_ERROR(g.pointwise("div sum", CUDNN_POINTWISE_DIV, e, rowSum, nullptr, p));
   KILN_RETURN_IF_ERROR(g.matmul("matmul P V", p, v, o, seqQ, nullptr, seqKv));
   return ops;

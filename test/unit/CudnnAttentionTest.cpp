@@ -24,6 +24,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace kiln::rt::test {
 namespace {
 
@@ -86,6 +88,23 @@ CudnnAttentionSpec backwardSpec() {
   a.backward = true;
   a.dout = kDout, a.dq = kDq, a.dk = kDk, a.dv = kDv;
   return a;
+}
+
+// The artifact of `spec`, loaded, and its attention call's table.
+struct LoadedTable {
+  std::unique_ptr<Artifact> artifact;
+  const schema::CudnnAttention *table = nullptr;
+};
+StatusOr<LoadedTable> loadTable(const CudnnAttentionSpec &spec) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> artifact,
+                        Artifact::loadBytes(serializeArtifact(attentionArtifact(spec)),
+                                            "model.kart"));
+  const schema::CudnnAttention *table = artifact->program(ProgramKind::kStep)
+                                            ->schedule()
+                                            ->Get(0)
+                                            ->op_as_KernelCall()
+                                            ->cudnn_attention();
+  return LoadedTable{std::move(artifact), table};
 }
 
 Status load(const ArtifactSpec &spec) {
@@ -201,12 +220,8 @@ std::unique_ptr<cuda::Cudnn> loadCudnnOrNull(std::string &why) {
 // (built from a real artifact's table; every descriptor finalized).
 StatusOr<std::vector<std::string>> graphNodes(const cuda::Cudnn &cudnn,
                                               const CudnnAttentionSpec &spec) {
-  auto artifact = Artifact::loadBytes(serializeArtifact(attentionArtifact(spec)), "model.kart");
-  if (!artifact.ok())
-    return artifact.status();
-  const schema::Program *step = (*artifact)->program(ProgramKind::kStep);
-  const schema::CudnnAttention &a =
-      *step->schedule()->Get(0)->op_as_KernelCall()->cudnn_attention();
+  KILN_ASSIGN_OR_RETURN(LoadedTable loaded, loadTable(spec));
+  const schema::CudnnAttention &a = *loaded.table;
   cuda::SdpaOperations ops;
   if (spec.backward) {
     KILN_ASSIGN_OR_RETURN(ops, cuda::buildSdpaBackward(cudnn, a, "test"));
@@ -267,14 +282,15 @@ TEST(CudnnLibraryTest, CausalWithLongerKeysOffsetsTheRowIndex) {
                                   "gen_index columns", "add row S - T", "cmp_ge row column",
                                   "select causal", "reduce max", "sub max", "exp", "reduce sum",
                                   "log", "add stats", "div sum", "matmul P V"));
-  // With key lengths too: both masks, each exactly Kiln's.
+  // With key lengths too: both masks, each exactly Kiln's, padding first
+  // (the frontend's order).
   causal.kvLengths = kLens;
   nodes = graphNodes(*cudnn, causal);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "gen_index rows",
-                                  "gen_index columns", "add row S - T", "cmp_ge row column",
-                                  "select causal", "cmp_lt row seq_len_q",
+                                  "gen_index columns", "cmp_lt row seq_len_q",
                                   "cmp_lt column seq_len_kv", "and keeps", "select padding",
+                                  "add row S - T", "cmp_ge row column", "select causal",
                                   "reduce max", "sub max", "exp", "reduce sum", "log",
                                   "add stats", "div sum", "matmul P V"));
 }
@@ -334,30 +350,63 @@ TEST(CudnnLibraryTest, BuildsEveryBackwardDescriptorWithoutAGpu) {
 
   // Scratch after cuDNN's workspace: softmax_sum (B*H*T f32) and dQ_accum
   // (B*H*T*D f32), each rounded up to 256 bytes (both already are here).
-  auto artifact = Artifact::loadBytes(serializeArtifact(attentionArtifact(causal)), "m.kart");
-  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
-  const schema::CudnnAttention &a = *(*artifact)
-                                         ->program(ProgramKind::kStep)
-                                         ->schedule()
-                                         ->Get(0)
-                                         ->op_as_KernelCall()
-                                         ->cudnn_attention();
+  auto loaded = loadTable(causal);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const schema::CudnnAttention &a = *loaded->table;
   EXPECT_EQ(cuda::sdpaBackwardScratchBytes(a), 2 * 4 * 16 * 4 + 2 * 4 * 16 * 8 * 4);
   CudnnAttentionSpec odd = causal;
   odd.batch = 1, odd.heads = odd.kvHeads = 1, odd.qLen = 8, odd.kvLen = 8;
-  auto small = Artifact::loadBytes(serializeArtifact(attentionArtifact(odd)), "m.kart");
+  auto small = loadTable(odd);
   ASSERT_TRUE(small.ok()) << small.status().message();
-  EXPECT_EQ(cuda::sdpaBackwardScratchBytes(*(*small)
-                                               ->program(ProgramKind::kStep)
-                                               ->schedule()
-                                               ->Get(0)
-                                               ->op_as_KernelCall()
-                                               ->cudnn_attention()),
+  EXPECT_EQ(cuda::sdpaBackwardScratchBytes(*small->table),
             256 + 256); // 32 and 256 bytes, rounded up
   // A forward graph is not built from a backward table, nor the reverse.
   auto wrong = cuda::buildSdpaForward(*cudnn, a, "step entry 0");
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(), HasSubstr("buildSdpaForward of a backward"));
+}
+
+// The version gates of cudnn-frontend's SDPA support surface, by library
+// version (no library needed): each refusal names the version and the rule.
+TEST(CudnnVersionTest, GatesFollowTheSupportSurface) {
+  auto check = [](const CudnnAttentionSpec &spec, size_t version) -> Status {
+    KILN_ASSIGN_OR_RETURN(LoadedTable loaded, loadTable(spec));
+    return cuda::sdpaSupported(version, *loaded.table, "step entry 0");
+  };
+  CudnnAttentionSpec forward = forwardSpec(); // causal, T = S = 16
+  EXPECT_TRUE(check(forward, 90000).ok());
+  EXPECT_TRUE(check(forward, 91900).ok());
+  for (size_t bad : {91000, 91001}) {
+    Status s = check(forward, bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("known SDPA bugs"));
+    EXPECT_THAT(s.message(), HasSubstr("step entry 0: cuDNN 9.10."));
+  }
+  EXPECT_TRUE(check(forward, 91002).ok());
+
+  // Bottom-right causal (T = 8 < S = 16): 9.3, and multiples of 64 before 9.6.
+  CudnnAttentionSpec bottomRight = forwardSpec();
+  bottomRight.qLen = 8;
+  EXPECT_THAT(check(bottomRight, 90200).message(), HasSubstr("needs cuDNN 9.3"));
+  EXPECT_THAT(check(bottomRight, 90500).message(), HasSubstr("multiples of 64"));
+  EXPECT_TRUE(check(bottomRight, 90600).ok());
+  bottomRight.qLen = 64, bottomRight.kvLen = 128;
+  EXPECT_TRUE(check(bottomRight, 90500).ok());
+
+  // The backward: 9.6 (dQ accumulator), S % 128 without key lengths before
+  // 9.16, and never T = S = 1.
+  CudnnAttentionSpec backward = backwardSpec(); // S = 16
+  EXPECT_THAT(check(backward, 90500).message(), HasSubstr("needs cuDNN 9.6"));
+  EXPECT_THAT(check(backward, 91500).message(), HasSubstr("not a multiple of 128"));
+  EXPECT_TRUE(check(backward, 91600).ok());
+  backward.kvLengths = kLens;
+  EXPECT_TRUE(check(backward, 91500).ok());
+  backward.qLen = backward.kvLen = 1;
+  EXPECT_THAT(check(backward, 91900).message(), HasSubstr("q_len = kv_len = 1"));
+
+  // Masked scores: the lowest float before 9.10, -inf from 9.10 on.
+  EXPECT_EQ(cuda::sdpaMaskedScore(90900), std::numeric_limits<float>::lowest());
+  EXPECT_EQ(cuda::sdpaMaskedScore(91002), -std::numeric_limits<float>::infinity());
 }
 
 // The empty-sample fix-up (CudnnEmptyKeys.h) is runtime source: NVRTC
@@ -387,15 +436,9 @@ TEST(CudnnLibraryTest, WhatNeedsADeviceSaysSo) {
   std::unique_ptr<cuda::Cudnn> cudnn = loadCudnnOrNull(why);
   if (!cudnn)
     GTEST_SKIP() << why;
-  auto artifact =
-      Artifact::loadBytes(serializeArtifact(attentionArtifact(forwardSpec())), "model.kart");
-  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
-  const schema::CudnnAttention &a = *(*artifact)
-                                         ->program(ProgramKind::kStep)
-                                         ->schedule()
-                                         ->Get(0)
-                                         ->op_as_KernelCall()
-                                         ->cudnn_attention();
+  auto loaded = loadTable(forwardSpec());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const schema::CudnnAttention &a = *loaded->table;
   // Plans need a handle; without one the error says so (no crash).
   auto plan = cuda::CudnnAttentionPlan::create(*cudnn, a, {}, "step entry 0");
   ASSERT_FALSE(plan.ok());
