@@ -25,15 +25,15 @@
 #   tools/bench/attention_bench.sh                          # the GPU grid
 #   TARGET=cpu PRECISION=fp32 SEQS=64 HEAD_DIMS=16 MODEL_DIM=64 TOKENS=256 \
 #     STEPS=2 WARMUP=1 tools/bench/attention_bench.sh       # CPU smoke
+# ARTIFACTS / COMPILE_ONLY: see bench_lib.sh (compile here, run on a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${TARGET:=cuda}" "${PRECISION:=bf16}" "${KINDS:=causal alibi tsp}"
 : "${SEQS:=512 1024 2048 4096 8192 16384}" "${HEAD_DIMS:=64 128}"
 : "${MODEL_DIM:=2048}" "${TOKENS:=32768}" "${STEPS:=10}" "${WARMUP:=3}"
-: "${KILNC:=build/bin/kilnc}" "${KILN_RUN:=build/bin/kiln-run}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$work/cache}
+source tools/bench/bench_lib.sh
 
 # model KIND: the .kiln text of one benchmark point (shapes come from -D).
 model() {
@@ -83,14 +83,14 @@ for kind in $KINDS; do
       else
         pairs=$(( batch * heads * t * (t + 1) / 2 ))
       fi
-      art="$work/$kind-$t-$d.kart"
       point="\"kind\": \"$kind\", \"seq\": $t, \"head_dim\": $d, \"batch\": $batch, \"heads\": $heads, \"backend\": \"kiln\""
-      if ! "$KILNC" "$work/$kind.kiln" --target="$TARGET" -D precision="$PRECISION" \
-           -D t="$t" -D d="$d" -D heads="$heads" -D batch="$batch" -D len_step="$step" \
-           -o "$art" > "$work/kilnc.log" 2>&1; then
+      if ! art=$(kiln_artifact "attention-$TARGET-$PRECISION-$kind-$t-$d" "$work/kilnc.log" \
+           "$work/$kind.kiln" --target="$TARGET" -D precision="$PRECISION" \
+           -D t="$t" -D d="$d" -D heads="$heads" -D batch="$batch" -D len_step="$step"); then
         echo "{$point, \"skipped\": \"kilnc failed: $(grep -m1 error "$work/kilnc.log" | tr -d '"\\')\"}"
         continue
       fi
+      [ "$COMPILE_ONLY" = 1 ] && continue
       if ! "$KILN_RUN" "$art" --steps $(( WARMUP + STEPS )) --lr 0 --quiet \
            --metrics "$work/m.jsonl" > "$work/run.log" 2>&1; then
         echo "{$point, \"skipped\": \"kiln-run failed: $(grep -m1 error "$work/run.log" | tr -d '"\\')\"}"

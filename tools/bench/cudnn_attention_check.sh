@@ -27,14 +27,15 @@
 #
 #   tools/bench/cudnn_attention_check.sh
 #   KINDS=causal SEQS="512 1024" HEAD_DIMS=64 tools/bench/cudnn_attention_check.sh
+# ARTIFACTS / COMPILE_ONLY: see bench_lib.sh (compile here, run on a GPU; the
+# kernel dumps' cuDNN verdicts travel next to the artifacts).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KINDS:=causal padding}" "${SEQS:=512 1024 2048 4096 8192 16384}" "${HEAD_DIMS:=64 128}"
 : "${MODEL_DIM:=2048}" "${TOKENS:=32768}" "${STEPS:=10}" "${WARMUP:=3}"
-: "${KILNC:=build/bin/kilnc}" "${KILN_RUN:=build/bin/kiln-run}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$work/cache}
+source tools/bench/bench_lib.sh
 
 # model KIND: the .kiln text (shapes from -D t, d, heads, batch).
 model() {
@@ -72,13 +73,20 @@ for kind in $KINDS; do
     for t in $SEQS; do
       heads=$(( MODEL_DIM / d > 0 ? MODEL_DIM / d : 1 ))
       batch=$(( TOKENS / t > 0 ? TOKENS / t : 1 ))
-      art="$work/$kind-$t-$d.kart"
+      name="cudnn-check-$kind-$t-$d"
       echo "== $kind seq $t head_dim $d (batch $batch, heads $heads)"
-      rm -rf "$work/dump"
-      "$KILNC" "$work/$kind.kiln" --target=cuda -D t="$t" -D d="$d" -D heads="$heads" \
-        -D batch="$batch" -o "$art" --dump-phases-to="$work/dump" > "$work/kilnc.log" 2>&1 ||
+      art=$(kiln_artifact "$name" "$work/kilnc.log" "$work/$kind.kiln" --target=cuda \
+        -D t="$t" -D d="$d" -D heads="$heads" -D batch="$batch" \
+        --dump-phases-to="$ARTIFACTS/$name.dump") ||
         { echo "   kilnc failed:"; grep -m3 error "$work/kilnc.log"; continue; }
-      grep -h "^// cudnn:" "$work"/dump/kernels/k_attention_*.cu | sort -u | sed 's/^/   codegen /'
+      # Only the verdicts are kept next to the artifact (a bundle stays small).
+      if [ -d "$ARTIFACTS/$name.dump" ]; then
+        grep -h "^// cudnn:" "$ARTIFACTS/$name.dump"/kernels/k_attention_*.cu | sort -u \
+          > "$ARTIFACTS/$name.cudnn.txt"
+        rm -rf "$ARTIFACTS/$name.dump"
+      fi
+      sed 's/^/   codegen /' "$ARTIFACTS/$name.cudnn.txt" 2> /dev/null || true
+      [ "$COMPILE_ONLY" = 1 ] && continue
       data=()
       if [ "$kind" = padding ]; then data=(--data "tsp:$(( t / 2 ))-$t"); fi
       for mode in kiln cudnn auto; do

@@ -3,7 +3,7 @@ models/gpt2.kiln (pre-LN blocks, tied embedding, tanh GELU, biases), trained on
 random tokens with bf16 autocast, fused AdamW, SDPA attention and torch.compile,
 as people run it today. Prints one JSON line with tokens/s, step time, peak
 memory, MFU and the attention share of the step (measured separately with the
-profiler), so tools/bench/gpt2_gpu.sh can put it beside kiln-run's figures.
+profiler), so tools/bench/gpt2_bench.sh can put it beside kiln-run's figures.
 
     python3 torch_gpt2.py --batch 16 --seq 1024 --steps 30           # on a GPU
     python3 torch_gpt2.py --device cpu --layers 2 --dim 64 --heads 2 \
