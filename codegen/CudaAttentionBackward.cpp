@@ -21,9 +21,16 @@
 //     Capture gradients: thread 0 of each role-B block walks the tile's pairs
 //     in order and adds dS dscore/dcapture into that block's private slice
 //     (double, zeroed by the block first) of a workspace [role-B blocks,
-//     capture elements]; the block that finishes last (kiln_last_block on a
+//     partial elements]; the block that finishes last (kiln_last_block on a
 //     completion counter) sums the slices in block order. Perf note: the serial walk makes captured-gradient ops slower
 //     than plain ones; a per-warp ordered reduction would remove it.
+//     A capture whose every read in the score indexes dim 0 with b (dim 0
+//     of size B: xy[b, i, 0] in a TSP distance bias) can only get gradient
+//     from blocks of that b, so a block keeps only its [b] sub-tensor and
+//     the reduction sums only the H * qTiles blocks of that b; likewise
+//     dim 0 indexed with h (size H: slope[h]) and the B * qTiles blocks of
+//     that head. Without this the partials of a [B, T, 2] capture grow as
+//     B^2 H T^2 and pass the workspace limit at benchmark sizes.
 //
 // D_i is recomputed by every block that needs it (instead of a separate
 // kernel, because one op is one kernel in the artifact); it costs one more
@@ -47,6 +54,8 @@
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -90,6 +99,47 @@ std::string fromFloat(const TilePlan &p, const std::string &e) {
   return p.bf16 ? "kiln_f32_to_bf16(" + e + ")" : e;
 }
 
+// Which role-B blocks can add to a floating capture's gradient, and so the
+// part of it one block keeps a partial of: all of it, or the [b] or [h]
+// sub-tensor (dim 0 indexed by the block's b or h) of `count` elements.
+struct CapturePartial {
+  enum Kind { Whole, PerSample, PerHead } kind = Whole;
+  int64_t count = 0;
+};
+
+// The partial of capture `c` from its reads in the score region. Only the
+// score's tensor.extracts get gradients (the mask yields an i1), so reads in
+// the mask do not matter. A value of b or h computed by an op (b + 0) is
+// not recognized: the capture keeps a whole partial, which is only larger.
+CapturePartial capturePartial(k::AttentionGradOp op, unsigned c,
+                              const Dims &n) {
+  auto type = cast<RankedTensorType>(op.getCaptures()[c].getType());
+  CapturePartial whole{CapturePartial::Whole, type.getNumElements()};
+  Block *block = op.getScoreBlock();
+  if (!block || type.getRank() == 0)
+    return whole;
+  // Score arguments: (s, b, h, i, j, captures...).
+  BlockArgument arg = block->getArgument(5 + c);
+  Value b = block->getArgument(1), h = block->getArgument(2);
+  bool bySample = type.getDimSize(0) == n.B;
+  bool byHead = type.getDimSize(0) == n.H;
+  bool read = false;
+  for (Operation *user : arg.getUsers()) {
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract)
+      return whole;
+    Value first = extract.getIndices()[0];
+    bySample &= first == b;
+    byHead &= first == h;
+    read = true;
+  }
+  if (read && bySample)
+    return {CapturePartial::PerSample, type.getNumElements() / n.B};
+  if (read && byHead)
+    return {CapturePartial::PerHead, type.getNumElements() / n.H};
+  return whole;
+}
+
 class BackwardEmitter {
 public:
   BackwardEmitter(k::AttentionGradOp op, KernelSourceWriter &w,
@@ -119,9 +169,11 @@ private:
   std::string scale;
   AttentionRegionInputs in;
   int64_t qTiles = 0, kvTiles = 0, blocksA = 0, blocksB = 0;
-  // Floating captures: offset of each one's gradient in a workspace slice
-  // (-1 for integer captures), and their total element count.
+  // Floating captures: offset of each one's partial in a block's workspace
+  // slice (-1 for integer captures), the sub-tensor a block keeps, and the
+  // slice's total element count.
   SmallVector<int64_t> gradOffset;
+  SmallVector<CapturePartial> partial;
   int64_t gradTotal = 0;
   std::string workspace, done;
   std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
@@ -234,7 +286,14 @@ LogicalResult BackwardEmitter::emitCapturePass() {
   AttentionRegionEmitter::Backward score;
   CaptureGradHook hook = [&](unsigned c, const std::string &index,
                              const std::string &adjoint) {
-    return "cg[" + str(gradOffset[c]) + " + " + index + "] += (double)" +
+    // `index` is flat in the whole capture; a per-sample or per-head slice
+    // starts at element b * count or h * count of it.
+    std::string local = index;
+    if (partial[c].kind == CapturePartial::PerSample)
+      local = "(" + index + " - b * " + str(partial[c].count) + ")";
+    else if (partial[c].kind == CapturePartial::PerHead)
+      local = "(" + index + " - h * " + str(partial[c].count) + ")";
+    return "cg[" + str(gradOffset[c]) + " + " + local + "] += (double)" +
            adjoint + ";";
   };
   if (failed(scoreBackward(hook, score)))
@@ -399,9 +458,31 @@ void BackwardEmitter::emitCaptureReduction() {
     w.open("for (int64_t e = threadIdx.x; e < " + str(count) + "; e += " +
            str(kThreads) + ")");
     w.line("double sum = 0.0;");
-    w.line("for (int64_t t = 0; t < " + str(blocksB) + "; ++t) sum += __ldcg(&" +
-           workspace + "[t * " + str(gradTotal) + " + " + str(gradOffset[c]) +
-           " + e]);");
+    auto add = [&](const std::string &local) {
+      return "sum += __ldcg(&" + workspace + "[t * " + str(gradTotal) + " + " +
+             str(gradOffset[c]) + " + " + local + "]);";
+    };
+    int64_t slice = partial[c].count;
+    // Role-B block t is (b, h, query tile) = t / (H qTiles), t / qTiles % H,
+    // t % qTiles; the blocks that can touch the element, ascending.
+    switch (partial[c].kind) {
+    case CapturePartial::Whole:
+      w.line("for (int64_t t = 0; t < " + str(blocksB) + "; ++t) " + add("e"));
+      break;
+    case CapturePartial::PerSample:
+      w.line("const int64_t first = e / " + str(slice) + " * " +
+             str(n.H * qTiles) + ";");
+      w.line("for (int64_t t = first; t < first + " + str(n.H * qTiles) +
+             "; ++t) " + add("e % " + str(slice)));
+      break;
+    case CapturePartial::PerHead:
+      w.line("const int64_t head = e / " + str(slice) + ";");
+      w.line("for (int64_t bb = 0; bb < " + str(n.B) +
+             "; ++bb) for (int64_t t = (bb * " + str(n.H) + " + head) * " +
+             str(qTiles) + "; t < (bb * " + str(n.H) + " + head + 1) * " +
+             str(qTiles) + "; ++t) " + add("e % " + str(slice)));
+      break;
+    }
     bool bf16 =
         cast<RankedTensorType>(grad.getType()).getElementType().isBF16();
     w.line(w.ptr(grad) + "[e] = " +
@@ -419,12 +500,14 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
             static_cast<uint32_t>(kThreads),
             static_cast<uint32_t>(sharedBytes)};
   gradOffset.assign(op.getCaptures().size(), -1);
+  partial.assign(op.getCaptures().size(), {});
   for (auto [c, capture] : llvm::enumerate(op.getCaptures())) {
     auto type = cast<RankedTensorType>(capture.getType());
     if (!isa<FloatType>(type.getElementType()))
       continue;
+    partial[c] = capturePartial(op, c, n);
     gradOffset[c] = gradTotal;
-    gradTotal += type.getNumElements();
+    gradTotal += partial[c].count;
   }
   if (gradTotal * blocksB * 8 > kMaxWorkspaceBytes)
     return op->emitError() << "the CUDA attention backward would need "

@@ -169,12 +169,13 @@ TEST(AttentionWorkspace, CudaScratchIsPlannedNotDeviceGlobals) {
   ASSERT_EQ(counters.size(), 1u);
   EXPECT_EQ(counters[0]->dtype(), schema::DType_I32);
   EXPECT_EQ(elements(*counters[0]), 1);
-  // One slice of H doubles per role-B block; blocks of Br query rows with
-  // Br <= 64, so at least ceil(T / 64) blocks per (b, h).
+  // One double per role-B block: the score reads the slope only as
+  // slope[h], so a block keeps only its head's element. Blocks of Br query
+  // rows with Br <= 64, so at least ceil(T / 64) blocks per (b, h).
   EXPECT_EQ(workspaces[0]->dtype(), schema::DType_I64);
   int64_t slices = elements(*workspaces[0]);
-  EXPECT_EQ(slices % H, 0);
-  EXPECT_GE(slices / H, B * H * ((T + 63) / 64));
+  EXPECT_EQ(slices % (B * H), 0);
+  EXPECT_GE(slices, B * H * ((T + 63) / 64));
   EXPECT_EQ(root.memory_plan()->workspace(),
             aligned(slices * 8) + aligned(4));
   // The counter lives in the persistent region (zeroed once with the arena),

@@ -64,7 +64,8 @@ using kiln::test::randomFloats;
 // [2, 2, 53, D]; `elem` is f32 or bf16 (bf16: the f32 arguments are
 // converted in and the results converted out, identically on both
 // backends).
-std::string attentionModule(int d, const std::string &elem, bool backward) {
+std::string attentionModule(int d, const std::string &elem, bool backward,
+                            const std::string &scoreBody = "") {
   std::string text = R"mlir(
 func.func @step(%qf: tensor<2x4x37xDxf32>, %kf: tensor<2x2x53xDxf32>, %vf: tensor<2x2x53xDxf32>,
                 %slope: tensor<4xf32>, %bias: tensor<53xf32>, %len: tensor<2xi32>EXTRA_ARGS)
@@ -159,7 +160,7 @@ MASK
   replace("CONVERT_IN", convertIn);
   replace("CONVERT_OUT", convertOut);
   replace("BODY", backward ? grad : forward);
-  replace("SCORE", score);
+  replace("SCORE", scoreBody.empty() ? score : scoreBody);
   replace("MASK", mask);
   if (elem != "bf16") {
     // No conversions: the arguments and results are the op's own values.
@@ -287,6 +288,96 @@ TEST(CudaAttentionEmulated, DkDvAccumulatorsInWorkspace) {
   expectAttentionMatches(80, "f32", 5e-5, 32 * 1024);
 }
 
+// Replaces every occurrence of `from` in `text`.
+void replaceAll(std::string &text, const std::string &from,
+                const std::string &to) {
+  for (size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+// A TSP-like distance bias: score = s - slope[h] * |xy[b, i] - xy[b, j]|
+// with city coordinates xy [B, 53, 2] (dim 0 indexed by b) and the per-head
+// slope [H] (indexed by h), both learned, in attentionModule's op in fp32
+// (xy in place of the bias). Each dQ block then keeps only its sample's
+// [53, 2] and its head's single element of the partials, and the reduction
+// sums per element only the blocks of that sample / head.
+std::string tspModule(int d, bool backward) {
+  std::string text = attentionModule(d, "f32", backward, R"(      %z = arith.constant 0 : index
+      %o = arith.constant 1 : index
+      %sl = tensor.extract %c0[%h] : tensor<4xf32>
+      %xi = tensor.extract %c1[%b, %i, %z] : tensor<53xf32>
+      %xj = tensor.extract %c1[%b, %j, %z] : tensor<53xf32>
+      %yi = tensor.extract %c1[%b, %i, %o] : tensor<53xf32>
+      %yj = tensor.extract %c1[%b, %j, %o] : tensor<53xf32>
+      %dx = arith.subf %xi, %xj : f32
+      %dy = arith.subf %yi, %yj : f32
+      %dx2 = arith.mulf %dx, %dx : f32
+      %dy2 = arith.mulf %dy, %dy : f32
+      %r2 = arith.addf %dx2, %dy2 : f32
+      %eps = arith.constant 1.0e-06 : f32
+      %r2e = arith.addf %r2, %eps : f32
+      %dist = math.sqrt %r2e : f32
+      %pen = arith.mulf %sl, %dist : f32
+      %r = arith.subf %s, %pen : f32
+      kiln.yield %r : f32)");
+  replaceAll(text, "tensor<53xf32>", "tensor<2x53x2xf32>");
+  replaceAll(text, "%bias", "%xy");
+  return text;
+}
+
+// Same gradients as the CPU kernel within the fp32 tolerance of the file
+// comment (the per-sample and per-head sums regroup nothing: each element's
+// blocks are summed in the same ascending order as before, the other
+// blocks' partials were zeros). B = 2 and H = 4, so a wrong slot (sample 0's
+// slice for sample 1, b for h) changes the sums; sample 1 keeps 11 keys, so
+// most of its coordinates get gradient only as queries.
+TEST(CudaAttentionEmulated, PerSampleAndPerHeadCapturePartials) {
+  const int d = 16;
+  KernelRunner cuda(tspModule(d, true), KernelBackend::CudaEmulated);
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  // The slices are in use: xy's partial index is relative to its sample's
+  // [53, 2] sub-tensor (106 elements), slope's to its head's one element.
+  bool perSample = false, perHead = false;
+  for (const auto &kernel : cuda.kernels()) {
+    perSample |= kernel.source.find(" - b * 106)") != std::string::npos;
+    perHead |= kernel.source.find(" - h * 1)") != std::string::npos;
+  }
+  EXPECT_TRUE(perSample);
+  EXPECT_TRUE(perHead);
+
+  std::vector<HostTensor> args = {
+      HostTensor::floats(randomFloats(2 * 4 * 37 * d, 21, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 22, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 23)),
+      HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
+      HostTensor::floats(randomFloats(2 * 53 * 2, 25)),
+      HostTensor::ints({40, 11})};
+  // The backward of the CPU forward's out and lse (see the file comment).
+  KernelRunner cpuForward(tspModule(d, false), KernelBackend::Cpu);
+  ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
+  std::vector<HostTensor> out = cpuForward.run(args);
+  ASSERT_EQ(out.size(), 2u);
+  args.push_back(out[0]);
+  args.push_back(out[1]);
+  args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 24)));
+  std::vector<HostTensor> bwd = expectSame(
+      tspModule(d, true), args, 5e-5, {"dq", "dk", "dv", "dslope", "dxy"});
+  ASSERT_EQ(bwd.size(), 5u);
+  // Both samples' coordinates and the slopes get gradients (the comparison
+  // would pass vacuously if both backends dropped them).
+  for (int b = 0; b < 2; ++b) {
+    double norm = 0.0;
+    for (int e = 0; e < 106; ++e)
+      norm += std::fabs(bwd[4].f[b * 106 + e]);
+    EXPECT_GT(norm, 1e-3) << "sample " << b;
+  }
+  double slopeNorm = 0.0;
+  for (float g : bwd[3].f)
+    slopeNorm += std::fabs(g);
+  EXPECT_GT(slopeNorm, 1e-3);
+}
+
 // No score or mask region (plain softmax attention: no block-skip test, no
 // capture gradients), Dv != D, 2 query heads on 1 kv head, bf16 tensor
 // cores. Forward and backward in one step here: the backward has no capture
@@ -339,13 +430,6 @@ TEST(CudaAttentionEmulated, NoFloatAtomics) {
 
 // Dropout. The module of attentionModule with dropout 0.2 and the RNG state
 // [seed, offset] (tensor<2xi64>) as the last capture.
-void replaceAll(std::string &text, const std::string &from,
-                const std::string &to) {
-  for (size_t at = text.find(from); at != std::string::npos;
-       at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-}
-
 std::string dropoutModule(int d, const std::string &elem, bool backward) {
   std::string text = attentionModule(d, elem, backward);
   replaceAll(text, "%len: tensor<2xi32>", "%len: tensor<2xi32>, %rng: tensor<2xi64>");
