@@ -72,8 +72,7 @@ for kind in $KINDS; do
   model "$kind" > "$work/$kind.kiln"
   for d in $HEAD_DIMS; do
     for t in $SEQS; do
-      heads=$(( MODEL_DIM / d > 0 ? MODEL_DIM / d : 1 ))
-      batch=$(( TOKENS / t > 0 ? TOKENS / t : 1 ))
+      attention_shape "$d" "$t"
       step=$(( t / (2 * batch) ))
       # Kept (b, h, i, j) pairs: causal T (T + 1) / 2, tsp T * lengths[b].
       if [ "$kind" = tsp ]; then

@@ -28,3 +28,12 @@ kiln_artifact() {
   fi
   echo "$art"
 }
+
+# attention_shape D T: sets `heads` and `batch` of an attention benchmark point
+# so that batch x heads fills the GPU at every length, the rule
+# torch_attention.py also uses (heads = MODEL_DIM / D, batch = TOKENS / T,
+# each at least 1).
+attention_shape() {
+  heads=$(( MODEL_DIM / $1 > 0 ? MODEL_DIM / $1 : 1 ))
+  batch=$(( TOKENS / $2 > 0 ? TOKENS / $2 : 1 ))
+}

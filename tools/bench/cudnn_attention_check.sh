@@ -71,8 +71,7 @@ for kind in $KINDS; do
   model "$kind" > "$work/$kind.kiln"
   for d in $HEAD_DIMS; do
     for t in $SEQS; do
-      heads=$(( MODEL_DIM / d > 0 ? MODEL_DIM / d : 1 ))
-      batch=$(( TOKENS / t > 0 ? TOKENS / t : 1 ))
+      attention_shape "$d" "$t"
       name="cudnn-check-$kind-$t-$d"
       echo "== $kind seq $t head_dim $d (batch $batch, heads $heads)"
       art=$(kiln_artifact "$name" "$work/kilnc.log" "$work/$kind.kiln" --target=cuda \
