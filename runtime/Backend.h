@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ public:
   virtual Status zero(uint32_t buffer) = 0;
 
   virtual const KernelLoad &kernelLoad() const = 0;
+
+  // The GPU's name as its driver reports it ("NVIDIA H100 80GB HBM3"), for
+  // the peak FLOP/s table; empty on the CPU.
+  virtual std::string deviceName() const { return ""; }
+  // The most device memory this backend has held allocated (the arena,
+  // launch tables and library workspaces); nullopt on the CPU, whose peak
+  // is the process's resident memory.
+  virtual std::optional<int64_t> devicePeakBytes() const { return std::nullopt; }
 
   // Per schedule entry timing for --profile; a backend that cannot time
   // entries returns false and leaves the report to external profilers.

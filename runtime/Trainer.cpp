@@ -34,6 +34,8 @@
 #include "runtime/metrics/ProgressPrinter.h"
 #include "runtime/metrics/TensorBoardWriter.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -43,6 +45,21 @@
 namespace kiln::rt {
 
 namespace {
+
+// The precision the step's matmuls run in, for the peak FLOP/s: the
+// artifact's `precision` train setting (bf16, fp16, tf32, fp32), and fp32
+// GEMMs on TF32 tensor cores under --tf32.
+ComputePrecision matmulPrecision(const Artifact &artifact, bool tf32) {
+  std::optional<ComputePrecision> precision;
+  if (const flatbuffers::String *settings = artifact.root().train()->settings()) {
+    nlohmann::json train = nlohmann::json::parse(settings->str(), nullptr,
+                                                 /*allow_exceptions=*/false);
+    if (train.is_object() && train.contains("precision") && train["precision"].is_string())
+      precision = computePrecisionFromName(train["precision"].get<std::string>());
+  }
+  ComputePrecision p = precision.value_or(ComputePrecision::kFp32);
+  return p == ComputePrecision::kFp32 && tf32 ? ComputePrecision::kTf32 : p;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -172,12 +189,16 @@ Status TrainingRun::start() {
   progress_ = std::make_unique<ProgressPrinter>(
       out_, ::isatty(::fileno(out_)) != 0, options_.steps, options_.logEvery,
       console);
-  peakFlops_ = resolvePeakFlopsPerSecond(options_.peakTflops, std::nullopt,
-                                         ComputePrecision::kFp32);
+  const ComputePrecision precision = matmulPrecision(*artifact, options_.tf32);
 
   KILN_ASSIGN_OR_RETURN(session_,
                         TrainingSession::create(std::move(artifact), options_.seed,
                                                 BackendOptions{options_.tf32, options_.attention}));
+  // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
+  const std::string device = session_->backend().deviceName();
+  peakFlops_ = resolvePeakFlopsPerSecond(
+      options_.peakTflops,
+      device.empty() ? std::nullopt : std::optional<std::string_view>(device), precision);
   if (!options_.quiet) {
     printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train || data_.tsp)
@@ -275,7 +296,8 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
   m.mfu = modelFlopsUtilization(artifact.root().flops_per_step(), seconds,
                                 peakFlops_);
-  m.peakMemoryBytes = peakResidentBytes();
+  // On a GPU the device memory Kiln holds; on the CPU the process's RSS.
+  m.peakMemoryBytes = session_->backend().devicePeakBytes().value_or(peakResidentBytes());
   m.skipped = skipped;
   bool last = step == options_.steps;
   if (data_.validation &&

@@ -78,16 +78,18 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
       initializeParameter(*buffer.init(), bufferName(buffer), seed,
                           static_cast<float *>(session->backend_->hostData(p)),
                           artifact->bufferInfo(p).elements);
-      continue;
+    } else {
+      // Padded by the compiler: draw exactly the values the unpadded model
+      // would (same count, same order), then place them; the padding is zero.
+      std::vector<int64_t> logical = logicalShape(buffer);
+      std::vector<float> values(shapeElements(logical));
+      initializeParameter(*buffer.init(), bufferName(buffer), seed,
+                          values.data(), static_cast<int64_t>(values.size()));
+      scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
+                           static_cast<float *>(session->backend_->hostData(p)));
     }
-    // Padded by the compiler: draw exactly the values the unpadded model
-    // would (same count, same order), then place them; the padding is zero.
-    std::vector<int64_t> logical = logicalShape(buffer);
-    std::vector<float> values(shapeElements(logical));
-    initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                        values.data(), static_cast<int64_t>(values.size()));
-    scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
-                         static_cast<float *>(session->backend_->hostData(p)));
+    // Every parameter, padded or not: on a GPU the host view is only a
+    // mirror, and the device arena holds zeros until this copy.
     KILN_RETURN_IF_ERROR(session->backend_->upload(p));
   }
   session->artifact_ = std::move(artifact);

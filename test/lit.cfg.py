@@ -42,5 +42,23 @@ if any(d and glob.glob(os.path.join(d, "libnvrtc.so*")) for d in nvrtc_dirs):
     if "KILN_CUDA_LIB_DIR" in os.environ:
         config.environment["KILN_CUDA_LIB_DIR"] = os.environ["KILN_CUDA_LIB_DIR"]
 
+# The device simulator (test/sim): `%sim-run` is kiln-run with the simulator's
+# libcuda, NVRTC and cuBLASLt in front of any real ones and a kernel cache of
+# its own (its "CUBINs" are host libraries, never to be mixed with real ones).
+if config.kiln_sim_lib_dir and os.path.isdir(config.kiln_sim_lib_dir):
+    config.available_features.add("cuda-sim")
+    sim_run = "env KILN_CUDA_LIB_DIR={} KILN_CACHE_DIR={} {}".format(
+        config.kiln_sim_lib_dir, os.path.join(config.kiln_obj_root, "sim-kernel-cache"),
+        os.path.join(config.kiln_tools_dir, "kiln-run"))
+    config.substitutions.append(("%sim-run", sim_run))
+    # The simulator's environment alone, for scripts that run kiln-run themselves.
+    config.substitutions.append(("%sim-env", " ".join(sim_run.split(" ")[:3])))
+    # test/e2e/cuda_sim/Inputs/parity.sh with its tools: %sim-parity DIR MODEL ...
+    sim_inputs = os.path.join(config.kiln_src_root, "test", "e2e", "cuda_sim", "Inputs")
+    config.substitutions.append(("%sim-parity", "env KILNC={} KILN_RUN={} 'SIM_RUN={}' PYTHON={} COMPARE={} sh {}".format(
+        os.path.join(config.kiln_tools_dir, "kilnc"), os.path.join(config.kiln_tools_dir, "kiln-run"),
+        sim_run, "/usr/bin/python3", os.path.join(config.kiln_src_root, "tools", "gpu", "compare_metrics.py"),
+        os.path.join(sim_inputs, "parity.sh"))))
+
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run"], [config.kiln_tools_dir])

@@ -119,6 +119,7 @@ struct CudaBackend::Impl {
   mutable std::vector<HostMirror> mirrors;
   std::vector<uint32_t> scalars; // buffers refreshed after every run
   bool eager = false;
+  int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
 
   explicit Impl(const Artifact &a) : artifact(a) {}
   ~Impl();
@@ -137,6 +138,8 @@ struct CudaBackend::Impl {
   }
 
   Status openDevice();
+  // cuMemAlloc of `bytes` for `what`, counted in allocatedBytes.
+  Status allocateDevice(CUdeviceptr &pointer, size_t bytes, const std::string &what);
   Status allocate(size_t tableBytes, bool needsWorkspace);
   Status loadKernels();
   Status resolvePrograms();
@@ -201,6 +204,14 @@ Status CudaBackend::Impl::openDevice() {
   return okStatus();
 }
 
+Status CudaBackend::Impl::allocateDevice(CUdeviceptr &pointer, size_t bytes,
+                                         const std::string &what) {
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuMemAlloc(&pointer, bytes), "cuMemAlloc",
+                                     detail::concat(" (", what, ", ", bytes, " bytes)")));
+  allocatedBytes += static_cast<int64_t>(bytes);
+  return okStatus();
+}
+
 Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
   const CudaDriver &d = *driver;
   layout = deviceLayout(artifact);
@@ -211,8 +222,7 @@ Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
   KILN_RETURN_IF_ERROR(checkDeviceFits(layout, extra,
                                        static_cast<int64_t>(freeBytes), deviceName));
   size_t arenaBytes = static_cast<size_t>(std::max<int64_t>(layout.arenaBytes, 1));
-  KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&arena, arenaBytes), "cuMemAlloc(arena)",
-                               detail::concat(" (", arenaBytes, " bytes)")));
+  KILN_RETURN_IF_ERROR(allocateDevice(arena, arenaBytes, "arena"));
   // Zero-filled like the CPU arena: optimizer state starts at zero.
   KILN_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(arena, 0, arenaBytes, stream),
                                "cuMemsetD8Async(arena)"));
@@ -221,11 +231,9 @@ Status CudaBackend::Impl::allocate(size_t tableBytes, bool needsWorkspace) {
   KILN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(stream),
                                "cuStreamSynchronize(arena zeroing)"));
   if (tableBytes > 0)
-    KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&tables, tableBytes),
-                                 "cuMemAlloc(launch tables)"));
+    KILN_RETURN_IF_ERROR(allocateDevice(tables, tableBytes, "launch tables"));
   if (needsWorkspace)
-    KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&workspace, kGemmWorkspaceBytes),
-                                 "cuMemAlloc(cuBLASLt workspace)"));
+    KILN_RETURN_IF_ERROR(allocateDevice(workspace, kGemmWorkspaceBytes, "cuBLASLt workspace"));
   for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
     const schema::Buffer &buffer = artifact.buffer(i);
     if (buffer.role() == schema::BufferRole_Constant && buffer.constant_data())
@@ -420,9 +428,8 @@ Status CudaBackend::Impl::planEmptyKeys(DeviceCall &call, const schema::CudnnAtt
   call.lengths = devicePointer(static_cast<uint32_t>(a.kv_lengths()));
   call.batch = a.batch();
   call.kvLen = static_cast<int>(a.kv_len());
-  KILN_RETURN_IF_ERROR(d.check(
-      d.cuMemAlloc(&call.clamped, static_cast<size_t>(a.batch()) * sizeof(int32_t)),
-      "cuMemAlloc(clamped seq_len_kv)"));
+  KILN_RETURN_IF_ERROR(allocateDevice(
+      call.clamped, static_cast<size_t>(a.batch()) * sizeof(int32_t), "clamped seq_len_kv"));
   seqLenBuffers.push_back(call.clamped);
   KILN_RETURN_IF_ERROR(d.check(d.cuModuleGetFunction(&bf16, emptyKeysModule, kEmptyKeysBf16Entry),
                                "cuModuleGetFunction", " (cuDNN empty-key fix-up)"));
@@ -535,7 +542,7 @@ Status CudaBackend::Impl::planCudnnAttention() {
                                  static_cast<int32_t>(a->q_len()));
       CUdeviceptr qLen = 0;
       size_t bytes = qLens.size() * sizeof(int32_t);
-      KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&qLen, bytes), "cuMemAlloc(seq_len_q)"));
+      KILN_RETURN_IF_ERROR(allocateDevice(qLen, bytes, "seq_len_q"));
       seqLenBuffers.push_back(qLen);
       KILN_RETURN_IF_ERROR(
           d.check(d.cuMemcpyHtoD(qLen, qLens.data(), bytes), "cuMemcpyHtoD(seq_len_q)"));
@@ -566,9 +573,8 @@ Status CudaBackend::Impl::planCudnnAttention() {
     ++planned;
   }
   if (workspaceBytes > 0)
-    KILN_RETURN_IF_ERROR(d.check(
-        d.cuMemAlloc(&cudnnWorkspace, static_cast<size_t>(workspaceBytes)),
-        "cuMemAlloc(cuDNN workspace)", detail::concat(" (", workspaceBytes, " bytes)")));
+    KILN_RETURN_IF_ERROR(
+        allocateDevice(cudnnWorkspace, static_cast<size_t>(workspaceBytes), "cuDNN workspace"));
   for (DeviceProgram &program : programs)
     for (DeviceCall &call : program.calls) {
       if (!call.cudnn)
@@ -765,5 +771,11 @@ Status CudaBackend::zero(uint32_t buffer) {
 }
 
 const KernelLoad &CudaBackend::kernelLoad() const { return impl_->load; }
+
+std::string CudaBackend::deviceName() const { return impl_->deviceName; }
+
+std::optional<int64_t> CudaBackend::devicePeakBytes() const {
+  return impl_->allocatedBytes;
+}
 
 } // namespace kiln::rt::cuda

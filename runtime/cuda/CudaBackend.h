@@ -44,6 +44,8 @@ public:
   Status download(uint32_t buffer) override;
   Status zero(uint32_t buffer) override;
   const KernelLoad &kernelLoad() const override;
+  std::string deviceName() const override;
+  std::optional<int64_t> devicePeakBytes() const override;
   bool setProfiling(bool enabled) override { return !enabled; }
   const std::vector<double> &entrySeconds(ProgramKind) const override {
     return noSeconds_;

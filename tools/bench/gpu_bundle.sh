@@ -52,22 +52,7 @@ pack)
     echo "pack: $b ($script)"
     COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" "$script"
   done
-  cp "$KILN_RUN" "$dir/bin/kiln-run.real"
-  # Every library kiln-run links but glibc's own: the GPU machine's image is
-  # not Debian 12, and these are not part of CUDA or PyTorch.
-  ldd "$KILN_RUN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
-    case $(basename "$lib") in
-      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*) ;;
-      *) cp -L "$lib" "$dir/lib/" ;;
-    esac
-  done
-  cat > "$dir/bin/kiln-run" <<'WRAP'
-#!/bin/sh
-# kiln-run with the libraries packed beside it (tools/bench/gpu_bundle.sh).
-d=$(dirname "$0")
-LD_LIBRARY_PATH="$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/kiln-run.real" "$@"
-WRAP
-  chmod +x "$dir/bin/kiln-run"
+  tools/bench/pack_kiln_run.sh "$KILN_RUN" "$dir"
   bytes=$(du -sb "$dir" | cut -f1)
   echo "pack: $dir is $(( bytes / 1024 / 1024 )) MiB ($(ls "$dir/artifacts" | grep -c '\.kart$') artifacts)"
   if [ "$bytes" -gt $(( 64 * 1024 * 1024 )) ]; then

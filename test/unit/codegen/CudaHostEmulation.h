@@ -2,9 +2,8 @@
 //
 // Test-only. Included before the CUDA prelude (minus its NVRTC-only typedef
 // lines) and the kernels, so the host C++ compiler builds CUDA kernel sources
-// into a shared library: __global__/__device__ vanish, __shared__ becomes a
-// static (one block runs at a time, so a static is that block's shared
-// memory), __constant__ a plain global, and `kiln_emulate_launch` runs a
+// into a shared library (the built-ins are test/sim/CudaHostIntrinsics.h's),
+// and `kiln_emulate_launch` runs a
 // launch block by block with one host thread per CUDA thread. __syncthreads
 // is a barrier over the block's threads, __syncwarp and a warp shuffle a
 // barrier over the warp's; a thread that returns leaves both barriers (as
@@ -18,31 +17,13 @@
 #ifndef KILN_TEST_UNIT_CODEGEN_CUDAHOSTEMULATION_H
 #define KILN_TEST_UNIT_CODEGEN_CUDAHOSTEMULATION_H
 
+#include "../../sim/CudaHostIntrinsics.h"
+
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
-#include <math.h>
 #include <mutex>
-#include <stdint.h>
-#include <string.h>
 #include <thread>
-#include <type_traits>
 #include <vector>
-
-// Kernels test this to take the emulation's stand-ins (dynamic shared
-// memory, nvcuda::wmma) instead of CUDA headers.
-#define KILN_HOST_EMULATION 1
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __constant__
-
-struct KilnDim3 {
-  unsigned int x = 0;
-};
-inline thread_local KilnDim3 threadIdx, blockIdx;
-inline KilnDim3 blockDim, gridDim;
 
 // A reusable barrier whose party shrinks as threads exit.
 class KilnBarrier {
@@ -80,143 +61,13 @@ private:
 
 inline KilnBarrier kiln_block_barrier;
 inline KilnBarrier kiln_warp_barriers[32];
-inline double kiln_shuffle_slots[1024];
 
-inline void __syncthreads() { kiln_block_barrier.wait(); }
-inline void __syncwarp(unsigned int = 0xffffffffu) {
-  kiln_warp_barriers[threadIdx.x / 32].wait();
-}
-
-// __syncthreads_or: a barrier, then every thread reads whether any thread's
-// predicate was non-zero. The counter is reset by the first thread through a
-// second barrier, after everyone has read it.
-inline std::atomic<int> kiln_syncthreads_or_count{0};
-inline int __syncthreads_or(int predicate) {
-  if (predicate)
-    kiln_syncthreads_or_count.fetch_add(1);
-  kiln_block_barrier.wait();
-  int any = kiln_syncthreads_or_count.load() != 0;
-  kiln_block_barrier.wait();
-  if (threadIdx.x == 0)
-    kiln_syncthreads_or_count.store(0);
-  kiln_block_barrier.wait();
-  return any;
-}
+inline void kiln_block_sync() { kiln_block_barrier.wait(); }
+inline void kiln_warp_sync(unsigned int warp) { kiln_warp_barriers[warp].wait(); }
 
 // Dynamic shared memory (`extern __shared__`): one static buffer, as blocks
 // run one at a time. 256 KiB is more than any GPU gives a block.
 alignas(32) inline unsigned char kiln_emulated_dynamic_shared[256 * 1024];
-
-// A test-only stand-in for the 16x16x16 subset of nvcuda::wmma the attention
-// kernels use (bf16 or float inputs, float accumulator). On the GPU a
-// fragment is spread over the warp's lanes in an unspecified layout; here
-// every lane holds the whole 16x16 tile (the kernels never index fragment
-// elements, so the layout is invisible). Loads and products are computed by
-// every lane alike; a store is written by lane 0 only, so a kernel that reads
-// a stored tile without a barrier first reads stale data here as it would on
-// the GPU. Products sum k in order in float, as the tensor cores' fp32
-// accumulation does up to the order of the additions.
-struct __nv_bfloat16 {
-  uint16_t bits;
-};
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <class Use, int M, int N, int K, class T, class Layout = void>
-struct fragment {
-  static_assert(M == 16 && N == 16 && K == 16, "only 16x16x16 is emulated");
-  float x[256]; // element (r, c) at x[r * 16 + c]
-};
-
-inline float kiln_wmma_to_float(float v) { return v; }
-inline float kiln_wmma_to_float(__nv_bfloat16 v) {
-  unsigned int bits = static_cast<unsigned int>(v.bits) << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-template <class Use, class T, class Layout>
-void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm) {
-  constexpr bool colMajor = std::is_same<Layout, col_major>::value;
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] = kiln_wmma_to_float(colMajor ? p[c * ldm + r] : p[r * ldm + c]);
-}
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
-                             unsigned ldm, layout_t layout) {
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
-}
-template <class Use, class T, class Layout>
-void fill_fragment(fragment<Use, 16, 16, 16, T, Layout> &f, float value) {
-  for (float &v : f.x)
-    v = value;
-}
-template <class T, class LayoutA, class LayoutB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
-              const fragment<matrix_a, 16, 16, 16, T, LayoutA> &a,
-              const fragment<matrix_b, 16, 16, 16, T, LayoutB> &b,
-              const fragment<accumulator, 16, 16, 16, float> &c) {
-  float out[256];
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 16; ++n) {
-      float sum = c.x[m * 16 + n];
-      for (int k = 0; k < 16; ++k)
-        sum += a.x[m * 16 + k] * b.x[k * 16 + n];
-      out[m * 16 + n] = sum;
-    }
-  memcpy(d.x, out, sizeof out);
-}
-inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
-                              unsigned ldm, layout_t layout) {
-  if (threadIdx.x % 32 != 0)
-    return;
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[r * 16 + c];
-}
-} // namespace wmma
-} // namespace nvcuda
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-
-// Every lane publishes its value, then reads its partner's (a double holds
-// a float exactly).
-template <class T> T __shfl_xor_sync(unsigned int, T value, int laneMask) {
-  unsigned int t = threadIdx.x, warp = t / 32;
-  kiln_shuffle_slots[t] = value;
-  kiln_warp_barriers[warp].wait();
-  T other = static_cast<T>(kiln_shuffle_slots[t ^ static_cast<unsigned int>(laneMask)]);
-  kiln_warp_barriers[warp].wait();
-  return other;
-}
-
-inline unsigned int atomicAdd(unsigned int *address, unsigned int value) {
-  return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
-}
-template <class T> T __ldcg(const T *address) { return *address; }
-inline float __int_as_float(int bits) {
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline float __uint_as_float(unsigned int bits) {
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline unsigned int __float_as_uint(float f) {
-  unsigned int bits;
-  memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
 
 // Runs kernel<<<grid, block>>>(buffers): blocks in order, each with `block`
 // host threads.

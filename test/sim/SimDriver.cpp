@@ -1,0 +1,840 @@
+//===- SimDriver.cpp - The device simulator's libcuda: one strict fake GPU ===//
+//
+// Test-only; built as libcuda.so.1 in the simulator's library folder, which
+// kiln-run finds through $KILN_CUDA_LIB_DIR. It implements the driver entry
+// points runtime/cuda/CudaDriver.h resolves, as the driver documents them,
+// for one H100-like device (sm_90, 80 GiB, 227 KiB opt-in shared memory):
+//
+//  - Device memory is its own mappings, filled with 0xff at allocation (NaN
+//    as fp32 and bf16), so a buffer the host never uploaded, or a kernel
+//    read of memory nothing wrote, shows as NaN; each allocation is followed
+//    by an inaccessible page, and freed memory is unmapped.
+//  - Streams are lazy: operations queue and run only when their stream is
+//    synchronized or a synchronous call orders them (the legacy default
+//    stream waits for blocking streams, never for CU_STREAM_NON_BLOCKING
+//    ones). Asynchronous copies stage pageable host memory at the call.
+//  - Capture (cuStreamBeginCapture) records a stream's operations into a
+//    graph instead; cuGraphLaunch replays them. What the driver forbids
+//    during a capture -- allocation, freeing, synchronous copies, syncing
+//    the capturing stream, copies from pageable memory -- fails with
+//    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, so
+//    cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+//  - Launches are checked as the driver checks them: a loaded function,
+//    1 <= block <= 1024, 1 <= grid < 2^31, dynamic shared memory above
+//    48 KiB only up to what cuFuncSetAttribute opted into. Kernels run by
+//    SimKernelRuntime.h (blocks shuffled, threads as fibers).
+//  - A failed kernel makes the context's error sticky, as on a GPU: the
+//    next synchronizing call and every call after it return
+//    CUDA_ERROR_LAUNCH_FAILED; the reason is printed once on stderr.
+//
+// Not simulated: several devices, 2-D/3-D grids and blocks (Kiln launches
+// 1-D only; refused), kernel parameters other than one pointer (Kiln's
+// `void* const* buffers`), static shared memory sizes (reported as 0),
+// concurrency between streams (a stream's queue runs in order on the host).
+//
+// Environment: KILN_SIM_SEED (block order, default 1),
+// KILN_SIM_ALWAYS_FIBERS=1 (no fast path), KILN_SIM_TRACE=1 (one stderr line
+// per operation run, with its host time).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SimDevice.h"
+
+#include <cuda.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+// ---- handles ---------------------------------------------------------------
+
+struct CUctx_st {
+  int device = 0;
+};
+
+struct CUmod_st {
+  void *library = nullptr;
+  using Launch = int (*)(void (*)(void *const *), void *const *, unsigned, unsigned,
+                         unsigned, unsigned long long, int, char *, size_t);
+  Launch launch = nullptr;
+};
+
+struct CUfunc_st {
+  CUmod_st *module = nullptr;
+  void (*entry)(void *const *) = nullptr;
+  std::string name;
+  int maxDynamicShared = 48 * 1024; // the default without an opt-in
+};
+
+namespace {
+
+struct Operation {
+  std::function<void()> run;
+  std::string what;
+};
+
+struct Graph {
+  std::vector<Operation> nodes;
+};
+
+} // namespace
+
+struct CUgraph_st {
+  Graph graph;
+};
+struct CUgraphExec_st {
+  Graph graph;
+};
+
+struct CUstream_st {
+  unsigned flags = 0;
+  std::deque<Operation> queue;
+  bool capturing = false;
+  bool invalidated = false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id captureThread;
+  std::unique_ptr<CUgraph_st> capture;
+  std::string invalidatedBy;
+};
+
+namespace {
+
+constexpr size_t kTotalBytes = size_t(80) << 30;
+constexpr int kOptInShared = 232448; // sm_90: 227 KiB
+constexpr int kDefaultShared = 48 * 1024;
+
+struct Allocation {
+  size_t bytes = 0;
+  size_t mapped = 0; // with the guard page
+};
+
+struct Device {
+  bool initialized = false;
+  CUctx_st context;
+  int contextRefs = 0;
+  std::map<uintptr_t, Allocation> allocations;
+  size_t allocated = 0;
+  CUstream_st legacy; // stream 0 / CU_STREAM_LEGACY
+  std::set<CUstream_st *> streams;
+  std::set<CUfunc_st *> functions;
+  std::set<CUmod_st *> modules;
+  CUresult sticky = CUDA_SUCCESS;
+  unsigned long long launches = 0;
+  unsigned long long seed = 1;
+  bool alwaysFibers = false;
+  bool trace = false;
+};
+
+Device &device() {
+  static Device d;
+  return d;
+}
+
+thread_local CUcontext currentContext = nullptr;
+
+CUstream_st *resolveStream(CUstream s) {
+  Device &d = device();
+  if (s == nullptr || s == CU_STREAM_LEGACY)
+    return &d.legacy;
+  return d.streams.count(s) ? s : nullptr;
+}
+
+// Sets the sticky error once, with its reason on stderr.
+void failContext(const std::string &why) {
+  Device &d = device();
+  if (d.sticky == CUDA_SUCCESS)
+    std::fprintf(stderr, "kiln device simulator: %s\n", why.c_str());
+  d.sticky = CUDA_ERROR_LAUNCH_FAILED;
+}
+
+void runOperation(const Operation &op) {
+  Device &d = device();
+  if (d.sticky != CUDA_SUCCESS)
+    return; // a failed context runs nothing more
+  if (!d.trace) {
+    op.run();
+    return;
+  }
+  auto start = std::chrono::steady_clock::now();
+  op.run();
+  std::fprintf(stderr, "kiln device simulator: ran %s in %.3f ms\n", op.what.c_str(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count());
+}
+
+void drain(CUstream_st &s) {
+  while (!s.queue.empty()) {
+    Operation op = std::move(s.queue.front());
+    s.queue.pop_front();
+    runOperation(op);
+  }
+}
+
+// What a synchronous call on the legacy stream orders: every blocking
+// stream's queued work, then the legacy stream's.
+void drainForLegacy() {
+  Device &d = device();
+  for (CUstream_st *s : d.streams)
+    if (!(s->flags & CU_STREAM_NON_BLOCKING))
+      drain(*s);
+  drain(d.legacy);
+}
+
+// The driver's rule for "potentially unsafe" calls during a capture: they
+// fail when this thread captures in GLOBAL or THREAD_LOCAL mode, or any
+// thread captures in GLOBAL mode; those captures are invalidated.
+CUresult captureForbids(const char *call) {
+  Device &d = device();
+  CUresult result = CUDA_SUCCESS;
+  for (CUstream_st *s : d.streams) {
+    if (!s->capturing || s->mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+      continue;
+    bool thisThread = s->captureThread == std::this_thread::get_id();
+    if (thisThread || s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+      s->invalidated = true;
+      s->invalidatedBy = call;
+      result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return result;
+}
+
+CUresult ready() {
+  Device &d = device();
+  if (!d.initialized)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!currentContext)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return d.sticky;
+}
+
+CUresult enqueueOn(CUstream_st *s, Operation op) {
+  if (s->capturing) {
+    s->capture->graph.nodes.push_back(std::move(op));
+    return CUDA_SUCCESS;
+  }
+  if (s == &device().legacy) {
+    // The legacy stream waits for the blocking streams' earlier work.
+    for (CUstream_st *other : device().streams)
+      if (!(other->flags & CU_STREAM_NON_BLOCKING))
+        drain(*other);
+  }
+  s->queue.push_back(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+bool inDevice(CUdeviceptr p, size_t bytes) {
+  return kiln::sim::isDeviceRange(reinterpret_cast<const void *>(p), bytes);
+}
+
+void runGraph(const Graph &g) {
+  for (const Operation &op : g.nodes)
+    runOperation(op);
+}
+
+// The shared library in an image from SimNvrtc: an ELF file whose size is
+// the end of its section header table.
+size_t elfSize(const unsigned char *image) {
+  if (std::memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2 /* ELFCLASS64 */)
+    return 0;
+  uint64_t shoff;
+  uint16_t shentsize, shnum;
+  std::memcpy(&shoff, image + 0x28, 8);
+  std::memcpy(&shentsize, image + 0x3a, 2);
+  std::memcpy(&shnum, image + 0x3c, 2);
+  return static_cast<size_t>(shoff + uint64_t(shentsize) * shnum);
+}
+
+} // namespace
+
+// ---- the interface for the simulator's other libraries ---------------------
+
+namespace kiln::sim {
+
+CUresult enqueue(CUstream stream, std::function<void()> op, std::string what) {
+  CUstream_st *s = resolveStream(stream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return enqueueOn(s, Operation{std::move(op), std::move(what)});
+}
+
+bool isDeviceRange(const void *pointer, size_t bytes) {
+  Device &d = device();
+  uintptr_t p = reinterpret_cast<uintptr_t>(pointer);
+  auto it = d.allocations.upper_bound(p);
+  if (it == d.allocations.begin())
+    return false;
+  --it;
+  return p >= it->first && p + bytes <= it->first + it->second.bytes && p + bytes >= p;
+}
+
+void fault(const std::string &message) {
+  std::fprintf(stderr, "kiln device simulator: %s\n", message.c_str());
+  std::abort();
+}
+
+} // namespace kiln::sim
+
+// ---- the driver API --------------------------------------------------------
+
+extern "C" {
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
+  if (!pStr)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+#define KILN_SIM_NAME(e)                                                       \
+  case e:                                                                      \
+    *pStr = #e;                                                                \
+    return CUDA_SUCCESS;
+    KILN_SIM_NAME(CUDA_SUCCESS)
+    KILN_SIM_NAME(CUDA_ERROR_INVALID_VALUE)
+    KILN_SIM_NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    KILN_SIM_NAME(CUDA_ERROR_NOT_INITIALIZED)
+    KILN_SIM_NAME(CUDA_ERROR_INVALID_IMAGE)
+    KILN_SIM_NAME(CUDA_ERROR_INVALID_CONTEXT)
+    KILN_SIM_NAME(CUDA_ERROR_INVALID_HANDLE)
+    KILN_SIM_NAME(CUDA_ERROR_NOT_FOUND)
+    KILN_SIM_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    KILN_SIM_NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    KILN_SIM_NAME(CUDA_ERROR_LAUNCH_FAILED)
+    KILN_SIM_NAME(CUDA_ERROR_NOT_SUPPORTED)
+    KILN_SIM_NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    KILN_SIM_NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    KILN_SIM_NAME(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+    KILN_SIM_NAME(CUDA_ERROR_ILLEGAL_STATE)
+#undef KILN_SIM_NAME
+  default:
+    *pStr = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
+  if (!pStr)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+  case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    *pStr = "operation not permitted when stream is capturing";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    *pStr = "operation failed due to a previous error during capture";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_LAUNCH_FAILED:
+    *pStr = "unspecified launch failure (device simulator: the reason is on stderr)";
+    return CUDA_SUCCESS;
+  default:
+    return cuGetErrorName(error, pStr);
+  }
+}
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+  if (flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  Device &d = device();
+  d.initialized = true;
+  if (const char *seed = std::getenv("KILN_SIM_SEED"); seed && *seed)
+    d.seed = std::strtoull(seed, nullptr, 10);
+  const char *fibers = std::getenv("KILN_SIM_ALWAYS_FIBERS");
+  d.alwaysFibers = fibers && std::strcmp(fibers, "1") == 0;
+  const char *trace = std::getenv("KILN_SIM_TRACE");
+  d.trace = trace && std::strcmp(trace, "1") == 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *version) {
+  if (!version)
+    return CUDA_ERROR_INVALID_VALUE;
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count) {
+  if (!count)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device().initialized)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *dev, int ordinal) {
+  if (!dev)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device().initialized)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (ordinal != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
+  if (!name || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(len), "Kiln device simulator (sm_90)");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (!pi)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = kOptInShared; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = kDefaultShared; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *pi = 1024; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = INT_MAX; break;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *pi = 65536; break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = 2048; break;
+  default:
+    // Not simulated: a caller relying on it learns so instead of a made-up value.
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device().initialized)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  ++device().contextRefs;
+  *pctx = &device().context;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (device().contextRefs <= 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  --device().contextRefs;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  if (ctx && ctx != &device().context)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  currentContext = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetInfo(size_t *free, size_t *total) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!free || !total)
+    return CUDA_ERROR_INVALID_VALUE;
+  *total = kTotalBytes;
+  *free = kTotalBytes - device().allocated;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!dptr || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = captureForbids("cuMemAlloc"); r != CUDA_SUCCESS)
+    return r;
+  Device &d = device();
+  if (bytesize > kTotalBytes - d.allocated)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t usable = (bytesize + page - 1) / page * page;
+  size_t mapped = usable + page;
+  void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  mprotect(static_cast<char *>(p) + usable, page, PROT_NONE);
+  std::memset(p, 0xff, bytesize); // poison: NaN as fp32 and bf16
+  d.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytesize, mapped};
+  d.allocated += bytesize;
+  *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS && r != CUDA_ERROR_LAUNCH_FAILED)
+    return r;
+  if (CUresult r = captureForbids("cuMemFree"); r != CUDA_SUCCESS)
+    return r;
+  Device &d = device();
+  auto it = d.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == d.allocations.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  // cuMemFree waits for the work that may still use the memory.
+  for (CUstream_st *s : d.streams)
+    drain(*s);
+  drain(d.legacy);
+  munmap(reinterpret_cast<void *>(it->first), it->second.mapped);
+  d.allocated -= it->second.bytes;
+  d.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (CUresult r = captureForbids("cuMemcpyHtoD"); r != CUDA_SUCCESS)
+    return r;
+  if (!src || !inDevice(dst, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  drainForLegacy();
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  return device().sticky;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (CUresult r = captureForbids("cuMemcpyDtoH"); r != CUDA_SUCCESS)
+    return r;
+  if (!dst || !inDevice(src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  drainForLegacy();
+  std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+  return device().sticky;
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
+                                   CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(stream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!src || !inDevice(dst, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (s->capturing) {
+    // Every host buffer here is pageable (no cuMemAllocHost is simulated):
+    // a graph cannot replay a copy from it.
+    s->invalidated = true;
+    s->invalidatedBy = "cuMemcpyHtoDAsync from pageable memory";
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  // Pageable memory is staged before the call returns.
+  auto staged = std::make_shared<std::vector<unsigned char>>(
+      static_cast<const unsigned char *>(src), static_cast<const unsigned char *>(src) + bytes);
+  return enqueueOn(s, Operation{[dst, staged] {
+                                  std::memcpy(reinterpret_cast<void *>(dst), staged->data(),
+                                              staged->size());
+                                },
+                                "cuMemcpyHtoDAsync"});
+}
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                                 CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(stream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!inDevice(dst, n))
+    return CUDA_ERROR_INVALID_VALUE;
+  return enqueueOn(s, Operation{[dst, value, n] {
+                                  std::memset(reinterpret_cast<void *>(dst), value, n);
+                                },
+                                "cuMemsetD8Async"});
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!module || !image)
+    return CUDA_ERROR_INVALID_VALUE;
+  const unsigned char *bytes = static_cast<const unsigned char *>(image);
+  size_t size = elfSize(bytes);
+  if (size == 0)
+    return CUDA_ERROR_INVALID_IMAGE;
+  char path[] = "/tmp/kiln_sim_module_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  bool written = ::write(fd, bytes, size) == static_cast<ssize_t>(size);
+  ::close(fd);
+  void *library = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  const char *why = library ? nullptr : dlerror();
+  ::unlink(path);
+  if (!library) {
+    std::fprintf(stderr,
+                 "kiln device simulator: cuModuleLoadData: not a simulator module (%s); "
+                 "a real CUBIN from a JIT cache shared with a GPU run? use another "
+                 "$KILN_CACHE_DIR\n",
+                 why ? why : "write failed");
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  auto launch = reinterpret_cast<CUmod_st::Launch>(dlsym(library, "kiln_sim_launch"));
+  if (!launch) {
+    dlclose(library);
+    std::fprintf(stderr, "kiln device simulator: cuModuleLoadData: the image has no "
+                         "kiln_sim_launch (a real CUBIN? use another $KILN_CACHE_DIR)\n");
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  auto *m = new CUmod_st{library, launch};
+  device().modules.insert(m);
+  *module = m;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule module) {
+  Device &d = device();
+  if (!d.modules.count(module))
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (CUstream_st *s : d.streams)
+    drain(*s);
+  for (auto it = d.functions.begin(); it != d.functions.end();)
+    if ((*it)->module == module) {
+      delete *it;
+      it = d.functions.erase(it);
+    } else {
+      ++it;
+    }
+  dlclose(module->library);
+  d.modules.erase(module);
+  delete module;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule module, const char *name) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!hfunc || !name)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device().modules.count(module))
+    return CUDA_ERROR_INVALID_HANDLE;
+  void *entry = dlsym(module->library, name);
+  if (!entry)
+    return CUDA_ERROR_NOT_FOUND;
+  auto *f = new CUfunc_st;
+  f->module = module;
+  f->entry = reinterpret_cast<void (*)(void *const *)>(entry);
+  f->name = name;
+  device().functions.insert(f);
+  *hfunc = f;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  if (!pi)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device().functions.count(hfunc))
+    return CUDA_ERROR_INVALID_HANDLE;
+  switch (attrib) {
+  case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break; // not known to the simulator
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = hfunc->maxDynamicShared; break;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  if (!device().functions.count(hfunc))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return CUDA_ERROR_INVALID_VALUE; // the only attribute Kiln sets
+  if (value < 0 || value > kOptInShared)
+    return CUDA_ERROR_INVALID_VALUE;
+  hfunc->maxDynamicShared = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream stream,
+                                void **kernelParams, void **extra) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  Device &d = device();
+  if (!d.functions.count(f))
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st *s = resolveStream(stream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (gridDimY != 1 || gridDimZ != 1 || blockDimY != 1 || blockDimZ != 1) {
+    std::fprintf(stderr, "kiln device simulator: %s: only 1-D grids and blocks are "
+                         "simulated\n", f->name.c_str());
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (blockDimX == 0 || blockDimX > 1024 || gridDimX == 0 || gridDimX > unsigned(INT_MAX))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (static_cast<int>(sharedMemBytes) > f->maxDynamicShared) {
+    std::fprintf(stderr, "kiln device simulator: %s: %u bytes of dynamic shared memory "
+                         "but the function allows %d (cuFuncSetAttribute("
+                         "MAX_DYNAMIC_SHARED_SIZE_BYTES) opts into more than 48 KiB)\n",
+                 f->name.c_str(), sharedMemBytes, f->maxDynamicShared);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!kernelParams || extra || !kernelParams[0])
+    return CUDA_ERROR_INVALID_VALUE;
+  // Parameters are copied at the launch, as the driver does.
+  CUdeviceptr table = *static_cast<CUdeviceptr *>(kernelParams[0]);
+  if (!inDevice(table, sizeof(void *))) {
+    std::fprintf(stderr, "kiln device simulator: %s: its buffer table is not device memory\n",
+                 f->name.c_str());
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUfunc_st fn = *f;
+  unsigned grid = gridDimX, block = blockDimX, shared = sharedMemBytes;
+  return enqueueOn(
+      s, Operation{[fn, table, grid, block, shared] {
+                     Device &dev = device();
+                     char error[512] = {};
+                     unsigned long long seed = dev.seed * 0x9e3779b97f4a7c15ull + ++dev.launches;
+                     int rc = fn.module->launch(fn.entry, reinterpret_cast<void *const *>(table),
+                                                grid, block, shared, seed,
+                                                dev.alwaysFibers ? 1 : 0, error, sizeof(error));
+                     if (rc != 0)
+                       failContext("kernel '" + fn.name + "': " + error);
+                   },
+                   "kernel " + f->name});
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!phStream || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *s = new CUstream_st;
+  s->flags = flags;
+  device().streams.insert(s);
+  *phStream = s;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+  Device &d = device();
+  if (!d.streams.count(hStream))
+    return CUDA_ERROR_INVALID_HANDLE;
+  drain(*hStream); // queued work completes, as on the device
+  d.streams.erase(hStream);
+  delete hStream;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (s->capturing) {
+    s->invalidated = true;
+    s->invalidatedBy = "cuStreamSynchronize";
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (CUresult r = captureForbids("cuStreamSynchronize"); r != CUDA_SUCCESS)
+    return r;
+  if (s == &device().legacy)
+    drainForLegacy();
+  else
+    drain(*s);
+  return device().sticky;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (s == &device().legacy)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // the legacy stream cannot be captured
+  if (s->capturing)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  s->capturing = true;
+  s->invalidated = false;
+  s->invalidatedBy.clear();
+  s->mode = mode;
+  s->captureThread = std::this_thread::get_id();
+  s->capture = std::make_unique<CUgraph_st>();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  CUstream_st *s = resolveStream(hStream);
+  if (!s || !phGraph)
+    return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  if (!s->capturing)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  if (s->captureThread != std::this_thread::get_id() &&
+      s->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  s->capturing = false;
+  std::unique_ptr<CUgraph_st> graph = std::move(s->capture);
+  if (s->invalidated) {
+    std::fprintf(stderr, "kiln device simulator: the capture was invalidated by %s\n",
+                 s->invalidatedBy.c_str());
+    *phGraph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *phGraph = graph.release();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    unsigned long long flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!phGraphExec || !hGraph || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  *phGraphExec = new CUgraphExec_st{hGraph->graph};
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!hGraphExec)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  const Graph *graph = &hGraphExec->graph;
+  return enqueueOn(s, Operation{[graph] { runGraph(*graph); }, "graph launch"});
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  if (!hGraphExec)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (CUstream_st *s : device().streams)
+    drain(*s); // a queued launch of it completes first
+  delete hGraphExec;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+  if (!hGraph)
+    return CUDA_ERROR_INVALID_VALUE;
+  delete hGraph;
+  return CUDA_SUCCESS;
+}
+
+} // extern "C"

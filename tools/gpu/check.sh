@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# The prepared GPU check: everything a 15-minute GPU lease should run, packed
+# here (where kilnc and the CPU backend are) and run there in one call.
+#
+#   tools/gpu/check.sh pack DIR [--sim]
+#       compiles every CUDA artifact of the check into DIR/artifacts, runs the
+#       CPU backend here on the same models, seeds and data for the
+#       references (DIR/ref: metrics JSONL and initial parameters), keeps
+#       kilnc's memory plans (DIR/plans), and packs kiln-run with its
+#       libraries (tools/bench/pack_kiln_run.sh) and the GPT-2 benchmark's
+#       artifact. Fails over the 64 MiB the device tool carries. --sim: small
+#       shapes and no benchmark, for the device simulator (CI).
+#   tools/gpu/check.sh run DIR
+#       runs the steps below in priority order, each under its own timeout,
+#       appending one line per step to $OUT/summary.txt as it finishes
+#       (PASS, FAIL, TIMEOUT or SKIP with the reason) and its raw output to
+#       $OUT/steps.log, so what matters most comes back even if the call is
+#       cut short. $OUT defaults to DIR/results. At most 4 files come back
+#       (summary.txt, steps.log, sanitizer.txt, gpt2.txt). KILN_GPU_CHECK_SIM=1
+#       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
+#       that need a real GPU and its tools.
+#
+# Steps: probe (driver, glibc, where NVRTC / cuBLASLt / cuDNN are found);
+# warm-up (every artifact's kernels compiled in parallel into the shared JIT
+# cache); gemm (a GEMM-only model's --check-grads); tiny-fp32, tiny-tf32,
+# tiny-bf16 (tiny_gpt against the CPU references: initial bytes, losses,
+# gradient norms, validation loss); graph-eager (graph replay against eager
+# launches, bit for bit, and two runs bit for bit); attention-fp32,
+# attention-bf16, tsp (against the CPU references); cudnn (cuDNN against
+# Kiln's kernels, tools/bench/cudnn_attention_check.sh); sanitizer
+# (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
+# against the device memory measured while training); gpt2 (GPT-2 124M bf16
+# tokens/s against torch.compile, tools/bench/gpt2_bench.sh).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+usage() { sed -n '2,35p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+mode=$1 dir=$2
+shift 2
+
+# The parity cases: NAME | kilnc arguments | kiln-run arguments | loss rtol |
+# grad rtol. Tolerances (see test/e2e/cuda_sim/*.test for the reasoning):
+# fp32 differs from the CPU only in summation order (1e-5); bf16 by at most
+# about one bf16 ulp (loss 1e-3, gradient norm 5e-3); the bf16 attention's
+# tensor-core path rounds P and dS to bf16 where the CPU keeps float (1e-2).
+# tf32 runs the fp32 artifact with --tf32: GEMM inputs keep 10 mantissa bits
+# (2^-11 relative each), so 2e-3 on losses and 1e-2 on the gradient norm.
+cases() {
+  local tiny="-D n_layer=2 -D batch=4 -D seq=64" tsp="-D batch=16" att="-D batch=2"
+  local text="--data $dir/data/text.txt --val-fraction 0.1 --val-every 5 --val-batches 2"
+  local steps=10
+  if [ "$size" = sim ]; then
+    tiny="-D n_layer=1 -D dim=64 -D n_head=2 -D batch=2 -D seq=16" tsp="-D batch=4" steps=4
+  fi
+  echo "tiny-fp32|$tiny|$text --steps $steps --seed 3|1e-5|1e-5"
+  echo "tiny-bf16|$tiny -D precision=bf16|$text --steps $steps --seed 3|1e-3|5e-3"
+  echo "attention-fp32|$att|--steps 3 --seed 5|1e-5|1e-5"
+  echo "attention-bf16|$att -D precision=bf16|--steps 3 --seed 5|1e-2|1e-2"
+  echo "tsp|$tsp|--data tsp:5-20 --steps $steps --seed 2|1e-5|1e-5"
+}
+model_of() {
+  case $1 in
+    tiny-*) echo "$root/models/tiny_gpt.kiln" ;;
+    attention-*) echo "$root/test/e2e/Inputs/attention_cases.kiln" ;;
+    tsp) echo "$root/models/tsp.kiln" ;;
+  esac
+}
+
+pack() {
+  size=gpu
+  [ "${1:-}" = --sim ] && size=sim
+  local kilnc=${KILNC:-$root/build/bin/kilnc} kiln_run=${KILN_RUN:-$root/build/bin/kiln-run}
+  rm -rf "$dir"
+  mkdir -p "$dir/artifacts" "$dir/ref" "$dir/plans" "$dir/data"
+  echo "$size" > "$dir/size"
+  # Training text that travels with the bundle (the GPU machine is not Debian).
+  head -c 200000 /usr/share/common-licenses/GPL-3 > "$dir/data/text.txt"
+  cases > "$dir/cases.txt"
+  "$kilnc" "$root/test/e2e/gradcheck/matmul.kiln" --target=cuda -o "$dir/artifacts/gemm.kart" \
+    > "$dir/plans/gemm.txt"
+  while IFS='|' read -r name defines run_args _; do
+    model=$(model_of "$name")
+    # shellcheck disable=SC2086  # lists of flags
+    "$kilnc" "$model" $defines --target=cuda -o "$dir/artifacts/$name.kart" > "$dir/plans/$name.txt"
+    # shellcheck disable=SC2086
+    "$kilnc" "$model" $defines -o "$dir/ref/$name.cpu.kart" > /dev/null
+    # shellcheck disable=SC2086
+    "$kiln_run" "$dir/ref/$name.cpu.kart" $run_args --quiet --metrics "$dir/ref/$name.jsonl" \
+      --save-init "$dir/ref/$name.init.safetensors" > /dev/null
+    rm "$dir/ref/$name.cpu.kart"
+    echo "pack: $name (CPU reference: $(wc -l < "$dir/ref/$name.jsonl") steps)"
+  done < "$dir/cases.txt"
+  cp "$here/compare_metrics.py" "$dir/"
+  if [ "$size" = gpu ]; then
+    (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
+       tools/bench/gpt2_bench.sh > /dev/null)
+    (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
+       tools/bench/cudnn_attention_check.sh > /dev/null)
+    "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
+      -o /dev/null > "$dir/plans/gpt2-bf16.txt"
+  fi
+  "$root/tools/bench/pack_kiln_run.sh" "$kiln_run" "$dir"
+  local bytes
+  bytes=$(du -sb "$dir" | cut -f1)
+  echo "pack: $dir is $(( bytes / 1024 / 1024 )) MiB ($(ls "$dir/artifacts" | grep -c '\.kart$') artifacts, $size shapes)"
+  if [ "$bytes" -gt $(( 64 * 1024 * 1024 )) ]; then
+    echo "check.sh: $dir is over the 64 MiB the device tool carries" >&2
+    exit 1
+  fi
+}
+
+# ---- run -------------------------------------------------------------------
+
+# step NAME SECONDS COMMAND...: runs COMMAND under a timeout, its output into
+# steps.log, one line into summary.txt.
+step() {
+  local name=$1 limit=$2 start status
+  shift 2
+  start=$(date +%s)
+  { echo; echo "== $name (limit ${limit}s): $*"; } >> "$log"
+  status=0
+  # A new bash runs the step (exported functions and variables), so the
+  # timeout can stop all of it.
+  timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >> "$log" 2>&1 || status=$?
+  local took=$(( $(date +%s) - start )) verdict=PASS
+  if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+    verdict=TIMEOUT
+  elif [ $status -ne 0 ]; then
+    verdict="FAIL (exit $status)"
+  fi
+  echo "$name: $verdict (${took} s)" | tee -a "$summary"
+}
+skip() { echo "$1: SKIP ($2)" | tee -a "$summary"; }
+
+probe() {
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "glibc: $(ldd --version 2>&1 | head -1)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader ||
+    echo "nvidia-smi: not available"
+  for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13 libcudnn.so.9; do
+    found=""
+    for d in ${KILN_CUDA_LIB_DIR:-} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+      [ -e "$d/$lib" ] && { found="$d/$lib"; break; }
+    done
+    [ -n "$found" ] || found=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l { print $NF; exit }')
+    echo "$lib: ${found:-not found}"
+  done
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 || true
+}
+
+warm_up() {
+  # Every artifact's kernels at once (NVRTC is single-threaded per program):
+  # the cache then serves each later step warm.
+  ls "$dir"/artifacts/*.kart | xargs -P 8 -I{} "$kiln_run" {} --compile-only --arch "$arch"
+}
+
+# parity NAME [tf32]: the CUDA run of NAME against its CPU reference.
+parity() {
+  local name=$1 tf32=${2:-} line defines run_args loss_rtol grad_rtol art
+  line=$(grep "^$name|" "$dir/cases.txt")
+  IFS='|' read -r _ defines run_args loss_rtol grad_rtol <<< "$line"
+  art="$dir/artifacts/$name.kart"
+  local tag=$name${tf32:+-tf32}
+  if [ -n "$tf32" ]; then loss_rtol=2e-3 grad_rtol=1e-2; fi
+  # shellcheck disable=SC2086  # a list of flags
+  "$kiln_run" "$art" $run_args ${tf32:+--tf32} --metrics "$out_tmp/$tag.jsonl" \
+    --save-init "$out_tmp/$tag.init.safetensors"
+  cmp "$dir/ref/$name.init.safetensors" "$out_tmp/$tag.init.safetensors"
+  echo "init: same bytes as the CPU"
+  python3 "$dir/compare_metrics.py" "$dir/ref/$name.jsonl" "$out_tmp/$tag.jsonl" \
+    loss="$loss_rtol" grad_norm="$grad_rtol" \
+    $(grep -q val_loss "$dir/ref/$name.jsonl" && echo val_loss="$loss_rtol")
+}
+
+graph_eager() {
+  local run_args
+  run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3)
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args --metrics "$out_tmp/graph1.jsonl" --quiet
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args --metrics "$out_tmp/graph2.jsonl" --quiet
+  # shellcheck disable=SC2086
+  KILN_CUDA_EAGER=1 "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args \
+    --metrics "$out_tmp/eager.jsonl" --quiet
+  python3 "$dir/compare_metrics.py" "$out_tmp/graph1.jsonl" "$out_tmp/graph2.jsonl" \
+    loss=0 grad_norm=0 update_norm=0
+  echo "two graph runs: bit-identical"
+  python3 "$dir/compare_metrics.py" "$out_tmp/graph1.jsonl" "$out_tmp/eager.jsonl" \
+    loss=0 grad_norm=0 update_norm=0
+  echo "eager: bit-identical to the graph"
+}
+
+sanitizer() {
+  local tool run_args
+  tool=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3 | sed 's/--steps [0-9]*/--steps 1/')
+  # shellcheck disable=SC2086
+  KILN_CUDA_EAGER=1 "$tool" --tool memcheck --error-exitcode 3 --log-file "$out/sanitizer.txt" \
+    "$dir/bin/kiln-run.real" "$dir/artifacts/tiny-bf16.kart" $run_args --quiet
+}
+
+# kilnc's planned peak for GPT-2 bf16 against the most device memory
+# nvidia-smi saw in use while kiln-run trained it (the arena, cuBLASLt's
+# workspace, the launch tables and the CUDA context itself).
+memory() {
+  local art shard
+  art=$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)
+  shard=$(ls "$dir"/artifacts/random_tokens_*.bin | head -1)
+  grep -i "peak" "$dir/plans/gpt2-bf16.txt" | head -3
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out_tmp/mem.txt" &
+  local sampler=$!
+  "$kiln_run" "$art" --data "$shard" --steps 8 --quiet
+  kill $sampler
+  echo "baseline before the run: $(head -1 "$out_tmp/mem.txt") MiB"
+  echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
+}
+
+run_checks() {
+  out=${OUT:-$dir/results}
+  mkdir -p "$out"
+  dir=$(cd "$dir" && pwd)
+  out=$(cd "$out" && pwd)
+  size=$(cat "$dir/size")
+  out_tmp=$(mktemp -d)
+  summary="$out/summary.txt" log="$out/steps.log"
+  : > "$summary"
+  : > "$log"
+  kiln_run="$dir/bin/kiln-run"
+  export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$out_tmp/cache}
+  local sim=${KILN_GPU_CHECK_SIM:-0}
+  arch=sm_90a
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 || true)
+  [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
+  echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
+  export dir out out_tmp kiln_run arch root
+  export -f probe warm_up parity graph_eager sanitizer memory
+
+  step probe 30 probe
+  if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
+  step gemm 60 "$kiln_run" "$dir/artifacts/gemm.kart" --check-grads 24 --seed 5
+  step tiny-fp32 60 parity tiny-fp32
+  if [ "$sim" = 1 ]; then skip tiny-tf32 "simulator: tf32 not modelled by the CPU"; else step tiny-tf32 60 parity tiny-fp32 tf32; fi
+  step tiny-bf16 60 parity tiny-bf16
+  step graph-eager 90 graph_eager
+  step attention-fp32 60 parity attention-fp32
+  step attention-bf16 60 parity attention-bf16
+  step tsp 60 parity tsp
+  if [ "$sim" = 1 ]; then
+    for s in cudnn sanitizer memory gpt2; do skip $s "simulator: needs a GPU"; done
+  else
+    step cudnn 90 env ARTIFACTS="$dir/artifacts" KILN_RUN="$kiln_run" KILNC=none \
+      "$root/tools/bench/cudnn_attention_check.sh"
+    step sanitizer 90 sanitizer
+    step memory 60 memory
+    # gpu_bundle.sh writes $OUT/gpt2.txt with its command, date and GPU.
+    step gpt2 180 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
+  fi
+  local failed
+  failed=$(grep -c -E ': (FAIL|TIMEOUT)' "$summary" || true)
+  echo "gpu check: done, $failed failed" | tee -a "$summary"
+  rm -rf "$out_tmp"
+  [ "$failed" -eq 0 ]
+}
+
+case $mode in
+  pack) pack "$@" ;;
+  run) run_checks ;;
+  *) usage ;;
+esac
