@@ -78,6 +78,33 @@ std::string artifactHash(const Artifact &artifact) {
   return text;
 }
 
+std::string trainingStateHash(const Artifact &artifact) {
+  const schema::Artifact &root = artifact.root();
+  std::string identity = root.model() ? root.model()->str() : "";
+  if (const flatbuffers::String *settings = root.train()->settings())
+    identity += "\n" + settings->str();
+  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
+    const schema::Buffer &buffer = artifact.buffer(i);
+    switch (buffer.role()) {
+    case schema::BufferRole_Parameter:
+    case schema::BufferRole_AdamM:
+    case schema::BufferRole_AdamV:
+    case schema::BufferRole_Momentum:
+      break;
+    default:
+      continue;
+    }
+    identity += "\n" + bufferName(buffer) + " " + std::to_string(buffer.role()) + " " +
+                std::to_string(buffer.dtype());
+    for (int64_t d : logicalShape(buffer))
+      identity += " " + std::to_string(d);
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
+                static_cast<unsigned long long>(fnv1a64(std::string_view(identity))));
+  return text;
+}
+
 StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
                                                 const TrainingSession &session,
                                                 const RunOptions &options,
@@ -109,7 +136,10 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
       {"updates", progress.updates},
       {"seed", options.seed},
       {"data", {{"spec", options.dataPath}, {"position", progress.data.toJson()}}},
-      {"artifact", {{"path", artifact.name()}, {"hash", artifactHash(artifact)}}},
+      {"artifact", {{"path", artifact.name()},
+                    {"hash", artifactHash(artifact)},
+                    {"target", artifact.root().target() ? artifact.root().target()->str() : ""},
+                    {"state_hash", trainingStateHash(artifact)}}},
       {"config", {{"train", train}, {"run", runConfig(options)}}}};
   contents.modelMetadata = {{"kiln_artifact", artifactHash(artifact)},
                             {"kiln_step", std::to_string(progress.step)}};
@@ -128,7 +158,14 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
                         member(state, "artifact", where));
   KILN_ASSIGN_OR_RETURN(std::string hash,
                         stringMember(*artifactInfo, "hash", where));
-  if (hash != artifactHash(artifact))
+  // Another artifact is accepted only when it is the same model and train
+  // settings compiled for the other backend (a CUDA run continued on the
+  // CPU, or the reverse): the same state, other kernels.
+  const std::string target =
+      artifact.root().target() ? artifact.root().target()->str() : "";
+  const bool otherBackend = artifactInfo->value("target", target) != target &&
+                            artifactInfo->value("state_hash", "") == trainingStateHash(artifact);
+  if (hash != artifactHash(artifact) && !otherBackend)
     return failedPrecondition(
         where, ": written by another artifact (", hash, ", ",
         artifactInfo->value("path", "?"), "), not ", artifact.name(), " (",

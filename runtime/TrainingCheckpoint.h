@@ -45,6 +45,13 @@ checkpointDataPosition(const LoadedCheckpoint &checkpoint);
 // "fnv1a64:0123456789abcdef" of the artifact's bytes.
 std::string artifactHash(const Artifact &artifact);
 
+// "fnv1a64:..." of what a checkpoint's contents mean, whatever the target:
+// the model name, the train settings, and every parameter's and optimizer
+// state's name, role, dtype and logical shape. The same model compiled with
+// the same -D for the CPU and for CUDA has one state hash, so a run saved on
+// one backend resumes on the other.
+std::string trainingStateHash(const Artifact &artifact);
+
 // Writes the session's parameters, optimizer state and `progress`.
 StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
                                                 const TrainingSession &session,
