@@ -20,6 +20,14 @@
 #       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
 #       that need a real GPU and its tools.
 #
+# On the device tool: pack into an ignored folder of the checkout
+# (`tools/gpu/check.sh pack gpu-bundle-check`, 50 MiB), then one call with
+# carry ["gpu-bundle-check"], timeout_s 480 and the command
+# `tools/gpu/check.sh run gpu-bundle-check` ($OUT is set there). The run
+# keeps to CHECK_BUDGET seconds in all (default 450): a step gets the smaller
+# of its own limit and what is left, and the steps past the budget are
+# SKIPped as out of time.
+#
 # Steps: probe (driver, glibc, where NVRTC / cuBLASLt / cuDNN are found);
 # warm-up (every artifact's kernels compiled in parallel into the shared JIT
 # cache); gemm (a GEMM-only model's --check-grads); tiny-fp32, tiny-tf32,
@@ -34,7 +42,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,35p' "$0" >&2; exit 2; }
+usage() { sed -n '2,43p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -118,6 +126,12 @@ step() {
   local name=$1 limit=$2 start status
   shift 2
   start=$(date +%s)
+  local left=$(( deadline - start ))
+  if [ "$left" -lt 10 ]; then
+    skip "$name" "out of time: CHECK_BUDGET=${CHECK_BUDGET:-450} s spent"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   { echo; echo "== $name (limit ${limit}s): $*"; } >> "$log"
   status=0
   # A new bash runs the step (exported functions and variables), so the
@@ -224,6 +238,7 @@ run_checks() {
   size=$(cat "$dir/size")
   out_tmp=$(mktemp -d)
   summary="$out/summary.txt" log="$out/steps.log"
+  deadline=$(( $(date +%s) + ${CHECK_BUDGET:-450} ))
   : > "$summary"
   : > "$log"
   kiln_run="$dir/bin/kiln-run"
