@@ -22,6 +22,10 @@ namespace {
 // one stream). 32 MiB is what cuBLAS itself reserves on Hopper.
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 
+// The most arena bytes one copy may span to read every scalar at once; a
+// plan that scatters them further copies each.
+constexpr int64_t kScalarSpanBytes = 1 << 20;
+
 // A buffer's host view; allocated on first use (a 1B-parameter model's
 // mirrors are only needed for what is checkpointed or inspected).
 struct HostMirror {
@@ -120,6 +124,10 @@ struct CudaBackend::Impl {
   std::vector<uint32_t> scalars; // buffers refreshed after every run
   bool eager = false;
   int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
+  // The arena bytes [first, second) that hold every scalar buffer, and the
+  // host copy readScalars() reads them into.
+  std::pair<int64_t, int64_t> scalarSpan{0, 0};
+  std::vector<uint8_t> scalarStaging;
 
   explicit Impl(const Artifact &a) : artifact(a) {}
   ~Impl();
@@ -156,6 +164,9 @@ struct CudaBackend::Impl {
   Status decideAttention(DeviceProgram &program);
   Status capture(DeviceProgram &program);
   Status runEagerly(const DeviceProgram &program);
+  // After a program: every scalar buffer into its host mirror, with one
+  // synchronization and (when they are near each other) one copy.
+  Status readScalars();
 };
 
 CudaBackend::Impl::~Impl() {
@@ -712,6 +723,15 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
     if (artifact.bufferInfo(i).elements == 1 &&
         artifact.buffer(i).dtype() == schema::DType_F32)
       impl->scalars.push_back(i);
+  if (!impl->scalars.empty()) {
+    auto &[first, end] = impl->scalarSpan;
+    first = std::numeric_limits<int64_t>::max();
+    end = 0;
+    for (uint32_t s : impl->scalars) {
+      first = std::min(first, impl->layout.offsets[s]);
+      end = std::max(end, impl->layout.offsets[s] + static_cast<int64_t>(impl->bytes(s)));
+    }
+  }
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
@@ -733,8 +753,32 @@ Status CudaBackend::run(ProgramKind kind) {
         detail::concat(" '", program.name, "' (rerun with KILN_CUDA_EAGER=1 to "
                        "name the failing kernel and its model line)")));
   }
-  for (uint32_t s : m.scalars)
-    KILN_RETURN_IF_ERROR(download(s));
+  return m.readScalars();
+}
+
+Status CudaBackend::Impl::readScalars() {
+  if (scalars.empty())
+    return okStatus();
+  KILN_RETURN_IF_ERROR(driver->check(driver->cuStreamSynchronize(stream), "cuStreamSynchronize",
+                                     " before reading the step's scalars"));
+  if (scalarSpan.second - scalarSpan.first > kScalarSpanBytes) {
+    // Scattered over the arena: one copy each (still one synchronization).
+    for (uint32_t s : scalars)
+      KILN_RETURN_IF_ERROR(driver->check(
+          driver->cuMemcpyDtoH(mirror(s).bytes.data(), devicePointer(s), bytes(s)),
+          "cuMemcpyDtoH", " for " + artifact.describeBuffer(s)));
+    return okStatus();
+  }
+  // Every scalar (loss, norms, metrics) with one copy of the arena span
+  // holding them all.
+  scalarStaging.resize(static_cast<size_t>(scalarSpan.second - scalarSpan.first));
+  KILN_RETURN_IF_ERROR(driver->check(
+      driver->cuMemcpyDtoH(scalarStaging.data(), arena + static_cast<CUdeviceptr>(scalarSpan.first),
+                           scalarStaging.size()),
+      "cuMemcpyDtoH", " (the step's scalars)"));
+  for (uint32_t s : scalars)
+    std::memcpy(mirror(s).bytes.data(),
+                scalarStaging.data() + (layout.offsets[s] - scalarSpan.first), bytes(s));
   return okStatus();
 }
 
