@@ -57,6 +57,19 @@ StatusOr<std::string> stringMember(const nlohmann::json &object,
   return value->get<std::string>();
 }
 
+// "fnv1a64:0123456789abcdef", as trainer_state.json stores hashes.
+std::string hashText(uint64_t digest) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
+                static_cast<unsigned long long>(digest));
+  return text;
+}
+
+// The artifact's target, "cpu" or "cuda".
+std::string targetOf(const Artifact &artifact) {
+  return artifact.root().target() ? artifact.root().target()->str() : "";
+}
+
 } // namespace
 
 StatusOr<data::DataPosition>
@@ -70,19 +83,15 @@ checkpointDataPosition(const LoadedCheckpoint &checkpoint) {
 }
 
 std::string artifactHash(const Artifact &artifact) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
-                static_cast<unsigned long long>(fnv1a64(std::string_view(
-                    reinterpret_cast<const char *>(artifact.bytes().data()),
-                    artifact.bytes().size()))));
-  return text;
+  return hashText(fnv1a64(std::string_view(
+      reinterpret_cast<const char *>(artifact.bytes().data()), artifact.bytes().size())));
 }
 
 std::string trainingStateHash(const Artifact &artifact) {
   const schema::Artifact &root = artifact.root();
-  std::string identity = root.model() ? root.model()->str() : "";
-  if (const flatbuffers::String *settings = root.train()->settings())
-    identity += "\n" + settings->str();
+  Fnv1a64 h;
+  h.updateField(root.model() ? root.model()->string_view() : "");
+  h.updateField(root.train()->settings() ? root.train()->settings()->string_view() : "");
   for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
     const schema::Buffer &buffer = artifact.buffer(i);
     switch (buffer.role()) {
@@ -94,15 +103,14 @@ std::string trainingStateHash(const Artifact &artifact) {
     default:
       continue;
     }
-    identity += "\n" + bufferName(buffer) + " " + std::to_string(buffer.role()) + " " +
-                std::to_string(buffer.dtype());
-    for (int64_t d : logicalShape(buffer))
-      identity += " " + std::to_string(d);
+    h.updateField(bufferName(buffer));
+    int64_t kind[2] = {buffer.role(), buffer.dtype()};
+    h.update(kind, sizeof(kind));
+    std::vector<int64_t> shape = logicalShape(buffer);
+    h.updateField(std::string_view(reinterpret_cast<const char *>(shape.data()),
+                                   shape.size() * sizeof(int64_t)));
   }
-  char text[32];
-  std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
-                static_cast<unsigned long long>(fnv1a64(std::string_view(identity))));
-  return text;
+  return hashText(h.digest());
 }
 
 StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
@@ -138,7 +146,7 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
       {"data", {{"spec", options.dataPath}, {"position", progress.data.toJson()}}},
       {"artifact", {{"path", artifact.name()},
                     {"hash", artifactHash(artifact)},
-                    {"target", artifact.root().target() ? artifact.root().target()->str() : ""},
+                    {"target", targetOf(artifact)},
                     {"state_hash", trainingStateHash(artifact)}}},
       {"config", {{"train", train}, {"run", runConfig(options)}}}};
   contents.modelMetadata = {{"kiln_artifact", artifactHash(artifact)},
@@ -161,8 +169,7 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
   // Another artifact is accepted only when it is the same model and train
   // settings compiled for the other backend (a CUDA run continued on the
   // CPU, or the reverse): the same state, other kernels.
-  const std::string target =
-      artifact.root().target() ? artifact.root().target()->str() : "";
+  const std::string target = targetOf(artifact);
   const bool otherBackend = artifactInfo->value("target", target) != target &&
                             artifactInfo->value("state_hash", "") == trainingStateHash(artifact);
   if (hash != artifactHash(artifact) && !otherBackend)
