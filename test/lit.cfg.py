@@ -47,12 +47,12 @@ if any(d and glob.glob(os.path.join(d, "libnvrtc.so*")) for d in nvrtc_dirs):
 # its own (its "CUBINs" are host libraries, never to be mixed with real ones).
 if config.kiln_sim_lib_dir and os.path.isdir(config.kiln_sim_lib_dir):
     config.available_features.add("cuda-sim")
-    sim_run = "env KILN_CUDA_LIB_DIR={} KILN_CACHE_DIR={} {}".format(
-        config.kiln_sim_lib_dir, os.path.join(config.kiln_obj_root, "sim-kernel-cache"),
-        os.path.join(config.kiln_tools_dir, "kiln-run"))
-    config.substitutions.append(("%sim-run", sim_run))
     # The simulator's environment alone, for scripts that run kiln-run themselves.
-    config.substitutions.append(("%sim-env", " ".join(sim_run.split(" ")[:3])))
+    sim_env = "env KILN_CUDA_LIB_DIR={} KILN_CACHE_DIR={}".format(
+        config.kiln_sim_lib_dir, os.path.join(config.kiln_obj_root, "sim-kernel-cache"))
+    sim_run = sim_env + " " + os.path.join(config.kiln_tools_dir, "kiln-run")
+    config.substitutions.append(("%sim-env", sim_env))
+    config.substitutions.append(("%sim-run", sim_run))
     # test/e2e/cuda_sim/Inputs/parity.sh with its tools: %sim-parity DIR MODEL ...
     sim_inputs = os.path.join(config.kiln_src_root, "test", "e2e", "cuda_sim", "Inputs")
     config.substitutions.append(("%sim-parity", "env KILNC={} KILN_RUN={} 'SIM_RUN={}' PYTHON={} COMPARE={} sh {}".format(

@@ -2,7 +2,8 @@
 //
 // Test-only; built as libcuda.so.1 in the simulator's library folder, which
 // kiln-run finds through $KILN_CUDA_LIB_DIR. It implements the driver entry
-// points runtime/cuda/CudaDriver.h resolves, as the driver documents them,
+// points runtime/cuda/CudaDriver.h resolves (this file: context, memory,
+// streams, graphs; SimModules.cpp: modules and launches), as the driver documents them,
 // for one H100-like device (sm_90, 80 GiB, 227 KiB opt-in shared memory):
 //
 //  - Device memory is its own mappings, filled with 0xff at allocation (NaN
@@ -39,111 +40,26 @@
 //===----------------------------------------------------------------------===//
 
 #include "SimDevice.h"
-
-#include <cuda.h>
+#include "SimDriverState.h"
 
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <map>
-#include <memory>
-#include <set>
-#include <string>
 #include <sys/mman.h>
-#include <thread>
 #include <unistd.h>
-#include <vector>
 
-// ---- handles ---------------------------------------------------------------
-
-struct CUctx_st {
-  int device = 0;
-};
-
-struct CUmod_st {
-  void *library = nullptr;
-  using Launch = int (*)(void (*)(void *const *), void *const *, unsigned, unsigned,
-                         unsigned, unsigned long long, int, char *, size_t);
-  Launch launch = nullptr;
-};
-
-struct CUfunc_st {
-  CUmod_st *module = nullptr;
-  void (*entry)(void *const *) = nullptr;
-  std::string name;
-  int maxDynamicShared = 48 * 1024; // the default without an opt-in
-};
-
-namespace {
-
-struct Operation {
-  std::function<void()> run;
-  std::string what;
-};
-
-struct Graph {
-  std::vector<Operation> nodes;
-};
-
-} // namespace
-
-struct CUgraph_st {
-  Graph graph;
-};
-struct CUgraphExec_st {
-  Graph graph;
-};
-
-struct CUstream_st {
-  unsigned flags = 0;
-  std::deque<Operation> queue;
-  bool capturing = false;
-  bool invalidated = false;
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  std::thread::id captureThread;
-  std::unique_ptr<CUgraph_st> capture;
-  std::string invalidatedBy;
-};
-
-namespace {
-
-constexpr size_t kTotalBytes = size_t(80) << 30;
-constexpr int kOptInShared = 232448; // sm_90: 227 KiB
-constexpr int kDefaultShared = 48 * 1024;
-
-struct Allocation {
-  size_t bytes = 0;
-  size_t mapped = 0; // with the guard page
-};
-
-struct Device {
-  bool initialized = false;
-  CUctx_st context;
-  int contextRefs = 0;
-  std::map<uintptr_t, Allocation> allocations;
-  size_t allocated = 0;
-  CUstream_st legacy; // stream 0 / CU_STREAM_LEGACY
-  std::set<CUstream_st *> streams;
-  std::set<CUfunc_st *> functions;
-  std::set<CUmod_st *> modules;
-  CUresult sticky = CUDA_SUCCESS;
-  unsigned long long launches = 0;
-  unsigned long long seed = 1;
-  bool alwaysFibers = false;
-  bool trace = false;
-};
+namespace kiln::sim::driver {
 
 Device &device() {
   static Device d;
   return d;
 }
 
+namespace {
 thread_local CUcontext currentContext = nullptr;
+} // namespace
 
 CUstream_st *resolveStream(CUstream s) {
   Device &d = device();
@@ -152,7 +68,6 @@ CUstream_st *resolveStream(CUstream s) {
   return d.streams.count(s) ? s : nullptr;
 }
 
-// Sets the sticky error once, with its reason on stderr.
 void failContext(const std::string &why) {
   Device &d = device();
   if (d.sticky == CUDA_SUCCESS)
@@ -245,20 +160,9 @@ void runGraph(const Graph &g) {
     runOperation(op);
 }
 
-// The shared library in an image from SimNvrtc: an ELF file whose size is
-// the end of its section header table.
-size_t elfSize(const unsigned char *image) {
-  if (std::memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2 /* ELFCLASS64 */)
-    return 0;
-  uint64_t shoff;
-  uint16_t shentsize, shnum;
-  std::memcpy(&shoff, image + 0x28, 8);
-  std::memcpy(&shentsize, image + 0x3a, 2);
-  std::memcpy(&shnum, image + 0x3c, 2);
-  return static_cast<size_t>(shoff + uint64_t(shentsize) * shnum);
-}
+} // namespace kiln::sim::driver
 
-} // namespace
+using namespace kiln::sim::driver;
 
 // ---- the interface for the simulator's other libraries ---------------------
 
@@ -560,161 +464,6 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
                                   std::memset(reinterpret_cast<void *>(dst), value, n);
                                 },
                                 "cuMemsetD8Async"});
-}
-
-CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
-  if (CUresult r = ready(); r != CUDA_SUCCESS)
-    return r;
-  if (!module || !image)
-    return CUDA_ERROR_INVALID_VALUE;
-  const unsigned char *bytes = static_cast<const unsigned char *>(image);
-  size_t size = elfSize(bytes);
-  if (size == 0)
-    return CUDA_ERROR_INVALID_IMAGE;
-  char path[] = "/tmp/kiln_sim_module_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  bool written = ::write(fd, bytes, size) == static_cast<ssize_t>(size);
-  ::close(fd);
-  void *library = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
-  const char *why = library ? nullptr : dlerror();
-  ::unlink(path);
-  if (!library) {
-    std::fprintf(stderr,
-                 "kiln device simulator: cuModuleLoadData: not a simulator module (%s); "
-                 "a real CUBIN from a JIT cache shared with a GPU run? use another "
-                 "$KILN_CACHE_DIR\n",
-                 why ? why : "write failed");
-    return CUDA_ERROR_INVALID_IMAGE;
-  }
-  auto launch = reinterpret_cast<CUmod_st::Launch>(dlsym(library, "kiln_sim_launch"));
-  if (!launch) {
-    dlclose(library);
-    std::fprintf(stderr, "kiln device simulator: cuModuleLoadData: the image has no "
-                         "kiln_sim_launch (a real CUBIN? use another $KILN_CACHE_DIR)\n");
-    return CUDA_ERROR_INVALID_IMAGE;
-  }
-  auto *m = new CUmod_st{library, launch};
-  device().modules.insert(m);
-  *module = m;
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuModuleUnload(CUmodule module) {
-  Device &d = device();
-  if (!d.modules.count(module))
-    return CUDA_ERROR_INVALID_HANDLE;
-  for (CUstream_st *s : d.streams)
-    drain(*s);
-  for (auto it = d.functions.begin(); it != d.functions.end();)
-    if ((*it)->module == module) {
-      delete *it;
-      it = d.functions.erase(it);
-    } else {
-      ++it;
-    }
-  dlclose(module->library);
-  d.modules.erase(module);
-  delete module;
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule module, const char *name) {
-  if (CUresult r = ready(); r != CUDA_SUCCESS)
-    return r;
-  if (!hfunc || !name)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!device().modules.count(module))
-    return CUDA_ERROR_INVALID_HANDLE;
-  void *entry = dlsym(module->library, name);
-  if (!entry)
-    return CUDA_ERROR_NOT_FOUND;
-  auto *f = new CUfunc_st;
-  f->module = module;
-  f->entry = reinterpret_cast<void (*)(void *const *)>(entry);
-  f->name = name;
-  device().functions.insert(f);
-  *hfunc = f;
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
-  if (!pi)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!device().functions.count(hfunc))
-    return CUDA_ERROR_INVALID_HANDLE;
-  switch (attrib) {
-  case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break; // not known to the simulator
-  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = hfunc->maxDynamicShared; break;
-  default:
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
-  if (!device().functions.count(hfunc))
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-    return CUDA_ERROR_INVALID_VALUE; // the only attribute Kiln sets
-  if (value < 0 || value > kOptInShared)
-    return CUDA_ERROR_INVALID_VALUE;
-  hfunc->maxDynamicShared = value;
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                unsigned int gridDimZ, unsigned int blockDimX,
-                                unsigned int blockDimY, unsigned int blockDimZ,
-                                unsigned int sharedMemBytes, CUstream stream,
-                                void **kernelParams, void **extra) {
-  if (CUresult r = ready(); r != CUDA_SUCCESS)
-    return r;
-  Device &d = device();
-  if (!d.functions.count(f))
-    return CUDA_ERROR_INVALID_HANDLE;
-  CUstream_st *s = resolveStream(stream);
-  if (!s)
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (gridDimY != 1 || gridDimZ != 1 || blockDimY != 1 || blockDimZ != 1) {
-    std::fprintf(stderr, "kiln device simulator: %s: only 1-D grids and blocks are "
-                         "simulated\n", f->name.c_str());
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  if (blockDimX == 0 || blockDimX > 1024 || gridDimX == 0 || gridDimX > unsigned(INT_MAX))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int>(sharedMemBytes) > f->maxDynamicShared) {
-    std::fprintf(stderr, "kiln device simulator: %s: %u bytes of dynamic shared memory "
-                         "but the function allows %d (cuFuncSetAttribute("
-                         "MAX_DYNAMIC_SHARED_SIZE_BYTES) opts into more than 48 KiB)\n",
-                 f->name.c_str(), sharedMemBytes, f->maxDynamicShared);
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (!kernelParams || extra || !kernelParams[0])
-    return CUDA_ERROR_INVALID_VALUE;
-  // Parameters are copied at the launch, as the driver does.
-  CUdeviceptr table = *static_cast<CUdeviceptr *>(kernelParams[0]);
-  if (!inDevice(table, sizeof(void *))) {
-    std::fprintf(stderr, "kiln device simulator: %s: its buffer table is not device memory\n",
-                 f->name.c_str());
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  CUfunc_st fn = *f;
-  unsigned grid = gridDimX, block = blockDimX, shared = sharedMemBytes;
-  return enqueueOn(
-      s, Operation{[fn, table, grid, block, shared] {
-                     Device &dev = device();
-                     char error[512] = {};
-                     unsigned long long seed = dev.seed * 0x9e3779b97f4a7c15ull + ++dev.launches;
-                     int rc = fn.module->launch(fn.entry, reinterpret_cast<void *const *>(table),
-                                                grid, block, shared, seed,
-                                                dev.alwaysFibers ? 1 : 0, error, sizeof(error));
-                     if (rc != 0)
-                       failContext("kernel '" + fn.name + "': " + error);
-                   },
-                   "kernel " + f->name});
 }
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int flags) {
