@@ -1,0 +1,151 @@
+//===- CudaBackendImpl.h - The CUDA backend's state, shared by its files ===//
+//
+// Internal to runtime/cuda: the schedule as resolved for the device (one
+// DeviceCall per step) and CudaBackend::Impl, whose members CudaBackend.cpp
+// (device, memory, kernels, graphs, buffers) and CudaAttentionDispatch.cpp
+// (cuDNN plans, their fix-ups, the timed choice under --attention=auto)
+// define.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDABACKENDIMPL_H
+#define KILN_RUNTIME_CUDA_CUDABACKENDIMPL_H
+
+#include "runtime/cuda/CudaBackend.h"
+
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/Cudnn.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/DeviceLayout.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::rt::cuda {
+
+// cuBLASLt's workspace, shared by every GEMM (they run one after another on
+// one stream). 32 MiB is what cuBLAS itself reserves on Hopper.
+constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+
+// A buffer's host view; allocated on first use (a 1B-parameter model's
+// mirrors are only needed for what is checkpointed or inspected).
+struct HostMirror {
+  std::vector<uint8_t> bytes;
+};
+
+// One fix-up launch after a cuDNN attention call with key lengths
+// (CudnnEmptyKeys.h): Kiln's result for the samples without keys.
+struct EmptyKeysLaunch {
+  CUfunction function = nullptr;
+  CUdeviceptr lengths = 0, x = 0;
+  long long perSample = 0, inner = 0, rows = 0, total = 0;
+  float value = 0; // f32 fills only
+  bool f32 = false;
+  unsigned grid = 1;
+};
+
+// One schedule entry, resolved at setup.
+struct DeviceCall {
+  CUfunction function = nullptr;       // KernelCall
+  CUdeviceptr argumentTable = 0;       // device array of buffer pointers
+  unsigned grid = 1, block = 1, sharedBytes = 0;
+  std::unique_ptr<GemmPlan> gemm;      // GemmCall
+  CUdeviceptr a = 0, b = 0, c = 0;
+  std::string where;                   // "step entry 3 ('k_gelu' at m.kiln:4:5)"
+  // KernelCall with a cudnn_attention (Cudnn.h) whose plan cuDNN accepted:
+  // `useCudnn` runs it instead of the kernel; `undecided` (--attention=auto)
+  // until the first run of the program times both.
+  std::unique_ptr<CudnnAttentionPlan> cudnn;
+  std::vector<EmptyKeysLaunch> emptyKeys; // after cuDNN, with key lengths
+  CUfunction clampLengths = nullptr;      // before cuDNN, with key lengths:
+  CUdeviceptr lengths = 0, clamped = 0;   //   clamped = min(max(lengths, 0), S)
+  long long batch = 0;
+  int kvLen = 0;
+  bool useCudnn = false;
+  bool undecided = false;
+};
+
+struct DeviceProgram {
+  bool present = false;
+  const char *name = "";
+  std::vector<DeviceCall> calls;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  bool undecided = false; // a call is undecided: capture after the first run
+};
+
+struct CudaBackend::Impl {
+  const Artifact &artifact;
+  BackendOptions options;
+  std::unique_ptr<CudaDriver> driver;
+  std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
+  std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
+  CUdeviceptr cudnnWorkspace = 0;    // shared by every cuDNN plan (one stream)
+  std::vector<CUdeviceptr> seqLenBuffers; // [B] i32 q_len per padding plan
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUmodule module = nullptr;
+  CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
+  std::string arch;                   // NVRTC's target for this device
+  CUdeviceptr arena = 0;      // every buffer
+  CUdeviceptr tables = 0;     // every KernelCall's pointer array
+  CUdeviceptr workspace = 0;  // cuBLASLt
+  DeviceLayout layout;
+  std::string deviceName;
+  KernelLoad load;
+  DeviceProgram programs[kNumProgramKinds];
+  mutable std::vector<HostMirror> mirrors;
+  std::vector<uint32_t> scalars; // buffers refreshed after every run
+  bool eager = false;
+  int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
+  // The arena bytes [first, second) that hold every scalar buffer, and the
+  // host copy readScalars() reads them into.
+  std::pair<int64_t, int64_t> scalarSpan{0, 0};
+  std::vector<uint8_t> scalarStaging;
+
+  explicit Impl(const Artifact &a) : artifact(a) {}
+  ~Impl();
+
+  CUdeviceptr devicePointer(uint32_t buffer) const {
+    return arena + static_cast<CUdeviceptr>(layout.offsets[buffer]);
+  }
+  size_t bytes(uint32_t buffer) const {
+    return static_cast<size_t>(artifact.bufferInfo(buffer).bytes);
+  }
+  HostMirror &mirror(uint32_t buffer) const {
+    HostMirror &m = mirrors[buffer];
+    if (m.bytes.size() != bytes(buffer))
+      m.bytes.assign(bytes(buffer), 0);
+    return m;
+  }
+
+  Status openDevice();
+  // cuMemAlloc of `bytes` for `what`, counted in allocatedBytes.
+  Status allocateDevice(CUdeviceptr &pointer, size_t bytes, const std::string &what);
+  Status allocate(size_t tableBytes, bool needsWorkspace);
+  Status loadKernels();
+  Status resolvePrograms();
+  Status launch(const DeviceCall &call) const;
+  Status launchKernel(const DeviceCall &call) const;
+  // The cuDNN plan of `call`, then its empty-sample fix-ups.
+  Status runCudnn(const DeviceCall &call) const;
+  // The fix-up launches for a planned call with key lengths.
+  Status planEmptyKeys(DeviceCall &call, const schema::CudnnAttention &a);
+  // cuDNN plans for the calls with a cudnn_attention (--attention).
+  Status planCudnnAttention();
+  // Times the kernel and cuDNN for each undecided call of `program` on the
+  // real buffers, keeps the faster, runs the program once.
+  Status decideAttention(DeviceProgram &program);
+  Status capture(DeviceProgram &program);
+  Status runEagerly(const DeviceProgram &program);
+  // After a program: every scalar buffer into its host mirror, with one
+  // synchronization and (when they are near each other) one copy.
+  Status readScalars();
+};
+
+} // namespace kiln::rt::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDABACKENDIMPL_H
