@@ -92,17 +92,12 @@ std::string trainingStateHash(const Artifact &artifact) {
   Fnv1a64 h;
   h.updateField(root.model() ? root.model()->string_view() : "");
   h.updateField(root.train()->settings() ? root.train()->settings()->string_view() : "");
-  for (uint32_t i = 0; i < artifact.numBuffers(); ++i) {
+  // What a checkpoint holds: the parameters, then the optimizer state.
+  BufferRoles roles = findBufferRoles(artifact);
+  std::vector<uint32_t> saved = roles.parameters;
+  saved.insert(saved.end(), roles.optimizerState.begin(), roles.optimizerState.end());
+  for (uint32_t i : saved) {
     const schema::Buffer &buffer = artifact.buffer(i);
-    switch (buffer.role()) {
-    case schema::BufferRole_Parameter:
-    case schema::BufferRole_AdamM:
-    case schema::BufferRole_AdamV:
-    case schema::BufferRole_Momentum:
-      break;
-    default:
-      continue;
-    }
     h.updateField(bufferName(buffer));
     int64_t kind[2] = {buffer.role(), buffer.dtype()};
     h.update(kind, sizeof(kind));

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cuda/CublasLt.h"
+
 #include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -39,27 +41,14 @@ namespace {
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
   X(cuStreamDestroy)
-#define KILN_SIM_CUBLASLT_FUNCTIONS(X)                                         \
-  X(cublasLtCreate)                                                            \
-  X(cublasLtDestroy)                                                           \
-  X(cublasLtGetStatusName)                                                     \
-  X(cublasLtMatmul)                                                            \
-  X(cublasLtMatmulDescCreate)                                                  \
-  X(cublasLtMatmulDescDestroy)                                                 \
-  X(cublasLtMatmulDescSetAttribute)                                            \
-  X(cublasLtMatrixLayoutCreate)                                                \
-  X(cublasLtMatrixLayoutDestroy)                                               \
-  X(cublasLtMatrixLayoutSetAttribute)                                          \
-  X(cublasLtMatmulPreferenceCreate)                                            \
-  X(cublasLtMatmulPreferenceDestroy)                                           \
-  X(cublasLtMatmulPreferenceSetAttribute)                                      \
-  X(cublasLtMatmulAlgoGetHeuristic)
 
-// The two libraries' entry points, resolved by their macro-expanded names.
+// The two libraries' entry points, resolved by their macro-expanded names
+// (cuBLASLt's are kiln-run's own list, KILN_CUBLASLT_FUNCTIONS of
+// runtime/cuda/CublasLt.h).
 struct Api {
 #define KILN_DECLARE(name) decltype(&::name) name = nullptr;
   KILN_SIM_CUDA_FUNCTIONS(KILN_DECLARE)
-  KILN_SIM_CUBLASLT_FUNCTIONS(KILN_DECLARE)
+  KILN_CUBLASLT_FUNCTIONS(KILN_DECLARE)
 #undef KILN_DECLARE
   cublasLtHandle_t handle = nullptr;
   std::string error;
@@ -93,7 +82,7 @@ Api &api() {
 #define KILN_RESOLVE_CUDA(name) KILN_RESOLVE(cuda, name)
 #define KILN_RESOLVE_LT(name) KILN_RESOLVE(lt, name)
     KILN_SIM_CUDA_FUNCTIONS(KILN_RESOLVE_CUDA)
-    KILN_SIM_CUBLASLT_FUNCTIONS(KILN_RESOLVE_LT)
+    KILN_CUBLASLT_FUNCTIONS(KILN_RESOLVE_LT)
 #undef KILN_RESOLVE_LT
 #undef KILN_RESOLVE_CUDA
 #undef KILN_RESOLVE
