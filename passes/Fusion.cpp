@@ -26,7 +26,12 @@
 //     A join is legal when every value of the group read outside it is read
 //     after C (so the kernel, placed at its last member, never feeds an op
 //     that runs before it and no cycle can form), C does not broadcast a
-//     value computed in the group, and the element counts agree. A value of
+//     value computed in the group, the element counts agree, and the kernel
+//     would read at most max-kernel-inputs buffers (each is a pointer
+//     argument and a loaded value live in registers: the global norm's
+//     chain of adds over every parameter's sum of squares, one group, spilled
+//     on CUDA from 100 inputs; a capped chain becomes a few kernels, each
+//     summing its share and the previous partial sum). A value of
 //     a member that is also read outside becomes an extra output: it is
 //     written once either way, and the consumer inside no longer reads it
 //     back (one pass over memory saved). kiln.matmul (a GEMM call),
@@ -193,9 +198,11 @@ struct Group {
 
 class FunctionFuser {
 public:
-  FunctionFuser(func::FuncOp func, unsigned maxOptimizerTensors)
+  FunctionFuser(func::FuncOp func, unsigned maxOptimizerTensors,
+                unsigned maxKernelInputs)
       : block(func.getBody().front()),
-        maxOptimizerTensors(maxOptimizerTensors) {}
+        maxOptimizerTensors(maxOptimizerTensors),
+        maxKernelInputs(maxKernelInputs) {}
 
   void run() {
     cloneCheapProducers();
@@ -328,13 +335,36 @@ private:
   }
 
   // Why `consumer` cannot join the union of `candidates`, or "" when it can:
-  // every value of theirs read outside must be read after `consumer`.
+  // every value of theirs read outside must be read after `consumer`, and a
+  // pointwise or row kernel reads at most maxKernelInputs buffers.
   std::string whyNot(ArrayRef<Group *> candidates, Operation *consumer) {
     auto inside = [&](Operation *op) {
       return op == consumer ||
              llvm::any_of(candidates,
                           [&](Group *g) { return g->members.contains(op); });
     };
+    if (!isOptimizerUpdate(consumer)) {
+      // The buffers the kernel reads: values computed outside it (a splat
+      // constant becomes a literal, materialize() below).
+      llvm::SmallDenseSet<Value, 16> inputs;
+      auto read = [&](Operation *member) {
+        for (Value v : member->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (!def || (!inside(def) && !isSplatConstant(def)))
+            inputs.insert(v);
+        }
+      };
+      read(consumer);
+      for (Group *group : candidates)
+        for (Operation *member : group->ops)
+          read(member);
+      if (inputs.size() > maxKernelInputs)
+        return ("the kernel would read " + Twine(inputs.size()) +
+                " buffers, more than max-kernel-inputs = " +
+                Twine(maxKernelInputs) +
+                " (each is a pointer argument and a value held in registers)")
+            .str();
+    }
     for (Group *group : candidates)
       for (Operation *member : group->ops)
         for (Operation *user : member->getUsers())
@@ -596,6 +626,7 @@ private:
 
   Block &block;
   unsigned maxOptimizerTensors;
+  unsigned maxKernelInputs;
   std::vector<std::unique_ptr<Group>> groups;
   llvm::DenseMap<Operation *, Group *> groupIndex;
   llvm::StringMap<Group *> optimizerGroups;
@@ -612,12 +643,18 @@ struct KilnFusionPass
              "caps the parameters one optimizer kernel updates)";
       return signalPassFailure();
     }
+    if (maxKernelInputs < 2) {
+      getOperation().emitError()
+          << "--kiln-fusion max-kernel-inputs must be at least 2 (it caps "
+             "the buffers one fused kernel reads; a binary op reads two)";
+      return signalPassFailure();
+    }
     for (StringRef name :
          {kStepFunctionName, kUpdateFunctionName, kEvalFunctionName}) {
       auto func = getOperation().lookupSymbol<func::FuncOp>(name);
       if (!func || !func.getBody().hasOneBlock())
         continue;
-      FunctionFuser(func, maxOptimizerTensors).run();
+      FunctionFuser(func, maxOptimizerTensors, maxKernelInputs).run();
     }
   }
 };

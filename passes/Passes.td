@@ -372,6 +372,9 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
     Option<"maxOptimizerTensors", "max-optimizer-tensors", "unsigned",
            /*default=*/"64",
            "Most parameters updated by one multi-tensor optimizer kernel">,
+    Option<"maxKernelInputs", "max-kernel-inputs", "unsigned",
+           /*default=*/"32",
+           "Most buffers one pointwise or row kernel reads">,
   ];
   let dependentDialects = ["::mlir::kiln::KilnDialect",
                            "::mlir::func::FuncDialect"];
