@@ -5,7 +5,27 @@
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/CudaBackend.h"
 
+#include <cstring>
+
 namespace kiln::rt {
+
+Status Backend::runTrainingStep(const TrainingStepPlan &plan) {
+  auto write = [&](const std::vector<BufferWrite> &writes) -> Status {
+    for (const BufferWrite &w : writes) {
+      std::memcpy(hostData(w.buffer), w.data, w.bytes);
+      KILN_RETURN_IF_ERROR(upload(w.buffer));
+    }
+    return okStatus();
+  };
+  for (uint32_t buffer : plan.zeroed)
+    KILN_RETURN_IF_ERROR(zero(buffer));
+  for (const std::vector<BufferWrite> &batch : plan.microBatches) {
+    KILN_RETURN_IF_ERROR(write(batch));
+    KILN_RETURN_IF_ERROR(run(ProgramKind::kStep));
+  }
+  KILN_RETURN_IF_ERROR(write(plan.updateWrites));
+  return run(ProgramKind::kUpdate);
+}
 
 void printKernelLoad(const KernelLoad &load, FILE *out) {
   std::fprintf(out, "kernels: %zu %s in %.2f s (%s, %s%s%s)\n", load.kernels,

@@ -49,6 +49,23 @@ struct BackendOptions {
   AttentionDispatch attention = AttentionDispatch::kAuto;
 };
 
+// Bytes written into a buffer from the host before a program runs.
+struct BufferWrite {
+  uint32_t buffer = 0;
+  const void *data = nullptr;
+  size_t bytes = 0; // the buffer's bytes
+};
+
+// One training step as one unit: zero `zeroed` (the grad_accum
+// accumulators), then for each micro-batch its writes (inputs, dropout RNG
+// state) and the "step" program, then `updateWrites` (learning rate, update
+// count) and the "update" program.
+struct TrainingStepPlan {
+  std::vector<uint32_t> zeroed;
+  std::vector<std::vector<BufferWrite>> microBatches;
+  std::vector<BufferWrite> updateWrites;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -59,6 +76,11 @@ public:
   // Runs every schedule entry of `program` once, in order; the results are
   // complete (and scalar buffers readable through hostData) on return.
   virtual Status run(ProgramKind program) = 0;
+
+  // Runs `plan`; scalar buffers are readable on return, as after run(). This
+  // default runs it call by call (zero; hostData + upload; run); the CUDA
+  // backend replays the whole step as one CUDA graph.
+  virtual Status runTrainingStep(const TrainingStepPlan &plan);
 
   // The host view of `buffer` (its bufferInfo().bytes bytes).
   virtual void *hostData(uint32_t buffer) const = 0;

@@ -7,9 +7,9 @@
 //      complete checkpoint: parameters, optimizer state, step, update count,
 //      data position) or --init-from (parameters only);
 //   3. per step s (1-based): beginStep (zero the accumulators), grad_accum
-//      micro-batches from the prefetching loader through "step", then
-//      "update" with the scheduled learning rate and the count of applied
-//      updates + 1. A non-finite loss or gradient norm means the compiled
+//      micro-batches from the prefetching loader staged for "step", then
+//      runStep with the scheduled learning rate and the count of applied
+//      updates + 1 runs them and "update" as one unit (one CUDA graph). A non-finite loss or gradient norm means the compiled
 //      guard left everything untouched: the step is logged as skipped and
 //      not counted as an update; M in a row stop the run with a checkpoint
 //      of the state before the first of them;
@@ -27,11 +27,11 @@
 #include "runtime/TrainingCheckpoint.h"
 #include "runtime/TrainingData.h"
 #include "runtime/TrainingSession.h"
-#include "runtime/cpu/ScheduleProfile.h"
 #include "runtime/data/PrefetchingLoader.h"
 #include "runtime/metrics/PeakFlops.h"
 #include "runtime/metrics/PeakMemory.h"
 #include "runtime/metrics/ProgressPrinter.h"
+#include "runtime/metrics/ScheduleProfile.h"
 #include "runtime/metrics/TensorBoardWriter.h"
 
 #include <nlohmann/json.hpp>
@@ -229,8 +229,8 @@ Status TrainingRun::start() {
   if (data_.train)
     loader_ = std::make_unique<data::PrefetchingLoader>(std::move(*data_.train));
   if (options_.profile && !session_->backend().setProfiling(true))
-    std::fprintf(out_, "note: --profile times schedule entries on the CPU "
-                       "backend only; use nsys for the %s backend\n",
+    std::fprintf(out_, "note: --profile: the %s backend cannot time schedule "
+                       "entries; use an external profiler\n",
                  session_->backend().name());
   return okStatus();
 }
@@ -243,13 +243,13 @@ Status TrainingRun::runStep(int64_t step) {
       // Generated on this thread: a batch of 2-opt tours of <= 100 cities
       // takes milliseconds, far below a step.
       data_.tsp->fill(tspBatch_);
-      KILN_RETURN_IF_ERROR(session_->runMicroStep(tspInputs(tspBatch_)));
+      KILN_RETURN_IF_ERROR(session_->stageMicroStep(tspInputs(tspBatch_)));
     } else {
       // Zeros stand in for the batch of an artifact without inputs.
       if (loader_)
         KILN_RETURN_IF_ERROR(loader_->next(tokens_.data(), targets_.data()));
       KILN_RETURN_IF_ERROR(
-          session_->runMicroStep(tokens_.data(), targets_.data()));
+          session_->stageMicroStep(tokens_.data(), targets_.data()));
     }
     if (!options_.saveBatchesPath.empty()) {
       for (auto *batch : {&tokens_, &targets_}) {
@@ -261,8 +261,8 @@ Status TrainingRun::runStep(int64_t step) {
       }
     }
   }
-  return session_->runUpdate(learningRateAt(options_.schedule, step),
-                             done_.updates + 1);
+  return session_->runStep(learningRateAt(options_.schedule, step),
+                           done_.updates + 1);
 }
 
 StatusOr<double> TrainingRun::validate() {
@@ -414,7 +414,7 @@ StatusOr<TrainSummary> TrainingRun::run() {
   if (options_.profile)
     for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
       if (!session_->backend().entrySeconds(program).empty())
-        std::fputs(cpu::formatScheduleProfile(
+        std::fputs(formatScheduleProfile(
                        artifact, program,
                        session_->backend().entrySeconds(program),
                        summary_.stepsThisRun, /*top=*/15)

@@ -96,54 +96,27 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
   return session;
 }
 
-Status TrainingSession::writeBatch(const int32_t *tokens,
-                                   const int32_t *targets) {
-  const int64_t n = artifact_->batch() * artifact_->seq();
+const void *TrainingSession::keep(const void *data, size_t bytes) {
+  const auto *begin = static_cast<const uint8_t *>(data);
+  return staged_.emplace_back(begin, begin + bytes).data();
+}
+
+std::vector<BufferWrite> TrainingSession::batchWrites(const int32_t *tokens,
+                                                      const int32_t *targets) {
+  std::vector<BufferWrite> writes;
+  const size_t bytes =
+      static_cast<size_t>(artifact_->batch() * artifact_->seq()) * sizeof(int32_t);
   for (auto [buffer, data] : {std::pair{roles_.tokens, tokens},
-                              std::pair{roles_.targets, targets}}) {
-    if (!buffer)
-      continue;
-    std::copy(data, data + n, static_cast<int32_t *>(backend_->hostData(*buffer)));
-    KILN_RETURN_IF_ERROR(backend_->upload(*buffer));
-  }
-  return okStatus();
+                              std::pair{roles_.targets, targets}})
+    if (buffer)
+      writes.push_back({*buffer, keep(data, bytes), bytes});
+  dropoutWrite(writes);
+  return writes;
 }
 
-Status TrainingSession::writeScalar(std::optional<uint32_t> buffer,
-                                    float value) {
-  if (!buffer)
-    return okStatus();
-  *static_cast<float *>(backend_->hostData(*buffer)) = value;
-  return backend_->upload(*buffer);
-}
-
-Status TrainingSession::writeDropoutRng() {
-  if (!roles_.dropoutRng)
-    return okStatus();
-  auto *state = static_cast<int64_t *>(backend_->hostData(*roles_.dropoutRng));
-  state[0] = static_cast<int64_t>(seed_);
-  state[1] = dropoutOffset_++;
-  return backend_->upload(*roles_.dropoutRng);
-}
-
-Status TrainingSession::beginStep(int64_t step) {
-  dropoutOffset_ = step * artifact_->gradAccum();
-  if (artifact_->gradAccum() == 1)
-    return okStatus(); // "step" overwrites loss and gradients
-  KILN_RETURN_IF_ERROR(backend_->zero(roles_.loss));
-  for (uint32_t g : roles_.gradients)
-    KILN_RETURN_IF_ERROR(backend_->zero(g));
-  return okStatus();
-}
-
-Status TrainingSession::runMicroStep(const int32_t *tokens,
-                                     const int32_t *targets) {
-  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
-  KILN_RETURN_IF_ERROR(writeDropoutRng());
-  return backend_->run(ProgramKind::kStep);
-}
-
-Status TrainingSession::runMicroStep(const std::vector<NamedInput> &inputs) {
+StatusOr<std::vector<BufferWrite>>
+TrainingSession::inputWrites(const std::vector<NamedInput> &inputs) {
+  std::vector<BufferWrite> writes;
   for (const NamedInput &input : inputs) {
     auto it = std::find_if(
         roles_.inputs.begin(), roles_.inputs.end(), [&](uint32_t i) {
@@ -154,20 +127,85 @@ Status TrainingSession::runMicroStep(const std::vector<NamedInput> &inputs) {
       return internalError(artifact_->name(), ": input '", input.name,
                            "' of ", input.bytes,
                            " bytes has no Input buffer of that name and size");
-    std::memcpy(backend_->hostData(*it), input.data, input.bytes);
-    KILN_RETURN_IF_ERROR(backend_->upload(*it));
+    writes.push_back({*it, keep(input.data, input.bytes), input.bytes});
   }
-  KILN_RETURN_IF_ERROR(writeDropoutRng());
+  dropoutWrite(writes);
+  return writes;
+}
+
+void TrainingSession::dropoutWrite(std::vector<BufferWrite> &writes) {
+  if (!roles_.dropoutRng)
+    return;
+  const int64_t state[2] = {static_cast<int64_t>(seed_), dropoutOffset_++};
+  writes.push_back({*roles_.dropoutRng, keep(state, sizeof(state)), sizeof(state)});
+}
+
+Status TrainingSession::writeNow(const std::vector<BufferWrite> &writes) {
+  for (const BufferWrite &w : writes) {
+    std::memcpy(backend_->hostData(w.buffer), w.data, w.bytes);
+    KILN_RETURN_IF_ERROR(backend_->upload(w.buffer));
+  }
+  staged_.clear();
+  return okStatus();
+}
+
+Status TrainingSession::beginStep(int64_t step) {
+  dropoutOffset_ = step * artifact_->gradAccum();
+  pending_ = TrainingStepPlan();
+  staged_.clear();
+  if (artifact_->gradAccum() == 1)
+    return okStatus(); // "step" overwrites loss and gradients
+  pending_.zeroed.push_back(roles_.loss);
+  pending_.zeroed.insert(pending_.zeroed.end(), roles_.gradients.begin(),
+                         roles_.gradients.end());
+  return okStatus();
+}
+
+Status TrainingSession::runPendingZeroes() {
+  for (uint32_t buffer : pending_.zeroed)
+    KILN_RETURN_IF_ERROR(backend_->zero(buffer));
+  pending_.zeroed.clear();
+  return okStatus();
+}
+
+Status TrainingSession::runMicroStep(const int32_t *tokens,
+                                     const int32_t *targets) {
+  KILN_RETURN_IF_ERROR(runPendingZeroes());
+  KILN_RETURN_IF_ERROR(writeNow(batchWrites(tokens, targets)));
   return backend_->run(ProgramKind::kStep);
 }
 
-Status TrainingSession::runUpdate(double lr, int64_t updateCount) {
+Status TrainingSession::runMicroStep(const std::vector<NamedInput> &inputs) {
+  KILN_RETURN_IF_ERROR(runPendingZeroes());
+  KILN_ASSIGN_OR_RETURN(std::vector<BufferWrite> writes, inputWrites(inputs));
+  KILN_RETURN_IF_ERROR(writeNow(writes));
+  return backend_->run(ProgramKind::kStep);
+}
+
+Status TrainingSession::stageMicroStep(const int32_t *tokens,
+                                       const int32_t *targets) {
+  pending_.microBatches.push_back(batchWrites(tokens, targets));
+  return okStatus();
+}
+
+Status TrainingSession::stageMicroStep(const std::vector<NamedInput> &inputs) {
+  KILN_ASSIGN_OR_RETURN(std::vector<BufferWrite> writes, inputWrites(inputs));
+  pending_.microBatches.push_back(std::move(writes));
+  return okStatus();
+}
+
+Status TrainingSession::runStep(double lr, int64_t updateCount) {
   // Both live in device buffers on a GPU, written before the (graph)
-  // replay, so a captured "update" sees this step's values.
-  KILN_RETURN_IF_ERROR(writeScalar(roles_.learningRate, static_cast<float>(lr)));
-  KILN_RETURN_IF_ERROR(
-      writeScalar(roles_.stepCount, static_cast<float>(updateCount)));
-  return backend_->run(ProgramKind::kUpdate);
+  // replay, so "update" sees this step's values.
+  for (auto [buffer, value] :
+       {std::pair{roles_.learningRate, static_cast<float>(lr)},
+        std::pair{roles_.stepCount, static_cast<float>(updateCount)}})
+    if (buffer)
+      pending_.updateWrites.push_back({*buffer, keep(&value, sizeof(float)), sizeof(float)});
+  Status ran = backend_->runTrainingStep(pending_);
+  pending_ = TrainingStepPlan();
+  staged_.clear();
+  return ran;
 }
 
 StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
@@ -176,7 +214,7 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
     return failedPrecondition(artifact_->name(),
                               ": the artifact has no 'eval' program "
                               "(a model without inputs has nothing to validate)");
-  KILN_RETURN_IF_ERROR(writeBatch(tokens, targets));
+  KILN_RETURN_IF_ERROR(writeNow(batchWrites(tokens, targets)));
   KILN_RETURN_IF_ERROR(backend_->run(ProgramKind::kEval));
   return static_cast<double>(scalar(*roles_.evalLoss));
 }

@@ -5,8 +5,10 @@
 // (CPU or CUDA: kernels compiled or fetched from the cache, buffers
 // allocated) with the parameters initialised from the seed, and one call per
 // program that writes its inputs and scalars and runs it:
-//   beginStep(); runMicroStep(batch k) for k < grad_accum; runUpdate(lr, t)
-// is one training step; runEval(batch) is a validation batch.
+//   beginStep(); stageMicroStep(batch k) for k < grad_accum; runStep(lr, t)
+// is one training step (one unit: one CUDA graph); runMicroStep runs one
+// micro-batch at once (the gradient check); runEval(batch) is a validation
+// batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,21 +70,27 @@ public:
 
   // Starts training step `step` (1-based): with grad_accum > 1 the Loss and
   // Gradient buffers are accumulators that each micro-step adds to, so they
-  // are zeroed here. `step` also fixes the dropout RNG offsets of its
-  // micro-steps (step * grad_accum + k), so a resumed run draws the same
-  // masks as an uninterrupted one and a repeated step the same mask.
+  // are zeroed first (before the first micro-step runs). `step` also fixes
+  // the dropout RNG offsets of its micro-steps (step * grad_accum + k), so a
+  // resumed run draws the same masks as an uninterrupted one and a repeated
+  // step the same mask.
   Status beginStep(int64_t step = 1);
   // Writes the [batch, seq] `tokens` and `targets` of one micro-batch
   // (ignored by an artifact without inputs; may then be null) and runs
-  // "step" (forward + backward).
+  // "step" (forward + backward) now: the gradient check's form.
   Status runMicroStep(const int32_t *tokens, const int32_t *targets);
   // Writes each of `inputs` into the Input buffer of its name (sizes must
-  // match: TrainingData checked the shapes) and runs "step".
+  // match: TrainingData checked the shapes) and runs "step" now.
   Status runMicroStep(const std::vector<NamedInput> &inputs);
-  // Writes the learning rate and the 1-based count of applied updates (Adam's
-  // bias correction) and runs "update". When the loss or the gradient norm
-  // is not finite the compiled update changes nothing (see stepWasSkipped).
-  Status runUpdate(double lr, int64_t updateCount);
+  // Training's form: each micro-batch is staged (its inputs copied), then
+  // runStep writes the learning rate and the 1-based count of applied
+  // updates (Adam's bias correction) and runs the whole step -- zeroing,
+  // every micro-batch's "step", "update" -- as one unit (on CUDA one graph
+  // replay, accumulation included). When the loss or the gradient norm is
+  // not finite the compiled update changes nothing (see stepWasSkipped).
+  Status stageMicroStep(const int32_t *tokens, const int32_t *targets);
+  Status stageMicroStep(const std::vector<NamedInput> &inputs);
+  Status runStep(double lr, int64_t updateCount);
   // Writes one batch and runs "eval"; returns its loss.
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
@@ -130,17 +139,25 @@ private:
       return std::nullopt;
     return scalar(*buffer);
   }
-  Status writeBatch(const int32_t *tokens, const int32_t *targets);
-  Status writeScalar(std::optional<uint32_t> buffer, float value);
-  // Writes [seed, offset] into the DropoutRng buffer (if any) and advances
-  // the offset; called before every run of "step".
-  Status writeDropoutRng();
+  // A copy of `data` that lives until the step has run.
+  const void *keep(const void *data, size_t bytes);
+  // One micro-batch's writes: tokens and targets (or named inputs), then
+  // [seed, offset] for the DropoutRng buffer (if any; the offset advances).
+  std::vector<BufferWrite> batchWrites(const int32_t *tokens, const int32_t *targets);
+  StatusOr<std::vector<BufferWrite>> inputWrites(const std::vector<NamedInput> &inputs);
+  void dropoutWrite(std::vector<BufferWrite> &writes);
+  // hostData + upload of each write.
+  Status writeNow(const std::vector<BufferWrite> &writes);
+  // The accumulators beginStep left to zero, before a micro-step run now.
+  Status runPendingZeroes();
 
   std::unique_ptr<Artifact> artifact_;
   BufferRoles roles_;
   std::unique_ptr<Backend> backend_;
   uint64_t seed_ = 0;         // --seed: the dropout key
   int64_t dropoutOffset_ = 0; // the next micro-step's dropout counter
+  TrainingStepPlan pending_;  // the step being staged
+  std::deque<std::vector<uint8_t>> staged_; // the bytes its writes point at
   // tensorView's compact copies of padded buffers, by buffer index.
   mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
 };

@@ -67,6 +67,26 @@ Status createLayout(const CublasLt &lt, const ColumnMajorMatrix &m,
                   where);
 }
 
+} // namespace
+
+const char *ltEpilogueName(LtEpilogue kind) {
+  switch (kind) {
+  case LtEpilogue::Default: return "DEFAULT";
+  case LtEpilogue::Bias: return "BIAS";
+  case LtEpilogue::Gelu: return "GELU";
+  case LtEpilogue::GeluAux: return "GELU_AUX";
+  case LtEpilogue::GeluBias: return "GELU_BIAS";
+  case LtEpilogue::GeluAuxBias: return "GELU_AUX_BIAS";
+  case LtEpilogue::Dgelu: return "DGELU";
+  case LtEpilogue::DgeluBgrad: return "DGELU_BGRAD";
+  case LtEpilogue::BgradA: return "BGRADA";
+  case LtEpilogue::BgradB: return "BGRADB";
+  }
+  return "?";
+}
+
+namespace {
+
 cublasLtEpilogue_t ltEpilogue(LtEpilogue kind) {
   switch (kind) {
   case LtEpilogue::Default:
@@ -182,12 +202,17 @@ GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
                 lt.handle(), plan->desc_, plan->first_, plan->second_,
                 plan->result_, plan->result_, preference, 1, &result, &found);
   lt.cublasLtMatmulPreferenceDestroy(preference);
-  KILN_RETURN_IF_ERROR(lt.check(heuristic, "cublasLtMatmulAlgoGetHeuristic", w));
-  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+  // No algorithm: NOT_SUPPORTED from the heuristic (what cuBLASLt returns
+  // for a combination it has no kernel for) or an empty result. Unavailable,
+  // so that the caller may plan the GEMM without its epilogue instead.
+  if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (heuristic == CUBLAS_STATUS_SUCCESS &&
+       (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)))
     return unavailable(w, ": cuBLASLt has no algorithm for this GEMM (m=",
                        gemm.m, " n=", gemm.n, " k=", gemm.k, " batch=",
                        gemm.batch, ", column-major view, epilogue ",
-                       static_cast<int>(ltEpilogue(epilogue.kind)), ")");
+                       ltEpilogueName(epilogue.kind), ")");
+  KILN_RETURN_IF_ERROR(lt.check(heuristic, "cublasLtMatmulAlgoGetHeuristic", w));
   plan->algo_ = result.algo;
   return plan;
 }

@@ -63,7 +63,11 @@ private:
   cublasLtHandle_t handle_ = nullptr;
 };
 
+// CUBLASLT_EPILOGUE_<name> of `kind` ("GELU_AUX_BIAS"), for messages.
+const char *ltEpilogueName(LtEpilogue kind);
+
 // One GemmCall made ready to run: descriptors and the chosen algorithm.
+// create() fails with kUnavailable when cuBLASLt has no algorithm for it.
 class GemmPlan {
 public:
   // `where` ("step entry 3 at model.kiln:4:5") prefixes every error.

@@ -2,8 +2,10 @@
 
 #include "runtime/cuda/CudaBackendImpl.h"
 
+#include "runtime/cuda/GemmEpilogueFallback.h"
 #include "runtime/cuda/JitCache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,11 @@ CudaBackend::Impl::~Impl() {
     return;
   // Teardown errors cannot be reported anywhere useful; the process is
   // ending or the next run reports the device's state.
+  releaseStepGraph();
+  if (stepGraph.pinned)
+    driver->cuMemFreeHost(stepGraph.pinned);
+  for (CUevent e : events)
+    driver->cuEventDestroy(e);
   for (DeviceProgram &program : programs) {
     if (program.exec)
       driver->cuGraphExecDestroy(program.exec);
@@ -65,7 +72,9 @@ CudaBackend::Impl::~Impl() {
     driver->cuModuleUnload(module);
   if (emptyKeysModule)
     driver->cuModuleUnload(emptyKeysModule);
-  for (CUdeviceptr p : {arena, tables, workspace})
+  if (epilogueModule)
+    driver->cuModuleUnload(epilogueModule);
+  for (CUdeviceptr p : {arena, tables, workspace, epilogueArgs})
     if (p)
       driver->cuMemFree(p);
   if (stream)
@@ -207,6 +216,8 @@ Status CudaBackend::Impl::resolvePrograms() {
           " for '" + kernel.entry()->str() + "'"));
   }
   std::vector<std::pair<DeviceCall *, size_t>> tableStarts;
+  // GEMM epilogues run as Kiln kernels: (CUBLASLT_EPILOGUE_ name, location).
+  std::vector<std::pair<std::string, std::string>> fallbacks;
   for (int kind = 0; kind < kNumProgramKinds; ++kind) {
     const schema::Program *program = artifact.program(static_cast<ProgramKind>(kind));
     DeviceProgram &dp = programs[kind];
@@ -233,26 +244,48 @@ Status CudaBackend::Impl::resolvePrograms() {
             table.push_back(devicePointer(b));
         continue;
       }
-      const schema::GemmCall *g = step.op_as_GemmCall();
       call.where = detail::concat(dp.name, " entry ", i, " (GEMM at ", location, ")");
-      call.a = devicePointer(g->a());
-      call.b = devicePointer(g->b());
-      call.c = devicePointer(g->c());
-      // Element types from the buffers (bf16 operands, and a bf16 result
-      // under precision = bf16; the verifier checked the combinations).
-      ColumnMajorGemm layout = toColumnMajor(*g);
-      for (ColumnMajorMatrix *m : {&layout.first, &layout.second, &layout.result})
-        m->bf16 = artifact.buffer(m->buffer).dtype() == schema::DType_BF16;
-      // The epilogue's bias / aux buffers (verified: present when used).
-      ColumnMajorEpilogue epilogue =
-          toColumnMajorEpilogue(*g, layout.result.bf16);
-      CUdeviceptr bias = g->bias() >= 0 ? devicePointer(g->bias()) : 0;
-      CUdeviceptr aux = g->aux() >= 0 ? devicePointer(g->aux()) : 0;
-      KILN_ASSIGN_OR_RETURN(call.gemm,
-                            GemmPlan::create(*cublas, layout, options.tf32,
-                                             kGemmWorkspaceBytes, call.where,
-                                             epilogue, bias, aux));
+      KILN_RETURN_IF_ERROR(planGemm(call, *step.op_as_GemmCall(), location, fallbacks));
     }
+  }
+  // Said once per run: slower than the fused epilogue, never wrong.
+  if (!fallbacks.empty()) {
+    // Every fallback launch's arguments in one device array.
+    std::vector<EpilogueLaunch *> launches;
+    for (DeviceProgram &program : programs)
+      for (DeviceCall &call : program.calls)
+        for (EpilogueLaunch &e : call.epilogue)
+          launches.push_back(&e);
+    std::vector<long long> args;
+    for (EpilogueLaunch *e : launches)
+      args.insert(args.end(), std::begin(e->args), std::end(e->args));
+    KILN_RETURN_IF_ERROR(allocateDevice(epilogueArgs, args.size() * sizeof(long long),
+                                        "GEMM epilogue arguments"));
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuMemcpyHtoD(epilogueArgs, args.data(), args.size() * sizeof(long long)),
+        "cuMemcpyHtoD(GEMM epilogue arguments)"));
+    for (size_t i = 0; i < launches.size(); ++i)
+      launches[i]->table = epilogueArgs + i * kEpilogueArgs * sizeof(long long);
+    // Per epilogue kind: how many, and where the first is.
+    std::vector<std::pair<std::string, std::pair<int, std::string>>> kinds;
+    for (const auto &[kind, location] : fallbacks) {
+      auto it = std::find_if(kinds.begin(), kinds.end(),
+                             [&, k = kind](const auto &e) { return e.first == k; });
+      if (it == kinds.end())
+        kinds.push_back({kind, {1, location}});
+      else
+        ++it->second.first;
+    }
+    std::string list;
+    for (const auto &[kind, stat] : kinds)
+      list += detail::concat(list.empty() ? "" : ", ", kind, " x", stat.first,
+                             " (first at ", stat.second, ")");
+    std::fprintf(stderr,
+                 "kiln-run: note: cuBLASLt has no algorithm for the epilogue of %zu "
+                 "GEMM%s on %s; %s run%s as the plain GEMM and a Kiln kernel: %s\n",
+                 fallbacks.size(), fallbacks.size() == 1 ? "" : "s", deviceName.c_str(),
+                 fallbacks.size() == 1 ? "it" : "they", fallbacks.size() == 1 ? "s" : "",
+                 list.c_str());
   }
   if (!table.empty()) {
     KILN_RETURN_IF_ERROR(d.check(
@@ -264,6 +297,63 @@ Status CudaBackend::Impl::resolvePrograms() {
   return okStatus();
 }
 
+Status CudaBackend::Impl::planGemm(DeviceCall &call, const schema::GemmCall &g,
+                                   const std::string &location,
+                                   std::vector<std::pair<std::string, std::string>> &fallbacks) {
+  call.a = devicePointer(g.a());
+  call.b = devicePointer(g.b());
+  call.c = devicePointer(g.c());
+  // Element types from the buffers (bf16 operands, and a bf16 result
+  // under precision = bf16; the verifier checked the combinations).
+  ColumnMajorGemm layout = toColumnMajor(g);
+  for (ColumnMajorMatrix *m : {&layout.first, &layout.second, &layout.result})
+    m->bf16 = artifact.buffer(m->buffer).dtype() == schema::DType_BF16;
+  // The epilogue's bias / aux buffers (verified: present when used).
+  ColumnMajorEpilogue epilogue = toColumnMajorEpilogue(g, layout.result.bf16);
+  CUdeviceptr bias = g.bias() >= 0 ? devicePointer(g.bias()) : 0;
+  CUdeviceptr aux = g.aux() >= 0 ? devicePointer(g.aux()) : 0;
+  StatusOr<std::unique_ptr<GemmPlan>> plan =
+      GemmPlan::create(*cublas, layout, options.tf32, kGemmWorkspaceBytes,
+                       call.where, epilogue, bias, aux);
+  if (plan.ok() || epilogue.kind == LtEpilogue::Default ||
+      plan.status().code() != StatusCode::kUnavailable) {
+    KILN_ASSIGN_OR_RETURN(call.gemm, std::move(plan));
+    return okStatus();
+  }
+  // No algorithm with this epilogue: the plain GEMM, then the epilogue's
+  // formulas as Kiln kernels on the same stream.
+  KILN_ASSIGN_OR_RETURN(call.gemm,
+                        GemmPlan::create(*cublas, layout, options.tf32,
+                                         kGemmWorkspaceBytes, call.where));
+  const CudaDriver &d = *driver;
+  if (!epilogueModule) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
+    JitCache cache(*nvrtc, JitCache::cudaCacheDir());
+    KILN_ASSIGN_OR_RETURN(JitModule jit, cache.compile(gemmEpilogueSource(),
+                                                       "gemm_epilogue.cu", arch));
+    KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&epilogueModule, jit.cubin.data()),
+                                 "cuModuleLoadData", " (GEMM epilogue kernels)"));
+  }
+  for (const EpilogueLaunchPlan &p :
+       gemmEpilogueFallback(g, layout.result.bf16,
+                            artifact.buffer(g.a()).dtype() == schema::DType_BF16,
+                            artifact.buffer(g.b()).dtype() == schema::DType_BF16)) {
+    EpilogueLaunch launch;
+    KILN_RETURN_IF_ERROR(d.check(
+        d.cuModuleGetFunction(&launch.function, epilogueModule, p.entry.c_str()),
+        "cuModuleGetFunction", " ('" + p.entry + "' for " + call.where + ")"));
+    for (int i = 0; i < 3; ++i)
+      launch.args[i] = static_cast<long long>(
+          p.buffers[i] >= 0 ? devicePointer(static_cast<uint32_t>(p.buffers[i])) : 0);
+    for (int i = 0; i < 4; ++i)
+      launch.args[3 + i] = p.values[i];
+    launch.grid = epilogueGrid(p.elements);
+    call.epilogue.push_back(launch);
+  }
+  fallbacks.push_back({ltEpilogueName(epilogue.kind), location});
+  return okStatus();
+}
+
 Status CudaBackend::Impl::launch(const DeviceCall &call) const {
   if (call.useCudnn)
     return runCudnn(call);
@@ -271,9 +361,19 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
 }
 
 Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
-  if (call.gemm)
-    return call.gemm->run(call.a, call.b, call.c, workspace, kGemmWorkspaceBytes,
-                          stream);
+  if (call.gemm) {
+    KILN_RETURN_IF_ERROR(call.gemm->run(call.a, call.b, call.c, workspace,
+                                        kGemmWorkspaceBytes, stream));
+    for (const EpilogueLaunch &e : call.epilogue) {
+      CUdeviceptr table = e.table;
+      void *params[] = {&table};
+      KILN_RETURN_IF_ERROR(driver->check(
+          driver->cuLaunchKernel(e.function, e.grid, 1, 1, kEpilogueBlock, 1, 1, 0,
+                                 stream, params, nullptr),
+          "cuLaunchKernel", " for the GEMM epilogue of " + call.where));
+    }
+    return okStatus();
+  }
   // The entry's only parameter: void* const* buffers (the device table).
   CUdeviceptr table = call.argumentTable;
   void *params[] = {&table};
@@ -303,6 +403,112 @@ Status CudaBackend::Impl::capture(DeviceProgram &program) {
   return d.check(d.cuGraphInstantiate(&program.exec, program.graph, 0),
                  "cuGraphInstantiateWithFlags",
                  detail::concat(" for '", program.name, "'"));
+}
+
+void CudaBackend::Impl::releaseStepGraph() {
+  if (stepGraph.exec)
+    driver->cuGraphExecDestroy(stepGraph.exec);
+  if (stepGraph.graph)
+    driver->cuGraphDestroy(stepGraph.graph);
+  stepGraph.exec = nullptr;
+  stepGraph.graph = nullptr;
+  stepGraph.key.clear();
+}
+
+Status CudaBackend::Impl::captureStep(const TrainingStepPlan &plan,
+                                      std::vector<int64_t> key) {
+  const CudaDriver &d = *driver;
+  releaseStepGraph();
+  // Each write's place in the pinned staging, 16-byte aligned.
+  stepGraph.offsets.clear();
+  size_t total = 0;
+  auto place = [&](const BufferWrite &w) {
+    stepGraph.offsets.push_back(total);
+    total += (w.bytes + 15) / 16 * 16;
+  };
+  for (const std::vector<BufferWrite> &batch : plan.microBatches)
+    for (const BufferWrite &w : batch)
+      place(w);
+  for (const BufferWrite &w : plan.updateWrites)
+    place(w);
+  if (total > stepGraph.pinnedBytes) {
+    if (stepGraph.pinned)
+      KILN_RETURN_IF_ERROR(d.check(d.cuMemFreeHost(stepGraph.pinned), "cuMemFreeHost"));
+    stepGraph.pinned = nullptr;
+    stepGraph.pinnedBytes = 0;
+    void *pinned = nullptr;
+    KILN_RETURN_IF_ERROR(d.check(d.cuMemAllocHost(&pinned, total), "cuMemAllocHost",
+                                 detail::concat(" (", total, " bytes of step inputs)")));
+    stepGraph.pinned = static_cast<uint8_t *>(pinned);
+    stepGraph.pinnedBytes = total;
+  }
+
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture", " for the training step"));
+  auto record = [&]() -> Status {
+    for (uint32_t b : plan.zeroed)
+      KILN_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(devicePointer(b), 0, bytes(b), stream),
+                                   "cuMemsetD8Async", " for " + artifact.describeBuffer(b)));
+    size_t i = 0;
+    auto copy = [&](const std::vector<BufferWrite> &writes) -> Status {
+      for (const BufferWrite &w : writes)
+        KILN_RETURN_IF_ERROR(d.check(
+            d.cuMemcpyHtoDAsync(devicePointer(w.buffer), stepGraph.pinned + stepGraph.offsets[i++],
+                                w.bytes, stream),
+            "cuMemcpyHtoDAsync", " for " + artifact.describeBuffer(w.buffer)));
+      return okStatus();
+    };
+    auto runProgram = [&](ProgramKind kind) -> Status {
+      for (const DeviceCall &call : programs[static_cast<int>(kind)].calls)
+        KILN_RETURN_IF_ERROR(launch(call));
+      return okStatus();
+    };
+    for (const std::vector<BufferWrite> &batch : plan.microBatches) {
+      KILN_RETURN_IF_ERROR(copy(batch));
+      KILN_RETURN_IF_ERROR(runProgram(ProgramKind::kStep));
+    }
+    KILN_RETURN_IF_ERROR(copy(plan.updateWrites));
+    return runProgram(ProgramKind::kUpdate);
+  };
+  Status recorded = record();
+  // End the capture on every path, or the stream stays unusable.
+  CUresult ended = d.cuStreamEndCapture(stream, &stepGraph.graph);
+  KILN_RETURN_IF_ERROR(recorded.withPrefix("capturing the training step as a CUDA graph: "));
+  KILN_RETURN_IF_ERROR(d.check(ended, "cuStreamEndCapture", " for the training step"));
+  KILN_RETURN_IF_ERROR(d.check(d.cuGraphInstantiate(&stepGraph.exec, stepGraph.graph, 0),
+                               "cuGraphInstantiateWithFlags", " for the training step"));
+  stepGraph.key = std::move(key);
+  return okStatus();
+}
+
+Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
+  const CudaDriver &d = *driver;
+  const DeviceProgram &program = programs[static_cast<int>(kind)];
+  while (events.size() < program.calls.size() + 1) {
+    CUevent e = nullptr;
+    KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
+    events.push_back(e);
+  }
+  KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[0], stream), "cuEventRecord"));
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    KILN_RETURN_IF_ERROR(launch(program.calls[i]));
+    KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[i + 1], stream), "cuEventRecord",
+                                 " after " + program.calls[i].where));
+  }
+  KILN_RETURN_IF_ERROR(d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize",
+                               detail::concat(" after the profiled '", program.name,
+                                              "' (rerun with KILN_CUDA_EAGER=1 to name the "
+                                              "failing kernel)")));
+  std::vector<double> &total = seconds[static_cast<int>(kind)];
+  total.resize(program.calls.size(), 0.0);
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    float ms = 0;
+    KILN_RETURN_IF_ERROR(d.check(d.cuEventElapsedTime(&ms, events[i], events[i + 1]),
+                                 "cuEventElapsedTime", " for " + program.calls[i].where));
+    total[i] += ms * 1e-3;
+  }
+  return okStatus();
 }
 
 Status CudaBackend::Impl::runEagerly(const DeviceProgram &program) {
@@ -375,6 +581,8 @@ Status CudaBackend::run(ProgramKind kind) {
     return failedPrecondition("the artifact has no '", program.name, "' program");
   if (program.undecided) {
     KILN_RETURN_IF_ERROR(m.decideAttention(m.programs[static_cast<int>(kind)]));
+  } else if (m.profiling) {
+    KILN_RETURN_IF_ERROR(m.runProfiled(kind));
   } else if (m.eager) {
     KILN_RETURN_IF_ERROR(m.runEagerly(program));
   } else {
@@ -386,6 +594,49 @@ Status CudaBackend::run(ProgramKind kind) {
         detail::concat(" '", program.name, "' (rerun with KILN_CUDA_EAGER=1 to "
                        "name the failing kernel and its model line)")));
   }
+  return m.readScalars();
+}
+
+Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
+  Impl &m = *impl_;
+  const DeviceProgram &step = m.programs[static_cast<int>(ProgramKind::kStep)];
+  const DeviceProgram &update = m.programs[static_cast<int>(ProgramKind::kUpdate)];
+  // Launch by launch where a graph is not wanted (KILN_CUDA_EAGER, per-entry
+  // timing) or not yet possible (an attention call is decided at its
+  // program's first run).
+  if (m.eager || m.profiling || !step.present || !update.present || step.undecided ||
+      update.undecided)
+    return Backend::runTrainingStep(plan);
+  // The plan's shape: what the graph's memsets and copies were recorded for.
+  std::vector<int64_t> key(plan.zeroed.begin(), plan.zeroed.end());
+  auto shape = [&](const std::vector<BufferWrite> &writes) {
+    key.push_back(-1);
+    for (const BufferWrite &w : writes) {
+      key.push_back(w.buffer);
+      key.push_back(static_cast<int64_t>(w.bytes));
+    }
+  };
+  for (const std::vector<BufferWrite> &batch : plan.microBatches)
+    shape(batch);
+  shape(plan.updateWrites);
+  if (key != m.stepGraph.key)
+    KILN_RETURN_IF_ERROR(m.captureStep(plan, key));
+  // The bytes the graph's copies read at replay: the previous replay has
+  // finished (run waits), so they may be rewritten.
+  size_t i = 0;
+  auto stage = [&](const std::vector<BufferWrite> &writes) {
+    for (const BufferWrite &w : writes)
+      std::memcpy(m.stepGraph.pinned + m.stepGraph.offsets[i++], w.data, w.bytes);
+  };
+  for (const std::vector<BufferWrite> &batch : plan.microBatches)
+    stage(batch);
+  stage(plan.updateWrites);
+  KILN_RETURN_IF_ERROR(m.driver->check(m.driver->cuGraphLaunch(m.stepGraph.exec, m.stream),
+                                       "cuGraphLaunch", " for the training step"));
+  KILN_RETURN_IF_ERROR(m.driver->check(
+      m.driver->cuStreamSynchronize(m.stream), "running the CUDA graph of",
+      " the training step (rerun with KILN_CUDA_EAGER=1 to name the failing kernel "
+      "and its model line)"));
   return m.readScalars();
 }
 
@@ -448,6 +699,15 @@ Status CudaBackend::zero(uint32_t buffer) {
 }
 
 const KernelLoad &CudaBackend::kernelLoad() const { return impl_->load; }
+
+bool CudaBackend::setProfiling(bool enabled) {
+  impl_->profiling = enabled;
+  return true;
+}
+
+const std::vector<double> &CudaBackend::entrySeconds(ProgramKind program) const {
+  return impl_->seconds[static_cast<int>(program)];
+}
 
 std::string CudaBackend::deviceName() const { return impl_->deviceName; }
 

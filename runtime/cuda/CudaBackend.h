@@ -15,9 +15,16 @@
 // scalar buffer. The learning rate and step count are device buffers written
 // (upload) before "update" is replayed; each micro-batch is uploaded into the
 // fixed input buffers before each replay of "step", so replays stay correct.
+// runTrainingStep() replays a whole training step -- the accumulators
+// zeroed, every micro-batch's input copies (from pinned host staging) and
+// "step", the update's scalars and "update" -- as ONE graph captured at its
+// first call, then waits once and reads the scalars with one copy.
 //
 // KILN_CUDA_EAGER=1 launches entry by entry instead of the graph and waits
 // after each, so a failing kernel is named with its model-file location.
+// --profile (setProfiling) launches entry by entry too, with a CUDA event
+// after each, and waits once per program run: the time between two events
+// is the entry's time on the GPU.
 // This header exposes no CUDA type (the implementation is behind Impl).
 //
 //===----------------------------------------------------------------------===//
@@ -39,6 +46,7 @@ public:
 
   const char *name() const override { return "cuda"; }
   Status run(ProgramKind program) override;
+  Status runTrainingStep(const TrainingStepPlan &plan) override;
   void *hostData(uint32_t buffer) const override;
   Status upload(uint32_t buffer) override;
   Status download(uint32_t buffer) override;
@@ -46,16 +54,15 @@ public:
   const KernelLoad &kernelLoad() const override;
   std::string deviceName() const override;
   std::optional<int64_t> devicePeakBytes() const override;
-  bool setProfiling(bool enabled) override { return !enabled; }
-  const std::vector<double> &entrySeconds(ProgramKind) const override {
-    return noSeconds_;
-  }
+  // --profile: each program runs launch by launch with an event after each
+  // entry (no synchronization between them), timed when it completes.
+  bool setProfiling(bool enabled) override;
+  const std::vector<double> &entrySeconds(ProgramKind program) const override;
 
 private:
   struct Impl;
   explicit CudaBackend(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  std::vector<double> noSeconds_;
 };
 
 } // namespace kiln::rt::cuda

@@ -46,6 +46,15 @@ struct EmptyKeysLaunch {
   unsigned grid = 1;
 };
 
+// One launch of a GEMM epilogue that cuBLASLt had no algorithm for
+// (GemmEpilogueFallback.h), after the plain GEMM.
+struct EpilogueLaunch {
+  CUfunction function = nullptr;
+  long long args[7] = {}; // the kernel's argument array, uploaded to `table`
+  CUdeviceptr table = 0;
+  unsigned grid = 1;
+};
+
 // One schedule entry, resolved at setup.
 struct DeviceCall {
   CUfunction function = nullptr;       // KernelCall
@@ -53,6 +62,7 @@ struct DeviceCall {
   unsigned grid = 1, block = 1, sharedBytes = 0;
   std::unique_ptr<GemmPlan> gemm;      // GemmCall
   CUdeviceptr a = 0, b = 0, c = 0;
+  std::vector<EpilogueLaunch> epilogue; // after `gemm`, when cuBLASLt had none
   std::string where;                   // "step entry 3 ('k_gelu' at m.kiln:4:5)"
   // KernelCall with a cudnn_attention (Cudnn.h) whose plan cuDNN accepted:
   // `useCudnn` runs it instead of the kernel; `undecided` (--attention=auto)
@@ -76,6 +86,20 @@ struct DeviceProgram {
   bool undecided = false; // a call is undecided: capture after the first run
 };
 
+// The whole training step (Backend::runTrainingStep) as one CUDA graph: the
+// accumulators zeroed, per micro-batch its inputs copied from pinned host
+// staging and the "step" program, then the update's scalars and "update".
+// Captured for one plan's shape (`key`: its buffers and bytes); the bytes
+// are copied into `pinned` at `offsets` before each replay.
+struct StepGraph {
+  std::vector<int64_t> key;
+  std::vector<size_t> offsets; // per write, micro-batches then the update's
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  uint8_t *pinned = nullptr;
+  size_t pinnedBytes = 0;
+};
+
 struct CudaBackend::Impl {
   const Artifact &artifact;
   BackendOptions options;
@@ -89,17 +113,23 @@ struct CudaBackend::Impl {
   CUstream stream = nullptr;
   CUmodule module = nullptr;
   CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
+  CUmodule epilogueModule = nullptr;  // GemmEpilogueFallback.h, on demand
   std::string arch;                   // NVRTC's target for this device
   CUdeviceptr arena = 0;      // every buffer
   CUdeviceptr tables = 0;     // every KernelCall's pointer array
   CUdeviceptr workspace = 0;  // cuBLASLt
+  CUdeviceptr epilogueArgs = 0; // the fallback epilogue launches' arguments
   DeviceLayout layout;
   std::string deviceName;
   KernelLoad load;
   DeviceProgram programs[kNumProgramKinds];
+  StepGraph stepGraph;
   mutable std::vector<HostMirror> mirrors;
   std::vector<uint32_t> scalars; // buffers refreshed after every run
   bool eager = false;
+  bool profiling = false;
+  std::vector<double> seconds[kNumProgramKinds]; // per entry, --profile
+  std::vector<CUevent> events;                   // one more than entries
   int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
   // The arena bytes [first, second) that hold every scalar buffer, and the
   // host copy readScalars() reads them into.
@@ -128,6 +158,12 @@ struct CudaBackend::Impl {
   Status allocate(size_t tableBytes, bool needsWorkspace);
   Status loadKernels();
   Status resolvePrograms();
+  // The GEMM of `g` for `call`, with its epilogue in cuBLASLt or, when
+  // cuBLASLt has no algorithm for it, as Kiln kernels after the plain GEMM
+  // (added to `fallbacks` as (epilogue, location); the caller reports them
+  // once).
+  Status planGemm(DeviceCall &call, const schema::GemmCall &g, const std::string &location,
+                  std::vector<std::pair<std::string, std::string>> &fallbacks);
   Status launch(const DeviceCall &call) const;
   Status launchKernel(const DeviceCall &call) const;
   // The cuDNN plan of `call`, then its empty-sample fix-ups.
@@ -140,7 +176,13 @@ struct CudaBackend::Impl {
   // real buffers, keeps the faster, runs the program once.
   Status decideAttention(DeviceProgram &program);
   Status capture(DeviceProgram &program);
+  // Captures `plan` (whose shape is `key`) as stepGraph.
+  Status captureStep(const TrainingStepPlan &plan, std::vector<int64_t> key);
+  void releaseStepGraph();
   Status runEagerly(const DeviceProgram &program);
+  // Launches `kind`'s entries with an event after each, waits once, adds
+  // each entry's time to seconds[kind].
+  Status runProfiled(ProgramKind kind);
   // After a program: every scalar buffer into its host mirror, with one
   // synchronization and (when they are near each other) one copy.
   Status readScalars();

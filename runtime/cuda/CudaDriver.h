@@ -51,6 +51,8 @@ struct CudaDriver {
   X(cuMemGetInfo)                                                              \
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
+  X(cuMemAllocHost)                                                            \
+  X(cuMemFreeHost)                                                             \
   X(cuMemcpyHtoD)                                                              \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
@@ -69,7 +71,11 @@ struct CudaDriver {
   X(cuGraphInstantiate)                                                        \
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy)                                                            \
+  X(cuEventCreate)                                                             \
+  X(cuEventDestroy)                                                            \
+  X(cuEventRecord)                                                             \
+  X(cuEventElapsedTime)
 
   // One pointer per entry, named like the API without the "cu" macro
   // suffixes: driver.cuMemAlloc(&ptr, bytes).

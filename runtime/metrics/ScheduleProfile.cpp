@@ -1,13 +1,14 @@
 //===- ScheduleProfile.cpp - Where the step's time goes -------------------===//
 
-#include "runtime/cpu/ScheduleProfile.h"
+#include "runtime/metrics/ScheduleProfile.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <tuple>
 
-namespace kiln::rt::cpu {
+namespace kiln::rt {
 
 namespace {
 
@@ -33,6 +34,16 @@ std::string describeStep(const schema::Artifact &artifact,
   if (kernel.ops() && kernel.ops()->size() > 0)
     text += " [" + kernel.ops()->str() + "]";
   return text;
+}
+
+// The GFLOP/s column: `flops` per step over `steps` steps in `seconds`, or
+// "-" for an entry without GEMM FLOPs.
+std::string gflopsPerSecond(double flops, int64_t steps, double seconds) {
+  if (flops <= 0 || seconds <= 0)
+    return "       -";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%8.2f", flops * steps / seconds * 1e-9);
+  return buf;
 }
 
 } // namespace
@@ -72,12 +83,7 @@ std::string formatScheduleProfile(const Artifact &artifact,
     double flops = 0;
     std::string what = describeStep(artifact.root(), step, &flops);
     double seconds = entrySeconds[i];
-    std::string rate = "       -";
-    if (flops > 0 && seconds > 0) {
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%8.2f", flops * steps / seconds * 1e-9);
-      rate = buf;
-    }
+    std::string rate = gflopsPerSecond(flops, steps, seconds);
     std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %5zu  %s (%s)\n",
                   total > 0 ? 100 * seconds / total : 0.0,
                   steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), i,
@@ -109,7 +115,37 @@ std::string formatScheduleProfile(const Artifact &artifact,
                   what.c_str());
     out += line;
   }
+
+  // Per model-file line: what a person edits. An entry's location is the
+  // line of the op it came from (a fused kernel's: its first member's).
+  std::map<std::string, std::tuple<double, int, double>> byLine; // s, entries, flops
+  for (size_t i = 0; i < entrySeconds.size(); ++i) {
+    const schema::Step &step = *schedule.Get(i);
+    double flops = 0;
+    describeStep(artifact.root(), step, &flops);
+    auto &[seconds, entries, lineFlops] =
+        byLine[step.location() ? step.location()->str() : "?"];
+    seconds += entrySeconds[i];
+    entries += 1;
+    lineFlops += flops;
+  }
+  std::vector<std::pair<std::string, std::tuple<double, int, double>>> lines(
+      byLine.begin(), byLine.end());
+  std::sort(lines.begin(), lines.end(), [](const auto &a, const auto &b) {
+    return std::get<0>(a.second) > std::get<0>(b.second);
+  });
+  out += "   time%  ms/step  GFLOP/s  entries  model line\n";
+  for (size_t r = 0; r < std::min(top, lines.size()); ++r) {
+    const auto &[where, stat] = lines[r];
+    const auto &[seconds, entries, flops] = stat;
+    std::string rate = gflopsPerSecond(flops, steps, seconds);
+    std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %7d  %s\n",
+                  total > 0 ? 100 * seconds / total : 0.0,
+                  steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), entries,
+                  where.c_str());
+    out += line;
+  }
   return out;
 }
 
-} // namespace kiln::rt::cpu
+} // namespace kiln::rt

@@ -13,6 +13,8 @@
 // host alpha/beta, the epilogues DEFAULT, BIAS, GELU(_AUX)(_BIAS),
 // DGELU(_BGRAD), BGRADA and BGRADB, the documented refusals (`plan`), and
 // every operand in device memory (else INVALID_VALUE, naming it on stderr).
+// KILN_SIM_CUBLASLT_NO_EPILOGUES=1 makes the heuristic refuse every
+// epilogue (NOT_SUPPORTED), as a cuBLASLt without those kernels would.
 // Not simulated, refused with NOT_SUPPORTED and a line on stderr where a real
 // cuBLASLt might run them: other types, ReLU epilogues, device pointer modes,
 // other orders and batch modes, FP8 scaling, fill modes. No alignment or
@@ -28,6 +30,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -728,6 +731,13 @@ KILN_SIM_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     report("cublasLtMatmulAlgoGetHeuristic", v.why);
     return v.status;
   }
+  // KILN_SIM_CUBLASLT_NO_EPILOGUES=1: a cuBLASLt without epilogue kernels
+  // for any of these GEMMs (as real ones lack them for some shapes, types
+  // and archs), so the runtime's fallback runs. Silent, as cuBLASLt is.
+  if (const char *none = std::getenv("KILN_SIM_CUBLASLT_NO_EPILOGUES");
+      none && std::strcmp(none, "1") == 0 &&
+      g.desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   cublasLtMatmulHeuristicResult_t &result = heuristicResultsArray[0];
   std::memset(&result, 0, sizeof(result));
   result.algo.data[0] = kAlgoTag; // cublasLtMatmul ignores the algorithm

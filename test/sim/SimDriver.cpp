@@ -33,9 +33,14 @@
 // `void* const* buffers`), static shared memory sizes (reported as 0),
 // concurrency between streams (a stream's queue runs in order on the host).
 //
+// Events time the host's run of the operations between two records;
+// cuMemAllocHost memory is read by a copy when the copy runs (so a graph may
+// replay it), pageable memory is staged at the call.
+//
 // Environment: KILN_SIM_SEED (block order, default 1),
 // KILN_SIM_ALWAYS_FIBERS=1 (no fast path), KILN_SIM_TRACE=1 (one stderr line
-// per operation run, with its host time).
+// per operation run, with its host time; a graph's nodes as "graph node",
+// before the line of their "graph launch").
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +80,10 @@ void failContext(const std::string &why) {
   d.sticky = CUDA_ERROR_LAUNCH_FAILED;
 }
 
+// Set while a graph's nodes run, so the trace tells them from operations
+// launched on their own.
+thread_local bool inGraph = false;
+
 void runOperation(const Operation &op) {
   Device &d = device();
   if (d.sticky != CUDA_SUCCESS)
@@ -85,7 +94,8 @@ void runOperation(const Operation &op) {
   }
   auto start = std::chrono::steady_clock::now();
   op.run();
-  std::fprintf(stderr, "kiln device simulator: ran %s in %.3f ms\n", op.what.c_str(),
+  std::fprintf(stderr, "kiln device simulator: ran %s%s in %.3f ms\n",
+               inGraph ? "graph node " : "", op.what.c_str(),
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                    .count());
 }
@@ -96,6 +106,14 @@ void drain(CUstream_st &s) {
     s.queue.pop_front();
     runOperation(op);
   }
+}
+
+// Every stream's queued work, the legacy stream's last.
+void drainAll() {
+  Device &d = device();
+  for (CUstream_st *s : d.streams)
+    drain(*s);
+  drain(d.legacy);
 }
 
 // What a synchronous call on the legacy stream orders: every blocking
@@ -156,8 +174,10 @@ bool inDevice(CUdeviceptr p, size_t bytes) {
 }
 
 void runGraph(const Graph &g) {
+  inGraph = true;
   for (const Operation &op : g.nodes)
     runOperation(op);
+  inGraph = false;
 }
 
 } // namespace kiln::sim::driver
@@ -391,15 +411,60 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   auto it = d.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == d.allocations.end())
     return CUDA_ERROR_INVALID_VALUE;
-  // cuMemFree waits for the work that may still use the memory.
-  for (CUstream_st *s : d.streams)
-    drain(*s);
-  drain(d.legacy);
+  drainAll(); // cuMemFree waits for the work that may still use the memory
   munmap(reinterpret_cast<void *>(it->first), it->second.mapped);
   d.allocated -= it->second.bytes;
   d.allocations.erase(it);
   return CUDA_SUCCESS;
 }
+
+// Page-locked host memory: a copy from it reads it when the copy runs (so a
+// graph can replay one), where pageable memory is staged at the call.
+CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!pp || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = captureForbids("cuMemAllocHost"); r != CUDA_SUCCESS)
+    return r;
+  void *p = std::aligned_alloc(4096, (bytesize + 4095) / 4096 * 4096);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xff, bytesize); // uninitialized, as cuMemAllocHost leaves it
+  device().pinned[reinterpret_cast<uintptr_t>(p)] = bytesize;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS && r != CUDA_ERROR_LAUNCH_FAILED)
+    return r;
+  if (CUresult r = captureForbids("cuMemFreeHost"); r != CUDA_SUCCESS)
+    return r;
+  Device &d = device();
+  auto it = d.pinned.find(reinterpret_cast<uintptr_t>(p));
+  if (it == d.pinned.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  drainAll(); // work that may still read it completes
+  d.pinned.erase(it);
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// [p, p + bytes) lies in one cuMemAllocHost allocation.
+bool inPinned(const void *p, size_t bytes) {
+  const Device &d = device();
+  auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = d.pinned.upper_bound(at);
+  if (it == d.pinned.begin())
+    return false;
+  --it;
+  return at + bytes <= it->first + it->second;
+}
+
+} // namespace
 
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
   if (CUresult r = ready(); r != CUDA_SUCCESS)
@@ -434,9 +499,13 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t byte
     return CUDA_ERROR_INVALID_HANDLE;
   if (!src || !inDevice(dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
+  if (inPinned(src, bytes))
+    return enqueueOn(s, Operation{[dst, src, bytes] {
+                                    std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+                                  },
+                                  "cuMemcpyHtoDAsync"});
   if (s->capturing) {
-    // Every host buffer here is pageable (no cuMemAllocHost is simulated):
-    // a graph cannot replay a copy from it.
+    // From pageable memory: a graph cannot replay the copy.
     s->invalidated = true;
     s->invalidatedBy = "cuMemcpyHtoDAsync from pageable memory";
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -583,6 +652,66 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
   if (!hGraph)
     return CUDA_ERROR_INVALID_VALUE;
   delete hGraph;
+  return CUDA_SUCCESS;
+}
+
+// Events: a record is one more operation on the stream, which stamps the
+// host clock when the stream runs it; the elapsed time between two is the
+// host time of the operations between them (the simulator's timing, not a
+// GPU's). Before its stream has run the record, an event is not ready.
+CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!phEvent || (Flags & ~unsigned(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *e = new CUevent_st;
+  e->timing = !(Flags & CU_EVENT_DISABLE_TIMING);
+  device().events.insert(e);
+  *phEvent = e;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
+  if (!device().events.erase(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
+  // A record still queued keeps writing into it: destroyed once run.
+  hEvent->destroyed = true;
+  if (hEvent->pending == 0)
+    delete hEvent;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (!device().events.count(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUevent e = hEvent;
+  e->completed = false;
+  ++e->pending;
+  return enqueueOn(s, Operation{[e] {
+                                  e->at = std::chrono::steady_clock::now();
+                                  e->completed = true;
+                                  if (--e->pending == 0 && e->destroyed)
+                                    delete e;
+                                },
+                                "cuEventRecord"});
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  Device &d = device();
+  if (!pMilliseconds || !d.events.count(hStart) || !d.events.count(hEnd))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!hStart->timing || !hEnd->timing)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!hStart->completed || !hEnd->completed)
+    return CUDA_ERROR_NOT_READY;
+  *pMilliseconds = std::chrono::duration<float, std::milli>(hEnd->at - hStart->at).count();
   return CUDA_SUCCESS;
 }
 

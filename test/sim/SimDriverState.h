@@ -12,6 +12,8 @@
 
 #include <cuda.h>
 
+#include <chrono>
+
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -62,6 +64,14 @@ struct CUgraphExec_st {
   kiln::sim::driver::Graph graph;
 };
 
+struct CUevent_st {
+  std::chrono::steady_clock::time_point at; // when its record ran
+  bool timing = true;
+  bool completed = false;
+  bool destroyed = false;
+  int pending = 0; // records queued, not yet run
+};
+
 struct CUstream_st {
   unsigned flags = 0;
   std::deque<kiln::sim::driver::Operation> queue;
@@ -90,10 +100,12 @@ struct Device {
   int contextRefs = 0;
   std::map<uintptr_t, Allocation> allocations;
   size_t allocated = 0;
+  std::map<uintptr_t, size_t> pinned; // cuMemAllocHost: start -> bytes
   CUstream_st legacy; // stream 0 / CU_STREAM_LEGACY
   std::set<CUstream_st *> streams;
   std::set<CUfunc_st *> functions;
   std::set<CUmod_st *> modules;
+  std::set<CUevent_st *> events;
   CUresult sticky = CUDA_SUCCESS;
   unsigned long long launches = 0;
   unsigned long long seed = 1;

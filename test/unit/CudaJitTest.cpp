@@ -11,6 +11,7 @@
 
 #include "runtime/FileIO.h"
 #include "runtime/cuda/DynamicLibrary.h"
+#include "runtime/cuda/GemmEpilogueFallback.h"
 #include "runtime/cuda/JitCache.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -407,6 +408,29 @@ TEST(CompileOnlyTest, CpuArtifactIsRefused) {
   int code = runCompileOnly(dir, test::minimalArtifact(), "", &output);
   EXPECT_EQ(code, 1) << output;
   EXPECT_THAT(output, HasSubstr("--compile-only compiles CUDA artifacts"));
+}
+
+// The GEMM epilogue fallback (GemmEpilogueFallback.h) is runtime source:
+// NVRTC compiles it for both archs Kiln targets, every entry the plans name
+// present and none spilling. (Its numerics: test/e2e/cuda_sim/
+// gemm_epilogue_fallback.test, against the CPU backend.)
+TEST(GemmEpilogueFallbackTest, CompilesWithNvrtc) {
+  auto nvrtc = Nvrtc::load();
+  if (!nvrtc.ok())
+    GTEST_SKIP() << nvrtc.status().message();
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    auto out = (*nvrtc)->compile(gemmEpilogueSource(), "gemm_epilogue.cu", arch);
+    ASSERT_TRUE(out.ok()) << arch << ": " << out.status().message();
+    std::vector<std::string> entries;
+    for (const KernelResources &k : parsePtxasReport(out->log)) {
+      entries.push_back(k.entry);
+      EXPECT_FALSE(k.spills()) << k.entry;
+    }
+    EXPECT_THAT(entries, ::testing::UnorderedElementsAre(
+                             "kiln_epilogue_bias_gelu_f32", "kiln_epilogue_bias_gelu_bf16",
+                             "kiln_epilogue_dgelu_f32", "kiln_epilogue_dgelu_bf16",
+                             "kiln_epilogue_sum_f32", "kiln_epilogue_sum_bf16"));
+  }
 }
 
 } // namespace

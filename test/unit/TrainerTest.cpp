@@ -143,6 +143,11 @@ TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
   EXPECT_THAT(out, HasSubstr("profile of program 'step': 2 steps"));
   EXPECT_THAT(out, HasSubstr("gemm 8x256x256 x2 (test.kiln:2:3)"));
   EXPECT_THAT(out, HasSubstr("kernel k_xent [kiln.cross_entropy]"));
+  // The time per model line: every entry of "step" comes from line 2 here
+  // (all 4 of them, so all of the step's time), "update"'s one from line 9.
+  EXPECT_THAT(out, HasSubstr("entries  model line"));
+  EXPECT_THAT(out, testing::ContainsRegex("100.0% +[0-9.]+ +[0-9.]+ +4  test.kiln:2:3\n"));
+  EXPECT_THAT(out, testing::ContainsRegex(" 1  bigram.kiln:9:1\n"));
 }
 
 TEST_F(TrainerTest, ToolUserErrorsExitOne) {
