@@ -38,7 +38,9 @@
 # Kiln's kernels, tools/bench/cudnn_attention_check.sh); sanitizer
 # (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
 # against the device memory measured while training); gpt2 (GPT-2 124M bf16
-# tokens/s against torch.compile, tools/bench/gpt2_bench.sh).
+# tokens/s against torch.compile, tools/bench/gpt2_bench.sh); profile
+# (kiln-run --profile on GPT-2 bf16: time per kernel and per model line from
+# CUDA events, in steps.log).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
@@ -230,6 +232,22 @@ memory() {
   echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
 }
 
+# Where the step's time goes on this GPU: kiln-run --profile (CUDA events per
+# schedule entry) on GPT-2 bf16, or tiny_gpt bf16 on the simulator; the
+# tables go to steps.log.
+profile() {
+  local art run_args
+  if [ "${KILN_GPU_CHECK_SIM:-0}" = 1 ]; then
+    art="$dir/artifacts/tiny-bf16.kart"
+    run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3 | sed 's/--steps [0-9]*/--steps 2/')
+  else
+    art=$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)
+    run_args="--data $(ls "$dir"/artifacts/random_tokens_*.bin | head -1) --steps 4"
+  fi
+  # shellcheck disable=SC2086
+  "$kiln_run" "$art" $run_args --profile --quiet
+}
+
 run_checks() {
   out=${OUT:-$dir/results}
   mkdir -p "$out"
@@ -249,7 +267,7 @@ run_checks() {
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
   export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager sanitizer memory
+  export -f probe warm_up parity graph_eager sanitizer memory profile
 
   step probe 30 probe
   if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
@@ -271,6 +289,7 @@ run_checks() {
     # gpu_bundle.sh writes $OUT/gpt2.txt with its command, date and GPU.
     step gpt2 180 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
   fi
+  step profile 60 profile
   local failed
   failed=$(grep -c -E ': (FAIL|TIMEOUT)' "$summary" || true)
   echo "gpu check: done, $failed failed" | tee -a "$summary"
