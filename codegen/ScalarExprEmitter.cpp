@@ -1,9 +1,11 @@
 //===- ScalarExprEmitter.cpp - Scalar C expressions of elementwise ops ----===//
 //
-// One formula per elementwise kiln op. Only expressions, no statements, and
-// no calls beyond expf/logf/tanhf/sqrtf and the kiln_gelu/kiln_gelu_grad/
-// kiln_f32_to_bf16/kiln_bf16_to_f32 functions of the target's prelude, so
-// CUDA can reuse every line.
+// One C expression per elementwise kiln op: the formula the op declares
+// (ScalarFormulaOpInterface, KilnOps.td) with its operands substituted, or,
+// for the ops whose formula depends on attributes or types (convert, cmp,
+// select) and gelu_grad, written here. Only expressions, no statements, and
+// no calls beyond the C math functions and the kiln_* functions of the
+// target's prelude, so CPU and CUDA share every line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,15 +31,9 @@ std::string binary(const std::string &a, const char *op, const std::string &b) {
   return "(" + paren(a) + " " + op + " " + paren(b) + ")";
 }
 
-std::string call(const char *fn, const std::string &a) {
-  return std::string(fn) + "(" + a + ")";
-}
-
-// GELU and its derivative are calls of functions every target's prelude
-// defines (kiln_gelu, kiln_gelu_grad): the derivative needs tanh once, not
-// three times, and a target picks its fastest accurate tanh.
-std::string gelu(const std::string &x) { return call("kiln_gelu", x); }
-
+// GELU's derivative is a call of a function every target's prelude defines
+// (kiln_gelu_grad, as kiln.gelu's formula calls kiln_gelu): it needs tanh
+// once, not three times, and a target picks its fastest accurate tanh.
 std::string geluGrad(const std::string &x, const std::string &g) {
   return "kiln_gelu_grad(" + x + ", " + g + ")";
 }
@@ -85,12 +81,24 @@ std::string select(const std::string &c, const std::string &a,
 }
 } // namespace
 
+// `formula` with $0 .. $9 replaced by the operands' expressions.
+static std::string substitute(StringRef formula,
+                              llvm::ArrayRef<std::string> operands) {
+  std::string out;
+  for (size_t i = 0; i < formula.size(); ++i) {
+    if (formula[i] == '$' && i + 1 < formula.size() && isdigit(formula[i + 1])) {
+      size_t index = formula[++i] - '0';
+      out += index < operands.size() ? operands[index] : std::string("?");
+      continue;
+    }
+    out += formula[i];
+  }
+  return out;
+}
+
 bool ScalarExprEmitter::isElementwise(Operation *op) {
-  return isa<mlir::kiln::AddOp, mlir::kiln::SubOp, mlir::kiln::MulOp,
-             mlir::kiln::DivOp, mlir::kiln::NegOp, mlir::kiln::ExpOp,
-             mlir::kiln::LogOp, mlir::kiln::TanhOp, mlir::kiln::SqrtOp,
-             mlir::kiln::GeluOp, mlir::kiln::GeluGradOp,
-             mlir::kiln::ConvertOp, mlir::kiln::CmpOp,
+  return isa<mlir::kiln::ScalarFormulaOpInterface, mlir::kiln::ElementwiseGradOp,
+             mlir::kiln::GeluGradOp, mlir::kiln::ConvertOp, mlir::kiln::CmpOp,
              mlir::kiln::SelectOp>(op);
 }
 
@@ -98,19 +106,15 @@ FailureOr<std::string>
 ScalarExprEmitter::emit(Operation *op, llvm::ArrayRef<std::string> operands) {
   if (!isElementwise(op) || operands.size() != op->getNumOperands())
     return failure();
+  // Declared with the op (KilnOps.td): its value, or for elementwise_grad
+  // the derivative formula of the op it differentiates.
+  if (auto formula = dyn_cast<mlir::kiln::ScalarFormulaOpInterface>(op))
+    return substitute(formula.getScalarFormula(), operands);
+  if (auto grad = dyn_cast<mlir::kiln::ElementwiseGradOp>(op))
+    return substitute(grad.getDerivativeFormula(), operands);
   auto a = [&] { return operands[0]; };
   auto b = [&] { return operands[1]; };
   std::string expr = llvm::TypeSwitch<Operation *, std::string>(op)
-      .Case([&](mlir::kiln::AddOp) { return binary(a(), "+", b()); })
-      .Case([&](mlir::kiln::SubOp) { return binary(a(), "-", b()); })
-      .Case([&](mlir::kiln::MulOp) { return binary(a(), "*", b()); })
-      .Case([&](mlir::kiln::DivOp) { return binary(a(), "/", b()); })
-      .Case([&](mlir::kiln::NegOp) { return "(-" + paren(a()) + ")"; })
-      .Case([&](mlir::kiln::ExpOp) { return call("expf", a()); })
-      .Case([&](mlir::kiln::LogOp) { return call("logf", a()); })
-      .Case([&](mlir::kiln::TanhOp) { return call("tanhf", a()); })
-      .Case([&](mlir::kiln::SqrtOp) { return call("sqrtf", a()); })
-      .Case([&](mlir::kiln::GeluOp) { return gelu(a()); })
       .Case([&](mlir::kiln::GeluGradOp) { return geluGrad(a(), b()); })
       .Case([&](mlir::kiln::ConvertOp c) { return convert(c, a()); })
       .Case([&](mlir::kiln::CmpOp c) { return compare(c, a(), b()); })

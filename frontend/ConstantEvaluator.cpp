@@ -6,6 +6,8 @@
 
 #include "frontend/ConstantEvaluator.h"
 
+#include "frontend/UnaryMath.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -97,24 +99,16 @@ std::string describeAsF32(const Number &n) {
 
 std::optional<Number> foldUnaryFunction(const std::string &fn, Number x,
                                         std::string &err) {
-  if (fn == "sqrt") {
-    if (x.value < 0) {
-      err = "sqrt of a negative number (" + x.str() + ")";
-      return std::nullopt;
-    }
-    return Number::ofFloat(std::sqrt(x.value));
+  if (fn == "sqrt" && x.value < 0) {
+    err = "sqrt of a negative number (" + x.str() + ")";
+    return std::nullopt;
   }
-  if (fn == "log") {
-    if (x.value <= 0) {
-      err = "log of a non-positive number (" + x.str() + ")";
-      return std::nullopt;
-    }
-    return Number::ofFloat(std::log(x.value));
+  if (fn == "log" && x.value <= 0) {
+    err = "log of a non-positive number (" + x.str() + ")";
+    return std::nullopt;
   }
-  if (fn == "exp")
-    return Number::ofFloat(std::exp(x.value));
-  if (fn == "tanh")
-    return Number::ofFloat(std::tanh(x.value));
+  if (const UnaryMath *math = findUnaryMath(fn))
+    return Number::ofFloat(math->fold(x.value));
   err = "'" + fn + "' cannot be applied to a number";
   return std::nullopt;
 }
@@ -251,8 +245,7 @@ std::optional<Number> ConstantEvaluator::evaluate(const Expr &e) {
     return r;
   }
   case Expr::Kind::Call: {
-    if (e.name != "sqrt" && e.name != "exp" && e.name != "log" &&
-        e.name != "tanh") {
+    if (!findUnaryMath(e.name)) {
       diag_.error(e.loc,
                   "'" + e.name + "(...)' is not a compile-time constant");
       return std::nullopt;

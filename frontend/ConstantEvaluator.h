@@ -45,7 +45,7 @@ std::optional<float> toNonNegativeF32(double value);
 /// `n` as messages about such f32 values show it: "1e+300 (too large for a
 /// 32-bit float)" when only the f32 rounding makes it infinite.
 std::string describeAsF32(const Number &n);
-/// Folds the scalar math functions (sqrt, exp, log, tanh).
+/// Folds the unary math functions (UnaryMath.h) on a number.
 std::optional<Number> foldUnaryFunction(const std::string &fn, Number x,
                                         std::string &err);
 

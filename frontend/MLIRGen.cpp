@@ -90,14 +90,14 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     return b_.create<kd::DivOp>(l, operand(0), operand(1));
   case NodeKind::Neg:
     return b_.create<kd::NegOp>(l, operand(0));
-  case NodeKind::Exp:
-    return b_.create<kd::ExpOp>(l, operand(0));
-  case NodeKind::Log:
-    return b_.create<kd::LogOp>(l, operand(0));
-  case NodeKind::Tanh:
-    return b_.create<kd::TanhOp>(l, operand(0));
-  case NodeKind::Sqrt:
-    return b_.create<kd::SqrtOp>(l, operand(0));
+  case NodeKind::UnaryMath: {
+    // Any unary elementwise kiln op, by name (its result type is its
+    // operand's).
+    OperationState state(l, n.mathOp);
+    state.addOperands(operand(0));
+    state.addTypes(operand(0).getType());
+    return b_.create(state)->getResult(0);
+  }
   case NodeKind::Gelu:
     return b_.create<kd::GeluOp>(l, operand(0));
   case NodeKind::Softmax:

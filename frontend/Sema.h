@@ -33,6 +33,9 @@
 
 namespace kiln {
 
+struct UnaryMath;
+
+
 /// `-D optimizer=TEXT`: TEXT parsed as an optimizer, and the printer of
 /// TEXT itself (its errors point into TEXT, not into the model file).
 struct OptimizerOverride {
@@ -137,6 +140,8 @@ private:
               SourceLoc loc, std::vector<int64_t> dims = {},
               double value = 0.0);
   int addSplat(double value, const TensorType &type, SourceLoc loc);
+  /// `math`'s kiln op applied to the float tensor `operand` (same type).
+  Value unaryMath(const UnaryMath &math, int operand, SourceLoc loc);
   std::optional<int> broadcastTo(int node, const std::vector<int64_t> &shape,
                                  SourceLoc loc);
   const TensorType &typeOf(int node) const { return graph_.nodes[node].type; }

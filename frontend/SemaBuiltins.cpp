@@ -8,6 +8,8 @@
 
 #include "frontend/Sema.h"
 
+#include "frontend/UnaryMath.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,10 +30,6 @@ static const BuiltinSignature kBuiltins[] = {
     {"gelu", 1, 1, "gelu(x)"},
     {"softmax", 1, 1, "softmax(x)"},
     {"causal_mask", 1, 1, "causal_mask(scores)"},
-    {"exp", 1, 1, "exp(x)"},
-    {"log", 1, 1, "log(x)"},
-    {"tanh", 1, 1, "tanh(x)"},
-    {"sqrt", 1, 1, "sqrt(x)"},
     {"transpose", 1, 2, "transpose(x) or transpose(x, [perm])"},
     {"reshape", 2, 2, "reshape(x, [dims])"},
     {"iota", 1, 1, "iota(n)"},
@@ -47,6 +45,16 @@ static const BuiltinSignature kBuiltins[] = {
 
 static const BuiltinSignature *findBuiltin(const std::string &name) {
   for (const BuiltinSignature &b : kBuiltins)
+    if (name == b.name)
+      return &b;
+  // The unary math functions (UnaryMath.h), one signature each.
+  static const std::vector<BuiltinSignature> unary = [] {
+    std::vector<BuiltinSignature> v;
+    for (const UnaryMath &math : unaryMathBuiltins())
+      v.push_back({math.name, 1, 1, math.usage});
+    return v;
+  }();
+  for (const BuiltinSignature &b : unary)
     if (name == b.name)
       return &b;
   return nullptr;
@@ -164,8 +172,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   if (!x)
     return std::nullopt;
 
-  // Elementwise math; on a number it folds.
-  if (fn == "exp" || fn == "log" || fn == "tanh" || fn == "sqrt") {
+  // Unary math (UnaryMath.h); on a number it folds.
+  if (const UnaryMath *math = findUnaryMath(fn)) {
     if (!x->isTensor()) {
       std::string err;
       std::optional<Number> r = foldUnaryFunction(fn, x->number, err);
@@ -179,11 +187,7 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
         requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
     if (!t)
       return std::nullopt;
-    NodeKind kind = fn == "exp"    ? NodeKind::Exp
-                    : fn == "log"  ? NodeKind::Log
-                    : fn == "tanh" ? NodeKind::Tanh
-                                   : NodeKind::Sqrt;
-    return tensor(kind, {*t}, typeOf(*t));
+    return unaryMath(*math, *t, e.loc);
   }
 
   if (fn == "gelu" || fn == "softmax" || fn == "causal_mask") {
@@ -434,7 +438,7 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
                                           scalar, dims);
     int count = addSplat((double)type.numElements(), scalar, e.loc);
     Value mean = tensor(NodeKind::Div, {sum.node, count}, scalar);
-    return tensor(NodeKind::Sqrt, {mean.node}, scalar);
+    return unaryMath(*findUnaryMath("sqrt"), mean.node, e.loc);
   }
 
   // cross_entropy(logits [..., V], targets [...] integer) -> scalar.

@@ -10,6 +10,8 @@
 
 #include "frontend/Sema.h"
 
+#include "frontend/UnaryMath.h"
+
 #include <limits>
 
 namespace kiln {
@@ -27,6 +29,12 @@ int Sema::addNode(NodeKind kind, std::vector<int> operands, TensorType type,
     n.locs.push_back(*it);
   graph_.nodes.push_back(std::move(n));
   return (int)graph_.nodes.size() - 1;
+}
+
+Value Sema::unaryMath(const UnaryMath &math, int operand, SourceLoc loc) {
+  int node = addNode(NodeKind::UnaryMath, {operand}, typeOf(operand), loc);
+  graph_.nodes[node].mathOp = math.op;
+  return Value::ofTensor(node);
 }
 
 int Sema::addSplat(double value, const TensorType &type, SourceLoc loc) {

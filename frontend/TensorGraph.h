@@ -57,10 +57,7 @@ enum class NodeKind {
   Mul,
   Div,
   Neg,
-  Exp,
-  Log,
-  Tanh,
-  Sqrt,
+  UnaryMath,  // `mathOp`: the kiln op of a builtin in frontend/UnaryMath.h
   Gelu,
   Softmax,    // over the last dim
   CausalMask, // fill -inf above the diagonal
@@ -118,6 +115,7 @@ struct Node {
   char op = 0; // NodeKind::Compare's predicate
   int argIndex = -1;
   std::shared_ptr<const AttentionInfo> attention; // NodeKind::Attention
+  const char *mathOp = nullptr; // NodeKind::UnaryMath: "kiln.exp", ...
   /// locs[0] is the expression in the model file; locs[1..] are the block
   /// call sites it was inlined through, innermost first.
   std::vector<SourceLoc> locs;

@@ -31,4 +31,34 @@ def DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def ScalarFormulaOpInterface : OpInterface<"ScalarFormulaOpInterface"> {
+  let cppNamespace = "::mlir::kiln";
+  let description = [{
+    An elementwise op whose value is one C expression of its operands'
+    elements (float registers for float tensors, bf16 widened; C integers
+    for integer ones): `$0`, `$1`, ... stand for the operands, each a
+    parenthesized expression. Codegen's scalar-expression emitter writes it
+    into the CPU and the CUDA kernels alike, so the formula may call only
+    what both have: the operators, expf, logf, tanhf, sqrtf, sinf, cosf,
+    the kiln_* functions every target's prelude defines (kiln_gelu), and
+    float literals with an `f` suffix.
+
+    An op that also declares a derivative formula -- `$0` the input, `$1`
+    the incoming gradient, the value being the input's cotangent -- gets its
+    vector-Jacobian product for free: `kiln.elementwise_grad` of the op
+    (KilnVJP.cpp, buildFormulaVJP). Declaring a unary op with both (ODS
+    class Kiln_FormulaUnaryOp) is all its IR, VJP and kernels need.
+  }];
+  let methods = [
+    StaticInterfaceMethod<"The value of the op on one element.",
+      "::llvm::StringRef", "getScalarFormula">,
+    StaticInterfaceMethod<[{
+        The cotangent of the op's (only) operand, or "" when the op's VJP is
+        written with kiln ops instead.
+      }],
+      "::llvm::StringRef", "getDerivativeFormula", (ins), "",
+      [{ return ""; }]>
+  ];
+}
+
 #endif // KILN_INTERFACES_TD

@@ -37,6 +37,34 @@ Value mlir::kiln::createSplatConstant(OpBuilder &b, Location loc,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+//===----------------------------------------------------------------------===//
+// ElementwiseGradOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The interface of the registered op named `name`, or null.
+ScalarFormulaOpInterface::Concept *formulaOf(MLIRContext *ctx, StringRef name) {
+  std::optional<RegisteredOperationName> op = RegisteredOperationName::lookup(name, ctx);
+  if (!op)
+    return nullptr;
+  return op->getInterface<ScalarFormulaOpInterface>();
+}
+} // namespace
+
+StringRef ElementwiseGradOp::getDerivativeFormula() {
+  ScalarFormulaOpInterface::Concept *formula = formulaOf(getContext(), getOp());
+  return formula ? formula->getDerivativeFormula() : StringRef();
+}
+
+LogicalResult ElementwiseGradOp::verify() {
+  if (!RegisteredOperationName::lookup(getOp(), getContext()))
+    return emitOpError() << "'" << getOp() << "' is not a registered op";
+  if (getDerivativeFormula().empty())
+    return emitOpError() << "'" << getOp()
+                         << "' declares no derivative formula (ScalarFormulaOpInterface)";
+  return success();
+}
+
 LogicalResult IotaOp::verify() {
   RankedTensorType type = getType();
   if (type.getRank() != 1)

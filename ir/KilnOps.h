@@ -10,8 +10,13 @@
 //   Elementwise (result type = operand type) [infers]:
 //     AddOp, SubOp, MulOp, DivOp       (loc, Value lhs, Value rhs)
 //     NegOp, ExpOp, LogOp, TanhOp,
-//     SqrtOp, GeluOp                   (loc, Value input)
+//     SqrtOp, GeluOp, SigmoidOp, SiluOp,
+//     ReluOp, SinOp, CosOp, SquareOp   (loc, Value input)
 //     GeluGradOp                       (loc, Value input, Value grad)
+//     ElementwiseGradOp                (loc, Value input, Value grad,
+//                                       StringRef op)
+//   Every elementwise op but convert, cmp, select and the *_grad ops has
+//   ScalarFormulaOpInterface (KilnInterfaces.td): its value as a C formula.
 //   ConstantOp                         (loc, DenseElementsAttr value) [infers]
 //       e.g. DenseElementsAttr::get(RankedTensorType::get({}, f32), 1.0f)
 //       helper: createSplatConstant(b, loc, type, double) (below).
@@ -104,6 +109,11 @@ RankedTensorType inferMatmulType(RankedTensorType lhs, RankedTensorType rhs,
 /// (converted to the element type).
 Value createSplatConstant(OpBuilder &b, Location loc, RankedTensorType type,
                           double value);
+
+/// The VJP of a unary op declaring a derivative formula
+/// (ScalarFormulaOpInterface): kiln.elementwise_grad of it (KilnVJP.cpp).
+FailureOr<SmallVector<Value>> buildFormulaVJP(Operation *op, OpBuilder &b,
+                                              ArrayRef<Value> resultGrads);
 
 /// The shortest decimal text that reads back as the same value in the
 /// value's precision ("0.9" for an f32 0.9, "1.0", "1e-08"); for

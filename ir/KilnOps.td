@@ -51,8 +51,13 @@ class Kiln_ElementwiseOp<string mnemonic, list<Trait> traits = []>
           SameOperandsAndResultType,
           DeclareOpInterfaceMethods<DifferentiableOpInterface>])>;
 
-class Kiln_BinaryOp<string mnemonic, string sym, Type type = Kiln_Tensor>
-    : Kiln_ElementwiseOp<mnemonic> {
+// `formula`: the op on one element (ScalarFormulaOpInterface).
+class Kiln_BinaryOp<string mnemonic, string sym, string formula,
+                    Type type = Kiln_Tensor>
+    : Kiln_ElementwiseOp<mnemonic, [ScalarFormulaOpInterface]> {
+  let extraClassDeclaration = [{
+    static ::llvm::StringRef getScalarFormula() { return "}] # formula # [{"; }
+  }];
   let summary = "Elementwise " # sym;
   let description = [{
     Elementwise }] # sym # [{ of two tensors of the same type.
@@ -66,8 +71,12 @@ class Kiln_BinaryOp<string mnemonic, string sym, Type type = Kiln_Tensor>
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-class Kiln_UnaryOp<string mnemonic, string what, Type type = Kiln_FloatTensor>
-    : Kiln_ElementwiseOp<mnemonic> {
+class Kiln_UnaryOp<string mnemonic, string what, string formula,
+                   Type type = Kiln_FloatTensor>
+    : Kiln_ElementwiseOp<mnemonic, [ScalarFormulaOpInterface]> {
+  let extraClassDeclaration = [{
+    static ::llvm::StringRef getScalarFormula() { return "}] # formula # [{"; }
+  }];
   let summary = "Elementwise " # what;
   let description = [{
     Elementwise }] # what # [{ of a tensor.
@@ -85,18 +94,80 @@ class Kiln_UnaryOp<string mnemonic, string what, Type type = Kiln_FloatTensor>
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
-def Kiln_AddOp : Kiln_BinaryOp<"add", "sum">;
-def Kiln_SubOp : Kiln_BinaryOp<"sub", "difference">;
-def Kiln_MulOp : Kiln_BinaryOp<"mul", "product">;
-def Kiln_DivOp : Kiln_BinaryOp<"div", "quotient">;
+def Kiln_AddOp : Kiln_BinaryOp<"add", "sum", "(($0) + ($1))">;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "difference", "(($0) - ($1))">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "product", "(($0) * ($1))">;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "quotient", "(($0) / ($1))">;
 
-def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", Kiln_Tensor>;
-def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exponential">;
-def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm">;
-def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "hyperbolic tangent">;
-def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root">;
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", "(-($0))", Kiln_Tensor>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exponential", "expf($0)">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm", "logf($0)">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "hyperbolic tangent", "tanhf($0)">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root", "sqrtf($0)">;
 
-def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "GELU (tanh approximation)"> {
+// A unary float op declared by its two formulas (ScalarFormulaOpInterface):
+// the value and the input's cotangent ($0 the input, $1 the incoming
+// gradient). Its VJP is kiln.elementwise_grad of the op; the frontend's
+// builtin table (frontend/SemaBuiltins.cpp) makes it callable.
+class Kiln_FormulaUnaryOp<string mnemonic, string what, string formula,
+                          string derivative>
+    : Kiln_UnaryOp<mnemonic, what, formula> {
+  let extraClassDeclaration = [{
+    static ::llvm::StringRef getScalarFormula() { return "}] # formula # [{"; }
+    static ::llvm::StringRef getDerivativeFormula() { return "}] # derivative # [{"; }
+  }];
+  let extraClassDefinition = [{
+    ::mlir::FailureOr<::llvm::SmallVector<::mlir::Value>>
+    $cppClass::buildVJP(::mlir::OpBuilder &b,
+                        ::llvm::ArrayRef<::mlir::Value> resultGrads) {
+      return ::mlir::kiln::buildFormulaVJP(getOperation(), b, resultGrads);
+    }
+  }];
+}
+
+// sigmoid(x) = 1 / (1 + e^-x); d = g s (1 - s).
+def Kiln_SigmoidOp : Kiln_FormulaUnaryOp<"sigmoid", "logistic sigmoid",
+    "(1.0f / (1.0f + expf(-($0))))",
+    "(($1) * (1.0f / (1.0f + expf(-($0)))) * (1.0f - 1.0f / (1.0f + expf(-($0)))))">;
+// silu(x) = x sigmoid(x) (SwiGLU's gate); d = g s (1 + x (1 - s)).
+def Kiln_SiluOp : Kiln_FormulaUnaryOp<"silu", "SiLU (x * sigmoid(x))",
+    "(($0) / (1.0f + expf(-($0))))",
+    "(($1) * (1.0f / (1.0f + expf(-($0)))) * (1.0f + ($0) * (1.0f - 1.0f / (1.0f + expf(-($0))))))">;
+// relu(x) = max(x, 0), NaN kept; d = g where x > 0, else 0.
+def Kiln_ReluOp : Kiln_FormulaUnaryOp<"relu", "ReLU (max(x, 0))",
+    "((($0) < 0.0f) ? 0.0f : ($0))",
+    "((($0) > 0.0f) ? ($1) : 0.0f)">;
+def Kiln_SinOp : Kiln_FormulaUnaryOp<"sin", "sine", "sinf($0)",
+    "(($1) * cosf($0))">;
+def Kiln_CosOp : Kiln_FormulaUnaryOp<"cos", "cosine", "cosf($0)",
+    "(-($1) * sinf($0))">;
+def Kiln_SquareOp : Kiln_FormulaUnaryOp<"square", "square", "(($0) * ($0))",
+    "(2.0f * ($0) * ($1))">;
+
+def Kiln_ElementwiseGradOp : Kiln_Op<"elementwise_grad", [Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "The cotangent of a formula-declared unary op's input";
+  let description = [{
+    `result = d op(input) / d input * grad`, elementwise, where `op` names a
+    unary kiln op declaring a derivative formula (ScalarFormulaOpInterface):
+    the VJP of every such op.
+
+    ```mlir
+    %dx = kiln.elementwise_grad %x, %dy {op = "kiln.silu"} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$grad,
+                   StrAttr:$op);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The derivative formula of `op` ("" if it has none).
+    ::llvm::StringRef getDerivativeFormula();
+  }];
+}
+
+def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "GELU (tanh approximation)", "kiln_gelu($0)"> {
   let description = [{
     GELU with the tanh approximation used by GPT-2:
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.

@@ -101,6 +101,16 @@ Grads NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{b.create<NegOp>(getLoc(), g)};
 }
 
+// d op(x) = the op's derivative formula of (x, g), as one elementwise op.
+FailureOr<SmallVector<Value>> mlir::kiln::buildFormulaVJP(Operation *op, OpBuilder &b,
+                                                          ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(op, resultGrads);
+  if (!g)
+    return noGrads(op);
+  return SmallVector<Value>{b.create<ElementwiseGradOp>(
+      op->getLoc(), op->getOperand(0), g, op->getName().getStringRef())};
+}
+
 // d exp(x) = g * exp(x), reusing the forward result.
 Grads ExpOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);

@@ -526,3 +526,31 @@ func.func @matmul_narrowing(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
   %0 = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xbf16>
   return
 }
+
+// -----
+
+// Tests that elementwise_grad names an op that declares a derivative
+// formula: tanh's VJP is written with kiln ops, so it has none.
+func.func @elementwise_grad_no_formula(%a: tensor<4xf32>, %g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.tanh' declares no derivative formula (ScalarFormulaOpInterface)}}
+  %0 = kiln.elementwise_grad %a, %g {op = "kiln.tanh"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that elementwise_grad names a registered op.
+func.func @elementwise_grad_unknown(%a: tensor<4xf32>, %g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.swish' is not a registered op}}
+  %0 = kiln.elementwise_grad %a, %g {op = "kiln.swish"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that the formula ops take float tensors only.
+func.func @silu_int(%a: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = kiln.silu %a : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}

@@ -31,6 +31,26 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf
   return %10 : tensor<4x8xf32>
 }
 
+// The unary ops declared by their formulas, and the cotangent op of them.
+// CHECK-LABEL: func.func @formula_unary
+func.func @formula_unary(%a: tensor<4x8xbf16>, %g: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  // CHECK: kiln.sigmoid %{{.*}} : tensor<4x8xbf16>
+  %0 = kiln.sigmoid %a : tensor<4x8xbf16>
+  // CHECK: kiln.silu %{{.*}} : tensor<4x8xbf16>
+  %1 = kiln.silu %0 : tensor<4x8xbf16>
+  // CHECK: kiln.relu %{{.*}} : tensor<4x8xbf16>
+  %2 = kiln.relu %1 : tensor<4x8xbf16>
+  // CHECK: kiln.sin %{{.*}} : tensor<4x8xbf16>
+  %3 = kiln.sin %2 : tensor<4x8xbf16>
+  // CHECK: kiln.cos %{{.*}} : tensor<4x8xbf16>
+  %4 = kiln.cos %3 : tensor<4x8xbf16>
+  // CHECK: kiln.square %{{.*}} : tensor<4x8xbf16>
+  %5 = kiln.square %4 : tensor<4x8xbf16>
+  // CHECK: kiln.elementwise_grad %{{.*}}, %{{.*}} {op = "kiln.silu"} : tensor<4x8xbf16>
+  %6 = kiln.elementwise_grad %5, %g {op = "kiln.silu"} : tensor<4x8xbf16>
+  return %6 : tensor<4x8xbf16>
+}
+
 // CHECK-LABEL: func.func @integer_elementwise
 func.func @integer_elementwise(%a: tensor<8xi32>) -> tensor<8xi32> {
   // CHECK: kiln.add %{{.*}}, %{{.*}} : tensor<8xi32>
