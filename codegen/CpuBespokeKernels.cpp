@@ -13,6 +13,7 @@
 #include "codegen/CpuBespokeKernels.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/RowGroup.h"
 #include "codegen/ScalarExprEmitter.h"
 
 #include "ir/KilnOps.h"
@@ -191,23 +192,27 @@ LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// Per row of [R, C]: mean, rstd = 1/sqrt(var + eps) (biased variance),
-// y = (x - mean) * rstd * weight + bias.
-LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w) {
-  Value x = op->getOperand(0), weight = op->getOperand(1),
-        bias = op->getOperand(2);
-  Value y = op->getResult(0), mean = op->getResult(1), rstd = op->getResult(2);
-  auto [r, c] = rowsAndColumns(x);
+// Per row of [R, C]: layer norm: mean, rstd = 1/sqrt(var + eps) (biased
+// variance), y = (x - mean) * rstd * weight + bias; RMS norm: rstd =
+// 1/sqrt(mean(x^2) + eps), y = x * rstd * weight.
+LogicalResult emitNorm(Operation *op, KernelSourceWriter &w) {
+  NormValues n = normValues(op);
+  auto [r, c] = rowsAndColumns(n.x);
   std::string cs = str(c);
-  w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
+  w.line(std::string("// ") + (n.centered ? "layer" : "RMS") + " norm over rows of [" +
+         str(r) + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
   w.beginRow("r", c);
-  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
-  w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
-  w.line("double sum = 0;");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += x[c];");
-  w.line("const double m = sum / " + cs + ";");
+  w.line("const float* x = " + w.ptr(n.x) + " + r * " + cs + ";");
+  w.line("float* y = " + w.ptr(n.y) + " + r * " + cs + ";");
+  if (n.centered) {
+    w.line("double sum = 0;");
+    w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += x[c];");
+    w.line("const double m = sum / " + cs + ";");
+  } else {
+    w.line("const double m = 0;");
+  }
   w.line("double var = 0;");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double dx = x[c] - m;");
@@ -217,47 +222,50 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w) {
   w.line("const double rs = 1.0 / sqrt(var + (double)" +
          floatAttrLiteral(op, "epsilon") + ");");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
-  w.line("y[c] = (float)((x[c] - m) * rs) * " + w.ptr(weight) + "[c] + " +
-         w.ptr(bias) + "[c];");
+  w.line("y[c] = (float)((x[c] - m) * rs) * " + w.ptr(n.weight) + "[c]" +
+         (n.centered ? " + " + w.ptr(n.bias) + "[c]" : std::string()) + ";");
   w.close();
-  w.line(w.ptr(mean) + "[r] = (float)m;");
-  w.line(w.ptr(rstd) + "[r] = (float)rs;");
+  if (n.centered)
+    w.line(w.ptr(n.mean) + "[r] = (float)m;");
+  w.line(w.ptr(n.rstd) + "[r] = (float)rs;");
   w.endRow("r", c);
   w.close();
   return success();
 }
 
-// With xhat = (x - mean) * rstd and dxhat = grad * weight, per row:
+// With xhat = (x - mean) * rstd (mean 0 for RMS norm) and dxhat = grad *
+// weight, per row:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-// and per column: dweight = sum_rows(grad * xhat), dbias = sum_rows(grad).
-LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w) {
-  Value x = op->getOperand(0), weight = op->getOperand(1),
-        mean = op->getOperand(2), rstd = op->getOperand(3),
-        grad = op->getOperand(4);
-  Value dx = op->getResult(0), dw = op->getResult(1), db = op->getResult(2);
-  auto [r, c] = rowsAndColumns(x);
+// (RMS norm: without the mean(dxhat) term), and per column: dweight =
+// sum_rows(grad * xhat), dbias = sum_rows(grad) (layer norm).
+LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w) {
+  NormValues n = normValues(op);
+  auto [r, c] = rowsAndColumns(n.x);
   std::string cs = str(c), rs = str(r);
-  w.line("// layer norm backward over rows of [" + rs + ", " + cs + "]");
+  std::string mean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0");
+  w.line(std::string("// ") + (n.centered ? "layer" : "RMS") +
+         " norm backward over rows of [" + rs + ", " + cs + "]");
   w.parallelFor(r * c);
   w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
   w.beginRow("r", c);
-  w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
-  w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
-  w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
-  w.line("const double m = " + w.ptr(mean) + "[r];");
-  w.line("const double s = " + w.ptr(rstd) + "[r];");
+  w.line("const float* x = " + w.ptr(n.x) + " + r * " + cs + ";");
+  w.line("const float* g = " + w.ptr(n.grad) + " + r * " + cs + ";");
+  w.line("float* dx = " + w.ptr(n.dx) + " + r * " + cs + ";");
+  w.line("const double m = " + mean + ";");
+  w.line("const double s = " + w.ptr(n.rstd) + "[r];");
   w.line("double sumDxhat = 0, sumDxhatXhat = 0;");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double xhat = (x[c] - m) * s;");
-  w.line("const double dxhat = (double)g[c] * " + w.ptr(weight) + "[c];");
+  w.line("const double dxhat = (double)g[c] * " + w.ptr(n.weight) + "[c];");
   w.line("sumDxhat += dxhat;");
   w.line("sumDxhatXhat += dxhat * xhat;");
   w.close();
-  w.line("const double mean1 = sumDxhat / " + cs + ";");
+  w.line(n.centered ? "const double mean1 = sumDxhat / " + cs + ";"
+                    : std::string("const double mean1 = 0; (void)sumDxhat;"));
   w.line("const double mean2 = sumDxhatXhat / " + cs + ";");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double xhat = (x[c] - m) * s;");
-  w.line("const double dxhat = (double)g[c] * " + w.ptr(weight) + "[c];");
+  w.line("const double dxhat = (double)g[c] * " + w.ptr(n.weight) + "[c];");
   w.line("dx[c] = (float)(s * (dxhat - mean1 - xhat * mean2));");
   w.close();
   w.endRow("r", c);
@@ -270,18 +278,19 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w) {
   w.line("const int64_t c1 = c0 + 64 < " + cs + " ? c0 + 64 : " + cs + ";");
   w.line("double accW[64] = {0}, accB[64] = {0};");
   w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
-  w.line("const double m = " + w.ptr(mean) + "[r];");
-  w.line("const double s = " + w.ptr(rstd) + "[r];");
+  w.line("const double m = " + mean + ";");
+  w.line("const double s = " + w.ptr(n.rstd) + "[r];");
   w.open("for (int64_t c = c0; c < c1; ++c)");
-  w.line("const double g = " + w.ptr(grad) + "[r * " + cs + " + c];");
-  w.line("accW[c - c0] += g * ((" + w.ptr(x) + "[r * " + cs +
+  w.line("const double g = " + w.ptr(n.grad) + "[r * " + cs + " + c];");
+  w.line("accW[c - c0] += g * ((" + w.ptr(n.x) + "[r * " + cs +
          " + c] - m) * s);");
   w.line("accB[c - c0] += g;");
   w.close();
   w.close();
   w.open("for (int64_t c = c0; c < c1; ++c)");
-  w.line(w.ptr(dw) + "[c] = (float)accW[c - c0];");
-  w.line(w.ptr(db) + "[c] = (float)accB[c - c0];");
+  w.line(w.ptr(n.dweight) + "[c] = (float)accW[c - c0];");
+  if (n.centered)
+    w.line(w.ptr(n.dbias) + "[c] = (float)accB[c - c0];");
   w.close();
   w.close();
   return success();
@@ -408,8 +417,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
 bool hasBespokeCpuKernel(Operation *op) {
   return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
-             k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
-             k::CrossEntropyGradOp>(op) ||
+             k::RmsNormOp, k::RmsNormGradOp, k::SoftmaxOp, k::SoftmaxGradOp,
+             k::CrossEntropyOp, k::CrossEntropyGradOp>(op) ||
          hasOptimizerCpuKernel(op) || hasAttentionCpuKernel(op);
 }
 
@@ -425,9 +434,10 @@ LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
                         .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
                         .Case<k::EmbeddingGradOp>(
                             [](auto) { return emitEmbeddingGrad; })
-                        .Case<k::LayerNormOp>([](auto) { return emitLayerNorm; })
-                        .Case<k::LayerNormGradOp>(
-                            [](auto) { return emitLayerNormGrad; })
+                        .Case<k::LayerNormOp, k::RmsNormOp>(
+                            [](auto) { return emitNorm; })
+                        .Case<k::LayerNormGradOp, k::RmsNormGradOp>(
+                            [](auto) { return emitNormGrad; })
                         .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
                         .Case<k::SoftmaxGradOp>(
                             [](auto) { return emitSoftmaxGrad; })

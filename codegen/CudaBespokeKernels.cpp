@@ -32,6 +32,7 @@
 #include "codegen/CudaAttentionKernels.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/RowGroup.h"
 #include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -274,24 +275,30 @@ LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-// Per row of [R, C]: mean, rstd = 1/sqrt(var + eps) (biased variance, two
-// passes), y = (x - mean) * rstd * weight + bias.
-LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch, CudaRowFusion *rows) {
-  Value x = op->getOperand(0), weight = op->getOperand(1),
-        bias = op->getOperand(2);
-  Value y = op->getResult(0), mean = op->getResult(1), rstd = op->getResult(2);
+// Per row of [R, C]: layer norm: mean, rstd = 1/sqrt(var + eps) (biased
+// variance, two passes), y = (x - mean) * rstd * weight + bias; RMS norm
+// (NormValues.centered false): rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd
+// * weight.
+LogicalResult emitNorm(Operation *op, KernelSourceWriter &w, CudaLaunch &launch,
+                       CudaRowFusion *rows) {
+  NormValues n = normValues(op);
+  Value x = n.x, weight = n.weight, y = n.y, rstd = n.rstd;
   auto [r, c] = rowsAndColumns(x);
   std::string cs = str(c), cf = countLiteral(c);
-  w.line("// layer norm over rows of [" + str(r) + ", " + cs + "]");
+  w.line(std::string("// ") + (n.centered ? "layer" : "RMS") + " norm over rows of [" +
+         str(r) + ", " + cs + "]");
   openRowLoop(w, r, c, launch);
   if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
     return failure();
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("float* y = " + w.ptr(y) + " + r * " + cs + ";");
-  w.line("float sum = 0.0f;");
-  w.line(columnLoop(c) + " sum += x[c];");
-  w.line("const float m = kiln_block_sum(sum) / " + cf + ";");
+  if (n.centered) {
+    w.line("float sum = 0.0f;");
+    w.line(columnLoop(c) + " sum += x[c];");
+    w.line("const float m = kiln_block_sum(sum) / " + cf + ";");
+  } else {
+    w.line("const float m = 0.0f;");
+  }
   w.line("float var = 0.0f;");
   w.open(columnLoop(c));
   w.line("const float dx = x[c] - m;");
@@ -299,10 +306,11 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
   w.close();
   w.line("const float rs = 1.0f / sqrtf(kiln_block_sum(var) / " + cf + " + " +
          ScalarExprEmitter::floatLiteral(floatAttr(op, "epsilon")) + ");");
-  w.line(columnLoop(c) + " y[c] = (x[c] - m) * rs * " + w.ptr(weight) +
-         "[c] + " + w.ptr(bias) + "[c];");
+  w.line(columnLoop(c) + " y[c] = (x[c] - m) * rs * " + w.ptr(weight) + "[c]" +
+         (n.centered ? " + " + w.ptr(n.bias) + "[c]" : std::string()) + ";");
   w.open("if (threadIdx.x == 0)");
-  w.line(w.ptr(mean) + "[r] = m;");
+  if (n.centered)
+    w.line(w.ptr(n.mean) + "[r] = m;");
   w.line(w.ptr(rstd) + "[r] = rs;");
   w.close();
   if (failed(endRow(w, rows, "r", c)))
@@ -311,17 +319,18 @@ LogicalResult emitLayerNorm(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-// With xhat = (x - mean) * rstd and dxhat = grad * weight, per row:
+// With xhat = (x - mean) * rstd (mean 0 for RMS norm) and dxhat = grad *
+// weight, per row:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-// and per column: dweight = sum_rows(grad * xhat), dbias = sum_rows(grad).
-// One launch: the first `rowBlocks` blocks do the rows, the others one
-// column per thread (both only read the inputs).
-LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
-                                CudaLaunch &launch, CudaRowFusion *rows) {
-  Value x = op->getOperand(0), weight = op->getOperand(1),
-        mean = op->getOperand(2), rstd = op->getOperand(3),
-        grad = op->getOperand(4);
-  Value dx = op->getResult(0), dw = op->getResult(1), db = op->getResult(2);
+// (RMS norm: without the mean(dxhat) term), and per column: dweight =
+// sum_rows(grad * xhat), dbias = sum_rows(grad) (layer norm). One launch:
+// the first `rowBlocks` blocks do the rows, the others one column per
+// thread (both only read the inputs).
+LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w, CudaLaunch &launch,
+                           CudaRowFusion *rows) {
+  NormValues n = normValues(op);
+  Value x = n.x, weight = n.weight, rstd = n.rstd, grad = n.grad, dx = n.dx,
+        dw = n.dweight;
   auto [r, c] = rowsAndColumns(x);
   std::string cs = str(c), rs = str(r), cf = countLiteral(c);
   uint32_t threads = cudaRowThreads(c);
@@ -329,8 +338,10 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
   uint32_t columnBlocks = cudaGridFor(c, threads, UINT32_MAX);
   launch = {rowBlocks + columnBlocks, threads, 0};
   std::string rb = str(rowBlocks);
-  w.line("// layer norm backward over rows of [" + rs + ", " + cs + "]: " +
-         rb + " row blocks, then " + str(columnBlocks) + " column blocks");
+  std::string rowMean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0f");
+  w.line(std::string("// ") + (n.centered ? "layer" : "RMS") +
+         " norm backward over rows of [" + rs + ", " + cs + "]: " + rb +
+         " row blocks, then " + str(columnBlocks) + " column blocks");
   w.open("if (blockIdx.x < " + rb + ")");
   w.open("for (int64_t r = blockIdx.x; r < " + rs + "; r += " + rb + ")");
   if (failed(beginRow(w, rows, "r", c, RowLanes::Block)))
@@ -338,7 +349,7 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
   w.line("const float* x = " + w.ptr(x) + " + r * " + cs + ";");
   w.line("const float* g = " + w.ptr(grad) + " + r * " + cs + ";");
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
-  w.line("const float m = " + w.ptr(mean) + "[r];");
+  w.line("const float m = " + rowMean + ";");
   w.line("const float s = " + w.ptr(rstd) + "[r];");
   w.line("float sumDxhat = 0.0f, sumDxhatXhat = 0.0f;");
   w.open(columnLoop(c));
@@ -347,7 +358,8 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
   w.line("sumDxhat += dxhat;");
   w.line("sumDxhatXhat += dxhat * xhat;");
   w.close();
-  w.line("const float mean1 = kiln_block_sum(sumDxhat) / " + cf + ";");
+  w.line(n.centered ? "const float mean1 = kiln_block_sum(sumDxhat) / " + cf + ";"
+                    : std::string("const float mean1 = 0.0f; (void)sumDxhat;"));
   w.line("const float mean2 = kiln_block_sum(sumDxhatXhat) / " + cf + ";");
   w.open(columnLoop(c));
   w.line("const float xhat = (x[c] - m) * s;");
@@ -382,12 +394,12 @@ LogicalResult emitLayerNormGrad(Operation *op, KernelSourceWriter &w,
     return it != prologue.vars.end() ? it->second : w.ptr(v) + "[i]";
   };
   w.line("const float g = " + at(grad) + ";");
-  w.line("accW += g * ((" + at(x) + " - " + w.ptr(mean) + "[r]) * " +
-         w.ptr(rstd) + "[r]);");
+  w.line("accW += g * ((" + at(x) + " - " + rowMean + ") * " + w.ptr(rstd) + "[r]);");
   w.line("accB += g;");
   w.close();
   w.line(w.ptr(dw) + "[c] = accW;");
-  w.line(w.ptr(db) + "[c] = accB;");
+  if (n.centered)
+    w.line(w.ptr(n.dbias) + "[c] = accB;");
   return success();
 }
 
@@ -532,7 +544,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
 bool hasBespokeCudaKernel(Operation *op) {
   return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
-             k::SoftmaxOp, k::SoftmaxGradOp, k::CrossEntropyOp,
+             k::RmsNormOp, k::RmsNormGradOp, k::SoftmaxOp, k::SoftmaxGradOp,
+             k::CrossEntropyOp,
              k::CrossEntropyGradOp>(op) ||
          hasOptimizerCudaKernel(op) || hasAttentionCudaKernel(op);
 }
@@ -552,8 +565,8 @@ LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
           .Case<k::TransposeOp>([](auto) { return emitTranspose; })
           .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
           .Case<k::EmbeddingGradOp>([](auto) { return emitEmbeddingGrad; })
-          .Case<k::LayerNormOp>([](auto) { return emitLayerNorm; })
-          .Case<k::LayerNormGradOp>([](auto) { return emitLayerNormGrad; })
+          .Case<k::LayerNormOp, k::RmsNormOp>([](auto) { return emitNorm; })
+          .Case<k::LayerNormGradOp, k::RmsNormGradOp>([](auto) { return emitNormGrad; })
           .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
           .Case<k::SoftmaxGradOp>([](auto) { return emitSoftmaxGrad; })
           .Case<k::CrossEntropyOp>([](auto) { return emitCrossEntropy; })

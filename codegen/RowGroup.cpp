@@ -6,6 +6,8 @@
 #include "codegen/PointwiseBody.h"
 #include "codegen/PointwiseStatements.h"
 
+#include "ir/KilnOps.h"
+
 using namespace mlir;
 
 namespace kiln {
@@ -72,6 +74,28 @@ LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
       w.line(w.store(op->getResult(0), "i", code.vars[op->getResult(0)]));
   w.close();
   return success();
+}
+
+NormValues normValues(Operation *op) {
+  NormValues n;
+  n.x = op->getOperand(0);
+  n.weight = op->getOperand(1);
+  if (auto ln = dyn_cast<mlir::kiln::LayerNormOp>(op)) {
+    n = {ln.getInput(), ln.getWeight(), ln.getBias(), ln.getMean(), ln.getRstd(),
+         {}, ln.getOutput(), {}, {}, {}, true};
+  } else if (auto rms = dyn_cast<mlir::kiln::RmsNormOp>(op)) {
+    n.rstd = rms.getRstd();
+    n.y = rms.getOutput();
+  } else if (auto lg = dyn_cast<mlir::kiln::LayerNormGradOp>(op)) {
+    n = {lg.getInput(), lg.getWeight(), {}, lg.getMean(), lg.getRstd(), lg.getGrad(),
+         {}, lg.getInputGrad(), lg.getWeightGrad(), lg.getBiasGrad(), true};
+  } else if (auto rg = dyn_cast<mlir::kiln::RmsNormGradOp>(op)) {
+    n.rstd = rg.getRstd();
+    n.grad = rg.getGrad();
+    n.dx = rg.getInputGrad();
+    n.dweight = rg.getWeightGrad();
+  }
+  return n;
 }
 
 } // namespace kiln

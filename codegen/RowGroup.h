@@ -2,7 +2,8 @@
 //
 // Internal to codegen/: the backend-neutral half of a fused row kernel (a
 // kiln.fusion "row"). Splits a group into its one row op (layer_norm(_grad),
-// softmax(_grad), cross_entropy(_grad), reduce_sum over trailing dims), the
+// rms_norm(_grad), softmax(_grad), cross_entropy(_grad), reduce_sum over
+// trailing dims), the
 // pointwise ops before it (prologue: computed per row before the row op
 // reads them) and after it (epilogue: computed per row from the row just
 // produced), and checks what both emitters rely on: every pointwise op
@@ -45,6 +46,18 @@ mlir::LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
                                 llvm::ArrayRef<mlir::Operation *> ops,
                                 llvm::StringRef row, int64_t length,
                                 llvm::StringRef first, llvm::StringRef step);
+
+// The operands and results of a norm and of its backward, by role, for both
+// targets' norm kernels: layer_norm(x, weight, bias) -> (y, mean, rstd)
+// centers the row and adds a bias; rms_norm(x, weight) -> (y, rstd) does
+// neither (bias, mean null). layer_norm_grad(x, weight, mean, rstd, grad)
+// -> (dx, dweight, dbias); rms_norm_grad(x, weight, rstd, grad) -> (dx,
+// dweight).
+struct NormValues {
+  mlir::Value x, weight, bias, mean, rstd, grad, y, dx, dweight, dbias;
+  bool centered = false;
+};
+NormValues normValues(mlir::Operation *op);
 
 } // namespace kiln
 

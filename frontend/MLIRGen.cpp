@@ -125,6 +125,10 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
         .create<kd::LayerNormOp>(l, operand(0), operand(1), operand(2),
                                  (float)n.value)
         ->getResult(0);
+  case NodeKind::RmsNorm:
+    // Result 0 is the normalized output; rstd serves the VJP.
+    return b_.create<kd::RmsNormOp>(l, operand(0), operand(1), (float)n.value)
+        ->getResult(0);
   case NodeKind::CrossEntropy:
     return b_.create<kd::CrossEntropyOp>(l, operand(0), operand(1));
   case NodeKind::Attention: {

@@ -27,6 +27,7 @@ struct BuiltinSignature {
 
 static const BuiltinSignature kBuiltins[] = {
     {"layer_norm", 4, 4, "layer_norm(x, weight, bias, eps)"},
+    {"rms_norm", 3, 3, "rms_norm(x, weight, eps)"},
     {"gelu", 1, 1, "gelu(x)"},
     {"softmax", 1, 1, "softmax(x)"},
     {"causal_mask", 1, 1, "causal_mask(scores)"},
@@ -216,31 +217,31 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
                   -std::numeric_limits<double>::infinity());
   }
 
-  // layer_norm(x [..., C], weight [C], bias [C], eps).
-  if (fn == "layer_norm") {
+  // layer_norm(x [..., C], weight [C], bias [C], eps);
+  // rms_norm(x [..., C], weight [C], eps).
+  if (fn == "layer_norm" || fn == "rms_norm") {
     std::optional<int> t =
-        requireFloatTensor(*x, argLoc(0), "the input of layer_norm");
+        requireFloatTensor(*x, argLoc(0), "the input of " + fn);
     if (!t)
       return std::nullopt;
     const TensorType type = typeOf(*t);
     if (type.rank() < 1) {
-      error(argLoc(0), "layer_norm needs an input of rank >= 1");
+      error(argLoc(0), fn + " needs an input of rank >= 1");
       return std::nullopt;
     }
     int64_t c = type.shape.back();
     std::vector<int> ops = {*t};
-    for (size_t i : {1, 2}) {
+    const size_t epsIndex = fn == "layer_norm" ? 3 : 2;
+    for (size_t i = 1; i < epsIndex; ++i) {
       const char *role = i == 1 ? "weight" : "bias";
       std::optional<Value> v = arg(i);
       if (!v)
         return std::nullopt;
-      std::optional<int> w = requireFloatTensor(
-          *v, argLoc(i), std::string("the layer_norm ") + role);
+      std::optional<int> w = requireFloatTensor(*v, argLoc(i), "the " + fn + " " + role);
       if (!w)
         return std::nullopt;
       if (typeOf(*w).shape != std::vector<int64_t>{c}) {
-        error(argLoc(i), std::string("layer_norm ") + role + " must be 1-D [" +
-                             std::to_string(c) +
+        error(argLoc(i), fn + " " + role + " must be 1-D [" + std::to_string(c) +
                              "] (the last dim of the input " +
                              formatShape(type.shape) + "), got " +
                              formatShape(typeOf(*w).shape));
@@ -248,21 +249,22 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
       }
       ops.push_back(*w);
     }
-    std::optional<Value> eps = arg(3);
+    std::optional<Value> eps = arg(epsIndex);
     if (!eps)
       return std::nullopt;
     if (eps->isTensor()) {
-      error(argLoc(3), "layer_norm eps must be a compile-time number");
+      error(argLoc(epsIndex), fn + " eps must be a compile-time number");
       return std::nullopt;
     }
-    // kiln.layer_norm holds eps as an f32 attribute.
+    // The norm ops hold eps as an f32 attribute.
     std::optional<float> epsilon = toNonNegativeF32(eps->number.value);
     if (!epsilon) {
-      error(argLoc(3), "layer_norm eps must be finite and non-negative, got " +
-                           describeAsF32(eps->number));
+      error(argLoc(epsIndex), fn + " eps must be finite and non-negative, got " +
+                                  describeAsF32(eps->number));
       return std::nullopt;
     }
-    return tensor(NodeKind::LayerNorm, ops, type, {}, *epsilon);
+    return tensor(fn == "layer_norm" ? NodeKind::LayerNorm : NodeKind::RmsNorm, ops,
+                  type, {}, *epsilon);
   }
 
   // transpose(x): swap the last two dims; transpose(x, [perm]).

@@ -68,6 +68,7 @@ enum class NodeKind {
   Matmul,       // lhs [..., M, K] @ rhs [K, N] or [..., K, N]
   Embedding,    // table [V, D], indices [...] -> [..., D]
   LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op
+  RmsNorm,      // x, weight; `value` = epsilon; result 0 of the op
   CrossEntropy, // logits [..., V], targets [...] -> scalar
   Attention,    // q, k, v, captures...; `value` = scale; `attention` below
   Compare,      // lhs, rhs (same type) -> bool; `op`: '<' '>' 'l' 'g' 'e' 'n'

@@ -61,4 +61,33 @@ def ScalarFormulaOpInterface : OpInterface<"ScalarFormulaOpInterface"> {
   ];
 }
 
+def RowOpInterface : OpInterface<"RowOpInterface"> {
+  let cppNamespace = "::mlir::kiln";
+  let description = [{
+    An op computed row by row over its operand 0's last dimension (layer
+    and RMS norms, softmax, cross-entropy, their backwards): one kernel loop
+    per row. Fusion asks it instead of keeping a list: a row op absorbs the
+    pointwise producers of its row-sized operands (its prologue, e.g. the
+    residual add before a norm) and, when its result 0 is row-shaped, the
+    pointwise consumers of that result (its epilogue).
+  }];
+  let methods = [
+    InterfaceMethod<"The elements one row covers.", "int64_t", "getRowLength",
+      (ins), "", [{
+        auto shape = ::llvm::cast<::mlir::RankedTensorType>(
+            $_op->getOperand(0).getType()).getShape();
+        return shape.empty() ? 1 : shape.back();
+      }]>,
+    InterfaceMethod<[{
+        Whether result 0 is row-shaped, so pointwise ops on it can run in
+        the same row loop.
+      }], "bool", "hasRowEpilogue", (ins), "", [{ return true; }]>,
+    InterfaceMethod<[{
+        Whether operand `index` is a learned per-feature scale or shift of a
+        normalisation (weight decay skips those unless decay_norms).
+      }], "bool", "isNormalizationParameter", (ins "unsigned":$index), "",
+      [{ return false; }]>
+  ];
+}
+
 #endif // KILN_INTERFACES_TD

@@ -12,6 +12,8 @@
 
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kiln;
 
@@ -306,6 +308,18 @@ static LogicalResult verifyChannelParam(Operation *op, RankedTensorType input,
   return success();
 }
 
+/// A norm's epsilon: finite and non-negative (-0.0 is zero, not negative;
+/// NaN and infinity are never meaningful).
+static LogicalResult verifyEpsilon(Operation *op, const llvm::APFloat &epsilon) {
+  if (epsilon.isNegative() && !epsilon.isZero())
+    return op->emitOpError() << "epsilon must be non-negative, got "
+                             << formatShortestFloat(epsilon);
+  if (!epsilon.isFinite())
+    return op->emitOpError() << "epsilon must be finite, got "
+                             << formatShortestFloat(epsilon);
+  return success();
+}
+
 void LayerNormOp::build(OpBuilder &b, OperationState &state, Value input,
                         Value weight, Value bias, float epsilon) {
   auto inputType = llvm::cast<RankedTensorType>(input.getType());
@@ -327,14 +341,7 @@ LogicalResult LayerNormOp::verify() {
   if (getMean().getType() != stats || getRstd().getType() != stats)
     return emitOpError() << "mean/rstd types " << getMean().getType() << ", "
                          << getRstd().getType() << " should be " << stats;
-  // -0.0 is zero, not negative; NaN and infinity are never meaningful.
-  if (getEpsilon().isNegative() && !getEpsilon().isZero())
-    return emitOpError() << "epsilon must be non-negative, got "
-                         << formatShortestFloat(getEpsilon());
-  if (!getEpsilon().isFinite())
-    return emitOpError() << "epsilon must be finite, got "
-                         << formatShortestFloat(getEpsilon());
-  return success();
+  return verifyEpsilon(*this, getEpsilon());
 }
 
 void LayerNormGradOp::build(OpBuilder &b, OperationState &state, Value input,
@@ -364,6 +371,62 @@ LogicalResult LayerNormGradOp::verify() {
                          << getWeight().getType();
   return success();
 }
+
+bool LayerNormOp::isNormalizationParameter(unsigned index) { return index >= 1; }
+bool LayerNormGradOp::isNormalizationParameter(unsigned index) { return index == 1; }
+
+//===----------------------------------------------------------------------===//
+// RmsNormOp, RmsNormGradOp
+//===----------------------------------------------------------------------===//
+
+void RmsNormOp::build(OpBuilder &b, OperationState &state, Value input,
+                      Value weight, float epsilon) {
+  auto inputType = llvm::cast<RankedTensorType>(input.getType());
+  build(b, state, inputType, rowStatsType(inputType), input, weight,
+        b.getF32FloatAttr(epsilon));
+}
+
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyChannelParam(*this, input, getWeight().getType(), "weight")))
+    return failure();
+  if (getOutput().getType() != input)
+    return emitOpError() << "output type " << getOutput().getType()
+                         << " should be " << input;
+  RankedTensorType stats = rowStatsType(input);
+  if (getRstd().getType() != stats)
+    return emitOpError() << "rstd type " << getRstd().getType() << " should be "
+                         << stats;
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+bool RmsNormOp::isNormalizationParameter(unsigned index) { return index == 1; }
+
+void RmsNormGradOp::build(OpBuilder &b, OperationState &state, Value input,
+                          Value weight, Value rstd, Value grad) {
+  build(b, state, input.getType(), weight.getType(), input, weight, rstd, grad);
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(verifyChannelParam(*this, input, getWeight().getType(), "weight")))
+    return failure();
+  if (getRstd().getType() != rowStatsType(input))
+    return emitOpError() << "rstd type " << getRstd().getType() << " should be "
+                         << rowStatsType(input);
+  if (getGrad().getType() != input || getInputGrad().getType() != input)
+    return emitOpError() << "grad and input_grad types " << getGrad().getType()
+                         << ", " << getInputGrad().getType() << " should be "
+                         << input;
+  if (getWeightGrad().getType() != getWeight().getType())
+    return emitOpError() << "weight_grad type " << getWeightGrad().getType()
+                         << " should be " << getWeight().getType();
+  return success();
+}
+
+bool RmsNormGradOp::isNormalizationParameter(unsigned index) { return index == 1; }
+
+bool CrossEntropyOp::hasRowEpilogue() { return false; } // result 0 is the scalar loss
 
 //===----------------------------------------------------------------------===//
 // SoftmaxOp, SoftmaxGradOp, CausalMaskOp

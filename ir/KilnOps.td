@@ -513,7 +513,8 @@ def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad"> {
 //===----------------------------------------------------------------------===//
 
 def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [
-    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let description = [{
     For input `[..., C]`: `mean` and `rstd = 1/sqrt(var + epsilon)` over the
@@ -544,7 +545,8 @@ def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [
   let hasVerifier = 1;
 }
 
-def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad"> {
+def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad", [
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
   let summary = "Backward of layer normalisation";
   let description = [{
     Given the forward input, weight, the forward `mean` and `rstd` and the
@@ -577,8 +579,69 @@ def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad"> {
   let hasVerifier = 1;
 }
 
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    For input `[..., C]`: `rstd = 1/sqrt(mean(input^2) + epsilon)` over the
+    last dimension and `output = input * rstd * weight` (Llama's RMSNorm, no
+    centering, no bias). `rstd` (`[...]`) is a result so that the backward
+    (`kiln.rms_norm_grad`) reuses it.
+
+    ```mlir
+    %y, %rstd = kiln.rms_norm %x, %w {epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Kiln_FloatTensor:$output, Kiln_FloatTensor:$rstd);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    // Derives (output [..., C], rstd [...]).
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight,
+                   CArg<"float", "1.0e-5f">:$epsilon)>
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+  let summary = "Backward of RMS normalisation";
+  let description = [{
+    Given the forward input, weight and `rstd` and the output gradient,
+    computes `(input_grad, weight_grad)`: with `xhat = input * rstd` and
+    `dxhat = grad * weight`, `input_grad = rstd * (dxhat - xhat *
+    mean(dxhat * xhat))` per row and `weight_grad = sum over rows of grad *
+    xhat`.
+
+    ```mlir
+    %dx, %dw = kiln.rms_norm_grad %x, %w, %rstd, %dy
+        : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>)
+        -> (tensor<2x4x8xf32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       Kiln_FloatTensor:$rstd, Kiln_FloatTensor:$grad);
+  let results = (outs Kiln_FloatTensor:$input_grad,
+                      Kiln_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $rstd `,` $grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let builders = [
+    // Derives (input_grad = type(input), weight_grad = type(weight)).
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight,
+                   "::mlir::Value":$rstd, "::mlir::Value":$grad)>
+  ];
+  let hasVerifier = 1;
+}
+
 def Kiln_SoftmaxOp : Kiln_Op<"softmax", [SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>, RowOpInterface]> {
   let summary = "Softmax over the last dimension";
   let description = [{
     `result = exp(x - max(x)) / sum(exp(x - max(x)))` along the last
@@ -594,7 +657,8 @@ def Kiln_SoftmaxOp : Kiln_Op<"softmax", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def Kiln_SoftmaxGradOp : Kiln_Op<"softmax_grad", [SameOperandsAndResultType]> {
+def Kiln_SoftmaxGradOp : Kiln_Op<"softmax_grad", [SameOperandsAndResultType,
+    RowOpInterface]> {
   let summary = "Backward of softmax over the last dimension";
   let description = [{
     `dx = y * (dy - sum(dy * y, last))` where `y` is the softmax output.
@@ -631,7 +695,8 @@ def Kiln_CausalMaskOp : Kiln_Op<"causal_mask", [SameOperandsAndResultType,
 //===----------------------------------------------------------------------===//
 
 def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [
-    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<RowOpInterface, ["hasRowEpilogue"]>]> {
   let summary = "Mean softmax cross-entropy";
   let description = [{
     For logits `[..., V]` and integer targets `[...]`: the mean over all
@@ -662,7 +727,7 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [
 }
 
 def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
-    AllTypesMatch<["logits", "result"]>]> {
+    AllTypesMatch<["logits", "result"]>, RowOpInterface]> {
   let summary = "Backward of the mean softmax cross-entropy";
   let description = [{
     `(softmax(logits) - onehot(targets)) * grad / N` where `N` is the number

@@ -356,6 +356,18 @@ Grads LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
                             grad.getBiasGrad()};
 }
 
+// rms_norm: rms_norm_grad with the forward rstd (no cotangent may reach it).
+Grads RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  assert(resultGrads.size() == 2 && "rms_norm has two results");
+  if (resultGrads[1])
+    return emitOpError() << "cannot differentiate through the rstd result";
+  Value g = resultGrads[0];
+  if (!g)
+    return noGrads(*this);
+  auto grad = b.create<RmsNormGradOp>(getLoc(), getInput(), getWeight(), getRstd(), g);
+  return SmallVector<Value>{grad.getInputGrad(), grad.getWeightGrad()};
+}
+
 // softmax: softmax_grad with the forward output.
 Grads SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);

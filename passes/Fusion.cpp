@@ -18,8 +18,9 @@
 //     a. pointwise op C: joins the groups of its pointwise producers that
 //        loop over the same element count; or, as an epilogue, the row group
 //        whose row output it reads;
-//     b. row op R (layer_norm(_grad), softmax(_grad), cross_entropy(_grad),
-//        reduce_sum over trailing dims): absorbs the pointwise groups that
+//     b. row op R (RowOpInterface: layer_norm, rms_norm, softmax,
+//        cross_entropy and their backwards; reduce_sum over trailing dims):
+//        absorbs the pointwise groups that
 //        produce its row-sized operands (its prologue);
 //     c. optimizer update (adam, sgd, sgd_momentum): joins the current
 //        multi-tensor group of its kind, up to max-optimizer-tensors.
@@ -112,12 +113,8 @@ bool isCheap(Operation *op) {
 // its row loop covers; nullopt for ops that are not row ops (reduce_sum is
 // one only over trailing dims with more than one output).
 std::optional<int64_t> rowLength(Operation *op) {
-  if (isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp,
-          CrossEntropyOp, CrossEntropyGradOp>(op)) {
-    ArrayRef<int64_t> shape =
-        cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
-    return shape.empty() ? 1 : shape.back();
-  }
+  if (auto row = dyn_cast<RowOpInterface>(op))
+    return row.getRowLength();
   if (auto sum = dyn_cast<ReduceSumOp>(op)) {
     ArrayRef<int64_t> shape =
         cast<RankedTensorType>(sum.getInput().getType()).getShape();
@@ -140,8 +137,8 @@ std::optional<int64_t> rowLength(Operation *op) {
 // Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
 // the same row loop.
 bool hasRowEpilogue(Operation *op) {
-  return isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp,
-             CrossEntropyGradOp>(op);
+  auto row = dyn_cast<RowOpInterface>(op);
+  return row && row.hasRowEpilogue();
 }
 
 bool isOptimizerUpdate(Operation *op) {

@@ -146,16 +146,18 @@ void forEachReader(Value value, function_ref<void(OpOperand &)> fn) {
   }
 }
 
-/// Readers that need the fp32 value itself: layer_norm's input (the
-/// residual stream, also kept for layer_norm_grad), the logits of a loss,
+/// Readers that need the fp32 value itself: a norm's input (the residual
+/// stream, also kept for its backward), the logits of a loss,
 /// and the function's results (losses and metrics are f32).
 bool needsFp32(OpOperand &use) {
   Operation *user = use.getOwner();
   unsigned i = use.getOperandNumber();
-  if (isa<LayerNormOp>(user))
+  if (isa<LayerNormOp, RmsNormOp>(user))
     return i == 0;
   if (isa<LayerNormGradOp>(user))
     return i == 0 || i == 2 || i == 3;
+  if (isa<RmsNormGradOp>(user))
+    return i == 0 || i == 2;
   if (isa<CrossEntropyOp, CrossEntropyGradOp>(user))
     return i == 0;
   return isa<func::ReturnOp>(user);

@@ -153,8 +153,8 @@ FailureOr<OptimizerConfig> readTrainConfig(ModuleOp module) {
 /// Whether `use` is a weight or bias operand of a normalisation op (any op
 /// whose learned per-feature scale/shift should not decay).
 bool isNormalizationParameter(OpOperand &use) {
-  return isa<LayerNormOp, LayerNormGradOp>(use.getOwner()) &&
-         use.getOperandNumber() >= 1;
+  auto row = dyn_cast<RowOpInterface>(use.getOwner());
+  return row && row.isNormalizationParameter(use.getOperandNumber());
 }
 
 /// Step 3: the parameter's kind, from its uses in @step.

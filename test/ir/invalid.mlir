@@ -554,3 +554,30 @@ func.func @silu_int(%a: tensor<4xi32>) -> tensor<4xi32> {
   %0 = kiln.silu %a : tensor<4xi32>
   return %0 : tensor<4xi32>
 }
+
+// -----
+
+// Tests that rms_norm's weight covers the last dimension.
+func.func @rms_norm_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight}}
+  %y, %r = kiln.rms_norm %x, %w : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that rms_norm's rstd has one value per row.
+func.func @rms_norm_rstd(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{rstd type 'tensor<8xf32>' should be 'tensor<2xf32>'}}
+  %y, %r = kiln.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// Tests that rms_norm's epsilon is non-negative.
+func.func @rms_norm_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be non-negative, got -0.001}}
+  %y, %r = kiln.rms_norm %x, %w {epsilon = -1.0e-03 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
+  return
+}

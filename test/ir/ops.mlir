@@ -129,6 +129,18 @@ func.func @norms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
   return %dx, %dw, %db : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
+// CHECK-LABEL: func.func @rms_norms
+func.func @rms_norms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<8xf32>) {
+  // CHECK: kiln.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %y, %rstd = kiln.rms_norm %x, %w {epsilon = 1.0e-06 : f32}
+      : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  // CHECK: kiln.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  %dx, %dw = kiln.rms_norm_grad %x, %w, %rstd, %y
+      : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  return %dx, %dw : tensor<2x4x8xf32>, tensor<8xf32>
+}
+
 // CHECK-LABEL: func.func @attention_pieces
 func.func @attention_pieces(%s: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
   // CHECK: kiln.causal_mask %{{.*}} fill = 0xFF800000 : tensor<2x4x4xf32>

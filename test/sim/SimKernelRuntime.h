@@ -14,11 +14,12 @@
 //     of its block (or warp) has arrived; a thread that returns leaves the
 //     barriers, as exited threads do on the GPU. No live thread able to move
 //     on is a deadlock, reported as an error.
-//  3. Fast path: the first block a kernel runs is run as fibers and watched;
-//     a kernel that reached no barrier there runs every later block as a
-//     plain loop over its threads (no fiber switches). If such a kernel
-//     does reach a barrier later (data-dependent), the launch fails with a
-//     message saying so rather than running it wrongly.
+//  3. Fast path: a kernel's first launch runs every block as fibers and is
+//     watched; a kernel none of whose blocks reached a barrier there runs
+//     its later launches as plain loops over the threads (no fiber
+//     switches). If such a kernel does reach a barrier later
+//     (data-dependent), the launch fails with a message saying so rather
+//     than running it wrongly.
 //  4. Dynamic shared memory is exactly the launch's bytes, ending at an
 //     inaccessible page and filled with 0xff (NaN as float and bf16) before
 //     every block, so reading past it faults and reading it before writing
@@ -134,7 +135,7 @@ struct KilnFiberBarrier {
     if (!kiln_current_fiber) {
       // A kernel classified as barrier-free reached a barrier: stop the
       // launch (the thread cannot be suspended on the fast path).
-      kiln_launch_error = "a kernel that reached no barrier in its first block "
+      kiln_launch_error = "a kernel that reached no barrier in its first launch "
                           "reached one later (set KILN_SIM_ALWAYS_FIBERS=1)";
       return;
     }
@@ -282,7 +283,7 @@ inline void kiln_reset_barriers(unsigned int block) {
     kiln_warp_barriers[w].reset(static_cast<int>(std::min(32u, block - 32 * w)));
 }
 
-// Per kernel: unknown until its first block ran, then barrier-free or not.
+// Per kernel: unknown until its first launch ran, then barrier-free or not.
 enum class KilnKernelKind { kUnknown, kPlain, kCooperative };
 inline std::map<void (*)(void *const *), KilnKernelKind> kiln_kernel_kinds;
 
@@ -309,6 +310,11 @@ kiln_sim_launch(void (*kernel)(void *const *), void *const *buffers, unsigned in
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
   KilnKernelKind &kind = kiln_kernel_kinds[kernel];
+  // A kernel's first launch runs every block as fibers; it is barrier-free
+  // only if no block of it reached a barrier (blocks may have different
+  // roles: layer_norm_grad's row blocks synchronize, its column blocks do
+  // not, so one block says nothing about the others).
+  const unsigned long long callsBefore = kiln_cooperative_calls;
   for (unsigned int b : order) {
     blockIdx.x = b;
     memset(shared, 0xff, (dynamicShared + 31) / 32 * 32);
@@ -319,17 +325,16 @@ kiln_sim_launch(void (*kernel)(void *const *), void *const *buffers, unsigned in
         kernel(buffers);
       }
     } else {
-      unsigned long long calls = kiln_cooperative_calls;
       kiln_run_block_as_fibers(block);
-      if (kind == KilnKernelKind::kUnknown)
-        kind = kiln_cooperative_calls == calls ? KilnKernelKind::kPlain
-                                               : KilnKernelKind::kCooperative;
     }
     if (kiln_launch_error) {
       snprintf(error, errorBytes, "block %u of %u: %s", b, grid, kiln_launch_error);
       return 1;
     }
   }
+  if (kind == KilnKernelKind::kUnknown)
+    kind = kiln_cooperative_calls == callsBefore ? KilnKernelKind::kPlain
+                                                 : KilnKernelKind::kCooperative;
   return 0;
 }
 

@@ -1,9 +1,12 @@
-"""PyTorch (float64) oracle for test/e2e/gradcheck/unary_math.kiln.
+"""PyTorch (float64) oracle for the small models of test/e2e/gradcheck/.
 
-Recomputes the model's loss from the initial parameters kiln-run saved, with
-torch's own sigmoid, silu, relu, sin, cos and square (written apart from the
-compiler's formulas), and its gradients by torch.autograd; compares them with
-kiln-run's step-1 loss (--metrics) and gradients (--save-grads).
+  small_model_oracle.py MODEL INIT.safetensors GRADS.safetensors METRICS.jsonl
+
+Recomputes MODEL's loss (unary_math.kiln: torch's own sigmoid, silu, relu,
+sin, cos and square; rms_norm.kiln: RMSNorm written out as Llama / Hugging
+Face compute it), written apart from the compiler, from the initial
+parameters kiln-run saved, and its gradients by torch.autograd; compares them
+with kiln-run's step-1 loss (--metrics) and gradients (--save-grads).
 
 Tolerance: relative 1e-5 on the loss and on each gradient's largest entry
 (float32 kernels against float64: a handful of ulps of rounding, nothing of a
@@ -20,18 +23,33 @@ sys.path.insert(0, os.path.dirname(__file__))
 from tiny_gpt_oracle import read_safetensors  # noqa: E402
 
 
-def loss_of(a, b, c):
+def unary_math(a, b, c):
     u = torch.sigmoid(a) * F.silu(b) + torch.sin(a * b) - torch.cos(c) * torch.square(b)
     pos = torch.sqrt(torch.square(a)) + 0.1
     w = torch.relu(pos) * b + torch.relu(-pos) * a + torch.relu(b) * F.silu(c)
     return torch.sum(u + w) + torch.mean(torch.square(c))
 
 
-def main(init_path, grads_path, metrics_path):
+def rms_norm(x, weight, eps):
+    # LlamaRMSNorm: x * rsqrt(mean(x^2, -1) + eps) * weight.
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rms_norm_model(a, r, w):
+    h = rms_norm(a + r, w, 1e-5)
+    return torch.sum(h * h * a) + torch.sum(rms_norm(a, w, 1e-6) * r)
+
+
+MODELS = {"unary_math": (unary_math, ("a", "b", "c")),
+          "rms_norm": (rms_norm_model, ("a", "r", "w"))}
+
+
+def main(model, init_path, grads_path, metrics_path):
+    loss_of, names = MODELS[model]
     init = read_safetensors(init_path)
     grads = read_safetensors(grads_path)
-    params = {k: init[k].double().requires_grad_() for k in ("a", "b", "c")}
-    loss = loss_of(params["a"], params["b"], params["c"])
+    params = {k: init[k].double().requires_grad_() for k in names}
+    loss = loss_of(*(params[k] for k in names))
     loss.backward()
     kiln_loss = json.loads(open(metrics_path).readline())["loss"]
     rel = abs(kiln_loss - loss.item()) / abs(loss.item())
@@ -45,4 +63,4 @@ def main(init_path, grads_path, metrics_path):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
