@@ -13,6 +13,7 @@
 #include "codegen/CpuBespokeKernels.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/RopeKernel.h"
 #include "codegen/RowGroup.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -417,8 +418,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
 bool hasBespokeCpuKernel(Operation *op) {
   return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
-             k::RmsNormOp, k::RmsNormGradOp, k::SoftmaxOp, k::SoftmaxGradOp,
-             k::CrossEntropyOp, k::CrossEntropyGradOp>(op) ||
+             k::RmsNormOp, k::RmsNormGradOp, k::RopeOp, k::SoftmaxOp,
+             k::SoftmaxGradOp, k::CrossEntropyOp, k::CrossEntropyGradOp>(op) ||
          hasOptimizerCpuKernel(op) || hasAttentionCpuKernel(op);
 }
 
@@ -438,6 +439,7 @@ LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
                             [](auto) { return emitNorm; })
                         .Case<k::LayerNormGradOp, k::RmsNormGradOp>(
                             [](auto) { return emitNormGrad; })
+                        .Case<k::RopeOp>([](auto) { return emitRopeCpu; })
                         .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
                         .Case<k::SoftmaxGradOp>(
                             [](auto) { return emitSoftmaxGrad; })

@@ -32,6 +32,7 @@
 #include "codegen/CudaAttentionKernels.h"
 
 #include "codegen/KernelSourceWriter.h"
+#include "codegen/RopeKernel.h"
 #include "codegen/RowGroup.h"
 #include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
@@ -544,8 +545,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
 bool hasBespokeCudaKernel(Operation *op) {
   return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
              k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
-             k::RmsNormOp, k::RmsNormGradOp, k::SoftmaxOp, k::SoftmaxGradOp,
-             k::CrossEntropyOp,
+             k::RmsNormOp, k::RmsNormGradOp, k::RopeOp, k::SoftmaxOp,
+             k::SoftmaxGradOp, k::CrossEntropyOp,
              k::CrossEntropyGradOp>(op) ||
          hasOptimizerCudaKernel(op) || hasAttentionCudaKernel(op);
 }
@@ -567,6 +568,10 @@ LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
           .Case<k::EmbeddingGradOp>([](auto) { return emitEmbeddingGrad; })
           .Case<k::LayerNormOp, k::RmsNormOp>([](auto) { return emitNorm; })
           .Case<k::LayerNormGradOp, k::RmsNormGradOp>([](auto) { return emitNormGrad; })
+          .Case<k::RopeOp>([](auto) -> Emitter {
+            return [](Operation *op, KernelSourceWriter &w, CudaLaunch &launch,
+                      CudaRowFusion *) { return emitRopeCuda(op, w, launch); };
+          })
           .Case<k::SoftmaxOp>([](auto) { return emitSoftmax; })
           .Case<k::SoftmaxGradOp>([](auto) { return emitSoftmaxGrad; })
           .Case<k::CrossEntropyOp>([](auto) { return emitCrossEntropy; })

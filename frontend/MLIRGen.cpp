@@ -125,6 +125,9 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
         .create<kd::LayerNormOp>(l, operand(0), operand(1), operand(2),
                                  (float)n.value)
         ->getResult(0);
+  case NodeKind::Rope:
+    return b_.create<kd::RopeOp>(l, operand(0).getType(), operand(0),
+                                 b_.getDenseF32ArrayAttr(n.floats), /*inverse=*/false);
   case NodeKind::RmsNorm:
     // Result 0 is the normalized output; rstd serves the VJP.
     return b_.create<kd::RmsNormOp>(l, operand(0), operand(1), (float)n.value)

@@ -33,7 +33,7 @@
 //               | '(' expr ')' | '[' [expr (',' expr)*] ']'
 //               | 'repeat' unary IDENT '(' [expr (',' expr)*] ')'
 //
-// Builtin functions (layer_norm, gelu, softmax, causal_mask, transpose,
+// Builtin functions (layer_norm, rms_norm, rope, gelu, softmax, causal_mask, transpose,
 // reshape, iota, sum, mean, rms, cross_entropy, ..., and the unary math of
 // frontend/UnaryMath.h: exp, log, tanh, sqrt, sigmoid, silu, relu, sin, cos,
 // square) and block calls share the call syntax; Sema tells them apart.

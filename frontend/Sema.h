@@ -114,6 +114,7 @@ private:
   // attention(q, k, v, score = ..., mask = ..., scale = ...)
   // (SemaAttention.cpp).
   std::optional<Value> evaluateAttention(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateRope(const Expr &e, Scope &scope); // SemaRope.cpp
   struct AttentionLowering;
   std::shared_ptr<ScalarExpr> lowerScalar(const Expr &e, Scope &scope,
                                           AttentionLowering &state);

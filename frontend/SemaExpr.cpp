@@ -368,6 +368,8 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
 std::optional<Value> Sema::evaluateCall(const Expr &e, Scope &scope) {
   if (e.name == "attention")
     return evaluateAttention(e, scope);
+  if (e.name == "rope")
+    return evaluateRope(e, scope);
   for (size_t i = 0; i < e.keywords.size(); ++i)
     if (!e.keywords[i].empty()) {
       error(e.operands[i]->loc, "'" + e.name + "' takes no keyword "

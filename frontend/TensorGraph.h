@@ -69,6 +69,7 @@ enum class NodeKind {
   Embedding,    // table [V, D], indices [...] -> [..., D]
   LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op
   RmsNorm,      // x, weight; `value` = epsilon; result 0 of the op
+  Rope,         // x [..., T, D]; `floats` = the D/2 frequencies
   CrossEntropy, // logits [..., V], targets [...] -> scalar
   Attention,    // q, k, v, captures...; `value` = scale; `attention` below
   Compare,      // lhs, rhs (same type) -> bool; `op`: '<' '>' 'l' 'g' 'e' 'n'
@@ -117,6 +118,7 @@ struct Node {
   int argIndex = -1;
   std::shared_ptr<const AttentionInfo> attention; // NodeKind::Attention
   const char *mathOp = nullptr; // NodeKind::UnaryMath: "kiln.exp", ...
+  std::vector<float> floats;    // NodeKind::Rope: inv_freq
   /// locs[0] is the expression in the model file; locs[1..] are the block
   /// call sites it was inlined through, innermost first.
   std::vector<SourceLoc> locs;

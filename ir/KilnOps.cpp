@@ -429,6 +429,28 @@ bool RmsNormGradOp::isNormalizationParameter(unsigned index) { return index == 1
 bool CrossEntropyOp::hasRowEpilogue() { return false; } // result 0 is the scalar loss
 
 //===----------------------------------------------------------------------===//
+// RopeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::verify() {
+  RankedTensorType type = getInput().getType();
+  if (type.getRank() < 2)
+    return emitOpError() << "input must have rank >= 2 ([..., T, D]), got " << type;
+  int64_t d = type.getShape().back();
+  if (d % 2 != 0)
+    return emitOpError() << "the last dimension must be even (features pair i with i + "
+                            "D/2), got "
+                         << d;
+  if (static_cast<int64_t>(getInvFreq().size()) != d / 2)
+    return emitOpError() << "inv_freq has " << getInvFreq().size()
+                         << " frequencies, expected D/2 = " << d / 2;
+  for (float f : getInvFreq())
+    if (!std::isfinite(f))
+      return emitOpError() << "inv_freq must be finite, got " << f;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // SoftmaxOp, SoftmaxGradOp, CausalMaskOp
 //===----------------------------------------------------------------------===//
 

@@ -640,6 +640,32 @@ def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [
   let hasVerifier = 1;
 }
 
+def Kiln_RopeOp : Kiln_Op<"rope", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Rotary position embedding (Llama / Hugging Face convention)";
+  let description = [{
+    For input `[..., T, D]` (D even): position `t` is the index along the
+    second-to-last dimension and feature `i < D/2` pairs with `i + D/2`
+    (Hugging Face's rotate_half). With `a = t * inv_freq[i]`:
+      `out[i]       = x[i] cos a - x[i + D/2] sin a`
+      `out[i + D/2] = x[i + D/2] cos a + x[i] sin a`
+    `inv_freq` holds the D/2 frequencies, computed by the compiler from
+    theta and any frequency scaling (Llama 3.1's), so the kernel computes
+    only `t * inv_freq[i]` and its sine and cosine (in float, as Hugging Face
+    does). `inverse` rotates by `-a`: the transposed rotation, which is the
+    op's VJP.
+
+    ```mlir
+    %q2 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, DenseF32ArrayAttr:$inv_freq,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Kiln_SoftmaxOp : Kiln_Op<"softmax", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<DifferentiableOpInterface>, RowOpInterface]> {
   let summary = "Softmax over the last dimension";

@@ -368,6 +368,16 @@ Grads RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{grad.getInputGrad(), grad.getWeightGrad()};
 }
 
+// rope: a rotation per feature pair, so the cotangent is the transposed
+// rotation of g: rope with the angle negated.
+Grads RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  return SmallVector<Value>{
+      b.create<RopeOp>(getLoc(), g.getType(), g, getInvFreqAttr(), !getInverse())};
+}
+
 // softmax: softmax_grad with the forward output.
 Grads SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);

@@ -581,3 +581,30 @@ func.func @rms_norm_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
   %y, %r = kiln.rms_norm %x, %w {epsilon = -1.0e-03 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
   return
 }
+
+// -----
+
+// Tests that rope pairs features i and i + D/2: D must be even.
+func.func @rope_odd(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{the last dimension must be even (features pair i with i + D/2), got 5}}
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+// Tests that rope has one frequency per feature pair.
+func.func @rope_freqs(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{inv_freq has 2 frequencies, expected D/2 = 3}}
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests that rope needs positions: rank >= 2.
+func.func @rope_rank(%x: tensor<6xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{input must have rank >= 2 ([..., T, D]), got 'tensor<6xf32>'}}
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5, 0.25>} : tensor<6xf32>
+  return %0 : tensor<6xf32>
+}

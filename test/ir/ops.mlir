@@ -129,6 +129,15 @@ func.func @norms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
   return %dx, %dw, %db : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
+// CHECK-LABEL: func.func @rope
+func.func @rope(%q: tensor<2x4x16x4xf32>) -> tensor<2x4x16x4xf32> {
+  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>} : tensor<2x4x16x4xf32>
+  %0 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32>
+  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>, inverse = true} : tensor<2x4x16x4xf32>
+  %1 = kiln.rope %0 {inv_freq = array<f32: 1.0, 0.01>, inverse = true} : tensor<2x4x16x4xf32>
+  return %1 : tensor<2x4x16x4xf32>
+}
+
 // CHECK-LABEL: func.func @rms_norms
 func.func @rms_norms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>)
     -> (tensor<2x4x8xf32>, tensor<8xf32>) {

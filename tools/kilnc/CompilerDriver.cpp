@@ -20,6 +20,7 @@
 #include "codegen/Codegen.h"
 #include "frontend/Frontend.h"
 #include "ir/KilnDialect.h"
+#include "ir/StepFunction.h"
 #include "passes/AttentionReport.h"
 #include "passes/FusionReport.h"
 #include "passes/Pipelines.h"
@@ -40,6 +41,20 @@
 using namespace mlir;
 
 namespace kiln {
+
+namespace {
+// 1241581568 -> "1,241,581,568".
+std::string withThousandsSeparators(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+} // namespace
+
 namespace {
 
 constexpr const char *kArtifactPhase = "artifact";
@@ -207,6 +222,13 @@ int runCompiler(const DriverOptions &options) {
   }
   if (!module)
     return kUserError;
+  // The model's parameter count as written (before pad-dims rounds any
+  // dimension up), printed with the memory plan.
+  int64_t parameterCount = 0;
+  if (auto step = module->lookupSymbol<func::FuncOp>(mlir::kiln::kStepFunctionName))
+    if (auto params = mlir::kiln::getParameterArguments(step); succeeded(params))
+      for (const mlir::kiln::ParameterArgument &p : *params)
+        parameterCount += llvm::cast<RankedTensorType>(p.value.getType()).getNumElements();
 
   // Pass diagnostics carry model-file locations: show the line and a caret.
   llvm::SourceMgr sourceMgr;
@@ -285,6 +307,7 @@ int runCompiler(const DriverOptions &options) {
   if (failed(writeFileAtomically(outputPath, artifact->bytes)))
     return kUserError;
   // Peak memory is known before anything runs: say it with every compile.
+  llvm::outs() << "parameters: " << withThousandsSeparators(parameterCount) << "\n";
   llvm::outs() << artifact->memorySummary;
   return kSuccess;
 }

@@ -4,7 +4,8 @@
 
 Recomputes MODEL's loss (unary_math.kiln: torch's own sigmoid, silu, relu,
 sin, cos and square; rms_norm.kiln: RMSNorm written out as Llama / Hugging
-Face compute it), written apart from the compiler, from the initial
+Face compute it; rope.kiln: Hugging Face's rotary embedding with rotate_half
+and the llama3 frequency scaling), written apart from the compiler, from the initial
 parameters kiln-run saved, and its gradients by torch.autograd; compares them
 with kiln-run's step-1 loss (--metrics) and gradients (--save-grads).
 
@@ -13,6 +14,7 @@ Tolerance: relative 1e-5 on the loss and on each gradient's largest entry
 wrong formula, which is off by far more).
 """
 import json
+import math
 import os
 import sys
 
@@ -40,8 +42,44 @@ def rms_norm_model(a, r, w):
     return torch.sum(h * h * a) + torch.sum(rms_norm(a, w, 1e-6) * r)
 
 
+def rope_inv_freq(dim, theta, scaling=None):
+    # LlamaRotaryEmbedding's inv_freq, and _compute_llama3_parameters for
+    # rope_type "llama3" (factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings), in float64.
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    if scaling is None:
+        return inv_freq
+    factor, low, high, old_len = scaling
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x, inv_freq):
+    t = torch.arange(x.shape[-2], dtype=torch.float64)
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def rope_model(q, k, w):
+    r = apply_rope(q, rope_inv_freq(96, 10000.0)) * w
+    s = apply_rope(k, rope_inv_freq(96, 500000.0, (8.0, 1.0, 4.0, 64.0)))
+    return torch.sum(r * r) / 100 + torch.sum(s * w) / 100
+
+
 MODELS = {"unary_math": (unary_math, ("a", "b", "c")),
-          "rms_norm": (rms_norm_model, ("a", "r", "w"))}
+          "rms_norm": (rms_norm_model, ("a", "r", "w")),
+          "rope": (rope_model, ("q", "k", "w"))}
 
 
 def main(model, init_path, grads_path, metrics_path):
