@@ -254,20 +254,23 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w) {
   w.line("float* dx = " + w.ptr(n.dx) + " + r * " + cs + ";");
   w.line("const double m = " + mean + ";");
   w.line("const double s = " + w.ptr(n.rstd) + "[r];");
-  w.line("double sumDxhat = 0, sumDxhatXhat = 0;");
+  // RMS norm has no mean(dxhat) term: it neither sums nor subtracts one.
+  w.line(n.centered ? "double sumDxhat = 0, sumDxhatXhat = 0;" : "double sumDxhatXhat = 0;");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double xhat = (x[c] - m) * s;");
   w.line("const double dxhat = (double)g[c] * " + w.ptr(n.weight) + "[c];");
-  w.line("sumDxhat += dxhat;");
+  if (n.centered)
+    w.line("sumDxhat += dxhat;");
   w.line("sumDxhatXhat += dxhat * xhat;");
   w.close();
-  w.line(n.centered ? "const double mean1 = sumDxhat / " + cs + ";"
-                    : std::string("const double mean1 = 0; (void)sumDxhat;"));
+  if (n.centered)
+    w.line("const double mean1 = sumDxhat / " + cs + ";");
   w.line("const double mean2 = sumDxhatXhat / " + cs + ";");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double xhat = (x[c] - m) * s;");
   w.line("const double dxhat = (double)g[c] * " + w.ptr(n.weight) + "[c];");
-  w.line("dx[c] = (float)(s * (dxhat - mean1 - xhat * mean2));");
+  w.line(std::string("dx[c] = (float)(s * (dxhat - ") + (n.centered ? "mean1 - " : "") +
+         "xhat * mean2));");
   w.close();
   w.endRow("r", c);
   w.close();

@@ -352,20 +352,24 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w, CudaLaunch &lau
   w.line("float* dx = " + w.ptr(dx) + " + r * " + cs + ";");
   w.line("const float m = " + rowMean + ";");
   w.line("const float s = " + w.ptr(rstd) + "[r];");
-  w.line("float sumDxhat = 0.0f, sumDxhatXhat = 0.0f;");
+  // RMS norm has no mean(dxhat) term: it neither sums nor subtracts one.
+  w.line(n.centered ? "float sumDxhat = 0.0f, sumDxhatXhat = 0.0f;"
+                    : "float sumDxhatXhat = 0.0f;");
   w.open(columnLoop(c));
   w.line("const float xhat = (x[c] - m) * s;");
   w.line("const float dxhat = g[c] * " + w.ptr(weight) + "[c];");
-  w.line("sumDxhat += dxhat;");
+  if (n.centered)
+    w.line("sumDxhat += dxhat;");
   w.line("sumDxhatXhat += dxhat * xhat;");
   w.close();
-  w.line(n.centered ? "const float mean1 = kiln_block_sum(sumDxhat) / " + cf + ";"
-                    : std::string("const float mean1 = 0.0f; (void)sumDxhat;"));
+  if (n.centered)
+    w.line("const float mean1 = kiln_block_sum(sumDxhat) / " + cf + ";");
   w.line("const float mean2 = kiln_block_sum(sumDxhatXhat) / " + cf + ";");
   w.open(columnLoop(c));
   w.line("const float xhat = (x[c] - m) * s;");
   w.line("const float dxhat = g[c] * " + w.ptr(weight) + "[c];");
-  w.line("dx[c] = s * (dxhat - mean1 - xhat * mean2);");
+  w.line(std::string("dx[c] = s * (dxhat - ") + (n.centered ? "mean1 - " : "") +
+         "xhat * mean2);");
   w.close();
   if (failed(endRow(w, rows, "r", c)))
     return failure();

@@ -60,9 +60,15 @@ std::string formatScheduleProfile(const Artifact &artifact,
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return entrySeconds[a] > entrySeconds[b];
   });
-  for (size_t i = 0; i < entrySeconds.size(); ++i)
+  // Each entry described once: "gemm MxNxK ..." / "kernel k_... [ops]" and
+  // its GEMM FLOPs per run.
+  std::vector<std::string> whats(entrySeconds.size());
+  std::vector<double> flopsOf(entrySeconds.size(), 0.0);
+  for (size_t i = 0; i < entrySeconds.size(); ++i) {
+    whats[i] = describeStep(artifact.root(), *schedule.Get(i), &flopsOf[i]);
     if (schedule.Get(i)->op_as_GemmCall())
       gemmTotal += entrySeconds[i];
+  }
 
   char line[512];
   std::string out;
@@ -80,14 +86,12 @@ std::string formatScheduleProfile(const Artifact &artifact,
   for (size_t r = 0; r < std::min(top, order.size()); ++r) {
     size_t i = order[r];
     const schema::Step &step = *schedule.Get(i);
-    double flops = 0;
-    std::string what = describeStep(artifact.root(), step, &flops);
     double seconds = entrySeconds[i];
-    std::string rate = gflopsPerSecond(flops, steps, seconds);
+    std::string rate = gflopsPerSecond(flopsOf[i], steps, seconds);
     std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %5zu  %s (%s)\n",
                   total > 0 ? 100 * seconds / total : 0.0,
                   steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), i,
-                  what.c_str(),
+                  whats[i].c_str(),
                   step.location() ? step.location()->c_str() : "?");
     out += line;
   }
@@ -96,10 +100,8 @@ std::string formatScheduleProfile(const Artifact &artifact,
   // per kernel says which emitter to make faster.
   std::map<std::string, std::pair<double, int>> byWhat;
   for (size_t i = 0; i < entrySeconds.size(); ++i) {
-    double flops = 0;
-    std::string what = describeStep(artifact.root(), *schedule.Get(i), &flops);
-    byWhat[what].first += entrySeconds[i];
-    byWhat[what].second += 1;
+    byWhat[whats[i]].first += entrySeconds[i];
+    byWhat[whats[i]].second += 1;
   }
   std::vector<std::pair<std::string, std::pair<double, int>>> sorted(
       byWhat.begin(), byWhat.end());
@@ -121,13 +123,11 @@ std::string formatScheduleProfile(const Artifact &artifact,
   std::map<std::string, std::tuple<double, int, double>> byLine; // s, entries, flops
   for (size_t i = 0; i < entrySeconds.size(); ++i) {
     const schema::Step &step = *schedule.Get(i);
-    double flops = 0;
-    describeStep(artifact.root(), step, &flops);
     auto &[seconds, entries, lineFlops] =
         byLine[step.location() ? step.location()->str() : "?"];
     seconds += entrySeconds[i];
     entries += 1;
-    lineFlops += flops;
+    lineFlops += flopsOf[i];
   }
   std::vector<std::pair<std::string, std::tuple<double, int, double>>> lines(
       byLine.begin(), byLine.end());
