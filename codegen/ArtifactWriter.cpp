@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/ArtifactWriter.h"
+#include "codegen/DataMovement.h"
 
 #include "codegen/PointwiseBody.h"
 
@@ -134,13 +135,13 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
   // The mixed-precision pass keeps them fp32 (their reads of a bf16
   // activation go through a kiln.convert that fuses into their prologue).
   // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
-  // themselves. A transpose only moves elements (`out[i] = in[j]`), so a
-  // bf16 one copies the bits as they are.
+  // themselves. A transpose, slice, pad or concat only moves elements
+  // (`out[i] = in[j]`, DataMovement.h), so a bf16 one copies the bits.
   for (Operation *op : group.ops) {
     if (PointwiseBody::isPointwise(op) ||
         isa<k::AttentionOp, k::AttentionGradOp>(op))
       continue;
-    if (isa<k::TransposeOp>(op) &&
+    if (isDataMovement(op) &&
         getElementTypeOrSelf(op->getOperand(0).getType()) ==
             getElementTypeOrSelf(op->getResult(0).getType()))
       continue;

@@ -12,6 +12,7 @@
 
 #include "codegen/CpuBespokeKernels.h"
 
+#include "codegen/DataMovement.h"
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/RopeKernel.h"
 #include "codegen/RowGroup.h"
@@ -122,18 +123,14 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w) {
 }
 
 // out[i] = in[index of the permuted coordinates of i]
-LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w) {
-  Value in = op->getOperand(0), out = op->getResult(0);
-  ArrayRef<int64_t> shape = shapeOf(out);
-  std::string index = transposeSourceIndex(op, "i");
-  ArrayRef<int64_t> perm =
-      op->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
-  int64_t n = numElements(shape);
-  w.line("// permutation " + shapeString(perm) + ": " +
-         shapeString(shapeOf(in)) + " -> " + shapeString(shape));
+// out[i] = one input element (codegen/DataMovement.h)
+LogicalResult emitDataMovement(Operation *op, KernelSourceWriter &w) {
+  Value out = op->getResult(0);
+  int64_t n = numElements(shapeOf(out));
+  std::string element = movedElement(op, w, "i");
   w.parallelFor(n);
   w.open("for (int64_t i = 0; i < " + str(n) + "; ++i)");
-  w.line(w.ptr(out) + "[i] = " + w.ptr(in) + "[" + index + "];");
+  w.line(w.ptr(out) + "[i] = " + element + ";");
   w.close();
   return success();
 }
@@ -419,8 +416,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
 } // namespace
 
 bool hasBespokeCpuKernel(Operation *op) {
-  return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
-             k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
+  return isDataMovement(op) ||
+         isa<k::ReduceSumOp, k::EmbeddingOp, k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
              k::RmsNormOp, k::RmsNormGradOp, k::RopeOp, k::SoftmaxOp,
              k::SoftmaxGradOp, k::CrossEntropyOp, k::CrossEntropyGradOp>(op) ||
          hasOptimizerCpuKernel(op) || hasAttentionCpuKernel(op);
@@ -434,7 +431,9 @@ LogicalResult emitBespokeCpuKernel(Operation *op, KernelSourceWriter &w) {
   using Emitter = LogicalResult (*)(Operation *, KernelSourceWriter &);
   Emitter emitter = llvm::TypeSwitch<Operation *, Emitter>(op)
                         .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
-                        .Case<k::TransposeOp>([](auto) { return emitTranspose; })
+                        .Case<k::TransposeOp, k::SliceOp, k::PadOp,
+                              k::ConcatOp>(
+                            [](auto) { return emitDataMovement; })
                         .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
                         .Case<k::EmbeddingGradOp>(
                             [](auto) { return emitEmbeddingGrad; })

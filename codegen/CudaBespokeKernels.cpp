@@ -31,6 +31,7 @@
 
 #include "codegen/CudaAttentionKernels.h"
 
+#include "codegen/DataMovement.h"
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/RopeKernel.h"
 #include "codegen/RowGroup.h"
@@ -200,21 +201,16 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-// out[i] = in[index of the permuted coordinates of i]
+// out[i] = one input element (codegen/DataMovement.h)
 // (Perf note: a tiled shared-memory transpose would coalesce both sides.)
-LogicalResult emitTranspose(Operation *op, KernelSourceWriter &w,
-                            CudaLaunch &launch, CudaRowFusion *rows) {
-  Value in = op->getOperand(0), out = op->getResult(0);
-  ArrayRef<int64_t> shape = shapeOf(out);
-  std::string index = transposeSourceIndex(op, "i");
-  ArrayRef<int64_t> perm =
-      op->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
-  int64_t n = numElements(shape);
+LogicalResult emitDataMovement(Operation *op, KernelSourceWriter &w,
+                               CudaLaunch &launch, CudaRowFusion *rows) {
+  Value out = op->getResult(0);
+  int64_t n = numElements(shapeOf(out));
   launch = {cudaGridFor(n, kCudaBlock), kCudaBlock, 0};
-  w.line("// permutation " + shapeString(perm) + ": " +
-         shapeString(shapeOf(in)) + " -> " + shapeString(shape));
+  std::string element = movedElement(op, w, "i");
   openGridStrideLoop(w, n);
-  w.line(w.ptr(out) + "[i] = " + w.ptr(in) + "[" + index + "];");
+  w.line(w.ptr(out) + "[i] = " + element + ";");
   w.close();
   return success();
 }
@@ -547,11 +543,11 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
 } // namespace
 
 bool hasBespokeCudaKernel(Operation *op) {
-  return isa<k::ReduceSumOp, k::TransposeOp, k::EmbeddingOp,
-             k::EmbeddingGradOp, k::LayerNormOp, k::LayerNormGradOp,
-             k::RmsNormOp, k::RmsNormGradOp, k::RopeOp, k::SoftmaxOp,
-             k::SoftmaxGradOp, k::CrossEntropyOp,
-             k::CrossEntropyGradOp>(op) ||
+  return isDataMovement(op) ||
+         isa<k::ReduceSumOp, k::EmbeddingOp, k::EmbeddingGradOp,
+             k::LayerNormOp, k::LayerNormGradOp, k::RmsNormOp,
+             k::RmsNormGradOp, k::RopeOp, k::SoftmaxOp, k::SoftmaxGradOp,
+             k::CrossEntropyOp, k::CrossEntropyGradOp>(op) ||
          hasOptimizerCudaKernel(op) || hasAttentionCudaKernel(op);
 }
 
@@ -567,7 +563,8 @@ LogicalResult emitBespokeCudaKernel(Operation *op, KernelSourceWriter &w,
   Emitter emitter =
       llvm::TypeSwitch<Operation *, Emitter>(op)
           .Case<k::ReduceSumOp>([](auto) { return emitReduceSum; })
-          .Case<k::TransposeOp>([](auto) { return emitTranspose; })
+          .Case<k::TransposeOp, k::SliceOp, k::PadOp, k::ConcatOp>(
+              [](auto) { return emitDataMovement; })
           .Case<k::EmbeddingOp>([](auto) { return emitEmbedding; })
           .Case<k::EmbeddingGradOp>([](auto) { return emitEmbeddingGrad; })
           .Case<k::LayerNormOp, k::RmsNormOp>([](auto) { return emitNorm; })

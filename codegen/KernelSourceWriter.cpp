@@ -86,20 +86,6 @@ ReductionLayout reductionLayout(Value input, ArrayRef<int64_t> dims,
   return r;
 }
 
-std::string transposeSourceIndex(Operation *transpose, StringRef index) {
-  Value in = transpose->getOperand(0), out = transpose->getResult(0);
-  ArrayRef<int64_t> perm =
-      transpose->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
-  ArrayRef<int64_t> shape = shapeOf(out);
-  SmallVector<int64_t> outStrides = rowMajorStrides(shape);
-  SmallVector<int64_t> inStrides = rowMajorStrides(shapeOf(in));
-  std::string source;
-  for (size_t d = 0; d < shape.size(); ++d)
-    addTerm(source, coordinate(index, outStrides[d], shape[d], d == 0),
-            inStrides[perm[d]]);
-  return source.empty() ? "0" : source;
-}
-
 int64_t validClasses(Operation *op, int64_t classes) {
   if (auto valid = op->getAttrOfType<IntegerAttr>("valid_classes"))
     return valid.getInt();

@@ -47,11 +47,6 @@ ReductionLayout reductionLayout(mlir::Value input, llvm::ArrayRef<int64_t> dims,
                                 llvm::StringRef outIndex,
                                 llvm::StringRef redIndex);
 
-// The flat input index read for flat output element `index` of a
-// kiln.transpose (the permutation's index arithmetic, static shapes baked in).
-std::string transposeSourceIndex(mlir::Operation *transpose,
-                                 llvm::StringRef index);
-
 // The classes a cross_entropy / cross_entropy_grad over `classes` logits
 // takes part in: all of them, or valid_classes when pad-dims padded the
 // class dimension (the rest are masked: probability 0, gradient 0).

@@ -107,11 +107,15 @@ struct InputDecl {
   SourceLoc dtypeLoc;
 };
 
-/// `name = expr`, `metric name = expr` or `return expr`.
+/// `name = expr`, `a, b, c = split(...)`, `metric name = expr` or
+/// `return expr`.
 struct Stmt {
   bool isReturn = false;
   bool isMetric = false; // a scalar the step reports (never differentiated)
   std::string name;
+  /// `b`, `c` of `a, b, c = ...` (with their locations); `name` is `a`.
+  std::vector<std::string> moreNames;
+  std::vector<SourceLoc> moreNameLocs;
   SourceLoc loc;
   ExprPtr value;
 };

@@ -88,6 +88,8 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     return b_.create<kd::MulOp>(l, operand(0), operand(1));
   case NodeKind::Div:
     return b_.create<kd::DivOp>(l, operand(0), operand(1));
+  case NodeKind::Pow:
+    return b_.create<kd::PowOp>(l, operand(0), operand(1));
   case NodeKind::Neg:
     return b_.create<kd::NegOp>(l, operand(0));
   case NodeKind::UnaryMath: {
@@ -115,6 +117,15 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     return b_.create<kd::ReshapeOp>(l, tensorType(n.type), operand(0));
   case NodeKind::Transpose:
     return b_.create<kd::TransposeOp>(l, operand(0), n.dims);
+  case NodeKind::Slice:
+    return b_.create<kd::SliceOp>(l, operand(0), n.dims[0], n.dims[1],
+                                  n.dims[2]);
+  case NodeKind::Concat: {
+    SmallVector<Value> inputs;
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      inputs.push_back(operand(i));
+    return b_.create<kd::ConcatOp>(l, inputs, n.dims[0]);
+  }
   case NodeKind::Matmul:
     return b_.create<kd::MatmulOp>(l, operand(0), operand(1));
   case NodeKind::Embedding:

@@ -288,6 +288,13 @@ bool Parser::parseStmt(std::vector<Stmt> &out) {
   } else {
     s.name = tok_.text;
     consume();
+    while (consumeIf(TokenKind::Comma)) {
+      s.moreNames.emplace_back();
+      s.moreNameLocs.push_back(tok_.loc);
+      if (!expectIdentifier("a name after ','", s.moreNames.back(),
+                            s.moreNameLocs.back()))
+        return false;
+    }
     if (!expect(TokenKind::Equal, "'=' after '" + s.name + "'"))
       return false;
   }

@@ -209,17 +209,21 @@ bool Sema::runTopLevel() {
 
   const Stmt *lossStmt = nullptr;
   for (const Stmt &s : module_.stmts) {
-    auto sym = symbols_.find(s.name);
-    if (sym != symbols_.end())
-      return error(s.loc, "cannot assign to " + std::string(sym->second.kind) +
-                              " '" + s.name + "'");
+    for (size_t i = 0; i <= s.moreNames.size(); ++i) {
+      const std::string &name = i ? s.moreNames[i - 1] : s.name;
+      auto sym = symbols_.find(name);
+      if (sym != symbols_.end())
+        return error(i ? s.moreNameLocs[i - 1] : s.loc,
+                     "cannot assign to " + std::string(sym->second.kind) +
+                         " '" + name + "'");
+    }
     currentStmtOffset_ = s.loc.offset;
-    std::optional<Value> v = evaluate(*s.value, top);
+    std::optional<std::vector<Value>> v = evaluateStatement(s, top);
     if (!v)
       return false;
-    if (s.isMetric && !recordMetric(s, *v, s.name))
+    if (s.isMetric && !recordMetric(s, v->front(), s.name))
       return false;
-    top.vars[s.name] = *v;
+    bindNames(s, *v, top);
     if (s.name == "loss" && !s.isMetric)
       lossStmt = &s;
   }

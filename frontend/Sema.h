@@ -104,7 +104,9 @@ private:
   std::optional<Value> evaluateName(const Expr &e, Scope &scope);
   std::optional<Value> evaluateUnary(const Expr &e, Scope &scope);
   std::optional<Value> evaluateBinary(const Expr &e, Scope &scope);
-  std::optional<Value> evaluateMatmul(const Expr &e, int lhs, int rhs);
+  std::optional<Value> evaluateMatmul(SourceLoc loc, int lhs, int rhs);
+  /// a op b for + - * / ** @ on numbers (folded) or tensors (broadcast).
+  std::optional<Value> arithmetic(char op, Value a, Value b, SourceLoc loc);
   std::optional<Value> evaluateIndex(const Expr &e, Scope &scope);
   std::optional<Value> evaluateRepeat(const Expr &e, Scope &scope);
   std::optional<Value> callBlock(const BlockDecl &block, const Expr &call,
@@ -129,6 +131,21 @@ private:
   std::optional<std::vector<int64_t>>
   broadcastShapes(const std::vector<const std::vector<int64_t> *> &shapes,
                   SourceLoc loc, const std::string &what);
+
+  // Slicing and joining (SemaSlicing.cpp): slice, concat, split, and the
+  // values of a statement (several for `a, b = split(...)`).
+  std::optional<Value> evaluateSlice(const Expr &e, Scope &scope);
+  std::optional<Value> evaluateConcat(const Expr &e, Scope &scope);
+  std::optional<std::vector<Value>> evaluateSplit(const Expr &e, Scope &scope,
+                                                  size_t names);
+  std::optional<std::vector<Value>> evaluateStatement(const Stmt &s,
+                                                      Scope &scope);
+  static void bindNames(const Stmt &s, const std::vector<Value> &values,
+                        Scope &scope);
+  /// A dimension argument of a tensor of `rank` (negative counts from the
+  /// end), normalised to [0, rank).
+  std::optional<int64_t> evaluateDim(const Expr &e, Scope &scope, int64_t rank,
+                                     const std::string &what);
 
   // Builtin functions (SemaBuiltins.cpp).
   std::optional<Value> evaluateBuiltin(const Expr &e, Scope &scope);

@@ -42,6 +42,10 @@ static const BuiltinSignature kBuiltins[] = {
     {"where", 3, 3, "where(condition, a, b)"},
     {"float", 1, 1, "float(x)"},
     {"expand", 2, 2, "expand(x, [dims])"},
+    {"slice", 4, 4, "slice(x, dim, start, end)"},
+    {"pow", 2, 2, "pow(x, p)"},
+    {"concat", 2, 2, "concat([a, b, ...], dim)"},
+    {"split", 3, 3, "a, b, ... = split(x, [sizes], dim)"},
 };
 
 static const BuiltinSignature *findBuiltin(const std::string &name) {
@@ -110,6 +114,21 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
 
   if (fn == "where") // SemaCompare.cpp
     return evaluateWhere(e, scope);
+  if (fn == "slice") // SemaSlicing.cpp
+    return evaluateSlice(e, scope);
+  if (fn == "pow") { // x ** p
+    std::optional<Value> x = arg(0), p = arg(1);
+    if (!x || !p)
+      return std::nullopt;
+    return arithmetic('^', *x, *p, e.loc);
+  }
+  if (fn == "concat")
+    return evaluateConcat(e, scope);
+  if (fn == "split") {
+    error(e.loc, "split gives several tensors: assign them to as many names, "
+                 "as in 'a, b = split(x, [n, m], dim)'");
+    return std::nullopt;
+  }
   if (fn == "float")
     return evaluateToFloat(e, scope);
 

@@ -193,58 +193,64 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
   std::optional<Value> b = evaluate(*e.operands[1], scope);
   if (!b)
     return std::nullopt;
-  std::string opName = e.op == '^' ? "**" : std::string(1, e.op);
+  return arithmetic(e.op, *a, *b, e.loc);
+}
+
+std::optional<Value> Sema::arithmetic(char op, Value lhsValue, Value rhsValue,
+                                      SourceLoc loc) {
+  const Value *a = &lhsValue, *b = &rhsValue;
+  std::string opName = op == '^' ? "**" : std::string(1, op);
 
   if (!a->isTensor() && !b->isTensor()) {
-    if (e.op == '@') {
-      error(e.loc, "'@' needs tensor operands, got the numbers " +
+    if (op == '@') {
+      error(loc, "'@' needs tensor operands, got the numbers " +
                        a->number.str() + " and " + b->number.str());
       return std::nullopt;
     }
     std::string err;
-    std::optional<Number> r = foldBinary(e.op, a->number, b->number, err);
+    std::optional<Number> r = foldBinary(op, a->number, b->number, err);
     if (!r) {
-      error(e.loc, err);
+      error(loc, err);
       return std::nullopt;
     }
     return Value::ofNumber(*r);
   }
 
   // Integer tensors only index gathers and carry cross_entropy targets.
-  for (const Value *v : {&*a, &*b})
+  for (const Value *v : {a, b})
     if (v->isTensor() && typeOf(v->node).isBool()) {
-      error(e.loc, "boolean tensor used in arithmetic: '" + opName + "' on " +
+      error(loc, "boolean tensor used in arithmetic: '" + opName + "' on " +
                        formatType(typeOf(v->node)) +
                        " (write where(c, 1.0, 0.0) for a 0/1 float)");
       return std::nullopt;
     }
-  for (const Value *v : {&*a, &*b})
+  for (const Value *v : {a, b})
     if (v->isTensor() && !typeOf(v->node).isFloat()) {
-      error(e.loc, "integer tensor used in arithmetic: '" + opName + "' on " +
+      error(loc, "integer tensor used in arithmetic: '" + opName + "' on " +
                        formatType(typeOf(v->node)) +
                        " (integer tensors may only be gather indices or "
                        "cross_entropy targets)");
       return std::nullopt;
     }
 
-  if (e.op == '^') {
-    error(e.loc, "'**' is only defined on compile-time numbers; write "
-                 "x * x for tensors");
-    return std::nullopt;
-  }
-  if (e.op == '@') {
+  // x ** 2 is kiln.square (one multiply, no powf); any other power is
+  // kiln.pow.
+  if (op == '^' && a->isTensor() && !b->isTensor() &&
+      b->number.value == 2.0)
+    return unaryMath(*findUnaryMath("square"), a->node, loc);
+  if (op == '@') {
     if (!a->isTensor() || !b->isTensor()) {
-      error(e.loc, "'@' needs tensor operands, got a number");
+      error(loc, "'@' needs tensor operands, got a number");
       return std::nullopt;
     }
-    return evaluateMatmul(e, a->node, b->node);
+    return evaluateMatmul(loc, a->node, b->node);
   }
 
   // A number operand becomes a splat of the tensor operand's type.
   int lhs = a->isTensor() ? a->node
-                          : addSplat(a->number.value, typeOf(b->node), e.loc);
+                          : addSplat(a->number.value, typeOf(b->node), loc);
   int rhs = b->isTensor() ? b->node
-                          : addSplat(b->number.value, typeOf(a->node), e.loc);
+                          : addSplat(b->number.value, typeOf(a->node), loc);
 
   // numpy broadcasting: align right; each dim pair is equal or has a 1.
   const std::vector<int64_t> &sa = typeOf(lhs).shape, &sb = typeOf(rhs).shape;
@@ -254,33 +260,34 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
     int64_t da = i < rank - sa.size() ? 1 : sa[i - (rank - sa.size())];
     int64_t db = i < rank - sb.size() ? 1 : sb[i - (rank - sb.size())];
     if (da != db && da != 1 && db != 1) {
-      error(e.loc, "cannot broadcast shapes " + formatShape(sa) + " and " +
+      error(loc, "cannot broadcast shapes " + formatShape(sa) + " and " +
                        formatShape(sb) + " in '" + opName + "'");
       return std::nullopt;
     }
     shape[i] = da == 1 ? db : da;
   }
   // Broadcasting multiplies sizes: [N, 1, 1] + [N, 1] + [N] is N^3.
-  if (!checkTensorSize(shape, e.loc))
+  if (!checkTensorSize(shape, loc))
     return std::nullopt;
-  std::optional<int> l = broadcastTo(lhs, shape, e.loc);
-  std::optional<int> r = broadcastTo(rhs, shape, e.loc);
+  std::optional<int> l = broadcastTo(lhs, shape, loc);
+  std::optional<int> r = broadcastTo(rhs, shape, loc);
   if (!l || !r)
     return std::nullopt;
-  NodeKind kind = e.op == '+'   ? NodeKind::Add
-                  : e.op == '-' ? NodeKind::Sub
-                  : e.op == '*' ? NodeKind::Mul
+  NodeKind kind = op == '+'   ? NodeKind::Add
+                  : op == '-' ? NodeKind::Sub
+                  : op == '*' ? NodeKind::Mul
+                  : op == '^' ? NodeKind::Pow
                                 : NodeKind::Div;
-  return Value::ofTensor(addNode(kind, {*l, *r}, typeOf(*l), e.loc));
+  return Value::ofTensor(addNode(kind, {*l, *r}, typeOf(*l), loc));
 }
 
 /// lhs [..., M, K] @ rhs [K, N] (shared over the batch) or [..., K, N] with
 /// the same batch dims -> [..., M, N].
-std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
+std::optional<Value> Sema::evaluateMatmul(SourceLoc loc, int lhs, int rhs) {
   const TensorType &a = typeOf(lhs), &b = typeOf(rhs);
   std::string shapes = formatShape(a.shape) + " @ " + formatShape(b.shape);
   if (a.rank() < 2 || b.rank() < 2) {
-    error(e.loc, "shape mismatch in '@': " + shapes +
+    error(loc, "shape mismatch in '@': " + shapes +
                      " (both operands need rank >= 2)");
     return std::nullopt;
   }
@@ -289,23 +296,23 @@ std::optional<Value> Sema::evaluateMatmul(const Expr &e, int lhs, int rhs) {
       b.rank() == a.rank() &&
       std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin());
   if (!sharedRhs && !sameBatch) {
-    error(e.loc, "shape mismatch in '@': " + shapes +
+    error(loc, "shape mismatch in '@': " + shapes +
                      " (the right operand must be 2-D or have the same "
                      "batch dimensions as the left)");
     return std::nullopt;
   }
   int64_t k1 = a.shape[a.rank() - 1], k2 = b.shape[b.rank() - 2];
   if (k1 != k2) {
-    error(e.loc, "shape mismatch in '@': " + shapes +
+    error(loc, "shape mismatch in '@': " + shapes +
                      " (contracted dimensions " + std::to_string(k1) + " and " +
                      std::to_string(k2) + " differ)");
     return std::nullopt;
   }
   TensorType out = a;
   out.shape.back() = b.shape.back();
-  if (!checkTensorSize(out.shape, e.loc)) // [M, 1] @ [1, N] is M * N
+  if (!checkTensorSize(out.shape, loc)) // [M, 1] @ [1, N] is M * N
     return std::nullopt;
-  return Value::ofTensor(addNode(NodeKind::Matmul, {lhs, rhs}, out, e.loc));
+  return Value::ofTensor(addNode(NodeKind::Matmul, {lhs, rhs}, out, loc));
 }
 
 /// table [V, D] [ indices [...] ] -> [..., D] (kiln.embedding).
@@ -518,22 +525,26 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
       error(s.loc, "statement after 'return' in block '" + block.name + "'");
       return leave(), std::nullopt;
     }
-    if (!s.isReturn && scope.params.count(s.name)) {
-      error(s.loc, "cannot assign to parameter '" + s.name + "'");
-      return leave(), std::nullopt;
+    for (size_t i = 0; !s.isReturn && i <= s.moreNames.size(); ++i) {
+      const std::string &name = i ? s.moreNames[i - 1] : s.name;
+      if (scope.params.count(name)) {
+        error(i ? s.moreNameLocs[i - 1] : s.loc,
+              "cannot assign to parameter '" + name + "'");
+        return leave(), std::nullopt;
+      }
     }
-    std::optional<Value> v = evaluate(*s.value, scope);
+    std::optional<std::vector<Value>> v = evaluateStatement(s, scope);
     if (!v)
       return leave(), std::nullopt;
     if (s.isMetric &&
-        !recordMetric(s, *v,
+        !recordMetric(s, v->front(),
                       block.name + "." + std::to_string(instance) + "." +
                           s.name))
       return leave(), std::nullopt;
     if (s.isReturn)
-      result = v;
+      result = v->front();
     else
-      scope.vars[s.name] = *v;
+      bindNames(s, *v, scope);
   }
   if (!result) {
     error(block.loc, "block '" + block.name + "' has no 'return'");

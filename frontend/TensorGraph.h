@@ -56,6 +56,7 @@ enum class NodeKind {
   Sub,
   Mul,
   Div,
+  Pow,
   Neg,
   UnaryMath,  // `mathOp`: the kiln op of a builtin in frontend/UnaryMath.h
   Gelu,
@@ -65,6 +66,8 @@ enum class NodeKind {
   ReduceSum,  // `dims`: reduced dims (sorted)
   Reshape,
   Transpose,    // `dims`: permutation
+  Slice,        // `dims` = {dim, start, end}
+  Concat,       // operands along `dims[0]`
   Matmul,       // lhs [..., M, K] @ rhs [K, N] or [..., K, N]
   Embedding,    // table [V, D], indices [...] -> [..., D]
   LayerNorm,    // x, weight, bias; `value` = epsilon; result 0 of the op

@@ -8,7 +8,8 @@
 // explicit result types first, e.g. `create<AddOp>(loc, type, lhs, rhs)`.
 //
 //   Elementwise (result type = operand type) [infers]:
-//     AddOp, SubOp, MulOp, DivOp       (loc, Value lhs, Value rhs)
+//     AddOp, SubOp, MulOp, DivOp,
+//     PowOp                            (loc, Value lhs, Value rhs)
 //     NegOp, ExpOp, LogOp, TanhOp,
 //     SqrtOp, GeluOp, SigmoidOp, SiluOp,
 //     ReluOp, SinOp, CosOp, SquareOp   (loc, Value input)
@@ -28,6 +29,13 @@
 //   ReshapeOp                          (loc, Type resultType, Value input)
 //   TransposeOp                        (loc, Value input,
 //                                       ArrayRef<int64_t> permutation) [infers]
+//   SliceOp                            (loc, Value input, int64_t dim,
+//                                       int64_t start, int64_t end) [infers]
+//   PadOp                              (loc, Value input, int64_t dim,
+//                                       int64_t before, int64_t after)
+//                                       [infers]
+//   ConcatOp                           (loc, ValueRange inputs,
+//                                       int64_t dim) [infers]
 //   MatmulOp                           (loc, Value lhs, Value rhs,
 //                                       bool transposeLhs = false,
 //                                       bool transposeRhs = false) [infers]

@@ -94,10 +94,17 @@ class Kiln_UnaryOp<string mnemonic, string what, string formula,
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
-def Kiln_AddOp : Kiln_BinaryOp<"add", "sum", "(($0) + ($1))">;
+def Kiln_AddOp : Kiln_BinaryOp<"add", "sum", "(($0) + ($1))"> {
+  // pad(a) + pad(b) over adjacent ranges of one dim -> pad(concat(a, b)):
+  // the gradient of a tensor cut by split (KilnShapeOps.cpp).
+  let hasCanonicalizeMethod = 1;
+}
 def Kiln_SubOp : Kiln_BinaryOp<"sub", "difference", "(($0) - ($1))">;
 def Kiln_MulOp : Kiln_BinaryOp<"mul", "product", "(($0) * ($1))">;
 def Kiln_DivOp : Kiln_BinaryOp<"div", "quotient", "(($0) / ($1))">;
+// x ** y as C's powf (NaN for a negative x and a non-integer y, as torch.pow).
+def Kiln_PowOp : Kiln_BinaryOp<"pow", "power (lhs ** rhs)", "powf($0, $1)",
+                               Kiln_FloatTensor>;
 
 def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", "(-($0))", Kiln_Tensor>;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exponential", "expf($0)">;
@@ -418,6 +425,84 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [
     // Derives the result type from the permutation.
     OpBuilder<(ins "::mlir::Value":$input,
                    "::llvm::ArrayRef<int64_t>":$permutation)>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_SliceOp : Kiln_Op<"slice", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "A contiguous range of one dimension";
+  let description = [{
+    `result[..., i, ...] = input[..., start + i, ...]` along `dim`, for
+    `i < result.shape[dim]`; every other dimension is kept whole. Its VJP is
+    a `kiln.pad` of the gradient back to the input's shape.
+
+    ```mlir
+    %r = kiln.slice %a dim = 1, start = 2 : tensor<4x8xf32> -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input, I64Attr:$dim, I64Attr:$start);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` `=` $dim `,` `start` `=` $start attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let builders = [
+    // input[..., start:end, ...] along dim.
+    OpBuilder<(ins "::mlir::Value":$input, "int64_t":$dim, "int64_t":$start,
+                   "int64_t":$end)>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_PadOp : Kiln_Op<"pad", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Zeros around a tensor along one dimension";
+  let description = [{
+    `result[..., before + i, ...] = input[..., i, ...]` along `dim`; every
+    other element of the result is zero. The VJP of `kiln.slice`; its own
+    VJP is the slice.
+
+    ```mlir
+    %r = kiln.pad %a dim = 1, before = 2 : tensor<4x3xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AnyTensor:$input, I64Attr:$dim, I64Attr:$before);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` `=` $dim `,` `before` `=` $before attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "int64_t":$dim, "int64_t":$before,
+                   "int64_t":$after)>
+  ];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ConcatOp : Kiln_Op<"concat", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Tensors joined along one dimension";
+  let description = [{
+    The inputs, in order, along `dim`; they agree on every other dimension
+    and on the element type. Its VJP slices the gradient.
+
+    ```mlir
+    %r = kiln.concat %a, %b dim = 1
+        : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs, I64Attr:$dim);
+  let results = (outs Kiln_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` `(` type($inputs) `)` `->`
+    type($result)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "int64_t":$dim)>
   ];
   let hasVerifier = 1;
   let hasFolder = 1;

@@ -93,6 +93,23 @@ Grads DivOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{dLhs, dRhs};
 }
 
+// d(x ** y) = (g * y * x ** (y - 1), g * log(x) * x ** y)
+Grads PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  Location loc = getLoc();
+  Value x = getLhs(), y = getRhs();
+  Value one = createSplatConstant(
+      b, loc, llvm::cast<RankedTensorType>(y.getType()), 1.0);
+  Value dLhs = b.create<MulOp>(
+      loc, b.create<MulOp>(loc, g, y),
+      b.create<PowOp>(loc, x, b.create<SubOp>(loc, y, one)));
+  Value dRhs = b.create<MulOp>(
+      loc, b.create<MulOp>(loc, g, b.create<LogOp>(loc, x)), getResult());
+  return SmallVector<Value>{dLhs, dRhs};
+}
+
 // d(-x) = -g
 Grads NegOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);
@@ -254,6 +271,44 @@ Grads TransposeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   for (auto [i, p] : llvm::enumerate(perm))
     inverse[p] = i;
   return SmallVector<Value>{b.create<TransposeOp>(getLoc(), g, inverse)};
+}
+
+// slice [start, start + n) of dim: the gradient padded with zeros back to
+// the input's size.
+Grads SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  int64_t dim = getDim(), start = getStart();
+  int64_t after = getInput().getType().getDimSize(dim) - start -
+                  getType().getDimSize(dim);
+  return SmallVector<Value>{b.create<PadOp>(getLoc(), g, dim, start, after)};
+}
+
+// pad: the gradient of the input's own range (the zeros have no input).
+Grads PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  int64_t dim = getDim(), before = getBefore();
+  return SmallVector<Value>{b.create<SliceOp>(
+      getLoc(), g, dim, before,
+      before + getInput().getType().getDimSize(dim))};
+}
+
+// concat: each input gets its own range of the gradient.
+Grads ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  SmallVector<Value> grads;
+  int64_t dim = getDim(), offset = 0;
+  for (Value in : getInputs()) {
+    int64_t size = llvm::cast<RankedTensorType>(in.getType()).getDimSize(dim);
+    grads.push_back(b.create<SliceOp>(getLoc(), g, dim, offset, offset + size));
+    offset += size;
+  }
+  return grads;
 }
 
 //===----------------------------------------------------------------------===//

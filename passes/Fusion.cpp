@@ -155,8 +155,9 @@ std::string whyStandalone(Operation *op) {
   if (isa<EmbeddingOp, EmbeddingGradOp>(op))
     return op->getName().getStringRef().str() +
            " gathers rows by index and stays a kernel of its own";
-  if (isa<TransposeOp>(op))
-    return "kiln.transpose permutes its input and stays a kernel of its own";
+  if (isa<TransposeOp, SliceOp, PadOp, ConcatOp>(op))
+    return op->getName().getStringRef().str() +
+           " moves elements between dimensions and stays a kernel of its own";
   return "";
 }
 

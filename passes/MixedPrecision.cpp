@@ -288,8 +288,9 @@ private:
     OpBuilder b(value.getContext());
     Value copy;
     Operation *def = value.getDefiningOp();
-    if (def && isa<ReshapeOp, TransposeOp>(def)) {
-      // reshape(x) / transpose(x) read as the same op on the bf16 copy of x,
+    if (def && isa<ReshapeOp, TransposeOp, SliceOp>(def)) {
+      // reshape(x) / transpose(x) / slice(x) read as the same op on the bf16
+      // copy of x,
       // right after that copy: rounding commutes with moving elements, so
       // the values are the same, and a transpose moves half the bytes. When
       // x is itself widened from bf16 (an attention result, a stored
@@ -378,7 +379,7 @@ private:
   /// Records `value` for eraseDeadViews when a view or a widening makes it.
   void noteView(Value value) {
     Operation *def = value.getDefiningOp();
-    if (def && (isa<ReshapeOp, TransposeOp>(def) || widenedFrom(value)))
+    if (def && (isa<ReshapeOp, TransposeOp, SliceOp>(def) || widenedFrom(value)))
       views.insert(def);
   }
 

@@ -144,3 +144,64 @@ func.func @convert_same_type(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xbf16
   %1 = kiln.convert %x : tensor<4xf32> -> tensor<4xbf16>
   return %0, %1 : tensor<4xf32>, tensor<4xbf16>
 }
+
+// -----
+
+// Tests that a slice of the whole input, a pad by nothing and a concat of
+// one tensor fold away, and a slice taking exactly one input of a concat
+// folds to that input.
+// CHECK-LABEL: func.func @slice_pad_concat_identity
+// CHECK-NOT: kiln.slice
+// CHECK-NOT: kiln.pad
+// CHECK-NOT: kiln.concat
+// CHECK: return %arg0, %arg0, %arg0, %arg1
+func.func @slice_pad_concat_identity(%x: tensor<4x8xf32>, %y: tensor<4x3xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x3xf32>) {
+  %0 = kiln.slice %x dim = 1, start = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  %1 = kiln.pad %x dim = 0, before = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  %2 = kiln.concat %x dim = 1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = kiln.concat %x, %y dim = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x11xf32>
+  %4 = kiln.slice %3 dim = 1, start = 8 : tensor<4x11xf32> -> tensor<4x3xf32>
+  return %0, %1, %2, %4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that a slice that straddles two inputs of a concat stays.
+// CHECK-LABEL: func.func @slice_across_concat
+// CHECK: kiln.concat
+// CHECK: kiln.slice %{{.*}} dim = 1, start = 6
+func.func @slice_across_concat(%x: tensor<4x8xf32>, %y: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %0 = kiln.concat %x, %y dim = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x11xf32>
+  %1 = kiln.slice %0 dim = 1, start = 6 : tensor<4x11xf32> -> tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that the gradients of three consecutive slices, padded back and
+// summed (split's VJP), become one concat: pad + pad over adjacent ranges is
+// a pad of their concat, concats on one dim flatten, and a pad filling the
+// whole dim folds away.
+// CHECK-LABEL: func.func @sum_of_adjacent_pads
+// CHECK-NEXT: %[[C:.*]] = kiln.concat %arg0, %arg1, %arg2 dim = 1 : (tensor<4x2xf32>, tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @sum_of_adjacent_pads(%a: tensor<4x2xf32>, %b: tensor<4x3xf32>, %c: tensor<4x1xf32>) -> tensor<4x6xf32> {
+  %0 = kiln.pad %c dim = 1, before = 5 : tensor<4x1xf32> -> tensor<4x6xf32>
+  %1 = kiln.pad %b dim = 1, before = 2 : tensor<4x3xf32> -> tensor<4x6xf32>
+  %2 = kiln.pad %a dim = 1, before = 0 : tensor<4x2xf32> -> tensor<4x6xf32>
+  %3 = kiln.add %0, %1 : tensor<4x6xf32>
+  %4 = kiln.add %3, %2 : tensor<4x6xf32>
+  return %4 : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests that pads with a gap between their ranges are still added.
+// CHECK-LABEL: func.func @sum_of_pads_with_gap
+// CHECK: kiln.add
+func.func @sum_of_pads_with_gap(%a: tensor<4x2xf32>, %b: tensor<4x3xf32>) -> tensor<4x6xf32> {
+  %0 = kiln.pad %a dim = 1, before = 0 : tensor<4x2xf32> -> tensor<4x6xf32>
+  %1 = kiln.pad %b dim = 1, before = 3 : tensor<4x3xf32> -> tensor<4x6xf32>
+  %2 = kiln.add %0, %1 : tensor<4x6xf32>
+  return %2 : tensor<4x6xf32>
+}

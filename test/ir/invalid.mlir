@@ -608,3 +608,66 @@ func.func @rope_rank(%x: tensor<6xf32>) -> tensor<6xf32> {
   %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5, 0.25>} : tensor<6xf32>
   return %0 : tensor<6xf32>
 }
+
+// -----
+
+// Tests that a slice stays inside its input.
+func.func @slice_out_of_range(%x: tensor<4x8xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{range [6, 9) of dim 1 is not a non-empty part of [0, 8)}}
+  %0 = kiln.slice %x dim = 1, start = 6 : tensor<4x8xf32> -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that a slice changes only its dim.
+func.func @slice_other_dim(%x: tensor<4x8xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{dim 0 differs (4 vs 2) but only dim 1 may change}}
+  %0 = kiln.slice %x dim = 1, start = 0 : tensor<4x8xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a slice names a dimension of its input.
+func.func @slice_bad_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{dim 2 is out of range for 'tensor<4x8xf32>'}}
+  %0 = kiln.slice %x dim = 2, start = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a pad's input fits in its result.
+func.func @pad_too_small(%x: tensor<4x3xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{input of size 3 at offset 2 does not fit in dim 1 of 'tensor<4x4xf32>'}}
+  %0 = kiln.pad %x dim = 1, before = 2 : tensor<4x3xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a pad keeps the element type.
+func.func @pad_type(%x: tensor<4x3xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{element types differ: 'tensor<4x3xf32>' -> 'tensor<4x4xbf16>'}}
+  %0 = kiln.pad %x dim = 1, before = 0 : tensor<4x3xf32> -> tensor<4x4xbf16>
+  return %0 : tensor<4x4xbf16>
+}
+
+// -----
+
+// Tests that concat's inputs add up to its result along the dim.
+func.func @concat_sizes(%a: tensor<4x3xf32>, %b: tensor<4x2xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{inputs have 5 entries along dim 1 but the result has 6}}
+  %0 = kiln.concat %a, %b dim = 1 : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests that concat's inputs agree on the other dims.
+func.func @concat_other_dim(%a: tensor<4x3xf32>, %b: tensor<5x2xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{dim 0 differs (5 vs 4) but only dim 1 may change}}
+  %0 = kiln.concat %a, %b dim = 1 : (tensor<4x3xf32>, tensor<5x2xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}

@@ -221,3 +221,14 @@ func.func @mixed_precision(%x: tensor<4x8xf32>, %w: tensor<8x16xbf16>) -> tensor
   %y = kiln.matmul %xb, %w : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// CHECK-LABEL: func.func @slice_pad_concat
+func.func @slice_pad_concat(%a: tensor<4x8xf32>, %b: tensor<4x3xbf16>) -> (tensor<4x3xf32>, tensor<4x8xbf16>, tensor<4x11xf32>) {
+  // CHECK: kiln.slice %{{.*}} dim = 1, start = 2 : tensor<4x8xf32> -> tensor<4x3xf32>
+  %0 = kiln.slice %a dim = 1, start = 2 : tensor<4x8xf32> -> tensor<4x3xf32>
+  // CHECK: kiln.pad %{{.*}} dim = 1, before = 5 : tensor<4x3xbf16> -> tensor<4x8xbf16>
+  %1 = kiln.pad %b dim = 1, before = 5 : tensor<4x3xbf16> -> tensor<4x8xbf16>
+  // CHECK: kiln.concat %{{.*}}, %{{.*}} dim = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x11xf32>
+  %2 = kiln.concat %a, %0 dim = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x11xf32>
+  return %0, %1, %2 : tensor<4x3xf32>, tensor<4x8xbf16>, tensor<4x11xf32>
+}

@@ -141,7 +141,7 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<4x8xf32>)
 // CHECK: kiln.embedding
 // CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.embedding gathers rows by index and stays a kernel of its own"
 // CHECK: kiln.transpose
-// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.transpose permutes its input and stays a kernel of its own"
+// CHECK-SAME: kiln.not_fused = "into kiln.add at {{.*}}: kiln.transpose moves elements between dimensions and stays a kernel of its own"
 func.func @step(%wte: tensor<16x4xf32>, %tok: tensor<4xi32>, %y: tensor<4x4xf32>)
     -> tensor<4x4xf32> {
   %e = kiln.embedding %wte, %tok : tensor<16x4xf32>, tensor<4xi32> -> tensor<4x4xf32>

@@ -3,9 +3,11 @@
   small_model_oracle.py MODEL INIT.safetensors GRADS.safetensors METRICS.jsonl
 
 Recomputes MODEL's loss (unary_math.kiln: torch's own sigmoid, silu, relu,
-sin, cos and square; rms_norm.kiln: RMSNorm written out as Llama / Hugging
+sin, cos, square and pow; rms_norm.kiln: RMSNorm written out as Llama / Hugging
 Face compute it; rope.kiln: Hugging Face's rotary embedding with rotate_half
-and the llama3 frequency scaling), written apart from the compiler, from the initial
+and the llama3 frequency scaling; slicing.kiln: a rotary embedding built from
+split, sin, cos and concat, and slices and cats, in torch's own slicing),
+written apart from the compiler, from the initial
 parameters kiln-run saved, and its gradients by torch.autograd; compares them
 with kiln-run's step-1 loss (--metrics) and gradients (--save-grads).
 
@@ -29,7 +31,8 @@ def unary_math(a, b, c):
     u = torch.sigmoid(a) * F.silu(b) + torch.sin(a * b) - torch.cos(c) * torch.square(b)
     pos = torch.sqrt(torch.square(a)) + 0.1
     w = torch.relu(pos) * b + torch.relu(-pos) * a + torch.relu(b) * F.silu(c)
-    return torch.sum(u + w) + torch.mean(torch.square(c))
+    v = torch.pow(pos, b) / 10 + pos ** 1.5 * c - torch.pow(2.0, c) + b * b
+    return torch.sum(u + w) + torch.mean(torch.square(c)) + torch.sum(v)
 
 
 def rms_norm(x, weight, eps):
@@ -77,9 +80,24 @@ def rope_model(q, k, w):
     return torch.sum(r * r) / 100 + torch.sum(s * w) / 100
 
 
+def slicing_model(q, w, a, b):
+    # The rotary embedding written out as Hugging Face's apply_rotary_pos_emb
+    # (its own table, not slicing.kiln's), then slices and cats in torch's
+    # spelling.
+    hand = apply_rope(q, rope_inv_freq(96, 10000.0))
+    u, v, z = torch.split(a, [4, 5, 3], dim=1)
+    m = torch.cat([z * b, a[:, -3:], u], dim=-1)
+    t = torch.cat([v, a[:, 2:7]], dim=0)
+    aa = torch.cat([a, a], dim=0)[:, :5]
+    return (torch.sum(hand * w) / 100 + torch.sum(m * m) / 10
+            + torch.sum(t * t * aa) / 10
+            + torch.sum(q[:, :, 5:30] * w[:, :, 5:30]) / 100)
+
+
 MODELS = {"unary_math": (unary_math, ("a", "b", "c")),
           "rms_norm": (rms_norm_model, ("a", "r", "w")),
-          "rope": (rope_model, ("q", "k", "w"))}
+          "rope": (rope_model, ("q", "k", "w")),
+          "slicing": (slicing_model, ("q", "w", "a", "b"))}
 
 
 def main(model, init_path, grads_path, metrics_path):
