@@ -332,3 +332,66 @@ LogicalResult AttentionOp::verifyRegions() {
 LogicalResult AttentionGradOp::verifyRegions() {
   return verifyAttentionRegions(*this);
 }
+
+//===----------------------------------------------------------------------===//
+// Grouped-query attention from repeated k / v
+//===----------------------------------------------------------------------===//
+
+/// If `kv` [B, K*G, S, D] is kv heads [B, K, S, D] each repeated G times in
+/// a row (reshape(broadcast([B, K, 1, S, D] or [B, K, S, D] -> [B, K, G, S,
+/// D]))), the broadcast's input and G; otherwise {}.
+static std::pair<Value, int64_t> repeatedHeads(Value kv) {
+  auto reshape = kv.getDefiningOp<ReshapeOp>();
+  if (!reshape)
+    return {};
+  auto broadcast = reshape.getInput().getDefiningOp<BroadcastOp>();
+  if (!broadcast)
+    return {};
+  RankedTensorType wide = broadcast.getType();
+  RankedTensorType input = broadcast.getInput().getType();
+  auto out = llvm::cast<RankedTensorType>(kv.getType());
+  if (wide.getRank() != 5 || out.getRank() != 4)
+    return {};
+  int64_t b = wide.getDimSize(0), k = wide.getDimSize(1),
+          g = wide.getDimSize(2), s = wide.getDimSize(3),
+          d = wide.getDimSize(4);
+  if (g < 2 || out.getShape() != ArrayRef<int64_t>{b, k * g, s, d})
+    return {};
+  ArrayRef<int64_t> dims = broadcast.getDims();
+  bool fromSizeOne = dims == ArrayRef<int64_t>{0, 1, 2, 3, 4} &&
+                     input.getShape() == ArrayRef<int64_t>{b, k, 1, s, d};
+  bool fromFour = dims == ArrayRef<int64_t>{0, 1, 3, 4} &&
+                  input.getShape() == ArrayRef<int64_t>{b, k, s, d};
+  if (!fromSizeOne && !fromFour)
+    return {};
+  return {broadcast.getInput(), g};
+}
+
+/// attention(q, repeat(k, G), repeat(v, G)) -> attention(q, k, v): query
+/// head h of the repeated tensors reads head h / G of the originals, which
+/// is the op's grouped-query rule, so nothing needs repeating in memory
+/// (nor its gradient summing back over the group).
+LogicalResult AttentionOp::canonicalize(AttentionOp op,
+                                        PatternRewriter &rewriter) {
+  auto [k, kGroup] = repeatedHeads(op.getK());
+  auto [v, vGroup] = repeatedHeads(op.getV());
+  if (!k || !v || kGroup != vGroup)
+    return failure();
+  // [B, K, 1, S, D] -> [B, K, S, D]
+  auto heads = [&](Value x) -> Value {
+    auto type = llvm::cast<RankedTensorType>(x.getType());
+    if (type.getRank() == 4)
+      return x;
+    ArrayRef<int64_t> s = type.getShape();
+    return rewriter.create<ReshapeOp>(
+        x.getLoc(),
+        RankedTensorType::get({s[0], s[1], s[3], s[4]}, type.getElementType()),
+        x);
+  };
+  Value newK = heads(k), newV = heads(v);
+  rewriter.modifyOpInPlace(op, [&] {
+    op.getKMutable().assign(newK);
+    op.getVMutable().assign(newV);
+  });
+  return success();
+}

@@ -134,6 +134,10 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
     }]>
   ];
   let extraClassDeclaration = sharedDeclaration;
+  // k and v repeated per query group in memory (Hugging Face's repeat_kv:
+  // reshape, expand, reshape) are read unrepeated: the op's own GQA
+  // (KilnAttentionOps.cpp).
+  let hasCanonicalizeMethod = 1;
 }
 
 def Kiln_AttentionGradOp : Kiln_AttentionLikeOp<"attention_grad"> {

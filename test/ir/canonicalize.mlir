@@ -205,3 +205,34 @@ func.func @sum_of_pads_with_gap(%a: tensor<4x2xf32>, %b: tensor<4x3xf32>) -> ten
   %2 = kiln.add %0, %1 : tensor<4x6xf32>
   return %2 : tensor<4x6xf32>
 }
+
+// -----
+
+// Tests that k and v repeated per query group (reshape, broadcast, reshape:
+// Hugging Face's repeat_kv) are read unrepeated by kiln.attention, whose
+// grouped-query rule (head h reads kv head h / G) is the same repetition.
+// CHECK-LABEL: func.func @attention_repeated_kv
+// CHECK-NOT: kiln.broadcast
+// CHECK: kiln.attention %arg0, %arg1, %{{.*}} {scale = 2.500000e-01 : f32} : (tensor<1x4x3x16xf32>, tensor<1x2x3x16xf32>, tensor<1x2x3x16xf32>)
+func.func @attention_repeated_kv(%q: tensor<1x4x3x16xf32>, %k: tensor<1x2x3x16xf32>, %v5: tensor<1x2x1x3x16xf32>) -> tensor<1x4x3x16xf32> {
+  %k2 = kiln.broadcast %k dims = [0, 1, 3, 4] : tensor<1x2x3x16xf32> -> tensor<1x2x2x3x16xf32>
+  %k3 = kiln.reshape %k2 : tensor<1x2x2x3x16xf32> -> tensor<1x4x3x16xf32>
+  %v2 = kiln.broadcast %v5 dims = [0, 1, 2, 3, 4] : tensor<1x2x1x3x16xf32> -> tensor<1x2x2x3x16xf32>
+  %v3 = kiln.reshape %v2 : tensor<1x2x2x3x16xf32> -> tensor<1x4x3x16xf32>
+  %out, %lse = kiln.attention %q, %k3, %v3 {scale = 0.25 : f32} : (tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>) -> (tensor<1x4x3x16xf32>, tensor<1x4x3xf32>)
+  return %out : tensor<1x4x3x16xf32>
+}
+
+// -----
+
+// Tests that a repetition that is not per group (kv heads tiled as
+// [k0, k1, k0, k1]: the broadcast adds the outer dim) is kept.
+// CHECK-LABEL: func.func @attention_tiled_kv
+// CHECK: kiln.broadcast
+// CHECK: kiln.attention %arg0, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : (tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>)
+func.func @attention_tiled_kv(%q: tensor<1x4x3x16xf32>, %k: tensor<1x2x3x16xf32>) -> tensor<1x4x3x16xf32> {
+  %k2 = kiln.broadcast %k dims = [0, 2, 3, 4] : tensor<1x2x3x16xf32> -> tensor<1x2x2x3x16xf32>
+  %k3 = kiln.reshape %k2 : tensor<1x2x2x3x16xf32> -> tensor<1x4x3x16xf32>
+  %out, %lse = kiln.attention %q, %k3, %k3 {scale = 0.25 : f32} : (tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>, tensor<1x4x3x16xf32>) -> (tensor<1x4x3x16xf32>, tensor<1x4x3xf32>)
+  return %out : tensor<1x4x3x16xf32>
+}
