@@ -207,7 +207,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
         op = schema::CreateGemmCall(fbb, g.a, g.b, g.c, g.m, g.n, g.k, g.batch,
                                     g.transA, g.transB, g.strideA, g.strideB,
                                     g.strideC, g.tf32, g.epilogue, g.bias,
-                                    g.aux)
+                                    g.aux, g.accumulate)
                  .Union();
         kind = schema::Operation_GemmCall;
       } else {

@@ -9,7 +9,9 @@
 //  2. Walk the body in order. kiln.reshape: a view buffer (alias_of the
 //     input's storage), no step. Non-splat kiln.constant: a Constant buffer
 //     holding the data, no step. kiln.matmul: a GemmCall; kiln.fusion
-//     "gemm": a GemmCall with an epilogue (GemmEpilogueWriter.cpp). kiln.adam,
+//     "gemm": a GemmCall with an epilogue (GemmEpilogueWriter.cpp);
+//     kiln.matmul_accumulate: a GemmCall adding into its acc's buffer (in
+//     place, like the update ops below). kiln.adam,
 //     kiln.sgd, kiln.sgd_momentum, kiln.accumulate: a kernel whose updated
 //     results are their operands' buffers (in place). kiln.fusion: one
 //     kernel for its region (operands in, results out; its members' in-place
@@ -329,8 +331,10 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
 
 // C[b] = op(A[b]) op(B[b]): lhs [..., M, K] (or [..., K, M]), rhs [K, N]
 // shared over the batch or [..., K, N] (or [N, K] / [..., N, K]).
-FailureOr<ArtifactWriter::PlannedGemm> ArtifactWriter::gemmOf(Operation *op) {
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+FailureOr<ArtifactWriter::PlannedGemm>
+ArtifactWriter::gemmOf(Operation *op, unsigned firstOperand) {
+  Value lhs = op->getOperand(firstOperand),
+        rhs = op->getOperand(firstOperand + 1);
   Value result = op->getResult(0);
   auto lhsType = cast<RankedTensorType>(lhs.getType());
   auto rhsType = cast<RankedTensorType>(rhs.getType());
@@ -390,6 +394,22 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   PlannedStep step;
   step.gemm = *g;
   step.location = name;
+  schedule->push_back(std::move(step));
+  return success();
+}
+
+// acc + op(lhs) op(rhs) as one GemmCall adding into acc's buffer.
+LogicalResult ArtifactWriter::planMatmulAccumulate(Operation *op) {
+  FailureOr<PlannedGemm> g = gemmOf(op, /*firstOperand=*/1);
+  if (failed(g) ||
+      failed(planInPlace(op, op->getResult(0), op->getOperand(0))))
+    return failure();
+  g->c = bufferOf.lookup(op->getResult(0));
+  g->accumulate = true;
+  programs.back().flops += 2.0 * g->m * g->n * g->k * g->batch;
+  PlannedStep step;
+  step.gemm = *g;
+  step.location = locationString(op->getLoc());
   schedule->push_back(std::move(step));
   return success();
 }
@@ -581,6 +601,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   }
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
+  if (isa<k::MatmulAccumulateOp>(op))
+    return planMatmulAccumulate(op);
   if (auto fusion = dyn_cast<k::FusionOp>(op))
     return fusion.getKind() == "gemm" ? planGemmFusion(fusion)
                                       : planFusion(fusion);
@@ -730,6 +752,8 @@ void ArtifactWriter::planMemory() {
         // the epilogue's aux / bias outputs (all live at this call).
         const PlannedGemm &g = *step.gemm;
         call.buffers = {g.a, g.b};
+        if (g.accumulate) // C += P reads C
+          call.buffers.push_back(g.c);
         if (g.bias >= 0 && !g.biasWritten)
           call.buffers.push_back(g.bias);
         if (g.aux >= 0 && !g.auxWritten)

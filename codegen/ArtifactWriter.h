@@ -88,6 +88,7 @@ private:
     schema::GemmEpilogue epilogue = schema::GemmEpilogue_None;
     int32_t bias = -1, aux = -1;
     bool biasWritten = false, auxWritten = false;
+    bool accumulate = false; // C += product (kiln.matmul_accumulate)
   };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
@@ -111,8 +112,11 @@ private:
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
-  // The GemmCall of a kiln.matmul whose operands have buffers (C unset).
-  mlir::FailureOr<PlannedGemm> gemmOf(mlir::Operation *op);
+  mlir::LogicalResult planMatmulAccumulate(mlir::Operation *op);
+  // The GemmCall of a kiln.matmul (or of kiln.matmul_accumulate's factors,
+  // from operand 1) whose operands have buffers (C unset).
+  mlir::FailureOr<PlannedGemm> gemmOf(mlir::Operation *op,
+                                      unsigned firstOperand = 0);
   // A kiln.fusion "gemm" (GemmEpilogueWriter.cpp): one GemmCall with an
   // epilogue.
   mlir::LogicalResult planGemmFusion(mlir::kiln::FusionOp fusion);

@@ -522,3 +522,61 @@ LogicalResult CrossEntropyGradOp::verify() {
   return verifyValidClasses(*this, getLogits().getType(), getValidClasses());
 }
 
+
+//===----------------------------------------------------------------------===//
+// LinearCrossEntropyOp, LinearCrossEntropyGradOp, MatmulAccumulateOp
+//===----------------------------------------------------------------------===//
+
+/// x [N, D], w [V, D] (same float type), targets [N], chunk_rows in [1, N],
+/// valid_classes as on cross_entropy.
+static LogicalResult verifyLinearCrossEntropy(Operation *op,
+                                              RankedTensorType x,
+                                              RankedTensorType w,
+                                              RankedTensorType targets,
+                                              int64_t chunkRows,
+                                              std::optional<int64_t> valid) {
+  if (x.getRank() != 2 || w.getRank() != 2 || targets.getRank() != 1 ||
+      x.getDimSize(1) != w.getDimSize(1) ||
+      x.getDimSize(0) != targets.getDimSize(0))
+    return op->emitOpError() << "expects x [N, D], w [V, D] and targets [N], "
+                                "got "
+                             << x << ", " << w << " and " << targets;
+  if (x.getElementType() != w.getElementType())
+    return op->emitOpError() << "x and w must have one element type, got "
+                             << x << " and " << w;
+  if (chunkRows < 1 || chunkRows > x.getDimSize(0))
+    return op->emitOpError() << "chunk_rows = " << chunkRows
+                             << " must be in [1, " << x.getDimSize(0) << "]";
+  auto logits = RankedTensorType::get({x.getDimSize(0), w.getDimSize(0)},
+                                      x.getElementType());
+  return verifyValidClasses(op, logits, valid);
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyLinearCrossEntropy(*this, getX().getType(), getW().getType(),
+                                  getTargets().getType(), getChunkRows(),
+                                  getValidClasses());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  return verifyLinearCrossEntropy(*this, getX().getType(), getW().getType(),
+                                  getTargets().getType(), getChunkRows(),
+                                  getValidClasses());
+}
+
+LogicalResult MatmulAccumulateOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 ||
+      lhs.getElementType() != rhs.getElementType())
+    return emitOpError() << "expects 2-D operands of one element type, got "
+                         << lhs << " and " << rhs;
+  RankedTensorType product = inferMatmulType(lhs, rhs, getTransposeLhs(),
+                                             getTransposeRhs());
+  if (!product || product.getShape() != getAcc().getType().getShape())
+    return emitOpError() << "the product of " << lhs << " and " << rhs
+                         << " does not have the shape of acc "
+                         << getAcc().getType();
+  if (getType() != getAcc().getType())
+    return emitOpError() << "result must have acc's type";
+  return success();
+}

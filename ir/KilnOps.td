@@ -549,6 +549,42 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [
   let hasVerifier = 1;
 }
 
+def Kiln_MatmulAccumulateOp : Kiln_Op<"matmul_accumulate", [
+    AllTypesMatch<["acc", "result"]>]> {
+  let summary = "acc + op(lhs) @ op(rhs), summed by the GEMM into acc";
+  let description = [{
+    `acc + matmul(lhs, rhs)` with kiln.matmul's transpose flags, for 2-D
+    operands and an f32 `acc`: one GEMM call that adds its product into
+    `acc`'s buffer (beta = 1) instead of a product tensor and an add. The
+    result reuses `acc`'s buffer, so `acc` may have no later reader. Made
+    by --kiln-expand-linear-cross-entropy for the weight gradient summed over
+    the chunks; not differentiable (it only appears after autodiff).
+
+    ```mlir
+    %dw2 = kiln.matmul_accumulate %dw, %d, %x {transpose_lhs = true}
+        : tensor<64x16xf32>, tensor<8x64xf32>, tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$acc,
+                       Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $acc `,` $lhs `,` $rhs attr-dict `:` type($acc) `,` type($lhs) `,`
+    type($rhs)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$acc, "::mlir::Value":$lhs,
+                   "::mlir::Value":$rhs, "bool":$transposeLhs,
+                   "bool":$transposeRhs), [{
+      build($_builder, $_state, acc.getType(), acc, lhs, rhs, transposeLhs,
+            transposeRhs);
+    }]>
+  ];
+  let hasVerifier = 1;
+}
+
 def Kiln_EmbeddingOp : Kiln_Op<"embedding", [
     DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
   let summary = "Row gather from an embedding table";
@@ -860,6 +896,69 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
     $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
     type($targets)
   }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LinearCrossEntropyOp : Kiln_Op<"linear_cross_entropy", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Mean softmax cross-entropy of x @ w^T, logits never stored";
+  let description = [{
+    `cross_entropy(x @ transpose(w), targets)` for x `[N, D]`, w `[V, D]`
+    (the output layer, often the tied embedding) and targets `[N]`, with
+    `valid_classes` as on kiln.cross_entropy. Formed by
+    --kiln-fuse-linear-cross-entropy and lowered by
+    --kiln-expand-linear-cross-entropy into chunks of `chunk_rows` rows:
+    the `[N, V]` logits exist one `[chunk_rows, V]` block at a time. Its VJP
+    is kiln.linear_cross_entropy_grad.
+
+    ```mlir
+    %loss = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 512 : i64}
+        : tensor<4096x64xf32>, tensor<32000x64xf32>, tensor<4096xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$x, Kiln_FloatTensor:$w,
+                       Kiln_IntTensor:$targets, I64Attr:$chunk_rows,
+                       OptionalAttr<I64Attr>:$valid_classes);
+  let results = (outs Kiln_F32Scalar:$result);
+  let assemblyFormat = [{
+    $x `,` $w `,` $targets attr-dict `:` type($x) `,` type($w) `,`
+    type($targets)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LinearCrossEntropyGradOp : Kiln_Op<"linear_cross_entropy_grad", [
+    AllTypesMatch<["x", "x_grad"]>, AllTypesMatch<["w", "w_grad"]>]> {
+  let summary = "Gradients of kiln.linear_cross_entropy";
+  let description = [{
+    With `p = softmax(x @ w^T)` over the valid classes and `d = (p -
+    onehot(targets)) * grad / N` (`[N, V]`, never stored whole):
+    `x_grad = d @ w` and `w_grad = d^T @ x`, computed chunk by chunk like
+    the forward.
+
+    ```mlir
+    %dx, %dw = kiln.linear_cross_entropy_grad %x, %w, %t, %g
+        {chunk_rows = 512 : i64}
+        : tensor<4096x64xf32>, tensor<32000x64xf32>, tensor<4096xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$x, Kiln_FloatTensor:$w,
+                       Kiln_IntTensor:$targets, Kiln_F32Scalar:$grad,
+                       I64Attr:$chunk_rows,
+                       OptionalAttr<I64Attr>:$valid_classes);
+  let results = (outs Kiln_FloatTensor:$x_grad, Kiln_FloatTensor:$w_grad);
+  let assemblyFormat = [{
+    $x `,` $w `,` $targets `,` $grad attr-dict `:` type($x) `,` type($w) `,`
+    type($targets)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$x, "::mlir::Value":$w,
+                   "::mlir::Value":$targets, "::mlir::Value":$grad,
+                   "int64_t":$chunkRows, "::mlir::IntegerAttr":$validClasses), [{
+      build($_builder, $_state, x.getType(), w.getType(), x, w, targets, grad,
+            chunkRows, validClasses);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -311,6 +311,18 @@ Grads ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   return grads;
 }
 
+// linear_cross_entropy: its grad op, chunked the same way.
+Grads LinearCrossEntropyOp::buildVJP(OpBuilder &b,
+                                     ArrayRef<Value> resultGrads) {
+  Value g = singleResultGrad(*this, resultGrads);
+  if (!g)
+    return noGrads(*this);
+  auto grad = b.create<LinearCrossEntropyGradOp>(
+      getLoc(), getX(), getW(), getTargets(), g, getChunkRows(),
+      getValidClassesAttr());
+  return SmallVector<Value>{grad.getXGrad(), grad.getWGrad(), Value()};
+}
+
 //===----------------------------------------------------------------------===//
 // MatmulOp
 //===----------------------------------------------------------------------===//

@@ -160,7 +160,17 @@ bool needsFp32(OpOperand &use) {
     return i == 0 || i == 2;
   if (isa<CrossEntropyOp, CrossEntropyGradOp>(user))
     return i == 0;
+  if (isa<MatmulAccumulateOp>(user)) // the fp32 sum the GEMM adds into
+    return i == 0;
   return isa<func::ReturnOp>(user);
+}
+
+/// A GEMM operand (a tensor-core input): either operand of kiln.matmul, the
+/// factors of kiln.matmul_accumulate (not the sum it adds into).
+bool isGemmOperand(OpOperand &use) {
+  Operation *user = use.getOwner();
+  return isa<MatmulOp>(user) ||
+         (isa<MatmulAccumulateOp>(user) && use.getOperandNumber() != 0);
 }
 
 bool anyReaderNeedsFp32(Value value) {
@@ -195,7 +205,7 @@ void readWidened(Value value, Value bits, Operation *keep) {
   for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
     if (use.getOwner() == keep)
       continue;
-    if (isa<MatmulOp>(use.getOwner())) { // a GEMM reads the bf16 value
+    if (isGemmOperand(use)) { // a GEMM reads the bf16 value
       use.set(bits);
       continue;
     }
@@ -366,9 +376,9 @@ private:
   }
 
   void convertGemmOperands() {
-    func.walk([&](MatmulOp matmul) {
-      for (OpOperand &operand : matmul->getOpOperands()) {
-        if (!isF32Tensor(operand.get())) // step 5
+    func.walk([&](Operation *op) {
+      for (OpOperand &operand : op->getOpOperands()) {
+        if (!isGemmOperand(operand) || !isF32Tensor(operand.get())) // step 5
           continue;
         noteView(operand.get());
         operand.set(bf16Copy(operand.get()));

@@ -123,6 +123,52 @@ def KilnAutodiff : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnFuseLinearCrossEntropy
+    : Pass<"kiln-fuse-linear-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "cross_entropy(x @ w^T) as kiln.linear_cross_entropy";
+  let description = [{
+    On the forward graph (@step, before @eval and autodiff): a
+    `kiln.cross_entropy` whose logits are read by it alone and are the
+    product `x @ transpose(w)` of activations x `[..., D]` and a 2-D weight
+    w `[V, D]` (a tied embedding, or any output layer stored `[V, D]`)
+    becomes `kiln.linear_cross_entropy` of x and targets flattened to
+    `[N, D]` and `[N]`, keeping `valid_classes`. The logits then exist one
+    chunk of `chunk_rows` rows at a time (see
+    --kiln-expand-linear-cross-entropy). `rows` = 0 fuses when the logits
+    would take more than 64 MiB in fp32, with Liger-Kernel's chunk size
+    ceil(N / ceil(V / D)) rows (a logits chunk the size of x); `rows` > 0
+    fuses always, with that many rows per chunk (at most N).
+    A cross_entropy that does not match gets `kiln.not_fused_linear` with
+    the reason when it reads a GEMM product.
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"0",
+           "Rows per chunk (0: Liger's rule, and only for logits over 64 MiB)">
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
+def KilnExpandLinearCrossEntropy
+    : Pass<"kiln-expand-linear-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "Lowers kiln.linear_cross_entropy(_grad) to chunks";
+  let description = [{
+    After autodiff (and grad-accum), before mixed precision: each
+    kiln.linear_cross_entropy and its kiln.linear_cross_entropy_grad become,
+    for each block of `chunk_rows` rows of x and targets, the slices of that
+    block, its logits `x_c @ w^T` (one GEMM), `cross_entropy` of them
+    weighted by rows / N, `cross_entropy_grad` with the upstream gradient
+    weighted alike, `dx_c = d_c @ w` and `d_c^T @ x_c` summed into the
+    weight gradient by the GEMM itself (kiln.matmul_accumulate); dx is the
+    concat of the dx_c. When the grad op's upstream gradient is known where
+    the forward op is (the loss's seed constant), both are computed by one
+    pass over the chunks at the forward op, as Liger-Kernel does, so no
+    logits are computed twice; otherwise each op is expanded where it is.
+    Every logits chunk dies within its block, so the memory plan holds one
+    `[chunk_rows, V]` block instead of `[N, V]` logits and their gradient.
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
 def KilnEvalFunction : Pass<"kiln-eval-function", "::mlir::ModuleOp"> {
   let summary = "Clones the forward loss function into @eval";
   let description = [{

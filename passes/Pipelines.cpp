@@ -44,7 +44,12 @@ void buildAttentionMatchPhase(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void buildEvalPhase(OpPassManager &pm) {
+void buildEvalPhase(OpPassManager &pm, const PhaseOptions &options) {
+  // cross_entropy(x @ w^T) -> kiln.linear_cross_entropy (logits in chunks),
+  // before @eval is cloned and autodiff runs, so both see it.
+  if (options.fuseLinearCrossEntropy)
+    pm.addPass(createKilnFuseLinearCrossEntropy(
+        KilnFuseLinearCrossEntropyOptions{options.crossEntropyChunkRows}));
   // Clone the forward loss function into @eval (the "eval" program) before
   // autodiff extends it; metrics dropped, loss renamed eval_loss.
   pm.addPass(createKilnEvalFunction());
@@ -71,6 +76,9 @@ void buildGradAccumPhase(OpPassManager &pm) {
 }
 
 void buildMixedPrecisionPhase(OpPassManager &pm) {
+  // kiln.linear_cross_entropy and its gradient as chunks of plain GEMMs and
+  // cross-entropy kernels, before the GEMMs get their bf16 operands.
+  pm.addPass(createKilnExpandLinearCrossEntropy());
   // precision = bf16: GEMMs of the joint graph read bf16 copies of their
   // operands and accumulate in fp32; after autodiff so the backward GEMMs
   // are converted too and no mixed-type op needs a VJP.
@@ -99,33 +107,43 @@ void buildFusionPhase(OpPassManager &pm) {
   pm.addPass(createKilnFusion());
 }
 
+/// A phase builder that has no options.
+static std::function<void(OpPassManager &, const PhaseOptions &)>
+ignoringOptions(void (*build)(OpPassManager &)) {
+  return [build](OpPassManager &pm, const PhaseOptions &) { build(pm); };
+}
+
 llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
   static const CompilerPhase phases[] = {
       {"kiln", "frontend output, verified, canonicalized and CSE'd",
-       buildFrontendCleanupPhase},
+       ignoringOptions(buildFrontendCleanupPhase)},
       {kPadDimsPhaseName, "parameter dims padded to a multiple of 64, "
                           "padded logits masked (--kiln-pad-dims)",
-       buildPadDimsPhase},
+       ignoringOptions(buildPadDimsPhase)},
       {kAttentionMatchPhaseName,
        "softmax(q @ kT * scale + bias) @ v as kiln.attention "
        "(--kiln-attention-match)",
-       buildAttentionMatchPhase},
-      {"eval", "forward-only @eval cloned (--kiln-eval-function)",
+       ignoringOptions(buildAttentionMatchPhase)},
+      {"eval", "cross_entropy(x @ w^T) fused into chunks "
+               "(--kiln-fuse-linear-cross-entropy), forward-only @eval "
+               "cloned (--kiln-eval-function)",
        buildEvalPhase},
       {"autodiff", "gradients of the loss appended (--kiln-autodiff)",
-       buildAutodiffPhase},
+       ignoringOptions(buildAutodiffPhase)},
       {"grad-accum", "loss/grad accumulators for grad_accum > 1 "
                      "(--kiln-grad-accum)",
-       buildGradAccumPhase},
-      {"mixed-precision", "bf16 GEMM operands for precision = bf16 "
+       ignoringOptions(buildGradAccumPhase)},
+      {"mixed-precision", "linear cross-entropy in chunks "
+                          "(--kiln-expand-linear-cross-entropy), bf16 GEMM "
+                          "operands for precision = bf16 "
                           "(--kiln-mixed-precision)",
-       buildMixedPrecisionPhase},
+       ignoringOptions(buildMixedPrecisionPhase)},
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
-       buildOptimizerPhase},
+       ignoringOptions(buildOptimizerPhase)},
       {"fusion", "GEMM epilogues and ops grouped into kiln.fusion kernels "
                  "(--kiln-fuse-gemm-epilogue, --kiln-fusion)",
-       buildFusionPhase},
+       ignoringOptions(buildFusionPhase)},
   };
   return phases;
 }
@@ -138,11 +156,12 @@ const CompilerPhase *lookupCompilerPhase(llvm::StringRef name) {
 }
 
 LogicalResult buildTrainingPipeline(OpPassManager &pm,
-                                    llvm::StringRef lastPhase) {
+                                    llvm::StringRef lastPhase,
+                                    const PhaseOptions &options) {
   if (!lastPhase.empty() && !lookupCompilerPhase(lastPhase))
     return failure();
   for (const CompilerPhase &phase : getCompilerPhases()) {
-    phase.build(pm);
+    phase.build(pm, options);
     if (phase.name == lastPhase)
       break;
   }

@@ -18,12 +18,20 @@
 
 namespace mlir::kiln {
 
+/// The compiler's choices that phases read (kilnc's flags).
+struct PhaseOptions {
+  /// --kiln-fuse-linear-cross-entropy: false skips it (kilnc
+  /// --no-fused-cross-entropy); rows per chunk, 0 for its automatic rule.
+  bool fuseLinearCrossEntropy = true;
+  int64_t crossEntropyChunkRows = 0;
+};
+
 /// One named phase of the pipeline: `build` adds its passes to a pass manager
 /// anchored on builtin.module.
 struct CompilerPhase {
   llvm::StringRef name;    // --compile-to / --dump-phases-to name
   llvm::StringRef summary; // one line for --help
-  std::function<void(OpPassManager &)> build;
+  std::function<void(OpPassManager &, const PhaseOptions &)> build;
 };
 
 /// "kiln": the frontend's output, verified and cleaned up.
@@ -36,9 +44,10 @@ void buildPadDimsPhase(OpPassManager &pm);
 constexpr llvm::StringLiteral kAttentionMatchPhaseName = "attention-match";
 void buildAttentionMatchPhase(OpPassManager &pm);
 /// "autodiff": reverse-mode gradients appended to the loss function.
-void buildEvalPhase(OpPassManager &pm);
+void buildEvalPhase(OpPassManager &pm, const PhaseOptions &options = {});
 void buildAutodiffPhase(OpPassManager &pm);
 void buildGradAccumPhase(OpPassManager &pm);
+void buildMixedPrecisionPhase(OpPassManager &pm);
 /// "optimizer": grad norm and the AdamW update appended.
 void buildOptimizerPhase(OpPassManager &pm);
 /// "fusion": kiln.fusion kernels chosen (--kiln-fusion).
@@ -53,7 +62,8 @@ const CompilerPhase *lookupCompilerPhase(llvm::StringRef name);
 /// All phases up to and including `lastPhase` (all of them when empty) into
 /// one pass manager. Returns failure for an unknown phase name.
 LogicalResult buildTrainingPipeline(OpPassManager &pm,
-                                    llvm::StringRef lastPhase = "");
+                                    llvm::StringRef lastPhase = "",
+                                    const PhaseOptions &options = {});
 
 /// Registers `kiln-training-pipeline` (every phase) for kiln-opt.
 void registerKilnPipelines();

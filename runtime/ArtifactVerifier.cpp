@@ -587,6 +587,10 @@ Status checkGemm(const schema::Artifact &artifact,
   if (infos[gemm.a()].storage == cStorage || infos[gemm.b()].storage == cStorage)
     return invalidArgument(where, ": GemmCall writes C into the storage of "
                                   "one of its inputs");
+  if (gemm.accumulate() && (result != schema::DType_F32 ||
+                            gemm.epilogue() != schema::GemmEpilogue_None))
+    return invalidArgument(where, ": GemmCall accumulates into C, which needs "
+                                  "an F32 C and no epilogue");
   return checkGemmEpilogue(artifact, infos, where, gemm);
 }
 

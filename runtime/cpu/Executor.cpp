@@ -68,7 +68,8 @@ Executor::Call Executor::resolve(const Artifact &artifact,
                        g->stride_b(),
                        g->stride_c(),
                        g->trans_a(),
-                       g->trans_b()};
+                       g->trans_b(),
+                       g->accumulate() ? 1.0f : 0.0f};
   // bf16 operands (the verifier checked A and B agree): OpenBLAS has no
   // bf16 GEMM here, so they are widened exactly into fp32 scratch before
   // each call -- the same products and fp32 accumulation a tensor core does.
@@ -180,7 +181,7 @@ void Executor::call(const Call &call) {
   for (int64_t b = 0; b < g.batch; ++b) {
     cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
                 g.transB ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
-                g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, 0.0f,
+                g.a + b * g.strideA, lda, g.b + b * g.strideB, ldb, g.beta,
                 g.c + b * g.strideC, g.n);
   }
   if (call.bf16Bias)

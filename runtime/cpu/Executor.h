@@ -54,6 +54,7 @@ private:
     int m, n, k;
     int64_t batch, strideA, strideB, strideC;
     bool transA, transB;
+    float beta; // 1: C += the product (GemmCall.accumulate), 0: C = it
   };
   struct Call {
     KernelEntry kernel = nullptr; // set for a KernelCall

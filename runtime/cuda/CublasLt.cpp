@@ -162,6 +162,7 @@ GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
                  CUdeviceptr aux) {
   std::unique_ptr<GemmPlan> plan(new GemmPlan(lt));
   plan->where_ = std::move(where);
+  plan->beta_ = gemm.accumulate ? 1.0f : 0.0f;
   const std::string &w = plan->where_;
   if (gemm.batch > INT32_MAX)
     return invalidArgument(w, ": GEMM batch ", gemm.batch,
@@ -231,13 +232,14 @@ GemmPlan::~GemmPlan() {
 Status GemmPlan::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                      CUdeviceptr workspace, size_t workspaceBytes,
                      CUstream stream) const {
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f;
   // cuBLAS' first operand is the artifact's B, its second the artifact's A
-  // (GemmLayout.h); C is both the (unused, beta = 0) input and the output.
+  // (GemmLayout.h); C is both the input (read only when beta = 1) and the
+  // output.
   return lt_.check(
       lt_.cublasLtMatmul(lt_.handle(), desc_, &alpha,
                          reinterpret_cast<const void *>(b), first_,
-                         reinterpret_cast<const void *>(a), second_, &beta,
+                         reinterpret_cast<const void *>(a), second_, &beta_,
                          reinterpret_cast<const void *>(c), result_,
                          reinterpret_cast<void *>(c), result_, &algo_,
                          reinterpret_cast<void *>(workspace), workspaceBytes,

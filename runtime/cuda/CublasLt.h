@@ -83,8 +83,8 @@ public:
          CUdeviceptr aux = 0);
   ~GemmPlan();
 
-  // C = op(A) op(B) on `stream`; pointers are the device addresses of the
-  // GemmCall's a, b and c buffers.
+  // C = op(A) op(B) (C += it when the GEMM accumulates) on `stream`;
+  // pointers are the device addresses of the GemmCall's a, b and c buffers.
   Status run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
              CUdeviceptr workspace, size_t workspaceBytes,
              CUstream stream) const;
@@ -96,6 +96,7 @@ private:
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, result_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  float beta_ = 0.0f; // 1 when the GEMM adds into C (accumulate)
 };
 
 } // namespace kiln::rt::cuda

@@ -36,6 +36,7 @@ struct ColumnMajorGemm {
   bool transFirst = false, transSecond = false; // CUBLASLT_MATMUL_DESC_TRANSA/B
   uint64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;
+  bool accumulate = false; // beta = 1: D = product + C (GemmCall.accumulate)
 };
 
 inline ColumnMajorGemm toColumnMajor(const schema::GemmCall &g) {
@@ -45,6 +46,7 @@ inline ColumnMajorGemm toColumnMajor(const schema::GemmCall &g) {
   cm.n = M;
   cm.k = K;
   cm.batch = g.batch();
+  cm.accumulate = g.accumulate();
   // First operand: the artifact's B, stored row-major [K,N] (or [N,K] when
   // trans_b): column-major [N,K] with ld N (or [K,N] with ld K).
   cm.transFirst = g.trans_b();

@@ -27,7 +27,9 @@ namespace kiln::schema {
 //    write a gelu input / bias gradient besides C).
 // 6: KernelCall.cudnn_attention (cuDNN's fused attention may replace an
 //    attention kernel).
-constexpr uint32_t kArtifactVersion = 6;
+// 7: GemmCall.accumulate (C += the product: the weight gradient summed over
+//    the chunks of a fused linear cross-entropy).
+constexpr uint32_t kArtifactVersion = 7;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

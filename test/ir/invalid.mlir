@@ -671,3 +671,30 @@ func.func @concat_other_dim(%a: tensor<4x3xf32>, %b: tensor<5x2xf32>) -> tensor<
   %0 = kiln.concat %a, %b dim = 1 : (tensor<4x3xf32>, tensor<5x2xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
+
+// -----
+
+// Tests that linear_cross_entropy reads x [N, D] and w [V, D].
+func.func @linear_ce_shapes(%x: tensor<8x4xf32>, %w: tensor<16x5xf32>, %t: tensor<8xi32>) -> tensor<f32> {
+  // expected-error @+1 {{expects x [N, D], w [V, D] and targets [N], got 'tensor<8x4xf32>', 'tensor<16x5xf32>' and 'tensor<8xi32>'}}
+  %0 = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 2 : i64} : tensor<8x4xf32>, tensor<16x5xf32>, tensor<8xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that a chunk has between 1 and N rows.
+func.func @linear_ce_chunk(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %t: tensor<8xi32>) -> tensor<f32> {
+  // expected-error @+1 {{chunk_rows = 9 must be in [1, 8]}}
+  %0 = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 9 : i64} : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that matmul_accumulate's product has acc's shape.
+func.func @matmul_accumulate_shape(%acc: tensor<16x4xf32>, %a: tensor<8x16xf32>, %b: tensor<8x4xf32>) -> tensor<16x4xf32> {
+  // expected-error @+1 {{the product of 'tensor<8x16xf32>' and 'tensor<8x4xf32>' does not have the shape of acc 'tensor<16x4xf32>'}}
+  %0 = kiln.matmul_accumulate %acc, %a, %b : tensor<16x4xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+  return %0 : tensor<16x4xf32>
+}

@@ -232,3 +232,15 @@ func.func @slice_pad_concat(%a: tensor<4x8xf32>, %b: tensor<4x3xbf16>) -> (tenso
   %2 = kiln.concat %a, %0 dim = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x11xf32>
   return %0, %1, %2 : tensor<4x3xf32>, tensor<4x8xbf16>, tensor<4x11xf32>
 }
+
+// CHECK-LABEL: func.func @linear_cross_entropy
+func.func @linear_cross_entropy(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %t: tensor<8xi32>, %g: tensor<f32>, %acc: tensor<16x4xf32>) -> (tensor<f32>, tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) {
+  // CHECK: kiln.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 3 : i64, valid_classes = 12 : i64} : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32>
+  %0 = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 3 : i64, valid_classes = 12 : i64} : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32>
+  // CHECK: kiln.linear_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 8 : i64} : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32>
+  %1:2 = kiln.linear_cross_entropy_grad %x, %w, %t, %g {chunk_rows = 8 : i64} : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32>
+  // CHECK: kiln.matmul_accumulate %{{.*}}, %{{.*}}, %{{.*}} {transpose_lhs = true} : tensor<16x4xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+  %d = kiln.constant dense<1.0> : tensor<8x16xf32>
+  %2 = kiln.matmul_accumulate %acc, %d, %x {transpose_lhs = true} : tensor<16x4xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+  return %0, %1#0, %1#1, %2 : tensor<f32>, tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>
+}

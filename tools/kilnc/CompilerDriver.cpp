@@ -268,8 +268,11 @@ int runCompiler(const DriverOptions &options) {
         (options.noFusion && phase.name == kFusionPhase) ||
         (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName) ||
         (!attentionMatch && phase.name == mlir::kiln::kAttentionMatchPhaseName);
+    mlir::kiln::PhaseOptions phaseOptions;
+    phaseOptions.fuseLinearCrossEntropy = options.fusedCrossEntropy;
+    phaseOptions.crossEntropyChunkRows = options.crossEntropyChunkRows;
     if (!skipped)
-      phase.build(pm);
+      phase.build(pm, phaseOptions);
     if (failed(pm.run(*module)))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))

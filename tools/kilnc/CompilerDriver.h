@@ -24,6 +24,8 @@ struct DriverOptions {
   bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)
   bool padDims = true;                          // false: skip the pad-dims phase (--no-pad-dims)
   bool attentionMatch = true;                   // false: skip the attention-match phase (--no-attention-match)
+  bool fusedCrossEntropy = true;                // false: keep cross_entropy(x @ w^T) as two ops (--no-fused-cross-entropy)
+  int64_t crossEntropyChunkRows = 0;            // > 0: fuse always, this many rows per chunk (--cross-entropy-chunk-rows)
 };
 
 /// Exit codes of the compiler.

@@ -2,7 +2,8 @@
 //
 //   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu|cuda]
 //         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
-//         [--no-fusion] [--no-pad-dims] [--no-attention-match] [--mlir-timing] ...
+//         [--no-fusion] [--no-pad-dims] [--no-attention-match]
+//         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N] [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -45,6 +46,15 @@ int main(int argc, char **argv) {
       "no-attention-match",
       cl::desc("Keep hand-written softmax(q @ kT) @ v as separate ops (skip the attention-match phase)"),
       cl::init(false));
+  static cl::opt<bool> noFusedCrossEntropy(
+      "no-fused-cross-entropy",
+      cl::desc("Keep cross_entropy(x @ transpose(w)) as a GEMM and a loss over stored [N, V] logits"),
+      cl::init(false));
+  static cl::opt<int64_t> crossEntropyChunkRows(
+      "cross-entropy-chunk-rows",
+      cl::desc("Fuse cross_entropy(x @ transpose(w)) with this many rows of logits per chunk "
+               "(default: fused with ceil(N / ceil(V / D)) rows when the logits exceed 64 MiB)"),
+      cl::value_desc("N"), cl::init(0));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -64,6 +74,17 @@ int main(int argc, char **argv) {
   options.noFusion = noFusion;
   options.padDims = !noPadDims;
   options.attentionMatch = !noAttentionMatch;
+  options.fusedCrossEntropy = !noFusedCrossEntropy;
+  if (crossEntropyChunkRows < 0) {
+    llvm::errs() << "kilnc: error: --cross-entropy-chunk-rows must be positive, got "
+                 << crossEntropyChunkRows << "\n";
+    return kiln::kUsageError;
+  }
+  if (noFusedCrossEntropy && crossEntropyChunkRows > 0) {
+    llvm::errs() << "kilnc: error: --cross-entropy-chunk-rows contradicts --no-fused-cross-entropy\n";
+    return kiln::kUsageError;
+  }
+  options.crossEntropyChunkRows = crossEntropyChunkRows;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -1,0 +1,266 @@
+//===- LinearCrossEntropy.cpp - Cross-entropy without stored logits -------===//
+//
+// --kiln-fuse-linear-cross-entropy and --kiln-expand-linear-cross-entropy:
+// the output layer and its loss, `cross_entropy(x @ transpose(w), targets)`,
+// computed without ever storing the [N, V] logits or their gradient (with a
+// 2^17 vocabulary at [64, 2048] tokens those are 32 GiB each in fp32), in
+// the way of Liger-Kernel's FusedLinearCrossEntropy and llm.c's fused
+// classifier: rows of x in chunks, each chunk's logits made, reduced to its
+// loss and turned into its gradient at once, the gradient pushed into dx and
+// dw by two GEMMs, then dropped.
+//
+// Fuse (on the forward graph, before @eval and autodiff, so both see it):
+//  1. For each kiln.cross_entropy of @step whose logits only it reads and
+//     are a kiln.matmul of x [..., D] (not transposed) and w [V, D] (a
+//     transposed rhs, either as the matmul's flag or a kiln.transpose of a
+//     2-D value): x and the targets are flattened to [N, D] and [N] and the
+//     pair becomes kiln.linear_cross_entropy (valid_classes kept).
+//  2. Chunk rows: the `rows` option, or Liger's rule ceil(N / ceil(V / D))
+//     (a logits chunk about the size of x); with `rows` = 0 only logits
+//     larger than 64 MiB in fp32 are fused (small models keep the plain ops,
+//     whose single kernel is faster at that size).
+//
+// Expand (after autodiff and grad-accum, before mixed precision, so the
+// chunks' GEMMs get bf16 operands like any other):
+//  3. Pair each kiln.linear_cross_entropy F with a
+//     kiln.linear_cross_entropy_grad G of the same x, w and targets. If G's
+//     upstream gradient is available at F (defined before it, or a constant,
+//     which is cloned there), one loop at F computes the loss, dx and dw;
+//     otherwise F and G are expanded separately (G recomputes the logits).
+//  4. The loop, for rows [s, s + n) (the last block may be shorter):
+//       x_c = slice(x), t_c = slice(targets), logits_c = x_c @ w^T
+//       loss += cross_entropy(logits_c, t_c) * n / N
+//       d_c = cross_entropy_grad(logits_c, t_c, grad * n / N)
+//       dx_c = d_c @ w
+//       dw = d_c^T @ x_c (first block), matmul_accumulate(dw, d_c^T, x_c)
+//     and dx = concat(dx_c). cross_entropy's mean over its own n rows,
+//     weighted by n / N, is the mean over N; the same weight on the upstream
+//     gradient makes cross_entropy_grad's `grad / n` the full `grad / N`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNFUSELINEARCROSSENTROPY
+#define GEN_PASS_DEF_KILNEXPANDLINEARCROSSENTROPY
+#include "passes/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+constexpr int64_t kAutoFuseLogitsBytes = int64_t(64) << 20;
+constexpr llvm::StringLiteral kNotFusedLinearAttrName =
+    "kiln.not_fused_linear";
+
+/// w [V, D] when `rhs` is read transposed by the matmul: the rhs itself
+/// with transpose_rhs, or the input of a 2-D kiln.transpose.
+Value weightRows(MatmulOp matmul) {
+  Value rhs = matmul.getRhs();
+  if (cast<RankedTensorType>(rhs.getType()).getRank() != 2)
+    return {};
+  if (matmul.getTransposeRhs())
+    return rhs;
+  if (auto t = rhs.getDefiningOp<TransposeOp>())
+    if (t.getPermutation() == ArrayRef<int64_t>{1, 0})
+      return t.getInput();
+  return {};
+}
+
+/// Why `ce` cannot become kiln.linear_cross_entropy ("" when it can), with
+/// the matmul and w it would read.
+std::string whyNotFused(CrossEntropyOp ce, MatmulOp &matmul, Value &w) {
+  matmul = ce.getLogits().getDefiningOp<MatmulOp>();
+  if (!matmul)
+    return "the logits are not a GEMM product";
+  if (!ce.getLogits().hasOneUse())
+    return "the logits are also read by another op";
+  if (matmul.getTransposeLhs())
+    return "x is read transposed";
+  w = weightRows(matmul);
+  if (!w)
+    return "the weight is not stored [V, D] (the head reads x @ transpose(w) "
+           "of a 2-D w)";
+  return "";
+}
+
+struct KilnFuseLinearCrossEntropyPass
+    : public mlir::kiln::impl::KilnFuseLinearCrossEntropyBase<
+          KilnFuseLinearCrossEntropyPass> {
+  using KilnFuseLinearCrossEntropyBase::KilnFuseLinearCrossEntropyBase;
+
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>(kStepFunctionName);
+    if (!func)
+      return;
+    SmallVector<CrossEntropyOp> candidates;
+    func.walk([&](CrossEntropyOp ce) { candidates.push_back(ce); });
+    for (CrossEntropyOp ce : candidates)
+      fuse(ce);
+  }
+
+  void fuse(CrossEntropyOp ce) {
+    MatmulOp matmul;
+    Value w;
+    std::string why = whyNotFused(ce, matmul, w);
+    if (!why.empty()) {
+      if (matmul)
+        ce->setAttr(kNotFusedLinearAttrName,
+                    StringAttr::get(ce.getContext(), why));
+      return;
+    }
+    auto logits = cast<RankedTensorType>(ce.getLogits().getType());
+    auto wType = cast<RankedTensorType>(w.getType());
+    int64_t v = wType.getDimSize(0), d = wType.getDimSize(1);
+    int64_t n = logits.getNumElements() / v;
+    int64_t chunk = rows;
+    if (chunk <= 0) {
+      if (n * v * 4 <= kAutoFuseLogitsBytes)
+        return;
+      int64_t blocks = (v + d - 1) / d;
+      chunk = (n + blocks - 1) / blocks;
+    }
+    chunk = std::min(chunk, n);
+
+    OpBuilder b(ce);
+    Location loc = ce.getLoc();
+    Type element = wType.getElementType();
+    auto targetsType = cast<RankedTensorType>(ce.getTargets().getType());
+    Value x = b.create<ReshapeOp>(loc, RankedTensorType::get({n, d}, element),
+                                  matmul.getLhs());
+    Value targets = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({n}, targetsType.getElementType()),
+        ce.getTargets());
+    Value loss = b.create<LinearCrossEntropyOp>(
+        loc, ce.getType(), x, w, targets, chunk, ce.getValidClassesAttr());
+    ce.getResult().replaceAllUsesWith(loss);
+    ce.erase();
+    Operation *transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
+    matmul.erase();
+    if (transpose && transpose->use_empty())
+      transpose->erase();
+  }
+};
+
+/// One pass over the row blocks of x (step 4). `grad` null: the loss only;
+/// `wantLoss` false: the gradients only.
+struct Expanded {
+  Value loss, dx, dw;
+};
+
+Expanded expandChunks(OpBuilder &b, Location loc, Value x, Value w,
+                      Value targets, Value grad, bool wantLoss,
+                      int64_t chunkRows, IntegerAttr validClasses) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t n = xType.getDimSize(0);
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  Expanded out;
+  SmallVector<Value> dxParts;
+  for (int64_t start = 0; start < n; start += chunkRows) {
+    int64_t end = std::min(start + chunkRows, n);
+    Value weight = createSplatConstant(b, loc, scalar,
+                                       double(end - start) / double(n));
+    Value xc = b.create<SliceOp>(loc, x, 0, start, end);
+    Value tc = b.create<SliceOp>(loc, targets, 0, start, end);
+    Value logits = b.create<MatmulOp>(loc, xc, w, false, true);
+    if (wantLoss) {
+      auto ce = b.create<CrossEntropyOp>(loc, logits, tc);
+      if (validClasses)
+        ce.setValidClassesAttr(validClasses);
+      Value term = b.create<MulOp>(loc, ce.getResult(), weight);
+      out.loss = out.loss ? b.create<AddOp>(loc, out.loss, term) : term;
+    }
+    if (!grad)
+      continue;
+    Value gc = b.create<MulOp>(loc, grad, weight);
+    Value d = b.create<CrossEntropyGradOp>(loc, logits.getType(), logits, tc,
+                                           gc, validClasses);
+    dxParts.push_back(b.create<MatmulOp>(loc, d, w));
+    out.dw = out.dw ? b.create<MatmulAccumulateOp>(loc, out.dw, d, xc,
+                                                   /*transposeLhs=*/true,
+                                                   /*transposeRhs=*/false)
+                          .getResult()
+                    : b.create<MatmulOp>(loc, d, xc, true, false).getResult();
+  }
+  if (grad)
+    out.dx = b.create<ConcatOp>(loc, dxParts, 0);
+  return out;
+}
+
+/// Whether `value` can be used at `op`: defined before it (or an argument).
+bool availableAt(Value value, Operation *op) {
+  Operation *def = value.getDefiningOp();
+  return !def || (def->getBlock() == op->getBlock() && def->isBeforeInBlock(op));
+}
+
+struct KilnExpandLinearCrossEntropyPass
+    : public mlir::kiln::impl::KilnExpandLinearCrossEntropyBase<
+          KilnExpandLinearCrossEntropyPass> {
+  void runOnOperation() override {
+    for (StringRef name : {kStepFunctionName, kEvalFunctionName})
+      if (auto func = getOperation().lookupSymbol<func::FuncOp>(name))
+        expand(func);
+  }
+
+  void expand(func::FuncOp func) {
+    SmallVector<LinearCrossEntropyOp> forwards;
+    SmallVector<LinearCrossEntropyGradOp> grads;
+    func.walk([&](Operation *op) {
+      if (auto f = dyn_cast<LinearCrossEntropyOp>(op))
+        forwards.push_back(f);
+      else if (auto g = dyn_cast<LinearCrossEntropyGradOp>(op))
+        grads.push_back(g);
+    });
+    llvm::SmallPtrSet<Operation *, 4> done;
+    for (LinearCrossEntropyOp f : forwards) {
+      auto pair = llvm::find_if(grads, [&](LinearCrossEntropyGradOp g) {
+        return !done.contains(g) && g.getX() == f.getX() &&
+               g.getW() == f.getW() && g.getTargets() == f.getTargets() &&
+               g.getChunkRows() == f.getChunkRows() &&
+               g.getValidClassesAttr() == f.getValidClassesAttr();
+      });
+      OpBuilder b(f);
+      Value grad;
+      if (pair != grads.end()) {
+        grad = pair->getGrad();
+        if (!availableAt(grad, f)) {
+          auto constant = grad.getDefiningOp<ConstantOp>();
+          grad = constant ? b.clone(*constant)->getResult(0) : Value();
+        }
+      }
+      Expanded e = expandChunks(b, f.getLoc(), f.getX(), f.getW(),
+                                f.getTargets(), grad, /*wantLoss=*/true,
+                                f.getChunkRows(), f.getValidClassesAttr());
+      f.getResult().replaceAllUsesWith(e.loss);
+      f.erase();
+      if (grad) {
+        pair->getXGrad().replaceAllUsesWith(e.dx);
+        pair->getWGrad().replaceAllUsesWith(e.dw);
+        done.insert(*pair);
+        pair->erase();
+      }
+    }
+    for (LinearCrossEntropyGradOp g : grads) {
+      if (done.contains(g))
+        continue;
+      OpBuilder b(g);
+      Expanded e = expandChunks(b, g.getLoc(), g.getX(), g.getW(),
+                                g.getTargets(), g.getGrad(),
+                                /*wantLoss=*/false, g.getChunkRows(),
+                                g.getValidClassesAttr());
+      g.getXGrad().replaceAllUsesWith(e.dx);
+      g.getWGrad().replaceAllUsesWith(e.dw);
+      g.erase();
+    }
+  }
+};
+
+} // namespace
