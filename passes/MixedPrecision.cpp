@@ -19,11 +19,14 @@
 //    the logits that cross_entropy reads: the loss is a log-sum-exp over the
 //    vocabulary, which bf16 logits would shift by ~1e-2, and the fused
 //    softmax + cross-entropy never stores probabilities anyway.
-//  - Bias adds (a forward GEMM's result plus a broadcast) and softmax
-//    outputs: stored in bf16; every reader (the next GEMM, GELU and its
-//    gradient, softmax_grad) reads the rounded value. These are the big
-//    activations the backward keeps (GELU input [B, T, 4C], attention
-//    probabilities [B, H, T, T]).
+//  - Bias adds (a forward GEMM's result plus a broadcast), softmax outputs
+//    and unary activations with a derivative formula applied to a forward
+//    GEMM result (SwiGLU's silu(x w1)): stored in bf16, as torch.autocast
+//    computes elementwise ops on bf16 inputs; every reader (the next GEMM,
+//    GELU and its gradient, softmax_grad, SwiGLU's product and its
+//    gradient) reads the rounded value. These are the big activations the
+//    backward keeps (GELU input [B, T, 4C], attention probabilities
+//    [B, H, T, T], silu(x w1) [B, T, F]).
 //  - layer_norm's normalized output and GELU's output are read by GEMMs
 //    only (in GPT-style blocks): their one bf16 copy serves the forward GEMM
 //    and the backward weight-gradient GEMM, so the fp32 value dies at once.
@@ -53,7 +56,8 @@
 //     else: error.
 //  2. Forward GEMM results (f32, not logits) become bf16; their readers
 //     read a widening kiln.convert.
-//  3. Bias adds and softmax results of the forward part, unless an fp32
+//  3. Bias adds, softmax results and unary activations of GEMM results
+//     (isActivationOfGemm) of the forward part, unless an fp32
 //     reader needs them (residual stream, logits, func.return): stored as
 //     their bf16 convert; every other reader reads its widening convert.
 //  4. For every f32 kiln.matmul, for each operand: a value widened from
@@ -270,11 +274,23 @@ private:
            (fromGemm(b) && a.getDefiningOp<BroadcastOp>());
   }
 
+  /// A unary formula op with a derivative (silu, sigmoid, relu, ...) of a
+  /// forward GEMM result: SwiGLU's silu(x w1), which its backward keeps.
+  static bool isActivationOfGemm(Operation *op) {
+    auto formula = dyn_cast<ScalarFormulaOpInterface>(op);
+    if (!formula || formula.getDerivativeFormula().empty() ||
+        op->getNumOperands() != 1)
+      return false;
+    Value bits = widenedFrom(op->getOperand(0));
+    return bits && bits.getDefiningOp<MatmulOp>();
+  }
+
   /// Step 3.
   void storeActivationsInBf16() {
     SmallVector<Value> stored;
     for (Operation &op : func.getBody().front()) {
-      if (!forward.contains(&op) || !(isa<SoftmaxOp>(op) || isBiasAdd(&op)))
+      if (!forward.contains(&op) ||
+          !(isa<SoftmaxOp>(op) || isBiasAdd(&op) || isActivationOfGemm(&op)))
         continue;
       Value value = op.getResult(0);
       if (isF32Tensor(value) && !anyReaderNeedsFp32(value))

@@ -331,3 +331,32 @@ module attributes {kiln.train = {precision = "bf16"}} {
     return %p, %s : tensor<4x16xf32>, tensor<f32>
   }
 }
+
+// -----
+
+// Tests that a unary activation of a forward GEMM result (SwiGLU's
+// silu(x w1)) is stored in bf16, as torch.autocast computes it: the forward
+// product and a backward reader both read its one widening.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[A:.*]] = kiln.matmul {{.*}} -> tensor<4x16xbf16>
+// CHECK: %[[AW:.*]] = kiln.convert %[[A]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: %[[S:.*]] = kiln.silu %[[AW]] : tensor<4x16xf32>
+// CHECK: %[[SB:.*]] = kiln.convert %[[S]] : tensor<4x16xf32> -> tensor<4x16xbf16>
+// CHECK: %[[SW:.*]] = kiln.convert %[[SB]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: kiln.mul %[[SW]], %{{.*}} : tensor<4x16xf32>
+// CHECK: kiln.mul %{{.*}}, %[[SW]] : tensor<4x16xf32>
+module attributes {kiln.train = {precision = "bf16"}} {
+  func.func @step(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
+                  %v: tensor<8x16xf32> {kiln.role = "param", kiln.name = "v"},
+                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                  %g: tensor<4x16xf32> {kiln.role = "input", kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x16xf32>) {
+    %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %b = kiln.matmul %x, %v : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %s = kiln.silu %a : tensor<4x16xf32>
+    %p = kiln.mul %s, %b : tensor<4x16xf32>
+    %loss = kiln.reduce_sum %p dims = [0, 1] : tensor<4x16xf32> -> tensor<f32>
+    %db = kiln.mul %g, %s : tensor<4x16xf32>
+    return %loss, %db : tensor<f32>, tensor<4x16xf32>
+  }
+}
