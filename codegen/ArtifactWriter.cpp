@@ -390,12 +390,16 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   if (failed(c))
     return failure();
   g->c = *c;
-  programs.back().flops += 2.0 * g->m * g->n * g->k * g->batch;
-  PlannedStep step;
-  step.gemm = *g;
-  step.location = name;
-  schedule->push_back(std::move(step));
+  addGemmStep(op, *g);
   return success();
+}
+
+void ArtifactWriter::addGemmStep(Operation *op, const PlannedGemm &g) {
+  programs.back().flops += 2.0 * g.m * g.n * g.k * g.batch;
+  PlannedStep step;
+  step.gemm = g;
+  step.location = locationString(op->getLoc());
+  schedule->push_back(std::move(step));
 }
 
 // acc + op(lhs) op(rhs) as one GemmCall adding into acc's buffer.
@@ -406,11 +410,7 @@ LogicalResult ArtifactWriter::planMatmulAccumulate(Operation *op) {
     return failure();
   g->c = bufferOf.lookup(op->getResult(0));
   g->accumulate = true;
-  programs.back().flops += 2.0 * g->m * g->n * g->k * g->batch;
-  PlannedStep step;
-  step.gemm = *g;
-  step.location = locationString(op->getLoc());
-  schedule->push_back(std::move(step));
+  addGemmStep(op, *g);
   return success();
 }
 

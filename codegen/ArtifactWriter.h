@@ -113,6 +113,8 @@ private:
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
   mlir::LogicalResult planMatmulAccumulate(mlir::Operation *op);
+  // Appends the GemmCall `g` of `op` to the schedule (and its flops).
+  void addGemmStep(mlir::Operation *op, const PlannedGemm &g);
   // The GemmCall of a kiln.matmul (or of kiln.matmul_accumulate's factors,
   // from operand 1) whose operands have buffers (C unset).
   mlir::FailureOr<PlannedGemm> gemmOf(mlir::Operation *op,

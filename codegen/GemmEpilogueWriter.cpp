@@ -235,11 +235,7 @@ LogicalResult ArtifactWriter::planGemmFusion(k::FusionOp fusion) {
              << "yields a value the GEMM epilogue does not write";
     bufferOf[result] = bufferOf.lookup(value);
   }
-  programs.back().flops += 2.0 * g->m * g->n * g->k * g->batch;
-  PlannedStep step;
-  step.gemm = *g;
-  step.location = loc;
-  schedule->push_back(std::move(step));
+  addGemmStep(fusion, *g);
   return success();
 }
 

@@ -106,7 +106,8 @@ private:
   std::optional<Value> evaluateBinary(const Expr &e, Scope &scope);
   std::optional<Value> evaluateMatmul(SourceLoc loc, int lhs, int rhs);
   /// a op b for + - * / ** @ on numbers (folded) or tensors (broadcast).
-  std::optional<Value> arithmetic(char op, Value a, Value b, SourceLoc loc);
+  std::optional<Value> arithmetic(char op, const Value &a, const Value &b,
+                                  SourceLoc loc);
   std::optional<Value> evaluateIndex(const Expr &e, Scope &scope);
   std::optional<Value> evaluateRepeat(const Expr &e, Scope &scope);
   std::optional<Value> callBlock(const BlockDecl &block, const Expr &call,
@@ -142,6 +143,9 @@ private:
                                                       Scope &scope);
   static void bindNames(const Stmt &s, const std::vector<Value> &values,
                         Scope &scope);
+  /// A compile-time integer argument, or an error naming `what`.
+  std::optional<int64_t> evaluateInteger(const Expr &e, Scope &scope,
+                                         const std::string &what);
   /// A dimension argument of a tensor of `rank` (negative counts from the
   /// end), normalised to [0, rank).
   std::optional<int64_t> evaluateDim(const Expr &e, Scope &scope, int64_t rank,

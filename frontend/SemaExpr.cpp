@@ -196,19 +196,18 @@ std::optional<Value> Sema::evaluateBinary(const Expr &e, Scope &scope) {
   return arithmetic(e.op, *a, *b, e.loc);
 }
 
-std::optional<Value> Sema::arithmetic(char op, Value lhsValue, Value rhsValue,
+std::optional<Value> Sema::arithmetic(char op, const Value &a, const Value &b,
                                       SourceLoc loc) {
-  const Value *a = &lhsValue, *b = &rhsValue;
   std::string opName = op == '^' ? "**" : std::string(1, op);
 
-  if (!a->isTensor() && !b->isTensor()) {
+  if (!a.isTensor() && !b.isTensor()) {
     if (op == '@') {
       error(loc, "'@' needs tensor operands, got the numbers " +
-                       a->number.str() + " and " + b->number.str());
+                       a.number.str() + " and " + b.number.str());
       return std::nullopt;
     }
     std::string err;
-    std::optional<Number> r = foldBinary(op, a->number, b->number, err);
+    std::optional<Number> r = foldBinary(op, a.number, b.number, err);
     if (!r) {
       error(loc, err);
       return std::nullopt;
@@ -217,14 +216,14 @@ std::optional<Value> Sema::arithmetic(char op, Value lhsValue, Value rhsValue,
   }
 
   // Integer tensors only index gathers and carry cross_entropy targets.
-  for (const Value *v : {a, b})
+  for (const Value *v : {&a, &b})
     if (v->isTensor() && typeOf(v->node).isBool()) {
       error(loc, "boolean tensor used in arithmetic: '" + opName + "' on " +
                        formatType(typeOf(v->node)) +
                        " (write where(c, 1.0, 0.0) for a 0/1 float)");
       return std::nullopt;
     }
-  for (const Value *v : {a, b})
+  for (const Value *v : {&a, &b})
     if (v->isTensor() && !typeOf(v->node).isFloat()) {
       error(loc, "integer tensor used in arithmetic: '" + opName + "' on " +
                        formatType(typeOf(v->node)) +
@@ -235,22 +234,22 @@ std::optional<Value> Sema::arithmetic(char op, Value lhsValue, Value rhsValue,
 
   // x ** 2 is kiln.square (one multiply, no powf); any other power is
   // kiln.pow.
-  if (op == '^' && a->isTensor() && !b->isTensor() &&
-      b->number.value == 2.0)
-    return unaryMath(*findUnaryMath("square"), a->node, loc);
+  if (op == '^' && a.isTensor() && !b.isTensor() &&
+      b.number.value == 2.0)
+    return unaryMath(*findUnaryMath("square"), a.node, loc);
   if (op == '@') {
-    if (!a->isTensor() || !b->isTensor()) {
+    if (!a.isTensor() || !b.isTensor()) {
       error(loc, "'@' needs tensor operands, got a number");
       return std::nullopt;
     }
-    return evaluateMatmul(loc, a->node, b->node);
+    return evaluateMatmul(loc, a.node, b.node);
   }
 
   // A number operand becomes a splat of the tensor operand's type.
-  int lhs = a->isTensor() ? a->node
-                          : addSplat(a->number.value, typeOf(b->node), loc);
-  int rhs = b->isTensor() ? b->node
-                          : addSplat(b->number.value, typeOf(a->node), loc);
+  int lhs = a.isTensor() ? a.node
+                          : addSplat(a.number.value, typeOf(b.node), loc);
+  int rhs = b.isTensor() ? b.node
+                          : addSplat(b.number.value, typeOf(a.node), loc);
 
   // numpy broadcasting: align right; each dim pair is equal or has a 1.
   const std::vector<int64_t> &sa = typeOf(lhs).shape, &sb = typeOf(rhs).shape;

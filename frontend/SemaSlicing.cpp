@@ -14,9 +14,8 @@
 
 namespace kiln {
 
-std::optional<int64_t> Sema::evaluateDim(const Expr &e, Scope &scope,
-                                         int64_t rank,
-                                         const std::string &what) {
+std::optional<int64_t> Sema::evaluateInteger(const Expr &e, Scope &scope,
+                                             const std::string &what) {
   std::optional<Value> v = evaluate(e, scope);
   if (!v)
     return std::nullopt;
@@ -25,7 +24,16 @@ std::optional<int64_t> Sema::evaluateDim(const Expr &e, Scope &scope,
                      (v->isTensor() ? "a tensor" : v->number.str()));
     return std::nullopt;
   }
-  int64_t dim = v->number.intValue;
+  return v->number.intValue;
+}
+
+std::optional<int64_t> Sema::evaluateDim(const Expr &e, Scope &scope,
+                                         int64_t rank,
+                                         const std::string &what) {
+  std::optional<int64_t> value = evaluateInteger(e, scope, what);
+  if (!value)
+    return std::nullopt;
+  int64_t dim = *value;
   if (dim < -rank || dim >= rank) {
     error(e.loc, what + " " + std::to_string(dim) +
                      " is out of range for a tensor of rank " +
@@ -66,21 +74,14 @@ std::optional<Value> Sema::evaluateSlice(const Expr &e, Scope &scope) {
   int64_t bounds[2];
   for (int i = 0; i < 2; ++i) {
     const Expr &arg = *e.operands[2 + i];
-    std::optional<Value> v = evaluate(arg, scope);
-    if (!v)
+    std::string what = i ? "the slice end" : "the slice start";
+    std::optional<int64_t> b = evaluateInteger(arg, scope, what);
+    if (!b)
       return std::nullopt;
-    const char *what = i ? "end" : "start";
-    if (v->isTensor() || !v->number.isInteger) {
-      error(arg.loc, std::string("the slice ") + what +
-                         " must be a compile-time integer, got " +
-                         (v->isTensor() ? "a tensor" : v->number.str()));
-      return std::nullopt;
-    }
-    int64_t b = v->number.intValue;
-    bounds[i] = b < 0 ? b + size : b;
+    bounds[i] = *b < 0 ? *b + size : *b;
     if (bounds[i] < 0 || bounds[i] > size) {
-      error(arg.loc, std::string("the slice ") + what + " " +
-                         std::to_string(b) + " is out of range for dim " +
+      error(arg.loc, what + " " + std::to_string(*b) +
+                         " is out of range for dim " +
                          std::to_string(*dim) + " of size " +
                          std::to_string(size) + " in " +
                          formatShape(type.shape));

@@ -2,8 +2,9 @@
 //
 // Declares the `kiln` dialect: tensor-level ops of a training step (forward,
 // backward and optimizer update) on ranked, statically shaped tensors.
-// Ops live in KilnOps.td, attributes in KilnAttrs.td, interfaces in
-// KilnInterfaces.td.
+// Ops live in KilnOps.td (with the files it includes by concern: shape, row,
+// loss, optimizer, attention and fusion ops), attributes in KilnAttrs.td,
+// interfaces in KilnInterfaces.td.
 //
 //===----------------------------------------------------------------------===//
 

@@ -219,11 +219,10 @@ struct KilnExpandLinearCrossEntropyPass
       else if (auto g = dyn_cast<LinearCrossEntropyGradOp>(op))
         grads.push_back(g);
     });
-    llvm::SmallPtrSet<Operation *, 4> done;
     for (LinearCrossEntropyOp f : forwards) {
       auto pair = llvm::find_if(grads, [&](LinearCrossEntropyGradOp g) {
-        return !done.contains(g) && g.getX() == f.getX() &&
-               g.getW() == f.getW() && g.getTargets() == f.getTargets() &&
+        return g.getX() == f.getX() && g.getW() == f.getW() &&
+               g.getTargets() == f.getTargets() &&
                g.getChunkRows() == f.getChunkRows() &&
                g.getValidClassesAttr() == f.getValidClassesAttr();
       });
@@ -244,13 +243,11 @@ struct KilnExpandLinearCrossEntropyPass
       if (grad) {
         pair->getXGrad().replaceAllUsesWith(e.dx);
         pair->getWGrad().replaceAllUsesWith(e.dw);
-        done.insert(*pair);
         pair->erase();
+        grads.erase(pair);
       }
     }
     for (LinearCrossEntropyGradOp g : grads) {
-      if (done.contains(g))
-        continue;
       OpBuilder b(g);
       Expanded e = expandChunks(b, g.getLoc(), g.getX(), g.getW(),
                                 g.getTargets(), g.getGrad(),

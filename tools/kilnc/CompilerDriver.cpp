@@ -252,6 +252,9 @@ int runCompiler(const DriverOptions &options) {
 
   // 2. The pass phases, each dumped and each a possible stopping point.
   unsigned index = 1;
+  mlir::kiln::PhaseOptions phaseOptions;
+  phaseOptions.fuseLinearCrossEntropy = options.fusedCrossEntropy;
+  phaseOptions.crossEntropyChunkRows = options.crossEntropyChunkRows;
   for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))
@@ -268,9 +271,6 @@ int runCompiler(const DriverOptions &options) {
         (options.noFusion && phase.name == kFusionPhase) ||
         (!options.padDims && phase.name == mlir::kiln::kPadDimsPhaseName) ||
         (!attentionMatch && phase.name == mlir::kiln::kAttentionMatchPhaseName);
-    mlir::kiln::PhaseOptions phaseOptions;
-    phaseOptions.fuseLinearCrossEntropy = options.fusedCrossEntropy;
-    phaseOptions.crossEntropyChunkRows = options.crossEntropyChunkRows;
     if (!skipped)
       phase.build(pm, phaseOptions);
     if (failed(pm.run(*module)))
