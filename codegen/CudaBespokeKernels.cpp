@@ -7,8 +7,10 @@
 //   - row ops (layer norm, softmax, cross entropy, ...): one block per row of
 //     [rows, C] (C the last dimension), rows strided by the grid, the row's
 //     sums and maxima by kiln_block_sum / kiln_block_max;
-//   - column sums (layer norm weight/bias gradients, leading-dim reduce_sum):
-//     one thread per column walking the rows in order;
+//   - column sums of layer norm weight/bias gradients: blocks of 32-column
+//     tiles over chunks of rows, the chunks' partials added in order by the
+//     last block (emitColumnSums); leading-dim reduce_sum: one thread per
+//     column walking the rows in order;
 //   - whole-tensor sums (cross entropy's mean, one-output reduce_sum): block
 //     partials in a __device__ scratch array, combined in block order by the
 //     last block (kiln_last_block).
@@ -20,7 +22,7 @@
 // what the row blocks store in the same launch.
 // Numerics: float accumulation, every sum in a fixed order (no
 // floating-point atomics), so a kernel gives the same bits on every run.
-// Perf notes: column sums and embedding_grad use few threads per element
+// Perf notes: leading-dim reduce_sum and embedding_grad use few threads per element
 // (a two-pass split over rows, or sorting indices, would add parallelism);
 // row kernels reread their row from global memory instead of keeping it in
 // registers or shared memory.
@@ -316,13 +318,102 @@ LogicalResult emitNorm(Operation *op, KernelSourceWriter &w, CudaLaunch &launch,
   return success();
 }
 
+// Per-column sums over the rows of an [R, C] tensor, in blocks of a launch
+// from block `first` on: a block sums a tile of 32 columns over a chunk of
+// rows (a warp reads 32 adjacent columns of one row; the block's warps take
+// every blockDim/32-th row of the chunk, then add up in warp order), stores
+// the chunk's partial sums, and the last block to finish adds the chunks in
+// order. Enough chunks that the launch fills the GPU; the same bits on every
+// run.
+struct ColumnSumPlan {
+  int64_t rows = 0, columns = 0, tiles = 0, chunks = 0, chunkRows = 0;
+  uint32_t blocks = 0;
+};
+
+ColumnSumPlan planColumnSums(int64_t rows, int64_t columns, uint32_t threads) {
+  constexpr int64_t kTargetBlocks = 1024; // a few waves on 132 SMs
+  ColumnSumPlan p;
+  p.rows = rows;
+  p.columns = columns;
+  p.tiles = (columns + 31) / 32;
+  int64_t warps = threads / 32;
+  // A chunk gives each warp at least 4 rows.
+  int64_t maxChunks = std::max<int64_t>(1, rows / (4 * warps));
+  p.chunks = std::clamp<int64_t>((kTargetBlocks + p.tiles - 1) / p.tiles, 1,
+                                 maxChunks);
+  p.chunkRows = (rows + p.chunks - 1) / p.chunks;
+  p.chunks = (rows + p.chunkRows - 1) / p.chunkRows;
+  p.blocks = static_cast<uint32_t>(p.tiles * p.chunks);
+  return p;
+}
+
+// `body` emits the lines that add row r's term of column c (element i = r *
+// C + c) to each accumulator it is given; the sums go to `outputs` (one per
+// accumulator, float pointers of C elements).
+LogicalResult emitColumnSums(
+    KernelSourceWriter &w, const ColumnSumPlan &p, StringRef first,
+    ArrayRef<std::string> outputs,
+    function_ref<LogicalResult(ArrayRef<std::string>)> body) {
+  std::string cs = str(p.columns), k = str(outputs.size());
+  std::string partial = (kEntryPlaceholder + "_colsum").str();
+  std::string done = (kEntryPlaceholder + "_coldone").str();
+  w.global("__device__ float " + partial + "[" +
+           str(p.chunks * p.columns * static_cast<int64_t>(outputs.size())) +
+           "];");
+  w.global("__device__ unsigned int " + done + " = 0u;");
+  w.line("// column sums: " + str(p.tiles) + " tiles of 32 columns x " +
+         str(p.chunks) + " chunks of " + str(p.chunkRows) + " rows");
+  w.line("const int64_t b = (int64_t)blockIdx.x - " + first.str() + ";");
+  w.line("const int64_t chunk = b / " + str(p.tiles) + ";");
+  w.line("const int64_t c = (b % " + str(p.tiles) + ") * 32 + (threadIdx.x & 31);");
+  w.line("const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;");
+  w.line("const int64_t r0 = chunk * " + str(p.chunkRows) + ";");
+  w.line("const int64_t r1 = r0 + " + str(p.chunkRows) + " < " + str(p.rows) +
+         " ? r0 + " + str(p.chunkRows) + " : " + str(p.rows) + ";");
+  SmallVector<std::string> acc;
+  for (size_t a = 0; a < outputs.size(); ++a) {
+    acc.push_back("acc" + str(a));
+    w.line("float " + acc.back() + " = 0.0f;");
+  }
+  w.open("if (c < " + cs + ")");
+  w.open("for (int64_t r = r0 + warp; r < r1; r += warps)");
+  w.line("const int64_t i = r * " + cs + " + c;");
+  if (failed(body(acc)))
+    return failure();
+  w.close();
+  w.close();
+  w.line("__shared__ float kiln_column_slots[" + k + "][32][32];");
+  for (size_t a = 0; a < outputs.size(); ++a)
+    w.line("kiln_column_slots[" + str(a) + "][warp][threadIdx.x & 31] = " +
+           acc[a] + ";");
+  w.line("__syncthreads();");
+  w.open("if (warp == 0 && c < " + cs + ")");
+  w.open("for (int a = 0; a < " + k + "; ++a)");
+  w.line("float s = 0.0f;");
+  w.line("for (int l = 0; l < warps; ++l) s += kiln_column_slots[a][l][threadIdx.x];");
+  w.line(partial + "[(chunk * " + k + " + a) * " + cs + " + c] = s;");
+  w.close();
+  w.close();
+  w.line("if (!kiln_last_of(&" + done + ", " + str(p.blocks) + "u)) return;");
+  w.open(columnLoop(p.columns));
+  for (size_t a = 0; a < outputs.size(); ++a) {
+    w.line("float t" + str(a) + " = 0.0f;");
+    w.line("for (int64_t q = 0; q < " + str(p.chunks) + "; ++q) t" + str(a) +
+           " += __ldcg(&" + partial + "[(q * " + k + " + " + str(a) + ") * " +
+           cs + " + c]);");
+    w.line(outputs[a] + "[c] = t" + str(a) + ";");
+  }
+  w.close();
+  return success();
+}
+
 // With xhat = (x - mean) * rstd (mean 0 for RMS norm) and dxhat = grad *
 // weight, per row:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // (RMS norm: without the mean(dxhat) term), and per column: dweight =
 // sum_rows(grad * xhat), dbias = sum_rows(grad) (layer norm). One launch:
-// the first `rowBlocks` blocks do the rows, the others one column per
-// thread (both only read the inputs).
+// the first `rowBlocks` blocks do the rows, the others the column sums
+// (emitColumnSums; both only read the inputs).
 LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w, CudaLaunch &launch,
                            CudaRowFusion *rows) {
   NormValues n = normValues(op);
@@ -332,7 +423,8 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w, CudaLaunch &lau
   std::string cs = str(c), rs = str(r), cf = countLiteral(c);
   uint32_t threads = cudaRowThreads(c);
   uint32_t rowBlocks = cudaGridFor(r, 1, kCudaMaxRowGrid);
-  uint32_t columnBlocks = cudaGridFor(c, threads, UINT32_MAX);
+  ColumnSumPlan columns = planColumnSums(r, c, threads);
+  uint32_t columnBlocks = columns.blocks;
   launch = {rowBlocks + columnBlocks, threads, 0};
   std::string rb = str(rowBlocks);
   std::string rowMean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0f");
@@ -372,36 +464,34 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w, CudaLaunch &lau
   w.close();
   w.line("return;");
   w.close();
-  w.line("const int64_t c = (int64_t)(blockIdx.x - " + rb +
-         ") * blockDim.x + threadIdx.x;");
-  w.line("if (c >= " + cs + ") return;");
-  w.line("float accW = 0.0f, accB = 0.0f;");
-  w.open("for (int64_t r = 0; r < " + rs + "; ++r)");
-  w.line("const int64_t i = r * " + cs + " + c;");
   // x and grad at element i: a fused prologue's values are recomputed here
   // (the row blocks that store them run concurrently with this block).
-  PointwiseStatements prologue;
-  if (rows && !rows->parts.prologue.empty()) {
-    if (failed(emitPointwiseStatements(
-            rows->parts.prologue, "i", [&](Value v) { return w.ptr(v); },
-            prologue)))
-      return failure();
-    w.line("// the fused prologue, recomputed");
-    for (const std::string &line : prologue.lines)
-      w.line(line);
-  }
-  auto at = [&](Value v) {
-    auto it = prologue.vars.find(v);
-    return it != prologue.vars.end() ? it->second : w.ptr(v) + "[i]";
-  };
-  w.line("const float g = " + at(grad) + ";");
-  w.line("accW += g * ((" + at(x) + " - " + rowMean + ") * " + w.ptr(rstd) + "[r]);");
-  w.line("accB += g;");
-  w.close();
-  w.line(w.ptr(dw) + "[c] = accW;");
+  std::vector<std::string> outputs{w.ptr(dw)};
   if (n.centered)
-    w.line(w.ptr(n.dbias) + "[c] = accB;");
-  return success();
+    outputs.push_back(w.ptr(n.dbias));
+  return emitColumnSums(
+      w, columns, rb, outputs, [&](ArrayRef<std::string> acc) -> LogicalResult {
+        PointwiseStatements prologue;
+        if (rows && !rows->parts.prologue.empty()) {
+          if (failed(emitPointwiseStatements(
+                  rows->parts.prologue, "i",
+                  [&](Value v) { return w.ptr(v); }, prologue)))
+            return failure();
+          w.line("// the fused prologue, recomputed");
+          for (const std::string &line : prologue.lines)
+            w.line(line);
+        }
+        auto at = [&](Value v) {
+          auto it = prologue.vars.find(v);
+          return it != prologue.vars.end() ? it->second : w.ptr(v) + "[i]";
+        };
+        w.line("const float g = " + at(grad) + ";");
+        w.line(acc[0] + " += g * ((" + at(x) + " - " + rowMean + ") * " +
+               w.ptr(rstd) + "[r]);");
+        if (n.centered)
+          w.line(acc[1] + " += g;");
+        return success();
+      });
 }
 
 // Per row: y = exp(x - max) / sum(exp(x - max)); a fully masked row (max

@@ -37,7 +37,8 @@ constexpr uint32_t kCudaMaxRowGrid = 65535;
 uint32_t cudaGridFor(int64_t items, uint32_t perBlock,
                      uint32_t maxGrid = kCudaMaxGrid);
 // Threads per block of a row kernel over rows of `columns` elements: a
-// multiple of the warp size, at most 256 (block reductions need both).
+// multiple of the warp size (block reductions need it), at most 256, or up to
+// 1024 for rows wider than 8192.
 uint32_t cudaRowThreads(int64_t columns);
 
 // Opens `for (int64_t <index> = global thread; index < n; index += threads)`.

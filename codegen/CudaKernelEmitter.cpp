@@ -46,7 +46,12 @@ uint32_t cudaGridFor(int64_t items, uint32_t perBlock, uint32_t maxGrid) {
 }
 
 uint32_t cudaRowThreads(int64_t columns) {
+  // Up to 256 threads; a row wider than 8192 (a vocabulary's logits) gets
+  // up to 1024, so that the few rows of a launch still keep enough loads in
+  // flight.
   int64_t warps = (columns + 31) / 32;
+  if (columns > 8192)
+    return static_cast<uint32_t>(32 * std::min<int64_t>(32, (columns + 511) / 512));
   return static_cast<uint32_t>(32 * std::clamp<int64_t>(warps, 1, 8));
 }
 
@@ -80,7 +85,7 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   for (const std::string &store : body->stores)
     w.line(store);
   w.close();
-  return withLaunch(w.finish(), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
+  return withLaunch(w.finish(kCudaBlock), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
 }
 
 // A row op with its pointwise prologue and epilogue (RowGroup) as one row
@@ -99,7 +104,7 @@ FailureOr<CudaKernel> emitRowGroup(const KernelGroup &group) {
   if (!rows.began || (!rows.parts.epilogue.empty() && !rows.ended))
     return rows.parts.rowOp->emitError()
            << "has no CUDA row loop to fuse a prologue or epilogue into";
-  return withLaunch(w.finish(), launch);
+  return withLaunch(w.finish(launch.block), launch);
 }
 
 // Several optimizer updates (a kiln.fusion "optimizer") in one launch, each
@@ -109,7 +114,7 @@ FailureOr<CudaKernel> emitOptimizerGroup(const KernelGroup &group) {
   CudaLaunch launch;
   if (failed(emitMultiTensorUpdateCudaKernel(group, w, launch)))
     return failure();
-  return withLaunch(w.finish(), launch);
+  return withLaunch(w.finish(launch.block), launch);
 }
 
 } // namespace
@@ -146,7 +151,7 @@ FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group,
   } else if (failed(emitBespokeCudaKernel(op, w, launch))) {
     return failure();
   }
-  return withLaunch(w.finish(), launch);
+  return withLaunch(w.finish(launch.block), launch);
 }
 
 FailureOr<CudaKernel> CudaKernelEmitter::emitCopy(RankedTensorType type) {

@@ -246,7 +246,7 @@ std::string KernelSourceWriter::scratch(const std::string &name,
   return name;
 }
 
-CpuKernel KernelSourceWriter::finish() const {
+CpuKernel KernelSourceWriter::finish(uint32_t blockThreads) const {
   SmallVector<std::string> names, shortNames;
   for (Operation *op : group.ops) {
     std::string name = op->getName().getStringRef().str();
@@ -266,7 +266,11 @@ CpuKernel KernelSourceWriter::finish() const {
     header += "//   out: " + typeString(v.getType()) + "\n";
   std::string signature =
       target == KernelTarget::Cuda
-          ? "extern \"C\" __global__ void " + kEntryPlaceholder.str() +
+          ? "extern \"C\" __global__ void " +
+                (blockThreads > 256 ? "__launch_bounds__(" +
+                                    std::to_string(blockThreads) + ") "
+                              : std::string()) +
+                kEntryPlaceholder.str() +
                 "(void* const* __restrict__ buffers) {\n"
           : "extern \"C\" void " + kEntryPlaceholder.str() +
                 "(void* const* buffers) {\n";

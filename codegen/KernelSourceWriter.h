@@ -156,8 +156,13 @@ public:
   }
 
   // The finished kernel: header comment, entry point and body, named after
-  // `ops` and the hash of the text.
-  CpuKernel finish() const;
+  // `ops` and the hash of the text. `blockThreads`, on CUDA: the block size
+  // the kernel is launched with; over 256 it is declared as the kernel's
+  // __launch_bounds__, so that ptxas keeps the registers within what a block
+  // of that size may use (a 1024-thread block over 64 registers a thread
+  // would fail every launch). Up to 256 threads, even 255 registers fit, and
+  // the bound would only make ptxas trade registers for occupancy.
+  CpuKernel finish(uint32_t blockThreads = 0) const;
 
 private:
   const KernelGroup &group;

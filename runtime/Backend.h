@@ -20,6 +20,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/AttentionDispatch.h"
 #include "runtime/Status.h"
+#include "runtime/metrics/ScheduleProfile.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -104,9 +105,9 @@ public:
   // Per schedule entry timing for --profile; a backend that cannot time
   // entries returns false and leaves the report to external profilers.
   virtual bool setProfiling(bool enabled) = 0;
-  // Accumulated seconds per schedule entry of `program` (empty unless
-  // profiled).
-  virtual const std::vector<double> &entrySeconds(ProgramKind program) const = 0;
+  // Seconds per schedule entry of `program` summed over its timed runs
+  // (empty unless profiled).
+  virtual const ScheduleTiming &entryTiming(ProgramKind program) const = 0;
 };
 
 // The backend for `artifact`'s target. A CUDA artifact on a machine without

@@ -412,14 +412,16 @@ StatusOr<TrainSummary> TrainingRun::run() {
   }
   const Artifact &artifact = session_->artifact();
   if (options_.profile)
-    for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate})
-      if (!session_->backend().entrySeconds(program).empty())
-        std::fputs(formatScheduleProfile(
-                       artifact, program,
-                       session_->backend().entrySeconds(program),
-                       summary_.stepsThisRun, /*top=*/15)
+    for (ProgramKind program : {ProgramKind::kStep, ProgramKind::kUpdate}) {
+      const ScheduleTiming &timing = session_->backend().entryTiming(program);
+      // The step program runs grad_accum times per training step.
+      int64_t runsPerStep = program == ProgramKind::kStep ? artifact.gradAccum() : 1;
+      if (!timing.seconds.empty())
+        std::fputs(formatScheduleProfile(artifact, program, timing, runsPerStep,
+                                         /*top=*/15)
                        .c_str(),
                    out_);
+    }
   if (totalSeconds_ > 0) {
     summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
                                       artifact.gradAccum() * summary_.stepsThisRun) /

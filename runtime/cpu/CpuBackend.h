@@ -33,8 +33,8 @@ public:
     executor_->setProfiling(enabled);
     return true;
   }
-  const std::vector<double> &entrySeconds(ProgramKind program) const override {
-    return executor_->entrySeconds(program);
+  const ScheduleTiming &entryTiming(ProgramKind program) const override {
+    return executor_->entryTiming(program);
   }
 
   Arena &arena() const { return *arena_; }

@@ -152,11 +152,12 @@ Status Executor::run(ProgramKind kind) {
       call(c);
     return okStatus();
   }
-  program.seconds.resize(program.calls.size(), 0.0);
+  program.timing.seconds.resize(program.calls.size(), 0.0);
+  ++program.timing.runs;
   for (size_t i = 0; i < program.calls.size(); ++i) {
     auto start = std::chrono::steady_clock::now();
     call(program.calls[i]);
-    program.seconds[i] += std::chrono::duration<double>(
+    program.timing.seconds[i] += std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - start)
                               .count();
   }

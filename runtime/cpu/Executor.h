@@ -18,6 +18,7 @@
 #include "runtime/cpu/Arena.h"
 #include "runtime/cpu/GemmEpilogue.h"
 #include "runtime/cpu/KernelCompiler.h"
+#include "runtime/metrics/ScheduleProfile.h"
 
 #include <vector>
 
@@ -36,10 +37,10 @@ public:
   // With profiling on, run() times every schedule entry (a clock read
   // around each call: cheap next to a kernel, but off by default).
   void setProfiling(bool enabled) { profiling_ = enabled; }
-  // Accumulated wall seconds per schedule entry of `program`, indexed like
-  // its schedule (empty until profiled).
-  const std::vector<double> &entrySeconds(ProgramKind program) const {
-    return programs_[static_cast<int>(program)].seconds;
+  // Wall seconds per schedule entry of `program`, indexed like its
+  // schedule, summed over its profiled runs (empty until profiled).
+  const ScheduleTiming &entryTiming(ProgramKind program) const {
+    return programs_[static_cast<int>(program)].timing;
   }
   // How many times `program` has run.
   int64_t runs(ProgramKind program) const {
@@ -81,7 +82,7 @@ private:
   struct Program {
     bool present = false;
     std::vector<Call> calls;
-    std::vector<double> seconds; // per call, when profiled
+    ScheduleTiming timing; // per call, when profiled
     int64_t runs = 0;
   };
 

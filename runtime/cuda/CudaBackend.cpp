@@ -500,8 +500,10 @@ Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
                                detail::concat(" after the profiled '", program.name,
                                               "' (rerun with KILN_CUDA_EAGER=1 to name the "
                                               "failing kernel)")));
-  std::vector<double> &total = seconds[static_cast<int>(kind)];
+  ScheduleTiming &timing = this->timing[static_cast<int>(kind)];
+  std::vector<double> &total = timing.seconds;
   total.resize(program.calls.size(), 0.0);
+  ++timing.runs;
   for (size_t i = 0; i < program.calls.size(); ++i) {
     float ms = 0;
     KILN_RETURN_IF_ERROR(d.check(d.cuEventElapsedTime(&ms, events[i], events[i + 1]),
@@ -705,8 +707,8 @@ bool CudaBackend::setProfiling(bool enabled) {
   return true;
 }
 
-const std::vector<double> &CudaBackend::entrySeconds(ProgramKind program) const {
-  return impl_->seconds[static_cast<int>(program)];
+const ScheduleTiming &CudaBackend::entryTiming(ProgramKind program) const {
+  return impl_->timing[static_cast<int>(program)];
 }
 
 std::string CudaBackend::deviceName() const { return impl_->deviceName; }

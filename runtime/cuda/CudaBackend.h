@@ -57,7 +57,7 @@ public:
   // --profile: each program runs launch by launch with an event after each
   // entry (no synchronization between them), timed when it completes.
   bool setProfiling(bool enabled) override;
-  const std::vector<double> &entrySeconds(ProgramKind program) const override;
+  const ScheduleTiming &entryTiming(ProgramKind program) const override;
 
 private:
   struct Impl;

@@ -128,7 +128,7 @@ struct CudaBackend::Impl {
   std::vector<uint32_t> scalars; // buffers refreshed after every run
   bool eager = false;
   bool profiling = false;
-  std::vector<double> seconds[kNumProgramKinds]; // per entry, --profile
+  ScheduleTiming timing[kNumProgramKinds]; // per entry, --profile
   std::vector<CUevent> events;                   // one more than entries
   int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
   // The arena bytes [first, second) that hold every scalar buffer, and the
@@ -181,7 +181,7 @@ struct CudaBackend::Impl {
   void releaseStepGraph();
   Status runEagerly(const DeviceProgram &program);
   // Launches `kind`'s entries with an event after each, waits once, adds
-  // each entry's time to seconds[kind].
+  // each entry's time to timing[kind].
   Status runProfiled(ProgramKind kind);
   // After a program: every scalar buffer into its host mirror, with one
   // synchronization and (when they are near each other) one copy.

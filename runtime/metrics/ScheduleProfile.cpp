@@ -36,13 +36,13 @@ std::string describeStep(const schema::Artifact &artifact,
   return text;
 }
 
-// The GFLOP/s column: `flops` per step over `steps` steps in `seconds`, or
+// The GFLOP/s column: `flops` per run over `runs` runs in `seconds`, or
 // "-" for an entry without GEMM FLOPs.
-std::string gflopsPerSecond(double flops, int64_t steps, double seconds) {
+std::string gflopsPerSecond(double flops, double runs, double seconds) {
   if (flops <= 0 || seconds <= 0)
     return "       -";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%8.2f", flops * steps / seconds * 1e-9);
+  std::snprintf(buf, sizeof(buf), "%8.2f", flops * runs / seconds * 1e-9);
   return buf;
 }
 
@@ -50,8 +50,11 @@ std::string gflopsPerSecond(double flops, int64_t steps, double seconds) {
 
 std::string formatScheduleProfile(const Artifact &artifact,
                                   ProgramKind program,
-                                  const std::vector<double> &entrySeconds,
-                                  int64_t steps, size_t top) {
+                                  const ScheduleTiming &timing,
+                                  int64_t runsPerStep, size_t top) {
+  const std::vector<double> &entrySeconds = timing.seconds;
+  // Timed steps: fractional when a step's first run was not timed.
+  double steps = double(timing.runs) / double(std::max<int64_t>(1, runsPerStep));
   const auto &schedule = *artifact.program(program)->schedule();
   double total = std::accumulate(entrySeconds.begin(), entrySeconds.end(), 0.0);
   double gemmTotal = 0;
@@ -73,10 +76,10 @@ std::string formatScheduleProfile(const Artifact &artifact,
   char line[512];
   std::string out;
   std::snprintf(line, sizeof(line),
-                "profile of program '%s': %lld steps, %.2f ms/step (GEMMs "
+                "profile of program '%s': %g timed steps, %.2f ms/step (GEMMs "
                 "%.1f%%, kernels %.1f%%), %zu entries\n",
                 artifact.program(program)->name()->c_str(),
-                static_cast<long long>(steps),
+                steps,
                 steps > 0 ? total * 1e3 / steps : 0.0,
                 total > 0 ? 100 * gemmTotal / total : 0.0,
                 total > 0 ? 100 * (total - gemmTotal) / total : 0.0,
@@ -87,7 +90,7 @@ std::string formatScheduleProfile(const Artifact &artifact,
     size_t i = order[r];
     const schema::Step &step = *schedule.Get(i);
     double seconds = entrySeconds[i];
-    std::string rate = gflopsPerSecond(flopsOf[i], steps, seconds);
+    std::string rate = gflopsPerSecond(flopsOf[i], double(timing.runs), seconds);
     std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %5zu  %s (%s)\n",
                   total > 0 ? 100 * seconds / total : 0.0,
                   steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), i,
@@ -138,7 +141,7 @@ std::string formatScheduleProfile(const Artifact &artifact,
   for (size_t r = 0; r < std::min(top, lines.size()); ++r) {
     const auto &[where, stat] = lines[r];
     const auto &[seconds, entries, flops] = stat;
-    std::string rate = gflopsPerSecond(flops, steps, seconds);
+    std::string rate = gflopsPerSecond(flops, double(timing.runs), seconds);
     std::snprintf(line, sizeof(line), "  %5.1f%% %8.3f %s  %7d  %s\n",
                   total > 0 ? 100 * seconds / total : 0.0,
                   steps > 0 ? seconds * 1e3 / steps : 0.0, rate.c_str(), entries,

@@ -13,19 +13,30 @@
 
 #include "runtime/Artifact.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kiln::rt {
 
+// Per schedule entry timing under --profile: seconds summed over `runs`
+// timed runs of the program. A run that is not timed (the CUDA backend's
+// first, which times cuDNN against the generated attention kernels) is not
+// counted, so seconds / runs is the time of one run.
+struct ScheduleTiming {
+  std::vector<double> seconds;
+  int64_t runs = 0;
+};
+
 // Formats the `top` most expensive schedule entries of `program` given the
-// accumulated seconds per entry (Backend::entrySeconds) over `steps`
-// training steps (a "step" program with grad_accum K ran K times per step),
-// then the same time summed per kernel / GEMM shape and per model-file line.
+// seconds per entry over its timed runs (Backend::entryTiming), per
+// training step (the program runs `runsPerStep` times a step: grad_accum K
+// for "step"), then the same time summed per kernel / GEMM shape and per
+// model-file line.
 std::string formatScheduleProfile(const Artifact &artifact,
                                   ProgramKind program,
-                                  const std::vector<double> &entrySeconds,
-                                  int64_t steps, size_t top);
+                                  const ScheduleTiming &timing,
+                                  int64_t runsPerStep, size_t top);
 
 } // namespace kiln::rt
 

@@ -11,6 +11,7 @@
 
 #include "runtime/FileIO.h"
 #include "runtime/Trainer.h"
+#include "runtime/metrics/ScheduleProfile.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -140,7 +141,7 @@ TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
                     &out),
             0)
       << out;
-  EXPECT_THAT(out, HasSubstr("profile of program 'step': 2 steps"));
+  EXPECT_THAT(out, HasSubstr("profile of program 'step': 2 timed steps"));
   EXPECT_THAT(out, HasSubstr("gemm 8x256x256 x2 (test.kiln:2:3)"));
   EXPECT_THAT(out, HasSubstr("kernel k_xent [kiln.cross_entropy]"));
   // The time per model line: every entry of "step" comes from line 2 here
@@ -148,6 +149,24 @@ TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
   EXPECT_THAT(out, HasSubstr("entries  model line"));
   EXPECT_THAT(out, testing::ContainsRegex("100.0% +[0-9.]+ +[0-9.]+ +4  test.kiln:2:3\n"));
   EXPECT_THAT(out, testing::ContainsRegex(" 1  bigram.kiln:9:1\n"));
+}
+
+// Times per step come from the runs that were timed: a step program whose
+// first run was not (the CUDA backend's attention choice) and that runs
+// twice a step (grad_accum 2) over 3 timed runs is 1.5 steps.
+TEST(ScheduleProfileTest, PerStepTimesCountOnlyTimedRuns) {
+  auto artifact = Artifact::loadBytes(serializeArtifact(bigramArtifact(2, 4, 16)),
+                                      "bigram.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  size_t entries = (*artifact)->program(ProgramKind::kStep)->schedule()->size();
+  ScheduleTiming timing;
+  timing.seconds.assign(entries, 0.0);
+  timing.seconds[0] = 0.003; // 3 ms over 3 runs: 1 ms a run, 2 ms a step
+  timing.runs = 3;
+  std::string out = formatScheduleProfile(**artifact, ProgramKind::kStep, timing,
+                                          /*runsPerStep=*/2, /*top=*/1);
+  EXPECT_THAT(out, HasSubstr("profile of program 'step': 1.5 timed steps, 2.00 ms/step"));
+  EXPECT_THAT(out, testing::ContainsRegex("100.0% +2.000 "));
 }
 
 TEST_F(TrainerTest, ToolUserErrorsExitOne) {

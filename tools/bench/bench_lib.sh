@@ -37,3 +37,36 @@ attention_shape() {
   heads=$(( MODEL_DIM / $1 > 0 ? MODEL_DIM / $1 : 1 ))
   batch=$(( TOKENS / $2 > 0 ? TOKENS / $2 : 1 ))
 }
+
+# timed_steps JSONL WARMUP: kiln-run's figure to set beside a baseline's:
+# the median step_ms of the steps after the first WARMUP (kernel loading and
+# the cuDNN planning of the first steps excluded, as the PyTorch baselines
+# exclude torch.compile's warm-up), and the tokens/s it gives.
+timed_steps() {
+  python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
+ms = statistics.median(r["step_ms"] for r in timed)
+print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
+      f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s")
+PY
+}
+
+# random_token_shard PATH VOCAB COUNT: writes (unless PATH exists) an llm.c
+# token shard of COUNT random tokens below VOCAB (Python's random, seed 1):
+# 256 int32 of header (magic, version, token count), then the tokens;
+# GPT-2's format (20240520, version 1, uint16) when VOCAB fits 16 bits, else
+# Llama-3's (20240801, version 7, uint32).
+random_token_shard() {
+  [ -s "$1" ] && return 0
+  python3 - "$1" "$2" "$3" <<'PY'
+import random, struct, sys
+path, vocab, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(1)
+magic, version, fmt = (20240520, 1, "H") if vocab <= 65536 else (20240801, 7, "I")
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", magic, version, count, *[0] * 253))
+    f.write(struct.pack(f"<{count}{fmt}", *(rng.randrange(vocab) for _ in range(count))))
+PY
+}

@@ -4,8 +4,9 @@
 # torch.compile, bf16 autocast, fused AdamW), same batch and sequence, both
 # on random tokens (an llm.c shard written here: 256 int32 of header, magic
 # 20240520, version 1, token count; then uint16 tokens below VOCAB). Prints
-# kiln-run's final line (tokens/s over the timed steps, kernel compilation
-# excluded), then torch_gpt2.py's JSON line.
+# kiln-run's final line (tokens/s over all its steps, the first steps'
+# kernel loading and cuDNN planning included), the median step of the timed steps (timed_steps, bench_lib.sh),
+# then torch_gpt2.py's JSON line.
 #
 #   tools/bench/gpt2_bench.sh                                  # GPU, GPT-2 124M
 #   TARGET=cpu PRECISION=fp32 BATCH=2 SEQ=32 STEPS=3 \
@@ -26,21 +27,13 @@ art=$(kiln_artifact "gpt2-$TARGET-$PRECISION-b$BATCH-t$SEQ" "$work/kilnc.log" mo
   --target="$TARGET" -D precision="$PRECISION" -D batch="$BATCH" -D seq="$SEQ" $GPT2_DEFINES) ||
   { cat "$work/kilnc.log" >&2; exit 1; }
 shard="$ARTIFACTS/random_tokens_$VOCAB.bin"
-if [ ! -s "$shard" ]; then
-  # Enough tokens for every step's batch, so no step rereads data.
-  python3 - "$shard" "$VOCAB" $(( (STEPS + WARMUP + 1) * BATCH * SEQ + 1 )) <<'PY'
-import random, struct, sys
-path, vocab, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(1)
-header = [20240520, 1, count] + [0] * 253
-with open(path, "wb") as f:
-    f.write(struct.pack("<256i", *header))
-    f.write(struct.pack(f"<{count}H", *(rng.randrange(vocab) for _ in range(count))))
-PY
-fi
+# Enough tokens for every step's batch, so no step rereads data.
+random_token_shard "$shard" "$VOCAB" $(( (STEPS + WARMUP + 1) * BATCH * SEQ + 1 ))
 [ "$COMPILE_ONLY" = 1 ] && exit 0
 echo "== kiln: models/gpt2.kiln, $PRECISION, batch $BATCH x seq $SEQ, $STEPS steps =="
-"$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet
+"$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
+  --metrics "$work/kiln.jsonl"
+timed_steps "$work/kiln.jsonl" "$WARMUP"
 
 echo "== PyTorch: tools/bench/torch_gpt2.py, same model and batch =="
 # shellcheck disable=SC2086  # TORCH_ARGS is a list of flags

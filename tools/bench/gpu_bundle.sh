@@ -18,7 +18,7 @@
 #       output can go into tools/bench/RESULTS.md as it is.
 # BENCH: cudnn (cudnn_attention_check.sh), attention (attention_bench.sh, then
 # torch_attention.py on the same grid), tsp (tsp_bench.sh), gpt2
-# (gpt2_bench.sh); default: all four, in that order. Shapes come from the
+# (gpt2_bench.sh), llama (llama_bench.sh); default: all five, in that order. Shapes come from the
 # scripts' own variables (SEQS, HEAD_DIMS, BATCH, ...), which must be the same
 # for pack and run: an artifact missing from the bundle is reported by name.
 # Run the benches in several `run` calls when one would pass the device
@@ -38,14 +38,15 @@ bench_script() {
     attention) echo tools/bench/attention_bench.sh ;;
     tsp) echo tools/bench/tsp_bench.sh ;;
     gpt2) echo tools/bench/gpt2_bench.sh ;;
-    *) echo "gpu_bundle.sh: unknown bench '$1' (cudnn, attention, tsp, gpt2)" >&2; exit 2 ;;
+    llama) echo tools/bench/llama_bench.sh ;;
+    *) echo "gpu_bundle.sh: unknown bench '$1' (cudnn, attention, tsp, gpt2, llama)" >&2; exit 2 ;;
   esac
 }
 
 case $mode in
 pack)
   benches=("$@")
-  [ ${#benches[@]} -gt 0 ] || benches=(cudnn attention tsp gpt2)
+  [ ${#benches[@]} -gt 0 ] || benches=(cudnn attention tsp gpt2 llama)
   mkdir -p "$dir/bin" "$dir/lib" "$dir/artifacts"
   for b in "${benches[@]}"; do
     script=$(bench_script "$b")
@@ -64,7 +65,7 @@ run)
   out=${OUT:-$dir/results}
   if [ $# -gt 0 ] && ! (bench_script "$1") > /dev/null 2>&1; then out=$1; shift; fi
   benches=("$@")
-  [ ${#benches[@]} -gt 0 ] || benches=(cudnn attention tsp gpt2)
+  [ ${#benches[@]} -gt 0 ] || benches=(cudnn attention tsp gpt2 llama)
   mkdir -p "$out"
   dir=$(cd "$dir" && pwd)
   for b in "${benches[@]}"; do

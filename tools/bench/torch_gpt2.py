@@ -13,33 +13,18 @@ FLOPs are counted like kilnc counts them (flops_per_step in the artifact): every
 matmul of the step, forward (1x) and backward (2x), attention's QK^T and PV
 included, over the full [T, T] score matrix; elementwise work is not counted.
 """
-import argparse
-import json
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 
-# Dense bf16 tensor-core peaks (TFLOP/s) of the GPUs we benchmark on, by name
-# fragment; the same table as runtime/metrics/PeakFlops.
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
+import torch_bench_common as common
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--dim", type=int, default=768)
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--heads", type=int, default=12)
+    p = common.parser(__doc__.split("\n\n")[0], vocab=50257, dim=768, layers=12, heads=12,
+                      batch=16, seq=1024, steps=30)
     p.add_argument("--ctx", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=30, help="timed steps, after --warmup")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--no-compile", action="store_true", help="eager (torch < 2 has no compile)")
-    p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     return p.parse_args()
 
 
@@ -99,83 +84,10 @@ def flops_per_step(a):
     return 3 * (L * per_layer + 2 * B * T * C * V)
 
 
-def attention_seconds(model, tokens, targets, ctx):
-    """Seconds per step spent in attention kernels (forward + backward), from the profiler."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        with ctx:
-            loss = model(tokens, targets)
-        loss.backward()
-        torch.cuda.synchronize()
-    keys = ("flash", "fmha", "attention", "sdpa", "cudnn")
-    us = sum(e.self_device_time_total for e in prof.key_averages()
-             if any(k in e.key.lower() for k in keys))
-    return us / 1e6
-
-
 def main():
     a = parse_args()
-    dev = torch.device(a.device)
-    cuda = dev.type == "cuda"
     torch.manual_seed(0)
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-    model = GPT2(a).to(dev)
-    fused = {"fused": True} if cuda else {}
-    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and n not in ("wte", "wpe")]
-    other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and n not in ("wte", "wpe"))]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": other, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **fused)
-    step_fn = model if a.no_compile else torch.compile(model)
-    if a.precision == "bf16":
-        ctx = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
-    else:
-        ctx = torch.autocast(device_type=dev.type, enabled=False)
-    g = torch.Generator(device="cpu").manual_seed(1)
-    tokens = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g).to(dev)
-    targets = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g).to(dev)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with ctx:
-            loss = step_fn(tokens, targets)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compile_start = time.perf_counter()
-    for _ in range(a.warmup):
-        loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    warmup_s = time.perf_counter() - compile_start
-    start = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    if cuda:
-        torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / a.steps
-    result = {
-        "framework": f"torch {torch.__version__}" + ("" if a.no_compile else " compile"),
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "precision": a.precision,
-        "batch": a.batch, "seq": a.seq,
-        "step_ms": round(seconds * 1e3, 3),
-        "tokens_per_s": round(a.batch * a.seq / seconds, 1),
-        "warmup_s": round(warmup_s, 2),
-        "final_loss": round(loss.item(), 4),
-    }
-    tflops = flops_per_step(a) / seconds / 1e12
-    result["model_tflops"] = round(tflops, 2)
-    if cuda:
-        result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
-        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in result["device"]), None)
-        if peak:
-            result["mfu"] = round(tflops / peak, 4)
-        result["attention_ms"] = round(attention_seconds(step_fn, tokens, targets, ctx) * 1e3, 3)
-    print(json.dumps(result))
+    common.train_and_report(a, GPT2(a), flops_per_step(a))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@
 #       appending one line per step to $OUT/summary.txt as it finishes
 #       (PASS, FAIL, TIMEOUT or SKIP with the reason) and its raw output to
 #       $OUT/steps.log, so what matters most comes back even if the call is
-#       cut short. $OUT defaults to DIR/results. At most 4 files come back
-#       (summary.txt, steps.log, sanitizer.txt, gpt2.txt). KILN_GPU_CHECK_SIM=1
+#       cut short. $OUT defaults to DIR/results. At most 5 files come back
+#       (summary.txt, steps.log, sanitizer.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
 #       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
 #       that need a real GPU and its tools.
 #
@@ -38,9 +38,10 @@
 # Kiln's kernels, tools/bench/cudnn_attention_check.sh); sanitizer
 # (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
 # against the device memory measured while training); gpt2 (GPT-2 124M bf16
-# tokens/s against torch.compile, tools/bench/gpt2_bench.sh); profile
-# (kiln-run --profile on GPT-2 bf16: time per kernel and per model line from
-# CUDA events, in steps.log).
+# tokens/s against torch.compile, tools/bench/gpt2_bench.sh); llama (Llama-3
+# 1.2B bf16 [16, 2048] against torch.compile, tools/bench/llama_bench.sh);
+# profile (kiln-run --profile on GPT-2 and Llama bf16: time per kernel and
+# per model line from CUDA events, in steps.log).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
@@ -56,6 +57,10 @@ shift 2
 # tensor-core path rounds P and dS to bf16 where the CPU keeps float (1e-2).
 # tf32 runs the fp32 artifact with --tf32: GEMM inputs keep 10 mantissa bits
 # (2^-11 relative each), so 2e-3 on losses and 1e-2 on the gradient norm.
+# The cuDNN comparison's shapes: those whose generated-kernel runs fit the
+# step's time (seq 4096 alone took more than 90 s on an H200).
+cudnn_shapes=(KINDS=causal "SEQS=512 1024 2048" HEAD_DIMS=64)
+
 cases() {
   local tiny="-D n_layer=2 -D batch=4 -D seq=64" tsp="-D batch=16" att="-D batch=2"
   local text="--data $dir/data/text.txt --val-fraction 0.1 --val-every 5 --val-batches 2"
@@ -106,7 +111,9 @@ pack() {
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
        tools/bench/gpt2_bench.sh > /dev/null)
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
-       tools/bench/cudnn_attention_check.sh > /dev/null)
+       tools/bench/llama_bench.sh > /dev/null)
+    (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
+       env "${cudnn_shapes[@]}" tools/bench/cudnn_attention_check.sh > /dev/null)
     "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
       -o /dev/null > "$dir/plans/gpt2-bf16.txt"
   fi
@@ -233,19 +240,21 @@ memory() {
 }
 
 # Where the step's time goes on this GPU: kiln-run --profile (CUDA events per
-# schedule entry) on GPT-2 bf16, or tiny_gpt bf16 on the simulator; the
-# tables go to steps.log.
+# schedule entry) on GPT-2 bf16 and on Llama-3 1B bf16, or tiny_gpt bf16 on
+# the simulator; the tables go to steps.log.
 profile() {
   local art run_args
   if [ "${KILN_GPU_CHECK_SIM:-0}" = 1 ]; then
     art="$dir/artifacts/tiny-bf16.kart"
     run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3 | sed 's/--steps [0-9]*/--steps 2/')
-  else
-    art=$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)
-    run_args="--data $(ls "$dir"/artifacts/random_tokens_*.bin | head -1) --steps 4"
+    # shellcheck disable=SC2086
+    "$kiln_run" "$art" $run_args --profile --quiet
+    return
   fi
-  # shellcheck disable=SC2086
-  "$kiln_run" "$art" $run_args --profile --quiet
+  "$kiln_run" "$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)" --profile --quiet \
+    --data "$(ls "$dir"/artifacts/random_tokens_50257.bin)" --steps 4
+  "$kiln_run" "$(ls "$dir"/artifacts/llama3_1b-cuda-bf16-*.kart | head -1)" --profile --quiet \
+    --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" --steps 2
 }
 
 run_checks() {
@@ -282,14 +291,15 @@ run_checks() {
   if [ "$sim" = 1 ]; then
     for s in cudnn sanitizer memory gpt2; do skip $s "simulator: needs a GPU"; done
   else
-    step cudnn 90 env ARTIFACTS="$dir/artifacts" KILN_RUN="$kiln_run" KILNC=none \
+    step cudnn 90 env ARTIFACTS="$dir/artifacts" KILN_RUN="$kiln_run" KILNC=none "${cudnn_shapes[@]}" \
       "$root/tools/bench/cudnn_attention_check.sh"
     step sanitizer 90 sanitizer
     step memory 60 memory
     # gpu_bundle.sh writes $OUT/gpt2.txt with its command, date and GPU.
     step gpt2 180 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
+    step llama 240 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" llama
   fi
-  step profile 60 profile
+  step profile 120 profile
   local failed
   failed=$(grep -c -E ': (FAIL|TIMEOUT)' "$summary" || true)
   echo "gpu check: done, $failed failed" | tee -a "$summary"

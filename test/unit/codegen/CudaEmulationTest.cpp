@@ -135,6 +135,23 @@ TEST(CudaKernelsEmulated, LayerNormAndGrad) {
                      HostTensor::floats(randomFloats(480, 12))});
 }
 
+// Enough rows that the weight gradients' column sums split into chunks (the
+// last one shorter) added by the last block, and a last tile of 32 columns
+// only partly used: RMS norm, [300, 40].
+TEST(CudaKernelsEmulated, NormGradColumnChunks) {
+  expectSameResults(R"mlir(
+    func.func @step(%x: tensor<300x40xf32>, %w: tensor<40xf32>, %dy: tensor<300x40xf32>) -> (tensor<300x40xf32>, tensor<300xf32>, tensor<300x40xf32>, tensor<40xf32>) {
+      %y, %rstd = kiln.rms_norm %x, %w : (tensor<300x40xf32>, tensor<40xf32>) -> (tensor<300x40xf32>, tensor<300xf32>)
+      %dx, %dw = kiln.rms_norm_grad %x, %w, %rstd, %dy
+          : (tensor<300x40xf32>, tensor<40xf32>, tensor<300xf32>, tensor<300x40xf32>)
+          -> (tensor<300x40xf32>, tensor<40xf32>)
+      return %y, %rstd, %dx, %dw : tensor<300x40xf32>, tensor<300xf32>, tensor<300x40xf32>, tensor<40xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(12000, 30, -1, 3)),
+                     HostTensor::floats(randomFloats(40, 31)),
+                     HostTensor::floats(randomFloats(12000, 32))});
+}
+
 // A causally masked softmax (the first row has one unmasked entry) and a
 // fully masked row (all -inf: zeros), then the backward.
 TEST(CudaKernelsEmulated, SoftmaxAndGrad) {
@@ -163,6 +180,19 @@ TEST(CudaKernelsEmulated, CrossEntropyAndGrad) {
                     {HostTensor::floats(randomFloats(264, 15, -5, 5)),
                      HostTensor::ints({0, 32, 5, -1, 7, 7, 12, 1}),
                      HostTensor::floats({0.75f})});
+}
+
+// Rows wider than 8192 (a vocabulary's logits) get 1024-thread blocks.
+TEST(CudaKernelsEmulated, CrossEntropyWideRows) {
+  expectSameResults(R"mlir(
+    func.func @step(%logits: tensor<2x9000xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x9000xf32>) {
+      %0 = kiln.cross_entropy %logits, %t : tensor<2x9000xf32>, tensor<2xi32>
+      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x9000xf32>, tensor<2xi32>
+      return %0, %1 : tensor<f32>, tensor<2x9000xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(18000, 33, -5, 5)),
+                     HostTensor::ints({8999, 17}),
+                     HostTensor::floats({1.0f})});
 }
 
 const char *kOptimizerModule = R"mlir(
