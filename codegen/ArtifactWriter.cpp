@@ -137,11 +137,13 @@ FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
   // The mixed-precision pass keeps them fp32 (their reads of a bf16
   // activation go through a kiln.convert that fuses into their prologue).
   // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
-  // themselves. A transpose, slice, pad or concat only moves elements
-  // (`out[i] = in[j]`, DataMovement.h), so a bf16 one copies the bits.
+  // themselves, and so does kiln.rope (through KernelSourceWriter::load /
+  // store, after --kiln-fuse-rope folds the casts around it). A transpose,
+  // slice, pad or concat only moves elements (`out[i] = in[j]`,
+  // DataMovement.h), so a bf16 one copies the bits.
   for (Operation *op : group.ops) {
     if (PointwiseBody::isPointwise(op) ||
-        isa<k::AttentionOp, k::AttentionGradOp>(op))
+        isa<k::AttentionOp, k::AttentionGradOp, k::RopeOp>(op))
       continue;
     if (isDataMovement(op) &&
         getElementTypeOrSelf(op->getOperand(0).getType()) ==

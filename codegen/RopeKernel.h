@@ -5,7 +5,10 @@
 // along dim -2; the angle negated for `inverse`), the frequencies a constant
 // table in the kernel source (computed by kilnc, never per step). The CPU
 // walks the elements with its parallel loop, CUDA with a grid-stride loop;
-// the element statements are the same text.
+// the element statements are the same text. A rope given permutations by
+// --kiln-fuse-rope reads its input and writes its result at the permuted
+// offsets (the feature dim stays contiguous in both), and loads / stores
+// through the input's and result's element types (bf16 widened / rounded).
 //
 //===----------------------------------------------------------------------===//
 

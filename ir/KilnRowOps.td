@@ -137,7 +137,7 @@ def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [
   let hasVerifier = 1;
 }
 
-def Kiln_RopeOp : Kiln_Op<"rope", [SameOperandsAndResultType,
+def Kiln_RopeOp : Kiln_Op<"rope", [
     DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
   let summary = "Rotary position embedding (Llama / Hugging Face convention)";
   let description = [{
@@ -152,14 +152,41 @@ def Kiln_RopeOp : Kiln_Op<"rope", [SameOperandsAndResultType,
     does). `inverse` rotates by `-a`: the transposed rotation, which is the
     op's VJP.
 
+    Where q and k are produced (--kiln-fuse-rope, after mixed precision),
+    the op also takes over the transposes and precision casts around it, so
+    that one pass reads the GEMM's output and writes what attention reads:
+    `input_permutation` reads the input through `kiln.transpose` (the
+    rotation applies to `transpose(input, input_permutation)`),
+    `result_permutation` writes the rotation transposed, and the input and
+    result element types may differ (f32 / bf16; the rotation is computed in
+    float, the result rounded once). Both permutations keep the last
+    dimension in place.
+
     ```mlir
-    %q2 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32>
+    %q2 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
+    %q3 = kiln.rope %p {input_permutation = array<i64: 0, 2, 1, 3>, inv_freq = array<f32: 1.0, 0.01>}
+        : tensor<2x16x4x4xf32> -> tensor<2x4x16x4xbf16>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$input, DenseF32ArrayAttr:$inv_freq,
-                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                       OptionalAttr<DenseI64ArrayAttr>:$input_permutation,
+                       OptionalAttr<DenseI64ArrayAttr>:$result_permutation);
   let results = (outs Kiln_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // The plain rotation: no permutations.
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::DenseF32ArrayAttr":$inv_freq, "bool":$inverse), [{
+      build($_builder, $_state, result, input, inv_freq,
+            $_builder.getBoolAttr(inverse), nullptr, nullptr);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The shape the rotation works in: the input's shape, permuted by
+    /// input_permutation when there is one ([..., T, D]).
+    ::llvm::SmallVector<int64_t> getRotatedShape();
+  }];
   let hasVerifier = 1;
 }
 

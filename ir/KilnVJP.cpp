@@ -436,7 +436,8 @@ Grads RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
 }
 
 // rope: a rotation per feature pair, so the cotangent is the transposed
-// rotation of g: rope with the angle negated.
+// rotation of g: rope with the angle negated. (Autodiff runs before
+// --kiln-fuse-rope gives a rope permutations or a cast.)
 Grads RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = singleResultGrad(*this, resultGrads);
   if (!g)

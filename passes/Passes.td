@@ -426,6 +426,35 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnFuseRope : Pass<"kiln-fuse-rope", "::mlir::ModuleOp"> {
+  let summary = "Folds the transposes and casts around kiln.rope into it";
+  let description = [{
+    A kiln.rope of @step, @update and @eval takes over, until nothing
+    changes: a widening (bf16 -> f32) convert of its input; a transpose of
+    its input that keeps the last dim (input_permutation), when the rope is
+    its only reader; a narrowing (f32 -> bf16) convert that is its only
+    reader; a transpose that is its only reader and keeps the last dim
+    (result_permutation). Each fold gives the same bits. So q and k are
+    rotated in one pass from the GEMM's output to attention's bf16 input,
+    and their gradients in one pass back. Runs first in the fusion phase.
+
+    Before:
+    ```mlir
+    %t = kiln.transpose %p permutation = [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+    %r = kiln.rope %t {inv_freq = array<f32: 1.0, 0.1, 0.01, 0.001>} : tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>
+    %q = kiln.convert %r : tensor<2x4x16x8xf32> -> tensor<2x4x16x8xbf16>
+    ```
+
+    After:
+    ```mlir
+    %q = kiln.rope %p {input_permutation = array<i64: 0, 2, 1, 3>, inv_freq = array<f32: 1.0, 0.1, 0.01, 0.001>}
+        : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds bias, GELU and bias-gradient epilogues into their GEMMs";
   let description = [{

@@ -99,6 +99,9 @@ void buildOptimizerPhase(OpPassManager &pm) {
 }
 
 void buildFusionPhase(OpPassManager &pm) {
+  // RoPE takes over the transposes and casts around it (one pass over q
+  // and k each way).
+  pm.addPass(createKilnFuseRope());
   // GEMMs take their bias / GELU / bias-gradient epilogues first, so that
   // the pointwise and row groups below do not claim those ops.
   pm.addPass(createKilnFuseGemmEpilogue());
@@ -141,8 +144,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        ignoringOptions(buildOptimizerPhase)},
-      {"fusion", "GEMM epilogues and ops grouped into kiln.fusion kernels "
-                 "(--kiln-fuse-gemm-epilogue, --kiln-fusion)",
+      {"fusion", "RoPE with its transposes and casts, GEMM epilogues and ops "
+                 "grouped into kiln.fusion kernels (--kiln-fuse-rope, "
+                 "--kiln-fuse-gemm-epilogue, --kiln-fusion)",
        ignoringOptions(buildFusionPhase)},
   };
   return phases;

@@ -587,7 +587,7 @@ func.func @rms_norm_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 // Tests that rope pairs features i and i + D/2: D must be even.
 func.func @rope_odd(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
   // expected-error @+1 {{the last dimension must be even (features pair i with i + D/2), got 5}}
-  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x5xf32>
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x5xf32> -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
 
@@ -596,8 +596,26 @@ func.func @rope_odd(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
 // Tests that rope has one frequency per feature pair.
 func.func @rope_freqs(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
   // expected-error @+1 {{inv_freq has 2 frequencies, expected D/2 = 3}}
-  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x6xf32>
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5>} : tensor<4x6xf32> -> tensor<4x6xf32>
   return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests that rope's permutations keep the feature dim (the pairs) in place.
+func.func @rope_moves_features(%x: tensor<2x4x6xf32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{input_permutation must be a permutation of the 3 dims that keeps the last one in place}}
+  %0 = kiln.rope %x {input_permutation = array<i64: 0, 2, 1>, inv_freq = array<f32: 1.0, 0.5>} : tensor<2x4x6xf32> -> tensor<2x6x4xf32>
+  return %0 : tensor<2x6x4xf32>
+}
+
+// -----
+
+// Tests that rope's result is the rotation, transposed by result_permutation.
+func.func @rope_result_shape(%x: tensor<2x4x3x6xf32>) -> tensor<2x4x3x6xbf16> {
+  // expected-error @+1 {{result shape must be [2, 3, 4, 6], got 'tensor<2x4x3x6xbf16>'}}
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5, 0.25>, result_permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x3x6xf32> -> tensor<2x4x3x6xbf16>
+  return %0 : tensor<2x4x3x6xbf16>
 }
 
 // -----
@@ -605,7 +623,7 @@ func.func @rope_freqs(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
 // Tests that rope needs positions: rank >= 2.
 func.func @rope_rank(%x: tensor<6xf32>) -> tensor<6xf32> {
   // expected-error @+1 {{input must have rank >= 2 ([..., T, D]), got 'tensor<6xf32>'}}
-  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5, 0.25>} : tensor<6xf32>
+  %0 = kiln.rope %x {inv_freq = array<f32: 1.0, 0.5, 0.25>} : tensor<6xf32> -> tensor<6xf32>
   return %0 : tensor<6xf32>
 }
 

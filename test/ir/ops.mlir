@@ -131,11 +131,22 @@ func.func @norms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
 
 // CHECK-LABEL: func.func @rope
 func.func @rope(%q: tensor<2x4x16x4xf32>) -> tensor<2x4x16x4xf32> {
-  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>} : tensor<2x4x16x4xf32>
-  %0 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32>
-  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>, inverse = true} : tensor<2x4x16x4xf32>
-  %1 = kiln.rope %0 {inv_freq = array<f32: 1.0, 0.01>, inverse = true} : tensor<2x4x16x4xf32>
+  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
+  %0 = kiln.rope %q {inv_freq = array<f32: 1.0, 0.01>} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
+  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>, inverse = true} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
+  %1 = kiln.rope %0 {inv_freq = array<f32: 1.0, 0.01>, inverse = true} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
   return %1 : tensor<2x4x16x4xf32>
+}
+
+// The form --kiln-fuse-rope makes: read through a transpose, write bf16; and
+// the backward's: read bf16, write transposed.
+// CHECK-LABEL: func.func @rope_permuted
+func.func @rope_permuted(%p: tensor<2x16x4x4xf32>, %g: tensor<2x4x16x4xbf16>) -> (tensor<2x4x16x4xbf16>, tensor<2x16x4x4xbf16>) {
+  // CHECK: kiln.rope %{{.*}} {input_permutation = array<i64: 0, 2, 1, 3>, inv_freq = array<f32: 1.000000e+00, 0.00999999977>} : tensor<2x16x4x4xf32> -> tensor<2x4x16x4xbf16>
+  %0 = kiln.rope %p {input_permutation = array<i64: 0, 2, 1, 3>, inv_freq = array<f32: 1.0, 0.01>} : tensor<2x16x4x4xf32> -> tensor<2x4x16x4xbf16>
+  // CHECK: kiln.rope %{{.*}} {inv_freq = array<f32: 1.000000e+00, 0.00999999977>, inverse = true, result_permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x4xbf16> -> tensor<2x16x4x4xbf16>
+  %1 = kiln.rope %g {inv_freq = array<f32: 1.0, 0.01>, inverse = true, result_permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x4xbf16> -> tensor<2x16x4x4xbf16>
+  return %0, %1 : tensor<2x4x16x4xbf16>, tensor<2x16x4x4xbf16>
 }
 
 // CHECK-LABEL: func.func @rms_norms

@@ -223,6 +223,33 @@ std::vector<HostTensor> adamWArgs(float gradNorm) {
   return args;
 }
 
+// RoPE where q is produced and where its gradient leaves (--kiln-fuse-rope):
+// forward transpose -> rope -> round to bf16 is one kernel reading the
+// GEMM layout; backward widen -> inverse rope -> round -> transpose is one
+// kernel writing it. (The outer converts make the bf16 values f32 results
+// the test can read.) Unfused: 10 kernels; fused: the 2 ropes and the 3
+// converts around them.
+TEST(CudaFusedKernelsEmulated, RopeWithItsTransposesAndCasts) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%p: tensor<2x6x3x8xf32>, %g: tensor<2x3x6x8xf32>)
+        -> (tensor<2x3x6x8xf32>, tensor<2x6x3x8xf32>) {
+      %t = kiln.transpose %p permutation = [0, 2, 1, 3] : tensor<2x6x3x8xf32> -> tensor<2x3x6x8xf32>
+      %r = kiln.rope %t {inv_freq = array<f32: 1.0, 0.3, 0.09, 0.027>} : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xf32>
+      %q = kiln.convert %r : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
+      %qf = kiln.convert %q : tensor<2x3x6x8xbf16> -> tensor<2x3x6x8xf32>
+      %gn = kiln.convert %g : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
+      %gw = kiln.convert %gn : tensor<2x3x6x8xbf16> -> tensor<2x3x6x8xf32>
+      %gr = kiln.rope %gw {inv_freq = array<f32: 1.0, 0.3, 0.09, 0.027>, inverse = true} : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xf32>
+      %gb = kiln.convert %gr : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
+      %gt = kiln.transpose %gb permutation = [0, 2, 1, 3] : tensor<2x3x6x8xbf16> -> tensor<2x6x3x8xbf16>
+      %gf = kiln.convert %gt : tensor<2x6x3x8xbf16> -> tensor<2x6x3x8xf32>
+      return %qf, %gf : tensor<2x3x6x8xf32>, tensor<2x6x3x8xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(288, 40, -2, 2)),
+                             HostTensor::floats(randomFloats(288, 41, -2, 2))},
+                            5);
+}
+
 TEST(CudaFusedKernelsEmulated, MultiTensorAdamW) {
   expectFusedMatchesUnfused(kMultiTensorAdamW, adamWArgs(4.0f), 2);
 }

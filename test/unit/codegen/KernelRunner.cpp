@@ -165,9 +165,11 @@ KernelRunner::KernelRunner(const std::string &moduleText,
   }
   if (fuse) {
     PassManager pm(context.get());
+    // As kilnc's fusion phase (the GEMM epilogues aside).
+    pm.addPass(mlir::kiln::createKilnFuseRope());
     pm.addPass(mlir::kiln::createKilnFusion());
     if (failed(pm.run(*module))) {
-      message = "kiln-fusion failed: " + diagnostics;
+      message = "kiln-fuse-rope / kiln-fusion failed: " + diagnostics;
       return;
     }
   }
