@@ -6,7 +6,9 @@
 //   - flat ops (transpose, embedding): grid-stride over the output;
 //   - row ops (layer norm, softmax, cross entropy, ...): one block per row of
 //     [rows, C] (C the last dimension), rows strided by the grid, the row's
-//     sums and maxima by kiln_block_sum / kiln_block_max;
+//     sums and maxima by kiln_block_sum / kiln_block_max (cross entropy's
+//     max and sum of exponentials in one pass: kiln_online_add, then
+//     kiln_block_max_sum);
 //   - column sums of layer norm weight/bias gradients: blocks of 32-column
 //     tiles over chunks of rows, the chunks' partials added in order by the
 //     last block (emitColumnSums); leading-dim reduce_sum: one thread per
@@ -568,12 +570,12 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
   w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
-  w.line("float mx = -INFINITY;");
-  w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
-  w.line("mx = kiln_block_max(mx);");
-  w.line("float sum = 0.0f;");
-  w.line(columnLoop(valid) + " sum += expf(x[c] - mx);");
-  w.line("sum = kiln_block_sum(sum);");
+  // One pass: the online max and sum (kiln_online_add).
+  w.line("float mx = -INFINITY, sum = 0.0f;");
+  w.line(columnLoop(valid) + " kiln_online_add(x[c], mx, sum);");
+  w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
+  w.line("mx = stats.max;");
+  w.line("sum = stats.sum;");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
   w.line("blockLoss += (t < 0 || t >= " + cs +
          ") ? 0.0f : logf(sum) + mx - x[t];");
@@ -615,12 +617,12 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.close();
   // Uniform across the block (one target per row): no barrier is skipped.
   w.open("else");
-  w.line("float mx = -INFINITY;");
-  w.line(columnLoop(valid) + " mx = fmaxf(mx, x[c]);");
-  w.line("mx = kiln_block_max(mx);");
-  w.line("float sum = 0.0f;");
-  w.line(columnLoop(valid) + " sum += expf(x[c] - mx);");
-  w.line("const float inv = 1.0f / kiln_block_sum(sum);");
+  // Two passes over the row: the online max and sum, then the gradient.
+  w.line("float mx = -INFINITY, sum = 0.0f;");
+  w.line(columnLoop(valid) + " kiln_online_add(x[c], mx, sum);");
+  w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
+  w.line("mx = stats.max;");
+  w.line("const float inv = 1.0f / stats.sum;");
   w.line(columnLoop(v) + " dx[c] = c < " + cs +
          " ? (expf(x[c] - mx) * inv - (c == t ? 1.0f : 0.0f)) * scale : 0.0f;");
   w.close();

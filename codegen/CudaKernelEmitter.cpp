@@ -282,6 +282,28 @@ __device__ __forceinline__ float kiln_block_max(float v) {
                                                 : -INFINITY);
 }
 
+// Online softmax statistics (one pass instead of a max pass and a sum
+// pass): each thread keeps the running max m of the values it has seen and
+// s = sum exp(x - m), rescaling s when m grows; -INFINITY values add
+// nothing. kiln_block_max_sum combines the threads' pairs: the block's max
+// M and sum exp(x - M) (every thread must call it; every thread gets both).
+struct KilnMaxSum {
+  float max, sum;
+};
+__device__ __forceinline__ void kiln_online_add(float x, float &m, float &s) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.0f;
+    m = x;
+  } else if (x != -INFINITY) {
+    s += expf(x - m);
+  }
+}
+__device__ __forceinline__ KilnMaxSum kiln_block_max_sum(float m, float s) {
+  const float M = kiln_block_max(m);
+  const float scaled = m == -INFINITY ? 0.0f : s * expf(m - M);
+  return {M, kiln_block_sum(scaled)};
+}
+
 // Whole-grid reductions without floating-point atomics: each block stores
 // its partial result in a per-kernel __device__ array, then calls this. It
 // returns true (in every thread) only in the block that finished last, which
