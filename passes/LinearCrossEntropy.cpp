@@ -11,10 +11,12 @@
 //
 // Fuse (on the forward graph, before @eval and autodiff, so both see it):
 //  1. For each kiln.cross_entropy of @step whose logits only it reads and
-//     are a kiln.matmul of x [..., D] (not transposed) and w [V, D] (a
-//     transposed rhs, either as the matmul's flag or a kiln.transpose of a
-//     2-D value): x and the targets are flattened to [N, D] and [N] and the
-//     pair becomes kiln.linear_cross_entropy (valid_classes kept).
+//     are a kiln.matmul of x [..., D] (not transposed) and a 2-D weight:
+//     w [V, D] read transposed (the matmul's flag or a kiln.transpose: a
+//     tied embedding), or w [D, V] as it is (an untied head), which gets a
+//     kiln.transpose to [V, D] in front of the fused op: x and the targets
+//     are flattened to [N, D] and [N] and the pair becomes
+//     kiln.linear_cross_entropy (valid_classes kept).
 //  2. Chunk rows: the `rows` option, or Liger's rule ceil(N / ceil(V / D))
 //     (a logits chunk about the size of x); with `rows` = 0 only logits
 //     larger than 64 MiB in fp32 are fused (small models keep the plain ops,
@@ -61,23 +63,30 @@ constexpr int64_t kAutoFuseLogitsBytes = int64_t(64) << 20;
 constexpr llvm::StringLiteral kNotFusedLinearAttrName =
     "kiln.not_fused_linear";
 
-/// w [V, D] when `rhs` is read transposed by the matmul: the rhs itself
-/// with transpose_rhs, or the input of a 2-D kiln.transpose.
-Value weightRows(MatmulOp matmul) {
+/// The head's weight as the matmul reads it: `rows` is w [V, D] when the
+/// rhs is read transposed (the rhs itself with transpose_rhs, or the input
+/// of a 2-D kiln.transpose; a tied embedding); otherwise `columns` is the
+/// rhs [D, V] itself (an untied head), which the fused op reads through a
+/// transpose of its own.
+struct HeadWeight {
+  Value rows, columns;
+};
+
+HeadWeight headWeight(MatmulOp matmul) {
   Value rhs = matmul.getRhs();
   if (cast<RankedTensorType>(rhs.getType()).getRank() != 2)
     return {};
   if (matmul.getTransposeRhs())
-    return rhs;
+    return {rhs, {}};
   if (auto t = rhs.getDefiningOp<TransposeOp>())
     if (t.getPermutation() == ArrayRef<int64_t>{1, 0})
-      return t.getInput();
-  return {};
+      return {t.getInput(), {}};
+  return {{}, rhs};
 }
 
 /// Why `ce` cannot become kiln.linear_cross_entropy ("" when it can), with
-/// the matmul and w it would read.
-std::string whyNotFused(CrossEntropyOp ce, MatmulOp &matmul, Value &w) {
+/// the matmul and the weight it would read.
+std::string whyNotFused(CrossEntropyOp ce, MatmulOp &matmul, HeadWeight &w) {
   matmul = ce.getLogits().getDefiningOp<MatmulOp>();
   if (!matmul)
     return "the logits are not a GEMM product";
@@ -85,10 +94,9 @@ std::string whyNotFused(CrossEntropyOp ce, MatmulOp &matmul, Value &w) {
     return "the logits are also read by another op";
   if (matmul.getTransposeLhs())
     return "x is read transposed";
-  w = weightRows(matmul);
-  if (!w)
-    return "the weight is not stored [V, D] (the head reads x @ transpose(w) "
-           "of a 2-D w)";
+  w = headWeight(matmul);
+  if (!w.rows && !w.columns)
+    return "the weight is not 2-D";
   return "";
 }
 
@@ -109,8 +117,8 @@ struct KilnFuseLinearCrossEntropyPass
 
   void fuse(CrossEntropyOp ce) {
     MatmulOp matmul;
-    Value w;
-    std::string why = whyNotFused(ce, matmul, w);
+    HeadWeight head;
+    std::string why = whyNotFused(ce, matmul, head);
     if (!why.empty()) {
       if (matmul)
         ce->setAttr(kNotFusedLinearAttrName,
@@ -118,8 +126,10 @@ struct KilnFuseLinearCrossEntropyPass
       return;
     }
     auto logits = cast<RankedTensorType>(ce.getLogits().getType());
-    auto wType = cast<RankedTensorType>(w.getType());
-    int64_t v = wType.getDimSize(0), d = wType.getDimSize(1);
+    auto headType = cast<RankedTensorType>(
+        (head.rows ? head.rows : head.columns).getType());
+    int64_t v = headType.getDimSize(head.rows ? 0 : 1),
+            d = headType.getDimSize(head.rows ? 1 : 0);
     int64_t n = logits.getNumElements() / v;
     int64_t chunk = rows;
     if (chunk <= 0) {
@@ -132,7 +142,15 @@ struct KilnFuseLinearCrossEntropyPass
 
     OpBuilder b(ce);
     Location loc = ce.getLoc();
-    Type element = wType.getElementType();
+    Type element = headType.getElementType();
+    // An untied [D, V] head: its [V, D] transpose, made once a step (a
+    // weight-sized copy, next to logits N / D times larger), and its
+    // gradient transposed back by autodiff.
+    Value w = head.rows
+                  ? head.rows
+                  : b.create<TransposeOp>(loc, head.columns,
+                                          ArrayRef<int64_t>{1, 0})
+                        .getResult();
     auto targetsType = cast<RankedTensorType>(ce.getTargets().getType());
     Value x = b.create<ReshapeOp>(loc, RankedTensorType::get({n, d}, element),
                                   matmul.getLhs());

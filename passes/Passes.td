@@ -130,8 +130,10 @@ def KilnFuseLinearCrossEntropy
     On the forward graph (@step, before @eval and autodiff): a
     `kiln.cross_entropy` whose logits are read by it alone and are the
     product `x @ transpose(w)` of activations x `[..., D]` and a 2-D weight
-    w `[V, D]` (a tied embedding, or any output layer stored `[V, D]`)
-    becomes `kiln.linear_cross_entropy` of x and targets flattened to
+    w `[V, D]` (a tied embedding, or any output layer stored `[V, D]`), or
+    `x @ head` with an untied head `[D, V]` (given a `kiln.transpose` to
+    `[V, D]` in front of the fused op), becomes `kiln.linear_cross_entropy`
+    of x and targets flattened to
     `[N, D]` and `[N]`, keeping `valid_classes`. The logits then exist one
     chunk of `chunk_rows` rows at a time (see
     --kiln-expand-linear-cross-entropy). `rows` = 0 fuses when the logits

@@ -23,12 +23,14 @@ func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
 
 // -----
 
-// Tests that logits read by another op too, or a weight stored [D, V], keep
-// the plain ops, with the reason on the loss.
+// Tests that logits read by another op too keep the plain ops, with the
+// reason on the loss, and that an untied head stored [D, V] (x @ v) is
+// fused through a transpose of v to [V, D].
 // CHECK-LABEL: func.func @step
 // CHECK: kiln.cross_entropy {{.*}} {kiln.not_fused_linear = "the logits are also read by another op"}
-// CHECK: kiln.cross_entropy {{.*}} {kiln.not_fused_linear = "the weight is not stored [V, D] (the head reads x @ transpose(w) of a 2-D w)"}
-// CHECK-NOT: linear_cross_entropy
+// CHECK: %[[VT:.*]] = kiln.transpose %arg1 permutation = [1, 0] : tensor<8x64xf32> -> tensor<64x8xf32>
+// CHECK: kiln.linear_cross_entropy %{{.*}}, %[[VT]], %{{.*}} {chunk_rows = 4 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
+// CHECK-NOT: kiln.matmul %arg2, %arg1
 func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
                 %v: tensor<8x64xf32> {kiln.role = "param", kiln.name = "v"},
                 %x: tensor<10x8xf32> {kiln.role = "input", kiln.name = "x"},
