@@ -38,12 +38,21 @@ attention_shape() {
   batch=$(( TOKENS / $2 > 0 ? TOKENS / $2 : 1 ))
 }
 
-# timed_steps JSONL WARMUP: kiln-run's figure to set beside a baseline's:
-# the median step_ms of the steps after the first WARMUP (kernel loading and
-# the cuDNN planning of the first steps excluded, as the PyTorch baselines
-# exclude torch.compile's warm-up), and the tokens/s it gives.
-timed_steps() {
-  python3 - "$1" "$2" <<'PY'
+# kiln_against_torch MODEL ART SHARD TORCH_SCRIPT: the training benchmarks'
+# two sides on the same batch: kiln-run trains ART on SHARD for WARMUP +
+# STEPS steps, its final line (all steps) followed by the median step_ms of
+# the steps after WARMUP (kernel loading and the first steps' cuDNN planning
+# excluded, as the PyTorch baselines exclude torch.compile's warm-up) and
+# the tokens/s it gives; then TORCH_SCRIPT (tools/bench/torch_*.py) trains
+# the same model with BATCH, SEQ, STEPS, WARMUP and TORCH_ARGS and prints
+# its JSON line.
+kiln_against_torch() {
+  local model=$1 art=$2 shard=$3 script=$4
+  echo "== kiln: $model, $PRECISION, batch $BATCH x seq $SEQ, $STEPS steps =="
+  [ -s "$art.plan.txt" ] && cat "$art.plan.txt"
+  "$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
+    --metrics "$work/kiln.jsonl"
+  python3 - "$work/kiln.jsonl" "$WARMUP" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
@@ -51,6 +60,9 @@ ms = statistics.median(r["step_ms"] for r in timed)
 print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
       f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s")
 PY
+  echo "== PyTorch: $script, same model and batch =="
+  # shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
+  "$PYTHON" "$script" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --warmup "$WARMUP" $TORCH_ARGS
 }
 
 # random_token_shard PATH VOCAB COUNT: writes (unless PATH exists) an llm.c

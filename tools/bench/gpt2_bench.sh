@@ -5,7 +5,7 @@
 # on random tokens (an llm.c shard written here: 256 int32 of header, magic
 # 20240520, version 1, token count; then uint16 tokens below VOCAB). Prints
 # kiln-run's final line (tokens/s over all its steps, the first steps'
-# kernel loading and cuDNN planning included), the median step of the timed steps (timed_steps, bench_lib.sh),
+# kernel loading and cuDNN planning included), the median step of the timed steps (kiln_against_torch, bench_lib.sh),
 # then torch_gpt2.py's JSON line.
 #
 #   tools/bench/gpt2_bench.sh                                  # GPU, GPT-2 124M
@@ -30,12 +30,4 @@ shard="$ARTIFACTS/random_tokens_$VOCAB.bin"
 # Enough tokens for every step's batch, so no step rereads data.
 random_token_shard "$shard" "$VOCAB" $(( (STEPS + WARMUP + 1) * BATCH * SEQ + 1 ))
 [ "$COMPILE_ONLY" = 1 ] && exit 0
-echo "== kiln: models/gpt2.kiln, $PRECISION, batch $BATCH x seq $SEQ, $STEPS steps =="
-"$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
-  --metrics "$work/kiln.jsonl"
-timed_steps "$work/kiln.jsonl" "$WARMUP"
-
-echo "== PyTorch: tools/bench/torch_gpt2.py, same model and batch =="
-# shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
-"$PYTHON" tools/bench/torch_gpt2.py --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" \
-  --warmup "$WARMUP" $TORCH_ARGS
+kiln_against_torch models/gpt2.kiln "$art" "$shard" tools/bench/torch_gpt2.py

@@ -6,7 +6,7 @@
 # int32 of header, magic 20240801, version 7, token count; then uint32 tokens
 # below VOCAB). Prints kilnc's planned peak, kiln-run's final line (tokens/s
 # over all its steps, the first steps' kernel loading and cuDNN planning
-# included), the median step of the timed steps (timed_steps, bench_lib.sh),
+# included), the median step of the timed steps (kiln_against_torch, bench_lib.sh),
 # then torch_llama.py's JSON line.
 #
 #   tools/bench/llama_bench.sh                                 # GPU, [16, 2048] bf16
@@ -29,18 +29,9 @@ art=$(kiln_artifact "$name" "$work/kilnc.log" models/llama3_1b.kiln \
   --target="$TARGET" -D precision="$PRECISION" -D batch="$BATCH" -D seq="$SEQ" $LLAMA_DEFINES) ||
   { cat "$work/kilnc.log" >&2; exit 1; }
 # kilnc's report travels with the artifact (the GPU machine has no kilnc).
-if [ -s "$work/kilnc.log" ]; then grep -i -m1 "peak" "$work/kilnc.log" > "$ARTIFACTS/$name.plan.txt" || true; fi
+if [ -s "$work/kilnc.log" ]; then grep -i -m1 "peak" "$work/kilnc.log" > "$art.plan.txt" || true; fi
 shard="$ARTIFACTS/random_tokens_llama3_$VOCAB.bin"
 # Enough tokens for every step's batch, so no step rereads data.
 random_token_shard "$shard" "$VOCAB" $(( (STEPS + WARMUP + 1) * BATCH * SEQ + 1 ))
 [ "$COMPILE_ONLY" = 1 ] && exit 0
-echo "== kiln: models/llama3_1b.kiln, $PRECISION, batch $BATCH x seq $SEQ, $STEPS steps =="
-cat "$ARTIFACTS/$name.plan.txt" 2>/dev/null || true
-"$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
-  --metrics "$work/kiln.jsonl"
-timed_steps "$work/kiln.jsonl" "$WARMUP"
-
-echo "== PyTorch: tools/bench/torch_llama.py, same model and batch =="
-# shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
-"$PYTHON" tools/bench/torch_llama.py --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" \
-  --warmup "$WARMUP" $TORCH_ARGS
+kiln_against_torch models/llama3_1b.kiln "$art" "$shard" tools/bench/torch_llama.py
