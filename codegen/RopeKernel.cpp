@@ -8,6 +8,8 @@
 
 #include "ir/KilnOps.h"
 
+#include "llvm/ADT/Sequence.h"
+
 namespace kiln {
 
 namespace {
@@ -20,14 +22,6 @@ std::string frequencyTable(mlir::kiln::RopeOp rope) {
   for (float f : rope.getInvFreq())
     list += (list.empty() ? "" : ", ") + ScalarExprEmitter::floatLiteral(f);
   return "{" + list + "}";
-}
-
-// Row-major strides of `shape`.
-llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape) {
-  llvm::SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t k = static_cast<int64_t>(shape.size()) - 2; k >= 0; --k)
-    strides[k] = strides[k + 1] * shape[k + 1];
-  return strides;
 }
 
 // The offset, in a tensor whose strides are `strides`, of the element at
@@ -55,22 +49,20 @@ void writeElement(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRe
   if (inPerm || outPerm) {
     // Coordinates in the rotated space; the input and the result are read
     // and written where the permutations put them.
-    llvm::SmallVector<int64_t> rotated = stridesOf(shape);
+    llvm::SmallVector<int64_t> rotated = rowMajorStrides(shape);
     for (int64_t k = 0; k + 1 < rank; ++k)
       w.line("const int64_t c" + str(k) + " = (i / " + str(rotated[k]) + ") % " +
              str(shape[k]) + ";");
-    llvm::SmallVector<int64_t> identity;
-    for (int64_t k = 0; k < rank; ++k)
-      identity.push_back(k);
+    llvm::SmallVector<int64_t> identity = llvm::to_vector(llvm::seq<int64_t>(0, rank));
     // Rotated dim k is input dim inPerm[k]; result dim j is rotated dim
     // outPerm[j], so rotated dim k is result dim j where outPerm[j] = k.
     llvm::SmallVector<int64_t> resultDimOf(rank);
     for (int64_t j = 0; j < rank; ++j)
       resultDimOf[outPerm ? (*outPerm)[j] : j] = j;
     w.line("const int64_t in = " +
-           rowOffset(stridesOf(shapeOf(x)), inPerm ? *inPerm : llvm::ArrayRef(identity)) +
+           rowOffset(rowMajorStrides(shapeOf(x)), inPerm ? *inPerm : llvm::ArrayRef(identity)) +
            ";");
-    w.line("const int64_t out = " + rowOffset(stridesOf(shapeOf(y)), resultDimOf) + ";");
+    w.line("const int64_t out = " + rowOffset(rowMajorStrides(shapeOf(y)), resultDimOf) + ";");
     in = "in";
     out = "out";
     position = "c" + str(rank - 2);

@@ -432,46 +432,34 @@ bool CrossEntropyOp::hasRowEpilogue() { return false; } // result 0 is the scala
 // RopeOp
 //===----------------------------------------------------------------------===//
 
-// `permutation` applied to `shape` (result dim i = input dim permutation[i]).
-static SmallVector<int64_t> permuteShape(ArrayRef<int64_t> shape,
-                                         ArrayRef<int64_t> permutation) {
-  SmallVector<int64_t> out;
-  for (int64_t p : permutation)
-    out.push_back(shape[p]);
-  return out;
-}
-
 SmallVector<int64_t> RopeOp::getRotatedShape() {
-  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  RankedTensorType type = getInput().getType();
   if (std::optional<ArrayRef<int64_t>> perm = getInputPermutation())
-    return permuteShape(shape, *perm);
-  return SmallVector<int64_t>(shape);
+    if (RankedTensorType rotated = inferTransposeType(type, *perm))
+      return SmallVector<int64_t>(rotated.getShape());
+  return SmallVector<int64_t>(type.getShape());
 }
 
 LogicalResult RopeOp::verify() {
   RankedTensorType type = getInput().getType();
   if (type.getRank() < 2)
     return emitOpError() << "input must have rank >= 2 ([..., T, D]), got " << type;
+  // The rotation's type, then the result's: each permutation applied as
+  // kiln.transpose would.
+  RankedTensorType expected = type;
   for (auto [name, perm] : {std::pair{"input_permutation", getInputPermutation()},
                             std::pair{"result_permutation", getResultPermutation()}}) {
     if (!perm)
       continue;
-    SmallVector<int64_t> sorted(perm->begin(), perm->end());
-    llvm::sort(sorted);
-    bool isPermutation = static_cast<int64_t>(sorted.size()) == type.getRank();
-    for (size_t i = 0; isPermutation && i < sorted.size(); ++i)
-      isPermutation = sorted[i] == static_cast<int64_t>(i);
-    if (!isPermutation || perm->back() != type.getRank() - 1)
+    expected = inferTransposeType(expected, *perm);
+    if (!expected || perm->back() != type.getRank() - 1)
       return emitOpError() << name << " must be a permutation of the " << type.getRank()
                            << " dims that keeps the last one in place";
   }
-  SmallVector<int64_t> rotated = getRotatedShape();
-  SmallVector<int64_t> expected =
-      getResultPermutation() ? permuteShape(rotated, *getResultPermutation()) : rotated;
   RankedTensorType resultType = getResult().getType();
-  if (resultType.getShape() != ArrayRef<int64_t>(expected)) {
+  if (resultType.getShape() != expected.getShape()) {
     InFlightDiagnostic diag = emitOpError() << "result shape must be [";
-    llvm::interleaveComma(expected, diag);
+    llvm::interleaveComma(expected.getShape(), diag);
     return diag << "], got " << resultType;
   }
   int64_t d = type.getShape().back();
