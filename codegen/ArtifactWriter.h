@@ -62,6 +62,7 @@ public:
   std::string memorySummary() const {
     return formatMemorySummary(memory, memoryBuffers, memoryPrograms);
   }
+  int64_t arenaBytes() const { return memory.arenaBytes; }
   std::string memoryPlanText() const {
     return formatMemoryPlan(memory, memoryBuffers, memoryPrograms);
   }

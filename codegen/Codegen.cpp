@@ -48,6 +48,14 @@ mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module,
                           writer.memoryPlanText()};
 }
 
+mlir::FailureOr<PlannedMemory> planMemory(mlir::ModuleOp module,
+                                          const CodegenOptions &options) {
+  ArtifactWriter writer(module, options);
+  if (mlir::failed(writer.plan()))
+    return mlir::failure();
+  return PlannedMemory{writer.arenaBytes(), writer.memorySummary()};
+}
+
 mlir::FailureOr<std::vector<EmittedKernel>>
 emitKernels(mlir::ModuleOp module, const CodegenOptions &options) {
   ArtifactWriter writer(module, options);

@@ -66,6 +66,16 @@ mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
 mlir::FailureOr<CompiledArtifact>
 compileArtifact(mlir::ModuleOp module, const CodegenOptions &options = {});
 
+// The memory plan alone, for planners that try several versions of a
+// module (--kiln-remat's budget search): the arena's bytes and kilnc's
+// summary of it.
+struct PlannedMemory {
+  int64_t arenaBytes = 0;
+  std::string summary;
+};
+mlir::FailureOr<PlannedMemory> planMemory(mlir::ModuleOp module,
+                                          const CodegenOptions &options = {});
+
 // The kernels alone, each once (for --dump-phases-to and tests).
 mlir::FailureOr<std::vector<EmittedKernel>>
 emitKernels(mlir::ModuleOp module, const CodegenOptions &options = {});

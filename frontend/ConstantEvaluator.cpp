@@ -6,6 +6,7 @@
 
 #include "frontend/ConstantEvaluator.h"
 
+#include "frontend/ByteSize.h"
 #include "frontend/UnaryMath.h"
 
 #include <cerrno>
@@ -129,12 +130,24 @@ bool ConstantEvaluator::declare(const std::string &name, SourceLoc loc,
   return true;
 }
 
-/// Parses a -D value: an integer, else a float, with nothing left over.
+/// Parses a -D value: an integer, else a float, with nothing left over but
+/// an optional byte unit (`60GiB`, a whole number of bytes).
 static std::optional<Number> parseOverride(const std::string &text) {
   if (text.empty())
     return std::nullopt;
   errno = 0;
   char *end = nullptr;
+  size_t digitsEnd = text.find_last_of("0123456789.");
+  if (digitsEnd != std::string::npos && digitsEnd + 1 < text.size()) {
+    if (std::optional<int64_t> unit = bytesPerUnit(text.substr(digitsEnd + 1))) {
+      double d = std::strtod(text.c_str(), &end);
+      if (errno != 0 || end != text.c_str() + digitsEnd + 1)
+        return std::nullopt;
+      std::optional<int64_t> bytes = scaleByUnit(d, *unit);
+      return bytes ? std::optional<Number>(Number::ofInt(*bytes))
+                   : std::nullopt;
+    }
+  }
   long long i = std::strtoll(text.c_str(), &end, 10);
   // LLONG_MIN has no negation (and LLONG_MIN / -1 traps): like any integer
   // beyond what a literal can spell, it is read as a float.

@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Lexer.h"
+#include "frontend/ByteSize.h"
 
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace kiln {
 
@@ -147,10 +149,15 @@ Token Lexer::lexNumber() {
     while (std::isdigit((unsigned char)peek()))
       advance();
   }
-  // Swallow whatever sticks to the literal so it is reported as one token.
-  while (isIdentChar(peek()) || peek() == '.') {
-    ok = false;
+  // A byte unit may follow directly (`60GiB`); anything else that sticks
+  // to the literal is swallowed so it is reported as one token.
+  size_t unitStart = pos_;
+  while (isIdentChar(peek()) || peek() == '.')
     advance();
+  std::optional<int64_t> unitBytes;
+  if (pos_ > unitStart) {
+    unitBytes = bytesPerUnit(text_.substr(unitStart, pos_ - unitStart));
+    ok = ok && unitBytes.has_value();
   }
   tok.text = text_.substr(start, pos_ - start);
   if (tok.text == ".")
@@ -168,8 +175,23 @@ Token Lexer::lexNumber() {
       ok = errno == 0;
     }
   }
+  if (ok && unitBytes) {
+    // Whole bytes: `1.5GiB` is an integer.
+    std::optional<int64_t> bytes = scaleByUnit(tok.floatValue, *unitBytes);
+    ok = bytes.has_value();
+    tok.isInteger = true;
+    tok.intValue = bytes.value_or(0);
+    tok.floatValue = (double)tok.intValue;
+  }
   if (!ok) {
-    diag_.error(tok.loc, "bad number literal '" + tok.text + "'");
+    std::string suffix = text_.substr(unitStart, pos_ - unitStart);
+    if (!suffix.empty() && std::isalpha((unsigned char)suffix[0]) &&
+        !unitBytes)
+      diag_.error(tok.loc, "bad number literal '" + tok.text + "': '" +
+                               suffix + "' is not a byte unit (" +
+                               byteUnitList() + ")");
+    else
+      diag_.error(tok.loc, "bad number literal '" + tok.text + "'");
     tok.kind = TokenKind::Error;
     return tok;
   }

@@ -42,13 +42,22 @@ private:
   Location loc(SourceLoc l) {
     return FileLineColLoc::get(file_, l.line, l.col);
   }
-  /// locs = [expression, innermost call site, ..., outermost call site].
-  Location loc(const std::vector<SourceLoc> &locs) {
-    Location result = loc(locs.back());
+  /// locs = [expression, innermost call site, ..., outermost call site];
+  /// each call site named after its block instance (callInstances).
+  Location loc(const std::vector<SourceLoc> &locs,
+               const std::vector<std::string> &callInstances) {
+    auto site = [&](size_t i) -> Location {
+      if (i == 0 || i > callInstances.size())
+        return loc(locs[i]);
+      return NameLoc::get(StringAttr::get(&ctx_, callInstances[i - 1]),
+                          loc(locs[i]));
+    };
+    Location result = site(locs.size() - 1);
     for (int i = (int)locs.size() - 2; i >= 0; --i)
-      result = CallSiteLoc::get(loc(locs[i]), result);
+      result = CallSiteLoc::get(site(i), result);
     return result;
   }
+  Location loc(const Node &n) { return loc(n.locs, n.callInstances); }
   RankedTensorType tensorType(const TensorType &t) {
     Type element = t.isFloat()  ? Type(b_.getF32Type())
                    : t.isBool() ? Type(b_.getI1Type())
@@ -208,6 +217,8 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   train.append("grad_accum", b_.getI64IntegerAttr(t.gradAccum));
   train.append("clip", b_.getF32FloatAttr(t.clip));
   train.append("precision", b_.getStringAttr(t.precision));
+  train.append("memory_budget", b_.getI64IntegerAttr(t.memoryBudget));
+  train.append("remat", b_.getStringAttr(t.remat));
   train.append("optimizer", b_.getStringAttr(t.optimizer));
   // Only the arguments of the chosen optimizer: the dumps and the
   // artifact's settings show what applies.
@@ -266,11 +277,11 @@ OwningOpRef<ModuleOp> MLIRGen::emit() {
   b_.setInsertionPointToStart(entry_);
   values_.reserve(graph_.nodes.size());
   for (const Node &n : graph_.nodes)
-    values_.push_back(emitNode(n, loc(n.locs)));
+    values_.push_back(emitNode(n, loc(n)));
   SmallVector<Value> results{values_[graph_.loss]};
   for (const MetricInfo &m : graph_.metrics)
     results.push_back(values_[m.node]);
-  b_.create<func::ReturnOp>(loc(graph_.nodes[graph_.loss].locs), results);
+  b_.create<func::ReturnOp>(loc(graph_.nodes[graph_.loss]), results);
 
   if (failed(verify(*module))) {
     errs_ << "kilnc: internal error: the IR generated for '" << file_.getValue()

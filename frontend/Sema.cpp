@@ -286,13 +286,10 @@ std::optional<TensorGraph>
 Sema::run(const std::map<std::string, std::string> &overrides) {
   graph_.modelName = module_.name;
   graph_.modelLoc = module_.nameLoc;
-  // `-D precision=bf16` names a precision, not a number (see evaluateTrain).
-  std::map<std::string, std::string> numbers = overrides;
-  auto precision = numbers.find("precision");
-  if (precision != numbers.end()) {
-    precisionOverride_ = precision->second;
-    numbers.erase(precision);
-  }
+  // `-D precision=bf16` names a choice, not a number (see evaluateTrain).
+  std::map<std::string, std::string> numbers;
+  for (const auto &[key, text] : overrides)
+    (isNameSetting(key) ? nameOverrides_ : numbers)[key] = text;
   if (!declareAll() || !consts_.applyOverrides(numbers, module_.nameLoc) ||
       !evaluateTrain())
     return std::nullopt;

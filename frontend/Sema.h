@@ -25,6 +25,7 @@
 #include "frontend/RecursionDepth.h"
 #include "frontend/TensorGraph.h"
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,12 @@ struct Value {
   bool isTensor() const { return kind == Kind::Tensor; }
 };
 
+/// Train settings whose value names a choice (`precision = bf16`,
+/// `remat = full`) rather than a number.
+inline bool isNameSetting(const std::string &key) {
+  return key == "precision" || key == "remat";
+}
+
 class Sema {
 public:
   Sema(const ModuleAST &module, DiagnosticPrinter &diag,
@@ -87,7 +94,12 @@ private:
   bool declareTrainSettings();
   bool evaluateTrain();
   bool evaluateTrainNumber(const char *key, Number &out);
-  bool evaluatePrecision();
+  // A train setting whose value names a choice (`precision = bf16`,
+  // `remat = full`): `-D key=NAME`, else the train section, else the default
+  // already in `out`.
+  bool evaluateNameSetting(const char *key,
+                           std::initializer_list<const char *> names,
+                           std::string &out);
   bool evaluateOptimizer(const OptimizerSpec &spec, DiagnosticPrinter &diag);
   // Metrics (SemaTrain.cpp): checks and records `metric NAME = ...`.
   bool recordMetric(const Stmt &s, const Value &v, const std::string &name);
@@ -192,12 +204,15 @@ private:
   std::vector<std::pair<uint32_t, uint32_t>> paramOrderKey_;
   std::vector<std::string> activeBlocks_; // for recursion checks
   std::vector<SourceLoc> callStack_;      // call sites, outermost first
+  std::vector<std::string> callInstances_; // "Block.0" per call site
   uint32_t currentStmtOffset_ = 0;
   RecursionDepth evaluationDepth_{2000}; // nested evaluate() calls, across blocks
   size_t inlinedCalls_ = 0;      // block calls inlined so far
   const OptimizerOverride *optimizerOverride_ = nullptr;
-  std::optional<std::string> precisionOverride_; // `-D precision=...`
-  const Setting *precisionSetting_ = nullptr;    // `precision = ...` in train
+  // Train settings naming a choice (precision, remat): `-D key=NAME` and
+  // the `key = NAME` statement of the train section.
+  std::map<std::string, std::string> nameOverrides_;
+  std::map<std::string, const Setting *> nameSettings_;
   std::vector<ExprPtr> defaultSettings_; // clip/grad_accum when not written
   std::map<std::string, SourceLoc> metricNames_; // full name -> statement
 };

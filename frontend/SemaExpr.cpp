@@ -27,6 +27,7 @@ int Sema::addNode(NodeKind kind, std::vector<int> operands, TensorType type,
   n.locs.push_back(loc);
   for (auto it = callStack_.rbegin(); it != callStack_.rend(); ++it)
     n.locs.push_back(*it);
+  n.callInstances.assign(callInstances_.rbegin(), callInstances_.rend());
   graph_.nodes.push_back(std::move(n));
   return (int)graph_.nodes.size() - 1;
 }
@@ -504,9 +505,11 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
 
   int instance = instanceCount_[block.name]++;
   callStack_.push_back(call.loc);
+  callInstances_.push_back(block.name + "." + std::to_string(instance));
   activeBlocks_.push_back(block.name);
   auto leave = [&] {
     callStack_.pop_back();
+    callInstances_.pop_back();
     activeBlocks_.pop_back();
   };
 

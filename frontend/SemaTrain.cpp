@@ -78,8 +78,11 @@ struct TrainSetting {
   const char *key;
   const char *defaultValue; // nullptr: required
 };
-const TrainSetting kTrainSettings[] = {
-    {"batch", nullptr}, {"seq", nullptr}, {"clip", "0"}, {"grad_accum", "1"}};
+const TrainSetting kTrainSettings[] = {{"batch", nullptr},
+                                       {"seq", nullptr},
+                                       {"clip", "0"},
+                                       {"grad_accum", "1"},
+                                       {"memory_budget", "0"}};
 
 } // namespace
 
@@ -89,11 +92,11 @@ bool Sema::declareTrainSettings() {
   // Every setting is a constant usable anywhere (shapes in blocks refer to
   // batch and seq although the train section comes last in the file).
   for (const Setting &s : module_.train->settings) {
-    // `precision = bf16` names a precision: not a constant.
-    if (s.key == "precision") {
+    // `precision = bf16` and `remat = full` name a choice: not constants.
+    if (isNameSetting(s.key)) {
       if (!declareName(s.key, s.loc, "train setting"))
         return false;
-      precisionSetting_ = &s;
+      nameSettings_[s.key] = &s;
       continue;
     }
     bool known = false;
@@ -102,7 +105,7 @@ bool Sema::declareTrainSettings() {
     if (!known)
       return error(s.loc, "unknown train setting '" + s.key +
                               "'; expected batch, seq, clip, grad_accum, "
-                              "precision or optimizer");
+                              "memory_budget, precision, remat or optimizer");
     if (!declareName(s.key, s.loc, "train setting") ||
         !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
       return false;
@@ -113,7 +116,7 @@ bool Sema::declareTrainSettings() {
       continue;
     auto value =
         std::make_unique<Expr>(Expr::Kind::Number, module_.train->loc);
-    value->isInteger = std::string(t.key) == "grad_accum";
+    value->isInteger = std::string(t.key) != "clip";
     value->number = std::stod(t.defaultValue);
     value->intNumber = (long long)value->number;
     if (!consts_.declare(t.key, module_.train->loc, value.get(),
@@ -139,6 +142,14 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
   std::string origin =
       fromOverride.empty() ? "" : " (from " + fromOverride + ")";
   std::string k = key;
+  if (k == "memory_budget") {
+    if (!v->isInteger || v->intValue < 0)
+      return error(loc, "'memory_budget' must be a whole number of bytes, "
+                        "with a unit if you like (60GiB; 0: no budget), got " +
+                            v->str() + origin);
+    out = *v;
+    return true;
+  }
   if (k == "clip") {
     std::optional<float> f = toNonNegativeF32(v->value);
     if (!f)
@@ -155,31 +166,38 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
   return true;
 }
 
-/// `precision = fp32 | tf32 | bf16` (default fp32), or `-D precision=...`.
-bool Sema::evaluatePrecision() {
-  static const char *const kPrecisions[] = {"fp32", "tf32", "bf16"};
-  auto known = [](const std::string &name) {
-    for (const char *p : kPrecisions)
-      if (name == p)
+bool Sema::evaluateNameSetting(const char *key,
+                               std::initializer_list<const char *> names,
+                               std::string &out) {
+  std::string expected = "expected ";
+  for (const char *const *n = names.begin(); n != names.end(); ++n)
+    expected += std::string(n == names.begin()       ? ""
+                            : n + 1 == names.end() ? " or "
+                                                   : ", ") +
+                *n;
+  auto known = [&](const std::string &name) {
+    for (const char *n : names)
+      if (name == n)
         return true;
     return false;
   };
-  const char *expected = "expected fp32, tf32 or bf16";
-  if (precisionOverride_) {
-    if (!known(*precisionOverride_))
-      return error(module_.train->loc,
-                   "-D precision=" + *precisionOverride_ +
-                       ": unknown precision; " + expected);
-    graph_.train.precision = *precisionOverride_;
+  auto override = nameOverrides_.find(key);
+  if (override != nameOverrides_.end()) {
+    if (!known(override->second))
+      return error(module_.train->loc, std::string("-D ") + key + "=" +
+                                           override->second + ": unknown " +
+                                           key + "; " + expected);
+    out = override->second;
     return true;
   }
-  if (!precisionSetting_)
+  auto setting = nameSettings_.find(key);
+  if (setting == nameSettings_.end())
     return true;
-  const Expr &e = *precisionSetting_->value;
+  const Expr &e = *setting->second->value;
   if (e.kind != Expr::Kind::Name || !known(e.name))
-    return error(e.loc, std::string("'precision' must be a precision name; ") +
+    return error(e.loc, std::string("'") + key + "' must be a name; " +
                             expected);
-  graph_.train.precision = e.name;
+  out = e.name;
   return true;
 }
 
@@ -193,17 +211,22 @@ bool Sema::evaluateTrain() {
     if (!consts_.isConstant(key))
       return error(t.loc, std::string("the train section has no '") + key +
                               " = ...' setting");
-  Number batch, seq, clip, accum;
+  Number batch, seq, clip, accum, budget;
   if (!evaluateTrainNumber("batch", batch) ||
       !evaluateTrainNumber("seq", seq) ||
       !evaluateTrainNumber("grad_accum", accum) ||
-      !evaluateTrainNumber("clip", clip))
+      !evaluateTrainNumber("clip", clip) ||
+      !evaluateTrainNumber("memory_budget", budget))
     return false;
   graph_.train.batch = batch.intValue;
   graph_.train.seq = seq.intValue;
   graph_.train.gradAccum = accum.intValue;
   graph_.train.clip = clip.value;
-  if (!evaluatePrecision())
+  graph_.train.memoryBudget = budget.intValue;
+  if (!evaluateNameSetting("precision", {"fp32", "tf32", "bf16"},
+                           graph_.train.precision) ||
+      !evaluateNameSetting("remat", {"auto", "none", "selective", "full"},
+                           graph_.train.remat))
     return false;
 
   if (optimizerOverride_)

@@ -125,6 +125,10 @@ struct Node {
   /// locs[0] is the expression in the model file; locs[1..] are the block
   /// call sites it was inlined through, innermost first.
   std::vector<SourceLoc> locs;
+  /// The block instance of each call site in locs[1..] ("Block.0"): the
+  /// call-site locations carry it as a NameLoc, so passes can tell the
+  /// repeated instances of one block apart (remat's per-block plan).
+  std::vector<std::string> callInstances;
 };
 
 struct ParamInfo {
@@ -159,6 +163,13 @@ struct TrainInfo {
   // "fp32", "tf32" (fp32 storage, TF32 GEMMs) or "bf16" (bf16 GEMM
   // operands, fp32 accumulation, fp32 master weights and state)
   std::string precision = "fp32";
+  // The peak bytes the step may use (0: no budget), and how activations are
+  // kept for the backward: "auto" (recompute as little as the budget
+  // allows; nothing without a budget), "none", "selective" (pointwise ops,
+  // norms and attention recomputed, GEMM outputs kept) or "full" (each
+  // block recomputed from its input).
+  int64_t memoryBudget = 0;
+  std::string remat = "auto";
   // adamw / adam
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   // every optimizer (adamw's default 0.01; adam and sgd: 0)

@@ -7,6 +7,9 @@
 
 #include "ir/StepFunction.h"
 
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+
 namespace mlir::kiln {
 
 bool hasLossResult(func::FuncOp func) {
@@ -58,6 +61,48 @@ FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp fun
     params.push_back({arg, name});
   }
   return params;
+}
+
+llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func) {
+  llvm::DenseSet<Operation *> forward;
+  if (func.getBody().empty())
+    return forward;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<Operation *> worklist;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto role = func.getResultAttrOfType<StringAttr>(i, kRoleAttrName);
+    if (role && (role.getValue() == role::kLoss ||
+                 role.getValue() == role::kMetric))
+      if (Operation *def = value.getDefiningOp())
+        worklist.push_back(def);
+  }
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), used);
+    for (Value v : used)
+      if (Operation *def = v.getDefiningOp())
+        worklist.push_back(def);
+  }
+  // The backward's prologue: ops that read only forward values and
+  // arguments (views and copies of activations for the weight gradients,
+  // wherever autodiff and CSE placed them). Constants do not count: the
+  // loss's cotangent seed is one, and everything after it is backward.
+  llvm::DenseSet<Operation *> slice = forward;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (forward.count(&op) || op.getNumOperands() == 0)
+      continue;
+    bool onlyForward = llvm::all_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return !def || (forward.count(def) && !(slice.count(def) &&
+                                              def->hasTrait<OpTrait::ConstantLike>()));
+    });
+    if (onlyForward)
+      forward.insert(&op);
+  }
+  return forward;
 }
 
 } // namespace mlir::kiln

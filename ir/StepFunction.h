@@ -31,6 +31,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -57,6 +58,12 @@ constexpr llvm::StringLiteral kEvalFunctionName = "eval";
 // Module attribute names.
 constexpr llvm::StringLiteral kTrainAttrName = "kiln.train";
 constexpr llvm::StringLiteral kModelAttrName = "kiln.model";
+// --kiln-remat: the plan it chose (dictionary: mode, budget, plan, peak,
+// extra_flops, step_flops), every plan's peak with --sweep (array), and the
+// unit attribute on the ops it cloned into the backward.
+constexpr llvm::StringLiteral kRematAttrName = "kiln.remat";
+constexpr llvm::StringLiteral kRematSweepAttrName = "kiln.remat_sweep";
+constexpr llvm::StringLiteral kRecomputeAttrName = "kiln.recompute";
 
 // Values of kiln.role.
 namespace role {
@@ -105,6 +112,13 @@ struct ParameterArgument {
 /// The arguments with kiln.role = "param", in order. Emits an error on `func`
 /// and fails when one has no kiln.name.
 FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp func);
+
+/// The forward ops of a loss function: the top-level ops its "loss" and
+/// "metric" results depend on (through operands and values its regions
+/// capture), and the ops that read nothing but those (non-constant) and
+/// arguments, wherever they sit: what can be computed before the loss's
+/// cotangent exists. Every other op of its body is backward work.
+llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func);
 
 } // namespace mlir::kiln
 

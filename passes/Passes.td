@@ -383,6 +383,71 @@ def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnRemat : Pass<"kiln-remat", "::mlir::ModuleOp"> {
+  let summary = "Recomputes forward values in the backward instead of keeping them";
+  let description = [{
+    Decides, for every forward value of `@step` that the backward reads,
+    whether it stays live from the forward to the backward (kept) or is
+    recomputed just before its first backward use (a clone of its producer,
+    marked `kiln.recompute`, from kept values), so that the planned peak
+    meets `kiln.train`'s `memory_budget` at the least recompute.
+
+    Decisions are per block instance (the `Block.<i>` NameLoc of the ops'
+    call site), in tiers of growing recompute:
+    - `none`: every value the backward reads is kept;
+    - `pointwise`: elementwise ops, converts, norms, RoPE and layout ops are
+      recomputed; GEMM and attention outputs are kept;
+    - `selective` (Megatron's): attention is recomputed too (from q, k, v);
+      only GEMM outputs are kept;
+    - `full` (torch's "checkpoint every layer"): the block is recomputed from
+      its input; GEMMs too.
+    A block's outputs (values later blocks read) are always kept, so a
+    recompute never reaches past its block; values outside blocks are kept.
+    Recomputed ops are pure and read the same operands (dropout included:
+    its Philox state is an operand), so they are bit-identical to the
+    values they replace.
+
+    `mode` (default: kiln.train's `remat`): `none`, `selective`, `full`, or
+    `auto`: with a budget, the least recompute whose planned peak is at most
+    the budget (the peak the artifact will have: kilnc hands the pass the
+    planner, which runs fusion and codegen's memory plan on a copy), blocks
+    moving one tier at a time in program order; without a budget, nothing.
+    An unreachable budget is an error naming the least achievable peak.
+    The choice is recorded in the module attribute `kiln.remat`.
+
+    Before (`mode = full`, Block.0's `%h` read by the backward):
+    ```mlir
+    %h = kiln.gelu %x : tensor<4x8xf32>          // loc("Block.0"(...))
+    %o = kiln.mul %h, %h : tensor<4x8xf32>
+    ...
+    %dx = kiln.elementwise_grad "gelu" %x, %dh : tensor<4x8xf32>
+    %dw = kiln.matmul %h, %dy {transpose_lhs = true} : ...
+    ```
+
+    After:
+    ```mlir
+    %h = kiln.gelu %x : tensor<4x8xf32>
+    %o = kiln.mul %h, %h : tensor<4x8xf32>
+    ...
+    %dx = kiln.elementwise_grad "gelu" %x, %dh : tensor<4x8xf32>
+    %h2 = kiln.gelu %x {kiln.recompute} : tensor<4x8xf32>
+    %dw = kiln.matmul %h2, %dy {transpose_lhs = true} : ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
+           "none, selective, full or auto (default: kiln.train's remat)">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"-1",
+           "Peak bytes the step may use (default: kiln.train's "
+           "memory_budget; 0: none)">,
+    Option<"sweep", "sweep", "bool", /*default=*/"false",
+           "Also plan every tier of every block and record the peaks "
+           "(kiln.remat_sweep), for kilnc --memory-budget-sweep">,
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
   let summary = "Groups ops of @step, @update and @eval into kiln.fusion kernels";
   let description = [{

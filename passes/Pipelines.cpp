@@ -98,6 +98,16 @@ void buildOptimizerPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
+  // kiln.train's memory_budget and remat: keep or recompute each forward
+  // value the backward reads, after @step is complete (mixed precision's
+  // bf16 copies included) and before fusion groups the clones with their
+  // backward consumers. No CSE after it: it would merge the clones back.
+  KilnRematOptions remat;
+  remat.sweep = options.rematSweep;
+  pm.addPass(createKilnRemat(remat, options.plannedPeak));
+}
+
 void buildFusionPhase(OpPassManager &pm) {
   // RoPE takes over the transposes and casts around it (one pass over q
   // and k each way).
@@ -144,6 +154,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        ignoringOptions(buildOptimizerPhase)},
+      {kRematPhaseName, "forward values recomputed in the backward to meet "
+                        "the memory budget (--kiln-remat)",
+       buildRematPhase},
       {"fusion", "RoPE with its transposes and casts, GEMM epilogues and ops "
                  "grouped into kiln.fusion kernels (--kiln-fuse-rope, "
                  "--kiln-fuse-gemm-epilogue, --kiln-fusion)",

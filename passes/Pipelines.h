@@ -10,6 +10,8 @@
 #ifndef KILN_PASSES_PIPELINES_H
 #define KILN_PASSES_PIPELINES_H
 
+#include "passes/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -24,6 +26,11 @@ struct PhaseOptions {
   /// --no-fused-cross-entropy); rows per chunk, 0 for its automatic rule.
   bool fuseLinearCrossEntropy = true;
   int64_t crossEntropyChunkRows = 0;
+  /// --kiln-remat: plan every tier's peak too (kilnc
+  /// --memory-budget-sweep), and the planner it asks for peaks (kilnc's:
+  /// fusion and codegen's memory plan; none in kiln-opt).
+  bool rematSweep = false;
+  PlannedPeakFn plannedPeak;
 };
 
 /// One named phase of the pipeline: `build` adds its passes to a pass manager
@@ -50,6 +57,10 @@ void buildGradAccumPhase(OpPassManager &pm);
 void buildMixedPrecisionPhase(OpPassManager &pm);
 /// "optimizer": grad norm and the AdamW update appended.
 void buildOptimizerPhase(OpPassManager &pm);
+/// "remat": forward values recomputed in the backward to meet the memory
+/// budget (--kiln-remat).
+constexpr llvm::StringLiteral kRematPhaseName = "remat";
+void buildRematPhase(OpPassManager &pm, const PhaseOptions &options = {});
 /// "fusion": kiln.fusion kernels chosen (--kiln-fusion).
 void buildFusionPhase(OpPassManager &pm);
 

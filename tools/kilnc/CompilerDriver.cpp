@@ -24,6 +24,7 @@
 #include "passes/AttentionReport.h"
 #include "passes/FusionReport.h"
 #include "passes/Pipelines.h"
+#include "passes/RematReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -112,34 +113,37 @@ bool isKnownPhase(StringRef name) {
   return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
 }
 
+/// Writes DIR/NAME with what `print` writes.
+LogicalResult writeReport(StringRef dir, StringRef name, llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  print(os);
+  os.flush();
+  llvm::SmallString<128> path(dir);
+  llvm::sys::path::append(path, name);
+  return writeFileAtomically(path, text);
+}
+
 /// Writes DIR/fusion.txt: the kernels fusion chose and the candidates it
 /// refused, with reasons (or a note that --no-fusion skipped it).
 LogicalResult writeFusionReport(ModuleOp module, StringRef dir, bool skipped) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (skipped)
-    os << "# kiln fusion report: fusion skipped (--no-fusion), one kernel per op\n";
-  else
-    mlir::kiln::printFusionReport(module, os);
-  os.flush();
-  llvm::SmallString<128> path(dir);
-  llvm::sys::path::append(path, "fusion.txt");
-  return writeFileAtomically(path, text);
+  return writeReport(dir, "fusion.txt", [&](llvm::raw_ostream &os) {
+    if (skipped)
+      os << "# kiln fusion report: fusion skipped (--no-fusion), one kernel per op\n";
+    else
+      mlir::kiln::printFusionReport(module, os);
+  });
 }
 
 /// Writes DIR/attention.txt: the kiln.attention ops the match produced and
 /// the softmaxes it left alone, with reasons (or why it was skipped).
 LogicalResult writeAttentionReport(ModuleOp module, StringRef dir, StringRef skippedBecause) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (!skippedBecause.empty())
-    os << "# kiln attention report: attention-match skipped (" << skippedBecause << ")\n";
-  else
-    mlir::kiln::printAttentionReport(module, os);
-  os.flush();
-  llvm::SmallString<128> path(dir);
-  llvm::sys::path::append(path, "attention.txt");
-  return writeFileAtomically(path, text);
+  return writeReport(dir, "attention.txt", [&](llvm::raw_ostream &os) {
+    if (!skippedBecause.empty())
+      os << "# kiln attention report: attention-match skipped (" << skippedBecause << ")\n";
+    else
+      mlir::kiln::printAttentionReport(module, os);
+  });
 }
 
 /// Writes every kernel's source to DIR/kernels/ENTRY.cpp (ENTRY.cu with its
@@ -213,8 +217,27 @@ int runCompiler(const DriverOptions &options) {
   applyDefaultTimingManagerCLOptions(timing);
   TimingScope rootTimer = timing.getRootScope();
 
+  // --memory-budget and --remat are spellings of their -D settings.
+  std::map<std::string, std::string> overrides = options.overrides;
+  struct Spelling {
+    const char *key, *flag;
+    const std::string &value;
+  };
+  for (const Spelling &s : {Spelling{"memory_budget", "--memory-budget", options.memoryBudget},
+                            Spelling{"remat", "--remat", options.remat}}) {
+    const std::string &value = s.value;
+    const char *key = s.key;
+    if (value.empty())
+      continue;
+    if (overrides.count(key)) {
+      llvm::errs() << "kilnc: error: both -D " << key << " and " << s.flag << " given\n";
+      return kUsageError;
+    }
+    overrides[key] = value;
+  }
+
   // 1. Frontend. It prints its own diagnostics with a caret.
-  FrontendOptions frontendOptions{options.inputPath, options.overrides};
+  FrontendOptions frontendOptions{options.inputPath, overrides};
   OwningOpRef<ModuleOp> module;
   {
     TimingScope frontendTimer = rootTimer.nest("frontend");
@@ -235,6 +258,14 @@ int runCompiler(const DriverOptions &options) {
   std::string includedPath;
   sourceMgr.AddIncludeFile(options.inputPath, llvm::SMLoc(), includedPath);
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // Diagnostics about the whole model (an unreachable memory budget) have no
+  // line to show: they print as kilnc's own.
+  ScopedDiagnosticHandler unlocated(&context, [](Diagnostic &diag) {
+    if (!isa<UnknownLoc>(diag.getLocation()) || diag.getSeverity() != DiagnosticSeverity::Error)
+      return failure();
+    llvm::errs() << "kilnc: error: " << diag.str() << "\n";
+    return success();
+  });
 
   auto dumpPath = [&](unsigned index, StringRef name) {
     llvm::SmallString<128> path(options.dumpPhasesTo);
@@ -255,6 +286,21 @@ int runCompiler(const DriverOptions &options) {
   mlir::kiln::PhaseOptions phaseOptions;
   phaseOptions.fuseLinearCrossEntropy = options.fusedCrossEntropy;
   phaseOptions.crossEntropyChunkRows = options.crossEntropyChunkRows;
+  phaseOptions.rematSweep = options.memoryBudgetSweep;
+  // The remat phase plans against the artifact's own peak: the rest of the
+  // pipeline (fusion, unless --no-fusion) and codegen's memory plan, run on
+  // the copy of the module it is given.
+  phaseOptions.plannedPeak = [&](ModuleOp copy) -> FailureOr<mlir::kiln::PlannedPeak> {
+    PassManager pm(&context);
+    if (!options.noFusion)
+      mlir::kiln::buildFusionPhase(pm);
+    if (failed(pm.run(copy)))
+      return failure();
+    FailureOr<PlannedMemory> memory = planMemory(copy, codegen);
+    if (failed(memory))
+      return failure();
+    return mlir::kiln::PlannedPeak{memory->arenaBytes, memory->summary};
+  };
   for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))
@@ -278,6 +324,11 @@ int runCompiler(const DriverOptions &options) {
     if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && phase.name == kFusionPhase && failed(writeFusionReport(*module, options.dumpPhasesTo, skipped)))
+      return kUserError;
+    if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kRematPhaseName &&
+        failed(writeReport(options.dumpPhasesTo, "remat.txt", [&](llvm::raw_ostream &os) {
+          mlir::kiln::printRematReport(*module, os);
+        })))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kAttentionMatchPhaseName &&
         failed(writeAttentionReport(*module, options.dumpPhasesTo,
@@ -312,6 +363,8 @@ int runCompiler(const DriverOptions &options) {
   // Peak memory is known before anything runs: say it with every compile.
   llvm::outs() << "parameters: " << withThousandsSeparators(parameterCount) << "\n";
   llvm::outs() << artifact->memorySummary;
+  llvm::outs() << mlir::kiln::rematSummary(*module);
+  llvm::outs() << mlir::kiln::rematSweepTable(*module);
   return kSuccess;
 }
 

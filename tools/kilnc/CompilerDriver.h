@@ -26,6 +26,9 @@ struct DriverOptions {
   bool attentionMatch = true;                   // false: skip the attention-match phase (--no-attention-match)
   bool fusedCrossEntropy = true;                // false: keep cross_entropy(x @ w^T) as two ops (--no-fused-cross-entropy)
   int64_t crossEntropyChunkRows = 0;            // > 0: fuse always, this many rows per chunk (--cross-entropy-chunk-rows)
+  std::string memoryBudget;                     // --memory-budget=60GiB: -D memory_budget, or ""
+  std::string remat;                            // --remat=MODE: -D remat, or ""
+  bool memoryBudgetSweep = false;               // print every remat plan's peak (--memory-budget-sweep)
 };
 
 /// Exit codes of the compiler.

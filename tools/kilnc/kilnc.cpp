@@ -3,7 +3,8 @@
 //   kilnc MODEL.kiln -o OUT.kart [-D name=value]... [--target=cpu|cuda]
 //         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
 //         [--no-fusion] [--no-pad-dims] [--no-attention-match]
-//         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N] [--mlir-timing] ...
+//         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N]
+//         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--mlir-timing] ...
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -55,6 +56,17 @@ int main(int argc, char **argv) {
       cl::desc("Fuse cross_entropy(x @ transpose(w)) with this many rows of logits per chunk "
                "(default: fused with ceil(N / ceil(V / D)) rows when the logits exceed 64 MiB)"),
       cl::value_desc("N"), cl::init(0));
+  static cl::opt<std::string> memoryBudget(
+      "memory-budget",
+      cl::desc("Peak memory the step may use (e.g. 60GiB, 512MiB, 80GB): activations are recomputed "
+               "in the backward as little as it allows (-D memory_budget=...)"),
+      cl::value_desc("size"));
+  static cl::opt<std::string> remat("remat",
+                                    cl::desc("Activation recompute: auto (to the budget), none, selective "
+                                             "(pointwise ops and attention) or full (every block) (-D remat=...)"),
+                                    cl::value_desc("mode"));
+  static cl::opt<bool> memoryBudgetSweep(
+      "memory-budget-sweep", cl::desc("Print the planned peak and recompute of every remat plan"), cl::init(false));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -85,6 +97,9 @@ int main(int argc, char **argv) {
     return kiln::kUsageError;
   }
   options.crossEntropyChunkRows = crossEntropyChunkRows;
+  options.memoryBudget = memoryBudget;
+  options.remat = remat;
+  options.memoryBudgetSweep = memoryBudgetSweep;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {

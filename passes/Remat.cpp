@@ -1,0 +1,449 @@
+//===- Remat.cpp - Recompute forward values instead of keeping them -------===//
+//
+// --kiln-remat: plans which forward values of @step stay live until the
+// backward reads them and which are recomputed there, per block instance,
+// to meet kiln.train's memory_budget with the least recompute.
+//
+// Algorithm:
+//  1. Forward ops are the ops of @step that the loss and metric results
+//     depend on; every other op is backward. A forward op belongs to the
+//     block instance named by the outermost NameLoc call site of its
+//     location ("Block.3"); instances are numbered in program order.
+//  2. A plan gives each instance a tier (none < pointwise < selective <
+//     full). A forward value is recomputed when its instance's tier does not
+//     keep it: pointwise keeps GEMM and attention outputs, selective keeps
+//     GEMM outputs, full keeps nothing; every tier keeps the values other
+//     instances or unblocked ops read (the residual stream between blocks),
+//     so recompute never crosses a block boundary.
+//  3. Applying a plan: walk the backward ops in order; each operand that is
+//     a recomputed value is replaced by a clone of its producer inserted
+//     just before the first backward op that reads it, the producer's own
+//     recomputed operands cloned first (recursively), each value cloned
+//     once. The original keeps its forward uses, so its live range now ends
+//     in the forward.
+//  4. Plans are ordered by recompute: plan c (0 <= c <= 3·B for B blocks)
+//     gives every block tier c / B and the first c % B blocks one tier
+//     more. `none` is plan 0, `selective` 2·B, `full` 3·B. `auto` with a
+//     budget binary-searches the least c whose planned peak (the injected
+//     PlannedPeakFn: fusion and codegen's memory plan on a copy of the
+//     module) is at most the budget; the peak falls as c grows.
+//  5. The chosen plan is applied to the module and described in the module
+//     attribute kiln.remat (mode, budget, plan, peak, extra and step FLOPs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "ir/KilnOps.h"
+#include "ir/OpCost.h"
+#include "ir/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <functional>
+#include <map>
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNREMAT
+#include "passes/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+enum class Tier { None = 0, Pointwise = 1, Selective = 2, Full = 3 };
+constexpr int kTiers = 4;
+
+const char *tierName(Tier tier) {
+  switch (tier) {
+  case Tier::None:
+    return "none";
+  case Tier::Pointwise:
+    return "pointwise";
+  case Tier::Selective:
+    return "selective";
+  case Tier::Full:
+    return "full";
+  }
+  return "?";
+}
+
+/// The block instance of a location: the name of its outermost named call
+/// site ("Block.3"), or "" outside blocks.
+StringRef blockInstance(Location loc) {
+  StringRef name;
+  while (true) {
+    if (auto site = dyn_cast<CallSiteLoc>(loc)) {
+      loc = site.getCaller();
+      continue;
+    }
+    if (auto named = dyn_cast<NameLoc>(loc))
+      return named.getName().getValue();
+    if (auto fused = dyn_cast<FusedLoc>(loc)) {
+      for (Location part : fused.getLocations())
+        if (!(name = blockInstance(part)).empty())
+          return name;
+    }
+    return name;
+  }
+}
+
+/// @step's forward ops and their block instances.
+struct StepGraph {
+  mutable func::FuncOp step; // handles are const-incorrect in MLIR
+  llvm::DenseSet<Operation *> forward;
+  llvm::DenseMap<Operation *, unsigned> instanceOf; // forward ops in blocks
+  SmallVector<std::string> instances;               // program order
+
+  static FailureOr<StepGraph> build(ModuleOp module) {
+    StepGraph graph;
+    graph.step = module.lookupSymbol<func::FuncOp>(kStepFunctionName);
+    if (!graph.step || graph.step.getBody().getBlocks().size() != 1)
+      return failure();
+    Block &body = graph.step.getBody().front();
+    graph.forward = getForwardOps(graph.step);
+    llvm::StringMap<unsigned> index;
+    for (Operation &op : body) {
+      if (!graph.forward.count(&op))
+        continue;
+      StringRef instance = blockInstance(op.getLoc());
+      if (instance.empty())
+        continue;
+      auto [it, fresh] = index.try_emplace(instance, graph.instances.size());
+      if (fresh)
+        graph.instances.push_back(instance.str());
+      graph.instanceOf[&op] = it->second;
+    }
+    return graph;
+  }
+
+  int numPlans() const { return (kTiers - 1) * (int)instances.size(); }
+
+  /// Plan `plan`'s tier for instance `i` (see step 4).
+  Tier tierOf(int plan, unsigned i) const {
+    int blocks = (int)instances.size();
+    if (blocks == 0)
+      return Tier::None;
+    int tier = plan / blocks + ((int)i < plan % blocks ? 1 : 0);
+    return (Tier)std::min(tier, kTiers - 1);
+  }
+
+  /// "Block.0-2 full, Block.3 selective" (ranges of equal tiers).
+  std::string describe(int plan) const {
+    if (instances.empty())
+      return "no blocks";
+    std::string text;
+    for (size_t i = 0; i < instances.size();) {
+      size_t j = i;
+      while (j + 1 < instances.size() && tierOf(plan, j + 1) == tierOf(plan, i))
+        ++j;
+      if (!text.empty())
+        text += ", ";
+      text += instances[i];
+      if (j > i) {
+        StringRef last = instances[j];
+        text += "-" + last.substr(last.rfind('.') + 1).str();
+      }
+      text += std::string(" ") + tierName(tierOf(plan, i));
+      i = j + 1;
+    }
+    return text;
+  }
+};
+
+/// Applies plan `plan` to the @step of `graph` (step 3); returns the FLOPs
+/// of the recomputed ops.
+double applyPlan(const StepGraph &graph, int plan) {
+  auto isRecomputed = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    auto it = def ? graph.instanceOf.find(def) : graph.instanceOf.end();
+    if (it == graph.instanceOf.end())
+      return false;
+    Tier tier = graph.tierOf(plan, it->second);
+    // Constants are not activations: codegen stores them once.
+    if (tier == Tier::None || def->hasTrait<OpTrait::ConstantLike>())
+      return false;
+    // Block outputs stay: values other instances or unblocked forward ops
+    // read.
+    for (Operation *user : value.getUsers()) {
+      Operation *top = graph.step.getBody().front().findAncestorOpInBlock(*user);
+      if (!top || !graph.forward.count(top))
+        continue;
+      auto userIt = graph.instanceOf.find(top);
+      if (userIt == graph.instanceOf.end() || userIt->second != it->second)
+        return false;
+    }
+    if (tier == Tier::Pointwise && isa<MatmulOp, AttentionOp>(def))
+      return false;
+    if (tier == Tier::Selective && isa<MatmulOp>(def))
+      return false;
+    return true;
+  };
+
+  double extraFlops = 0;
+  llvm::DenseMap<Value, Value> recomputed;
+  OpBuilder builder(graph.step.getContext());
+  // The recomputed copy of `value`, created before `before` on first use.
+  std::function<Value(Value, Operation *)> materialize =
+      [&](Value value, Operation *before) -> Value {
+    if (Value copy = recomputed.lookup(value))
+      return copy;
+    Operation *def = value.getDefiningOp();
+    llvm::SetVector<Value> used(def->operand_begin(), def->operand_end());
+    getUsedValuesDefinedAbove(def->getRegions(), used);
+    IRMapping mapping;
+    for (Value operand : used)
+      if (isRecomputed(operand))
+        mapping.map(operand, materialize(operand, before));
+    builder.setInsertionPoint(before);
+    Operation *copy = builder.clone(*def, mapping);
+    copy->setAttr(kRecomputeAttrName, builder.getUnitAttr());
+    extraFlops += estimateFlops(copy);
+    for (auto [original, result] :
+         llvm::zip(def->getResults(), copy->getResults()))
+      recomputed[original] = result;
+    return recomputed.lookup(value);
+  };
+
+  SmallVector<Operation *> backward;
+  // The return hands results out (metrics are forward values): not a reader.
+  for (Operation &op : graph.step.getBody().front().without_terminator())
+    if (!graph.forward.count(&op))
+      backward.push_back(&op);
+  for (Operation *op : backward)
+    op->walk([&](Operation *nested) {
+      // Values defined inside `op`'s regions are never recomputed ones.
+      for (OpOperand &use : nested->getOpOperands())
+        if (isRecomputed(use.get()))
+          use.set(materialize(use.get(), op));
+    });
+  return extraFlops;
+}
+
+/// FLOPs of one run of @step (the denominator of the recompute overhead).
+double stepFlops(func::FuncOp step) {
+  double flops = 0;
+  step.walk([&](Operation *op) {
+    if (op->getParentOp() == step.getOperation())
+      flops += estimateFlops(op);
+  });
+  return flops;
+}
+
+/// A copy of `module` whose every value lists its uses in the original's
+/// order. Fusion's choices follow use-list order, which a plain clone
+/// rebuilds from op order; without this, a plan's peak on a copy could differ
+/// from the artifact's.
+OwningOpRef<ModuleOp> cloneKeepingUseOrder(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  SmallVector<Operation *> originals, copies;
+  module->walk<WalkOrder::PreOrder>([&](Operation *op) { originals.push_back(op); });
+  (*copy)->walk<WalkOrder::PreOrder>([&](Operation *op) { copies.push_back(op); });
+  llvm::DenseMap<Operation *, Operation *> copyOf;
+  for (auto [original, clone] : llvm::zip(originals, copies))
+    copyOf[original] = clone;
+  auto reorder = [&](Value original, Value clone) {
+    llvm::DenseMap<std::pair<Operation *, unsigned>, unsigned> position;
+    for (OpOperand &use : original.getUses())
+      position[{copyOf.lookup(use.getOwner()), use.getOperandNumber()}] =
+          position.size();
+    if (position.size() < 2)
+      return;
+    SmallVector<unsigned> indices;
+    for (OpOperand &use : clone.getUses())
+      indices.push_back(position.lookup({use.getOwner(), use.getOperandNumber()}));
+    clone.shuffleUseList(indices);
+  };
+  for (auto [original, clone] : llvm::zip(originals, copies)) {
+    for (auto [a, b] : llvm::zip(original->getResults(), clone->getResults()))
+      reorder(a, b);
+    for (auto [ra, rb] : llvm::zip(original->getRegions(), clone->getRegions()))
+      for (auto [ba, bb] : llvm::zip(ra, rb))
+        for (auto [a, b] : llvm::zip(ba.getArguments(), bb.getArguments()))
+          reorder(a, b);
+  }
+  return copy;
+}
+
+std::string formatMiB(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", (double)bytes / (1024.0 * 1024.0)).str();
+}
+
+struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
+  using Base::Base;
+  KilnRemat(const KilnRematOptions &options, PlannedPeakFn plannedPeak)
+      : Base(options), plannedPeak(std::move(plannedPeak)) {}
+
+  void runOnOperation() override;
+
+  /// Plan `plan` applied to a copy of the module: its planned peak and the
+  /// FLOPs it recomputes.
+  struct Evaluation {
+    PlannedPeak peak;
+    double extraFlops = 0;
+  };
+  FailureOr<Evaluation> evaluate(int plan) {
+    OwningOpRef<ModuleOp> copy = cloneKeepingUseOrder(getOperation());
+    FailureOr<StepGraph> graph = StepGraph::build(*copy);
+    if (failed(graph))
+      return failure();
+    Evaluation evaluation;
+    evaluation.extraFlops = applyPlan(*graph, plan);
+    FailureOr<PlannedPeak> peak = plannedPeak(*copy);
+    if (failed(peak))
+      return failure();
+    evaluation.peak = *peak;
+    return evaluation;
+  }
+
+  PlannedPeakFn plannedPeak;
+};
+
+void KilnRemat::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  std::string chosenMode = mode;
+  if (chosenMode.empty())
+    if (auto attr = train ? train.getAs<StringAttr>("remat") : nullptr)
+      chosenMode = attr.getValue().str();
+  if (chosenMode.empty())
+    chosenMode = "auto";
+  int64_t budget = memoryBudget;
+  if (budget < 0) {
+    auto attr = train ? train.getAs<IntegerAttr>("memory_budget") : nullptr;
+    budget = attr ? attr.getInt() : 0;
+  }
+  if (chosenMode != "auto" && chosenMode != "none" &&
+      chosenMode != "selective" && chosenMode != "full") {
+    module.emitError() << "--kiln-remat: unknown mode '" << chosenMode
+                       << "'; expected auto, none, selective or full";
+    return signalPassFailure();
+  }
+
+  FailureOr<StepGraph> graph = StepGraph::build(module);
+  if (failed(graph))
+    return; // no @step: nothing to plan
+  int last = graph->numPlans();
+  bool needPeaks = budget > 0 || sweep;
+  if (needPeaks && !plannedPeak) {
+    module.emitError() << "--kiln-remat: a memory budget needs the planned "
+                          "peak; compile with kilnc (--memory-budget)";
+    return signalPassFailure();
+  }
+
+  Builder b(module.getContext());
+  std::map<int, Evaluation> evaluations;
+  auto peakOfPlan = [&](int plan) -> FailureOr<int64_t> {
+    auto it = evaluations.find(plan);
+    if (it == evaluations.end()) {
+      FailureOr<Evaluation> evaluation = evaluate(plan);
+      if (failed(evaluation))
+        return failure();
+      it = evaluations.emplace(plan, *evaluation).first;
+    }
+    return it->second.peak.bytes;
+  };
+
+  if (sweep) {
+    SmallVector<Attribute> rows;
+    for (int plan = 0; plan <= last; ++plan) {
+      FailureOr<int64_t> peak = peakOfPlan(plan);
+      if (failed(peak))
+        return signalPassFailure();
+      rows.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("plan", b.getStringAttr(graph->describe(plan))),
+           b.getNamedAttr("peak", b.getI64IntegerAttr(*peak)),
+           b.getNamedAttr("extra_flops",
+                          b.getF64FloatAttr(evaluations[plan].extraFlops))}));
+    }
+    module->setAttr(kRematSweepAttrName, b.getArrayAttr(rows));
+  }
+
+  int plan = 0;
+  if (chosenMode == "selective")
+    plan = 2 * (int)graph->instances.size();
+  else if (chosenMode == "full")
+    plan = last;
+  if (budget > 0) {
+    FailureOr<int64_t> peak = peakOfPlan(plan);
+    if (failed(peak))
+      return signalPassFailure();
+    // Budget errors name no model line: no one line is to blame.
+    Location nowhere = UnknownLoc::get(module.getContext());
+    if (*peak > budget && chosenMode != "auto") {
+      emitError(nowhere) << "memory budget " << formatMiB(budget)
+                         << " is not met: remat = " << chosenMode
+                         << " plans a peak of " << formatMiB(*peak)
+                         << "; use remat = auto, or a larger budget";
+      return signalPassFailure();
+    }
+    if (*peak > budget) {
+      FailureOr<int64_t> lastPeak = peakOfPlan(last);
+      if (failed(lastPeak))
+        return signalPassFailure();
+      if (*lastPeak <= budget) {
+        // The least plan whose peak fits, by bisection: peaks fall as plans
+        // grow (up to a few bytes of arena packing).
+        int lo = plan, hi = last; // peak(lo) > budget >= peak(hi)
+        while (hi - lo > 1) {
+          int mid = lo + (hi - lo) / 2;
+          FailureOr<int64_t> midPeak = peakOfPlan(mid);
+          if (failed(midPeak))
+            return signalPassFailure();
+          (*midPeak <= budget ? hi : lo) = mid;
+        }
+        plan = hi;
+      } else {
+        // Full recompute does not fit: the least peak may still be an
+        // earlier plan's (packing), so try them all before giving up.
+        int least = last;
+        for (int p = 0; p < last && *peak > budget; ++p) {
+          FailureOr<int64_t> pPeak = peakOfPlan(p);
+          if (failed(pPeak))
+            return signalPassFailure();
+          if (*pPeak <= budget)
+            plan = p, peak = pPeak;
+          if (*pPeak < evaluations[least].peak.bytes)
+            least = p;
+        }
+        if (*peak > budget) {
+          emitError(nowhere)
+              << "memory budget " << formatMiB(budget)
+              << " cannot be met: the least achievable peak is "
+              << formatMiB(evaluations[least].peak.bytes) << " ("
+              << graph->describe(least) << ")\n"
+              << evaluations[least].peak.liveAtPeak;
+          return signalPassFailure();
+        }
+      }
+    }
+  }
+
+  double total = stepFlops(graph->step);
+  double extra = applyPlan(*graph, plan);
+  NamedAttrList summary;
+  summary.append("mode", b.getStringAttr(chosenMode));
+  summary.append("budget", b.getI64IntegerAttr(budget));
+  summary.append("plan", b.getStringAttr(graph->describe(plan)));
+  if (evaluations.count(plan))
+    summary.append("peak", b.getI64IntegerAttr(evaluations[plan].peak.bytes));
+  summary.append("extra_flops", b.getF64FloatAttr(extra));
+  summary.append("step_flops", b.getF64FloatAttr(total));
+  module->setAttr(kRematAttrName, summary.getDictionary(module.getContext()));
+}
+
+} // namespace
+
+std::unique_ptr<Pass>
+mlir::kiln::createKilnRemat(const KilnRematOptions &options,
+                            PlannedPeakFn plannedPeak) {
+  return std::make_unique<KilnRemat>(options, std::move(plannedPeak));
+}

@@ -1,0 +1,121 @@
+// RUN: kiln-opt %s --split-input-file --kiln-remat="mode=none memory-budget=0" | FileCheck %s --check-prefix=NONE
+// RUN: kiln-opt %s --split-input-file --kiln-remat="mode=selective memory-budget=0" | FileCheck %s --check-prefix=SELECTIVE
+// RUN: kiln-opt %s --split-input-file --kiln-remat="mode=full memory-budget=0" | FileCheck %s --check-prefix=FULL
+// RUN: kiln-opt %s --split-input-file --kiln-remat --verify-diagnostics | FileCheck %s --check-prefix=AUTO
+
+// Tests the tiers on one block: none keeps what the backward (the ops that
+// depend on the cotangent seed, a constant) reads;
+// selective recomputes the gelu (pointwise) from the kept GEMM output; full
+// recomputes the GEMM too, from the block's input. Clones sit just before the
+// first backward reader, each made once; the block's output %o (read by the
+// unblocked loss) is kept by every tier, and the forward ops keep their
+// forward uses.
+#in_block_a = loc(callsite("m.kiln":3:7 at "Block.0"("m.kiln":9:5)))
+#in_block_b = loc(callsite("m.kiln":4:7 at "Block.0"("m.kiln":9:5)))
+#in_block_c = loc(callsite("m.kiln":5:7 at "Block.0"("m.kiln":9:5)))
+module {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
+                  %w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<8x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc(#in_block_a)
+    %g = kiln.gelu %h : tensor<4x8xf32> loc(#in_block_b)
+    %o = kiln.add %g, %x : tensor<4x8xf32> loc(#in_block_c)
+    %l = kiln.reduce_sum %o dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %d1 = kiln.matmul %g, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %d2 = kiln.matmul %h, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %d3 = kiln.matmul %g, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %s = kiln.add %d1, %d2 : tensor<8x8xf32>
+    %dw = kiln.add %s, %d3 : tensor<8x8xf32>
+    return %l, %dw : tensor<f32>, tensor<8x8xf32>
+  }
+}
+
+// NONE: module attributes {kiln.remat = {budget = 0 : i64, extra_flops = 0.000000e+00 : f64, mode = "none", plan = "Block.0 none", step_flops = {{.*}}}}
+// NONE-NOT: kiln.recompute
+
+// SELECTIVE: kiln.remat = {{{.*}}mode = "selective", plan = "Block.0 selective"
+// SELECTIVE: %[[H:.*]] = kiln.matmul %arg0, %arg1 :
+// SELECTIVE-NEXT: %[[G:.*]] = kiln.gelu %[[H]] :
+// SELECTIVE-NEXT: %[[O:.*]] = kiln.add %[[G]], %arg0 :
+// SELECTIVE-NEXT: kiln.reduce_sum %[[O]]
+// SELECTIVE-NEXT: %[[SEED:.*]] = kiln.constant
+// SELECTIVE-NEXT: %[[G2:.*]] = kiln.gelu %[[H]] {kiln.recompute} :
+// SELECTIVE-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
+// SELECTIVE-NEXT: kiln.matmul %[[H]], %[[SEED]] {transpose_lhs = true}
+// SELECTIVE-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
+
+// FULL: kiln.remat = {{{.*}}mode = "full", plan = "Block.0 full"
+// FULL: %[[H:.*]] = kiln.matmul %arg0, %arg1 :
+// FULL-NEXT: %[[G:.*]] = kiln.gelu %[[H]] :
+// FULL-NEXT: %[[O:.*]] = kiln.add %[[G]], %arg0 :
+// FULL-NEXT: kiln.reduce_sum %[[O]]
+// FULL-NEXT: %[[SEED:.*]] = kiln.constant
+// FULL-NEXT: %[[H2:.*]] = kiln.matmul %arg0, %arg1 {kiln.recompute} :
+// FULL-NEXT: %[[G2:.*]] = kiln.gelu %[[H2]] {kiln.recompute} :
+// FULL-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
+// FULL-NEXT: kiln.matmul %[[H2]], %[[SEED]] {transpose_lhs = true}
+// FULL-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
+
+// AUTO: kiln.remat = {{{.*}}mode = "auto", plan = "Block.0 none"
+// AUTO-NOT: kiln.recompute
+
+// -----
+
+// Tests that plans go block by block in program order: with two instances of
+// a block, selective is the same tier for both, and a value the next block
+// reads (the residual %o0) stays although its block is recomputed; values
+// outside blocks (%e) are never recomputed.
+#b0_a = loc(callsite("m.kiln":3:7 at "Block.0"("m.kiln":9:5)))
+#b0_b = loc(callsite("m.kiln":4:7 at "Block.0"("m.kiln":9:5)))
+#b1_a = loc(callsite("m.kiln":3:7 at "Block.1"("m.kiln":9:5)))
+#b1_b = loc(callsite("m.kiln":4:7 at "Block.1"("m.kiln":9:5)))
+module {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "x"}) {
+    %e = kiln.exp %x : tensor<4x8xf32>
+    %a0 = kiln.gelu %e : tensor<4x8xf32> loc(#b0_a)
+    %o0 = kiln.add %a0, %e : tensor<4x8xf32> loc(#b0_b)
+    %a1 = kiln.gelu %o0 : tensor<4x8xf32> loc(#b1_a)
+    %o1 = kiln.add %a1, %o0 : tensor<4x8xf32> loc(#b1_b)
+    %l = kiln.reduce_sum %o1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %d1 = kiln.mul %a1, %seed : tensor<4x8xf32>
+    %d0 = kiln.mul %a0, %d1 : tensor<4x8xf32>
+    %d = kiln.mul %d0, %e : tensor<4x8xf32>
+    return %l, %d : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// NONE-LABEL: plan = "Block.0-1 none"
+// SELECTIVE-LABEL: plan = "Block.0-1 selective"
+// SELECTIVE: %[[E:.*]] = kiln.exp %arg0
+// SELECTIVE-NEXT: %[[A0:.*]] = kiln.gelu %[[E]] :
+// SELECTIVE-NEXT: %[[O0:.*]] = kiln.add %[[A0]], %[[E]] :
+// SELECTIVE-NEXT: %[[A1:.*]] = kiln.gelu %[[O0]] :
+// SELECTIVE-NEXT: %[[O1:.*]] = kiln.add %[[A1]], %[[O0]] :
+// SELECTIVE-NEXT: kiln.reduce_sum %[[O1]]
+// SELECTIVE-NEXT: %[[SEED:.*]] = kiln.constant
+// SELECTIVE-NEXT: %[[A1R:.*]] = kiln.gelu %[[O0]] {kiln.recompute}
+// SELECTIVE-NEXT: %[[D1:.*]] = kiln.mul %[[A1R]], %[[SEED]]
+// SELECTIVE-NEXT: %[[A0R:.*]] = kiln.gelu %[[E]] {kiln.recompute}
+// SELECTIVE-NEXT: %[[D0:.*]] = kiln.mul %[[A0R]], %[[D1]]
+// SELECTIVE-NEXT: kiln.mul %[[D0]], %[[E]]
+// FULL-LABEL: plan = "Block.0-1 full"
+// AUTO-LABEL: plan = "Block.0-1 none"
+
+// -----
+
+// Tests that planning to kiln.train's budget needs the artifact's planner,
+// which only kilnc hands the pass (the modes above read kiln.train when not
+// given; without it, auto and no budget).
+// expected-error@+1 {{--kiln-remat: a memory budget needs the planned peak; compile with kilnc (--memory-budget)}}
+module attributes {kiln.model = "budget-needs-kilnc", kiln.train = {memory_budget = 1000 : i64, remat = "auto"}} {
+  func.func @step(%x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %l = kiln.reduce_sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
