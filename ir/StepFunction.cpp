@@ -90,14 +90,13 @@ llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func) {
   // arguments (views and copies of activations for the weight gradients,
   // wherever autodiff and CSE placed them). Constants do not count: the
   // loss's cotangent seed is one, and everything after it is backward.
-  llvm::DenseSet<Operation *> slice = forward;
   for (Operation &op : func.getBody().front().without_terminator()) {
     if (forward.count(&op) || op.getNumOperands() == 0)
       continue;
     bool onlyForward = llvm::all_of(op.getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
-      return !def || (forward.count(def) && !(slice.count(def) &&
-                                              def->hasTrait<OpTrait::ConstantLike>()));
+      return !def || (forward.count(def) &&
+                      !def->hasTrait<OpTrait::ConstantLike>());
     });
     if (onlyForward)
       forward.insert(&op);

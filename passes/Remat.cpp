@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/RematReport.h"
 
 #include "ir/KilnOps.h"
 #include "ir/OpCost.h"
@@ -79,21 +80,15 @@ const char *tierName(Tier tier) {
 /// The block instance of a location: the name of its outermost named call
 /// site ("Block.3"), or "" outside blocks.
 StringRef blockInstance(Location loc) {
-  StringRef name;
-  while (true) {
-    if (auto site = dyn_cast<CallSiteLoc>(loc)) {
-      loc = site.getCaller();
-      continue;
-    }
-    if (auto named = dyn_cast<NameLoc>(loc))
-      return named.getName().getValue();
-    if (auto fused = dyn_cast<FusedLoc>(loc)) {
-      for (Location part : fused.getLocations())
-        if (!(name = blockInstance(part)).empty())
-          return name;
-    }
-    return name;
-  }
+  if (auto site = dyn_cast<CallSiteLoc>(loc))
+    return blockInstance(site.getCaller());
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return named.getName().getValue();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (StringRef name = blockInstance(part); !name.empty())
+        return name;
+  return "";
 }
 
 /// @step's forward ops and their block instances.
@@ -162,7 +157,9 @@ struct StepGraph {
 /// Applies plan `plan` to the @step of `graph` (step 3); returns the FLOPs
 /// of the recomputed ops.
 double applyPlan(const StepGraph &graph, int plan) {
-  auto isRecomputed = [&](Value value) {
+  // Decided once per value, from the forward uses only (clones add uses).
+  llvm::DenseMap<Value, bool> decided;
+  auto decide = [&](Value value) {
     Operation *def = value.getDefiningOp();
     auto it = def ? graph.instanceOf.find(def) : graph.instanceOf.end();
     if (it == graph.instanceOf.end())
@@ -186,6 +183,12 @@ double applyPlan(const StepGraph &graph, int plan) {
     if (tier == Tier::Selective && isa<MatmulOp>(def))
       return false;
     return true;
+  };
+  auto isRecomputed = [&](Value value) {
+    auto [it, fresh] = decided.try_emplace(value, false);
+    if (fresh)
+      it->second = decide(value);
+    return it->second;
   };
 
   double extraFlops = 0;
@@ -231,10 +234,8 @@ double applyPlan(const StepGraph &graph, int plan) {
 /// FLOPs of one run of @step (the denominator of the recompute overhead).
 double stepFlops(func::FuncOp step) {
   double flops = 0;
-  step.walk([&](Operation *op) {
-    if (op->getParentOp() == step.getOperation())
-      flops += estimateFlops(op);
-  });
+  for (Operation &op : step.getBody().front())
+    flops += estimateFlops(&op);
   return flops;
 }
 
@@ -271,10 +272,6 @@ OwningOpRef<ModuleOp> cloneKeepingUseOrder(ModuleOp module) {
           reorder(a, b);
   }
   return copy;
-}
-
-std::string formatMiB(int64_t bytes) {
-  return llvm::formatv("{0:F2} MiB", (double)bytes / (1024.0 * 1024.0)).str();
 }
 
 struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
@@ -369,7 +366,7 @@ void KilnRemat::runOnOperation() {
 
   int plan = 0;
   if (chosenMode == "selective")
-    plan = 2 * (int)graph->instances.size();
+    plan = (int)Tier::Selective * (int)graph->instances.size();
   else if (chosenMode == "full")
     plan = last;
   if (budget > 0) {

@@ -16,10 +16,6 @@ namespace mlir::kiln {
 
 namespace {
 
-std::string mib(int64_t bytes) {
-  return llvm::formatv("{0:F2} MiB", (double)bytes / (1024.0 * 1024.0)).str();
-}
-
 /// "file:line" of `loc` (the column dropped: the report is per line).
 std::string modelLine(Location loc) {
   std::string where = modelLocation(loc);
@@ -46,6 +42,10 @@ struct LineCost {
 
 } // namespace
 
+std::string formatMiB(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", (double)bytes / (1024.0 * 1024.0)).str();
+}
+
 std::string rematSummary(ModuleOp module) {
   auto remat = module->getAttrOfType<DictionaryAttr>(kRematAttrName);
   if (!remat)
@@ -55,7 +55,7 @@ std::string rematSummary(ModuleOp module) {
                      remat.getAs<StringAttr>("plan").getValue().str() +
                      "; recompute " + overhead(remat) + " of the step's FLOPs";
   if (auto budget = remat.getAs<IntegerAttr>("budget"); budget && budget.getInt() > 0)
-    text += "; budget " + mib(budget.getInt());
+    text += "; budget " + formatMiB(budget.getInt());
   return text + "\n";
 }
 
@@ -71,7 +71,7 @@ std::string rematSweepTable(ModuleOp module) {
     auto dict = cast<DictionaryAttr>(row);
     double extra = dict.getAs<FloatAttr>("extra_flops").getValueAsDouble();
     text += llvm::formatv("  {0,12}  +{1,5:F1}%  {2}\n",
-                          mib(dict.getAs<IntegerAttr>("peak").getInt()),
+                          formatMiB(dict.getAs<IntegerAttr>("peak").getInt()),
                           total > 0 ? 100.0 * extra / total : 0.0,
                           dict.getAs<StringAttr>("plan").getValue())
                 .str();
@@ -89,7 +89,7 @@ void printRematReport(ModuleOp module, llvm::raw_ostream &os) {
   }
   os << "# " << rematSummary(module);
   if (auto peak = remat.getAs<IntegerAttr>("peak"))
-    os << "# planned peak " << mib(peak.getInt()) << "\n";
+    os << "# planned peak " << formatMiB(peak.getInt()) << "\n";
   os << "# per model-file line: bytes of forward values kept for the "
         "backward, bytes recomputed in it, extra FLOPs\n";
 
@@ -122,13 +122,13 @@ void printRematReport(ModuleOp module, llvm::raw_ostream &os) {
   LineCost total;
   for (const auto &[line, cost] : lines) {
     os << llvm::formatv("{0,-40} {1,14} {2,14} {3,12:E2}\n", line,
-                        mib(cost.kept), mib(cost.recomputed), cost.extraFlops);
+                        formatMiB(cost.kept), formatMiB(cost.recomputed), cost.extraFlops);
     total.kept += cost.kept;
     total.recomputed += cost.recomputed;
     total.extraFlops += cost.extraFlops;
   }
   os << llvm::formatv("{0,-40} {1,14} {2,14} {3,12:E2}\n", "total",
-                      mib(total.kept), mib(total.recomputed),
+                      formatMiB(total.kept), formatMiB(total.recomputed),
                       total.extraFlops);
 }
 

@@ -11,9 +11,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <string>
 
 namespace mlir::kiln {
+
+/// "24.49 MiB": how remat's reports and errors show bytes.
+std::string formatMiB(int64_t bytes);
 
 /// The plan kiln.remat records, then per model-file line of @step: bytes of
 /// forward values kept for the backward, bytes recomputed in it, and the

@@ -225,15 +225,13 @@ int runCompiler(const DriverOptions &options) {
   };
   for (const Spelling &s : {Spelling{"memory_budget", "--memory-budget", options.memoryBudget},
                             Spelling{"remat", "--remat", options.remat}}) {
-    const std::string &value = s.value;
-    const char *key = s.key;
-    if (value.empty())
+    if (s.value.empty())
       continue;
-    if (overrides.count(key)) {
-      llvm::errs() << "kilnc: error: both -D " << key << " and " << s.flag << " given\n";
+    if (overrides.count(s.key)) {
+      llvm::errs() << "kilnc: error: both -D " << s.key << " and " << s.flag << " given\n";
       return kUsageError;
     }
-    overrides[key] = value;
+    overrides[s.key] = s.value;
   }
 
   // 1. Frontend. It prints its own diagnostics with a caret.
