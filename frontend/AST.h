@@ -150,10 +150,18 @@ struct OptimizerSpec {
   std::vector<Setting> args;
 };
 
+/// `mesh = [data = 2]`: the ranks the step runs on, one size per named
+/// axis, in the train section or as the text of `-D mesh=...`.
+struct MeshSpec {
+  SourceLoc loc;
+  std::vector<Setting> axes;
+};
+
 struct TrainDecl {
   SourceLoc loc;
   std::vector<Setting> settings; // batch, seq, clip, grad_accum
   OptimizerSpec optimizer;
+  std::optional<MeshSpec> mesh;
 };
 
 struct ModuleAST {

@@ -15,6 +15,35 @@
 
 namespace kiln {
 
+namespace {
+
+// `-D KEY=TEXT` whose TEXT has a grammar of its own (an optimizer spec, a
+// mesh): TEXT parsed as its own little source, so its errors point into it.
+template <typename Spec> struct ParsedOverride {
+  std::optional<SourceFile> text;
+  std::optional<DiagnosticPrinter> diag;
+  std::optional<Spec> spec;
+};
+
+// Parses and removes overrides[key] when present; false after an error.
+template <typename Spec>
+bool parseTextOverride(std::map<std::string, std::string> &overrides,
+                       const char *key,
+                       std::optional<Spec> (Parser::*rule)(),
+                       llvm::raw_ostream &errs, ParsedOverride<Spec> &out) {
+  auto it = overrides.find(key);
+  if (it == overrides.end())
+    return true;
+  out.text.emplace(std::string("-D ") + key, it->second);
+  out.diag.emplace(*out.text, errs);
+  Parser parser(*out.text, *out.diag);
+  out.spec = (parser.*rule)();
+  overrides.erase(it);
+  return out.spec && !out.diag->hadError();
+}
+
+} // namespace
+
 std::optional<TensorGraph> checkModelFile(const FrontendOptions &opts,
                                           llvm::raw_ostream &errs) {
   auto buffer = llvm::MemoryBuffer::getFile(opts.path, /*IsText=*/true);
@@ -28,28 +57,23 @@ std::optional<TensorGraph> checkModelFile(const FrontendOptions &opts,
   std::optional<ModuleAST> ast = parseModelFile(file, diag);
   if (!ast || diag.hadError())
     return std::nullopt;
-  // `-D optimizer=TEXT` is an optimizer spec, not a number: parse TEXT as
-  // its own little source, so its errors point into it.
   std::map<std::string, std::string> overrides = opts.overrides;
-  std::optional<SourceFile> optimizerText;
-  std::optional<DiagnosticPrinter> optimizerDiag;
-  std::optional<OptimizerSpec> optimizerSpec;
-  OptimizerOverride optimizerOverride;
-  auto optimizer = overrides.find("optimizer");
-  if (optimizer != overrides.end()) {
-    optimizerText.emplace("-D optimizer", optimizer->second);
-    optimizerDiag.emplace(*optimizerText, errs);
-    Parser parser(*optimizerText, *optimizerDiag);
-    optimizerSpec = parser.parseOptimizerOverride();
-    if (!optimizerSpec || optimizerDiag->hadError())
-      return std::nullopt;
-    optimizerOverride = {&*optimizerSpec, &*optimizerDiag};
-    overrides.erase(optimizer);
-  }
+  ParsedOverride<OptimizerSpec> optimizer;
+  ParsedOverride<MeshSpec> mesh;
+  if (!parseTextOverride(overrides, "optimizer",
+                         &Parser::parseOptimizerOverride, errs, optimizer) ||
+      !parseTextOverride(overrides, "mesh", &Parser::parseMeshOverride, errs,
+                         mesh))
+    return std::nullopt;
+  TextOverrides text;
+  if (optimizer.spec)
+    text.optimizer = &*optimizer.spec, text.optimizerDiag = &*optimizer.diag;
+  if (mesh.spec)
+    text.mesh = &*mesh.spec, text.meshDiag = &*mesh.diag;
   std::optional<TensorGraph> graph =
-      buildTensorGraph(*ast, overrides, diag,
-                       optimizerSpec ? &optimizerOverride : nullptr);
-  if (optimizerDiag && optimizerDiag->hadError())
+      buildTensorGraph(*ast, overrides, diag, text);
+  if ((optimizer.diag && optimizer.diag->hadError()) ||
+      (mesh.diag && mesh.diag->hadError()))
     return std::nullopt;
   if (!graph || diag.hadError())
     return std::nullopt;

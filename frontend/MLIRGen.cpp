@@ -237,6 +237,13 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   train.append("decay_embeddings", b_.getBoolAttr(t.decayEmbeddings));
   module->setAttr(kd::kTrainAttrName, train.getDictionary(&ctx_));
   module->setAttr(kd::kModelAttrName, b_.getStringAttr(graph_.modelName));
+  // The ranks the step runs on (KilnCollectiveOps.td); absent: one.
+  if (!t.mesh.empty()) {
+    NamedAttrList mesh;
+    for (const auto &[axis, size] : t.mesh)
+      mesh.append(axis, b_.getI64IntegerAttr(size));
+    module->setAttr(kd::kMeshAttrName, mesh.getDictionary(&ctx_));
+  }
 }
 
 OwningOpRef<ModuleOp> MLIRGen::emit() {

@@ -21,8 +21,10 @@
 //   optimizer ::= IDENT ['(' [kwarg (',' kwarg)*] ')']   adamw | adam | sgd
 //   kwarg     ::= IDENT '=' expr          beta1, momentum, nesterov = true, ...
 //
+//               | 'mesh' '=' mesh
+//   mesh      ::= '[' IDENT '=' expr (',' IDENT '=' expr)* ']'  [data = 8]
 // `-D optimizer=TEXT` parses TEXT with the `optimizer` rule (see
-// parseOptimizerOverride).
+// parseOptimizerOverride), `-D mesh=TEXT` with the `mesh` rule.
 //
 //   expr      ::= mul (('+' | '-') mul)*
 //   mul       ::= unary (('*' | '/' | '@') unary)*       left-assoc (Python)
@@ -339,6 +341,27 @@ std::optional<OptimizerSpec> Parser::parseOptimizerOverride() {
   return spec;
 }
 
+bool Parser::parseMeshSpec(MeshSpec &spec) {
+  spec.loc = tok_.loc;
+  if (!expect(TokenKind::LBracket, "'[' to open the mesh (e.g. '[data = 8]')"))
+    return false;
+  do {
+    Setting axis;
+    if (!parseSetting(axis))
+      return false;
+    spec.axes.push_back(std::move(axis));
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RBracket, "']' or ',' after a mesh axis");
+}
+
+std::optional<MeshSpec> Parser::parseMeshOverride() {
+  MeshSpec spec;
+  if (!parseMeshSpec(spec) ||
+      !expect(TokenKind::Eof, "the end of the mesh (e.g. '[data = 8]')"))
+    return std::nullopt;
+  return spec;
+}
+
 bool Parser::parseTrain(ModuleAST &m) {
   TrainDecl t;
   t.loc = tok_.loc;
@@ -362,6 +385,16 @@ bool Parser::parseTrain(ModuleAST &m) {
       consume();
       if (!expect(TokenKind::Equal, "'=' after 'optimizer'") ||
           !parseOptimizerSpec(t.optimizer))
+        return false;
+      continue;
+    }
+    if (tok_.is(TokenKind::Identifier) && tok_.text == "mesh") {
+      if (t.mesh)
+        return fail(tok_.loc, "duplicate 'mesh' setting");
+      consume();
+      t.mesh.emplace();
+      if (!expect(TokenKind::Equal, "'=' after 'mesh'") ||
+          !parseMeshSpec(*t.mesh))
         return false;
       continue;
     }

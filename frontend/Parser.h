@@ -31,6 +31,8 @@ public:
   /// Parses a whole file holding just `NAME [ '(' kwargs ')' ]`: the value of
   /// `-D optimizer=...`.
   std::optional<OptimizerSpec> parseOptimizerOverride();
+  // The text of `-D mesh=TEXT`: `[data = 2]`.
+  std::optional<MeshSpec> parseMeshOverride();
 
 private:
   // Token stream.
@@ -57,6 +59,7 @@ private:
   bool parseStmt(std::vector<Stmt> &out);
   bool parseShape(ShapeSpec &shape);
   bool parseSetting(Setting &s);
+  bool parseMeshSpec(MeshSpec &spec);
   bool parseOptimizerSpec(OptimizerSpec &spec);
 
   // Expressions, lowest precedence first.

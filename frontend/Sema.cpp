@@ -31,8 +31,8 @@ std::optional<TensorGraph>
 buildTensorGraph(const ModuleAST &module,
                  const std::map<std::string, std::string> &overrides,
                  DiagnosticPrinter &diag,
-                 const OptimizerOverride *optimizer) {
-  Sema sema(module, diag, optimizer);
+                 const TextOverrides &text) {
+  Sema sema(module, diag, text);
   return sema.run(overrides);
 }
 

@@ -37,20 +37,22 @@ namespace kiln {
 struct UnaryMath;
 
 
-/// `-D optimizer=TEXT`: TEXT parsed as an optimizer, and the printer of
-/// TEXT itself (its errors point into TEXT, not into the model file).
-struct OptimizerOverride {
-  const OptimizerSpec *spec = nullptr;
-  DiagnosticPrinter *diag = nullptr;
+/// `-D optimizer=TEXT` and `-D mesh=TEXT`: TEXT parsed by its own rule,
+/// with the printer of TEXT itself (its errors point into TEXT, not into
+/// the model file). Null members: not overridden.
+struct TextOverrides {
+  const OptimizerSpec *optimizer = nullptr;
+  DiagnosticPrinter *optimizerDiag = nullptr;
+  const MeshSpec *mesh = nullptr;
+  DiagnosticPrinter *meshDiag = nullptr;
 };
 
 /// Checks `module` and flattens it; std::nullopt after a reported error.
-/// `overrides` must not hold "optimizer" (that one is `optimizer`).
+/// `overrides` must not hold "optimizer" or "mesh" (those are in `text`).
 std::optional<TensorGraph>
 buildTensorGraph(const ModuleAST &module,
                  const std::map<std::string, std::string> &overrides,
-                 DiagnosticPrinter &diag,
-                 const OptimizerOverride *optimizer = nullptr);
+                 DiagnosticPrinter &diag, const TextOverrides &text = {});
 
 /// The value of an expression during elaboration.
 struct Value {
@@ -72,9 +74,8 @@ inline bool isNameSetting(const std::string &key) {
 class Sema {
 public:
   Sema(const ModuleAST &module, DiagnosticPrinter &diag,
-       const OptimizerOverride *optimizer = nullptr)
-      : module_(module), diag_(diag), consts_(diag),
-        optimizerOverride_(optimizer) {}
+       const TextOverrides &text = {})
+      : module_(module), diag_(diag), consts_(diag), textOverrides_(text) {}
 
   std::optional<TensorGraph>
   run(const std::map<std::string, std::string> &overrides);
@@ -101,6 +102,8 @@ private:
                            std::initializer_list<const char *> names,
                            std::string &out);
   bool evaluateOptimizer(const OptimizerSpec &spec, DiagnosticPrinter &diag);
+  // `mesh = [data = N]`: axis names and sizes into graph_.train.mesh.
+  bool evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag);
   // Metrics (SemaTrain.cpp): checks and records `metric NAME = ...`.
   bool recordMetric(const Stmt &s, const Value &v, const std::string &name);
   bool evaluateShape(const ShapeSpec &spec, const std::string &what,
@@ -208,7 +211,7 @@ private:
   uint32_t currentStmtOffset_ = 0;
   RecursionDepth evaluationDepth_{2000}; // nested evaluate() calls, across blocks
   size_t inlinedCalls_ = 0;      // block calls inlined so far
-  const OptimizerOverride *optimizerOverride_ = nullptr;
+  TextOverrides textOverrides_;
   // Train settings naming a choice (precision, remat): `-D key=NAME` and
   // the `key = NAME` statement of the train section.
   std::map<std::string, std::string> nameOverrides_;

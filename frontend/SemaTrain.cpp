@@ -105,7 +105,8 @@ bool Sema::declareTrainSettings() {
     if (!known)
       return error(s.loc, "unknown train setting '" + s.key +
                               "'; expected batch, seq, clip, grad_accum, "
-                              "memory_budget, precision, remat or optimizer");
+                              "memory_budget, precision, remat, mesh or "
+                              "optimizer");
     if (!declareName(s.key, s.loc, "train setting") ||
         !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
       return false;
@@ -229,12 +230,49 @@ bool Sema::evaluateTrain() {
                            graph_.train.remat))
     return false;
 
-  if (optimizerOverride_)
-    return evaluateOptimizer(*optimizerOverride_->spec,
-                             *optimizerOverride_->diag);
+  if (textOverrides_.mesh) {
+    if (!evaluateMesh(*textOverrides_.mesh, *textOverrides_.meshDiag))
+      return false;
+  } else if (t.mesh && !evaluateMesh(*t.mesh, diag_)) {
+    return false;
+  }
+  if (textOverrides_.optimizer)
+    return evaluateOptimizer(*textOverrides_.optimizer,
+                             *textOverrides_.optimizerDiag);
   if (t.optimizer.name.empty())
     return true; // adamw with every default
   return evaluateOptimizer(t.optimizer, diag_);
+}
+
+bool Sema::evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag) {
+  auto fail = [&](SourceLoc loc, const std::string &msg) {
+    if (&diag == &diag_)
+      return error(loc, msg);
+    diag.error(loc, msg);
+    return false;
+  };
+  std::vector<std::pair<std::string, int64_t>> &mesh = graph_.train.mesh;
+  mesh.clear();
+  for (const Setting &axis : spec.axes) {
+    // Data parallelism only, so far: tensor / pipeline axes come with
+    // sharding annotations.
+    if (axis.key != "data")
+      return fail(axis.loc, "unknown mesh axis '" + axis.key +
+                                "'; the mesh has one axis so far: data "
+                                "(data parallelism, e.g. [data = 8])");
+    for (const auto &[name, size] : mesh)
+      if (name == axis.key)
+        return fail(axis.loc, "duplicate mesh axis '" + axis.key + "'");
+    std::optional<Number> v = consts_.evaluate(*axis.value);
+    if (!v)
+      return false;
+    if (!v->isInteger || v->intValue < 1 || v->intValue > 65536)
+      return fail(axis.value->loc,
+                  "mesh axis '" + axis.key + "' must be a number of ranks "
+                  "between 1 and 65536, got " + v->str());
+    mesh.emplace_back(axis.key, v->intValue);
+  }
+  return true;
 }
 
 bool Sema::evaluateOptimizer(const OptimizerSpec &spec,

@@ -170,6 +170,8 @@ struct TrainInfo {
   // block recomputed from its input).
   int64_t memoryBudget = 0;
   std::string remat = "auto";
+  // `mesh = [data = N]`: (axis, ranks along it), in order; empty: one rank.
+  std::vector<std::pair<std::string, int64_t>> mesh;
   // adamw / adam
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   // every optimizer (adamw's default 0.01; adam and sgd: 0)

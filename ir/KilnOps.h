@@ -63,6 +63,10 @@
 //   param, grad, m, v, lr, step, scale, beta1, beta2, epsilon, weightDecay,
 //   decoupled); SgdOp; SgdMomentumOp.
 //
+// Collectives (KilnCollectiveOps.td), every type spelled: AllReduceOp
+//   (loc, inputs, reduction, axis, reason); ReduceScatterOp / AllGatherOp
+//   (loc, type, input, [reduction,] axis, dim, reason).
+//
 // DifferentiableOpInterface (KilnInterfaces.td, rules in KilnVJP.cpp):
 //   FailureOr<SmallVector<Value>> buildVJP(OpBuilder &b,
 //                                          ArrayRef<Value> resultGrads);
@@ -122,6 +126,18 @@ Value createSplatConstant(OpBuilder &b, Location loc, RankedTensorType type,
 /// (ScalarFormulaOpInterface): kiln.elementwise_grad of it (KilnVJP.cpp).
 FailureOr<SmallVector<Value>> buildFormulaVJP(Operation *op, OpBuilder &b,
                                               ArrayRef<Value> resultGrads);
+
+/// The module attribute holding the mesh: axis name -> ranks along it
+/// (`kiln.mesh = {data = 2 : i64}`); absent: one rank.
+constexpr llvm::StringLiteral kMeshAttrName = "kiln.mesh";
+
+/// The number of ranks along mesh axis `axis` of the module around `op`, or
+/// an error on `op` naming the axes there are.
+FailureOr<int64_t> meshAxisSize(Operation *op, StringRef axis);
+
+/// True for the ops that communicate between ranks (all_reduce,
+/// reduce_scatter, all_gather, mesh_broadcast).
+bool isCollective(Operation *op);
 
 /// The shortest decimal text that reads back as the same value in the
 /// value's precision ("0.9" for an f32 0.9, "1.0", "1e-08"); for

@@ -474,4 +474,7 @@ include "ir/KilnAttentionOps.td"
 // kiln.fusion (the kernels chosen by --kiln-fusion) and its kiln.yield.
 include "ir/KilnFusionOps.td"
 
+// all_reduce, reduce_scatter, all_gather, mesh_broadcast on mesh axes.
+include "ir/KilnCollectiveOps.td"
+
 #endif // KILN_OPS_TD

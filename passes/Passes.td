@@ -243,6 +243,46 @@ def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Gradients and the loss averaged over the data axis of the mesh";
+  let description = [{
+    With `kiln.mesh = {data = N}` (N > 1), every rank runs @step on its own
+    share of the global batch; before @update reads them, the gradients and
+    the loss become their mean over the N ranks. The pass puts, at the top
+    of @update, `kiln.all_reduce "mean"` buckets over the gradient
+    arguments -- last parameter first, the order the backward finishes
+    them, at most `bucket-bytes` each (PyTorch DDP's 25 MiB by default) --
+    and the loss in the last bucket, and makes every reader use the results.
+    Codegen reduces each bucket in place, so the global gradient norm,
+    clipping, the non-finite guard and the update all see the whole batch,
+    every rank applies the same update, and a grad_accum run communicates
+    once per step, not per micro-batch. No mesh, or N = 1: nothing changes.
+
+    Before (after `--kiln-optimizer`):
+    ```mlir
+    func.func @update(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
+                      %g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"},
+                      %l: tensor<f32> {kiln.role = "loss", kiln.name = "loss"}, ...) {
+      %sq = kiln.mul %g, %g : tensor<4xf32>
+      ...
+    ```
+
+    After:
+    ```mlir
+      %r:2 = kiln.all_reduce "mean" %g, %l over "data"
+          {reason = "data parallel: mean of the gradients and loss over 2 ranks"}
+          : tensor<4xf32>, tensor<f32>
+      %sq = kiln.mul %r#0, %r#0 : tensor<4xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
+           "Most gradient bytes in one all-reduce (a bucket)">,
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "bf16 GEMMs and bf16 activations, fp32 accumulation (precision = bf16)";
   let description = [{

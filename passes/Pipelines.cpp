@@ -98,6 +98,13 @@ void buildOptimizerPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void buildDataParallelPhase(OpPassManager &pm) {
+  // kiln.mesh's data axis: @update first averages the gradients and the
+  // loss over the ranks, in buckets, so norms, clipping and the update see
+  // the global batch.
+  pm.addPass(createKilnDataParallel());
+}
+
 void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
   // kiln.train's memory_budget and remat: keep or recompute each forward
   // value the backward reads, after @step is complete (mixed precision's
@@ -154,6 +161,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {"optimizer", "@update built: grad norm, clipping, optimizer step "
                     "(--kiln-optimizer)",
        ignoringOptions(buildOptimizerPhase)},
+      {"data-parallel", "gradients and loss averaged over the mesh's data "
+                        "axis at the top of @update (--kiln-data-parallel)",
+       ignoringOptions(buildDataParallelPhase)},
       {kRematPhaseName, "forward values recomputed in the backward to meet "
                         "the memory budget (--kiln-remat)",
        buildRematPhase},

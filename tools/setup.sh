@@ -11,6 +11,7 @@ packages=(
   flatbuffers-compiler libflatbuffers-dev                     # the artifact format
   libopenblas-dev libgtest-dev                                # CPU GEMMs, unit tests
   nlohmann-json3-dev                                          # safetensors headers, trainer_state.json
+  libopenmpi-dev openmpi-bin                                  # multi-process CPU runs (MPI)
   python3 python3-numpy python3-torch python3-venv python3-pip # the PyTorch oracle test, test readers
 )
 missing=()

@@ -1,0 +1,162 @@
+//===- KilnCollectiveOps.cpp - all_reduce, reduce_scatter, all_gather -----===//
+//
+// Verifiers, result types and VJPs of the collectives. The VJPs are the
+// adjoint collectives (as in JAX's psum / all_gather transposes):
+//   all_reduce sum  <-> all_reduce sum      (mean <-> mean)
+//   reduce_scatter  <-> all_gather          (sum; mean scales by 1 / size)
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+FailureOr<int64_t> mlir::kiln::meshAxisSize(Operation *op, StringRef axis) {
+  auto module = op->getParentOfType<ModuleOp>();
+  DictionaryAttr mesh =
+      module ? module->getAttrOfType<DictionaryAttr>(kMeshAttrName)
+             : DictionaryAttr();
+  auto size = mesh ? mesh.getAs<IntegerAttr>(axis) : IntegerAttr();
+  if (!size || size.getInt() < 1) {
+    InFlightDiagnostic d = op->emitOpError()
+                           << "names mesh axis '" << axis << "', but ";
+    if (!mesh || mesh.empty())
+      d << "the module has no " << kMeshAttrName << " attribute";
+    else
+      d << "the module's " << kMeshAttrName << " is " << mesh;
+    return failure();
+  }
+  return size.getInt();
+}
+
+bool mlir::kiln::isCollective(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, MeshBroadcastOp>(op);
+}
+
+/// Checks that `dim` is a dimension of `input` and that `result` is `input`
+/// with that dimension divided (scatter) or multiplied (gather) by `size`.
+static LogicalResult verifySplitDim(Operation *op, RankedTensorType input,
+                                    RankedTensorType result, int64_t dim,
+                                    int64_t size, bool scatter) {
+  if (dim < 0 || dim >= input.getRank())
+    return op->emitOpError() << "dim = " << dim << " is not a dimension of "
+                             << input;
+  if (scatter && input.getDimSize(dim) % size != 0)
+    return op->emitOpError() << "dimension " << dim << " of " << input
+                             << " does not split into " << size
+                             << " equal slices (the mesh axis size)";
+  SmallVector<int64_t> shape(input.getShape());
+  shape[dim] = scatter ? shape[dim] / size : shape[dim] * size;
+  auto expected = RankedTensorType::get(shape, input.getElementType());
+  if (result != expected)
+    return op->emitOpError() << "result type " << result << ", expected "
+                             << expected << " (" << input << " "
+                             << (scatter ? "split" : "gathered") << " over "
+                             << size << " ranks along dim " << dim << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  for (Value v : operands)
+    inferred.push_back(v.getType());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one operand";
+  return meshAxisSize(*this, getAxis());
+}
+
+FailureOr<SmallVector<Value>>
+AllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  SmallVector<Value> grads(getNumOperands()), present;
+  for (Value g : resultGrads)
+    if (g)
+      present.push_back(g);
+  if (present.empty())
+    return grads;
+  auto adjoint = b.create<AllReduceOp>(getLoc(), present, getReduction(),
+                                       getAxis(), getReasonAttr());
+  unsigned next = 0;
+  for (auto [i, g] : llvm::enumerate(resultGrads))
+    if (g)
+      grads[i] = adjoint.getResult(next++);
+  return grads;
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceScatterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceScatterOp::verify() {
+  FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
+  if (failed(size))
+    return failure();
+  return verifySplitDim(*this, getInput().getType(), getType(), getDim(),
+                        *size, /*scatter=*/true);
+}
+
+FailureOr<SmallVector<Value>>
+ReduceScatterOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  if (!resultGrads[0])
+    return SmallVector<Value>{Value()};
+  Value g = b.create<AllGatherOp>(getLoc(), getInput().getType(),
+                                  resultGrads[0], getAxis(), getDim(),
+                                  getReasonAttr());
+  if (getReduction() == "mean") {
+    FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
+    if (failed(size))
+      return failure();
+    auto type = cast<RankedTensorType>(g.getType());
+    g = b.create<MulOp>(getLoc(), g,
+                        createSplatConstant(b, getLoc(), type, 1.0 / *size));
+  }
+  return SmallVector<Value>{g};
+}
+
+//===----------------------------------------------------------------------===//
+// AllGatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllGatherOp::verify() {
+  FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
+  if (failed(size))
+    return failure();
+  return verifySplitDim(*this, getInput().getType(), getType(), getDim(),
+                        *size, /*scatter=*/false);
+}
+
+FailureOr<SmallVector<Value>>
+AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  if (!resultGrads[0])
+    return SmallVector<Value>{Value()};
+  return SmallVector<Value>{b.create<ReduceScatterOp>(
+      getLoc(), getInput().getType(), resultGrads[0], "sum", getAxis(),
+      getDim(), getReasonAttr())};
+}
+
+//===----------------------------------------------------------------------===//
+// MeshBroadcastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshBroadcastOp::verify() {
+  FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
+  if (failed(size))
+    return failure();
+  if (getRoot() < 0 || getRoot() >= *size)
+    return emitOpError() << "root = " << getRoot() << " is not a rank of "
+                         << "mesh axis '" << getAxis() << "' (size " << *size
+                         << ")";
+  return success();
+}

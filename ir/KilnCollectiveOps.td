@@ -1,0 +1,117 @@
+//===- KilnCollectiveOps.td - Collectives on mesh axes -----*- tablegen -*-===//
+//
+// Communication between the ranks that run one artifact. The mesh is the
+// module attribute `kiln.mesh` (axis name -> number of ranks along it, e.g.
+// `kiln.mesh = {data = 2 : i64}`); every collective names one of its axes
+// and the verifier checks shapes against that axis' size. Each rank runs the
+// same program, so a collective is issued by every rank in the same order --
+// the property that lets them stay Pure like every kiln op (CSE and DCE
+// treat all ranks alike) -- but remat never recomputes one (a recompute
+// would communicate again). `reason` says why a pass inserted it, for the
+// artifact and the reports. Included by KilnOps.td; verifiers and VJPs
+// (each the adjoint collective) in ir/KilnCollectiveOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COLLECTIVE_OPS_TD
+#define KILN_COLLECTIVE_OPS_TD
+
+def Kiln_ReductionAttr : StringBasedAttr<CPred<
+    "::llvm::isa<::mlir::StringAttr>($_self) && "
+    "::llvm::is_contained(::llvm::ArrayRef<::llvm::StringRef>{"
+    "\"sum\", \"mean\"}, "
+    "::llvm::cast<::mlir::StringAttr>($_self).getValue())">,
+    "reduction across ranks: sum or mean">;
+
+class Kiln_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+def Kiln_AllReduceOp : Kiln_CollectiveOp<"all_reduce", [
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Sum or mean of each operand over the ranks of a mesh axis";
+  let description = [{
+    Every rank along `axis` gets, for each operand, the elementwise sum (or
+    mean) of that operand over those ranks. Several operands make one call
+    -- a bucket: codegen reduces them in place, in one collective step, so
+    a bucket of gradients costs one launch. Float operands only.
+
+    ```mlir
+    %g:2 = kiln.all_reduce "mean" %dw, %db over "data" {reason = "data parallel"}
+        : tensor<128x512xf32>, tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_FloatTensor>:$inputs,
+                       Kiln_ReductionAttr:$reduction, StrAttr:$axis,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Variadic<Kiln_FloatTensor>:$results);
+  let assemblyFormat =
+      "$reduction $inputs `over` $axis attr-dict `:` type($inputs)";
+}
+
+def Kiln_ReduceScatterOp : Kiln_CollectiveOp<"reduce_scatter", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Sum or mean over a mesh axis, each rank keeping one slice";
+  let description = [{
+    Reduces `input` over the ranks of `axis` like kiln.all_reduce, then rank
+    r keeps slice r of dimension `dim` (the result's `dim` is the input's
+    divided by the axis size). The VJP is kiln.all_gather (scaled by
+    1 / size for the mean).
+
+    ```mlir
+    %s = kiln.reduce_scatter "sum" %g over "data" dim = 0
+        : tensor<1024x64xf32> -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_ReductionAttr:$reduction,
+                       StrAttr:$axis, I64Attr:$dim,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$reduction $input `over` $axis `dim` `=` $dim "
+                       "attr-dict `:` type($input) `->` type($result)";
+}
+
+def Kiln_AllGatherOp : Kiln_CollectiveOp<"all_gather", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "Concatenation over a mesh axis of every rank's slice";
+  let description = [{
+    Every rank along `axis` gets the concatenation, along dimension `dim`,
+    of the `input` of ranks 0, 1, ...: the result's `dim` is the input's
+    times the axis size. The VJP is kiln.reduce_scatter (sum): each rank's
+    slice influenced the result on every rank.
+
+    ```mlir
+    %w = kiln.all_gather %shard over "data" dim = 0
+        : tensor<512x64xf32> -> tensor<1024x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, StrAttr:$axis, I64Attr:$dim,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
+                       "type($input) `->` type($result)";
+}
+
+def Kiln_MeshBroadcastOp : Kiln_CollectiveOp<"mesh_broadcast", [
+    SameOperandsAndResultType]> {
+  let summary = "Rank `root`'s value on every rank of a mesh axis";
+  let description = [{
+    Every rank along `axis` gets the `input` of rank `root` (along that
+    axis): how replicated state starts identical. Not differentiable: it
+    starts state outside the loss's graph, and autodiff says so if a loss
+    depends on it.
+
+    ```mlir
+    %w0 = kiln.mesh_broadcast %w over "data" root = 0 : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, StrAttr:$axis, I64Attr:$root,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axis `root` `=` $root attr-dict `:` "
+                       "type($result)";
+}
+
+#endif // KILN_COLLECTIVE_OPS_TD

@@ -1,0 +1,67 @@
+//===- Communicator.h - Collectives between the ranks of a run ------------===//
+//
+// What the runtime needs from a communication library: in-place all-reduce
+// of f32 buffers (the artifact's CollectiveCall steps: gradient buckets),
+// and the small exchanges of start-up and reporting (broadcast, all-gather
+// to compare artifacts and seeds, a barrier). One implementation per real
+// library, never a home-made transport:
+//   MPI   (CPU artifacts)  Open MPI through libkiln_mpi.so (MpiPluginApi.h)
+//   NCCL  (CUDA artifacts) not yet: a CUDA artifact with a mesh is refused
+//                          by kilnc
+// Buffers are host memory here (the CPU arena).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_COMM_COMMUNICATOR_H
+#define KILN_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/Status.h"
+#include "runtime/comm/LaunchEnv.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+enum class Reduction { kSum, kMean };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "MPI (Open MPI v4.1.4)".
+  virtual std::string name() const = 0;
+
+  // data[i] = the sum (or mean) over ranks of data[i], in place.
+  virtual Status allReduce(float *data, size_t count, Reduction reduction) = 0;
+  // `bytes` bytes of rank `root`'s `data` into every rank's `data`.
+  virtual Status broadcast(void *data, size_t bytes, int root) = 0;
+  // Every rank's `bytes` bytes, rank 0's first.
+  virtual StatusOr<std::vector<uint8_t>> allGather(const void *data,
+                                                   size_t bytes) = 0;
+  virtual Status barrier() = 0;
+  // Ends every rank of the run with exit status `code` (after this rank
+  // printed why): the others may be blocked in a collective this rank will
+  // never join.
+  [[noreturn]] virtual void abortAll(int code) = 0;
+
+  // Bytes this rank has handed to all-reduce, summed over calls.
+  int64_t allReducedBytes() const { return allReducedBytes_; }
+
+protected:
+  int64_t allReducedBytes_ = 0;
+};
+
+// MPI_Init through libkiln_mpi.so; checks that MPI's world agrees with
+// `env` (a torchrun- or Slurm-style environment without an MPI launcher
+// gives MPI a world of one: the error says how to launch instead).
+StatusOr<std::unique_ptr<Communicator>> openMpiCommunicator(const LaunchEnv &env);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_COMM_COMMUNICATOR_H

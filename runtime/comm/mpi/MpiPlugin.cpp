@@ -1,0 +1,130 @@
+//===- MpiPlugin.cpp - libkiln_mpi.so: MPI behind a C function table ------===//
+//
+// The only file of Kiln that includes mpi.h (see MpiPluginApi.h for why MPI
+// sits behind dlopen). Counts above INT_MAX are sent in pieces: MPI counts
+// are ints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/MpiPluginApi.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+
+namespace {
+
+bool initialised = false;
+char versionText[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+
+// Writes "MPI_Allreduce: <MPI's error string>" into error.
+int fail(const char *call, int code, char *error, size_t size) {
+  char text[MPI_MAX_ERROR_STRING + 1] = {0};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    std::snprintf(text, sizeof text, "error code %d", code);
+  std::snprintf(error, size, "%s failed: %s", call, text);
+  return 1;
+}
+
+int init(int *rank, int *size, char *error, size_t errorSize) {
+  if (!initialised) {
+    // Open MPI loads its components with dlopen and they resolve symbols
+    // of libmpi globally; kiln-run opened this plugin (and so libmpi)
+    // RTLD_LOCAL. Promote libmpi to global before MPI_Init.
+    for (const char *name : {"libmpi.so.40", "libmpi.so.12", "libmpi.so"})
+      if (dlopen(name, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD))
+        break;
+    int flag = 0;
+    MPI_Initialized(&flag);
+    if (!flag) {
+      int code = MPI_Init(nullptr, nullptr);
+      if (code != MPI_SUCCESS)
+        return fail("MPI_Init", code, error, errorSize);
+    }
+    // Errors come back as codes, turned into kiln-run's messages, instead
+    // of MPI's default of aborting the job from inside the call.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    initialised = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+  return 0;
+}
+
+int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
+  for (size_t done = 0; done < count;) {
+    int piece = static_cast<int>(std::min<size_t>(count - done, INT_MAX));
+    int code = MPI_Allreduce(MPI_IN_PLACE, data + done, piece, MPI_FLOAT,
+                             MPI_SUM, MPI_COMM_WORLD);
+    if (code != MPI_SUCCESS)
+      return fail("MPI_Allreduce", code, error, size);
+    done += static_cast<size_t>(piece);
+  }
+  return 0;
+}
+
+int broadcast(void *data, size_t bytes, int root, char *error, size_t size) {
+  char *p = static_cast<char *>(data);
+  for (size_t done = 0; done < bytes;) {
+    int piece = static_cast<int>(std::min<size_t>(bytes - done, INT_MAX));
+    int code = MPI_Bcast(p + done, piece, MPI_BYTE, root, MPI_COMM_WORLD);
+    if (code != MPI_SUCCESS)
+      return fail("MPI_Bcast", code, error, size);
+    done += static_cast<size_t>(piece);
+  }
+  return 0;
+}
+
+int allgather(const void *send, size_t bytes, void *recv, char *error,
+              size_t size) {
+  if (bytes > INT_MAX) {
+    std::snprintf(error, size, "MPI_Allgather of %zu bytes per rank: more "
+                               "than INT_MAX", bytes);
+    return 1;
+  }
+  int code = MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                           static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  return code == MPI_SUCCESS ? 0 : fail("MPI_Allgather", code, error, size);
+}
+
+int barrier(char *error, size_t size) {
+  int code = MPI_Barrier(MPI_COMM_WORLD);
+  return code == MPI_SUCCESS ? 0 : fail("MPI_Barrier", code, error, size);
+}
+
+void abortRun(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+void finalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (initialised && !finalized)
+    MPI_Finalize();
+}
+
+const char *libraryVersion() {
+  int length = 0;
+  MPI_Get_library_version(versionText, &length);
+  versionText[std::min(length, MPI_MAX_LIBRARY_VERSION_STRING)] = 0;
+  if (char *newline = std::strchr(versionText, '\n'))
+    *newline = 0;
+  if (char *comma = std::strchr(versionText, ','))
+    *comma = 0;
+  return versionText;
+}
+
+const KilnMpiPlugin kPlugin = {
+    KILN_MPI_PLUGIN_VERSION, init,  allreduceSumF32, broadcast, allgather,
+    barrier,                 abortRun, finalize,     libraryVersion,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const KilnMpiPlugin *
+kiln_mpi_plugin() {
+  return &kPlugin;
+}
