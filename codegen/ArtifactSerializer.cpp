@@ -210,6 +210,12 @@ FailureOr<std::string> ArtifactWriter::serialize() {
                                     g.aux, g.accumulate)
                  .Union();
         kind = schema::Operation_GemmCall;
+      } else if (const std::optional<PlannedCollective> &c = s.collective) {
+        op = schema::CreateCollectiveCallDirect(fbb, c->reduction,
+                                                c->axis.c_str(), &s.buffers,
+                                                c->reason.c_str())
+                 .Union();
+        kind = schema::Operation_CollectiveCall;
       } else {
         flatbuffers::Offset<schema::CudnnAttention> cudnn = 0;
         if (const std::optional<CudnnAttentionCall> &c = s.cudnnAttention)
@@ -258,12 +264,21 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   for (const std::string &arch : options.cudaArchs)
     if (options.target == "cuda")
       archs.push_back(fbb.CreateString(arch));
+  // kiln.mesh: the processes kiln-run must be launched as.
+  std::vector<flatbuffers::Offset<schema::MeshAxis>> meshAxes;
+  if (auto mesh = module->getAttrOfType<DictionaryAttr>(k::kMeshAttrName))
+    for (NamedAttribute axis : mesh)
+      if (auto size = dyn_cast<IntegerAttr>(axis.getValue()))
+        meshAxes.push_back(schema::CreateMeshAxisDirect(
+            fbb, axis.getName().str().c_str(),
+            static_cast<uint32_t>(size.getInt())));
   auto artifact = schema::CreateArtifactDirect(
       fbb, schema::kArtifactVersion, modelName.c_str(),
       options.target.c_str(), trainConfig, kernelPrelude(options.target),
       &kernelOffsets, &bufferOffsets, &programOffsets, flops,
       memory.arenaBytes, memoryPlan,
-      options.target == "cuda" ? &archs : nullptr);
+      options.target == "cuda" ? &archs : nullptr,
+      meshAxes.empty() ? nullptr : &meshAxes);
   schema::FinishArtifactBuffer(fbb, artifact);
   // The flatbuffer, then the integrity trailer (runtime/schema/ArtifactChecksum.h).
   std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),

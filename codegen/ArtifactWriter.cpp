@@ -547,6 +547,29 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   return success();
 }
 
+LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
+  if (options.target == "cuda")
+    return op.emitError()
+           << "data parallelism on CUDA needs the NCCL path, which is not "
+              "built yet; compile with --target=cpu (MPI) or without a mesh";
+  PlannedStep step;
+  step.collective = PlannedCollective{
+      op.getReduction() == "mean" ? schema::Reduction_Mean
+                                  : schema::Reduction_Sum,
+      op.getAxis().str(), op.getReason() ? op.getReason()->str() : ""};
+  step.location = locationString(op->getLoc());
+  for (auto [operand, result] : llvm::zip(op.getInputs(), op.getResults())) {
+    if (failed(planInPlace(op, result, operand)))
+      return failure();
+    step.buffers.push_back(bufferOf.lookup(result));
+  }
+  // Every buffer is read and written: all count as inputs (the memory plan
+  // keeps them live across the call; nothing new is allocated).
+  step.numInputs = step.buffers.size();
+  schedule->push_back(std::move(step));
+  return success();
+}
+
 LogicalResult ArtifactWriter::planInPlace(Operation *op, Value result,
                                          Value operand) {
   // The operand and every reshape view of it share one buffer: none may be
@@ -601,6 +624,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
       return success();
     }
   }
+  if (auto allReduce = dyn_cast<k::AllReduceOp>(op))
+    return planAllReduce(allReduce);
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
   if (isa<k::MatmulAccumulateOp>(op))
@@ -769,7 +794,8 @@ void ArtifactWriter::planMemory() {
       } else {
         call.buffers = step.buffers;
         call.numInputs = step.numInputs;
-        call.elementwise = kernelList[step.kernel].elementwise;
+        call.elementwise =
+            !step.collective && kernelList[step.kernel].elementwise;
       }
       planned.schedule.push_back(std::move(call));
     }

@@ -91,8 +91,15 @@ private:
     bool biasWritten = false, auxWritten = false;
     bool accumulate = false; // C += product (kiln.matmul_accumulate)
   };
+  // A kiln.all_reduce bucket: CollectiveCall over the step's buffers,
+  // each reduced in place.
+  struct PlannedCollective {
+    schema::Reduction reduction = schema::Reduction_Sum;
+    std::string axis, reason;
+  };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
+    std::optional<PlannedCollective> collective;
     uint32_t kernel = 0;
     std::vector<uint32_t> buffers;
     size_t numInputs = 0; // buffers[0, numInputs) are read, the rest written
@@ -126,6 +133,9 @@ private:
   // True when kiln.train's precision is `precision`.
   bool precisionIs(llvm::StringRef precision) const;
   mlir::LogicalResult planKernel(mlir::Operation *op);
+  // kiln.all_reduce: one CollectiveCall reducing its operands' buffers in
+  // place (its results take their storage).
+  mlir::LogicalResult planAllReduce(mlir::kiln::AllReduceOp op);
   mlir::LogicalResult planFusion(mlir::kiln::FusionOp fusion);
   mlir::LogicalResult planReturn(mlir::func::FuncOp func,
                                  mlir::func::ReturnOp ret);

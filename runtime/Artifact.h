@@ -77,6 +77,14 @@ public:
   int64_t batch() const { return root_->train()->batch(); }
   int64_t seq() const { return root_->train()->seq(); }
   int64_t gradAccum() const { return root_->train()->grad_accum(); }
+  // Processes the artifact runs as: the product of its mesh axes (1 without).
+  int64_t ranks() const {
+    int64_t ranks = 1;
+    if (root_->mesh())
+      for (const schema::MeshAxis *axis : *root_->mesh())
+        ranks *= axis->size();
+    return ranks;
+  }
 
   // The program of `kind`, or null when the artifact has none ("step" and
   // "update" always exist in a verified artifact).

@@ -594,6 +594,41 @@ Status checkGemm(const schema::Artifact &artifact,
   return checkGemmEpilogue(artifact, infos, where, gemm);
 }
 
+// An all-reduce: an axis of Artifact.mesh, a known reduction, and F32
+// buffers in range, each once (reduced in place).
+Status checkCollective(const schema::Artifact &artifact,
+                       const std::vector<BufferInfo> &infos,
+                       const std::string &where,
+                       const schema::CollectiveCall &call) {
+  std::string axis = call.axis() ? call.axis()->str() : "";
+  bool known = false;
+  if (artifact.mesh())
+    for (const schema::MeshAxis *a : *artifact.mesh())
+      known |= a->name() && a->name()->str() == axis;
+  if (!known)
+    return invalidArgument(where, ": CollectiveCall over mesh axis '", axis,
+                           "', which Artifact.mesh does not have");
+  if (call.reduction() != schema::Reduction_Sum &&
+      call.reduction() != schema::Reduction_Mean)
+    return invalidArgument(where, ": CollectiveCall has unknown reduction ",
+                           int(call.reduction()));
+  if (!call.buffers() || call.buffers()->size() == 0)
+    return invalidArgument(where, ": CollectiveCall has no buffers");
+  std::set<uint32_t> seen;
+  for (uint32_t b : *call.buffers()) {
+    if (b >= infos.size())
+      return invalidArgument(where, ": CollectiveCall buffer ", b,
+                             " is out of range (", infos.size(), " buffers)");
+    if (artifact.buffers()->Get(b)->dtype() != schema::DType_F32)
+      return invalidArgument(where, ": CollectiveCall buffer ", b,
+                             " is not F32");
+    if (!seen.insert(b).second)
+      return invalidArgument(where, ": CollectiveCall lists buffer ", b,
+                             " twice");
+  }
+  return okStatus();
+}
+
 Status checkSchedule(const schema::Artifact &artifact,
                      const std::vector<BufferInfo> &infos,
                      const schema::Program &program) {
@@ -652,6 +687,12 @@ Status checkSchedule(const schema::Artifact &artifact,
         return invalidArgument(where, ": GemmCall entry has no operation");
       KILN_RETURN_IF_ERROR(
           checkGemm(artifact, infos, where, *step.op_as_GemmCall()));
+      break;
+    case schema::Operation_CollectiveCall:
+      if (!step.op_as_CollectiveCall())
+        return invalidArgument(where, ": CollectiveCall entry has no operation");
+      KILN_RETURN_IF_ERROR(
+          checkCollective(artifact, infos, where, *step.op_as_CollectiveCall()));
       break;
     default:
       return invalidArgument(where, ": unknown operation type ",
@@ -716,6 +757,19 @@ Status verifyArtifactContents(const schema::Artifact &artifact,
                            " (must be >= 1)");
   if (!std::isfinite(train->clip()) || train->clip() < 0)
     return invalidArgument("train config has invalid clip ", train->clip());
+  if (artifact.mesh()) {
+    int64_t ranks = 1;
+    for (const schema::MeshAxis *axis : *artifact.mesh()) {
+      if (!axis->name() || axis->size() < 1 || axis->size() > 65536)
+        return invalidArgument("mesh axis '",
+                               axis->name() ? axis->name()->str() : "",
+                               "' has size ", axis->size(),
+                               " (must be named, 1 to 65536 ranks)");
+      ranks *= axis->size();
+    }
+    if (ranks > 65536)
+      return invalidArgument("mesh of ", ranks, " ranks (at most 65536)");
+  }
   KILN_RETURN_IF_ERROR(checkBuffers(artifact, infos));
   KILN_RETURN_IF_ERROR(checkKernels(artifact));
   KILN_RETURN_IF_ERROR(checkPrograms(artifact, infos));

@@ -19,6 +19,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/AttentionDispatch.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/Status.h"
 #include "runtime/metrics/ScheduleProfile.h"
 
@@ -48,6 +49,9 @@ struct BackendOptions {
   bool tf32 = false; // CUDA: fp32 GEMMs on TF32 tensor cores
   // CUDA: who runs the attention calls that carry a cudnn_attention.
   AttentionDispatch attention = AttentionDispatch::kAuto;
+  // The ranks' communicator, which runs the CollectiveCall steps; must
+  // outlive the backend. Required when the artifact has collectives.
+  Communicator *communicator = nullptr;
 };
 
 // Bytes written into a buffer from the host before a program runs.

@@ -63,6 +63,11 @@ void forEachTouched(const schema::Step &step, Visit visit) {
       visit(static_cast<uint32_t>(gemm->bias()));
     if (gemm->aux() >= 0)
       visit(static_cast<uint32_t>(gemm->aux()));
+  } else if (const schema::CollectiveCall *collective =
+                 step.op_as_CollectiveCall()) {
+    if (collective->buffers())
+      for (uint32_t b : *collective->buffers())
+        visit(b);
   }
 }
 

@@ -17,6 +17,17 @@
 //      steps and after the last, checkpoint every --checkpoint-every steps,
 //      at the end and when SIGINT/SIGTERM arrived during the step.
 //
+// Many processes (an artifact compiled with `mesh = [data = N]`): the
+// launcher's environment (comm/LaunchEnv.h) must say N processes, or the run
+// stops before anything is read -- and so must a one-process artifact
+// launched as several, which would otherwise train N identical copies into
+// the same files. The ranks then open the communicator, agree on the
+// artifact and the seed, and each reads its share of every global batch;
+// the artifact's all-reduces keep their parameters identical. Rank 0 alone
+// prints, writes metrics and checkpoints; a stop signal seen by any rank
+// stops all after the same step; a rank that fails ends every rank
+// (Communicator::abortAll) rather than leaving them blocked in a collective.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Trainer.h"
@@ -27,16 +38,20 @@
 #include "runtime/TrainingCheckpoint.h"
 #include "runtime/TrainingData.h"
 #include "runtime/TrainingSession.h"
+#include "runtime/comm/LaunchEnv.h"
 #include "runtime/data/PrefetchingLoader.h"
 #include "runtime/metrics/PeakFlops.h"
 #include "runtime/metrics/PeakMemory.h"
 #include "runtime/metrics/ProgressPrinter.h"
 #include "runtime/metrics/ScheduleProfile.h"
 #include "runtime/metrics/TensorBoardWriter.h"
+#include "runtime/Hash.h"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -62,6 +77,59 @@ ComputePrecision matmulPrecision(const Artifact &artifact, bool tf32) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// A launch that does not match the artifact's mesh, refused before anything
+// is read or written.
+Status checkLaunch(const Artifact &artifact, const LaunchEnv &env) {
+  const int64_t ranks = artifact.ranks();
+  if (ranks == env.size)
+    return okStatus();
+  if (ranks == 1)
+    return failedPrecondition(
+        "this process is rank ", env.rank, " of ", env.size, " (", env.launcher,
+        ": ", env.described, "), but ", artifact.name(),
+        " was compiled for one process: each rank would train its own copy "
+        "on the same data and write the same files. Compile it for ",
+        env.size, " ranks (train { mesh = [data = ", env.size,
+        "] }, or kilnc -D 'mesh=[data = ", env.size,
+        "]') or run it as one process");
+  return failedPrecondition(
+      artifact.name(), " was compiled for ", ranks,
+      " data-parallel ranks but runs as ",
+      env.size == 1 ? std::string("one process")
+                    : detail::concat(env.size, " (", env.described, ")"),
+      ": launch it with `mpirun -np ", ranks, " kiln-run ...`");
+}
+
+// What every rank must agree on before the first step.
+struct RankIdentity {
+  uint64_t artifactHash;
+  uint64_t seed;
+  int64_t steps;
+};
+
+Status checkRanksAgree(Communicator &comm, const Artifact &artifact,
+                       const RunOptions &options) {
+  Fnv1a64 hash;
+  hash.update(artifact.bytes().data(), artifact.bytes().size());
+  RankIdentity mine{hash.digest(), options.seed, options.steps};
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> all,
+                        comm.allGather(&mine, sizeof mine));
+  for (int r = 0; r < comm.size(); ++r) {
+    RankIdentity other;
+    std::memcpy(&other, all.data() + r * sizeof other, sizeof other);
+    if (other.artifactHash != mine.artifactHash)
+      return failedPrecondition("rank ", r, " runs a different artifact than rank ",
+                                comm.rank(), " (", artifact.name(),
+                                "): every rank must run the same file");
+    if (other.seed != mine.seed || other.steps != mine.steps)
+      return failedPrecondition(
+          "rank ", r, " has --seed ", other.seed, " --steps ", other.steps,
+          " but rank ", comm.rank(), " has --seed ", mine.seed, " --steps ",
+          mine.steps, ": every rank must get the same flags");
+  }
+  return okStatus();
+}
 
 // The report sinks a run writes to, besides the console.
 struct ReportFiles {
@@ -100,6 +168,8 @@ Status openReportFiles(const RunOptions &options,
 class TrainingRun {
 public:
   TrainingRun(const RunOptions &options, FILE *out) : options_(options), out_(out) {}
+  // The run's communicator (null: one process).
+  Communicator *communicator() const { return comm_.get(); }
   StatusOr<TrainSummary> run();
 
 private:
@@ -116,8 +186,11 @@ private:
     }
   }
 
-  const RunOptions &options_;
+  // A copy: ranks other than 0 drop the flags that print or write files.
+  RunOptions options_;
   FILE *out_;
+  LaunchEnv env_;
+  std::unique_ptr<Communicator> comm_;
   std::unique_ptr<TrainingSession> session_;
   TrainingData data_;
   std::unique_ptr<data::PrefetchingLoader> loader_;
@@ -137,8 +210,26 @@ private:
 };
 
 Status TrainingRun::start() {
+  KILN_ASSIGN_OR_RETURN(env_, readLaunchEnv());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Artifact> artifact,
                         Artifact::loadFile(options_.artifactPath));
+  KILN_RETURN_IF_ERROR(checkLaunch(*artifact, env_));
+  if (env_.distributed()) {
+    if (artifact->root().target()->str() == "cuda")
+      return failedPrecondition(artifact->name(), ": data parallelism on CUDA "
+                                "needs NCCL, which this kiln-run does not have yet");
+    KILN_ASSIGN_OR_RETURN(comm_, openMpiCommunicator(env_));
+    KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));
+    if (env_.rank != 0) {
+      options_.quiet = true;
+      options_.metricsPath.clear();
+      options_.tensorboardDir.clear();
+      options_.saveInitPath.clear();
+      options_.saveGradsPath.clear();
+      options_.saveBatchesPath.clear();
+      options_.profile = false;
+    }
+  }
   std::optional<LoadedCheckpoint> resumeFrom;
   if (!options_.checkpointDir.empty()) {
     KILN_ASSIGN_OR_RETURN(
@@ -161,7 +252,9 @@ Status TrainingRun::start() {
   if (resumeFrom) {
     KILN_ASSIGN_OR_RETURN(position, checkpointDataPosition(*resumeFrom));
   }
-  KILN_ASSIGN_OR_RETURN(data_, openTrainingData(*artifact, options_, position));
+  KILN_ASSIGN_OR_RETURN(
+      data_, openTrainingData(*artifact, options_, position,
+                              data::Shard{env_.rank, env_.size}));
   if (data_.tsp && !options_.saveBatchesPath.empty())
     return invalidArgument("--save-batches writes token batches; it is not "
                            "supported with --data ", options_.dataPath, " yet");
@@ -191,9 +284,11 @@ Status TrainingRun::start() {
       console);
   const ComputePrecision precision = matmulPrecision(*artifact, options_.tf32);
 
-  KILN_ASSIGN_OR_RETURN(session_,
-                        TrainingSession::create(std::move(artifact), options_.seed,
-                                                BackendOptions{options_.tf32, options_.attention}));
+  KILN_ASSIGN_OR_RETURN(
+      session_, TrainingSession::create(std::move(artifact), options_.seed,
+                                        BackendOptions{options_.tf32,
+                                                       options_.attention,
+                                                       comm_.get()}));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
   peakFlops_ = resolvePeakFlopsPerSecond(
@@ -203,6 +298,13 @@ Status TrainingRun::start() {
     printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train || data_.tsp)
       std::fprintf(out_, "data: %s\n", data_.description.c_str());
+    if (comm_)
+      std::fprintf(out_, "ranks: %d data-parallel processes (%s, %s), each "
+                         "reading %lld of every %lld sequences\n",
+                   comm_->size(), env_.launcher.c_str(), comm_->name().c_str(),
+                   static_cast<long long>(session_->artifact().batch()),
+                   static_cast<long long>(session_->artifact().batch() *
+                                          comm_->size()));
   }
   if (resumeFrom) {
     KILN_ASSIGN_OR_RETURN(done_, restoreTrainingCheckpoint(*resumeFrom, *session_,
@@ -292,7 +394,8 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   for (auto &[name, value] : session_->metrics())
     m.activationRms.push_back({name, value});
   m.stepMs = seconds * 1e3;
-  m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum();
+  m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum() *
+                    artifact.ranks();
   m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
   m.mfu = modelFlopsUtilization(artifact.root().flops_per_step(), seconds,
                                 peakFlops_);
@@ -313,6 +416,9 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
 }
 
 Status TrainingRun::checkpoint(const TrainingProgress &progress) {
+  // The ranks hold identical parameters and state: rank 0 writes for all.
+  if (env_.rank != 0)
+    return okStatus();
   KILN_ASSIGN_OR_RETURN(CheckpointInfo info,
                         saveTrainingCheckpoint(*store_, *session_, options_, progress));
   this->info(detail::concat("checkpoint: ", info.path));
@@ -348,6 +454,7 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
 
 StatusOr<TrainSummary> TrainingRun::run() {
   KILN_RETURN_IF_ERROR(start());
+  summary_.lead = env_.rank == 0;
   summary_.kernelCacheHit = session_->backend().kernelLoad().cacheHit;
   summary_.kernelLoadSeconds = session_->backend().kernelLoad().seconds;
   StopSignals signals;
@@ -392,6 +499,14 @@ StatusOr<TrainSummary> TrainingRun::run() {
       break;
     }
     int signal = signals.received();
+    if (comm_) {
+      // A signal may reach the ranks between different steps: they agree
+      // to stop after this one if any rank saw one.
+      float seen = signal ? 1.0f : 0.0f;
+      KILN_RETURN_IF_ERROR(comm_->allReduce(&seen, 1, Reduction::kSum));
+      if (seen > 0 && !signal)
+        signal = SIGTERM;
+    }
     bool last = step == options_.steps;
     bool periodic = options_.checkpointEvery > 0 && step % options_.checkpointEvery == 0;
     if (store_ && (last || periodic || signal))
@@ -424,10 +539,12 @@ StatusOr<TrainSummary> TrainingRun::run() {
     }
   if (totalSeconds_ > 0) {
     summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
-                                      artifact.gradAccum() * summary_.stepsThisRun) /
+                                      artifact.gradAccum() * artifact.ranks() *
+                                      summary_.stepsThisRun) /
                                totalSeconds_;
     summary_.samplesPerSecond =
-        double(artifact.batch() * artifact.gradAccum() * summary_.stepsThisRun) /
+        double(artifact.batch() * artifact.gradAccum() * artifact.ranks() *
+               summary_.stepsThisRun) /
         totalSeconds_;
     summary_.flopsPerSecond =
         artifact.root().flops_per_step() * summary_.stepsThisRun / totalSeconds_;
@@ -439,7 +556,18 @@ StatusOr<TrainSummary> TrainingRun::run() {
 
 StatusOr<TrainSummary> runTraining(const RunOptions &options, FILE *out) {
   TrainingRun run(options, out);
-  return run.run();
+  StatusOr<TrainSummary> summary = run.run();
+  if (!summary.ok() && run.communicator() && run.communicator()->size() > 1) {
+    // The other ranks may wait in a collective this rank will never join:
+    // say why, then end them all.
+    std::fflush(out);
+    std::fprintf(stderr, "kiln-run: error: rank %d of %d: %s\n",
+                 run.communicator()->rank(), run.communicator()->size(),
+                 summary.status().message().c_str());
+    std::fflush(stderr);
+    run.communicator()->abortAll(1);
+  }
+  return summary;
 }
 
 } // namespace kiln::rt

@@ -35,6 +35,7 @@ struct TrainSummary {
   int64_t skippedSteps = 0;   // updates skipped by the non-finite guard
   std::string stopReason;     // empty: all steps ran; else why it stopped early
   bool failed = false;        // stopped by non-finite steps (exit status 1)
+  bool lead = true;           // rank 0 (or the only process): prints the summary
 };
 
 // Runs training as `options` say. Progress and informational lines go to

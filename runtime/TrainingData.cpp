@@ -138,7 +138,8 @@ StatusOr<TrainingData> openTspData(const Artifact &artifact,
 
 StatusOr<TrainingData> openTrainingData(const Artifact &artifact,
                                         const RunOptions &options,
-                                        data::DataPosition start) {
+                                        data::DataPosition start,
+                                        data::Shard shard) {
   TrainingData result;
   if (options.dataPath.empty()) {
     BufferRoles roles = findBufferRoles(artifact);
@@ -150,8 +151,13 @@ StatusOr<TrainingData> openTrainingData(const Artifact &artifact,
     return invalidArgument(artifact.name(), ": the model reads inputs (",
                            names, "), so --data SPEC is required");
   }
-  if (data::isTspSpec(options.dataPath))
+  if (data::isTspSpec(options.dataPath)) {
+    if (shard.count > 1)
+      return invalidArgument("--data ", options.dataPath, ": generated TSP "
+                             "batches are not split between data-parallel "
+                             "ranks yet; train a TSP model on one process");
     return openTspData(artifact, options, start);
+  }
   // Token data writes [batch, seq] tokens and targets: a model with other
   // inputs (a TSP model given a text file) is refused before it is misfed.
   const std::vector<int64_t> tokenShape = {artifact.batch(), artifact.seq()};
@@ -199,7 +205,8 @@ StatusOr<TrainingData> openTrainingData(const Artifact &artifact,
   KILN_ASSIGN_OR_RETURN(
       data::BatchSampler sampler,
       data::BatchSampler::create(std::move(windows), trainRange,
-                                 artifact.batch(), options.seed, start));
+                                 artifact.batch(), options.seed, start,
+                                 shard));
   result.train.emplace(std::move(sampler));
   return result;
 }

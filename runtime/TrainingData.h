@@ -39,9 +39,11 @@ struct TrainingData {
 // `start`. An artifact with Input buffers needs --data; one without reads
 // none (a given --data is still opened and checked, so a broken file is
 // never silently ignored). At most one of `train` and `tsp` is set.
+// `shard`: this rank's share of each global batch (data parallelism).
 StatusOr<TrainingData> openTrainingData(const Artifact &artifact,
                                         const RunOptions &options,
-                                        data::DataPosition start = {});
+                                        data::DataPosition start = {},
+                                        data::Shard shard = {});
 
 // The three inputs of a TSP batch (coords, lengths, targets) for
 // TrainingSession::runMicroStep; they point into `batch`.

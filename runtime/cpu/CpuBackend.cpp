@@ -6,14 +6,16 @@
 
 namespace kiln::rt::cpu {
 
-StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::create(const Artifact &artifact) {
+StatusOr<std::unique_ptr<CpuBackend>>
+CpuBackend::create(const Artifact &artifact, Communicator *communicator) {
   std::unique_ptr<CpuBackend> backend(new CpuBackend(artifact));
   KernelCompiler compiler(KernelCompilerOptions::fromEnvironment());
   // Memory first: a step that cannot fit fails before the kernel compile.
   KILN_ASSIGN_OR_RETURN(backend->arena_, Arena::create(artifact));
   KILN_ASSIGN_OR_RETURN(backend->kernels_, compiler.load(artifact));
-  backend->executor_ =
-      std::make_unique<Executor>(artifact, *backend->kernels_, *backend->arena_);
+  KILN_ASSIGN_OR_RETURN(backend->executor_,
+                        Executor::create(artifact, *backend->kernels_,
+                                         *backend->arena_, communicator));
   const KernelLibrary &kernels = *backend->kernels_;
   backend->load_ = KernelLoad{kernels.numKernels(), kernels.cacheHit(),
                               kernels.loadSeconds(), kernels.libraryPath(), ""};

@@ -20,7 +20,10 @@ class CpuBackend final : public Backend {
 public:
   // Allocates the arena (failing before the compile when the step does not
   // fit in host memory), then compiles or fetches the kernels.
-  static StatusOr<std::unique_ptr<CpuBackend>> create(const Artifact &artifact);
+  // `communicator` runs the artifact's CollectiveCall steps (null: the
+  // artifact must have none).
+  static StatusOr<std::unique_ptr<CpuBackend>>
+  create(const Artifact &artifact, Communicator *communicator = nullptr);
 
   const char *name() const override { return "cpu"; }
   Status run(ProgramKind program) override { return executor_->run(program); }

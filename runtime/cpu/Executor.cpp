@@ -3,6 +3,7 @@
 #include "runtime/cpu/Executor.h"
 
 #include <cblas.h>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -53,6 +54,29 @@ Executor::Call Executor::resolve(const Artifact &artifact,
     if (kc->buffers())
       for (uint32_t b : *kc->buffers())
         call.buffers.push_back(arena.data(b));
+    return call;
+  }
+  if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
+    Collective &c = call.collective.emplace();
+    c.reduction = cc->reduction() == schema::Reduction_Mean ? Reduction::kMean
+                                                            : Reduction::kSum;
+    for (uint32_t b : *cc->buffers())
+      c.buffers.emplace_back(arena.as<float>(b),
+                             artifact.bufferInfo(b).elements);
+    // Buffers that sit back to back in the arena (the persistent gradients
+    // mostly do) go to MPI as one range: one call per run, not per tensor.
+    // Every rank has the same arena layout, so the ranks still meet in the
+    // same calls.
+    std::sort(c.buffers.begin(), c.buffers.end());
+    std::vector<std::pair<float *, size_t>> ranges;
+    for (const auto &[data, elements] : c.buffers) {
+      if (!ranges.empty() &&
+          ranges.back().first + ranges.back().second == data)
+        ranges.back().second += elements;
+      else
+        ranges.emplace_back(data, elements);
+    }
+    c.buffers = std::move(ranges);
     return call;
   }
   const schema::GemmCall *g = step.op_as_GemmCall();
@@ -126,18 +150,31 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   return call;
 }
 
-Executor::Executor(const Artifact &artifact, const KernelLibrary &kernels,
-                   const Arena &arena) {
+StatusOr<std::unique_ptr<Executor>>
+Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
+                 const Arena &arena, Communicator *communicator) {
+  std::unique_ptr<Executor> executor(new Executor());
+  executor->communicator_ = communicator;
   for (int kind = 0; kind < kNumProgramKinds; ++kind) {
     const schema::Program *program =
         artifact.program(static_cast<ProgramKind>(kind));
     if (!program)
       continue;
-    programs_[kind].present = true;
-    for (const schema::Step *step : *program->schedule())
-      programs_[kind].calls.push_back(
+    executor->programs_[kind].present = true;
+    for (const schema::Step *step : *program->schedule()) {
+      if (step->op_as_CollectiveCall() &&
+          (!communicator || communicator->size() != artifact.ranks()))
+        return failedPrecondition(
+            artifact.name(), ": has collectives over ", artifact.ranks(),
+            " ranks, but this process ",
+            communicator ? detail::concat("is one of ", communicator->size())
+                         : std::string("runs alone"),
+            " (launch it with `mpirun -np ", artifact.ranks(), " kiln-run ...`)");
+      executor->programs_[kind].calls.push_back(
           resolve(artifact, *step, kernels, arena));
+    }
   }
+  return executor;
 }
 
 Status Executor::run(ProgramKind kind) {
@@ -149,14 +186,14 @@ Status Executor::run(ProgramKind kind) {
   ++program.runs;
   if (!profiling_) {
     for (const Call &c : program.calls)
-      call(c);
+      KILN_RETURN_IF_ERROR(call(c));
     return okStatus();
   }
   program.timing.seconds.resize(program.calls.size(), 0.0);
   ++program.timing.runs;
   for (size_t i = 0; i < program.calls.size(); ++i) {
     auto start = std::chrono::steady_clock::now();
-    call(program.calls[i]);
+    KILN_RETURN_IF_ERROR(call(program.calls[i]));
     program.timing.seconds[i] += std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - start)
                               .count();
@@ -164,10 +201,16 @@ Status Executor::run(ProgramKind kind) {
   return okStatus();
 }
 
-void Executor::call(const Call &call) {
+Status Executor::call(const Call &call) {
   if (call.kernel) {
     call.kernel(call.buffers.data());
-    return;
+    return okStatus();
+  }
+  if (call.collective) {
+    for (auto [data, elements] : call.collective->buffers)
+      KILN_RETURN_IF_ERROR(communicator_->allReduce(
+          data, elements, call.collective->reduction));
+    return okStatus();
   }
   // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
   // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N] or
@@ -196,6 +239,7 @@ void Executor::call(const Call &call) {
                    static_cast<size_t>(g.m) * g.n);
   if (call.bf16Aux)
     narrowToBf16(call.wideAux.data(), call.bf16Aux, call.wideAux.size());
+  return okStatus();
 }
 
 } // namespace kiln::rt::cpu

@@ -4,7 +4,8 @@
 // entries call a generated kernel with its buffer pointers; GemmCall entries
 // call OpenBLAS sgemm (bf16 operands widened to fp32 scratch first, a
 // bf16 result rounded from fp32 scratch after), then their epilogue
-// (GemmEpilogue.h). Argument arrays are resolved once at construction so
+// (GemmEpilogue.h); CollectiveCall entries all-reduce their buffers through
+// the Communicator. Argument arrays are resolved once at construction so
 // running a program is just a loop of indirect calls. The executor fills
 // nothing itself: the training session writes inputs, learning rate and
 // step count into the arena before running a program.
@@ -17,18 +18,24 @@
 #include "runtime/Artifact.h"
 #include "runtime/cpu/Arena.h"
 #include "runtime/cpu/GemmEpilogue.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/cpu/KernelCompiler.h"
 #include "runtime/metrics/ScheduleProfile.h"
 
+#include <memory>
+#include <optional>
 #include <vector>
 
 namespace kiln::rt::cpu {
 
 class Executor {
 public:
-  // `artifact`, `kernels` and `arena` must outlive the executor.
-  Executor(const Artifact &artifact, const KernelLibrary &kernels,
-           const Arena &arena);
+  // `artifact`, `kernels`, `arena` and `communicator` must outlive the
+  // executor. An artifact with CollectiveCall steps needs a communicator
+  // whose world is the artifact's mesh.
+  static StatusOr<std::unique_ptr<Executor>>
+  create(const Artifact &artifact, const KernelLibrary &kernels,
+         const Arena &arena, Communicator *communicator);
 
   // Runs every schedule entry of the program once, in order. A program the
   // artifact does not have is an error.
@@ -57,8 +64,15 @@ private:
     bool transA, transB;
     float beta; // 1: C += the product (GemmCall.accumulate), 0: C = it
   };
+  // A CollectiveCall: its buffers reduced in place, back-to-back ones as
+  // one range, in address order.
+  struct Collective {
+    Reduction reduction = Reduction::kSum;
+    std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
+  };
   struct Call {
     KernelEntry kernel = nullptr; // set for a KernelCall
+    std::optional<Collective> collective; // set for a CollectiveCall
     std::vector<void *> buffers;  // KernelCall arguments
     GemmArgs gemm{};              // used when kernel is null
     GemmEpilogueArgs epilogue{};  // after the GEMM (kind None: nothing)
@@ -86,9 +100,12 @@ private:
     int64_t runs = 0;
   };
 
+  Executor() = default;
   static Call resolve(const Artifact &artifact, const schema::Step &step,
                       const KernelLibrary &kernels, const Arena &arena);
-  void call(const Call &call);
+  Status call(const Call &call);
+
+  Communicator *communicator_ = nullptr;
 
   Program programs_[kNumProgramKinds];
   bool profiling_ = false;

@@ -244,6 +244,11 @@ Status CudaBackend::Impl::resolvePrograms() {
             table.push_back(devicePointer(b));
         continue;
       }
+      if (step.op_as_CollectiveCall())
+        return failedPrecondition(
+            dp.name, " entry ", i, " (at ", location,
+            ") is an all-reduce between ranks: CUDA artifacts need NCCL for "
+            "that, which this kiln-run does not have yet");
       call.where = detail::concat(dp.name, " entry ", i, " (GEMM at ", location, ")");
       KILN_RETURN_IF_ERROR(planGemm(call, *step.op_as_GemmCall(), location, fallbacks));
     }

@@ -6,9 +6,13 @@ namespace kiln::rt::data {
 
 StatusOr<BatchSampler> BatchSampler::create(TokenWindows windows,
                                             WindowRange range, int64_t batch,
-                                            uint64_t seed, DataPosition start) {
+                                            uint64_t seed, DataPosition start,
+                                            Shard shard) {
   if (batch <= 0)
     return invalidArgument("batch size must be positive, got ", batch);
+  if (shard.count < 1 || shard.rank < 0 || shard.rank >= shard.count)
+    return invalidArgument("data shard ", shard.rank, " of ", shard.count,
+                           " does not exist");
   if (range.begin >= range.end || range.end > windows.size())
     return invalidArgument("training windows [", range.begin, ", ", range.end,
                            ") are empty or outside the ", windows.size(),
@@ -19,7 +23,7 @@ StatusOr<BatchSampler> BatchSampler::create(TokenWindows windows,
         "} is past the ", range.size(),
         " training windows of an epoch: the data, sequence length or "
         "validation split differ from the run that saved it");
-  BatchSampler sampler(std::move(windows), range, batch, seed, start);
+  BatchSampler sampler(std::move(windows), range, batch, seed, start, shard);
   sampler.permutationEpoch_ = start.epoch;
   return sampler;
 }
@@ -42,10 +46,14 @@ uint64_t BatchSampler::windowAt(DataPosition position) const {
 Status BatchSampler::fill(int32_t *tokens, int32_t *targets) {
   const int64_t seq = windows_.seq();
   DataPosition at = position_;
-  for (int64_t row = 0; row < batch_; ++row) {
-    uint64_t window = range_.begin + permutationFor(at.epoch)(at.index);
-    KILN_RETURN_IF_ERROR(
-        windows_.read(window, tokens + row * seq, targets + row * seq));
+  const int64_t first = shard_.rank * batch_; // this rank's rows
+  for (int64_t row = 0; row < batch_ * shard_.count; ++row) {
+    if (row >= first && row < first + batch_) {
+      uint64_t window = range_.begin + permutationFor(at.epoch)(at.index);
+      int64_t mine = row - first;
+      KILN_RETURN_IF_ERROR(
+          windows_.read(window, tokens + mine * seq, targets + mine * seq));
+    }
     if (++at.index == range_.size()) {
       ++at.epoch;
       at.index = 0;

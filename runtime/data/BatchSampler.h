@@ -10,6 +10,13 @@
 // The position {epoch, index} after any batch fully determines all later
 // batches, so create(..., position()) resumes bit-exactly.
 //
+// Data parallelism: with a Shard {rank, count}, the stream is cut into
+// global batches of count * batch windows and rank r fills its batch with
+// rows [r * batch, (r + 1) * batch) of each; the position advances by the
+// whole global batch on every rank. So N ranks of batch B read exactly the
+// windows one process of batch N * B reads, and the position stays global
+// (a checkpoint resumes on any number of ranks).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_DATA_BATCHSAMPLER_H
@@ -24,13 +31,20 @@
 
 namespace kiln::rt::data {
 
+// This process's share of each global batch (see above).
+struct Shard {
+  int64_t rank = 0;
+  int64_t count = 1;
+};
+
 class BatchSampler {
 public:
   // Errors: batch <= 0, an empty or out-of-bounds range, or a start index
   // past the range (a position saved against different data).
   static StatusOr<BatchSampler> create(TokenWindows windows, WindowRange range,
                                        int64_t batch, uint64_t seed,
-                                       DataPosition start = {});
+                                       DataPosition start = {},
+                                       Shard shard = {});
 
   // Fills tokens and targets, each [batch, seq] int32, and advances the
   // position. On an error (a token id >= vocab) the position is unchanged.
@@ -49,9 +63,10 @@ public:
 
 private:
   BatchSampler(TokenWindows windows, WindowRange range, int64_t batch,
-               uint64_t seed, DataPosition start)
+               uint64_t seed, DataPosition start, Shard shard)
       : windows_(std::move(windows)), range_(range), batch_(batch), seed_(seed),
-        position_(start), permutation_(range.size(), seed, start.epoch) {}
+        shard_(shard), position_(start),
+        permutation_(range.size(), seed, start.epoch) {}
 
   const WindowPermutation &permutationFor(uint64_t epoch);
 
@@ -59,6 +74,7 @@ private:
   WindowRange range_;
   int64_t batch_ = 0;
   uint64_t seed_ = 0;
+  Shard shard_;
   DataPosition position_;
   WindowPermutation permutation_; // of epoch permutationEpoch_
   uint64_t permutationEpoch_ = 0;

@@ -28,6 +28,12 @@ std::string describeStep(const schema::Artifact &artifact,
               (g->trans_b() ? "B^T" : "") + ")";
     return text;
   }
+  if (const schema::CollectiveCall *c = step.op_as_CollectiveCall())
+    return detail::concat("all_reduce ",
+                          c->reduction() == schema::Reduction_Mean ? "mean"
+                                                                   : "sum",
+                          " of ", c->buffers()->size(), " buffers over '",
+                          c->axis()->str(), "'");
   const schema::KernelCall *call = step.op_as_KernelCall();
   const schema::Kernel &kernel = *artifact.kernels()->Get(call->kernel());
   std::string text = "kernel " + kernel.entry()->str();

@@ -29,7 +29,9 @@ namespace kiln::schema {
 //    attention kernel).
 // 7: GemmCall.accumulate (C += the product: the weight gradient summed over
 //    the chunks of a fused linear cross-entropy).
-constexpr uint32_t kArtifactVersion = 7;
+// 8: CollectiveCall steps (all-reduce of gradient buckets between ranks)
+//    and Artifact.mesh.
+constexpr uint32_t kArtifactVersion = 8;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

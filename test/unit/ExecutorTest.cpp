@@ -57,11 +57,12 @@ TEST(ExecutorTest, BigramStepMatchesReference) {
   *mem.as<float>(10) = lr;
   *mem.as<float>(11) = 1.0f;
 
-  cpu::Executor executor(artifact, **kernels, mem);
-  ASSERT_TRUE(executor.run(ProgramKind::kStep).ok());
+  auto executor = cpu::Executor::create(artifact, **kernels, mem, nullptr);
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  ASSERT_TRUE((*executor)->run(ProgramKind::kStep).ok());
   // Loss and gradient come from "step"; parameters must not move yet.
   ASSERT_EQ(std::memcmp(w, w0.data(), w0.size() * sizeof(float)), 0);
-  ASSERT_TRUE(executor.run(ProgramKind::kUpdate).ok());
+  ASSERT_TRUE((*executor)->run(ProgramKind::kUpdate).ok());
 
   // Reference: logits[i] = W0[tokens[i]] (one-hot @ W), cross-entropy,
   // dW[v] = sum over i with tokens[i] == v of (softmax - onehot) / N.

@@ -61,6 +61,9 @@ int main(int argc, char **argv) {
   auto summary = kiln::rt::runTraining(parsed->options, stdout);
   if (!summary.ok())
     return reportError(summary.status());
+  // Data-parallel ranks other than 0 end silently (rank 0 speaks for all).
+  if (!summary->lead)
+    return summary->failed ? 1 : 0;
   if (!summary->stopReason.empty())
     std::fprintf(summary->failed ? stderr : stdout, "kiln-run: %s%s\n",
                  summary->failed ? "error: " : "",
