@@ -87,11 +87,27 @@ std::string artifactHash(const Artifact &artifact) {
       reinterpret_cast<const char *>(artifact.bytes().data()), artifact.bytes().size())));
 }
 
+// The train settings as the state hash sees them, normalised (parsed and
+// printed again). Data parallelism splits each batch between the ranks, so
+// an artifact for N ranks of batch B trains exactly like one process of
+// batch N * B: the settings count the global batch.
+std::string globalTrainSettings(const Artifact &artifact) {
+  const flatbuffers::String *text = artifact.root().train()->settings();
+  std::string settings = text ? text->str() : "";
+  nlohmann::json json = nlohmann::json::parse(settings, nullptr,
+                                              /*allow_exceptions=*/false);
+  if (!json.is_object())
+    return settings;
+  if (json.contains("batch") && json["batch"].is_number_integer())
+    json["batch"] = json["batch"].get<int64_t>() * artifact.ranks();
+  return json.dump();
+}
+
 std::string trainingStateHash(const Artifact &artifact) {
   const schema::Artifact &root = artifact.root();
   Fnv1a64 h;
   h.updateField(root.model() ? root.model()->string_view() : "");
-  h.updateField(root.train()->settings() ? root.train()->settings()->string_view() : "");
+  h.updateField(globalTrainSettings(artifact));
   // What a checkpoint holds: the parameters, then the optimizer state.
   BufferRoles roles = findBufferRoles(artifact);
   std::vector<uint32_t> saved = roles.parameters;
@@ -142,6 +158,7 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
       {"artifact", {{"path", artifact.name()},
                     {"hash", artifactHash(artifact)},
                     {"target", targetOf(artifact)},
+                    {"ranks", artifact.ranks()},
                     {"state_hash", trainingStateHash(artifact)}}},
       {"config", {{"train", train}, {"run", runConfig(options)}}}};
   contents.modelMetadata = {{"kiln_artifact", artifactHash(artifact)},
@@ -163,11 +180,18 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
                         stringMember(*artifactInfo, "hash", where));
   // Another artifact is accepted only when it is the same model and train
   // settings compiled for the other backend (a CUDA run continued on the
-  // CPU, or the reverse): the same state, other kernels.
+  // CPU, or the reverse) or for another number of data-parallel ranks with
+  // the same global batch (2 ranks of batch 4 continued as 1 of batch 8):
+  // the same state, other kernels. The data position is global either way.
   const std::string target = targetOf(artifact);
-  const bool otherBackend = artifactInfo->value("target", target) != target &&
-                            artifactInfo->value("state_hash", "") == trainingStateHash(artifact);
-  if (hash != artifactHash(artifact) && !otherBackend)
+  const bool sameState =
+      artifactInfo->value("state_hash", "") == trainingStateHash(artifact);
+  const bool otherBackend =
+      artifactInfo->value("target", target) != target && sameState;
+  const bool otherRanks = artifactInfo->value("ranks", int64_t{1}) !=
+                              artifact.ranks() &&
+                          sameState;
+  if (hash != artifactHash(artifact) && !otherBackend && !otherRanks)
     return failedPrecondition(
         where, ": written by another artifact (", hash, ", ",
         artifactInfo->value("path", "?"), "), not ", artifact.name(), " (",

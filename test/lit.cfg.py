@@ -26,6 +26,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 config.substitutions.append(("%kilnc", os.path.join(config.kiln_tools_dir, "kilnc")))
 config.substitutions.append(("%kiln-run", os.path.join(config.kiln_tools_dir, "kiln-run")))
+# Multi-process runs: Open MPI's mpirun, allowed to run as root (CI runs as
+# root) and to put more ranks than cores on the machine (4 ranks on CI's 2).
+config.substitutions.append(("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                             "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 mpirun"))
 config.substitutions.append(("%models", os.path.join(config.kiln_src_root, "models")))
 config.substitutions.append(("%src", config.kiln_src_root))
 # Debian's python3-torch lives under the system interpreter, not a pyenv one.

@@ -24,6 +24,7 @@
 #include "passes/AttentionReport.h"
 #include "passes/FusionReport.h"
 #include "passes/Pipelines.h"
+#include "passes/CollectiveReport.h"
 #include "passes/RematReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -363,6 +364,7 @@ int runCompiler(const DriverOptions &options) {
   llvm::outs() << artifact->memorySummary;
   llvm::outs() << mlir::kiln::rematSummary(*module);
   llvm::outs() << mlir::kiln::rematSweepTable(*module);
+  llvm::outs() << mlir::kiln::collectiveSummary(*module);
   return kSuccess;
 }
 

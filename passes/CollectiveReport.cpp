@@ -1,0 +1,53 @@
+//===- CollectiveReport.cpp - The collectives a compiled step runs --------===//
+
+#include "passes/CollectiveReport.h"
+
+#include "ir/KilnOps.h"
+#include "passes/RematReport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::kiln {
+
+namespace {
+
+int64_t tensorBytesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getNumElements() *
+         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+}
+
+} // namespace
+
+std::string collectiveSummary(ModuleOp module) {
+  auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
+  std::string lines;
+  llvm::raw_string_ostream os(lines);
+  int64_t total = 0, buckets = 0;
+  module.walk([&](AllReduceOp op) {
+    int64_t bytes = 0;
+    for (Value v : op.getInputs())
+      bytes += tensorBytesOf(v);
+    total += bytes;
+    ++buckets;
+    auto func = op->getParentOfType<func::FuncOp>();
+    os << "  @" << func.getSymName() << " all_reduce " << op.getReduction()
+       << " over '" << op.getAxis() << "': " << op.getInputs().size()
+       << " tensors, " << formatMiB(bytes);
+    if (op.getReason())
+      os << " (" << *op.getReason() << ")";
+    os << "\n";
+  });
+  if (buckets == 0)
+    return "";
+  auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr();
+  std::string head;
+  llvm::raw_string_ostream h(head);
+  h << "data parallel: " << (ranks ? ranks.getInt() : 1)
+    << " ranks, all-reduce of " << formatMiB(total) << " per step in "
+    << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
+  return head + lines;
+}
+
+} // namespace mlir::kiln

@@ -1,0 +1,23 @@
+//===- CollectiveReport.h - The collectives a compiled step runs ----------===//
+//
+// What kilnc prints with the memory plan when the step communicates: the
+// mesh, and every collective with its bytes per rank and why it is there.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_COLLECTIVEREPORT_H
+#define KILN_PASSES_COLLECTIVEREPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir::kiln {
+
+/// "data parallel: 2 ranks, all-reduce of 3.21 MiB per step in 1 bucket"
+/// and one line per collective of every function ("" without any).
+std::string collectiveSummary(ModuleOp module);
+
+} // namespace mlir::kiln
+
+#endif // KILN_PASSES_COLLECTIVEREPORT_H
