@@ -547,7 +547,14 @@ StatusOr<TrainSummary> TrainingRun::run() {
                summary_.stepsThisRun) /
         totalSeconds_;
     summary_.flopsPerSecond =
-        artifact.root().flops_per_step() * summary_.stepsThisRun / totalSeconds_;
+        artifact.root().flops_per_step() * artifact.ranks() *
+        summary_.stepsThisRun / totalSeconds_;
+  }
+  if (comm_) {
+    summary_.ranks = comm_->size();
+    if (summary_.stepsThisRun > 0)
+      summary_.allReducedBytesPerStep =
+          double(comm_->allReducedBytes()) / double(summary_.stepsThisRun);
   }
   return summary_;
 }

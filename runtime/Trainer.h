@@ -28,14 +28,16 @@ struct TrainSummary {
   // Samples (batch rows, times accumulation) per second, same window: the
   // throughput of models whose "tokens" are padded slots, e.g. TSP cities.
   double samplesPerSecond = 0;
-  double flopsPerSecond = 0;  // model FLOPs (Artifact.flops_per_step) per
-                              // second; 0 when the artifact does not say
+  double flopsPerSecond = 0;  // model FLOPs (Artifact.flops_per_step, times the
+                              // ranks) per second; 0 when the artifact does not say
   bool kernelCacheHit = false;
   double kernelLoadSeconds = 0;
   int64_t skippedSteps = 0;   // updates skipped by the non-finite guard
   std::string stopReason;     // empty: all steps ran; else why it stopped early
   bool failed = false;        // stopped by non-finite steps (exit status 1)
   bool lead = true;           // rank 0 (or the only process): prints the summary
+  int ranks = 1;              // data-parallel processes
+  double allReducedBytesPerStep = 0; // per rank, by the artifact's all-reduces
 };
 
 // Runs training as `options` say. Progress and informational lines go to
