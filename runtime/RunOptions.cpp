@@ -157,6 +157,10 @@ const std::vector<Flag> &flags() {
        "stop after M consecutive steps whose loss or gradient norm is not\n"
        "finite (each skips its update); default 5", true,
        setInt("--max-skipped-steps", &RunOptions::maxSkippedSteps, 1)},
+      {"--comm-timeout", "SECONDS",
+       "data-parallel runs: end every rank when one has waited SECONDS in a\n"
+       "collective for the others (a rank hangs); default 600", true,
+       setInt("--comm-timeout", &RunOptions::commTimeout, 1)},
       // Checkpoints.
       {"--checkpoint-dir", "D",
        "write checkpoints to D/step-NNNNNNNN/ (also at the end, on SIGINT or\n"

@@ -40,6 +40,7 @@ struct RunOptions {
   bool decayStepsGiven = false;
   uint64_t seed = 0;         // --seed
   int64_t maxSkippedSteps = 5; // --max-skipped-steps M
+  int64_t commTimeout = 600; // --comm-timeout SECONDS (data-parallel runs)
 
   // Checkpoints.
   std::string checkpointDir; // --checkpoint-dir D

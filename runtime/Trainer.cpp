@@ -218,7 +218,8 @@ Status TrainingRun::start() {
     if (artifact->root().target()->str() == "cuda")
       return failedPrecondition(artifact->name(), ": data parallelism on CUDA "
                                 "needs NCCL, which this kiln-run does not have yet");
-    KILN_ASSIGN_OR_RETURN(comm_, openMpiCommunicator(env_));
+    KILN_ASSIGN_OR_RETURN(comm_,
+                          openMpiCommunicator(env_, options_.commTimeout));
     KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));
     if (env_.rank != 0) {
       options_.quiet = true;

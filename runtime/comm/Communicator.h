@@ -59,8 +59,12 @@ protected:
 
 // MPI_Init through libkiln_mpi.so; checks that MPI's world agrees with
 // `env` (a torchrun- or Slurm-style environment without an MPI launcher
-// gives MPI a world of one: the error says how to launch instead).
-StatusOr<std::unique_ptr<Communicator>> openMpiCommunicator(const LaunchEnv &env);
+// gives MPI a world of one: the error says how to launch instead). A
+// collective that waits longer than `timeoutSeconds` for the other ranks
+// ends this process with a message (a watchdog thread: MPI itself never
+// times out), and the launcher then ends the others.
+StatusOr<std::unique_ptr<Communicator>>
+openMpiCommunicator(const LaunchEnv &env, int64_t timeoutSeconds);
 
 } // namespace kiln::rt
 

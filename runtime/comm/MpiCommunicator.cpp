@@ -4,18 +4,83 @@
 #include "runtime/comm/MpiPluginApi.h"
 #include "runtime/cuda/DynamicLibrary.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 
 namespace kiln::rt {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Ends the process when a collective has been waiting longer than the
+// timeout: a hung rank would otherwise block every other rank forever.
+class CollectiveWatchdog {
+public:
+  CollectiveWatchdog(int rank, int size, int64_t timeoutSeconds)
+      : rank_(rank), size_(size), timeout_(std::chrono::seconds(timeoutSeconds)),
+        thread_([this] { watch(); }) {}
+  ~CollectiveWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  // Brackets one collective (`what` must outlive the call).
+  void begin(const char *what) {
+    what_.store(what);
+    since_.store(Clock::now().time_since_epoch().count());
+  }
+  void end() { since_.store(0); }
+
+private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(200),
+                           [this] { return done_; })) {
+      int64_t since = since_.load();
+      if (since == 0)
+        continue;
+      auto waited = Clock::now() - Clock::time_point(Clock::duration(since));
+      if (waited < timeout_)
+        continue;
+      std::fprintf(stderr,
+                   "kiln-run: error: rank %d of %d: %s has waited %lld s for "
+                   "the other ranks (--comm-timeout): one of them hangs or "
+                   "died; ending the run\n",
+                   rank_, size_, what_.load(),
+                   static_cast<long long>(
+                       std::chrono::duration_cast<std::chrono::seconds>(waited)
+                           .count()));
+      std::fflush(stderr);
+      std::_Exit(1); // mpirun then ends the other ranks
+    }
+  }
+
+  int rank_, size_;
+  Clock::duration timeout_;
+  std::atomic<int64_t> since_{0}; // steady-clock ticks; 0: no collective
+  std::atomic<const char *> what_{""};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(std::unique_ptr<cuda::DynamicLibrary> library,
-                  const KilnMpiPlugin *plugin, int rank, int size)
+                  const KilnMpiPlugin *plugin, int rank, int size,
+                  int64_t timeoutSeconds)
       : library_(std::move(library)), plugin_(plugin), rank_(rank),
-        size_(size) {}
+        size_(size), watchdog_(rank, size, timeoutSeconds) {}
   ~MpiCommunicator() override { plugin_->finalize(); }
 
   int rank() const override { return rank_; }
@@ -25,8 +90,10 @@ public:
   }
 
   Status allReduce(float *data, size_t count, Reduction reduction) override {
-    KILN_RETURN_IF_ERROR(check(plugin_->allreduce_sum_f32(
-        data, count, error_, sizeof error_)));
+    watchdog_.begin("an all-reduce");
+    int code = plugin_->allreduce_sum_f32(data, count, error_, sizeof error_);
+    watchdog_.end();
+    KILN_RETURN_IF_ERROR(check(code));
     allReducedBytes_ += static_cast<int64_t>(count * sizeof(float));
     if (reduction == Reduction::kMean) {
       // Every rank scales the same sum by the same factor: the ranks stay
@@ -38,17 +105,25 @@ public:
     return okStatus();
   }
   Status broadcast(void *data, size_t bytes, int root) override {
-    return check(plugin_->broadcast(data, bytes, root, error_, sizeof error_));
+    watchdog_.begin("a broadcast");
+    int code = plugin_->broadcast(data, bytes, root, error_, sizeof error_);
+    watchdog_.end();
+    return check(code);
   }
   StatusOr<std::vector<uint8_t>> allGather(const void *data,
                                            size_t bytes) override {
     std::vector<uint8_t> all(bytes * static_cast<size_t>(size_));
-    KILN_RETURN_IF_ERROR(check(
-        plugin_->allgather(data, bytes, all.data(), error_, sizeof error_)));
+    watchdog_.begin("an all-gather");
+    int code = plugin_->allgather(data, bytes, all.data(), error_, sizeof error_);
+    watchdog_.end();
+    KILN_RETURN_IF_ERROR(check(code));
     return all;
   }
   Status barrier() override {
-    return check(plugin_->barrier(error_, sizeof error_));
+    watchdog_.begin("a barrier");
+    int code = plugin_->barrier(error_, sizeof error_);
+    watchdog_.end();
+    return check(code);
   }
   [[noreturn]] void abortAll(int code) override {
     plugin_->abort(code);
@@ -67,11 +142,13 @@ private:
   const KilnMpiPlugin *plugin_;
   int rank_, size_;
   char error_[512] = {0};
+  CollectiveWatchdog watchdog_;
 };
 
 } // namespace
 
-StatusOr<std::unique_ptr<Communicator>> openMpiCommunicator(const LaunchEnv &env) {
+StatusOr<std::unique_ptr<Communicator>>
+openMpiCommunicator(const LaunchEnv &env, int64_t timeoutSeconds) {
   std::unique_ptr<cuda::DynamicLibrary> library;
   if (const char *path = std::getenv("KILN_MPI_PLUGIN"); path && *path) {
     KILN_ASSIGN_OR_RETURN(library,
@@ -102,7 +179,8 @@ StatusOr<std::unique_ptr<Communicator>> openMpiCommunicator(const LaunchEnv &env
         "`mpirun -np ", env.size, " kiln-run ...` (or srun --mpi=pmix)");
   }
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(std::move(library), plugin, rank, size));
+      new MpiCommunicator(std::move(library), plugin, rank, size,
+                          timeoutSeconds));
 }
 
 } // namespace kiln::rt
