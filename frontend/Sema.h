@@ -188,6 +188,14 @@ private:
   std::optional<int> requireIntTensor(const Value &v, SourceLoc loc,
                                       const std::string &what);
   bool error(SourceLoc loc, const std::string &msg);
+  // An error in `diag`'s source: the model file (diag_) or the text of a
+  // -D override (TextOverrides).
+  bool errorIn(DiagnosticPrinter &diag, SourceLoc loc, const std::string &msg) {
+    if (&diag == &diag_)
+      return error(loc, msg);
+    diag.error(loc, msg);
+    return false;
+  }
 
   const ModuleAST &module_;
   DiagnosticPrinter &diag_;

@@ -246,10 +246,7 @@ bool Sema::evaluateTrain() {
 
 bool Sema::evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag) {
   auto fail = [&](SourceLoc loc, const std::string &msg) {
-    if (&diag == &diag_)
-      return error(loc, msg);
-    diag.error(loc, msg);
-    return false;
+    return errorIn(diag, loc, msg);
   };
   std::vector<std::pair<std::string, int64_t>> &mesh = graph_.train.mesh;
   mesh.clear();
@@ -278,10 +275,7 @@ bool Sema::evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag) {
 bool Sema::evaluateOptimizer(const OptimizerSpec &spec,
                              DiagnosticPrinter &diag) {
   auto fail = [&](SourceLoc loc, const std::string &msg) {
-    if (&diag == &diag_)
-      return error(loc, msg);
-    diag.error(loc, msg);
-    return false;
+    return errorIn(diag, loc, msg);
   };
   TrainInfo &train = graph_.train;
   train.optimizer = spec.name;

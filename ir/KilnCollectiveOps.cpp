@@ -37,25 +37,30 @@ bool mlir::kiln::isCollective(Operation *op) {
 }
 
 /// Checks that `dim` is a dimension of `input` and that `result` is `input`
-/// with that dimension divided (scatter) or multiplied (gather) by `size`.
-static LogicalResult verifySplitDim(Operation *op, RankedTensorType input,
+/// with that dimension divided (scatter) or multiplied (gather) by the size
+/// of mesh axis `axis`.
+static LogicalResult verifySplitDim(Operation *op, StringRef axis,
+                                    RankedTensorType input,
                                     RankedTensorType result, int64_t dim,
-                                    int64_t size, bool scatter) {
+                                    bool scatter) {
+  FailureOr<int64_t> size = meshAxisSize(op, axis);
+  if (failed(size))
+    return failure();
   if (dim < 0 || dim >= input.getRank())
     return op->emitOpError() << "dim = " << dim << " is not a dimension of "
                              << input;
-  if (scatter && input.getDimSize(dim) % size != 0)
+  if (scatter && input.getDimSize(dim) % *size != 0)
     return op->emitOpError() << "dimension " << dim << " of " << input
-                             << " does not split into " << size
+                             << " does not split into " << *size
                              << " equal slices (the mesh axis size)";
   SmallVector<int64_t> shape(input.getShape());
-  shape[dim] = scatter ? shape[dim] / size : shape[dim] * size;
+  shape[dim] = scatter ? shape[dim] / *size : shape[dim] * *size;
   auto expected = RankedTensorType::get(shape, input.getElementType());
   if (result != expected)
     return op->emitOpError() << "result type " << result << ", expected "
                              << expected << " (" << input << " "
                              << (scatter ? "split" : "gathered") << " over "
-                             << size << " ranks along dim " << dim << ")";
+                             << *size << " ranks along dim " << dim << ")";
   return success();
 }
 
@@ -100,11 +105,8 @@ AllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReduceScatterOp::verify() {
-  FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
-  if (failed(size))
-    return failure();
-  return verifySplitDim(*this, getInput().getType(), getType(), getDim(),
-                        *size, /*scatter=*/true);
+  return verifySplitDim(*this, getAxis(), getInput().getType(), getType(),
+                        getDim(), /*scatter=*/true);
 }
 
 FailureOr<SmallVector<Value>>
@@ -130,11 +132,8 @@ ReduceScatterOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AllGatherOp::verify() {
-  FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
-  if (failed(size))
-    return failure();
-  return verifySplitDim(*this, getInput().getType(), getType(), getDim(),
-                        *size, /*scatter=*/false);
+  return verifySplitDim(*this, getAxis(), getInput().getType(), getType(),
+                        getDim(), /*scatter=*/false);
 }
 
 FailureOr<SmallVector<Value>>

@@ -3,22 +3,13 @@
 #include "passes/CollectiveReport.h"
 
 #include "ir/KilnOps.h"
+#include "ir/OpCost.h"
 #include "passes/RematReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::kiln {
-
-namespace {
-
-int64_t tensorBytesOf(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() *
-         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
-}
-
-} // namespace
 
 std::string collectiveSummary(ModuleOp module) {
   auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
@@ -28,7 +19,7 @@ std::string collectiveSummary(ModuleOp module) {
   module.walk([&](AllReduceOp op) {
     int64_t bytes = 0;
     for (Value v : op.getInputs())
-      bytes += tensorBytesOf(v);
+      bytes += tensorBytes(v);
     total += bytes;
     ++buckets;
     auto func = op->getParentOfType<func::FuncOp>();

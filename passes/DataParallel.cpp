@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 
 #include "ir/KilnOps.h"
+#include "ir/OpCost.h"
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
@@ -36,12 +37,6 @@ using namespace mlir::kiln;
 namespace {
 
 constexpr StringLiteral kDataAxis = "data";
-
-int64_t valueBytes(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() *
-         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
-}
 
 struct KilnDataParallelPass
     : public mlir::kiln::impl::KilnDataParallelBase<KilnDataParallelPass> {
@@ -80,7 +75,7 @@ struct KilnDataParallelPass
     SmallVector<SmallVector<Value>> buckets(1);
     int64_t bytes = 0;
     for (BlockArgument g : llvm::reverse(grads)) {
-      int64_t size = valueBytes(g);
+      int64_t size = tensorBytes(g);
       if (!buckets.back().empty() && bytes + size > bucketBytes) {
         buckets.emplace_back();
         bytes = 0;

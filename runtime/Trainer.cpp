@@ -215,9 +215,6 @@ Status TrainingRun::start() {
                         Artifact::loadFile(options_.artifactPath));
   KILN_RETURN_IF_ERROR(checkLaunch(*artifact, env_));
   if (env_.distributed()) {
-    if (artifact->root().target()->str() == "cuda")
-      return failedPrecondition(artifact->name(), ": data parallelism on CUDA "
-                                "needs NCCL, which this kiln-run does not have yet");
     KILN_ASSIGN_OR_RETURN(comm_,
                           openMpiCommunicator(env_, options_.commTimeout));
     KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));

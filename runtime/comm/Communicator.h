@@ -1,9 +1,9 @@
 //===- Communicator.h - Collectives between the ranks of a run ------------===//
 //
 // What the runtime needs from a communication library: in-place all-reduce
-// of f32 buffers (the artifact's CollectiveCall steps: gradient buckets),
-// and the small exchanges of start-up and reporting (broadcast, all-gather
-// to compare artifacts and seeds, a barrier). One implementation per real
+// of f32 buffers (the artifact's CollectiveCall steps: gradient buckets; the
+// per-step stop flag) and an all-gather (start-up: do the ranks run the
+// same artifact and flags?). One implementation per real
 // library, never a home-made transport:
 //   MPI   (CPU artifacts)  Open MPI through libkiln_mpi.so (MpiPluginApi.h)
 //   NCCL  (CUDA artifacts) not yet: a CUDA artifact with a mesh is refused
@@ -39,12 +39,9 @@ public:
 
   // data[i] = the sum (or mean) over ranks of data[i], in place.
   virtual Status allReduce(float *data, size_t count, Reduction reduction) = 0;
-  // `bytes` bytes of rank `root`'s `data` into every rank's `data`.
-  virtual Status broadcast(void *data, size_t bytes, int root) = 0;
   // Every rank's `bytes` bytes, rank 0's first.
   virtual StatusOr<std::vector<uint8_t>> allGather(const void *data,
                                                    size_t bytes) = 0;
-  virtual Status barrier() = 0;
   // Ends every rank of the run with exit status `code` (after this rank
   // printed why): the others may be blocked in a collective this rank will
   // never join.

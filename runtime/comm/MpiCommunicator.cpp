@@ -33,12 +33,18 @@ public:
     wake_.notify_all();
     thread_.join();
   }
-  // Brackets one collective (`what` must outlive the call).
-  void begin(const char *what) {
-    what_.store(what);
-    since_.store(Clock::now().time_since_epoch().count());
-  }
-  void end() { since_.store(0); }
+  // Watches one collective while it lives (`what` must outlive it).
+  class Waiting {
+  public:
+    Waiting(CollectiveWatchdog &dog, const char *what) : dog_(dog) {
+      dog_.what_.store(what);
+      dog_.since_.store(Clock::now().time_since_epoch().count());
+    }
+    ~Waiting() { dog_.since_.store(0); }
+
+  private:
+    CollectiveWatchdog &dog_;
+  };
 
 private:
   void watch() {
@@ -90,10 +96,11 @@ public:
   }
 
   Status allReduce(float *data, size_t count, Reduction reduction) override {
-    watchdog_.begin("an all-reduce");
-    int code = plugin_->allreduce_sum_f32(data, count, error_, sizeof error_);
-    watchdog_.end();
-    KILN_RETURN_IF_ERROR(check(code));
+    {
+      CollectiveWatchdog::Waiting waiting(watchdog_, "an all-reduce");
+      KILN_RETURN_IF_ERROR(check(
+          plugin_->allreduce_sum_f32(data, count, error_, sizeof error_)));
+    }
     allReducedBytes_ += static_cast<int64_t>(count * sizeof(float));
     if (reduction == Reduction::kMean) {
       // Every rank scales the same sum by the same factor: the ranks stay
@@ -104,26 +111,13 @@ public:
     }
     return okStatus();
   }
-  Status broadcast(void *data, size_t bytes, int root) override {
-    watchdog_.begin("a broadcast");
-    int code = plugin_->broadcast(data, bytes, root, error_, sizeof error_);
-    watchdog_.end();
-    return check(code);
-  }
   StatusOr<std::vector<uint8_t>> allGather(const void *data,
                                            size_t bytes) override {
     std::vector<uint8_t> all(bytes * static_cast<size_t>(size_));
-    watchdog_.begin("an all-gather");
-    int code = plugin_->allgather(data, bytes, all.data(), error_, sizeof error_);
-    watchdog_.end();
-    KILN_RETURN_IF_ERROR(check(code));
+    CollectiveWatchdog::Waiting waiting(watchdog_, "an all-gather");
+    KILN_RETURN_IF_ERROR(check(
+        plugin_->allgather(data, bytes, all.data(), error_, sizeof error_)));
     return all;
-  }
-  Status barrier() override {
-    watchdog_.begin("a barrier");
-    int code = plugin_->barrier(error_, sizeof error_);
-    watchdog_.end();
-    return check(code);
   }
   [[noreturn]] void abortAll(int code) override {
     plugin_->abort(code);
@@ -131,11 +125,9 @@ public:
   }
 
 private:
+  // runTraining prefixes "rank r of N: " to the errors of a distributed run.
   Status check(int code) {
-    if (code == 0)
-      return okStatus();
-    return Status(StatusCode::kUnavailable,
-                  detail::concat("rank ", rank_, ": ", error_));
+    return code == 0 ? okStatus() : Status(StatusCode::kUnavailable, error_);
   }
 
   std::unique_ptr<cuda::DynamicLibrary> library_;

@@ -27,13 +27,9 @@ struct KilnMpiPlugin {
   // In place: data[i] = sum over ranks of data[i], `count` floats.
   int (*allreduce_sum_f32)(float *data, size_t count, char *error,
                            size_t error_size);
-  // `bytes` bytes from rank `root` to every rank, in place.
-  int (*broadcast)(void *data, size_t bytes, int root, char *error,
-                   size_t error_size);
   // recv[r * bytes, (r + 1) * bytes) = rank r's `send` (bytes each).
   int (*allgather)(const void *send, size_t bytes, void *recv, char *error,
                    size_t error_size);
-  int (*barrier)(char *error, size_t error_size);
   // MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the run.
   void (*abort)(int code);
   // MPI_Finalize (when initialised).

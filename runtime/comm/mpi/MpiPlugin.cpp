@@ -68,18 +68,6 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
   return 0;
 }
 
-int broadcast(void *data, size_t bytes, int root, char *error, size_t size) {
-  char *p = static_cast<char *>(data);
-  for (size_t done = 0; done < bytes;) {
-    int piece = static_cast<int>(std::min<size_t>(bytes - done, INT_MAX));
-    int code = MPI_Bcast(p + done, piece, MPI_BYTE, root, MPI_COMM_WORLD);
-    if (code != MPI_SUCCESS)
-      return fail("MPI_Bcast", code, error, size);
-    done += static_cast<size_t>(piece);
-  }
-  return 0;
-}
-
 int allgather(const void *send, size_t bytes, void *recv, char *error,
               size_t size) {
   if (bytes > INT_MAX) {
@@ -90,11 +78,6 @@ int allgather(const void *send, size_t bytes, void *recv, char *error,
   int code = MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                            static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
   return code == MPI_SUCCESS ? 0 : fail("MPI_Allgather", code, error, size);
-}
-
-int barrier(char *error, size_t size) {
-  int code = MPI_Barrier(MPI_COMM_WORLD);
-  return code == MPI_SUCCESS ? 0 : fail("MPI_Barrier", code, error, size);
 }
 
 void abortRun(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
@@ -118,8 +101,8 @@ const char *libraryVersion() {
 }
 
 const KilnMpiPlugin kPlugin = {
-    KILN_MPI_PLUGIN_VERSION, init,  allreduceSumF32, broadcast, allgather,
-    barrier,                 abortRun, finalize,     libraryVersion,
+    KILN_MPI_PLUGIN_VERSION, init,     allreduceSumF32, allgather,
+    abortRun,                finalize, libraryVersion,
 };
 
 } // namespace
