@@ -18,7 +18,8 @@
 #       output can go into tools/bench/RESULTS.md as it is.
 # BENCH: cudnn (cudnn_attention_check.sh), attention (attention_bench.sh, then
 # torch_attention.py on the same grid), tsp (tsp_bench.sh), gpt2
-# (gpt2_bench.sh), llama (llama_bench.sh); default: all five, in that order. Shapes come from the
+# (gpt2_bench.sh), llama (llama_bench.sh), remat (remat_bench.sh); default:
+# the first five, in that order. Shapes come from the
 # scripts' own variables (SEQS, HEAD_DIMS, BATCH, ...), which must be the same
 # for pack and run: an artifact missing from the bundle is reported by name.
 # Run the benches in several `run` calls when one would pass the device
@@ -39,7 +40,8 @@ bench_script() {
     tsp) echo tools/bench/tsp_bench.sh ;;
     gpt2) echo tools/bench/gpt2_bench.sh ;;
     llama) echo tools/bench/llama_bench.sh ;;
-    *) echo "gpu_bundle.sh: unknown bench '$1' (cudnn, attention, tsp, gpt2, llama)" >&2; exit 2 ;;
+    remat) echo tools/bench/remat_bench.sh ;;
+    *) echo "gpu_bundle.sh: unknown bench '$1' (cudnn, attention, tsp, gpt2, llama, remat)" >&2; exit 2 ;;
   esac
 }
 

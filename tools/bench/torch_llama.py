@@ -15,6 +15,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import torch_bench_common as common
 
@@ -24,6 +25,8 @@ def parse_args():
                       batch=16, seq=2048, steps=10)
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--theta", type=float, default=500000.0)
+    p.add_argument("--checkpoint", action="store_true",
+                   help="recompute every block in the backward (torch.utils.checkpoint)")
     return p.parse_args()
 
 
@@ -57,6 +60,7 @@ class Llama(torch.nn.Module):
         C, L, H, KV = a.dim, a.layers, a.heads, a.kv_heads
         D = C // H
         self.heads, self.kv_heads, self.head_dim = H, KV, D
+        self.checkpoint = a.checkpoint
         ffn = 4 * C
         normal = lambda *s, std: torch.nn.Parameter(torch.randn(*s) * std)
         ones = lambda *s: torch.nn.Parameter(torch.ones(*s))
@@ -78,20 +82,27 @@ class Llama(torch.nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
+    def block(self, b, x, cos, sin):
+        B, T, C = x.shape
+        H, KV, D = self.heads, self.kv_heads, self.head_dim
+        h = rms_norm(x, b.attn_norm)
+        q = rope((h @ b.wq).view(B, T, H, D).transpose(1, 2), cos, sin)
+        k = rope((h @ b.wk).view(B, T, KV, D).transpose(1, 2), cos, sin)
+        v = (h @ b.wv).view(B, T, KV, D).transpose(1, 2)
+        y = attention(q, k, v)                                                # [B, H, T, D]
+        x = x + y.transpose(1, 2).reshape(B, T, C) @ b.wo
+        h = rms_norm(x, b.mlp_norm)
+        return x + (F.silu(h @ b.w1) * (h @ b.w3)) @ b.w2
+
     def forward(self, tokens, targets):
-        B, T = tokens.shape
-        C, H, KV, D = self.wte.shape[1], self.heads, self.kv_heads, self.head_dim
+        T = tokens.shape[1]
         cos, sin = self.cos[:T], self.sin[:T]
         x = self.wte[tokens]                                                  # [B, T, C]
         for b in self.blocks:
-            h = rms_norm(x, b.attn_norm)
-            q = rope((h @ b.wq).view(B, T, H, D).transpose(1, 2), cos, sin)
-            k = rope((h @ b.wk).view(B, T, KV, D).transpose(1, 2), cos, sin)
-            v = (h @ b.wv).view(B, T, KV, D).transpose(1, 2)
-            y = attention(q, k, v)                                            # [B, H, T, D]
-            x = x + y.transpose(1, 2).reshape(B, T, C) @ b.wo
-            h = rms_norm(x, b.mlp_norm)
-            x = x + (F.silu(h @ b.w1) * (h @ b.w3)) @ b.w2
+            if self.checkpoint:
+                x = torch.utils.checkpoint.checkpoint(self.block, b, x, cos, sin, use_reentrant=False)
+            else:
+                x = self.block(b, x, cos, sin)
         x = rms_norm(x, self.norm)
         logits = x @ self.wte.t()                                             # [B, T, V]
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))

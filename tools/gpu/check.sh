@@ -15,8 +15,8 @@
 #       appending one line per step to $OUT/summary.txt as it finishes
 #       (PASS, FAIL, TIMEOUT or SKIP with the reason) and its raw output to
 #       $OUT/steps.log, so what matters most comes back even if the call is
-#       cut short. $OUT defaults to DIR/results. At most 5 files come back
-#       (summary.txt, steps.log, sanitizer.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
+#       cut short. $OUT defaults to DIR/results. At most 6 files come back
+#       (summary.txt, steps.log, sanitizer.txt, remat.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
 #       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
 #       that need a real GPU and its tools.
 #
@@ -34,18 +34,21 @@
 # tiny-bf16 (tiny_gpt against the CPU references: initial bytes, losses,
 # gradient norms, validation loss); graph-eager (graph replay against eager
 # launches, bit for bit, and two runs bit for bit); attention-fp32,
-# attention-bf16, tsp (against the CPU references); cudnn (cuDNN against
-# Kiln's kernels, tools/bench/cudnn_attention_check.sh); sanitizer
+# attention-bf16, tsp (against the CPU references); sanitizer
 # (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
-# against the device memory measured while training); gpt2 (GPT-2 124M bf16
-# tokens/s against torch.compile, tools/bench/gpt2_bench.sh); llama (Llama-3
-# 1.2B bf16 [16, 2048] against torch.compile, tools/bench/llama_bench.sh);
-# profile (kiln-run --profile on GPT-2 and Llama bf16: time per kernel and
-# per model line from CUDA events, in steps.log).
+# against the device memory measured while training); remat (Llama-3 1.2B
+# step time and memory under recompute: none, full and byte budgets at
+# [16, 2048] and [64, 2048], PyTorch with and without checkpointing,
+# tools/bench/remat_bench.sh); gpt2 (GPT-2 124M bf16 tokens/s against
+# torch.compile, tools/bench/gpt2_bench.sh); llama (Llama-3 1.2B bf16
+# [16, 2048] against torch.compile, tools/bench/llama_bench.sh); profile
+# (kiln-run --profile on GPT-2 and Llama bf16: time per kernel and per model
+# line from CUDA events, in steps.log); cudnn (cuDNN against Kiln's kernels,
+# tools/bench/cudnn_attention_check.sh; last, it has run past its limit).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,43p' "$0" >&2; exit 2; }
+usage() { sed -n '2,47p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -112,6 +115,8 @@ pack() {
        tools/bench/gpt2_bench.sh > /dev/null)
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
        tools/bench/llama_bench.sh > /dev/null)
+    (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
+       tools/bench/remat_bench.sh > /dev/null)
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
        env "${cudnn_shapes[@]}" tools/bench/cudnn_attention_check.sh > /dev/null)
     "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
@@ -289,17 +294,22 @@ run_checks() {
   step attention-bf16 60 parity attention-bf16
   step tsp 60 parity tsp
   if [ "$sim" = 1 ]; then
-    for s in cudnn sanitizer memory gpt2; do skip $s "simulator: needs a GPU"; done
+    for s in sanitizer memory remat gpt2 llama; do skip $s "simulator: needs a GPU"; done
   else
-    step cudnn 90 env ARTIFACTS="$dir/artifacts" KILN_RUN="$kiln_run" KILNC=none "${cudnn_shapes[@]}" \
-      "$root/tools/bench/cudnn_attention_check.sh"
     step sanitizer 90 sanitizer
     step memory 60 memory
-    # gpu_bundle.sh writes $OUT/gpt2.txt with its command, date and GPU.
+    # gpu_bundle.sh writes $OUT/BENCH.txt with its command, date and GPU.
+    step remat 300 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" remat
     step gpt2 180 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
     step llama 240 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" llama
   fi
   step profile 120 profile
+  if [ "$sim" = 1 ]; then
+    skip cudnn "simulator: needs a GPU"
+  else
+    step cudnn 90 env ARTIFACTS="$dir/artifacts" KILN_RUN="$kiln_run" KILNC=none "${cudnn_shapes[@]}" \
+      "$root/tools/bench/cudnn_attention_check.sh"
+  fi
   local failed
   failed=$(grep -c -E ': (FAIL|TIMEOUT)' "$summary" || true)
   echo "gpu check: done, $failed failed" | tee -a "$summary"
