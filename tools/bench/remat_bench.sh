@@ -3,9 +3,11 @@
 # compiled once per CASE, each trained by kiln-run for WARMUP + STEPS steps on
 # the same random tokens; prints kilnc's planned peak and remat plan (kept
 # beside the artifact, the GPU machine has no kilnc), the median timed step,
-# tokens/s, and the GPU memory nvidia-smi saw while it trained. Then, unless
-# TORCH=0, PyTorch (tools/bench/torch_llama.py) at each torch batch without
-# and with per-block activation checkpointing, for torch's own overhead.
+# tokens/s, and the GPU memory nvidia-smi saw while it trained. Then
+# PyTorch (tools/bench/torch_llama.py) at each of TORCH_BATCHES in each of
+# TORCH_MODES: plain (no checkpointing) and checkpoint (every block
+# recomputed, torch.utils.checkpoint), for torch's own overhead; TORCH_MODES
+# empty: no PyTorch.
 #
 #   tools/bench/remat_bench.sh                   # GPU
 #   ARTIFACTS=DIR COMPILE_ONLY=1 tools/bench/remat_bench.sh   # pack (bench_lib.sh)
@@ -17,8 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${CASES:=16:none 16:full 16:40GiB 64:78GiB 64:full}" "${SEQ:=2048}" "${STEPS:=3}"
-: "${WARMUP:=1}" "${VOCAB:=131072}" "${LLAMA_DEFINES:=}" "${TORCH:=1}" "${TORCH_BATCHES:=16}"
-: "${TORCH_ARGS:=}" "${PYTHON:=python3}"
+: "${WARMUP:=1}" "${VOCAB:=131072}" "${LLAMA_DEFINES:=}" "${TORCH_BATCHES:=16}"
+: "${TORCH_MODES=plain checkpoint}" "${TORCH_ARGS:=}" "${PYTHON:=python3}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source tools/bench/bench_lib.sh
@@ -65,10 +67,11 @@ print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2
 PY
 done
 [ "$COMPILE_ONLY" = 1 ] && exit 0
-[ "$TORCH" = 1 ] || exit 0
 for b in $TORCH_BATCHES; do
-  for ckpt in "" --checkpoint; do
-    echo "== PyTorch: torch_llama.py, batch $b x seq $SEQ ${ckpt:-(no checkpointing)} =="
+  for mode in $TORCH_MODES; do
+    ckpt=""
+    [ "$mode" = checkpoint ] && ckpt=--checkpoint
+    echo "== PyTorch: torch_llama.py, batch $b x seq $SEQ, $mode =="
     # shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
     "$PYTHON" tools/bench/torch_llama.py --batch "$b" --seq "$SEQ" --steps "$STEPS" \
       --warmup "$WARMUP" $ckpt $TORCH_ARGS || echo "torch_llama.py failed"
