@@ -14,25 +14,14 @@
 
 #include "codegen/ArtifactWriter.h"
 
+#include "runtime/schema/DTypeBytes.h"
+
 namespace kiln {
 
 void ArtifactWriter::planMemory() {
-  auto elementBytes = [](schema::DType dtype) -> int64_t {
-    switch (dtype) {
-    case schema::DType_BF16:
-    case schema::DType_F16:
-      return 2;
-    case schema::DType_I64:
-      return 8;
-    case schema::DType_Bool:
-      return 1;
-    default:
-      return 4;
-    }
-  };
   memoryBuffers.clear();
   for (const PlannedBuffer &b : buffers) {
-    int64_t bytes = elementBytes(b.dtype);
+    int64_t bytes = schema::dtypeBytes(b.dtype);
     for (int64_t d : b.shape)
       bytes *= d;
     memoryBuffers.push_back({b.name, b.role, bytes, b.aliasOf});
@@ -64,6 +53,9 @@ void ArtifactWriter::planMemory() {
       } else {
         call.buffers = step.buffers;
         call.numInputs = step.numInputs;
+        // cuDNN's reserved workspace is live at this entry, like scratch.
+        if (step.cudnnAttention && step.cudnnAttention->workspace >= 0)
+          call.buffers.push_back(static_cast<uint32_t>(step.cudnnAttention->workspace));
         call.elementwise =
             !step.collective && kernelList[step.kernel].elementwise;
       }

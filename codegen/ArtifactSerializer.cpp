@@ -223,7 +223,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
               fbb, c->backward, c->batch, c->heads, c->kvHeads, c->qLen,
               c->kvLen, c->headDim, c->valueDim, c->scale, c->causal,
               c->kvLengths, c->q, c->k, c->v, c->out, c->lse, c->dout, c->dq,
-              c->dk, c->dv);
+              c->dk, c->dv, c->workspace);
         op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers, cudnn)
                  .Union();
         kind = schema::Operation_KernelCall;

@@ -471,6 +471,18 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
     std::string whyNot;
     step.cudnnAttention = planCudnnAttention(
         op, [&](Value v) { return bufferOf.lookup(v); }, whyNot);
+    // Its workspace, reserved in the plan like the kernels' scratch (a
+    // Workspace buffer of this entry) but passed to no kernel.
+    if (step.cudnnAttention) {
+      int64_t bytes = schema::cudnnSdpaReservedBytes(step.cudnnAttention->shape());
+      PlannedBuffer buffer;
+      buffer.name = "cudnn_workspace@" + loc;
+      buffer.role = schema::BufferRole_Workspace;
+      buffer.dtype = schema::DType_F32;
+      buffer.shape = {bytes / 4};
+      buffers.push_back(std::move(buffer));
+      step.cudnnAttention->workspace = static_cast<int32_t>(buffers.size() - 1);
+    }
   }
   // Scratch (attention backward): one buffer per call, after the outputs;
   // the memory plan keeps a Workspace buffer live for this entry only.

@@ -35,6 +35,8 @@
 #ifndef KILN_CODEGEN_CUDNNATTENTION_H
 #define KILN_CODEGEN_CUDNNATTENTION_H
 
+#include "runtime/schema/CudnnWorkspace.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -55,6 +57,13 @@ struct CudnnAttentionCall {
   int32_t kvLengths = -1; // buffer of the [B] i32 key lengths, -1: none
   uint32_t q = 0, k = 0, v = 0, out = 0, lse = 0;
   int32_t dout = -1, dq = -1, dk = -1, dv = -1; // backward only
+  // The Workspace buffer reserved for cuDNN's workspace at this entry
+  // (ArtifactWriter adds it), -1: none.
+  int32_t workspace = -1;
+
+  schema::CudnnSdpaShape shape() const {
+    return {backward, batch, heads, kvHeads, qLen, kvLen, headDim, valueDim};
+  }
 };
 
 // What the mask region of an eligible op is.

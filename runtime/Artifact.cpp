@@ -13,6 +13,7 @@
 #include "runtime/Artifact.h"
 
 #include "runtime/schema/ArtifactChecksum.h"
+#include "runtime/schema/DTypeBytes.h"
 
 #include "runtime/FileIO.h"
 
@@ -64,19 +65,7 @@ bool looksLikeText(const std::vector<uint8_t> &bytes) {
 } // namespace
 
 size_t dtypeSize(schema::DType dtype) {
-  switch (dtype) {
-  case schema::DType_F32:
-  case schema::DType_I32:
-    return 4;
-  case schema::DType_BF16:
-  case schema::DType_F16:
-    return 2;
-  case schema::DType_I64:
-    return 8;
-  case schema::DType_Bool:
-    return 1;
-  }
-  return 0;
+  return static_cast<size_t>(schema::dtypeBytes(dtype));
 }
 
 std::string bufferName(const schema::Buffer &buffer) {

@@ -9,6 +9,8 @@
 //    touch nothing the generated kernel does not), with the dtype and exact
 //    shape the sizes imply; the backward's four extra buffers present exactly
 //    when `backward` is set.
+// 4. Workspace: -1, or a Workspace buffer the KernelCall does not pass (the
+//    memory plan's checker makes it live at this entry only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,6 +118,18 @@ Status checkCudnnAttention(const schema::Artifact &artifact,
     }
     KILN_RETURN_IF_ERROR(checkOperand(artifact, call, where, extra.field,
                                       extra.buffer, DType_BF16, extra.shape));
+  }
+  // 4.
+  if (int32_t w = a->workspace(); w != -1) {
+    const auto *passed = call.buffers();
+    if (w < 0 || static_cast<uint32_t>(w) >= artifact.buffers()->size() ||
+        artifact.buffers()->Get(static_cast<uint32_t>(w))->role() !=
+            schema::BufferRole_Workspace ||
+        (passed && std::find(passed->begin(), passed->end(),
+                             static_cast<uint32_t>(w)) != passed->end()))
+      return invalidArgument(where, ": cudnn_attention.workspace is buffer ", w,
+                             ", not a Workspace buffer of its own (the KernelCall "
+                             "must not pass it)");
   }
   return okStatus();
 }

@@ -53,6 +53,10 @@ void forEachTouched(const schema::Step &step, Visit visit) {
     if (call->buffers())
       for (uint32_t b : *call->buffers())
         visit(b);
+    // The workspace kilnc reserved for cuDNN is live at this entry too.
+    if (const schema::CudnnAttention *a = call->cudnn_attention();
+        a && a->workspace() >= 0)
+      visit(static_cast<uint32_t>(a->workspace()));
   } else if (const schema::GemmCall *gemm = step.op_as_GemmCall()) {
     visit(gemm->a());
     visit(gemm->b());

@@ -12,6 +12,7 @@
 #include "runtime/cuda/CudnnEmptyKeys.h"
 #include "runtime/cuda/JitCache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -140,8 +141,11 @@ Status CudaBackend::Impl::planCudnnAttention() {
     return okStatus();
   }
   const CudaDriver &d = *driver;
-  int64_t workspaceBytes = 0;
-  size_t planned = 0;
+  // Each plan's workspace goes where kilnc reserved it (its Workspace
+  // buffer in the arena) when cuDNN asks no more; the others share one
+  // allocation outside the plan, sized by the largest of them.
+  int64_t outsideBytes = 0, reservedBytes = 0;
+  size_t planned = 0, outside = 0;
   for (auto [call, a] : candidates) {
     CudnnAttentionPlan::Buffers buffers;
     buffers.q = devicePointer(a->q());
@@ -188,25 +192,43 @@ Status CudaBackend::Impl::planCudnnAttention() {
       note("generated kernel: " + plan.status().message());
       continue;
     }
-    workspaceBytes = std::max(workspaceBytes, (*plan)->workspaceBytes());
+    int64_t needed = (*plan)->workspaceBytes();
+    if (a->workspace() >= 0) {
+      uint32_t reserved = static_cast<uint32_t>(a->workspace());
+      reservedBytes = std::max(reservedBytes, artifact.bufferInfo(reserved).bytes);
+      if (needed <= artifact.bufferInfo(reserved).bytes)
+        call->cudnnWorkspace = devicePointer(reserved);
+    }
+    if (needed > 0 && !call->cudnnWorkspace) {
+      outsideBytes = std::max(outsideBytes, needed);
+      ++outside;
+    }
     call->cudnn = std::move(*plan);
     ++planned;
   }
-  if (workspaceBytes > 0)
+  if (outsideBytes > 0)
     KILN_RETURN_IF_ERROR(
-        allocateDevice(cudnnWorkspace, static_cast<size_t>(workspaceBytes), "cuDNN workspace"));
+        allocateDevice(cudnnWorkspace, static_cast<size_t>(outsideBytes), "cuDNN workspace"));
   for (DeviceProgram &program : programs)
     for (DeviceCall &call : program.calls) {
       if (!call.cudnn)
         continue;
-      KILN_RETURN_IF_ERROR(call.cudnn->bindWorkspace(cudnnWorkspace));
+      KILN_RETURN_IF_ERROR(call.cudnn->bindWorkspace(
+          call.cudnnWorkspace ? call.cudnnWorkspace : cudnnWorkspace));
       call.useCudnn = strict;
       call.undecided = !strict;
       program.undecided |= !strict;
     }
+  std::string where =
+      outside == 0
+          ? detail::concat("workspace in the memory plan, at most ", reservedBytes,
+                           " bytes a call")
+          : detail::concat(outside, " of them need more workspace than kilnc reserved (",
+                           reservedBytes, " bytes at most): ", outsideBytes,
+                           " bytes allocated outside the memory plan, so the device peak "
+                           "is the plan's plus that");
   note(detail::concat("cuDNN ", cudnn->version(), " planned for ", planned, " of ",
-                      candidates.size(), " eligible calls (workspace ", workspaceBytes,
-                      " bytes, allocated outside the memory plan)",
+                      candidates.size(), " eligible calls (", where, ")",
                       strict ? "" : "; timed against the generated kernels at first use"));
   return okStatus();
 }
@@ -236,6 +258,14 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
   // recomputes P from it, so a cuDNN forward with a generated backward (or
   // the reverse) is as exact as either pair. Every candidate overwrites its
   // outputs (no accumulation), so the timing reps leave them as one run.
+  // One line per kernel (a model's layers share one): its calls' choices
+  // and times, in the order the kernels first ran.
+  struct Tally {
+    std::string what; // "kernel 'k_attention_...' at m.kiln:4:5"
+    int calls = 0, cudnnChosen = 0;
+    double cudnnMs = 0, kernelMs = 0;
+  };
+  std::vector<Tally> tallies;
   for (DeviceCall &call : program.calls) {
     if (call.undecided) {
       KILN_ASSIGN_OR_RETURN(double kernelMs, timeMs(call, false));
@@ -247,14 +277,28 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
              cudnnMs.status().message() + ")");
       } else {
         call.useCudnn = *cudnnMs < kernelMs;
-        note(detail::concat(call.where, ": cuDNN ", *cudnnMs, " ms, generated ", kernelMs,
-                            " ms -> ", call.useCudnn ? "cuDNN" : "generated kernel"));
+        size_t open = call.where.find(" (");
+        std::string what = open == std::string::npos
+                               ? call.where
+                               : call.where.substr(open + 2, call.where.size() - open - 3);
+        auto it = std::find_if(tallies.begin(), tallies.end(),
+                               [&](const Tally &t) { return t.what == what; });
+        Tally &t = it != tallies.end() ? *it : tallies.emplace_back(Tally{what});
+        ++t.calls;
+        t.cudnnChosen += call.useCudnn;
+        t.cudnnMs += *cudnnMs;
+        t.kernelMs += kernelMs;
       }
     }
     // The chosen one writes the outputs the rest of the program reads.
     KILN_RETURN_IF_ERROR(launch(call));
     KILN_RETURN_IF_ERROR(sync(call.where));
   }
+  for (const Tally &t : tallies)
+    note(detail::concat(program.name, ": ", t.what, ", ", t.calls, " calls: cuDNN ",
+                        t.cudnnMs / t.calls, " ms, generated ", t.kernelMs / t.calls,
+                        " ms (mean) -> cuDNN for ", t.cudnnChosen, ", generated for ",
+                        t.calls - t.cudnnChosen));
   program.undecided = false;
   return eager ? okStatus() : capture(program);
 }

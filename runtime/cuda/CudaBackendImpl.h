@@ -68,6 +68,9 @@ struct DeviceCall {
   // `useCudnn` runs it instead of the kernel; `undecided` (--attention=auto)
   // until the first run of the program times both.
   std::unique_ptr<CudnnAttentionPlan> cudnn;
+  // Its workspace: the arena buffer kilnc reserved (CudnnAttention.workspace)
+  // when cuDNN asks no more, else 0 (the backend's shared one, outside the plan).
+  CUdeviceptr cudnnWorkspace = 0;
   std::vector<EmptyKeysLaunch> emptyKeys; // after cuDNN, with key lengths
   CUfunction clampLengths = nullptr;      // before cuDNN, with key lengths:
   CUdeviceptr lengths = 0, clamped = 0;   //   clamped = min(max(lengths, 0), S)
@@ -106,7 +109,8 @@ struct CudaBackend::Impl {
   std::unique_ptr<CudaDriver> driver;
   std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
   std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
-  CUdeviceptr cudnnWorkspace = 0;    // shared by every cuDNN plan (one stream)
+  CUdeviceptr cudnnWorkspace = 0;    // outside the arena: shared by the cuDNN plans
+                                     // whose reservation is too small (one stream)
   std::vector<CUdeviceptr> seqLenBuffers; // [B] i32 q_len per padding plan
   CUdevice device = 0;
   CUcontext context = nullptr;

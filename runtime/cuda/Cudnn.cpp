@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Cudnn.h"
+#include "runtime/schema/CudnnWorkspace.h"
 
 #include <limits>
 
@@ -241,7 +242,7 @@ CudnnAttentionPlan::create(const Cudnn &cudnn, const schema::CudnnAttention &a,
                                      CUDNN_TYPE_INT64, 1, &count, &p->engineWorkspaceBytes_),
       "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE)", p->where_));
   // The backward's scratch tensors follow cuDNN's part, 256-byte aligned.
-  p->engineWorkspaceBytes_ = (p->engineWorkspaceBytes_ + 255) / 256 * 256;
+  p->engineWorkspaceBytes_ = schema::cudnnAligned(p->engineWorkspaceBytes_);
   p->workspaceBytes_ = p->engineWorkspaceBytes_ + sdpaBackwardScratchBytes(a);
   p->backward_ = a.backward();
   p->rows_ = a.batch() * a.heads() * a.q_len();
@@ -287,7 +288,7 @@ Status CudnnAttentionPlan::bindWorkspace(CUdeviceptr workspace) {
   if (backward_) {
     // softmax_sum [B, H, T, 1] f32, then dQ_accum (sdpaBackwardScratchBytes).
     CUdeviceptr softmaxSum = workspace + static_cast<CUdeviceptr>(engineWorkspaceBytes_);
-    CUdeviceptr dqAccum = softmaxSum + static_cast<CUdeviceptr>((rows_ * 4 + 255) / 256 * 256);
+    CUdeviceptr dqAccum = softmaxSum + static_cast<CUdeviceptr>(schema::cudnnAligned(rows_ * 4));
     uids.push_back(kSdpaSoftmaxSum);
     pointers.push_back(reinterpret_cast<void *>(softmaxSum));
     uids.push_back(kSdpaDqAccum);

@@ -25,8 +25,10 @@
 // cuDNN handle, and cudnnCreate needs a device. Plans are built once at
 // load and own their variant pack (the arena's device addresses are fixed);
 // each plan's workspace is sized at load time by cuDNN (reported by
-// workspaceBytes(), allocated by the backend next to the arena, outside the
-// artifact's memory plan). Only runtime/cuda/*.cpp include this header.
+// workspaceBytes()) and bound to the arena buffer kilnc reserved for it
+// (CudnnAttention.workspace, runtime/schema/CudnnWorkspace.h) when it fits,
+// else to one allocation next to the arena, outside the memory plan. Only
+// runtime/cuda/*.cpp include this header.
 //
 //===----------------------------------------------------------------------===//
 

@@ -29,23 +29,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudnnSdpaBuilder.h"
+#include "runtime/schema/CudnnWorkspace.h"
 
 namespace kiln::rt::cuda {
-namespace {
-
-constexpr int64_t kScratchAlignment = 256;
-
-int64_t aligned(int64_t bytes) {
-  return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
-}
-
-} // namespace
-
 int64_t sdpaBackwardScratchBytes(const schema::CudnnAttention &a) {
-  if (!a.backward())
-    return 0;
-  const int64_t rows = a.batch() * a.heads() * a.q_len();
-  return aligned(rows * 4) + aligned(rows * a.head_dim() * 4);
+  return schema::cudnnSdpaScratchBytes(
+      {a.backward(), a.batch(), a.heads(), a.kv_heads(), a.q_len(), a.kv_len(),
+       a.head_dim(), a.value_dim()});
 }
 
 StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,

@@ -31,7 +31,9 @@ namespace kiln::schema {
 //    the chunks of a fused linear cross-entropy).
 // 8: CollectiveCall steps (all-reduce of gradient buckets between ranks)
 //    and Artifact.mesh.
-constexpr uint32_t kArtifactVersion = 8;
+// 9: CudnnAttention.workspace (cuDNN's workspace reserved in the memory
+//    plan).
+constexpr uint32_t kArtifactVersion = 9;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

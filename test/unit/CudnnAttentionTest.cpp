@@ -20,6 +20,7 @@
 #include "runtime/cuda/Cudnn.h"
 #include "runtime/cuda/CudnnEmptyKeys.h"
 #include "runtime/cuda/Nvrtc.h"
+#include "runtime/schema/CudnnWorkspace.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -32,7 +33,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-enum : uint32_t { kLoss, kQ, kK, kV, kLens, kOut, kLse, kDout, kDq, kDk, kDv };
+enum : uint32_t { kLoss, kQ, kK, kV, kLens, kOut, kLse, kDout, kDq, kDk, kDv, kWorkspace };
 
 // A CUDA artifact with one attention kernel call carrying `attention`
 // (forwardSpec: B=2, H=4, KVH=2, T=S=16, D=Dv=8), its buffers shaped by the
@@ -56,6 +57,10 @@ ArtifactSpec attentionArtifact(const CudnnAttentionSpec &attention) {
                   {"dq", schema::BufferRole_Activation, bf16, {B, H, T, D}},
                   {"dk", schema::BufferRole_Activation, bf16, {B, KVH, S, D}},
                   {"dv", schema::BufferRole_Activation, bf16, {B, KVH, S, Dv}}};
+  // The workspace kilnc reserves for cuDNN, when the spec names it.
+  if (attention.workspace == static_cast<int32_t>(kWorkspace))
+    spec.buffers.push_back({"cudnn_workspace", schema::BufferRole_Workspace,
+                            schema::DType_F32, {64}});
   schema::KernelLaunch launch(1, 128, 0);
   spec.kernels.push_back({"k_attention", "extern \"C\" __global__ void k_attention(void *const *b) {}",
                           "test.kiln:3:1", "kiln.attention", std::nullopt, false, launch});
@@ -127,6 +132,11 @@ TEST(CudnnAttentionVerifierTest, AcceptsForwardAndBackward) {
   longer.qLen = 8;
   Status bottomRight = load(attentionArtifact(longer));
   EXPECT_TRUE(bottomRight.ok()) << bottomRight.message();
+  // With the workspace kilnc reserved: a Workspace buffer of its own.
+  CudnnAttentionSpec reserved = backwardSpec();
+  reserved.workspace = kWorkspace;
+  Status withWorkspace = load(attentionArtifact(reserved));
+  EXPECT_TRUE(withWorkspace.ok()) << withWorkspace.message();
 }
 
 // Loads `spec` and expects an error containing every piece of `expected`.
@@ -177,6 +187,37 @@ TEST(CudnnAttentionVerifierTest, RefusesBadFields) {
   a = backwardSpec();
   a.dv = -1;
   expectRefused(attentionArtifact(a), {"cudnn_attention.dv is buffer -1"});
+  a = backwardSpec();
+  a.workspace = kOut; // an activation the call passes
+  expectRefused(attentionArtifact(a), {"cudnn_attention.workspace is buffer 5",
+                                       "not a Workspace buffer of its own"});
+  a = backwardSpec();
+  a.workspace = 99;
+  expectRefused(attentionArtifact(a), {"cudnn_attention.workspace is buffer 99"});
+  a = backwardSpec();
+  a.workspace = kWorkspace; // its own, but the kernel is passed it too
+  ArtifactSpec passed = attentionArtifact(a);
+  passed.schedule[0].buffers.push_back(kWorkspace);
+  expectRefused(passed, {"cudnn_attention.workspace is buffer 11", "must not pass it"});
+}
+
+// The workspace kilnc reserves (runtime/schema/CudnnWorkspace.h) against
+// what cuDNN 9.14 asked on an H100 for the backward (the largest of each
+// artifact's plans; tools/bench/RESULTS.md, 2026-11-26): GPT-2 bf16
+// [16, 1024] (12 heads, d 64) 51,118,336 bytes; Llama-3 1B [16, 2048] and
+// [64, 2048] (32 heads on 8, d 64) 541,065,472 and 2,164,261,120 bytes.
+TEST(CudnnWorkspaceTest, ReservationMatchesWhatCudnnAskedOnAnH100) {
+  schema::CudnnSdpaShape gpt2{true, 16, 12, 12, 1024, 1024, 64, 64};
+  EXPECT_EQ(schema::cudnnSdpaReservedBytes(gpt2), 51118336);
+  schema::CudnnSdpaShape llama{true, 16, 32, 8, 2048, 2048, 64, 64};
+  EXPECT_EQ(schema::cudnnSdpaReservedBytes(llama), 541065472);
+  llama.batch = 64;
+  EXPECT_EQ(schema::cudnnSdpaReservedBytes(llama), 2164261120);
+  // Kiln's own part is what the runtime lays out after the engine's.
+  EXPECT_EQ(schema::cudnnSdpaScratchBytes(llama), 64 * 32 * 2048 * (4 + 64 * 4));
+  // A forward keeps one unit for the engine and no scratch.
+  llama.backward = false;
+  EXPECT_EQ(schema::cudnnSdpaReservedBytes(llama), 256);
 }
 
 TEST(CudnnAttentionOptionsTest, ParsesAttentionFlag) {
