@@ -22,6 +22,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/Status.h"
 #include "runtime/metrics/ScheduleProfile.h"
+#include "runtime/metrics/Trace.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -112,6 +113,10 @@ public:
   // Seconds per schedule entry of `program` summed over its timed runs
   // (empty unless profiled).
   virtual const ScheduleTiming &entryTiming(ProgramKind program) const = 0;
+
+  // kiln-run --trace: while trace->active(), every program run and schedule
+  // entry is timed and reported to `trace` (null: none). Not owned.
+  virtual void setTrace(TraceRecorder *trace) = 0;
 };
 
 // The backend for `artifact`'s target. A CUDA artifact on a machine without

@@ -38,8 +38,9 @@ std::string jsonValue(const MetricField &field) {
   return jsonNumber(field.value);
 }
 
-// A JSON string literal: layer names come from model files and may hold
-// any character.
+
+} // namespace
+
 std::string jsonString(const std::string &text) {
   std::string out = "\"";
   for (unsigned char c : text) {
@@ -56,8 +57,6 @@ std::string jsonString(const std::string &text) {
   }
   return out + "\"";
 }
-
-} // namespace
 
 std::optional<double> StepMetrics::updateRatio() const {
   if (!updateNorm || !paramNorm)

@@ -93,6 +93,10 @@ std::vector<MetricField> stepMetricFields(const StepMetrics &m);
 //  "tokens":1024,"tokens_per_s":330000,"skipped":false}
 std::string metricsJsonLine(const StepMetrics &m);
 
+// A JSON string literal of `text` (quotes, backslashes and control
+// characters escaped): names come from model files and may hold anything.
+std::string jsonString(const std::string &text);
+
 // (tag, value) pairs for TensorBoardWriter::addScalars(m.step, ...).
 std::vector<std::pair<std::string, double>>
 tensorBoardScalars(const StepMetrics &m);

@@ -208,6 +208,26 @@ const std::vector<Flag> &flags() {
          o.profile = true;
          return okStatus();
        }},
+      {"--trace", "FILE",
+       "write a timeline of the --trace-steps steps to FILE (Chrome\n"
+       "trace-event JSON: open it in ui.perfetto.dev or chrome://tracing);\n"
+       "every kernel and GEMM with its model line", true,
+       setString(&RunOptions::tracePath)},
+      {"--trace-steps", "A..B",
+       "the steps --trace records, A to B inclusive, or one step N\n"
+       "(default 1..20; on CUDA step 1 times cuDNN against Kiln's attention\n"
+       "and is not traced)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         size_t dots = v.find("..");
+         std::string first = dots == std::string::npos ? v : v.substr(0, dots);
+         std::string last = dots == std::string::npos ? v : v.substr(dots + 2);
+         KILN_ASSIGN_OR_RETURN(o.traceFirst, parseInt("--trace-steps", first, 1));
+         KILN_ASSIGN_OR_RETURN(o.traceLast, parseInt("--trace-steps", last, 1));
+         if (o.traceLast < o.traceFirst)
+           return invalidArgument("--trace-steps ", v, ": the last step ", o.traceLast,
+                                  " is before the first ", o.traceFirst);
+         return okStatus();
+       }},
       // Debugging.
       {"--check-grads", "N",
        "instead of training, compare the first batch's gradients with central\n"

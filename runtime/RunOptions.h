@@ -56,6 +56,8 @@ struct RunOptions {
   std::optional<double> peakTflops; // --peak-tflops (MFU without a known GPU)
   bool quiet = false;        // --quiet: only errors and the final line
   bool profile = false;      // --profile: time per schedule entry at the end
+  std::string tracePath;     // --trace FILE.json: Chrome trace events
+  int64_t traceFirst = 1, traceLast = 20; // --trace-steps A..B (inclusive)
 
   // Debugging.
   int64_t checkGrads = 0;    // --check-grads N: entries checked per

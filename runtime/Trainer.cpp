@@ -191,6 +191,7 @@ private:
   FILE *out_;
   LaunchEnv env_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<TraceRecorder> trace_; // --trace (outlives the backend using it)
   std::unique_ptr<TrainingSession> session_;
   TrainingData data_;
   std::unique_ptr<data::PrefetchingLoader> loader_;
@@ -226,6 +227,7 @@ Status TrainingRun::start() {
       options_.saveGradsPath.clear();
       options_.saveBatchesPath.clear();
       options_.profile = false;
+      options_.tracePath.clear();
     }
   }
   std::optional<LoadedCheckpoint> resumeFrom;
@@ -332,6 +334,12 @@ Status TrainingRun::start() {
     std::fprintf(out_, "note: --profile: the %s backend cannot time schedule "
                        "entries; use an external profiler\n",
                  session_->backend().name());
+  if (!options_.tracePath.empty()) {
+    trace_ = std::make_unique<TraceRecorder>(
+        session_->artifact(), detail::concat("kiln-run ", options_.artifactPath, " (",
+                                             session_->backend().name(), ")"));
+    session_->backend().setTrace(trace_.get());
+  }
   return okStatus();
 }
 
@@ -459,7 +467,12 @@ StatusOr<TrainSummary> TrainingRun::run() {
   for (int64_t step = done_.step + 1; step <= options_.steps; ++step) {
     TrainingProgress before = done_;
     auto startTime = Clock::now();
+    bool traced = trace_ && step >= options_.traceFirst && step <= options_.traceLast;
+    if (traced)
+      trace_->beginStep(step);
     KILN_RETURN_IF_ERROR(runStep(step));
+    if (traced)
+      trace_->endStep(session_->backend().devicePeakBytes().value_or(peakResidentBytes()));
     bool skipped = session_->stepWasSkipped();
     double seconds = std::chrono::duration<double>(Clock::now() - startTime).count();
     totalSeconds_ += seconds;
@@ -518,6 +531,14 @@ StatusOr<TrainSummary> TrainingRun::run() {
     }
   }
   progress_->finish();
+  if (trace_) {
+    KILN_RETURN_IF_ERROR(trace_->write(options_.tracePath));
+    if (!options_.quiet)
+      std::fprintf(out_, "trace: %lld steps (of --trace-steps %lld..%lld) written to %s\n",
+                   static_cast<long long>(trace_->tracedSteps()),
+                   static_cast<long long>(options_.traceFirst),
+                   static_cast<long long>(options_.traceLast), options_.tracePath.c_str());
+  }
   if (!options_.saveBatchesPath.empty()) {
     for (size_t i = 0; i < savedBatches_.size(); ++i)
       savedBatches_[i].data = savedBatchData_[i].data();

@@ -184,20 +184,36 @@ Status Executor::run(ProgramKind kind) {
                               kind == ProgramKind::kEval ? "eval" : "step",
                               "' program");
   ++program.runs;
-  if (!profiling_) {
+  TraceRecorder *trace = trace_ && trace_->active() ? trace_ : nullptr;
+  if (!profiling_ && !trace) {
     for (const Call &c : program.calls)
       KILN_RETURN_IF_ERROR(call(c));
     return okStatus();
   }
-  program.timing.seconds.resize(program.calls.size(), 0.0);
-  ++program.timing.runs;
-  for (size_t i = 0; i < program.calls.size(); ++i) {
-    auto start = std::chrono::steady_clock::now();
-    KILN_RETURN_IF_ERROR(call(program.calls[i]));
-    program.timing.seconds[i] += std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
+  if (profiling_) {
+    program.timing.seconds.resize(program.calls.size(), 0.0);
+    ++program.timing.runs;
   }
+  // On the trace's clock when tracing, else any steady clock: both count
+  // seconds.
+  auto clock = [&] {
+    return trace ? trace->now()
+                 : std::chrono::duration<double>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  };
+  double runStart = clock();
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    double start = clock();
+    KILN_RETURN_IF_ERROR(call(program.calls[i]));
+    double end = clock();
+    if (profiling_)
+      program.timing.seconds[i] += end - start;
+    if (trace)
+      trace->entry(kind, i, start, end);
+  }
+  if (trace)
+    trace->program(kind, runStart, clock());
   return okStatus();
 }
 

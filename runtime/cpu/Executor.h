@@ -21,6 +21,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/cpu/KernelCompiler.h"
 #include "runtime/metrics/ScheduleProfile.h"
+#include "runtime/metrics/Trace.h"
 
 #include <memory>
 #include <optional>
@@ -44,6 +45,8 @@ public:
   // With profiling on, run() times every schedule entry (a clock read
   // around each call: cheap next to a kernel, but off by default).
   void setProfiling(bool enabled) { profiling_ = enabled; }
+  // While trace->active(), run() reports each program run and entry to it.
+  void setTrace(TraceRecorder *trace) { trace_ = trace; }
   // Wall seconds per schedule entry of `program`, indexed like its
   // schedule, summed over its profiled runs (empty until profiled).
   const ScheduleTiming &entryTiming(ProgramKind program) const {
@@ -109,6 +112,7 @@ private:
 
   Program programs_[kNumProgramKinds];
   bool profiling_ = false;
+  TraceRecorder *trace_ = nullptr;
 };
 
 } // namespace kiln::rt::cpu

@@ -495,6 +495,10 @@ Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
     KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
     events.push_back(e);
   }
+  // The stream is idle here (every run ends synchronized), so event 0 runs
+  // when it is recorded: the trace places the events after this host time.
+  TraceRecorder *traced = trace && trace->active() ? trace : nullptr;
+  double hostStart = traced ? traced->now() : 0;
   KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[0], stream), "cuEventRecord"));
   for (size_t i = 0; i < program.calls.size(); ++i) {
     KILN_RETURN_IF_ERROR(launch(program.calls[i]));
@@ -507,14 +511,23 @@ Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
                                               "failing kernel)")));
   ScheduleTiming &timing = this->timing[static_cast<int>(kind)];
   std::vector<double> &total = timing.seconds;
-  total.resize(program.calls.size(), 0.0);
-  ++timing.runs;
+  if (profiling) {
+    total.resize(program.calls.size(), 0.0);
+    ++timing.runs;
+  }
+  double at = hostStart; // the end of entry i - 1 on the trace's clock
   for (size_t i = 0; i < program.calls.size(); ++i) {
     float ms = 0;
     KILN_RETURN_IF_ERROR(d.check(d.cuEventElapsedTime(&ms, events[i], events[i + 1]),
                                  "cuEventElapsedTime", " for " + program.calls[i].where));
-    total[i] += ms * 1e-3;
+    if (profiling)
+      total[i] += ms * 1e-3;
+    if (traced)
+      traced->entry(kind, i, at, at + ms * 1e-3);
+    at += ms * 1e-3;
   }
+  if (traced)
+    traced->program(kind, hostStart, at);
   return okStatus();
 }
 
@@ -588,7 +601,7 @@ Status CudaBackend::run(ProgramKind kind) {
     return failedPrecondition("the artifact has no '", program.name, "' program");
   if (program.undecided) {
     KILN_RETURN_IF_ERROR(m.decideAttention(m.programs[static_cast<int>(kind)]));
-  } else if (m.profiling) {
+  } else if (m.timed()) {
     KILN_RETURN_IF_ERROR(m.runProfiled(kind));
   } else if (m.eager) {
     KILN_RETURN_IF_ERROR(m.runEagerly(program));
@@ -611,7 +624,7 @@ Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
   // Launch by launch where a graph is not wanted (KILN_CUDA_EAGER, per-entry
   // timing) or not yet possible (an attention call is decided at its
   // program's first run).
-  if (m.eager || m.profiling || !step.present || !update.present || step.undecided ||
+  if (m.eager || m.timed() || !step.present || !update.present || step.undecided ||
       update.undecided)
     return Backend::runTrainingStep(plan);
   // The plan's shape: what the graph's memsets and copies were recorded for.
@@ -715,6 +728,8 @@ bool CudaBackend::setProfiling(bool enabled) {
 const ScheduleTiming &CudaBackend::entryTiming(ProgramKind program) const {
   return impl_->timing[static_cast<int>(program)];
 }
+
+void CudaBackend::setTrace(TraceRecorder *trace) { impl_->trace = trace; }
 
 std::string CudaBackend::deviceName() const { return impl_->deviceName; }
 

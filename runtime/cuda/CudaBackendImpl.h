@@ -132,6 +132,9 @@ struct CudaBackend::Impl {
   std::vector<uint32_t> scalars; // buffers refreshed after every run
   bool eager = false;
   bool profiling = false;
+  TraceRecorder *trace = nullptr; // kiln-run --trace (not owned)
+  // Entries are timed by events (runProfiled) when profiled or traced.
+  bool timed() const { return profiling || (trace && trace->active()); }
   ScheduleTiming timing[kNumProgramKinds]; // per entry, --profile
   std::vector<CUevent> events;                   // one more than entries
   int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)

@@ -10,11 +10,8 @@
 
 namespace kiln::rt {
 
-namespace {
-
-// "gemm 1024x384x128 x4 (A^T)" or "kernel k_1a2b [kiln.gelu]".
-std::string describeStep(const schema::Artifact &artifact,
-                         const schema::Step &step, double *gemmFlops) {
+std::string describeScheduleEntry(const schema::Artifact &artifact,
+                                  const schema::Step &step, double *gemmFlops) {
   *gemmFlops = 0;
   if (const schema::GemmCall *g = step.op_as_GemmCall()) {
     *gemmFlops = 2.0 * g->m() * g->n() * g->k() * g->batch();
@@ -41,6 +38,8 @@ std::string describeStep(const schema::Artifact &artifact,
     text += " [" + kernel.ops()->str() + "]";
   return text;
 }
+
+namespace {
 
 // The GFLOP/s column: `flops` per run over `runs` runs in `seconds`, or
 // "-" for an entry without GEMM FLOPs.
@@ -74,7 +73,7 @@ std::string formatScheduleProfile(const Artifact &artifact,
   std::vector<std::string> whats(entrySeconds.size());
   std::vector<double> flopsOf(entrySeconds.size(), 0.0);
   for (size_t i = 0; i < entrySeconds.size(); ++i) {
-    whats[i] = describeStep(artifact.root(), *schedule.Get(i), &flopsOf[i]);
+    whats[i] = describeScheduleEntry(artifact.root(), *schedule.Get(i), &flopsOf[i]);
     if (schedule.Get(i)->op_as_GemmCall())
       gemmTotal += entrySeconds[i];
   }

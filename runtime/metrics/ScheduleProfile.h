@@ -1,10 +1,11 @@
 //===- ScheduleProfile.h - Where the step's time goes (kiln-run --profile) ===//
 //
-// Until the Chrome trace arrives, `kiln-run --profile` (CPU: host timers;
-// CUDA: events) answers the first performance question — which schedule
+// `kiln-run --profile` (CPU: host timers; CUDA: events) answers the first
+// performance question — which schedule
 // entries dominate the step — with tables attributing time to kernels and
 // GEMMs and to the model-file line each came from, so slow kernels can be
-// traced back to codegen and to the model.
+// traced back to codegen and to the model. The timeline of the same
+// timings is `kiln-run --trace` (Trace.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,13 @@ struct ScheduleTiming {
   std::vector<double> seconds;
   int64_t runs = 0;
 };
+
+// One schedule entry as the tables (and the trace, Trace.h) name it:
+// "gemm 1024x384x128 x4 (A^T)", "kernel k_1a2b [kiln.gelu]" or
+// "all_reduce mean of 3 buffers over 'data'"; `gemmFlops` gets a GEMM's
+// FLOPs per run (0 otherwise).
+std::string describeScheduleEntry(const schema::Artifact &artifact,
+                                  const schema::Step &step, double *gemmFlops);
 
 // Formats the `top` most expensive schedule entries of `program` given the
 // seconds per entry over its timed runs (Backend::entryTiming), per
