@@ -9,6 +9,9 @@
 #include "frontend/ByteSize.h"
 #include "frontend/UnaryMath.h"
 
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -167,9 +170,18 @@ bool ConstantEvaluator::applyOverrides(
   for (auto &[name, text] : overrides) {
     auto it = constants_.find(name);
     if (it == constants_.end()) {
+      // The nearest config name, when a typo is likely (as clang suggests).
+      std::string nearest;
+      unsigned best = std::max<unsigned>(2, name.size() / 3) + 1;
+      for (const auto &candidate : constants_)
+        if (unsigned d = llvm::StringRef(name).edit_distance(candidate.first); d < best) {
+          best = d;
+          nearest = candidate.first;
+        }
       diag_.error(modelLoc, "-D " + name + "=" + text +
                                 ": the model has no config named '" + name +
-                                "'");
+                                "'" +
+                                (nearest.empty() ? "" : "; did you mean '" + nearest + "'?"));
       ok = false;
       continue;
     }

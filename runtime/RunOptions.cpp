@@ -4,6 +4,7 @@
 
 #include "runtime/data/DataFormat.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -296,6 +297,41 @@ const Flag *findFlag(const std::string &name) {
   return nullptr;
 }
 
+// Levenshtein distance (insert, delete, substitute: 1 each).
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown option '--stepz'; did you mean '--steps'?" when a flag is within
+// a third of the name's length of edits (at least 2), like clang's.
+Status unknownOption(const std::string &name) {
+  const Flag *nearest = nullptr;
+  size_t best = 0;
+  for (const Flag &flag : flags()) {
+    size_t d = editDistance(name, flag.name);
+    if (!nearest || d < best) {
+      nearest = &flag;
+      best = d;
+    }
+  }
+  if (nearest && best <= std::max<size_t>(2, name.size() / 3))
+    return invalidArgument("unknown option '", name, "'; did you mean '",
+                           nearest->name, "'?");
+  return invalidArgument("unknown option '", name, "'");
+}
+
 // Combinations that cannot mean anything.
 Status checkCombination(const RunOptions &o,
                         const std::vector<std::string> &trainingFlags) {
@@ -366,6 +402,7 @@ std::string runUsageText() {
     }
   }
   text += "  --help                show this text\n"
+          "  --version             print Kiln's version, the artifact format and CUDA's\n"
           "\n"
           "Environment: CXX (kernel compiler, default c++), KILN_CACHE_DIR\n"
           "(compiled kernel cache, default ~/.cache/kiln), KILN_CUDA_LIB_DIR\n"
@@ -389,9 +426,13 @@ parseRunCommandLine(const std::vector<std::string> &args) {
       parsed.help = true;
       return parsed;
     }
+    if (arg == "--version") {
+      parsed.version = true;
+      return parsed;
+    }
     if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
       if (!arg.empty() && arg[0] == '-' && arg != "-")
-        return invalidArgument("unknown option '", arg, "'");
+        return unknownOption(arg);
       if (!o.artifactPath.empty())
         return invalidArgument("unexpected argument '", arg,
                                "' (only one artifact may be given)");
@@ -408,7 +449,7 @@ parseRunCommandLine(const std::vector<std::string> &args) {
     }
     const Flag *flag = findFlag(name);
     if (!flag)
-      return invalidArgument("unknown option '", name, "'");
+      return unknownOption(name);
     if (!flag->value) {
       if (inlineValue)
         return invalidArgument(name, " takes no value");

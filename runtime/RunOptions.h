@@ -78,6 +78,7 @@ struct RunOptions {
 
 struct ParsedCommandLine {
   bool help = false; // --help was given: print usage, exit 0
+  bool version = false; // --version: print the versions, exit 0
   RunOptions options;
 };
 
@@ -89,7 +90,7 @@ struct ParsedCommandLine {
 StatusOr<ParsedCommandLine> parseRunCommandLine(
     const std::vector<std::string> &args);
 
-// The usage text printed by --help and after usage errors.
+// The usage text printed by --help (a usage error prints one line instead).
 std::string runUsageText();
 
 } // namespace kiln::rt

@@ -23,6 +23,7 @@ namespace kiln::rt::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TrainerTest : public ::testing::Test {
 protected:
@@ -191,7 +192,17 @@ TEST_F(TrainerTest, ToolUsageErrorsExitTwo) {
   EXPECT_EQ(runTool("", &out), 2);
   EXPECT_EQ(runTool("m.kart --data d --steps 1 --bogus", &out), 2);
   EXPECT_THAT(out, HasSubstr("kiln-run: error: unknown option '--bogus'"));
-  EXPECT_THAT(out, HasSubstr("usage: kiln-run"));
+  // One line pointing at --help, not the whole help.
+  EXPECT_THAT(out, HasSubstr("(kiln-run --help lists the options)"));
+  EXPECT_THAT(out, Not(HasSubstr("usage: kiln-run")));
+  // A near miss names the flag meant.
+  EXPECT_EQ(runTool("m.kart --data d --stepz 3", &out), 2);
+  EXPECT_THAT(out, HasSubstr("unknown option '--stepz'; did you mean '--steps'?"));
+  EXPECT_EQ(runTool("m.kart --data d --steps 3 --checkpoint-evry=2", &out), 2);
+  EXPECT_THAT(out, HasSubstr("did you mean '--checkpoint-every'?"));
+  EXPECT_EQ(runTool("--version", &out), 0);
+  EXPECT_THAT(out, HasSubstr("kiln-run (Kiln) "));
+  EXPECT_THAT(out, HasSubstr("artifact format "));
   EXPECT_EQ(runTool("m.kart --data d --steps", &out), 2);
   EXPECT_THAT(out, HasSubstr("--steps expects a value"));
   EXPECT_EQ(runTool("m.kart --data d --steps x", &out), 2);

@@ -15,6 +15,7 @@
 #include "runtime/GradientCheck.h"
 #include "runtime/RunOptions.h"
 #include "runtime/Trainer.h"
+#include "runtime/Version.h"
 #include "runtime/cuda/CompileCheck.h"
 
 #include <cstdio>
@@ -34,13 +35,17 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = kiln::rt::parseRunCommandLine(args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "kiln-run: error: %s\n\n%s",
-                 parsed.status().message().c_str(),
-                 kiln::rt::runUsageText().c_str());
+    // One line, not the whole help (which --help prints).
+    std::fprintf(stderr, "kiln-run: error: %s (kiln-run --help lists the options)\n",
+                 parsed.status().message().c_str());
     return 2;
   }
   if (parsed->help) {
     std::fputs(kiln::rt::runUsageText().c_str(), stdout);
+    return 0;
+  }
+  if (parsed->version) {
+    std::fputs(kiln::rt::versionText("kiln-run").c_str(), stdout);
     return 0;
   }
   if (parsed->options.compileOnly) {
