@@ -76,8 +76,13 @@ public:
   // Where load() keeps (or finds) the library for `artifact`.
   StatusOr<std::string> cachedLibraryPath(const Artifact &artifact);
 
-  // The translation unit compiled for `artifact`: prelude, then every kernel.
-  static std::string translationUnit(const schema::Artifact &artifact);
+  // The translation unit compiled for `artifact`: prelude, then every kernel
+  // behind a comment naming its entry and ops, and with `withLocations` its
+  // model-file location (on the comment's line: line numbers do not move).
+  // The cache key is the unit without locations: an edit of the model that
+  // only moves lines (a comment) recompiles nothing.
+  static std::string translationUnit(const schema::Artifact &artifact,
+                                     bool withLocations = false);
 
 private:
   StatusOr<std::string> compilerIdentity();

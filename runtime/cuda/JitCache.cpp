@@ -158,9 +158,10 @@ StatusOr<JitModule> JitCache::compile(const std::string &source,
 }
 
 std::string JitCache::translationUnit(const schema::Artifact &artifact) {
-  // Same layout as the CPU backend's unit: the prelude, then each kernel
-  // behind a comment naming its ops and model-file location, so NVRTC's
-  // line numbers lead back to the model.
+  // The CPU backend's unit: the prelude, then each kernel behind a comment
+  // naming its entry and ops. Without model-file locations, so the cache key
+  // (a hash of the source) survives an edit that only moves model lines; the
+  // entry names in NVRTC's messages lead to the locations in the artifact.
   return cpu::KernelCompiler::translationUnit(artifact);
 }
 
