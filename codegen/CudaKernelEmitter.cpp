@@ -184,13 +184,19 @@ const std::vector<std::string> &supportedCudaArchs() {
 
 const char *CudaKernelEmitter::prelude() {
   return R"(// Kiln generated CUDA kernels. Shared prelude (compiled by NVRTC, which has
-// no system headers: fixed-width types and float constants are defined here).
+// no system headers: fixed-width types and float constants are defined here;
+// nvcc, given a dumped kernel, has them from the system's headers).
+#ifdef __CUDACC_RTC__
 typedef int int32_t;
 typedef long long int64_t;
 typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
+#else
+#include <cstdint>
+#include <cmath>
+#endif
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif

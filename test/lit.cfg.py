@@ -46,6 +46,12 @@ if any(d and glob.glob(os.path.join(d, "libnvrtc.so*")) for d in nvrtc_dirs):
     if "KILN_CUDA_LIB_DIR" in os.environ:
         config.environment["KILN_CUDA_LIB_DIR"] = os.environ["KILN_CUDA_LIB_DIR"]
 
+# nvcc, for the test that a dumped CUDA kernel compiles on its own.
+nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+if os.access(nvcc, os.X_OK):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
+
 # The device simulator (test/sim): `%sim-run` is kiln-run with the simulator's
 # libcuda, NVRTC and cuBLASLt in front of any real ones and a kernel cache of
 # its own (its "CUBINs" are host libraries, never to be mixed with real ones).

@@ -26,6 +26,8 @@
 #include "passes/Pipelines.h"
 #include "passes/CollectiveReport.h"
 #include "passes/RematReport.h"
+#include "runtime/cpu/KernelCompiler.h"
+#include "runtime/cuda/Nvrtc.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -148,7 +150,11 @@ LogicalResult writeAttentionReport(ModuleOp module, StringRef dir, StringRef ski
 }
 
 /// Writes every kernel's source to DIR/kernels/ENTRY.cpp (ENTRY.cu with its
-/// launch configuration for the cuda target).
+/// launch configuration for the cuda target), each including the prelude
+/// kiln-run compiles it after (DIR/kernels/prelude.h, prelude.cuh for CUDA),
+/// so one kernel compiles on its own; DIR/kernels/COMPILE.txt gives the
+/// exact options kiln-run uses (the host compiler's, NVRTC's per arch) and
+/// the equivalent command for one dumped file.
 LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &codegen) {
   FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module, codegen);
   if (failed(kernels))
@@ -159,10 +165,36 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
     llvm::errs() << "kilnc: error: cannot create '" << kernelDir << "': " << ec.message() << "\n";
     return failure();
   }
-  for (const EmittedKernel &kernel : *kernels) {
+  bool cuda = codegen.target == "cuda";
+  std::string prelude = cuda ? "prelude.cuh" : "prelude.h";
+  auto write = [&](StringRef name, const std::string &text) {
     llvm::SmallString<128> path(kernelDir);
-    bool cuda = codegen.target == "cuda";
-    llvm::sys::path::append(path, kernel.entry + (cuda ? ".cu" : ".cpp"));
+    llvm::sys::path::append(path, name);
+    return writeFileAtomically(path, text);
+  };
+  if (failed(write(prelude, std::string("// The prelude kiln-run compiles every kernel after (Artifact.prelude).\n") +
+                                kernelPrelude(codegen.target))))
+    return failure();
+  std::string how;
+  if (cuda) {
+    how = "# kiln-run compiles all kernels in one unit after the prelude with NVRTC, per arch:\n";
+    for (const std::string &arch : codegen.cudaArchs)
+      how += "#   " + llvm::join(::kiln::rt::cuda::Nvrtc::options(arch), " ") + "\n";
+    how += "# One dumped kernel (it includes " + prelude + ") with nvcc, for cuobjdump or Nsight Compute:\n";
+    for (const std::string &arch : codegen.cudaArchs)
+      how += "nvcc -cubin -arch=" + arch + " --std=c++17 -lineinfo -Xptxas -v KERNEL.cu -o KERNEL." + arch +
+             ".cubin\n";
+  } else {
+    ::kiln::rt::cpu::KernelCompilerOptions host = ::kiln::rt::cpu::KernelCompilerOptions::fromEnvironment();
+    how = "# kiln-run compiles all kernels in one unit after the prelude with ($CXX, default c++):\n";
+    how += "#   " + host.compiler + " " + llvm::join(host.flags, " ") + " UNIT.cpp -o UNIT.so\n";
+    how += "# One dumped kernel (it includes " + prelude + "), e.g. to read its assembly:\n";
+    how += host.compiler + " " + llvm::join(host.flags, " ") + " KERNEL.cpp -o KERNEL.so\n";
+    how += host.compiler + " -O3 -march=native -fopenmp -S KERNEL.cpp -o KERNEL.s\n";
+  }
+  if (failed(write("COMPILE.txt", how)))
+    return failure();
+  for (const EmittedKernel &kernel : *kernels) {
     std::string text = "// " + kernel.ops + " from " + kernel.location + "\n";
     if (cuda)
       text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
@@ -170,8 +202,9 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
                   .str();
     if (!kernel.note.empty())
       text += "// " + kernel.note + "\n";
+    text += "#include \"" + prelude + "\"\n";
     text += kernel.source;
-    if (failed(writeFileAtomically(path, text)))
+    if (failed(write(kernel.entry + (cuda ? ".cu" : ".cpp"), text)))
       return failure();
   }
   return success();
