@@ -6,8 +6,10 @@
 # gradients and the loss; MPI's own traffic is about 2(N-1)/N of that per
 # rank for a ring). Run after tools/setup.sh.
 #   tools/bench/data_parallel_cpu.sh [STEPS] [RANKS] [MODEL] [BATCH] [SEQ] [-D ...]
+# KILNC, KILN_RUN: the binaries (default build/bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+: "${KILNC:=build/bin/kilnc}" "${KILN_RUN:=build/bin/kiln-run}"
 steps=${1:-40}
 ranks=${2:-2}
 model=${3:-models/tiny_gpt.kiln}
@@ -15,6 +17,7 @@ batch=${4:-8}
 seq=${5:-128}
 shift $(( $# < 5 ? $# : 5 ))
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 data=/usr/share/common-licenses/GPL-3
 export KILN_CACHE_DIR=$out/cache
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -23,13 +26,14 @@ cores=$(nproc)
 per_rank=$(( cores / ranks > 0 ? cores / ranks : 1 ))
 
 echo "== $model, global batch $((batch * ranks)) x seq $seq, $steps steps, $cores cores =="
-build/bin/kilnc "$model" -D batch=$((batch * ranks)) -D seq="$seq" "$@" -o "$out/one.kart" | head -2
-build/bin/kilnc "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" "$@" \
-  -o "$out/dp.kart" | grep -E "^(memory plan|data parallel)"
+"$KILNC" "$model" -D batch=$((batch * ranks)) -D seq="$seq" "$@" -o "$out/one.kart" > "$out/one.txt"
+head -2 "$out/one.txt"
+"$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" "$@" \
+  -o "$out/dp.kart" > "$out/dp.txt"
+grep -E "^(memory plan|data parallel)" "$out/dp.txt"
 echo "-- 1 process, batch $((batch * ranks)), OMP_NUM_THREADS=$cores"
-OMP_NUM_THREADS=$cores build/bin/kiln-run "$out/one.kart" --data $data --steps 3 --quiet > /dev/null
-OMP_NUM_THREADS=$cores build/bin/kiln-run "$out/one.kart" --data $data --steps "$steps" --quiet
+OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps 3 --quiet > /dev/null
+OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps "$steps" --quiet
 echo "-- mpirun -np $ranks, batch $batch each, OMP_NUM_THREADS=$per_rank"
-OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" build/bin/kiln-run "$out/dp.kart" --data $data --steps 3 --quiet > /dev/null
-OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" build/bin/kiln-run "$out/dp.kart" --data $data --steps "$steps" --quiet
-rm -rf "$out"
+OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/dp.kart" --data $data --steps 3 --quiet > /dev/null
+OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/dp.kart" --data $data --steps "$steps" --quiet
