@@ -33,6 +33,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
@@ -93,10 +95,16 @@ LogicalResult writeFileAtomically(StringRef path, StringRef contents) {
 }
 
 /// Prints `module` to `path` ("-" = stdout).
-LogicalResult printModule(ModuleOp module, StringRef path) {
+/// Prints `module` to `path` ("-": stdout). `withLocations`: every op's
+/// model-file location inline (`loc("models/gpt2.kiln":41:9)`), as the phase
+/// dumps print them, so `--compile-from` of a dump reports the model's lines.
+LogicalResult printModule(ModuleOp module, StringRef path, bool withLocations = false) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  module.print(os);
+  OpPrintingFlags flags;
+  if (withLocations) // inline, no #loc aliases: the parser reads them back
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false).useLocalScope();
+  module.print(os, flags);
   os.flush();
   if (path == "-") {
     llvm::outs() << text;
@@ -114,6 +122,19 @@ std::string defaultArtifactPath(StringRef input) {
 
 bool isKnownPhase(StringRef name) {
   return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
+}
+
+/// Pipeline order: "frontend" 0, the pass phases 1.., "artifact" last.
+unsigned phaseIndex(StringRef name) {
+  unsigned index = 1;
+  if (name == "frontend")
+    return 0;
+  for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
+    if (phase.name == name)
+      return index;
+    ++index;
+  }
+  return index; // artifact
 }
 
 /// Writes DIR/NAME with what `print` writes.
@@ -236,6 +257,19 @@ int runCompiler(const DriverOptions &options) {
                  << "' for --compile-to (phases: " << compileToPhaseNames() << ")\n";
     return kUsageError;
   }
+  if (!options.compileFrom.empty() &&
+      (options.compileFrom == kArtifactPhase ||
+       (options.compileFrom != "frontend" && !isKnownPhase(options.compileFrom)))) {
+    llvm::errs() << "kilnc: error: unknown phase '" << options.compileFrom
+                 << "' for --compile-from (frontend, or a phase before artifact: "
+                 << compileToPhaseNames() << ")\n";
+    return kUsageError;
+  }
+  if (!options.compileFrom.empty() && phaseIndex(options.compileTo) <= phaseIndex(options.compileFrom)) {
+    llvm::errs() << "kilnc: error: --compile-to=" << options.compileTo << " is not after --compile-from="
+                 << options.compileFrom << "\n";
+    return kUsageError;
+  }
   bool toArtifact = options.compileTo == kArtifactPhase;
   std::string outputPath = options.outputPath;
   if (outputPath.empty())
@@ -268,10 +302,25 @@ int runCompiler(const DriverOptions &options) {
     overrides[s.key] = s.value;
   }
 
-  // 1. Frontend. It prints its own diagnostics with a caret.
-  FrontendOptions frontendOptions{options.inputPath, overrides};
+  // 1. Frontend (it prints its own diagnostics with a caret), or with
+  // --compile-from=PHASE the IR a phase dump holds, to resume after PHASE.
   OwningOpRef<ModuleOp> module;
-  {
+  if (!options.compileFrom.empty()) {
+    if (!overrides.empty()) {
+      llvm::errs() << "kilnc: error: -D, --memory-budget and --remat apply to a model file; a dump "
+                      "given to --compile-from has them compiled in already\n";
+      return kUsageError;
+    }
+    TimingScope parseTimer = rootTimer.nest("parse");
+    llvm::SourceMgr dumpSource;
+    SourceMgrDiagnosticHandler dumpDiagnostics(dumpSource, &context);
+    module = parseSourceFile<ModuleOp>(options.inputPath, dumpSource, &context);
+    if (!module)
+      return kUserError;
+    if (failed(verify(*module)))
+      return kUserError;
+  } else {
+    FrontendOptions frontendOptions{options.inputPath, overrides};
     TimingScope frontendTimer = rootTimer.nest("frontend");
     module = compileModelFile(context, frontendOptions, llvm::errs());
   }
@@ -309,7 +358,8 @@ int runCompiler(const DriverOptions &options) {
       llvm::errs() << "kilnc: error: cannot create '" << options.dumpPhasesTo << "': " << ec.message() << "\n";
       return kUserError;
     }
-    if (failed(printModule(*module, dumpPath(0, "frontend"))))
+    if (options.compileFrom.empty() &&
+        failed(printModule(*module, dumpPath(0, "frontend"), /*withLocations=*/true)))
       return kUserError;
   }
 
@@ -333,7 +383,14 @@ int runCompiler(const DriverOptions &options) {
       return failure();
     return mlir::kiln::PlannedPeak{memory->arenaBytes, memory->summary};
   };
+  // --compile-from=PHASE: the phases up to PHASE ran before the dump.
+  bool resumed = options.compileFrom.empty() || options.compileFrom == "frontend";
   for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
+    if (!resumed) {
+      resumed = phase.name == options.compileFrom;
+      ++index;
+      continue;
+    }
     PassManager pm(&context);
     if (failed(applyPassManagerCLOptions(pm)))
       return kUsageError;
@@ -353,7 +410,8 @@ int runCompiler(const DriverOptions &options) {
       phase.build(pm, phaseOptions);
     if (failed(pm.run(*module)))
       return kUserError;
-    if (!options.dumpPhasesTo.empty() && failed(printModule(*module, dumpPath(index, phase.name))))
+    if (!options.dumpPhasesTo.empty() &&
+        failed(printModule(*module, dumpPath(index, phase.name), /*withLocations=*/true)))
       return kUserError;
     if (!options.dumpPhasesTo.empty() && phase.name == kFusionPhase && failed(writeFusionReport(*module, options.dumpPhasesTo, skipped)))
       return kUserError;

@@ -21,6 +21,7 @@ struct DriverOptions {
   std::string cudaArchs = "sm_80,sm_90a";       // cuda: comma-separated architectures
   std::string dumpPhasesTo;                     // directory for per-phase IR and kernels, or ""
   std::string compileTo = "artifact";           // last phase to run
+  std::string compileFrom;                      // --compile-from=PHASE: inputPath is that phase's dump
   bool noFusion = false;                        // skip the "fusion" phase (one kernel per op)
   bool padDims = true;                          // false: skip the pad-dims phase (--no-pad-dims)
   bool attentionMatch = true;                   // false: skip the attention-match phase (--no-attention-match)

@@ -5,6 +5,7 @@
 //         [--no-fusion] [--no-pad-dims] [--no-attention-match]
 //         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N]
 //         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--mlir-timing] ...
+//   kilnc --compile-from=PHASE DIR/NN-PHASE.mlir -o OUT.kart   (a phase dump, maybe edited)
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
 // and calls the one library entry point, kiln::runCompiler.
@@ -31,7 +32,7 @@ int main(int argc, char **argv) {
   // LLVM's backends that libLLVM registers (hidden from every help list).
   static cl::OptionCategory kilnCategory("Kiln options");
   static cl::OptionCategory mlirCategory("MLIR debugging options (IR printing, timing)");
-  static cl::opt<std::string> input(cl::Positional, cl::desc("<model.kiln>"), cl::Required, cl::cat(kilnCategory));
+  static cl::opt<std::string> input(cl::Positional, cl::desc("<model.kiln | dump.mlir with --compile-from>"), cl::Required, cl::cat(kilnCategory));
   static cl::opt<std::string> output("o", cl::desc("Output artifact (or IR with --compile-to; '-' for stdout)"),
                                      cl::value_desc("path"), cl::cat(kilnCategory));
   static cl::list<std::string> defines("D", cl::Prefix, cl::desc("Override a config constant: -D name=value"),
@@ -45,6 +46,11 @@ int main(int argc, char **argv) {
                                            cl::value_desc("dir"), cl::cat(kilnCategory));
   static cl::opt<std::string> compileTo("compile-to", cl::desc("Stop after this phase and print its IR"),
                                         cl::value_desc("phase"), cl::init("artifact"), cl::cat(kilnCategory));
+  static cl::opt<std::string> compileFrom(
+      "compile-from",
+      cl::desc("The input is IR after this phase (a --dump-phases-to file, maybe edited): run the "
+               "phases after it"),
+      cl::value_desc("phase"), cl::cat(kilnCategory));
   static cl::opt<bool> noFusion("no-fusion", cl::desc("Skip the fusion phase: one kernel per op"),
                                 cl::init(false), cl::cat(kilnCategory));
   static cl::opt<bool> noPadDims("no-pad-dims",
@@ -97,6 +103,7 @@ int main(int argc, char **argv) {
   options.cudaArchs = cudaArchs;
   options.dumpPhasesTo = dumpPhasesTo;
   options.compileTo = compileTo;
+  options.compileFrom = compileFrom;
   options.noFusion = noFusion;
   options.padDims = !noPadDims;
   options.attentionMatch = !noAttentionMatch;
