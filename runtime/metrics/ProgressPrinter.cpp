@@ -8,6 +8,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <vector>
 
 namespace kiln::rt {
 
@@ -17,6 +20,7 @@ constexpr const char *kGreen = "\033[32m";
 constexpr const char *kYellow = "\033[33m";
 constexpr const char *kReset = "\033[0m";
 constexpr int kBarCells = 24;
+constexpr int kMinBarCells = 8; // a narrower bar is gone instead
 
 std::string printfString(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
@@ -85,11 +89,22 @@ ConsoleEnvironment::fromLookup(const EnvironmentLookup &lookup) {
   const char *noColor = lookup("NO_COLOR");
   environment.noColor = noColor && *noColor != '\0';
   KILN_ASSIGN_OR_RETURN(environment.rank, rankFromEnvironment(lookup));
+  if (const char *columns = lookup("COLUMNS")) {
+    char *end = nullptr;
+    long long value = std::strtoll(columns, &end, 10);
+    if (*columns && end && *end == '\0' && value > 0 && value < 100000)
+      environment.columns = value;
+  }
   return environment;
 }
 
 StatusOr<ConsoleEnvironment> ConsoleEnvironment::current() {
-  return fromLookup([](const char *name) { return std::getenv(name); });
+  KILN_ASSIGN_OR_RETURN(ConsoleEnvironment environment,
+                        fromLookup([](const char *name) { return std::getenv(name); }));
+  struct winsize size {};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
+    environment.columns = size.ws_col;
+  return environment;
 }
 
 ProgressPrinter::ProgressPrinter(FILE *out, bool interactive,
@@ -97,7 +112,8 @@ ProgressPrinter::ProgressPrinter(FILE *out, bool interactive,
                                  ConsoleEnvironment environment)
     : out_(out), interactive_(interactive),
       color_(interactive && !environment.noColor),
-      silent_(environment.rank != 0), totalSteps_(totalSteps),
+      silent_(environment.rank != 0), columns_(std::max<int64_t>(environment.columns, 2)),
+      totalSteps_(totalSteps),
       logEvery_(logEvery < 1 ? 1 : logEvery) {}
 
 void ProgressPrinter::report(const StepMetrics &m) {
@@ -119,34 +135,67 @@ void ProgressPrinter::report(const StepMetrics &m) {
 
 void ProgressPrinter::printInteractive(const StepMetrics &m,
                                        double etaSeconds) {
-  std::string visible, line;
-  if (totalSteps_ > 0) {
-    double fraction =
-        std::clamp(double(m.step) / double(totalSteps_), 0.0, 1.0);
-    int filled = static_cast<int>(fraction * kBarCells);
-    std::string cells(filled, '=');
-    if (filled < kBarCells)
-      cells += '>';
-    cells.resize(kBarCells, ' ');
-    visible = "[" + cells + "] ";
-    line = color_ ? "[" + std::string(kGreen) + cells + kReset + "] " : visible;
-  }
+  // The line's pieces, each as seen (visible) and as printed (with colour);
+  // `drop` orders what goes first when the terminal is too narrow (0: kept).
+  struct Piece {
+    std::string visible, shown;
+    int drop;
+  };
+  std::vector<Piece> pieces;
   std::string text = printfString("%lld", static_cast<long long>(m.step));
   if (totalSteps_ > 0)
     text += printfString("/%lld", static_cast<long long>(totalSteps_));
-  text += printfString(" | loss %.4f | lr %.2e | %s tok/s", m.loss, m.lr,
-                       compactRate(m.tokensPerSecond).c_str());
+  text += printfString(" | loss %.4f", m.loss);
+  pieces.push_back({text, text, 0});
+  auto plain = [&](std::string piece, int drop) { pieces.push_back({piece, piece, drop}); };
+  plain(printfString(" | lr %.2e", m.lr), 2);
+  plain(printfString(" | %s tok/s", compactRate(m.tokensPerSecond).c_str()), 4);
   if (m.mfu)
-    text += printfString(" | mfu %.1f%%", *m.mfu * 100);
+    plain(printfString(" | mfu %.1f%%", *m.mfu * 100), 3);
   if (etaSeconds >= 0)
-    text += " | ETA " + formatEta(etaSeconds);
-  visible += text;
-  line += text;
+    plain(" | ETA " + formatEta(etaSeconds), 5);
   if (m.skipped) {
     std::string note = std::string(" | ") + kSkippedNote;
-    visible += note;
-    line +=
-        color_ ? " | " + std::string(kYellow) + kSkippedNote + kReset : note;
+    pieces.push_back({note, color_ ? " | " + std::string(kYellow) + kSkippedNote + kReset : note, 0});
+  }
+  // Fit the terminal, one column spare so the line never wraps: the bar
+  // narrows (to kMinBarCells), then goes, then the droppable pieces go.
+  const size_t limit = static_cast<size_t>(columns_ - 1);
+  auto width = [&] {
+    size_t w = 0;
+    for (const Piece &p : pieces)
+      w += p.visible.size();
+    return w;
+  };
+  if (totalSteps_ > 0) {
+    int room = static_cast<int>(limit) - static_cast<int>(width()) - 3; // "[", "] "
+    int barCells = std::min(kBarCells, room);
+    if (barCells >= kMinBarCells) {
+      double fraction = std::clamp(double(m.step) / double(totalSteps_), 0.0, 1.0);
+      int filled = static_cast<int>(fraction * barCells);
+      std::string cells(filled, '=');
+      if (filled < barCells)
+        cells += '>';
+      cells.resize(barCells, ' ');
+      pieces.insert(pieces.begin(),
+                    {"[" + cells + "] ",
+                     color_ ? "[" + std::string(kGreen) + cells + kReset + "] "
+                            : "[" + cells + "] ",
+                     0});
+    }
+  }
+  for (int rank = 2; rank <= 5 && width() > limit; ++rank)
+    pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
+                                [&](const Piece &p) { return p.drop == rank; }),
+                 pieces.end());
+  std::string visible, line;
+  for (const Piece &p : pieces) {
+    visible += p.visible;
+    line += p.shown;
+  }
+  if (visible.size() > limit) { // still too wide: cut it, without colour
+    visible.resize(limit);
+    line = visible;
   }
   // Spaces erase what a longer previous line left behind.
   if (visible.size() < openLineWidth_)

@@ -7,6 +7,11 @@
 // Steps whose update the non-finite guard skipped, and validation results,
 // always get a line of their own that stays on screen.
 //
+// The in-place line fits the terminal's width (one column spare, so it
+// never wraps): the bar narrows to what is left (24 cells at most), or goes
+// below 8; then the learning rate, the MFU, the tokens/s and the ETA go, in
+// that order, and what is still too long is cut.
+//
 // Colour (the bar and the skipped note) only on a terminal, and never when
 // NO_COLOR is set to a non-empty value (https://no-color.org). In a
 // multi-process run only rank 0 prints; the others print nothing, so N ranks
@@ -45,6 +50,9 @@ std::string formatEta(double seconds);
 struct ConsoleEnvironment {
   bool noColor = false; // NO_COLOR is set and non-empty
   int64_t rank = 0;
+  // The terminal's width: current() asks the terminal on stdout, else reads
+  // COLUMNS (a positive integer; anything else is ignored), else 80.
+  int64_t columns = 80;
 
   static StatusOr<ConsoleEnvironment> fromLookup(const EnvironmentLookup &);
   static StatusOr<ConsoleEnvironment> current(); // the process environment
@@ -74,6 +82,7 @@ private:
   bool interactive_;
   bool color_;
   bool silent_; // not rank 0
+  int64_t columns_; // the terminal's width
   int64_t totalSteps_;
   int64_t logEvery_;
   bool lineOpen_ = false;

@@ -171,9 +171,51 @@ TEST(ProgressPrinterTest, TerminalColourUnlessNoColor) {
   EXPECT_EQ(stripped, plain.text());
 }
 
+// The in-place line fits the terminal, one column spare. 80 columns: a
+// 24-cell bar would not fit beside step 50/100's 59 characters, a 17-cell one
+// does; beside step 51234/100000 with its MFU (79 characters) no bar of 8
+// cells does, so the bar goes and the rest stays. 50 columns: the learning
+// rate, the MFU and the tokens/s go too. 12: what is left is cut.
+TEST(ProgressPrinterTest, LineFitsTheTerminal) {
+  auto line = [](int64_t columns, int64_t total, int64_t step, bool mfu) {
+    CapturedOutput out;
+    ProgressPrinter p(out.file(), true, total, 10, ConsoleEnvironment{true, 0, columns});
+    StepMetrics m = stepAt(step, /*stepMs=*/1000);
+    if (mfu)
+      m.mfu = 0.4567;
+    p.report(m);
+    std::string text = out.text();
+    return text.substr(text.rfind('\r') + 1);
+  };
+  std::string wide = line(200, 100000, 51234, true);
+  EXPECT_THAT(wide, HasSubstr("[" + std::string(12, '=') + ">" + std::string(11, ' ') + "] 51234/100000"));
+  EXPECT_THAT(wide, HasSubstr(" | mfu 45.7% | ETA "));
+  std::string narrowBar = line(80, 100, 50, false);
+  EXPECT_LE(narrowBar.size(), 79u);
+  size_t barEnd = narrowBar.find("] 50/100 | loss 2.0200 | lr 3.00e-04 | 41.0k tok/s | ETA 50s");
+  EXPECT_EQ(narrowBar[0], '[') << narrowBar;
+  EXPECT_GT(barEnd, 8u) << narrowBar;  // at least 8 cells
+  EXPECT_LT(barEnd, 25u) << narrowBar; // fewer than 24
+  std::string noBar = line(80, 100000, 51234, true);
+  EXPECT_LE(noBar.size(), 79u);
+  EXPECT_EQ(noBar.rfind("51234/100000 | loss 2.0000 | lr 3.00e-04 | 41.0k tok/s | mfu 45.7% | ETA ", 0), 0u)
+      << noBar;
+  std::string fifty = line(50, 100000, 51234, true);
+  EXPECT_LE(fifty.size(), 49u);
+  EXPECT_EQ(fifty, "51234/100000 | loss 2.0000 | ETA 13h32m"); // lr, MFU, tok/s gone
+  EXPECT_EQ(line(12, 100000, 51234, true), "51234/10000");
+}
+
+TEST(ConsoleEnvironmentTest, ColumnsFromTheEnvironment) {
+  EXPECT_EQ(ConsoleEnvironment::fromLookup(fakeEnvironment({}))->columns, 80);
+  EXPECT_EQ(ConsoleEnvironment::fromLookup(fakeEnvironment({{"COLUMNS", "132"}}))->columns, 132);
+  EXPECT_EQ(ConsoleEnvironment::fromLookup(fakeEnvironment({{"COLUMNS", "wide"}}))->columns, 80);
+  EXPECT_EQ(ConsoleEnvironment::fromLookup(fakeEnvironment({{"COLUMNS", "0"}}))->columns, 80);
+}
+
 TEST(ProgressPrinterTest, TerminalLineRewrittenInPlace) {
   CapturedOutput out;
-  ProgressPrinter p(out.file(), true, 100, 10, ConsoleEnvironment{true, 0});
+  ProgressPrinter p(out.file(), true, 100, 10, ConsoleEnvironment{true, 0, /*columns=*/200});
   p.report(stepAt(1, /*stepMs=*/1000));  // mean 1 s, 99 steps left: 99 s
   p.report(stepAt(50, /*stepMs=*/3000)); // mean 2 s, 50 steps left: 100 s
   std::string text = out.text();
@@ -212,7 +254,7 @@ TEST(ProgressPrinterTest, ShorterLinePadsOverLongerOne) {
 
 TEST(ProgressPrinterTest, SkippedStepStaysOnScreen) {
   CapturedOutput out;
-  ProgressPrinter p(out.file(), true, 10, 1, ConsoleEnvironment{true, 0});
+  ProgressPrinter p(out.file(), true, 10, 1, ConsoleEnvironment{true, 0, /*columns=*/200});
   p.report(stepAt(1));
   StepMetrics skipped = stepAt(2);
   skipped.skipped = true;
