@@ -83,12 +83,20 @@ public:
   // only moves lines (a comment) recompiles nothing.
   static std::string translationUnit(const schema::Artifact &artifact,
                                      bool withLocations = false);
+  // The same kernels in `parts` units of about equal source size, each with
+  // the prelude (contiguous runs of kernels, in order; fewer units when
+  // there are fewer kernels), with locations: what a cold load compiles side
+  // by side, one compiler per core, then links into one library.
+  static std::vector<std::string> translationUnitParts(const schema::Artifact &artifact,
+                                                       size_t parts);
 
 private:
   StatusOr<std::string> compilerIdentity();
   // Cache path without extension: <cacheDir>/kiln-<16 hex digits of key>.
   StatusOr<std::string> cacheStem(const std::string &source);
-  Status compile(const Artifact &artifact, const std::string &sourcePath,
+  // Compiles the unit's parts (translationUnitParts, written next to
+  // `stem`) in parallel and links them into `libraryPath`.
+  Status compile(const Artifact &artifact, const std::string &stem,
                  const std::string &libraryPath);
 
   KernelCompilerOptions options_;

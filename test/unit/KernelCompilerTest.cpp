@@ -133,3 +133,42 @@ TEST(KernelCompilerTest, MissingCompilerIsAnError) {
 
 } // namespace
 } // namespace kiln::rt::test
+
+namespace kiln::rt::test {
+namespace {
+
+// A cold load compiles the kernels in parts side by side: every kernel in
+// exactly one part, in order, each part opening with the prelude; never
+// more parts than kernels.
+TEST(KernelCompilerTest, PartsHoldEveryKernelOnce) {
+  ArtifactSpec spec = minimalArtifact();
+  spec.prelude = "// the prelude\n";
+  KernelSpec first = spec.kernels[0];
+  for (int i = 1; i < 5; ++i) {
+    KernelSpec k = first;
+    k.entry = "k_extra" + std::to_string(i);
+    k.source = "extern \"C\" void " + k.entry + "(void *const *b) { (void)b; }";
+    spec.kernels.push_back(k);
+  }
+  std::unique_ptr<Artifact> artifact = load(spec);
+  for (size_t parts : {1u, 2u, 3u, 8u}) {
+    std::vector<std::string> units = cpu::KernelCompiler::translationUnitParts(artifact->root(), parts);
+    EXPECT_EQ(units.size(), std::min<size_t>(parts, 5)) << parts;
+    std::string all;
+    for (const std::string &unit : units) {
+      EXPECT_NE(unit.find("// the prelude"), std::string::npos);
+      EXPECT_NE(unit.find("// kernel "), std::string::npos); // none empty
+      all += unit;
+    }
+    size_t at = 0;
+    for (const KernelSpec &k : spec.kernels) {
+      size_t found = all.find("void " + k.entry + "(", at);
+      ASSERT_NE(found, std::string::npos) << k.entry << " with " << parts << " parts";
+      EXPECT_EQ(all.find("void " + k.entry + "(", found + 1), std::string::npos);
+      at = found;
+    }
+  }
+}
+
+} // namespace
+} // namespace kiln::rt::test
