@@ -7,7 +7,8 @@
 //      file is corrupt (e.g. a disk filled up): delete it and go on to 3;
 //   3. otherwise write <cache>/kiln-<key>.cpp (kept for debugging), compile
 //      the kernels in parts side by side (one compiler per core, at most 8:
-//      kiln-<key>.partN.cpp, each the prelude and a run of kernels, to .o),
+//      kiln-<key>.partN.<pid>.cpp, each the prelude and a run of kernels,
+//      to .o),
 //      link them into a pid-unique temp file and rename it into place
 //      (cold), so concurrent runs never load a half-written library; a
 //      part that fails to compile is kept and named in the error;
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
+#include <system_error>
 #include <thread>
 #include <sstream>
 #include <unistd.h>
@@ -216,8 +218,9 @@ Status KernelCompiler::compile(const Artifact &artifact, const std::string &stem
   std::string pid = std::to_string(::getpid());
   std::vector<std::string> sources, objects;
   for (size_t i = 0; i < units.size(); ++i) {
-    sources.push_back(stem + ".part" + std::to_string(i) + ".cpp");
-    objects.push_back(stem + ".part" + std::to_string(i) + ".o.tmp." + pid);
+    // pid-unique: ranks sharing a cache may compile the same kernels at once.
+    sources.push_back(stem + ".part" + std::to_string(i) + "." + pid + ".cpp");
+    objects.push_back(stem + ".part" + std::to_string(i) + "." + pid + ".o");
     KILN_RETURN_IF_ERROR(writeFileAtomically(sources.back(), {units[i]}));
   }
   if (::isatty(STDERR_FILENO))
@@ -232,13 +235,19 @@ Status KernelCompiler::compile(const Artifact &artifact, const std::string &stem
       compileFlags.push_back(flag);
   std::vector<StatusOr<ProcessResult>> results(units.size(), unavailable("not run"));
   std::vector<std::thread> workers;
-  for (size_t i = 0; i < units.size(); ++i)
-    workers.emplace_back([&, i] {
-      std::vector<std::string> argv = command;
-      argv.insert(argv.end(), compileFlags.begin(), compileFlags.end());
-      argv.insert(argv.end(), {"-c", sources[i], "-o", objects[i]});
-      results[i] = runHostProcess(argv);
-    });
+  auto compilePart = [&](size_t i) {
+    std::vector<std::string> argv = command;
+    argv.insert(argv.end(), compileFlags.begin(), compileFlags.end());
+    argv.insert(argv.end(), {"-c", sources[i], "-o", objects[i]});
+    results[i] = runHostProcess(argv);
+  };
+  for (size_t i = 0; i < units.size(); ++i) {
+    try {
+      workers.emplace_back(compilePart, i);
+    } catch (const std::system_error &) {
+      compilePart(i); // no thread to be had: compile this part here
+    }
+  }
   for (std::thread &worker : workers)
     worker.join();
   auto removeObjects = [&] {
@@ -266,6 +275,8 @@ Status KernelCompiler::compile(const Artifact &artifact, const std::string &stem
   argv.insert(argv.end(), {"-o", tmpPath});
   auto linked = runHostProcess(argv);
   removeObjects();
+  for (const std::string &source : sources) // <stem>.cpp keeps the whole unit
+    ::unlink(source.c_str());
   if (!linked.ok())
     return linked.status().withPrefix(artifact.name() + ": ");
   if (linked->exitCode != 0) {
@@ -274,8 +285,6 @@ Status KernelCompiler::compile(const Artifact &artifact, const std::string &stem
                        "failed (", join(argv), " exited with ", linked->exitCode,
                        ")\ncompiler output (last lines):\n", lastLines(linked->output, 30));
   }
-  for (const std::string &source : sources)
-    ::unlink(source.c_str());
   if (::rename(tmpPath.c_str(), libraryPath.c_str()) != 0) {
     ::unlink(tmpPath.c_str());
     return invalidArgument(libraryPath, ": cannot move the compiled kernel "
