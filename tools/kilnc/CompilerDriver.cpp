@@ -326,13 +326,22 @@ int runCompiler(const DriverOptions &options) {
   }
   if (!module)
     return kUserError;
-  // The model's parameter count as written (before pad-dims rounds any
-  // dimension up), printed with the memory plan.
+  // The model's parameter count as written, printed with the memory plan: a
+  // parameter pad-dims rounded up (a dump given to --compile-from) counts by
+  // its kiln.true_shape.
   int64_t parameterCount = 0;
   if (auto step = module->lookupSymbol<func::FuncOp>(mlir::kiln::kStepFunctionName))
     if (auto params = mlir::kiln::getParameterArguments(step); succeeded(params))
-      for (const mlir::kiln::ParameterArgument &p : *params)
-        parameterCount += llvm::cast<RankedTensorType>(p.value.getType()).getNumElements();
+      for (const mlir::kiln::ParameterArgument &p : *params) {
+        int64_t count = llvm::cast<RankedTensorType>(p.value.getType()).getNumElements();
+        if (auto trueShape = step.getArgAttrOfType<DenseI64ArrayAttr>(
+                p.value.getArgNumber(), mlir::kiln::kTrueShapeAttrName)) {
+          count = 1;
+          for (int64_t d : trueShape.asArrayRef())
+            count *= d;
+        }
+        parameterCount += count;
+      }
 
   // Pass diagnostics carry model-file locations: show the line and a caret.
   llvm::SourceMgr sourceMgr;
