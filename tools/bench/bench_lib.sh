@@ -38,6 +38,19 @@ attention_shape() {
   batch=$(( TOKENS / $2 > 0 ? TOKENS / $2 : 1 ))
 }
 
+# median_step METRICS.jsonl WARMUP: kiln-run's median step_ms over the steps
+# after the first WARMUP, the tokens/s it gives and the last step's loss.
+median_step() {
+  python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
+ms = statistics.median(r["step_ms"] for r in timed)
+print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
+      f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s, loss {timed[-1]['loss']:.4f}")
+PY
+}
+
 # kiln_against_torch MODEL ART SHARD TORCH_SCRIPT: the training benchmarks'
 # two sides on the same batch: kiln-run trains ART on SHARD for WARMUP +
 # STEPS steps, its final line (all steps) followed by the median step_ms of
@@ -52,14 +65,7 @@ kiln_against_torch() {
   [ -s "$art.plan.txt" ] && cat "$art.plan.txt"
   "$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
     --metrics "$work/kiln.jsonl"
-  python3 - "$work/kiln.jsonl" "$WARMUP" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
-ms = statistics.median(r["step_ms"] for r in timed)
-print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
-      f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s")
-PY
+  median_step "$work/kiln.jsonl" "$WARMUP"
   echo "== PyTorch: $script, same model and batch =="
   # shellcheck disable=SC2086  # TORCH_ARGS is a list of flags
   "$PYTHON" "$script" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --warmup "$WARMUP" $TORCH_ARGS

@@ -57,14 +57,7 @@ for c in $CASES; do
   kill $sampler 2> /dev/null || true; wait $sampler 2> /dev/null || true
   echo "GPU memory: $(head -1 "$work/mem.txt") MiB before, $(sort -n "$work/mem.txt" | tail -1) MiB at most while training"
   if [ $status -ne 0 ]; then echo "kiln-run failed (status $status)"; continue; fi
-  python3 - "$work/kiln.jsonl" "$WARMUP" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
-ms = statistics.median(r["step_ms"] for r in timed)
-print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
-      f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s, loss {timed[-1]['loss']:.4f}")
-PY
+  median_step "$work/kiln.jsonl" "$WARMUP"
 done
 [ "$COMPILE_ONLY" = 1 ] && exit 0
 for b in $TORCH_BATCHES; do
