@@ -233,7 +233,8 @@ Status CudaBackend::Impl::planCudnnAttention() {
   return okStatus();
 }
 
-Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
+Status CudaBackend::Impl::decideAttention(ProgramKind kind) {
+  DeviceProgram &program = programs[static_cast<int>(kind)];
   const CudaDriver &d = *driver;
   // Host timing around a synchronized stream: a few reps after a warm-up
   // are enough to order two kernels of the same op.
@@ -266,7 +267,13 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
     double cudnnMs = 0, kernelMs = 0;
   };
   std::vector<Tally> tallies;
-  for (DeviceCall &call : program.calls) {
+  // A traced step shows this run too: each call from its (chosen) launch to
+  // the synchronization after it, on the host clock, the timing reps in the
+  // gaps between.
+  TraceRecorder *traced = trace && trace->active() ? trace : nullptr;
+  double programStart = traced ? traced->now() : 0;
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    DeviceCall &call = program.calls[i];
     if (call.undecided) {
       KILN_ASSIGN_OR_RETURN(double kernelMs, timeMs(call, false));
       StatusOr<double> cudnnMs = timeMs(call, true);
@@ -291,9 +298,15 @@ Status CudaBackend::Impl::decideAttention(DeviceProgram &program) {
       }
     }
     // The chosen one writes the outputs the rest of the program reads.
+    double start = traced ? traced->now() : 0;
     KILN_RETURN_IF_ERROR(launch(call));
     KILN_RETURN_IF_ERROR(sync(call.where));
+    if (traced)
+      traced->entry(kind, i, start, traced->now());
   }
+  if (traced)
+    traced->program(kind, programStart, traced->now(),
+                    "host clock: the first run, attention timed against cuDNN");
   for (const Tally &t : tallies)
     note(detail::concat(program.name, ": ", t.what, ", ", t.calls, " calls: cuDNN ",
                         t.cudnnMs / t.calls, " ms, generated ", t.kernelMs / t.calls,

@@ -600,7 +600,7 @@ Status CudaBackend::run(ProgramKind kind) {
   if (!program.present)
     return failedPrecondition("the artifact has no '", program.name, "' program");
   if (program.undecided) {
-    KILN_RETURN_IF_ERROR(m.decideAttention(m.programs[static_cast<int>(kind)]));
+    KILN_RETURN_IF_ERROR(m.decideAttention(kind));
   } else if (m.timed()) {
     KILN_RETURN_IF_ERROR(m.runProfiled(kind));
   } else if (m.eager) {

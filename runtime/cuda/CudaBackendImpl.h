@@ -179,9 +179,10 @@ struct CudaBackend::Impl {
   Status planEmptyKeys(DeviceCall &call, const schema::CudnnAttention &a);
   // cuDNN plans for the calls with a cudnn_attention (--attention).
   Status planCudnnAttention();
-  // Times the kernel and cuDNN for each undecided call of `program` on the
-  // real buffers, keeps the faster, runs the program once.
-  Status decideAttention(DeviceProgram &program);
+  // Times the kernel and cuDNN for each undecided call of the program on the
+  // real buffers, keeps the faster, runs the program once (in the trace when
+  // the step is traced, marked as host-timed).
+  Status decideAttention(ProgramKind kind);
   Status capture(DeviceProgram &program);
   // Captures `plan` (whose shape is `key`) as stepGraph.
   Status captureStep(const TrainingStepPlan &plan, std::vector<int64_t> key);

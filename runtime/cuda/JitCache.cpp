@@ -69,7 +69,7 @@ std::string JitCache::key(const std::string &source,
   h.updateField(source);
   h.updateField(arch);
   h.updateField(nvrtc_.version());
-  for (const std::string &option : Nvrtc::options(arch))
+  for (const std::string &option : nvrtc_.compileOptions(arch))
     h.updateField(option);
   return hex64(h.digest());
 }

@@ -149,6 +149,8 @@ StatusOr<std::unique_ptr<Nvrtc>> Nvrtc::load() {
   if (nvrtcResult r = f.version(&major, &minor); r != NVRTC_SUCCESS)
     return unavailable("nvrtcVersion failed: ", f.getErrorString(r));
   nvrtc->version_ = std::to_string(major) + "." + std::to_string(minor);
+  nvrtc->major_ = major;
+  nvrtc->minor_ = minor;
   return nvrtc;
 }
 
@@ -167,6 +169,13 @@ std::vector<std::string> Nvrtc::options(const std::string &arch) {
   if (!include.empty())
     options.push_back("-I" + include);
   return options;
+}
+
+std::vector<std::string> Nvrtc::compileOptions(const std::string &arch) const {
+  std::vector<std::string> opts = options(arch);
+  if (hasOwnCache(major_, minor_))
+    opts.push_back("--no-cache");
+  return opts;
 }
 
 StatusOr<NvrtcOutput> Nvrtc::compile(const std::string &source,
@@ -191,7 +200,7 @@ StatusOr<NvrtcOutput> Nvrtc::compile(const std::string &source,
       r != NVRTC_SUCCESS)
     return unavailable("nvrtcCreateProgram(", fileName, ") failed: ",
                        f.getErrorString(r));
-  std::vector<std::string> opts = options(arch);
+  std::vector<std::string> opts = compileOptions(arch);
   std::vector<const char *> argv;
   for (const std::string &o : opts)
     argv.push_back(o.c_str());

@@ -61,6 +61,15 @@ public:
   // The options every compile for `arch` ("sm_80", "sm_90a") uses; part of
   // the cache key.
   static std::vector<std::string> options(const std::string &arch);
+  // options(arch) plus what this NVRTC needs and does not change the code:
+  // from 12.9 on, --no-cache. NVRTC 12.9+ keeps its own cache (the driver's
+  // compute cache), and a CUBIN served from it comes without ptxas' -v report,
+  // which kiln-run's resource checks (registers, spills, shared memory) read;
+  // the JitCache, whose entries keep that report, is the cache.
+  std::vector<std::string> compileOptions(const std::string &arch) const;
+  static bool hasOwnCache(int major, int minor) {
+    return major > 12 || (major == 12 && minor >= 9);
+  }
 
   // Compiles `source` (named `fileName` in the log) to a CUBIN for `arch`.
   // A compile error returns kInvalidArgument with NVRTC's log.
@@ -74,6 +83,7 @@ private:
   std::unique_ptr<DynamicLibrary> library_;
   std::unique_ptr<Functions> fn_;
   std::string version_;
+  int major_ = 0, minor_ = 0;
 };
 
 // True for "sm_<digits>" with an optional "a"/"f" suffix ("sm_80", "sm_90a").

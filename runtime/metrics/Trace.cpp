@@ -64,11 +64,12 @@ void TraceRecorder::endStep(int64_t peakMemoryBytes) {
   ++tracedSteps_;
 }
 
-void TraceRecorder::program(ProgramKind program, double start, double end) {
+void TraceRecorder::program(ProgramKind program, double start, double end,
+                            const char *timing) {
   if (!active_)
     return;
   int64_t microBatch = program == ProgramKind::kStep ? ++microBatch_ : 0;
-  events_.push_back({Kind::kProgram, step_, program, microBatch, start, end, 0});
+  events_.push_back({Kind::kProgram, step_, program, microBatch, start, end, 0, timing});
 }
 
 void TraceRecorder::entry(ProgramKind program, size_t index, double start, double end) {
@@ -100,7 +101,8 @@ Status TraceRecorder::write(const std::string &path) const {
         name += " (micro-batch " + std::to_string(e.index) + " of " +
                 std::to_string(gradAccum) + ")";
       out += slice(name, "program", kComputeTrack, e.start, e.end,
-                   "\"step\":" + std::to_string(e.step));
+                   "\"step\":" + std::to_string(e.step) +
+                       (e.timing ? ",\"timing\":" + jsonString(e.timing) : ""));
       break;
     }
     case Kind::kEntry: {

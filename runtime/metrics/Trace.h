@@ -49,7 +49,12 @@ public:
   void endStep(int64_t peakMemoryBytes);
 
   // One run of `program` and one of its schedule entries, from the backend.
-  void program(ProgramKind program, double start, double end);
+  // `timing`, where the run was not timed as --profile times it, says how it
+  // was (args.timing): CUDA's first run of a program with attention calls
+  // times each call against cuDNN and is timed on the host clock; --profile
+  // leaves that run out, and so should a comparison with it.
+  void program(ProgramKind program, double start, double end,
+               const char *timing = nullptr);
   void entry(ProgramKind program, size_t index, double start, double end);
 
   // How many steps were traced.
@@ -67,6 +72,7 @@ private:
     int64_t index = 0;         // kEntry: schedule entry; kProgram: micro-batch
     double start = 0, end = 0; // seconds on now()'s clock (kMemory: start)
     int64_t bytes = 0;         // kMemory
+    const char *timing = nullptr; // kProgram: see program()
   };
 
   const Artifact &artifact_;

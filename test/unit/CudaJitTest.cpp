@@ -20,6 +20,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -97,6 +99,29 @@ TEST_F(CudaJitTest, CompilesForSm80AndSm90a) {
     ASSERT_NE(r, nullptr) << m->arch;
     EXPECT_GT(r->registers, 0);
     EXPECT_FALSE(r->spills());
+  }
+}
+
+// NVRTC 12.9+ has its own cache (with a GPU driver present, as on the H100
+// where this was found): a second compile of the same source came back
+// without ptxas' report and --compile-only called every kernel "not an entry
+// point". Kiln turns it off; each compile carries the report.
+TEST_F(CudaJitTest, EveryCompileCarriesThePtxasReport) {
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(nvrtc_->version().c_str(), "%d.%d", &major, &minor), 2);
+  std::vector<std::string> options = nvrtc_->compileOptions("sm_90a");
+  bool noCache = std::find(options.begin(), options.end(), "--no-cache") !=
+                 options.end();
+  EXPECT_EQ(noCache, Nvrtc::hasOwnCache(major, minor)) << nvrtc_->version();
+  EXPECT_TRUE(Nvrtc::hasOwnCache(13, 0));
+  EXPECT_TRUE(Nvrtc::hasOwnCache(12, 9));
+  EXPECT_FALSE(Nvrtc::hasOwnCache(12, 8));
+  for (int i = 0; i < 2; ++i) {
+    auto out = nvrtc_->compile(doublingKernel("twice"), "t.cu", "sm_90a");
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    std::vector<KernelResources> report = parsePtxasReport(out->log);
+    ASSERT_EQ(report.size(), 1u) << "compile " << i << ", log:\n" << out->log;
+    EXPECT_EQ(report[0].entry, "twice");
   }
 }
 

@@ -52,8 +52,10 @@ for c in $CASES; do
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$work/mem.txt" &
   sampler=$!
   status=0
+  started=$SECONDS
   "$KILN_RUN" "$art" --data "$shard" --steps $(( WARMUP + STEPS )) --quiet \
     --metrics "$work/kiln.jsonl" || status=$?
+  echo "kiln-run took $(( SECONDS - started )) s in all (start-up, JIT, attention timing, steps)"
   kill $sampler 2> /dev/null || true; wait $sampler 2> /dev/null || true
   echo "GPU memory: $(head -1 "$work/mem.txt") MiB before, $(sort -n "$work/mem.txt" | tail -1) MiB at most while training"
   if [ $status -ne 0 ]; then echo "kiln-run failed (status $status)"; continue; fi

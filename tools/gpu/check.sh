@@ -18,7 +18,8 @@
 #       cut short. $OUT defaults to DIR/results. At most 6 files come back
 #       (summary.txt, steps.log, sanitizer.txt, remat.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
 #       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
-#       that need a real GPU and its tools.
+#       that need a real GPU and its tools. CHECK_STEPS="gpt2 profile" runs
+#       only the steps named (the others are SKIPped), for a second call.
 #
 # On the device tool: pack into an ignored folder of the checkout
 # (`tools/gpu/check.sh pack gpu-bundle-check`, 50 MiB), then one call with
@@ -48,7 +49,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,47p' "$0" >&2; exit 2; }
+usage() { sed -n '2,48p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -146,13 +147,34 @@ step() {
     return
   fi
   [ "$limit" -gt "$left" ] && limit=$left
+  if [ -n "${CHECK_STEPS:-}" ] && [[ " $CHECK_STEPS " != *" $name "* ]]; then
+    skip "$name" "not in CHECK_STEPS"
+    return
+  fi
   { echo; echo "== $name (limit ${limit}s): $*"; } >> "$log"
-  status=0
-  # A new bash runs the step (exported functions and variables), so the
-  # timeout can stop all of it.
-  timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >> "$log" 2>&1 || status=$?
+  # The step runs in its own session (a new bash: exported functions and
+  # variables), so that at its limit every process it started gets SIGTERM
+  # and, 10 s later, SIGKILL: a kiln-run stopping gracefully after its bash
+  # is gone must not hold the GPU's memory into the next step.
+  local pid watchdog status=0 expired="$out_tmp/expired.$name"
+  setsid bash -c '"$@"' step "$@" >> "$log" 2>&1 &
+  pid=$!
+  # The watchdog has a session of its own too, so its sleeps go with it.
+  setsid bash -c 'sleep "$1"; touch "$2"; kill -TERM -- -"$3" 2> /dev/null
+    sleep 10; kill -KILL -- -"$3" 2> /dev/null' watchdog "$limit" "$expired" "$pid" &
+  watchdog=$!
+  wait "$pid" || status=$?
+  kill -- -"$watchdog" 2> /dev/null || true
+  wait "$watchdog" 2> /dev/null || true
+  if [ -e "$expired" ]; then
+    # Stragglers of an expired step: give them their 10 s, then kill them.
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- -"$pid" 2> /dev/null || break; sleep 1; done
+    kill -KILL -- -"$pid" 2> /dev/null || true
+  fi
+  wait_gpu_idle
   local took=$(( $(date +%s) - start )) verdict=PASS
-  if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+  if [ -e "$expired" ]; then
     verdict=TIMEOUT
   elif [ $status -ne 0 ]; then
     verdict="FAIL (exit $status)"
@@ -160,6 +182,19 @@ step() {
   echo "$name: $verdict (${took} s)" | tee -a "$summary"
 }
 skip() { echo "$1: SKIP ($2)" | tee -a "$summary"; }
+
+# wait_gpu_idle: waits (30 s at most) until no process holds the GPU, so a
+# step starts with all of its memory free; steps.log says when one still does.
+wait_gpu_idle() {
+  command -v nvidia-smi > /dev/null || return 0
+  local i apps
+  for i in $(seq 30); do
+    apps=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2> /dev/null || true)
+    [ -z "$apps" ] && return 0
+    sleep 1
+  done
+  echo "check.sh: the GPU is still held after 30 s: $apps" >> "$log"
+}
 
 probe() {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -246,7 +281,7 @@ memory() {
 
 # Where the step's time goes on this GPU: kiln-run --profile (CUDA events per
 # schedule entry) on GPT-2 bf16 and on Llama-3 1B bf16, or tiny_gpt bf16 on
-# the simulator; the tables go to steps.log.
+# the simulator; the tables go to steps.log, GPT-2's trace to trace-gpt2.json.
 profile() {
   local art run_args
   if [ "${KILN_GPU_CHECK_SIM:-0}" = 1 ]; then
@@ -256,8 +291,14 @@ profile() {
     "$kiln_run" "$art" $run_args --profile --quiet
     return
   fi
+  # GPT-2 also writes a --trace timeline (CUDA events on the host clock),
+  # checked as test/e2e/trace.test checks the CPU's: nesting, model lines,
+  # per-line times equal to --profile's.
   "$kiln_run" "$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)" --profile --quiet \
-    --data "$(ls "$dir"/artifacts/random_tokens_50257.bin)" --steps 4
+    --data "$(ls "$dir"/artifacts/random_tokens_50257.bin)" --steps 4 \
+    --trace "$out/trace-gpt2.json" > "$out_tmp/gpt2-profile.txt"
+  cat "$out_tmp/gpt2-profile.txt"
+  python3 "$root/test/e2e/Inputs/check_trace.py" "$out/trace-gpt2.json" 4 "$out_tmp/gpt2-profile.txt"
   "$kiln_run" "$(ls "$dir"/artifacts/llama3_1b-cuda-bf16-*.kart | head -1)" --profile --quiet \
     --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" --steps 2
 }

@@ -10,10 +10,13 @@
   in microseconds with three decimals, so containment is checked to 0.002).
 - Every entry names a model line that exists (file:line:col, the file has
   that line and column); only compiler-made constants may have none.
-- With PROFILE.txt (the same run's `--profile` output, every traced step
-  also profiled): the time per model line of program 'step' in the trace,
-  per step, equals --profile's "ms/step" for each line it lists, to the
-  0.001 ms it prints plus rounding.
+- With PROFILE.txt (the same run's `--profile` output, every step traced):
+  the time per model line of program 'step' in the trace, over the runs
+  --profile timed, equals --profile's "ms/step" for each line it lists, to
+  the 0.001 ms it prints plus rounding. --profile leaves out the runs the
+  trace marks with a "timing" (CUDA's first run of a program whose
+  attention calls are timed against cuDNN); their number plus the
+  profile's "N timed steps" must make STEPS.
 Prints one summary line; exits 1 with the reason on the first failure.
 """
 import collections
@@ -84,21 +87,28 @@ def main():
 
     compared = 0
     if len(sys.argv) > 3:
+        step_runs = [p for p in programs if p["name"].startswith("step")]
+        untimed = [p for p in step_runs if "timing" in p["args"]]
         per_line = collections.defaultdict(float)
         for e in entries:
-            if e["args"]["program"] == "step" and "line" in e["args"]:
+            if e["args"]["program"] == "step" and "line" in e["args"] and \
+                    not any(inside(e, p) for p in untimed):
                 per_line[e["args"]["line"]] += e["dur"]
         with open(sys.argv[3]) as f:
             profile = f.read()
         # The 'step' program's section, its per-line table.
         section = profile.split("profile of program 'step'")[1].split("profile of program")[0]
+        timed = int(re.match(r": (\d+) timed steps", section).group(1))
+        if timed + len(untimed) != steps:
+            fail("--profile timed %d steps and the trace marks %d runs untimed, of %d steps"
+                 % (timed, len(untimed), steps))
         table = section.split("model line\n")[1]
         for row in table.splitlines():
             m = re.fullmatch(r"\s*[\d.]+% +([\d.]+) +(?:-|[\d.]+) +\d+ +(\S+)", row)
             if not m:
                 break
             ms, line = float(m.group(1)), m.group(2)
-            traced = per_line[line] / 1000.0 / steps
+            traced = per_line[line] / 1000.0 / timed
             if abs(traced - ms) > 0.0015:
                 fail("%s: %.4f ms/step in the trace, %.3f in --profile" % (line, traced, ms))
             compared += 1
