@@ -57,8 +57,14 @@ std::string formatEntry(int64_t flat, const std::vector<int64_t> &shape) {
 } // namespace
 
 int64_t GradientCheckReport::failures() const {
+  return std::count_if(parameters.begin(), parameters.end(), [](const ParameterCheck &p) {
+    return !p.ok && !p.belowResolution;
+  });
+}
+
+int64_t GradientCheckReport::belowResolution() const {
   return std::count_if(parameters.begin(), parameters.end(),
-                       [](const ParameterCheck &p) { return !p.ok; });
+                       [](const ParameterCheck &p) { return p.belowResolution; });
 }
 
 std::vector<int64_t> sampleEntries(int64_t elements, int64_t count,
@@ -161,6 +167,10 @@ checkGradients(const std::vector<CheckedParameter> &parameters,
         check.worstGradient = gradients[i][k];
       }
     }
+    // `worst` is finite here only if every difference was (NaN counts as
+    // infinite above).
+    check.belowResolution =
+        !check.ok && worst <= GradientCheckReport::kResolutionMargin * report.resolution;
     report.parameters.push_back(std::move(check));
   }
   return report;
@@ -184,7 +194,7 @@ std::string formatGradientCheckReport(const GradientCheckReport &report) {
                   static_cast<int>(nameWidth), p.name.c_str(),
                   static_cast<int>(shapeWidth), formatShape(p.shape).c_str(),
                   static_cast<long long>(p.entries), p.relativeError,
-                  p.ok ? "ok" : "FAIL");
+                  p.ok ? "ok" : p.belowResolution ? "below resolution" : "FAIL");
     os << line;
     if (!p.ok) {
       std::snprintf(line, sizeof line,
@@ -192,19 +202,29 @@ std::string formatGradientCheckReport(const GradientCheckReport &report) {
                     formatEntry(p.worstEntry, p.shape).c_str(),
                     p.worstFiniteDifference, p.worstGradient);
       os << line;
-      // Every difference within a few ulps of the loss: noise, not a bug.
-      if (std::fabs(p.worstFiniteDifference - p.worstGradient) <=
-          4 * report.resolution)
-        os << "; all within 4x the resolution: too small to check at this h";
+      if (p.belowResolution)
+        os << "; every difference within "
+           << GradientCheckReport::kResolutionMargin
+           << "x the resolution: rounding, not checked at this h";
       os << ')';
     }
     os << '\n';
   }
-  if (report.passed())
-    os << "gradient check: PASS\n";
+  const int64_t n = static_cast<int64_t>(report.parameters.size());
+  const int64_t below = report.belowResolution();
+  char h[32];
+  std::snprintf(h, sizeof h, "%g", report.step);
+  if (report.failures() > 0)
+    os << "gradient check: FAIL (" << report.failures() << " of " << n << " parameters)\n";
+  else if (below == n)
+    os << "gradient check: NOTHING CHECKED (all " << n << " parameters below the "
+       << "resolution at h = " << h << "; try a larger --grad-step)\n";
+  else if (below > 0)
+    os << "gradient check: PASS (" << n - below << " of " << n << " parameters; " << below
+       << " below the resolution at h = " << h << ", not checked: a larger --grad-step "
+       << "checks them)\n";
   else
-    os << "gradient check: FAIL (" << report.failures() << " of "
-       << report.parameters.size() << " parameters)\n";
+    os << "gradient check: PASS\n";
   return os.str();
 }
 
@@ -261,6 +281,8 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
   GradientCheckOptions checkOptions;
   checkOptions.entriesPerParameter = options.checkGrads;
   checkOptions.seed = options.seed;
+  if (options.gradStep > 0)
+    checkOptions.step = options.gradStep;
   // Only "step" (forward + backward) runs: it reads the parameters and
   // writes loss and gradients, never the parameters, so every evaluation
   // sees exactly the perturbed values. (With grad_accum K one run yields

@@ -63,6 +63,11 @@ struct ParameterCheck {
   int64_t entries = 0;     // entries compared
   double relativeError = 0;
   bool ok = false;
+  // Not ok, yet every |finite difference - gradient| is within
+  // kResolutionMargin x the report's resolution: at this h the differences
+  // cannot tell these gradients from the loss's rounding. Reported as such,
+  // not a failure; a larger h (--grad-step) checks them.
+  bool belowResolution = false;
   // The entry with the largest |finite difference - gradient|.
   int64_t worstEntry = 0;  // flat index
   double worstFiniteDifference = 0, worstGradient = 0;
@@ -77,8 +82,19 @@ struct GradientCheckReport {
   double resolution = 0;
   std::vector<ParameterCheck> parameters;
 
-  int64_t failures() const;
-  bool passed() const { return failures() == 0; }
+  // Each loss evaluation is float32, off by about an ulp or two of the
+  // loss (its last roundings), so a central difference is off by up to
+  // (2 + 2) ulps / 2h = 4 x `resolution` from rounding alone.
+  static constexpr double kResolutionMargin = 4;
+
+  int64_t failures() const;        // neither ok nor below the resolution
+  int64_t belowResolution() const; // not checked at this h
+  // No failure, and at least one parameter checked: a run where every
+  // parameter was below the resolution checked nothing, and does not pass.
+  bool passed() const {
+    return failures() == 0 &&
+           belowResolution() < static_cast<int64_t>(parameters.size());
+  }
 };
 
 // min(count, elements) distinct flat indices in [0, elements), ascending,
@@ -112,8 +128,9 @@ StatusOr<GradientCheckReport>
 checkGradients(const std::vector<CheckedParameter> &parameters,
                const LossFunction &loss, const GradientCheckOptions &options);
 
-// One line per parameter, then "gradient check: PASS" or
-// "gradient check: FAIL (k of n parameters)".
+// One line per parameter (ok, FAIL, or below the resolution), then
+// "gradient check: PASS (...)", "gradient check: FAIL (k of n parameters)"
+// or "gradient check: NOTHING CHECKED (...)".
 std::string formatGradientCheckReport(const GradientCheckReport &report);
 
 // kiln-run --check-grads: loads the artifact, opens the data if the model

@@ -232,9 +232,18 @@ const std::vector<Flag> &flags() {
       // Debugging.
       {"--check-grads", "N",
        "instead of training, compare the first batch's gradients with central\n"
-       "finite differences on N entries per parameter; exit 0 if all agree,\n"
-       "1 if any does not", false,
+       "finite differences on N entries per parameter; exit 0 if all agree\n"
+       "(a parameter whose gradients are below what the differences resolve\n"
+       "is reported as such), 1 if any does not", false,
        setInt("--check-grads", &RunOptions::checkGrads, 1)},
+      {"--grad-step", "H",
+       "--check-grads' step: (L(p + H) - L(p - H)) / 2H; default 1e-2. A\n"
+       "larger H resolves smaller gradients (the loss's rounding over 2H)\n"
+       "at more truncation error", false,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.gradStep, parseNumber("--grad-step", v, 1e-6, 1));
+         return okStatus();
+       }},
       {"--save-init", "FILE", "write the initial parameters to FILE.safetensors",
        true, setString(&RunOptions::saveInitPath)},
       {"--save-grads", "FILE",
@@ -348,6 +357,8 @@ Status checkCombination(const RunOptions &o,
                              " does not apply to --compile-only");
     return okStatus();
   }
+  if (o.gradStep > 0 && o.checkGrads == 0)
+    return invalidArgument("--grad-step applies to --check-grads");
   if (o.checkGrads > 0) {
     // The check runs "step" on the first batch; a flag that shapes
     // training would be silently ignored, so it is refused.

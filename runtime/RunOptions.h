@@ -63,6 +63,8 @@ struct RunOptions {
   int64_t checkGrads = 0;    // --check-grads N: entries checked per
                              // parameter; > 0 runs the gradient check
                              // instead of training
+  double gradStep = 0;       // --grad-step H: its central differences' step
+                             // (0: GradientCheckOptions' default, 1e-2)
   std::string saveInitPath;  // --save-init FILE.safetensors
   std::string saveGradsPath; // --save-grads FILE.safetensors
   std::string saveBatchesPath; // --save-batches FILE.safetensors

@@ -178,7 +178,7 @@ TEST(GradientCheckTest, ReportFormat) {
   std::string text = formatGradientCheckReport(report);
   EXPECT_THAT(text, HasSubstr("  wte  [256, 8]     24 entries  rel err 3.10e-05  ok\n"));
   EXPECT_THAT(text, HasSubstr("gradient check: PASS\n"));
-  // A failure made of differences at the loss's resolution says so.
+  // Differences at the loss's resolution: reported as such, not a failure.
   ParameterCheck b = a;
   b.name = "Block.0.wq";
   b.ok = false;
@@ -186,11 +186,63 @@ TEST(GradientCheckTest, ReportFormat) {
   b.worstEntry = 9;
   b.worstFiniteDifference = 2.4e-5;
   b.worstGradient = 0.5e-5;
+  b.belowResolution = true;
   report.parameters.push_back(b);
   text = formatGradientCheckReport(report);
-  EXPECT_THAT(text, HasSubstr("worst entry [1, 1]: finite difference 2.4e-05"));
-  EXPECT_THAT(text, HasSubstr("too small to check at this h"));
-  EXPECT_THAT(text, HasSubstr("gradient check: FAIL (1 of 2 parameters)\n"));
+  EXPECT_THAT(text, HasSubstr("rel err 2.00e-02  below resolution (worst entry [1, 1]: "
+                              "finite difference 2.4e-05"));
+  EXPECT_THAT(text, HasSubstr("every difference within 4x the resolution: rounding, "
+                              "not checked at this h)"));
+  EXPECT_EQ(report.failures(), 0);
+  EXPECT_TRUE(report.passed());
+  EXPECT_THAT(text, HasSubstr("gradient check: PASS (1 of 2 parameters; 1 below the "
+                              "resolution at h = 0.01, not checked: a larger "
+                              "--grad-step checks them)\n"));
+  // A real failure beside it fails the run.
+  ParameterCheck c = b;
+  c.name = "Block.0.wk";
+  c.belowResolution = false;
+  report.parameters.push_back(c);
+  text = formatGradientCheckReport(report);
+  EXPECT_THAT(text, HasSubstr("  Block.0.wk [256, 8]     24 entries  rel err 2.00e-02  FAIL ("));
+  EXPECT_THAT(text, HasSubstr("gradient check: FAIL (1 of 3 parameters)\n"));
+  EXPECT_FALSE(report.passed());
+  // Nothing checked at all does not pass.
+  report.parameters = {b};
+  text = formatGradientCheckReport(report);
+  EXPECT_FALSE(report.passed());
+  EXPECT_THAT(text, HasSubstr("gradient check: NOTHING CHECKED (all 1 parameters below the "
+                              "resolution at h = 0.01; try a larger --grad-step)\n"));
+}
+
+// A planted sign bug on gradients of 1e-3 under a loss of 1000: at
+// h = 1e-2 the loss's float32 ulp (6.1e-5) over 2h is 3.1e-3, so the wrong
+// and the right gradient are both within rounding (below resolution, not a
+// failure); at h = 0.5 the resolution is 6.1e-5 and the bug fails. The loss
+// is linear, so a large h costs no truncation error here.
+TEST(GradientCheckTest, BelowResolutionUntilTheStepResolvesIt) {
+  std::vector<float> x = {0.25f, -0.5f, 0.75f}, g(3, 0.0f);
+  auto loss = [&]() -> StatusOr<double> {
+    double l = 1000;
+    for (size_t i = 0; i < x.size(); ++i) {
+      l += 1e-3 * double(i + 1) * x[i];
+      g[i] = -float(1e-3 * double(i + 1)); // the planted bug: wrong sign
+    }
+    return double(float(l));
+  };
+  std::vector<CheckedParameter> params = {{"x", {3}, x.data(), g.data(), 3}};
+  auto fine = checkGradients(params, loss, {});
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_TRUE(fine->parameters[0].belowResolution) << formatGradientCheckReport(*fine);
+  EXPECT_EQ(fine->failures(), 0);
+  EXPECT_FALSE(fine->passed()); // nothing was checked
+  GradientCheckOptions coarse;
+  coarse.step = 0.5;
+  auto resolved = checkGradients(params, loss, coarse);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_FALSE(resolved->parameters[0].belowResolution) << formatGradientCheckReport(*resolved);
+  EXPECT_EQ(resolved->failures(), 1);
+  EXPECT_GT(resolved->parameters[0].relativeError, 0.5);
 }
 
 // The whole check on the bigram artifact (vocabulary 16, so that most

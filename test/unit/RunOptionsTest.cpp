@@ -58,6 +58,10 @@ TEST(RunOptionsTest, CheckGradsNeedsNoSteps) {
   EXPECT_EQ(parsed->options.dataPath, "d.txt");
   EXPECT_EQ(parsed->options.steps, 0);
   EXPECT_TRUE(parse({"m.kart", "--check-grads=1"}).ok());
+  EXPECT_EQ(parsed->options.gradStep, 0); // GradientCheckOptions' default
+  auto stepped = parse({"m.kart", "--check-grads", "4", "--grad-step", "0.05"});
+  ASSERT_TRUE(stepped.ok()) << stepped.status().message();
+  EXPECT_EQ(stepped->options.gradStep, 0.05);
 }
 
 // --compile-only needs no --steps; --arch is a comma-separated list.
@@ -109,6 +113,10 @@ TEST(RunOptionsTest, UsageErrors) {
       {{"m.kart", "--check-grads", "0"}, "--check-grads must be >= 1"},
       {{"m.kart", "--check-grads", "many"},
        "--check-grads expects an integer, got 'many'"},
+      {{"m.kart", "--data", "d", "--steps", "1", "--grad-step", "0.1"},
+       "--grad-step applies to --check-grads"},
+      {{"m.kart", "--check-grads", "4", "--grad-step", "0"},
+       "--grad-step must be a finite number in [1e-06, 1], got 0"},
       {{"m.kart", "--check-grads", "4", "--steps", "3"},
        "--steps does not apply to --check-grads"},
       {{"m.kart", "--lr", "0.1", "--check-grads", "4"},
