@@ -198,6 +198,14 @@ const std::vector<Flag> &flags() {
          o.peakTflops = peak;
          return okStatus();
        }},
+      {"--peak-gbps", "X",
+       "peak memory bandwidth of this machine in GB/s, for --profile's roofline\n"
+       "(GPUs are looked up by name)", true,
+       [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(double peak, parseNumber("--peak-gbps", v, 1e-6, 1e9));
+         o.peakGbps = peak;
+         return okStatus();
+       }},
       {"--quiet", nullptr, "print only errors and the final line", false,
        [](RunOptions &o, const std::string &) {
          o.quiet = true;

@@ -54,6 +54,7 @@ struct RunOptions {
   std::string tensorboardDir; // --tensorboard DIR
   int64_t logEvery = 10;     // --log-every (non-TTY progress lines)
   std::optional<double> peakTflops; // --peak-tflops (MFU without a known GPU)
+  std::optional<double> peakGbps;   // --peak-gbps (--profile's roofline)
   bool quiet = false;        // --quiet: only errors and the final line
   bool profile = false;      // --profile: time per schedule entry at the end
   std::string tracePath;     // --trace FILE.json: Chrome trace events

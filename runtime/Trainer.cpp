@@ -199,6 +199,7 @@ private:
   ReportFiles files_;
   std::unique_ptr<ProgressPrinter> progress_;
   std::optional<double> peakFlops_;
+  std::optional<double> peakBandwidth_; // device memory bytes/s, for --profile
   std::vector<int32_t> tokens_, targets_; // one micro-batch, [batch, seq]
   data::TspBatch tspBatch_;               // one micro-batch of --data tsp:...
   std::vector<TensorView> savedBatches_;  // --save-batches
@@ -291,9 +292,10 @@ Status TrainingRun::start() {
                                                        comm_.get()}));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
-  peakFlops_ = resolvePeakFlopsPerSecond(
-      options_.peakTflops,
-      device.empty() ? std::nullopt : std::optional<std::string_view>(device), precision);
+  const std::optional<std::string_view> gpu =
+      device.empty() ? std::nullopt : std::optional<std::string_view>(device);
+  peakFlops_ = resolvePeakFlopsPerSecond(options_.peakTflops, gpu, precision);
+  peakBandwidth_ = resolvePeakMemoryBandwidth(options_.peakGbps, gpu);
   if (!options_.quiet) {
     printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train || data_.tsp)
@@ -552,7 +554,7 @@ StatusOr<TrainSummary> TrainingRun::run() {
       int64_t runsPerStep = program == ProgramKind::kStep ? artifact.gradAccum() : 1;
       if (!timing.seconds.empty())
         std::fputs(formatScheduleProfile(artifact, program, timing, runsPerStep,
-                                         /*top=*/15)
+                                         /*top=*/15, DevicePeaks{peakFlops_, peakBandwidth_})
                        .c_str(),
                    out_);
     }

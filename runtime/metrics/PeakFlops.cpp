@@ -15,6 +15,9 @@
 //    the GeForce RTX 4090: FP32 82.6, TF32 82.6, FP16/BF16 with FP32
 //    accumulate 165.2 dense (GeForce parts run FP32 accumulation at half the
 //    FP16-accumulate rate; training accumulates in FP32).
+// Memory bandwidth, from the same datasheets: A100 40GB 1,555 GB/s, A100
+// SXM 80GB 2,039, A100 PCIe 80GB 1,935; H100 SXM 3.35 TB/s, PCIe 2 TB/s, NVL
+// 3.9 TB/s; H200 SXM and NVL 4.8 TB/s; L4 300 GB/s; RTX 4090 1,008 GB/s.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,24 +33,30 @@ namespace {
 
 constexpr double kTera = 1e12;
 
-const GpuPeakFlops kA100Sxm = {"A100 SXM", 312 * kTera, 312 * kTera,
-                               156 * kTera, 19.5 * kTera};
-const GpuPeakFlops kA100Pcie = {"A100 PCIe", 312 * kTera, 312 * kTera,
-                                156 * kTera, 19.5 * kTera};
+constexpr double kGiga = 1e9;
+
+const GpuPeakFlops kA100Sxm40 = {"A100 SXM 40GB", 312 * kTera, 312 * kTera,
+                                 156 * kTera, 19.5 * kTera, 1555 * kGiga};
+const GpuPeakFlops kA100Sxm80 = {"A100 SXM 80GB", 312 * kTera, 312 * kTera,
+                                 156 * kTera, 19.5 * kTera, 2039 * kGiga};
+const GpuPeakFlops kA100Pcie40 = {"A100 PCIe 40GB", 312 * kTera, 312 * kTera,
+                                  156 * kTera, 19.5 * kTera, 1555 * kGiga};
+const GpuPeakFlops kA100Pcie80 = {"A100 PCIe 80GB", 312 * kTera, 312 * kTera,
+                                  156 * kTera, 19.5 * kTera, 1935 * kGiga};
 const GpuPeakFlops kH100Sxm = {"H100 SXM", 989.5 * kTera, 989.5 * kTera,
-                               494.5 * kTera, 67 * kTera};
+                               494.5 * kTera, 67 * kTera, 3350 * kGiga};
 const GpuPeakFlops kH100Pcie = {"H100 PCIe", 756.5 * kTera, 756.5 * kTera,
-                                378 * kTera, 51 * kTera};
+                                378 * kTera, 51 * kTera, 2000 * kGiga};
 const GpuPeakFlops kH100Nvl = {"H100 NVL", 835.5 * kTera, 835.5 * kTera,
-                               417.5 * kTera, 60 * kTera};
+                               417.5 * kTera, 60 * kTera, 3900 * kGiga};
 const GpuPeakFlops kH200Sxm = {"H200 SXM", 989.5 * kTera, 989.5 * kTera,
-                               494.5 * kTera, 67 * kTera};
+                               494.5 * kTera, 67 * kTera, 4800 * kGiga};
 const GpuPeakFlops kH200Nvl = {"H200 NVL", 835.5 * kTera, 835.5 * kTera,
-                               417.5 * kTera, 60 * kTera};
+                               417.5 * kTera, 60 * kTera, 4800 * kGiga};
 const GpuPeakFlops kL4 = {"L4", 121 * kTera, 121 * kTera, 60 * kTera,
-                          30.3 * kTera};
+                          30.3 * kTera, 300 * kGiga};
 const GpuPeakFlops kRtx4090 = {"RTX 4090", 165.2 * kTera, 165.2 * kTera,
-                               82.6 * kTera, 82.6 * kTera};
+                               82.6 * kTera, 82.6 * kTera, 1008 * kGiga};
 
 // Lower-case words of a device name, split at spaces, '-' and '_':
 // "NVIDIA A100-SXM4-80GB" -> nvidia a100 sxm4 80gb.
@@ -79,8 +88,10 @@ struct NameRule {
 
 const std::vector<NameRule> &nameRules() {
   static const std::vector<NameRule> rules = {
-      {{"a100", "pcie"}, {}, &kA100Pcie},
-      {{"a100"}, {}, &kA100Sxm}, // "A100-SXM4-40GB", "A100-SXM4-80GB"
+      {{"a100", "pcie", "80gb"}, {}, &kA100Pcie80}, // "A100 80GB PCIe"
+      {{"a100", "pcie"}, {}, &kA100Pcie40},         // "A100-PCIE-40GB"
+      {{"a100", "80gb"}, {}, &kA100Sxm80},          // "A100-SXM4-80GB"
+      {{"a100"}, {}, &kA100Sxm40},                  // "A100-SXM4-40GB"
       {{"h100", "pcie"}, {}, &kH100Pcie},
       {{"h100", "nvl"}, {}, &kH100Nvl},
       {{"h100"}, {}, &kH100Sxm}, // "H100 80GB HBM3", "H100 SXM5 80GB"
@@ -153,6 +164,18 @@ resolvePeakFlopsPerSecond(std::optional<double> userPeakTflops,
     return std::nullopt;
   if (const GpuPeakFlops *peak = findGpuPeakFlops(*cudaDeviceName))
     return peak->forPrecision(precision);
+  return std::nullopt;
+}
+
+std::optional<double>
+resolvePeakMemoryBandwidth(std::optional<double> userPeakGbps,
+                           std::optional<std::string_view> cudaDeviceName) {
+  if (userPeakGbps)
+    return *userPeakGbps * kGiga;
+  if (!cudaDeviceName)
+    return std::nullopt;
+  if (const GpuPeakFlops *peak = findGpuPeakFlops(*cudaDeviceName))
+    return peak->memoryBandwidth;
   return std::nullopt;
 }
 

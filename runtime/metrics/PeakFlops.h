@@ -30,13 +30,15 @@ enum class ComputePrecision { kBf16, kFp16, kTf32, kFp32 };
 // "bf16", "fp16", "tf32", "fp32" (also "f32", "f16"); nullopt otherwise.
 std::optional<ComputePrecision> computePrecisionFromName(std::string_view name);
 
-// Dense peak FLOP/s of one GPU model.
+// Dense peak FLOP/s of one GPU model, and its memory bandwidth (the
+// roofline's other roof, for kiln-run --profile).
 struct GpuPeakFlops {
   const char *model; // "H100 SXM"
   double bf16;       // tensor core, FP32 accumulate
   double fp16;       // tensor core, FP32 accumulate
   double tf32;       // tensor core
   double fp32;       // CUDA cores, no tensor cores
+  double memoryBandwidth; // bytes/s of device memory (HBM or GDDR)
   double forPrecision(ComputePrecision precision) const;
 };
 
@@ -52,6 +54,12 @@ std::optional<double>
 resolvePeakFlopsPerSecond(std::optional<double> userPeakTflops,
                           std::optional<std::string_view> cudaDeviceName,
                           ComputePrecision precision);
+
+// Bytes/s of device memory: the user's --peak-gbps when given, else the
+// table's for `cudaDeviceName`, else nullopt (the CPU backend included).
+std::optional<double>
+resolvePeakMemoryBandwidth(std::optional<double> userPeakGbps,
+                           std::optional<std::string_view> cudaDeviceName);
 
 // flopsPerStep / stepSeconds / peak; nullopt when the peak is unknown or a
 // time or peak is not positive.

@@ -15,6 +15,7 @@
 #include "runtime/Artifact.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,22 +30,50 @@ struct ScheduleTiming {
   int64_t runs = 0;
 };
 
-// One schedule entry as the tables (and the trace, Trace.h) name it:
-// "gemm 1024x384x128 x4 (A^T)", "kernel k_1a2b [kiln.gelu]" or
-// "all_reduce mean of 3 buffers over 'data'"; `gemmFlops` gets a GEMM's
-// FLOPs per run (0 otherwise).
-std::string describeScheduleEntry(const schema::Artifact &artifact,
-                                  const schema::Step &step, double *gemmFlops);
+// One schedule entry as the tables (and the trace, Trace.h) name it, with
+// the work of one run for the roofline columns:
+//  - `what`: "gemm 1024x384x128 x4 (A^T)", "kernel k_1a2b [kiln.gelu]" or
+//    "all_reduce mean of 3 buffers over 'data'";
+//  - `flops`: a GEMM's 2·M·N·K·batch; an attention kernel with a cuDNN
+//    descriptor (CUDA): its matmuls, 2·B·H·T·S·(D + Dv) forward and
+//    2·B·H·T·S·(3·D + 2·Dv) backward, times the fraction of (query, key)
+//    pairs a causal mask keeps; 0 for the others (elementwise and row
+//    kernels, whose FLOPs are not what limits them);
+//  - `bytes`: the least device-memory traffic of the run: every buffer it
+//    reads or writes moved once (a kernel's arguments as its source reads
+//    them; a GEMM's A, B, C, with C twice when it accumulates, and its
+//    bias and aux). A kernel that re-reads (attention's K and V per query
+//    tile) moves more, so its bytes/s is a lower bound of what it achieved.
+struct EntryWork {
+  std::string what;
+  double flops = 0;
+  double bytes = 0;
+};
+EntryWork describeScheduleEntry(const Artifact &artifact, const schema::Step &step);
+// The FLOPs of one attention call's matmuls (as EntryWork::flops says).
+double attentionFlops(const schema::CudnnAttention &attention);
+
+// The roofs to place entries under: peak FLOP/s at the step's matmul
+// precision and device-memory bytes/s (PeakFlops.h: a GPU's datasheet, or
+// --peak-tflops / --peak-gbps); either may be unknown.
+struct DevicePeaks {
+  std::optional<double> flopsPerSecond;
+  std::optional<double> bytesPerSecond;
+};
 
 // Formats the `top` most expensive schedule entries of `program` given the
 // seconds per entry over its timed runs (Backend::entryTiming), per
 // training step (the program runs `runsPerStep` times a step: grad_accum K
 // for "step"), then the same time summed per kernel / GEMM shape and per
-// model-file line.
+// model-file line. The entry and line tables give achieved GFLOP/s and GB/s
+// and the roofline position: the share of the roof at the entry's
+// arithmetic intensity (min(peak FLOP/s, FLOP/byte x peak bytes/s)) it
+// reached, and which roof that is ("mem" or "fp").
 std::string formatScheduleProfile(const Artifact &artifact,
                                   ProgramKind program,
                                   const ScheduleTiming &timing,
-                                  int64_t runsPerStep, size_t top);
+                                  int64_t runsPerStep, size_t top,
+                                  const DevicePeaks &peaks = {});
 
 } // namespace kiln::rt
 

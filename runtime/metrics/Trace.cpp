@@ -108,8 +108,7 @@ Status TraceRecorder::write(const std::string &path) const {
     case Kind::kEntry: {
       const schema::Program &program = *artifact_.program(e.program);
       const schema::Step &step = *program.schedule()->Get(static_cast<uint32_t>(e.index));
-      double flops = 0;
-      std::string name = describeScheduleEntry(artifact_.root(), step, &flops);
+      EntryWork work = describeScheduleEntry(artifact_, step);
       const char *category = step.op_as_GemmCall()         ? "gemm"
                              : step.op_as_CollectiveCall() ? "collective"
                                                            : "kernel";
@@ -119,9 +118,10 @@ Status TraceRecorder::write(const std::string &path) const {
                          ",\"entry\":" + std::to_string(e.index);
       if (step.location() && step.location()->size() > 0)
         args += ",\"line\":" + jsonString(step.location()->str());
-      if (flops > 0)
-        args += ",\"flops\":" + std::to_string(static_cast<int64_t>(flops));
-      out += slice(name, category, track, e.start, e.end, args);
+      if (work.flops > 0)
+        args += ",\"flops\":" + std::to_string(static_cast<int64_t>(work.flops));
+      args += ",\"bytes\":" + std::to_string(static_cast<int64_t>(work.bytes));
+      out += slice(work.what, category, track, e.start, e.end, args);
       break;
     }
     }

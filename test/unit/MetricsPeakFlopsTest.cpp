@@ -18,10 +18,10 @@ std::string modelOf(const char *cudaName) {
 
 // Device names as cudaGetDeviceProperties / nvidia-smi report them.
 TEST(PeakFlopsTest, LooksUpRealDeviceNames) {
-  EXPECT_EQ(modelOf("NVIDIA A100-SXM4-40GB"), "A100 SXM");
-  EXPECT_EQ(modelOf("NVIDIA A100-SXM4-80GB"), "A100 SXM");
-  EXPECT_EQ(modelOf("NVIDIA A100-PCIE-40GB"), "A100 PCIe");
-  EXPECT_EQ(modelOf("NVIDIA A100 80GB PCIe"), "A100 PCIe");
+  EXPECT_EQ(modelOf("NVIDIA A100-SXM4-40GB"), "A100 SXM 40GB");
+  EXPECT_EQ(modelOf("NVIDIA A100-SXM4-80GB"), "A100 SXM 80GB");
+  EXPECT_EQ(modelOf("NVIDIA A100-PCIE-40GB"), "A100 PCIe 40GB");
+  EXPECT_EQ(modelOf("NVIDIA A100 80GB PCIe"), "A100 PCIe 80GB");
   EXPECT_EQ(modelOf("NVIDIA H100 80GB HBM3"), "H100 SXM");
   EXPECT_EQ(modelOf("NVIDIA H100 PCIe"), "H100 PCIe");
   EXPECT_EQ(modelOf("NVIDIA H100 NVL"), "H100 NVL");
@@ -61,6 +61,19 @@ TEST(PeakFlopsTest, DatasheetValuesPerPrecision) {
     EXPECT_GE(p->tf32, p->fp32) << name;
     EXPECT_GT(p->fp32, 1e13) << name;
   }
+}
+
+TEST(PeakFlopsTest, MemoryBandwidthFromDatasheetsOrTheUser) {
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA H100 80GB HBM3"), 3350e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA H200"), 4800e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA A100-SXM4-80GB"), 2039e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA A100-SXM4-40GB"), 1555e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA A100 80GB PCIe"), 1935e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(std::nullopt, "NVIDIA L4"), 300e9);
+  EXPECT_EQ(resolvePeakMemoryBandwidth(40.0, "NVIDIA H100 80GB HBM3"), 40e9); // --peak-gbps wins
+  EXPECT_EQ(resolvePeakMemoryBandwidth(25.0, std::nullopt), 25e9);           // a CPU's
+  EXPECT_FALSE(resolvePeakMemoryBandwidth(std::nullopt, std::nullopt));
+  EXPECT_FALSE(resolvePeakMemoryBandwidth(std::nullopt, "Some Future GPU"));
 }
 
 TEST(PeakFlopsTest, PrecisionNames) {

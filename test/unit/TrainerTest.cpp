@@ -148,7 +148,10 @@ TEST_F(TrainerTest, ToolProfileAttributesTimeToModelLines) {
   // The time per model line: every entry of "step" comes from line 2 here
   // (all 4 of them, so all of the step's time), "update"'s one from line 9.
   EXPECT_THAT(out, HasSubstr("entries  model line"));
-  EXPECT_THAT(out, testing::ContainsRegex("100.0% +[0-9.]+ +[0-9.]+ +4  test.kiln:2:3\n"));
+  // Columns: time%, ms/step, GFLOP/s, GB/s, roofline ("-": no peaks known
+  // on the CPU without --peak-tflops / --peak-gbps), entries, line.
+  EXPECT_THAT(out, testing::ContainsRegex("100.0% +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +4  test.kiln:2:3\n"));
+  EXPECT_THAT(out, HasSubstr("no peaks known for the roofline (--peak-tflops, --peak-gbps)"));
   EXPECT_THAT(out, testing::ContainsRegex(" 1  bigram.kiln:9:1\n"));
 }
 
@@ -168,6 +171,53 @@ TEST(ScheduleProfileTest, PerStepTimesCountOnlyTimedRuns) {
                                           /*runsPerStep=*/2, /*top=*/1);
   EXPECT_THAT(out, HasSubstr("profile of program 'step': 1.5 timed steps, 2.00 ms/step"));
   EXPECT_THAT(out, testing::ContainsRegex("100.0% +2.000 "));
+}
+
+// The roofline columns of the logits GEMM of bigram(2, 4, 16): 4 x 16 x 16
+// batched twice is 4,096 FLOPs, and it moves x (8 x 16 f32, 512 bytes), W
+// (16 x 16, 1,024) and the logits (512): 2,048 bytes, 2 FLOP/byte. At 1 us
+// a run that is 4.096 GFLOP/s and 2.048 GB/s. Under 100 GFLOP/s and 10 GB/s
+// the ridge is at 10 FLOP/byte: memory-bound, 20% of 10 GB/s. Under
+// 1,000 GB/s the ridge is at 0.1: compute-bound, 4% of 100 GFLOP/s.
+TEST(ScheduleProfileTest, RooflineOfAGemm) {
+  auto artifact = Artifact::loadBytes(serializeArtifact(bigramArtifact(2, 4, 16)),
+                                      "bigram.kart");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  const schema::Step &gemm = *(*artifact)->program(ProgramKind::kStep)->schedule()->Get(1);
+  EntryWork work = describeScheduleEntry(**artifact, gemm);
+  EXPECT_EQ(work.what, "gemm 4x16x16 x2");
+  EXPECT_EQ(work.flops, 4096);
+  EXPECT_EQ(work.bytes, 2048);
+  size_t entries = (*artifact)->program(ProgramKind::kStep)->schedule()->size();
+  ScheduleTiming timing;
+  timing.seconds.assign(entries, 0.0);
+  timing.seconds[1] = 1e-6;
+  timing.runs = 1;
+  std::string memoryBound = formatScheduleProfile(**artifact, ProgramKind::kStep, timing, 1, 1,
+                                                  DevicePeaks{100e9, 10e9});
+  EXPECT_THAT(memoryBound, HasSubstr("roofline under 0.1 TFLOP/s and 10 GB/s"));
+  EXPECT_THAT(memoryBound, HasSubstr("    4.10     2.05   20% mem      1  gemm 4x16x16 x2"));
+  std::string computeBound = formatScheduleProfile(**artifact, ProgramKind::kStep, timing, 1, 1,
+                                                   DevicePeaks{100e9, 1000e9});
+  EXPECT_THAT(computeBound, HasSubstr("    4.10     2.05    4% fp       1  gemm 4x16x16 x2"));
+  // Only a FLOP peak: the share of it.
+  std::string flopsOnly = formatScheduleProfile(**artifact, ProgramKind::kStep, timing, 1, 1,
+                                                DevicePeaks{100e9, std::nullopt});
+  EXPECT_THAT(flopsOnly, HasSubstr("    4.10     2.05    4% fp       1  gemm 4x16x16 x2"));
+}
+
+// Attention's FLOPs from its cuDNN descriptor: causal [T = S = 4] keeps
+// 4 + 3 + 2 + 1 = 10 of 16 (query, key) pairs.
+TEST(ScheduleProfileTest, AttentionFlopsCountKeptPairs) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto forward = schema::CreateCudnnAttention(fbb, /*backward=*/false, /*batch=*/2, /*heads=*/3,
+                                              /*kv_heads=*/3, /*q_len=*/4, /*kv_len=*/4,
+                                              /*head_dim=*/8, /*value_dim=*/8, 1.0f,
+                                              /*causal=*/true);
+  fbb.Finish(forward);
+  const auto *a = flatbuffers::GetRoot<schema::CudnnAttention>(fbb.GetBufferPointer());
+  // 2 B H pairs (D + Dv) = 2 * 2 * 3 * 10 * 16.
+  EXPECT_EQ(attentionFlops(*a), 1920);
 }
 
 TEST_F(TrainerTest, ToolUserErrorsExitOne) {

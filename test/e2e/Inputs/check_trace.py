@@ -104,7 +104,9 @@ def main():
                  % (timed, len(untimed), steps))
         table = section.split("model line\n")[1]
         for row in table.splitlines():
-            m = re.fullmatch(r"\s*[\d.]+% +([\d.]+) +(?:-|[\d.]+) +\d+ +(\S+)", row)
+            # time%, ms/step, GFLOP/s, GB/s, roofline ("-" or "20% mem"), entries, line
+            m = re.fullmatch(r"\s*[\d.]+% +([\d.]+) +(?:-|[\d.]+) +(?:-|[\d.]+) +"
+                             r"(?:-|\d+% \w+) +\d+ +(\S+)", row)
             if not m:
                 break
             ms, line = float(m.group(1)), m.group(2)
