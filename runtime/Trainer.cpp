@@ -40,6 +40,7 @@
 #include "runtime/TrainingSession.h"
 #include "runtime/comm/LaunchEnv.h"
 #include "runtime/data/PrefetchingLoader.h"
+#include "runtime/metrics/Nvtx.h"
 #include "runtime/metrics/PeakFlops.h"
 #include "runtime/metrics/PeakMemory.h"
 #include "runtime/metrics/ProgressPrinter.h"
@@ -472,7 +473,10 @@ StatusOr<TrainSummary> TrainingRun::run() {
     bool traced = trace_ && step >= options_.traceFirst && step <= options_.traceLast;
     if (traced)
       trace_->beginStep(step);
-    KILN_RETURN_IF_ERROR(runStep(step));
+    {
+      nvtx::ScopedRange range("training step " + std::to_string(step));
+      KILN_RETURN_IF_ERROR(runStep(step));
+    }
     if (traced)
       trace_->endStep(session_->backend().devicePeakBytes().value_or(peakResidentBytes()));
     bool skipped = session_->stepWasSkipped();

@@ -31,6 +31,9 @@ config.substitutions.append(("%kiln-run", os.path.join(config.kiln_tools_dir, "k
 config.substitutions.append(("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                              "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 mpirun"))
 config.substitutions.append(("%models", os.path.join(config.kiln_src_root, "models")))
+# An NVTX tool that logs kiln-run's ranges (test/unit/nvtx_recorder.cpp).
+config.substitutions.append(("%nvtx-recorder",
+                             os.path.join(config.kiln_obj_root, "lib", "libkiln_nvtx_recorder.so")))
 config.substitutions.append(("%src", config.kiln_src_root))
 # Debian's python3-torch lives under the system interpreter, not a pyenv one.
 config.substitutions.append(("%torch-python", "/usr/bin/python3"))

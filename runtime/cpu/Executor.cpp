@@ -2,6 +2,8 @@
 
 #include "runtime/cpu/Executor.h"
 
+#include "runtime/metrics/Nvtx.h"
+
 #include <cblas.h>
 #include <algorithm>
 #include <chrono>
@@ -161,6 +163,9 @@ Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
     if (!program)
       continue;
     executor->programs_[kind].present = true;
+    executor->programs_[kind].name = program->name()->str();
+    executor->programs_[kind].rangeNames =
+        nvtx::entryRangeNames(artifact, static_cast<ProgramKind>(kind));
     for (const schema::Step *step : *program->schedule()) {
       if (step->op_as_CollectiveCall() &&
           (!communicator || communicator->size() != artifact.ranks()))
@@ -184,10 +189,13 @@ Status Executor::run(ProgramKind kind) {
                               kind == ProgramKind::kEval ? "eval" : "step",
                               "' program");
   ++program.runs;
+  nvtx::ScopedRange range(program.name);
   TraceRecorder *trace = trace_ && trace_->active() ? trace_ : nullptr;
   if (!profiling_ && !trace) {
-    for (const Call &c : program.calls)
-      KILN_RETURN_IF_ERROR(call(c));
+    for (size_t i = 0; i < program.calls.size(); ++i) {
+      nvtx::ScopedRange entry(program.rangeNames[i]);
+      KILN_RETURN_IF_ERROR(call(program.calls[i]));
+    }
     return okStatus();
   }
   if (profiling_) {
@@ -205,7 +213,10 @@ Status Executor::run(ProgramKind kind) {
   double runStart = clock();
   for (size_t i = 0; i < program.calls.size(); ++i) {
     double start = clock();
-    KILN_RETURN_IF_ERROR(call(program.calls[i]));
+    {
+      nvtx::ScopedRange entry(program.rangeNames[i]);
+      KILN_RETURN_IF_ERROR(call(program.calls[i]));
+    }
     double end = clock();
     if (profiling_)
       program.timing.seconds[i] += end - start;

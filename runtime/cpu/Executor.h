@@ -98,7 +98,9 @@ private:
 
   struct Program {
     bool present = false;
+    std::string name;                    // "step", "update", "eval"
     std::vector<Call> calls;
+    std::vector<std::string> rangeNames; // per call, its NVTX range (metrics/Nvtx.h)
     ScheduleTiming timing; // per call, when profiled
     int64_t runs = 0;
   };

@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaBackendImpl.h"
 
 #include "runtime/cuda/CudnnEmptyKeys.h"
+#include "runtime/metrics/Nvtx.h"
 #include "runtime/cuda/JitCache.h"
 
 #include <algorithm>
@@ -299,6 +300,7 @@ Status CudaBackend::Impl::decideAttention(ProgramKind kind) {
     }
     // The chosen one writes the outputs the rest of the program reads.
     double start = traced ? traced->now() : 0;
+    nvtx::ScopedRange range(program.rangeNames[i]);
     KILN_RETURN_IF_ERROR(launch(call));
     KILN_RETURN_IF_ERROR(sync(call.where));
     if (traced)

@@ -1,6 +1,7 @@
 //===- CudaBackend.cpp - The Backend on one NVIDIA GPU --------------------===//
 
 #include "runtime/cuda/CudaBackendImpl.h"
+#include "runtime/metrics/Nvtx.h"
 
 #include "runtime/cuda/GemmEpilogueFallback.h"
 #include "runtime/cuda/JitCache.h"
@@ -226,6 +227,7 @@ Status CudaBackend::Impl::resolvePrograms() {
       continue;
     dp.present = true;
     dp.calls.resize(program->schedule()->size());
+    dp.rangeNames = nvtx::entryRangeNames(artifact, static_cast<ProgramKind>(kind));
     for (uint32_t i = 0; i < program->schedule()->size(); ++i) {
       const schema::Step &step = *program->schedule()->Get(i);
       DeviceCall &call = dp.calls[i];
@@ -501,6 +503,7 @@ Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
   double hostStart = traced ? traced->now() : 0;
   KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[0], stream), "cuEventRecord"));
   for (size_t i = 0; i < program.calls.size(); ++i) {
+    nvtx::ScopedRange range(program.rangeNames[i]);
     KILN_RETURN_IF_ERROR(launch(program.calls[i]));
     KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(events[i + 1], stream), "cuEventRecord",
                                  " after " + program.calls[i].where));
@@ -532,7 +535,9 @@ Status CudaBackend::Impl::runProfiled(ProgramKind kind) {
 }
 
 Status CudaBackend::Impl::runEagerly(const DeviceProgram &program) {
-  for (const DeviceCall &call : program.calls) {
+  for (size_t i = 0; i < program.calls.size(); ++i) {
+    const DeviceCall &call = program.calls[i];
+    nvtx::ScopedRange range(program.rangeNames[i]);
     KILN_RETURN_IF_ERROR(launch(call));
     KILN_RETURN_IF_ERROR(driver->check(driver->cuStreamSynchronize(stream),
                                        "cuStreamSynchronize", " after " + call.where));
@@ -599,6 +604,7 @@ Status CudaBackend::run(ProgramKind kind) {
   const DeviceProgram &program = m.programs[static_cast<int>(kind)];
   if (!program.present)
     return failedPrecondition("the artifact has no '", program.name, "' program");
+  nvtx::ScopedRange range(program.name);
   if (program.undecided) {
     KILN_RETURN_IF_ERROR(m.decideAttention(kind));
   } else if (m.timed()) {
@@ -651,6 +657,7 @@ Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
   for (const std::vector<BufferWrite> &batch : plan.microBatches)
     stage(batch);
   stage(plan.updateWrites);
+  nvtx::ScopedRange range("step and update (one CUDA graph)");
   KILN_RETURN_IF_ERROR(m.driver->check(m.driver->cuGraphLaunch(m.stepGraph.exec, m.stream),
                                        "cuGraphLaunch", " for the training step"));
   KILN_RETURN_IF_ERROR(m.driver->check(

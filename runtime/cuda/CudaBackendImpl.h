@@ -84,6 +84,7 @@ struct DeviceProgram {
   bool present = false;
   const char *name = "";
   std::vector<DeviceCall> calls;
+  std::vector<std::string> rangeNames; // per call, its NVTX range (metrics/Nvtx.h)
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   bool undecided = false; // a call is undecided: capture after the first run
