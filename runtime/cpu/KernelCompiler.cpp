@@ -163,12 +163,13 @@ std::string KernelCompiler::translationUnit(const schema::Artifact &artifact,
 }
 
 std::vector<std::string> KernelCompiler::translationUnitParts(const schema::Artifact &artifact,
-                                                              size_t parts) {
+                                                              size_t parts,
+                                                              bool withLocations) {
   uint32_t count = artifact.kernels() ? artifact.kernels()->size() : 0;
   std::vector<std::string> kernels;
   size_t total = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    kernels.push_back(kernelText(artifact, i, /*withLocations=*/true));
+    kernels.push_back(kernelText(artifact, i, withLocations));
     total += kernels.back().size();
   }
   parts = std::max<size_t>(1, std::min<size_t>(parts, count));

@@ -85,10 +85,12 @@ public:
                                      bool withLocations = false);
   // The same kernels in `parts` units of about equal source size, each with
   // the prelude (contiguous runs of kernels, in order; fewer units when
-  // there are fewer kernels), with locations: what a cold load compiles side
-  // by side, one compiler per core, then links into one library.
+  // there are fewer kernels): what a cold load compiles side by side, one
+  // compiler per core (here then linked into one library; NVRTC's parts
+  // are loaded as modules of their own, runtime/cuda/JitCache.h).
   static std::vector<std::string> translationUnitParts(const schema::Artifact &artifact,
-                                                       size_t parts);
+                                                       size_t parts,
+                                                       bool withLocations = true);
 
 private:
   StatusOr<std::string> compilerIdentity();

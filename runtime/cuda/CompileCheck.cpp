@@ -40,16 +40,16 @@ StatusOr<CompileCheckReport> runCompileCheck(const RunOptions &options,
                nvrtc->libraryPath().c_str(), JitCache::cudaCacheDir().c_str());
   CompileCheckReport report;
   for (const std::string &arch : archs) {
-    KILN_ASSIGN_OR_RETURN(JitModule first, cache.compileArtifact(*artifact, arch));
-    KILN_ASSIGN_OR_RETURN(JitModule warm, cache.compileArtifact(*artifact, arch));
-    std::fprintf(out, "%s: %zu kernels, cold %.3f s (%s), warm %.3f s (%s), "
+    KILN_ASSIGN_OR_RETURN(JitArtifact first, cache.compileArtifact(*artifact, arch));
+    KILN_ASSIGN_OR_RETURN(JitArtifact warm, cache.compileArtifact(*artifact, arch));
+    std::fprintf(out, "%s: %zu kernels in %zu parts, cold %.3f s (%s), warm %.3f s (%s), "
                  "CUBIN %zu bytes\n", arch.c_str(), size_t(root.kernels()->size()),
-                 first.seconds, first.cacheHit ? "already cached" : "compiled",
-                 warm.seconds, warm.cacheHit ? "cache hit" : "MISSED the cache",
-                 first.cubin.size());
+                 first.parts.size(), first.seconds,
+                 first.cacheHit ? "already cached" : "compiled", warm.seconds,
+                 warm.cacheHit ? "cache hit" : "MISSED the cache", first.cubinBytes());
     if (!warm.cacheHit)
       report.problems.push_back(arch + ": the second lookup missed the cache (" +
-                                warm.cachePath + ")");
+                                warm.cachePaths() + ")");
     for (const schema::Kernel *kernel : *root.kernels()) {
       std::string entry = kernel->entry()->str();
       std::string location =

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <unistd.h>
 
 namespace kiln::rt::cuda {
 namespace {
@@ -69,7 +70,7 @@ CudaBackend::Impl::~Impl() {
     driver->cuMemFree(p);
   if (cudnnWorkspace)
     driver->cuMemFree(cudnnWorkspace);
-  if (module)
+  for (CUmodule module : modules)
     driver->cuModuleUnload(module);
   if (emptyKeysModule)
     driver->cuModuleUnload(emptyKeysModule);
@@ -153,16 +154,24 @@ Status CudaBackend::Impl::loadKernels() {
   auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
   JitCache cache(*nvrtc, JitCache::cudaCacheDir());
-  KILN_ASSIGN_OR_RETURN(JitModule jit, cache.compileArtifact(artifact, arch));
-  KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&module, jit.cubin.data()),
-                               "cuModuleLoadData", " (" + jit.cachePath + ")"));
   load.kernels = artifact.root().kernels() ? artifact.root().kernels()->size() : 0;
+  StatusOr<JitArtifact> cached = cache.compileArtifact(
+      artifact, arch, JitCache::kArtifactParts, ::isatty(STDERR_FILENO) ? stderr : nullptr);
+  KILN_ASSIGN_OR_RETURN(JitArtifact jit, std::move(cached));
+  for (const JitModule &part : jit.parts) {
+    CUmodule module = nullptr;
+    KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&module, part.cubin.data()),
+                                 "cuModuleLoadData", " (" + part.cachePath + ")"));
+    modules.push_back(module);
+  }
   load.cacheHit = jit.cacheHit;
   load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                      .count();
-  load.path = jit.cachePath;
+  load.path = jit.cachePaths();
   load.detail = arch + " on " + deviceName + ", NVRTC " + nvrtc->version() +
-                (jit.cacheHit ? "" : detail::concat(", compile ", jit.seconds, " s"));
+                (jit.cacheHit ? ""
+                              : detail::concat(", compile ", jit.seconds, " s in ",
+                                               jit.parts.size(), " parallel parts"));
   return okStatus();
 }
 
@@ -185,9 +194,15 @@ Status CudaBackend::Impl::resolvePrograms() {
       "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
   for (size_t k = 0; k < functions.size(); ++k) {
     const schema::Kernel &kernel = *root.kernels()->Get(k);
+    // The kernel is in one part's module: the first that has the entry.
+    CUresult found = CUDA_ERROR_NOT_FOUND;
+    for (CUmodule module : modules) {
+      found = d.cuModuleGetFunction(&functions[k], module, kernel.entry()->c_str());
+      if (found != CUDA_ERROR_NOT_FOUND)
+        break;
+    }
     KILN_RETURN_IF_ERROR(d.check(
-        d.cuModuleGetFunction(&functions[k], module, kernel.entry()->c_str()),
-        "cuModuleGetFunction",
+        found, "cuModuleGetFunction",
         detail::concat(" for '", kernel.entry()->str(), "' at ",
                        kernel.location() ? kernel.location()->str() : "?")));
     int staticShared = 0;

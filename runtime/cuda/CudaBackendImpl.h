@@ -116,7 +116,7 @@ struct CudaBackend::Impl {
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
-  CUmodule module = nullptr;
+  std::vector<CUmodule> modules; // one per part of the JIT compile (JitCache.h)
   CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
   CUmodule epilogueModule = nullptr;  // GemmEpilogueFallback.h, on demand
   std::string arch;                   // NVRTC's target for this device

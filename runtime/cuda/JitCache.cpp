@@ -6,11 +6,13 @@
 #include "runtime/Hash.h"
 #include "runtime/cpu/KernelCompiler.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 namespace kiln::rt::cuda {
 namespace {
@@ -165,15 +167,79 @@ std::string JitCache::translationUnit(const schema::Artifact &artifact) {
   return cpu::KernelCompiler::translationUnit(artifact);
 }
 
-StatusOr<JitModule> JitCache::compileArtifact(const Artifact &artifact,
-                                              const std::string &arch) const {
-  std::string model =
-      artifact.root().model() ? artifact.root().model()->str() : "kernels";
-  StatusOr<JitModule> module =
-      compile(translationUnit(artifact.root()), model + ".cu", arch);
-  if (!module.ok())
-    return module.status().withPrefix(artifact.name() + ": ");
-  return module;
+StatusOr<JitArtifact> JitCache::compileArtifact(const Artifact &artifact,
+                                                const std::string &arch, size_t parts,
+                                                FILE *progress) const {
+  auto start = std::chrono::steady_clock::now();
+  std::string model = artifact.root().model() ? artifact.root().model()->str() : "kernels";
+  std::vector<std::string> units =
+      cpu::KernelCompiler::translationUnitParts(artifact.root(), parts, /*withLocations=*/false);
+  if (progress) {
+    size_t cold = 0;
+    for (const std::string &unit : units)
+      cold += fileExists(entryPath(unit, arch)) ? 0 : 1;
+    if (cold > 0)
+      std::fprintf(progress, "kiln-run: compiling %u kernels with NVRTC %s for %s in %zu "
+                             "parallel parts (a cold cache; later runs load them from %s)\n",
+                   artifact.root().kernels() ? artifact.root().kernels()->size() : 0u,
+                   nvrtc_.version().c_str(), arch.c_str(), units.size(), cacheDir_.c_str());
+  }
+  std::vector<StatusOr<JitModule>> compiled(units.size(), unavailable("not compiled"));
+  // Workers take the next part until none is left: as many as cores, NVRTC
+  // being thread-safe for distinct programs.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < units.size(); i = next++)
+      compiled[i] = compile(units[i],
+                            units.size() == 1 ? model + ".cu"
+                                              : detail::concat(model, ".part", i, ".cu"),
+                            arch);
+  };
+  size_t threads = std::min<size_t>(units.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error &) {
+      break; // no more threads to be had: the others and this one share the parts
+    }
+  }
+  work();
+  for (std::thread &worker : workers)
+    worker.join();
+  JitArtifact result;
+  result.arch = arch;
+  result.cacheHit = true;
+  for (StatusOr<JitModule> &part : compiled) {
+    if (!part.ok())
+      return part.status().withPrefix(artifact.name() + ": ");
+    result.cacheHit = result.cacheHit && part->cacheHit;
+    result.parts.push_back(std::move(*part));
+  }
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+size_t JitArtifact::cubinBytes() const {
+  size_t bytes = 0;
+  for (const JitModule &part : parts)
+    bytes += part.cubin.size();
+  return bytes;
+}
+
+const KernelResources *JitArtifact::resources(const std::string &entry) const {
+  for (const JitModule &part : parts)
+    if (const KernelResources *r = part.resources(entry))
+      return r;
+  return nullptr;
+}
+
+std::string JitArtifact::cachePaths() const {
+  if (parts.empty())
+    return "";
+  return parts.size() == 1 ? parts[0].cachePath
+                           : detail::concat(parts[0].cachePath, " and ", parts.size() - 1,
+                                            " more");
 }
 
 } // namespace kiln::rt::cuda

@@ -1,9 +1,12 @@
 //===- JitCache.h - NVRTC compiles of an artifact, cached on disk ---------===//
 //
-// The prelude and every kernel of a CUDA artifact are compiled as ONE
-// translation unit per architecture (NVRTC's start-up and header parsing
-// dominate small kernels, so one program is far faster than one per kernel)
-// into one CUBIN, loaded later as one CUmodule.
+// The prelude and the kernels of a CUDA artifact are compiled per
+// architecture in at most kArtifactParts translation units of about equal
+// source size (NVRTC's start-up and header parsing dominate small kernels,
+// so a few programs are far faster than one per kernel), side by side on
+// as many threads as there are cores, each into a CUBIN of its own, loaded
+// later as a CUmodule of its own. The split depends on the artifact only,
+// so every machine looks up the same cache entries.
 //
 // Cache: $KILN_CACHE_DIR (default ~/.cache/kiln) / cuda / <key>.cubin, with
 // key = FNV-1a 64 over the source, the architecture, the NVRTC version and
@@ -25,6 +28,7 @@
 #include "runtime/cuda/Nvrtc.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,19 @@ struct JitModule {
 
   // The resources of `entry`, or null when ptxas did not report it.
   const KernelResources *resources(const std::string &entry) const;
+};
+
+// An artifact's kernels for one architecture: its parts' modules.
+struct JitArtifact {
+  std::string arch;
+  std::vector<JitModule> parts;
+  bool cacheHit = false; // every part read from the cache
+  double seconds = 0;    // wall time of all lookups (+ compiles)
+  size_t cubinBytes() const;
+  // The resources of `entry` from the report of the part that has it.
+  const KernelResources *resources(const std::string &entry) const;
+  // "<cacheDir>/<key>.cubin" of the first part, "and N more".
+  std::string cachePaths() const;
 };
 
 class JitCache {
@@ -67,9 +84,16 @@ public:
 
   // The translation unit of `artifact` (prelude, then every kernel).
   static std::string translationUnit(const schema::Artifact &artifact);
-  // compile() of the artifact's translation unit; errors name the artifact.
-  StatusOr<JitModule> compileArtifact(const Artifact &artifact,
-                                      const std::string &arch) const;
+  // Parts an artifact's kernels are compiled in (fewer with fewer kernels).
+  static constexpr size_t kArtifactParts = 8;
+  // compile() of each of the artifact's `parts` translation units (without
+  // model-file locations: the cache key survives an edit that only moves
+  // model lines), in parallel; errors name the artifact and the part. With
+  // `progress`, a cold compile (a part not in the cache) says so there
+  // first, as the CPU backend does: it takes seconds.
+  StatusOr<JitArtifact> compileArtifact(const Artifact &artifact, const std::string &arch,
+                                        size_t parts = kArtifactParts,
+                                        FILE *progress = nullptr) const;
 
 private:
   const Nvrtc &nvrtc_;

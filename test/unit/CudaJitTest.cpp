@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Artifact.h"
 #include "runtime/FileIO.h"
 #include "runtime/cuda/DynamicLibrary.h"
 #include "runtime/cuda/GemmEpilogueFallback.h"
@@ -391,8 +392,8 @@ TEST_F(CudaJitTest, CompileOnlyReportsEveryKernelForEveryArch) {
   int code = runCompileOnly(dir_, cudaArtifact(doublingKernel("twice"), {"twice"}),
                             "", &output);
   EXPECT_EQ(code, 0) << output;
-  EXPECT_THAT(output, HasSubstr("sm_80: 1 kernels, cold"));
-  EXPECT_THAT(output, HasSubstr("sm_90a: 1 kernels, cold"));
+  EXPECT_THAT(output, HasSubstr("sm_80: 1 kernels in 1 parts, cold"));
+  EXPECT_THAT(output, HasSubstr("sm_90a: 1 kernels in 1 parts, cold"));
   EXPECT_THAT(output, HasSubstr("(compiled), warm"));
   EXPECT_THAT(output, HasSubstr("(cache hit)"));
   EXPECT_THAT(output, HasSubstr("registers"));
@@ -403,6 +404,63 @@ TEST_F(CudaJitTest, CompileOnlyReportsEveryKernelForEveryArch) {
   EXPECT_EQ(code, 0) << output;
   EXPECT_THAT(output, HasSubstr("sm_86: 1 kernels"));
   EXPECT_THAT(output, Not(HasSubstr("sm_90a")));
+}
+
+// An artifact's kernels compile in parts side by side, each its own CUBIN
+// and cache entry: every entry is in exactly one part, with its ptxas
+// report; a warm load hits every part; an edit of one kernel recompiles
+// only its part.
+TEST_F(CudaJitTest, ArtifactCompilesInPartsCachedEachOnItsOwn) {
+  auto artifactWith = [&](const std::vector<std::string> &names) {
+    test::ArtifactSpec spec = cudaArtifact("", {});
+    for (size_t i = 0; i < names.size(); ++i) {
+      test::KernelSpec kernel{names[i], doublingKernel(names[i], 2.0f + i),
+                              "model.kiln:" + std::to_string(i + 3) + ":5", "kiln.mul"};
+      kernel.launch = schema::KernelLaunch(4, 256, 0);
+      spec.kernels.push_back(kernel);
+      test::StepSpec step;
+      step.kernel = static_cast<uint32_t>(i);
+      step.buffers = {1};
+      spec.schedule.push_back(step);
+    }
+    auto artifact = Artifact::loadBytes(test::serializeArtifact(spec), "model.kart");
+    EXPECT_TRUE(artifact.ok()) << artifact.status().message();
+    return std::move(*artifact);
+  };
+  JitCache cache(*nvrtc_, dir_);
+  std::unique_ptr<Artifact> four = artifactWith({"k0", "k1", "k2", "k3"});
+  auto cold = cache.compileArtifact(*four, "sm_90a", /*parts=*/3);
+  ASSERT_TRUE(cold.ok()) << cold.status().message();
+  ASSERT_EQ(cold->parts.size(), 3u);
+  EXPECT_FALSE(cold->cacheHit);
+  for (const char *entry : {"k0", "k1", "k2", "k3"}) {
+    int in = 0;
+    for (const JitModule &part : cold->parts) {
+      expectCubin(part.cubin);
+      in += part.resources(entry) ? 1 : 0;
+    }
+    EXPECT_EQ(in, 1) << entry;
+    EXPECT_NE(cold->resources(entry), nullptr) << entry;
+  }
+  auto warm = cache.compileArtifact(*four, "sm_90a", 3);
+  ASSERT_TRUE(warm.ok());
+  EXPECT_TRUE(warm->cacheHit);
+  EXPECT_EQ(warm->cubinBytes(), cold->cubinBytes());
+  // k3 renamed: the last part changes, the others are cache hits.
+  std::unique_ptr<Artifact> edited = artifactWith({"k0", "k1", "k2", "k3b"});
+  auto again = cache.compileArtifact(*edited, "sm_90a", 3);
+  ASSERT_TRUE(again.ok());
+  int compiled = 0;
+  for (const JitModule &part : again->parts)
+    compiled += part.cacheHit ? 0 : 1;
+  EXPECT_EQ(compiled, 1);
+  EXPECT_NE(again->resources("k3b"), nullptr);
+  // One part: the whole unit, as one module.
+  auto whole = cache.compileArtifact(*four, "sm_90a", 1);
+  ASSERT_TRUE(whole.ok());
+  ASSERT_EQ(whole->parts.size(), 1u);
+  for (const char *entry : {"k0", "k1", "k2", "k3"})
+    EXPECT_NE(whole->parts[0].resources(entry), nullptr) << entry;
 }
 
 TEST_F(CudaJitTest, CompileOnlyFailsOnSpills) {

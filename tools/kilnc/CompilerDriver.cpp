@@ -198,7 +198,8 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
     return failure();
   std::string how;
   if (cuda) {
-    how = "# kiln-run compiles all kernels in one unit after the prelude with NVRTC, per arch:\n";
+    how = "# kiln-run compiles the kernels after the prelude in up to 8 parts side by side (one module\n"
+          "# each) with NVRTC, per arch:\n";
     for (const std::string &arch : codegen.cudaArchs)
       how += "#   " + llvm::join(::kiln::rt::cuda::Nvrtc::options(arch), " ") + "\n";
     how += "# One dumped kernel (it includes " + prelude + ") with nvcc, for cuobjdump or Nsight Compute:\n";
@@ -207,7 +208,8 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
              ".cubin\n";
   } else {
     ::kiln::rt::cpu::KernelCompilerOptions host = ::kiln::rt::cpu::KernelCompilerOptions::fromEnvironment();
-    how = "# kiln-run compiles all kernels in one unit after the prelude with ($CXX, default c++):\n";
+    how = "# kiln-run compiles the kernels after the prelude in up to 8 parts side by side (one compiler\n"
+          "# per core), then links them, with ($CXX, default c++):\n";
     how += "#   " + host.compiler + " " + llvm::join(host.flags, " ") + " UNIT.cpp -o UNIT.so\n";
     how += "# One dumped kernel (it includes " + prelude + "), e.g. to read its assembly:\n";
     how += host.compiler + " " + llvm::join(host.flags, " ") + " KERNEL.cpp -o KERNEL.so\n";
