@@ -2,6 +2,8 @@
 
 #include "runtime/Backend.h"
 
+#include "runtime/metrics/Trace.h"
+
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/CudaBackend.h"
 
@@ -10,10 +12,14 @@
 namespace kiln::rt {
 
 Status Backend::runTrainingStep(const TrainingStepPlan &plan) {
+  TraceRecorder *traced = trace_ && trace_->active() ? trace_ : nullptr;
   auto write = [&](const std::vector<BufferWrite> &writes) -> Status {
     for (const BufferWrite &w : writes) {
+      double start = traced ? traced->now() : 0;
       std::memcpy(hostData(w.buffer), w.data, w.bytes);
       KILN_RETURN_IF_ERROR(upload(w.buffer));
+      if (traced)
+        traced->copy(w.buffer, static_cast<int64_t>(w.bytes), start, traced->now());
     }
     return okStatus();
   };

@@ -115,8 +115,17 @@ public:
   virtual const ScheduleTiming &entryTiming(ProgramKind program) const = 0;
 
   // kiln-run --trace: while trace->active(), every program run and schedule
-  // entry is timed and reported to `trace` (null: none). Not owned.
-  virtual void setTrace(TraceRecorder *trace) = 0;
+  // entry is timed and reported to `trace` (null: none), and so is every
+  // copy of a step's inputs into the backend's memory. Not owned.
+  void setTrace(TraceRecorder *trace) {
+    trace_ = trace;
+    traceEntries(trace);
+  }
+
+protected:
+  // The backend's part of setTrace: its program runs and entries.
+  virtual void traceEntries(TraceRecorder *trace) = 0;
+  TraceRecorder *trace_ = nullptr;
 };
 
 // The backend for `artifact`'s target. A CUDA artifact on a machine without

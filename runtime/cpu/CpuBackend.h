@@ -39,7 +39,7 @@ public:
   const ScheduleTiming &entryTiming(ProgramKind program) const override {
     return executor_->entryTiming(program);
   }
-  void setTrace(TraceRecorder *trace) override { executor_->setTrace(trace); }
+  void traceEntries(TraceRecorder *trace) override { executor_->setTrace(trace); }
 
   Arena &arena() const { return *arena_; }
 

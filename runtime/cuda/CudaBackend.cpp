@@ -751,7 +751,7 @@ const ScheduleTiming &CudaBackend::entryTiming(ProgramKind program) const {
   return impl_->timing[static_cast<int>(program)];
 }
 
-void CudaBackend::setTrace(TraceRecorder *trace) { impl_->trace = trace; }
+void CudaBackend::traceEntries(TraceRecorder *trace) { impl_->trace = trace; }
 
 std::string CudaBackend::deviceName() const { return impl_->deviceName; }
 

@@ -58,7 +58,7 @@ public:
   // entry (no synchronization between them), timed when it completes.
   bool setProfiling(bool enabled) override;
   const ScheduleTiming &entryTiming(ProgramKind program) const override;
-  void setTrace(TraceRecorder *trace) override;
+  void traceEntries(TraceRecorder *trace) override;
 
 private:
   struct Impl;

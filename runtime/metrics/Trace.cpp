@@ -77,6 +77,11 @@ void TraceRecorder::entry(ProgramKind program, size_t index, double start, doubl
     events_.push_back({Kind::kEntry, step_, program, static_cast<int64_t>(index), start, end, 0});
 }
 
+void TraceRecorder::copy(uint32_t buffer, int64_t bytes, double start, double end) {
+  if (active_)
+    events_.push_back({Kind::kCopy, step_, ProgramKind::kStep, buffer, start, end, bytes});
+}
+
 Status TraceRecorder::write(const std::string &path) const {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"traced_steps\":" +
                     std::to_string(tracedSteps_) + "},\"traceEvents\":[\n";
@@ -105,6 +110,11 @@ Status TraceRecorder::write(const std::string &path) const {
                        (e.timing ? ",\"timing\":" + jsonString(e.timing) : ""));
       break;
     }
+    case Kind::kCopy:
+      out += slice("copy " + artifact_.describeBuffer(static_cast<uint32_t>(e.index)), "copy",
+                   kComputeTrack, e.start, e.end,
+                   "\"step\":" + std::to_string(e.step) + ",\"bytes\":" + std::to_string(e.bytes));
+      break;
     case Kind::kEntry: {
       const schema::Program &program = *artifact_.program(e.program);
       const schema::Step &step = *program.schedule()->Get(static_cast<uint32_t>(e.index));

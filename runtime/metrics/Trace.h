@@ -8,7 +8,8 @@
 // step is a slice enclosing one slice per program run ("step" once per
 // micro-batch, "update", "eval"), which encloses one slice per schedule
 // entry, named like --profile's rows ("kernel k_... [ops]", "gemm MxNxK")
-// with the model-file line, the program and the entry index in its args. A
+// with the model-file line, the program and the entry index in its args;
+// between the runs, each copy of the step's inputs ("copy input:tokens"). A
 // counter track "memory" gives the peak memory after each traced step (the
 // device's on CUDA, the process's resident memory on the CPU).
 //
@@ -56,6 +57,10 @@ public:
   void program(ProgramKind program, double start, double end,
                const char *timing = nullptr);
   void entry(ProgramKind program, size_t index, double start, double end);
+  // One copy of a step's input (`buffer`, `bytes`) into the backend's
+  // memory, between program runs (the CPU's arena; on CUDA the host's
+  // copy and the upload it enqueues, which the next run waits for).
+  void copy(uint32_t buffer, int64_t bytes, double start, double end);
 
   // How many steps were traced.
   int64_t tracedSteps() const { return tracedSteps_; }
@@ -64,14 +69,15 @@ public:
   Status write(const std::string &path) const;
 
 private:
-  enum class Kind { kStep, kProgram, kEntry, kMemory };
+  enum class Kind { kStep, kProgram, kEntry, kMemory, kCopy };
   struct Event {
     Kind kind;
     int64_t step = 0;          // kStep, kProgram: the training step
     ProgramKind program = ProgramKind::kStep;
-    int64_t index = 0;         // kEntry: schedule entry; kProgram: micro-batch
+    int64_t index = 0;         // kEntry: schedule entry; kProgram: micro-batch;
+                               // kCopy: the buffer
     double start = 0, end = 0; // seconds on now()'s clock (kMemory: start)
-    int64_t bytes = 0;         // kMemory
+    int64_t bytes = 0;         // kMemory, kCopy
     const char *timing = nullptr; // kProgram: see program()
   };
 

@@ -6,7 +6,8 @@
   tracks, and holds STEPS "training step N" slices and as many memory
   counter samples.
 - Slices nest on the compute track: every schedule entry lies inside a
-  program run, every program run inside a training step (times are written
+  program run, every program run and every input copy inside a training
+  step (the copies between the runs) (times are written
   in microseconds with three decimals, so containment is checked to 0.002).
 - Every entry names a model line that exists (file:line:col, the file has
   that line and column); only compiler-made constants may have none.
@@ -64,6 +65,13 @@ def main():
     for p in programs:
         if not any(inside(p, s) and s["args"]["step"] == p["args"]["step"] for s in step_slices):
             fail("program run outside its step: %r" % p)
+    # Each copy of a step's inputs lies in its step, between program runs.
+    copies = by_cat["copy"]
+    for c in copies:
+        if not any(inside(c, s) and s["args"]["step"] == c["args"]["step"] for s in step_slices):
+            fail("copy outside its step: %r" % c)
+        if any(inside(c, p) for p in programs) or c["args"]["bytes"] <= 0:
+            fail("copy inside a program run, or of no bytes: %r" % c)
     entries = [e for e in slices if e["cat"] in ("kernel", "gemm", "collective")]
     files = {}
     for e in entries:
@@ -116,8 +124,8 @@ def main():
             compared += 1
         if compared == 0:
             fail("no model line in the profile to compare")
-    print("check_trace: OK, %d steps, %d program runs, %d entries, %d lines as --profile"
-          % (steps, len(programs), len(entries), compared))
+    print("check_trace: OK, %d steps, %d program runs, %d entries, %d lines as --profile, "
+          "%d input copies" % (steps, len(programs), len(entries), compared, len(copies)))
 
 
 if __name__ == "__main__":
