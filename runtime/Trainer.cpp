@@ -219,7 +219,7 @@ Status TrainingRun::start() {
   KILN_RETURN_IF_ERROR(checkLaunch(*artifact, env_));
   if (env_.distributed()) {
     KILN_ASSIGN_OR_RETURN(comm_,
-                          openMpiCommunicator(env_, options_.commTimeout));
+                          openCommunicator(env_, options_.commTimeout));
     KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));
     if (env_.rank != 0) {
       options_.quiet = true;

@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev libgtest-dev                                # CPU GEMMs, unit tests
   nlohmann-json3-dev                                          # safetensors headers, trainer_state.json
   libopenmpi-dev openmpi-bin                                  # multi-process CPU runs (MPI)
+  libgloo-dev                                                 # torchrun- and Slurm-launched CPU runs (Gloo)
   python3 python3-numpy python3-torch python3-venv python3-pip # the PyTorch oracle test, test readers
 )
 missing=()

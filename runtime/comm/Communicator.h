@@ -3,9 +3,11 @@
 // What the runtime needs from a communication library: in-place all-reduce
 // of f32 buffers (the artifact's CollectiveCall steps: gradient buckets; the
 // per-step stop flag) and an all-gather (start-up: do the ranks run the
-// same artifact and flags?). One implementation per real
-// library, never a home-made transport:
-//   MPI   (CPU artifacts)  Open MPI through libkiln_mpi.so (MpiPluginApi.h)
+// same artifact and flags?). Each implementation is a real library behind a
+// plugin (CommPluginApi.h), never a home-made transport:
+//   MPI   (CPU artifacts, mpirun)            Open MPI, libkiln_mpi.so
+//   Gloo  (CPU artifacts, torchrun, Slurm)   Gloo over TCP, libkiln_gloo.so,
+//                                            meeting at MASTER_ADDR:MASTER_PORT
 //   NCCL  (CUDA artifacts) not yet: a CUDA artifact with a mesh is refused
 //                          by kilnc
 // Buffers are host memory here (the CPU arena).
@@ -54,14 +56,16 @@ protected:
   int64_t allReducedBytes_ = 0;
 };
 
-// MPI_Init through libkiln_mpi.so; checks that MPI's world agrees with
-// `env` (a torchrun- or Slurm-style environment without an MPI launcher
-// gives MPI a world of one: the error says how to launch instead). A
-// collective that waits longer than `timeoutSeconds` for the other ranks
-// ends this process with a message (a watchdog thread: MPI itself never
-// times out), and the launcher then ends the others.
+// Joins the run `env` describes: over Gloo when the ranks have a
+// rendezvous (torchrun; Slurm with MASTER_ADDR and MASTER_PORT), else over
+// MPI, whose world must agree with `env` (a Slurm environment without an
+// MPI launcher gives MPI a world of one: the error says how to launch
+// instead). A collective that waits longer than `timeoutSeconds` for the
+// other ranks ends this process with a message (a watchdog thread: MPI
+// itself never times out), and the launcher, or the closed connections,
+// then end the others.
 StatusOr<std::unique_ptr<Communicator>>
-openMpiCommunicator(const LaunchEnv &env, int64_t timeoutSeconds);
+openCommunicator(const LaunchEnv &env, int64_t timeoutSeconds);
 
 } // namespace kiln::rt
 

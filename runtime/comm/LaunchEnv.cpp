@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 namespace kiln::rt {
 
@@ -66,11 +67,21 @@ StatusOr<LaunchEnv> readLaunchEnv(
     if (const char *local = get(l.localRank)) {
       KILN_ASSIGN_OR_RETURN(env.localRank, parseCount(l.localRank, local));
     }
-    if (env.launcher == std::string("torchrun")) {
+    // The rendezvous: torchrun always sets it; a Slurm job script sets it
+    // to meet without MPI (as PyTorch's Slurm recipes do).
+    if (env.launcher == std::string("torchrun") || env.launcher == std::string("slurm")) {
       if (const char *addr = get("MASTER_ADDR"))
         env.masterAddr = addr;
       if (const char *port = get("MASTER_PORT")) {
         KILN_ASSIGN_OR_RETURN(env.masterPort, parseCount("MASTER_PORT", port));
+        if (env.masterPort == 0 || env.masterPort > 65535)
+          return invalidArgument("the launcher's MASTER_PORT=", port, " is not a TCP port");
+        // torchrun's agent serves its own store on MASTER_PORT to the
+        // workers it starts (TORCHELASTIC_USE_AGENT_STORE): Kiln's
+        // rendezvous takes the next port.
+        const char *agentStore = get("TORCHELASTIC_USE_AGENT_STORE");
+        if (agentStore && (std::string(agentStore) == "True" || std::string(agentStore) == "1"))
+          env.masterPort += env.masterPort < 65535 ? 1 : 0;
       }
     }
     return env;

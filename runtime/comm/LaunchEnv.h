@@ -9,6 +9,9 @@
 //   MPICH / Hydra       PMI_SIZE, PMI_RANK
 //   Slurm (srun)        SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID
 //   torchrun            WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+// torchrun's ranks, and Slurm's when the job sets MASTER_ADDR and
+// MASTER_PORT, meet there over Gloo; mpirun's (and Slurm's without them,
+// through PMIx) over MPI (comm/Communicator.h).
 // None set: one process, rank 0. Malformed values (not a number, a rank
 // outside [0, size)) are errors naming the variable, never a silent rank 0:
 // two processes that both believed they were the only one would train two
@@ -31,8 +34,12 @@ struct LaunchEnv {
   int rank = 0;
   int size = 1;
   int localRank = 0;
-  std::string masterAddr; // torchrun only: the rendezvous host and port
-  int masterPort = 0;
+  std::string masterAddr; // torchrun, Slurm: the rendezvous host and port
+  int masterPort = 0;     // (MASTER_PORT + 1 under torchrun's agent store)
+
+  // Whether the ranks meet at masterAddr:masterPort (Gloo) rather than
+  // through MPI's runtime.
+  bool rendezvous() const { return !masterAddr.empty() && masterPort > 0; }
   // The variables it was read from, for messages ("WORLD_SIZE=2, RANK=1").
   std::string described;
 

@@ -52,6 +52,34 @@ TEST(LaunchEnvTest, EachLauncher) {
   EXPECT_EQ(torch->masterAddr, "node0");
   EXPECT_EQ(torch->masterPort, 29500);
   EXPECT_EQ(torch->described, "WORLD_SIZE=2, RANK=1");
+  EXPECT_TRUE(torch->rendezvous());
+  EXPECT_TRUE(mpi->masterAddr.empty());
+  EXPECT_FALSE(mpi->rendezvous());
+}
+
+// Where the ranks meet: torchrun's MASTER_ADDR:MASTER_PORT, the next port
+// under torchrun's agent store (which holds MASTER_PORT itself), Slurm's
+// when the job script sets them, none without them.
+TEST(LaunchEnvTest, Rendezvous) {
+  StatusOr<LaunchEnv> agent =
+      readFrom({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "node0"},
+                {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  ASSERT_TRUE(agent.ok());
+  EXPECT_EQ(agent->masterPort, 29501);
+  StatusOr<LaunchEnv> slurm = readFrom({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"},
+                                        {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}});
+  ASSERT_TRUE(slurm.ok());
+  EXPECT_TRUE(slurm->rendezvous());
+  EXPECT_EQ(slurm->masterAddr, "10.0.0.1");
+  EXPECT_EQ(slurm->masterPort, 29400);
+  StatusOr<LaunchEnv> bare = readFrom({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->rendezvous());
+  EXPECT_THAT(readFrom({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "h"},
+                        {"MASTER_PORT", "70000"}})
+                  .status()
+                  .message(),
+              HasSubstr("MASTER_PORT=70000 is not a TCP port"));
 }
 
 // mpirun inside a Slurm allocation sets both: mpirun's describe the process.

@@ -1,12 +1,12 @@
 //===- MpiPlugin.cpp - libkiln_mpi.so: MPI behind a C function table ------===//
 //
-// The only file of Kiln that includes mpi.h (see MpiPluginApi.h for why MPI
+// The only file of Kiln that includes mpi.h (see CommPluginApi.h for why MPI
 // sits behind dlopen). Counts above INT_MAX are sent in pieces: MPI counts
 // are ints.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/comm/MpiPluginApi.h"
+#include "runtime/comm/CommPluginApi.h"
 
 #include <mpi.h>
 
@@ -31,7 +31,9 @@ int fail(const char *call, int code, char *error, size_t size) {
   return 1;
 }
 
-int init(int *rank, int *size, char *error, size_t errorSize) {
+// MPI's own runtime places the process; the launch is checked against it
+// by the caller (PluginCommunicator.cpp).
+int init(const KilnCommLaunch *, int *rank, int *size, char *error, size_t errorSize) {
   if (!initialised) {
     // Open MPI loads its components with dlopen and they resolve symbols
     // of libmpi globally; kiln-run opened this plugin (and so libmpi)
@@ -89,7 +91,9 @@ void finalize() {
     MPI_Finalize();
 }
 
+// "MPI (Open MPI v4.1.4)".
 const char *libraryVersion() {
+  static char named[MPI_MAX_LIBRARY_VERSION_STRING + 8];
   int length = 0;
   MPI_Get_library_version(versionText, &length);
   versionText[std::min(length, MPI_MAX_LIBRARY_VERSION_STRING)] = 0;
@@ -97,17 +101,18 @@ const char *libraryVersion() {
     *newline = 0;
   if (char *comma = std::strchr(versionText, ','))
     *comma = 0;
-  return versionText;
+  std::snprintf(named, sizeof named, "MPI (%s)", versionText);
+  return named;
 }
 
-const KilnMpiPlugin kPlugin = {
-    KILN_MPI_PLUGIN_VERSION, init,     allreduceSumF32, allgather,
-    abortRun,                finalize, libraryVersion,
+const KilnCommPlugin kPlugin = {
+    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, allgather,
+    abortRun,                 finalize, libraryVersion,
 };
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const KilnMpiPlugin *
-kiln_mpi_plugin() {
+extern "C" __attribute__((visibility("default"))) const KilnCommPlugin *
+kiln_comm_plugin() {
   return &kPlugin;
 }

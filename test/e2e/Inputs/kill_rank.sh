@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kill_rank.sh SIGNAL CKDIR KILN_RUN ARGS...: one rank of an `mpirun -np N`
-# run. Rank 1 runs kiln-run in the background and, once the first
+# run (or of one that launch_ranks.sh starts). Rank 1 runs kiln-run in the background and, once the first
 # checkpoint in CKDIR is complete, sends it SIGNAL: KILL (a crashed or
 # OOM-killed rank) or STOP (a hung one); every other rank runs kiln-run as
 # usual. The run as a whole must end -- mpirun takes the others down after a
@@ -10,7 +10,7 @@
 set -u
 signal=$1 ckdir=$2
 shift 2
-if [ "${OMPI_COMM_WORLD_RANK:-0}" != 1 ]; then
+if [ "${OMPI_COMM_WORLD_RANK:-${RANK:-${SLURM_PROCID:-0}}}" != 1 ]; then
   exec "$@"
 fi
 "$@" &

@@ -1,9 +1,10 @@
-//===- MpiCommunicator.cpp - Communicator over libkiln_mpi.so -------------===//
+//===- PluginCommunicator.cpp - Communicator over a plugin (MPI, Gloo) ----===//
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/MpiPluginApi.h"
+#include "runtime/comm/CommPluginApi.h"
 #include "runtime/cuda/DynamicLibrary.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -66,7 +67,7 @@ private:
                        std::chrono::duration_cast<std::chrono::seconds>(waited)
                            .count()));
       std::fflush(stderr);
-      std::_Exit(1); // mpirun then ends the other ranks
+      std::_Exit(1); // mpirun ends the other ranks; Gloo's see the connection close
     }
   }
 
@@ -80,20 +81,18 @@ private:
   std::thread thread_;
 };
 
-class MpiCommunicator final : public Communicator {
+class PluginCommunicator final : public Communicator {
 public:
-  MpiCommunicator(std::unique_ptr<cuda::DynamicLibrary> library,
-                  const KilnMpiPlugin *plugin, int rank, int size,
-                  int64_t timeoutSeconds)
+  PluginCommunicator(std::unique_ptr<cuda::DynamicLibrary> library,
+                     const KilnCommPlugin *plugin, int rank, int size,
+                     int64_t timeoutSeconds)
       : library_(std::move(library)), plugin_(plugin), rank_(rank),
         size_(size), watchdog_(rank, size, timeoutSeconds) {}
-  ~MpiCommunicator() override { plugin_->finalize(); }
+  ~PluginCommunicator() override { plugin_->finalize(); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string name() const override {
-    return std::string("MPI (") + plugin_->library_version() + ")";
-  }
+  std::string name() const override { return plugin_->library_version(); }
 
   Status allReduce(float *data, size_t count, Reduction reduction) override {
     {
@@ -121,7 +120,7 @@ public:
   }
   [[noreturn]] void abortAll(int code) override {
     plugin_->abort(code);
-    std::_Exit(code); // MPI_Abort does not return; should it, still end.
+    std::_Exit(code); // the plugin's abort may return (Gloo): still end.
   }
 
 private:
@@ -131,35 +130,49 @@ private:
   }
 
   std::unique_ptr<cuda::DynamicLibrary> library_;
-  const KilnMpiPlugin *plugin_;
+  const KilnCommPlugin *plugin_;
   int rank_, size_;
   char error_[512] = {0};
   CollectiveWatchdog watchdog_;
 };
 
+// Opens `soname` (or the file $`override` names) and checks its version.
+StatusOr<std::pair<std::unique_ptr<cuda::DynamicLibrary>, const KilnCommPlugin *>>
+loadPlugin(const char *what, const char *soname, const char *override) {
+  std::unique_ptr<cuda::DynamicLibrary> library;
+  if (const char *path = std::getenv(override); path && *path) {
+    KILN_ASSIGN_OR_RETURN(library, cuda::DynamicLibrary::openPath(what, path));
+  } else {
+    KILN_ASSIGN_OR_RETURN(library, cuda::DynamicLibrary::open(what, {soname}));
+  }
+  KilnCommPluginEntry entry = nullptr;
+  KILN_RETURN_IF_ERROR(library->resolve(KILN_COMM_PLUGIN_SYMBOL, entry));
+  const KilnCommPlugin *plugin = entry();
+  if (!plugin || plugin->version != KILN_COMM_PLUGIN_VERSION)
+    return failedPrecondition(library->path(), " has plugin version ",
+                              plugin ? plugin->version : -1, ", kiln-run needs ",
+                              KILN_COMM_PLUGIN_VERSION, ": rebuild them together");
+  return std::make_pair(std::move(library), plugin);
+}
+
 } // namespace
 
 StatusOr<std::unique_ptr<Communicator>>
-openMpiCommunicator(const LaunchEnv &env, int64_t timeoutSeconds) {
-  std::unique_ptr<cuda::DynamicLibrary> library;
-  if (const char *path = std::getenv("KILN_MPI_PLUGIN"); path && *path) {
-    KILN_ASSIGN_OR_RETURN(library,
-                          cuda::DynamicLibrary::openPath("Kiln's MPI plugin", path));
-  } else {
-    KILN_ASSIGN_OR_RETURN(library, cuda::DynamicLibrary::open(
-                                       "Kiln's MPI plugin", {"libkiln_mpi.so"}));
-  }
-  KilnMpiPluginEntry entry = nullptr;
-  KILN_RETURN_IF_ERROR(library->resolve(KILN_MPI_PLUGIN_SYMBOL, entry));
-  const KilnMpiPlugin *plugin = entry();
-  if (!plugin || plugin->version != KILN_MPI_PLUGIN_VERSION)
-    return failedPrecondition(library->path(), " has plugin version ",
-                              plugin ? plugin->version : -1, ", kiln-run needs ",
-                              KILN_MPI_PLUGIN_VERSION,
-                              ": rebuild them together");
+openCommunicator(const LaunchEnv &env, int64_t timeoutSeconds) {
+  const bool gloo = env.rendezvous();
+  if (!gloo && env.launcher == std::string("torchrun"))
+    return failedPrecondition("the torchrun environment (", env.described,
+                              ") has no MASTER_ADDR and MASTER_PORT: the ranks meet there");
+  auto loaded = gloo ? loadPlugin("Kiln's Gloo plugin", "libkiln_gloo.so", "KILN_GLOO_PLUGIN")
+                     : loadPlugin("Kiln's MPI plugin", "libkiln_mpi.so", "KILN_MPI_PLUGIN");
+  if (!loaded.ok())
+    return loaded.status();
+  auto [library, plugin] = std::move(*loaded);
+  KilnCommLaunch launch{env.rank, env.size, env.masterAddr.c_str(), env.masterPort,
+                        static_cast<int>(std::min<int64_t>(timeoutSeconds, 1 << 30))};
   int rank = 0, size = 0;
   char error[512] = {0};
-  if (plugin->init(&rank, &size, error, sizeof error) != 0)
+  if (plugin->init(&launch, &rank, &size, error, sizeof error) != 0)
     return Status(StatusCode::kUnavailable, error);
   if (size != env.size || rank != env.rank) {
     plugin->finalize();
@@ -167,12 +180,11 @@ openMpiCommunicator(const LaunchEnv &env, int64_t timeoutSeconds) {
         "the ", env.launcher, " environment (", env.described,
         ") says rank ", env.rank, " of ", env.size, " but MPI sees rank ",
         rank, " of ", size,
-        ": CPU artifacts communicate over MPI, so launch them with "
-        "`mpirun -np ", env.size, " kiln-run ...` (or srun --mpi=pmix)");
+        ": launch with `mpirun -np ", env.size, " kiln-run ...` (or srun --mpi=pmix), "
+        "or set MASTER_ADDR and MASTER_PORT for the ranks to meet there over Gloo");
   }
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(std::move(library), plugin, rank, size,
-                          timeoutSeconds));
+      new PluginCommunicator(std::move(library), plugin, rank, size, timeoutSeconds));
 }
 
 } // namespace kiln::rt
