@@ -558,10 +558,7 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
 }
 
 LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
-  if (options.target == "cuda")
-    return op.emitError()
-           << "data parallelism on CUDA needs the NCCL path, which is not "
-              "built yet; compile with --target=cpu (MPI) or without a mesh";
+  // Both targets run it in place: MPI or Gloo on the CPU, NCCL on CUDA.
   PlannedStep step;
   step.collective = PlannedCollective{
       op.getReduction() == "mean" ? schema::Reduction_Mean

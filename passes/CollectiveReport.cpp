@@ -35,8 +35,8 @@ std::string collectiveSummary(ModuleOp module) {
   auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr();
   std::string head;
   llvm::raw_string_ostream h(head);
-  h << "data parallel: " << (ranks ? ranks.getInt() : 1)
-    << " ranks, all-reduce of " << formatMiB(total) << " per step in "
+  int64_t n = ranks ? ranks.getInt() : 1;
+  h << "data parallel: " << n << (n == 1 ? " rank" : " ranks") << ", all-reduce of " << formatMiB(total) << " per step in "
     << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
   return head + lines;
 }

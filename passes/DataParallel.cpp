@@ -47,7 +47,10 @@ struct KilnDataParallelPass
     // (1)
     auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
     auto ranks = mesh ? mesh.getAs<IntegerAttr>(kDataAxis) : IntegerAttr();
-    if (!ranks || ranks.getInt() <= 1)
+    // A mesh of one rank is data parallelism over one rank: its all-reduces
+    // degenerate, but run through the same path (MPI, Gloo or NCCL) as with
+    // more, which is how that path is checked on one GPU. No mesh: none.
+    if (!ranks || ranks.getInt() < 1)
       return;
     auto update = module.lookupSymbol<func::FuncOp>("update");
     if (!update) {
@@ -90,7 +93,7 @@ struct KilnDataParallelPass
     auto reason = b.getStringAttr(
         "data parallel: mean of the gradients" +
         std::string(loss ? " and the loss" : "") + " over " +
-        std::to_string(ranks.getInt()) + " ranks");
+        std::to_string(ranks.getInt()) + (ranks.getInt() == 1 ? " rank" : " ranks"));
     for (SmallVector<Value> &bucket : buckets) {
       auto reduce = b.create<AllReduceOp>(update.getLoc(), bucket, "mean",
                                           kDataAxis, reason);

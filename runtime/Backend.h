@@ -50,9 +50,12 @@ struct BackendOptions {
   bool tf32 = false; // CUDA: fp32 GEMMs on TF32 tensor cores
   // CUDA: who runs the attention calls that carry a cudnn_attention.
   AttentionDispatch attention = AttentionDispatch::kAuto;
-  // The ranks' communicator, which runs the CollectiveCall steps; must
-  // outlive the backend. Required when the artifact has collectives.
+  // The ranks' communicator, which runs the CollectiveCall steps (CUDA:
+  // passes NCCL's unique id, NCCL runs them); must outlive the backend.
+  // Required when the artifact has collectives over more than one rank.
   Communicator *communicator = nullptr;
+  // CUDA: the GPU of this rank, its index among the node's (LOCAL_RANK).
+  int device = 0;
 };
 
 // Bytes written into a buffer from the host before a program runs.
@@ -106,6 +109,9 @@ public:
   // launch tables and library workspaces); nullopt on the CPU, whose peak
   // is the process's resident memory.
   virtual std::optional<int64_t> devicePeakBytes() const { return std::nullopt; }
+  // Bytes this rank all-reduces per training step through a library of the
+  // backend's own (NCCL); 0 where the communicator runs the collectives.
+  virtual int64_t collectiveBytesPerStep() const { return 0; }
 
   // Per schedule entry timing for --profile; a backend that cannot time
   // entries returns false and leaves the report to external profilers.

@@ -288,9 +288,8 @@ Status TrainingRun::start() {
 
   KILN_ASSIGN_OR_RETURN(
       session_, TrainingSession::create(std::move(artifact), options_.seed,
-                                        BackendOptions{options_.tf32,
-                                                       options_.attention,
-                                                       comm_.get()}));
+                                        BackendOptions{options_.tf32, options_.attention,
+                                                       comm_.get(), env_.localRank}));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
   const std::optional<std::string_view> gpu =
@@ -575,12 +574,13 @@ StatusOr<TrainSummary> TrainingRun::run() {
         artifact.root().flops_per_step() * artifact.ranks() *
         summary_.stepsThisRun / totalSeconds_;
   }
-  if (comm_) {
-    summary_.ranks = comm_->size();
-    if (summary_.stepsThisRun > 0)
-      summary_.allReducedBytesPerStep =
-          double(comm_->allReducedBytes()) / double(summary_.stepsThisRun);
-  }
+  // The ranks' all-reduces: through the communicator (CPU artifacts) or
+  // the backend's own library (NCCL; there also with one rank).
+  summary_.ranks = comm_ ? comm_->size() : 1;
+  if (summary_.stepsThisRun > 0 && (comm_ || session_->backend().collectiveBytesPerStep() > 0))
+    summary_.allReducedBytesPerStep =
+        (comm_ ? double(comm_->allReducedBytes()) / double(summary_.stepsThisRun) : 0.0) +
+        double(session_->backend().collectiveBytesPerStep());
   return summary_;
 }
 

@@ -167,7 +167,8 @@ Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
     executor->programs_[kind].rangeNames =
         nvtx::entryRangeNames(artifact, static_cast<ProgramKind>(kind));
     for (const schema::Step *step : *program->schedule()) {
-      if (step->op_as_CollectiveCall() &&
+      // One rank runs alone: its all-reduces are the identity.
+      if (step->op_as_CollectiveCall() && artifact.ranks() > 1 &&
           (!communicator || communicator->size() != artifact.ranks()))
         return failedPrecondition(
             artifact.name(), ": has collectives over ", artifact.ranks(),
@@ -234,6 +235,8 @@ Status Executor::call(const Call &call) {
     return okStatus();
   }
   if (call.collective) {
+    if (!communicator_)
+      return okStatus(); // one rank: the sum or mean over it is the buffer
     for (auto [data, elements] : call.collective->buffers)
       KILN_RETURN_IF_ERROR(communicator_->allReduce(
           data, elements, call.collective->reduction));

@@ -87,7 +87,14 @@ CudaBackend::Impl::~Impl() {
 
 Status CudaBackend::Impl::openDevice() {
   const CudaDriver &d = *driver;
-  KILN_RETURN_IF_ERROR(d.check(d.cuDeviceGet(&device, 0), "cuDeviceGet"));
+  // A rank's GPU: its index among the node's ranks (LOCAL_RANK).
+  int count = 0;
+  KILN_RETURN_IF_ERROR(d.check(d.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (options.device >= count)
+    return failedPrecondition("this rank's GPU is device ", options.device,
+                              " (its local rank) but the node has ", count,
+                              ": start at most one rank per GPU");
+  KILN_RETURN_IF_ERROR(d.check(d.cuDeviceGet(&device, options.device), "cuDeviceGet"));
   char name[256] = {};
   KILN_RETURN_IF_ERROR(
       d.check(d.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName"));
@@ -261,11 +268,18 @@ Status CudaBackend::Impl::resolvePrograms() {
             table.push_back(devicePointer(b));
         continue;
       }
-      if (step.op_as_CollectiveCall())
-        return failedPrecondition(
-            dp.name, " entry ", i, " (at ", location,
-            ") is an all-reduce between ranks: CUDA artifacts need NCCL for "
-            "that, which this kiln-run does not have yet");
+      if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
+        call.where = detail::concat(dp.name, " entry ", i, " (all-reduce at ", location, ")");
+        call.collectiveMean = cc->reduction() == schema::Reduction_Mean;
+        for (uint32_t b : *cc->buffers()) {
+          if (artifact.buffer(b).dtype() != schema::DType_F32)
+            return failedPrecondition(call.where, ": ", artifact.describeBuffer(b),
+                                      " is not f32; NCCL's all-reduces here are f32");
+          call.collective.push_back(
+              NcclBuffer{devicePointer(b), static_cast<size_t>(bytes(b) / sizeof(float))});
+        }
+        continue;
+      }
       call.where = detail::concat(dp.name, " entry ", i, " (GEMM at ", location, ")");
       KILN_RETURN_IF_ERROR(planGemm(call, *step.op_as_GemmCall(), location, fallbacks));
     }
@@ -383,6 +397,8 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
 }
 
 Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
+  if (!call.collective.empty())
+    return nccl->allReduce(call.collective, call.collectiveMean, stream, call.where);
   if (call.gemm) {
     KILN_RETURN_IF_ERROR(call.gemm->run(call.a, call.b, call.c, workspace,
                                         kGemmWorkspaceBytes, stream));
@@ -573,19 +589,33 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
   KILN_RETURN_IF_ERROR(impl->openDevice());
 
   size_t tableEntries = 0;
-  bool hasGemm = false;
+  bool hasGemm = false, hasCollective = false;
   for (int kind = 0; kind < kNumProgramKinds; ++kind)
     if (const schema::Program *program = artifact.program(static_cast<ProgramKind>(kind)))
       for (const schema::Step *step : *program->schedule()) {
         if (const schema::KernelCall *kc = step->op_as_KernelCall())
           tableEntries += kc->buffers() ? kc->buffers()->size() : 0;
-        else
+        else if (step->op_as_GemmCall())
           hasGemm = true;
+        else
+          hasCollective = true;
       }
   // Memory first: a step that cannot fit fails before the JIT.
   KILN_RETURN_IF_ERROR(impl->allocate(tableEntries * sizeof(CUdeviceptr), hasGemm));
   if (hasGemm) {
     KILN_ASSIGN_OR_RETURN(impl->cublas, CublasLt::load());
+  }
+  if (hasCollective) {
+    // This rank of the artifact's mesh; one rank needs no CPU communicator.
+    Communicator *comm = options.communicator;
+    int rank = comm ? comm->rank() : 0, size = comm ? comm->size() : 1;
+    if (size != artifact.ranks())
+      return failedPrecondition(artifact.name(), " was compiled for ", artifact.ranks(),
+                                " data-parallel ranks but runs as ", size);
+    KILN_ASSIGN_OR_RETURN(impl->nccl, Nccl::open(comm, rank, size));
+    if (rank == 0) // once per run, as the other choices made at start-up
+      std::fprintf(stderr, "kiln-run: collectives: %s over %d rank%s, on the step's stream\n",
+                   impl->nccl->describe().c_str(), size, size == 1 ? "" : "s");
   }
   KILN_RETURN_IF_ERROR(impl->loadKernels());
   KILN_RETURN_IF_ERROR(impl->resolvePrograms());
@@ -754,6 +784,20 @@ const ScheduleTiming &CudaBackend::entryTiming(ProgramKind program) const {
 void CudaBackend::traceEntries(TraceRecorder *trace) { impl_->trace = trace; }
 
 std::string CudaBackend::deviceName() const { return impl_->deviceName; }
+
+int64_t CudaBackend::collectiveBytesPerStep() const {
+  // "step" runs grad_accum times a training step, the others once.
+  int64_t total = 0;
+  for (int kind = 0; kind < kNumProgramKinds; ++kind) {
+    int64_t runs = kind == static_cast<int>(ProgramKind::kStep) ? impl_->artifact.gradAccum()
+                   : kind == static_cast<int>(ProgramKind::kUpdate) ? 1
+                                                                    : 0;
+    for (const DeviceCall &call : impl_->programs[kind].calls)
+      for (const NcclBuffer &b : call.collective)
+        total += runs * static_cast<int64_t>(b.count * sizeof(float));
+  }
+  return total;
+}
 
 std::optional<int64_t> CudaBackend::devicePeakBytes() const {
   return impl_->allocatedBytes;

@@ -17,6 +17,7 @@
 #include "runtime/cuda/Cudnn.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceLayout.h"
+#include "runtime/cuda/Nccl.h"
 
 #include <memory>
 #include <string>
@@ -78,6 +79,9 @@ struct DeviceCall {
   int kvLen = 0;
   bool useCudnn = false;
   bool undecided = false;
+  // CollectiveCall: its buffers, all-reduced in place through NCCL.
+  std::vector<NcclBuffer> collective;
+  bool collectiveMean = false;
 };
 
 struct DeviceProgram {
@@ -109,6 +113,8 @@ struct CudaBackend::Impl {
   BackendOptions options;
   std::unique_ptr<CudaDriver> driver;
   std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
+  std::unique_ptr<Nccl> nccl;       // only when it has collectives
+  int64_t collectiveBytes = 0;      // handed to NCCL, summed over calls
   std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
   CUdeviceptr cudnnWorkspace = 0;    // outside the arena: shared by the cuDNN plans
                                      // whose reservation is too small (one stream)

@@ -34,6 +34,7 @@ std::vector<std::string> cudaLibrarySearchDirs() {
     dirs.push_back(exe + "/../lib");
   }
   dirs.push_back("/usr/local/cuda/lib64");
+  dirs.push_back("/usr/local/cuda/lib"); // NCCL's place in the CUDA 13 toolkit
   return dirs;
 }
 

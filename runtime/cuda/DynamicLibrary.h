@@ -7,7 +7,9 @@
 //   2. <dir of kiln-run>/lib and <dir of kiln-run>/../lib
 //                                    (a GPU box carries the libraries next to
 //                                     the binary),
-//   3. /usr/local/cuda/lib64         (the toolkit's default install),
+//   3. /usr/local/cuda/lib64 and /usr/local/cuda/lib
+//                                    (the toolkit's default install; NCCL
+//                                     sits in lib),
 //   4. the default loader path       (LD_LIBRARY_PATH, ld.so.cache).
 // When none works the error names the library and every place tried with
 // dlerror()'s reason, so "why does kiln-run not find NVRTC" is answered by

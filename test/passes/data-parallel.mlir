@@ -29,11 +29,25 @@ module attributes {kiln.mesh = {data = 4 : i64}} {
 
 // -----
 
-// Tests that a mesh of one rank (or none) changes nothing.
+// Tests that a mesh of one rank is data parallelism over one rank: the
+// all-reduce is there (it degenerates at run time, through the same path).
+// CHECK-LABEL: func.func @update
+// CHECK: kiln.all_reduce "mean" %{{.*}} over "data" {reason = "data parallel: mean of the gradients over 1 rank"}
+// SMALL-LABEL: func.func @update
+module attributes {kiln.mesh = {data = 1 : i64}} {
+  func.func @update(%g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
+      -> tensor<4xf32> {
+    return %g : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Tests that no mesh changes nothing.
 // CHECK-LABEL: func.func @update
 // CHECK-NOT: kiln.all_reduce
 // SMALL-LABEL: func.func @update
-module attributes {kiln.mesh = {data = 1 : i64}} {
+module {
   func.func @update(%g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
       -> tensor<4xf32> {
     return %g : tensor<4xf32>
