@@ -35,7 +35,8 @@
 # tiny-bf16 (tiny_gpt against the CPU references: initial bytes, losses,
 # gradient norms, validation loss); graph-eager (graph replay against eager
 # launches, bit for bit, and two runs bit for bit); attention-fp32,
-# attention-bf16, tsp (against the CPU references); sanitizer
+# attention-bf16, tsp (against the CPU references); nccl (data parallelism
+# over one rank through NCCL, bit for bit the model without a mesh); sanitizer
 # (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
 # against the device memory measured while training); remat (Llama-3 1.2B
 # step time and memory under recompute: none, full and byte budgets at
@@ -49,7 +50,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,48p' "$0" >&2; exit 2; }
+usage() { sed -n '2,49p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -110,6 +111,13 @@ pack() {
     rm "$dir/ref/$name.cpu.kart"
     echo "pack: $name (CPU reference: $(wc -l < "$dir/ref/$name.jsonl") steps)"
   done < "$dir/cases.txt"
+  # The tiny bf16 model with data parallelism over one rank: its all-reduces
+  # run through NCCL (the step nccl).
+  local tiny_defines
+  tiny_defines=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f2)
+  # shellcheck disable=SC2086  # a list of flags
+  "$kilnc" "$(model_of tiny-bf16)" $tiny_defines -D 'mesh=[data = 1]' --target=cuda \
+    -o "$dir/artifacts/nccl.kart" > "$dir/plans/nccl.txt"
   cp "$here/compare_metrics.py" "$dir/"
   if [ "$size" = gpu ]; then
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
@@ -201,9 +209,11 @@ probe() {
   echo "glibc: $(ldd --version 2>&1 | head -1)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader ||
     echo "nvidia-smi: not available"
-  for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  nccl_from_torch
+  for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
     found=""
-    for d in ${KILN_CUDA_LIB_DIR:-} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    for d in ${KILN_CUDA_LIB_DIR:-} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
+      ${LD_LIBRARY_PATH//:/ }; do
       [ -e "$d/$lib" ] && { found="$d/$lib"; break; }
     done
     [ -n "$found" ] || found=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l { print $NF; exit }')
@@ -234,6 +244,34 @@ parity() {
   python3 "$dir/compare_metrics.py" "$dir/ref/$name.jsonl" "$out_tmp/$tag.jsonl" \
     loss="$loss_rtol" grad_norm="$grad_rtol" \
     $(grep -q val_loss "$dir/ref/$name.jsonl" && echo val_loss="$loss_rtol")
+}
+
+# NCCL where the loader would not look: PyTorch's wheel (nvidia-nccl-cu13)
+# carries one; its directory goes on LD_LIBRARY_PATH.
+nccl_from_torch() {
+  [ "${KILN_GPU_CHECK_SIM:-0}" = 1 ] && return 0
+  local wheel
+  wheel=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' \
+    2> /dev/null || true)
+  if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH="$wheel${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  return 0
+}
+
+# One rank's data parallelism through NCCL and the CUDA graph: the same
+# losses, gradient norms and validation losses, bit for bit, as the model
+# without a mesh (the mean over one rank is the buffer itself).
+nccl() {
+  local run_args
+  run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3)
+  nccl_from_torch
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/nccl.kart" $run_args --metrics "$out_tmp/nccl.jsonl"
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args --metrics "$out_tmp/nccl-base.jsonl" --quiet
+  python3 "$dir/compare_metrics.py" "$out_tmp/nccl-base.jsonl" "$out_tmp/nccl.jsonl" \
+    loss=0 grad_norm=0 val_loss=0
 }
 
 graph_eager() {
@@ -322,7 +360,7 @@ run_checks() {
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
   export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager sanitizer memory profile
+  export -f probe warm_up parity graph_eager sanitizer memory profile nccl nccl_from_torch
 
   step probe 30 probe
   if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
@@ -334,6 +372,7 @@ run_checks() {
   step attention-fp32 60 parity attention-fp32
   step attention-bf16 60 parity attention-bf16
   step tsp 60 parity tsp
+  step nccl 60 nccl
   if [ "$sim" = 1 ]; then
     for s in sanitizer memory remat gpt2 llama; do skip $s "simulator: needs a GPU"; done
   else
