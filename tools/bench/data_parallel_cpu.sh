@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism on the CPU (issue 16): one process of batch B*N against
 # `mpirun -np N` processes of batch B (the same global batch, the same
-# windows), on this machine's cores. Prints kiln-run's summaries: tokens/s
+# windows), and against the same N ranks started as torchrun starts them
+# (over Gloo), on this machine's cores. Prints kiln-run's summaries: tokens/s
 # of the global batch, and the bytes each rank all-reduces per step (the
 # gradients and the loss; MPI's own traffic is about 2(N-1)/N of that per
 # rank for a ring). Run after tools/setup.sh.
@@ -37,3 +38,12 @@ OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps "$steps"
 echo "-- mpirun -np $ranks, batch $batch each, OMP_NUM_THREADS=$per_rank"
 OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/dp.kart" --data $data --steps 3 --quiet > /dev/null
 OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/dp.kart" --data $data --steps "$steps" --quiet
+# The same ranks started as torchrun starts them (WORLD_SIZE, RANK,
+# MASTER_ADDR, MASTER_PORT; test/e2e/Inputs/launch_ranks.sh), over Gloo.
+echo "-- $ranks ranks as torchrun starts them (Gloo), batch $batch each, OMP_NUM_THREADS=$per_rank"
+export OMP_NUM_THREADS=$per_rank
+test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/warm" "$KILN_RUN" "$out/dp.kart" --data $data \
+  --steps 3 --quiet
+test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/gloo" "$KILN_RUN" "$out/dp.kart" --data $data \
+  --steps "$steps" --quiet
+cat "$out/gloo.0"

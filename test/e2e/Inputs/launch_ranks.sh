@@ -4,7 +4,8 @@
 # variables (STYLE torchrun: WORLD_SIZE, RANK, LOCAL_RANK; slurm:
 # SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID) and the rendezvous MASTER_ADDR
 # (127.0.0.1) and MASTER_PORT (a free port, or $MASTER_PORT). Rank r's
-# output goes to OUT.r. Waits for all; exits with the largest exit status.
+# output goes to OUT.r; OMP_NUM_THREADS defaults to 1. Waits for all; exits
+# with the largest exit status.
 set -u
 style=$1 n=$2 out=$3
 shift 3
@@ -16,7 +17,7 @@ for ((r = 0; r < n; r++)); do
     slurm) vars=(SLURM_NTASKS=$n SLURM_PROCID=$r SLURM_LOCALID=$r) ;;
     *) echo "launch_ranks.sh: unknown style '$style'" >&2; exit 2 ;;
   esac
-  env "${vars[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" OMP_NUM_THREADS=1 "$@" > "$out.$r" 2>&1 &
+  env "${vars[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "$@" > "$out.$r" 2>&1 &
   pids+=($!)
 done
 worst=0
