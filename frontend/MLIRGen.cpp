@@ -244,6 +244,13 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
       mesh.append(axis, b_.getI64IntegerAttr(size));
     module->setAttr(kd::kMeshAttrName, mesh.getDictionary(&ctx_));
   }
+  // The recompute the model file sets per block instance (the remat phase).
+  if (!graph_.rematOverrides.empty()) {
+    NamedAttrList overrides;
+    for (const auto &[instance, tier] : graph_.rematOverrides)
+      overrides.append(instance, b_.getStringAttr(tier));
+    module->setAttr(kd::kRematOverridesAttrName, overrides.getDictionary(&ctx_));
+  }
 }
 
 OwningOpRef<ModuleOp> MLIRGen::emit() {

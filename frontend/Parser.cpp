@@ -35,6 +35,10 @@
 //               | '(' expr ')' | '[' [expr (',' expr)*] ']'
 //               | 'repeat' unary IDENT '(' [expr (',' expr)*] ')'
 //
+// A block call takes one keyword argument, `remat = none | pointwise |
+// selective | full` (`repeat 8 Block(x, remat = full)`): the recompute of
+// that instance, which the remat phase then keeps.
+//
 // Builtin functions (layer_norm, rms_norm, rope, gelu, softmax, causal_mask, transpose,
 // reshape, iota, sum, mean, rms, cross_entropy, ..., and the unary math of
 // frontend/UnaryMath.h: exp, log, tanh, sqrt, sigmoid, silu, relu, sin, cos,

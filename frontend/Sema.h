@@ -125,8 +125,13 @@ private:
                                   SourceLoc loc);
   std::optional<Value> evaluateIndex(const Expr &e, Scope &scope);
   std::optional<Value> evaluateRepeat(const Expr &e, Scope &scope);
+  /// `remat` passes the call's `remat = TIER` ("" without one).
   std::optional<Value> callBlock(const BlockDecl &block, const Expr &call,
-                                 std::vector<Value> args);
+                                 std::vector<Value> args, const std::string &remat = "");
+  /// A block call's positional arguments, evaluated, and its `remat = TIER`
+  /// (the one keyword a block call takes; "" without it).
+  std::optional<std::vector<Value>> blockCallArgs(const Expr &call, Scope &scope,
+                                                  std::string &remat);
   std::optional<Value> evaluateCall(const Expr &e, Scope &scope);
 
   // attention(q, k, v, score = ..., mask = ..., scale = ...)

@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Sema.h"
-
 #include "frontend/UnaryMath.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace kiln {
@@ -377,27 +377,60 @@ std::optional<Value> Sema::evaluateCall(const Expr &e, Scope &scope) {
     return evaluateAttention(e, scope);
   if (e.name == "rope")
     return evaluateRope(e, scope);
+  auto block = blocks_.find(e.name);
+  if (block != blocks_.end()) {
+    std::string remat;
+    std::optional<std::vector<Value>> args = blockCallArgs(e, scope, remat);
+    if (!args)
+      return std::nullopt;
+    return callBlock(*block->second, e, std::move(*args), remat);
+  }
   for (size_t i = 0; i < e.keywords.size(); ++i)
     if (!e.keywords[i].empty()) {
       error(e.operands[i]->loc, "'" + e.name + "' takes no keyword "
                                 "arguments ('" + e.keywords[i] + " = ...')");
       return std::nullopt;
     }
-  auto block = blocks_.find(e.name);
-  if (block == blocks_.end()) {
-    if (isBuiltin(e.name))
-      return evaluateBuiltin(e, scope);
-    error(e.loc, "unknown function '" + e.name + "'");
-    return std::nullopt;
-  }
+  if (isBuiltin(e.name))
+    return evaluateBuiltin(e, scope);
+  error(e.loc, "unknown function '" + e.name + "'");
+  return std::nullopt;
+}
+
+std::optional<std::vector<Value>> Sema::blockCallArgs(const Expr &call, Scope &scope,
+                                                      std::string &remat) {
   std::vector<Value> args;
-  for (const ExprPtr &arg : e.operands) {
-    std::optional<Value> v = evaluate(*arg, scope);
-    if (!v)
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    const Expr &arg = *call.operands[i];
+    const std::string keyword = i < call.keywords.size() ? call.keywords[i] : "";
+    if (keyword.empty()) {
+      std::optional<Value> v = evaluate(arg, scope);
+      if (!v)
+        return std::nullopt;
+      args.push_back(*v);
+      continue;
+    }
+    if (keyword != "remat") {
+      error(arg.loc, "block '" + call.name + "' takes one keyword argument, remat = "
+                     "none | pointwise | selective | full; got '" + keyword + " = ...'");
       return std::nullopt;
-    args.push_back(*v);
+    }
+    static const char *const kTiers[] = {"none", "pointwise", "selective", "full"};
+    if (arg.kind != Expr::Kind::Name ||
+        std::find(std::begin(kTiers), std::end(kTiers), arg.name) == std::end(kTiers)) {
+      error(arg.loc, "remat = ... of a block call is none, pointwise, selective or full "
+                     "(how much of the block the backward recomputes)");
+      return std::nullopt;
+    }
+    if (!callInstances_.empty()) {
+      error(arg.loc, "remat = ... applies to a block called outside any block: the "
+                     "remat phase plans each top-level instance ('" +
+                         callInstances_.front() + "' here)");
+      return std::nullopt;
+    }
+    remat = arg.name;
   }
-  return callBlock(*block->second, e, std::move(args));
+  return args;
 }
 
 /// `repeat N Block(x, rest...)` = Block(...Block(x, rest...)..., rest...):
@@ -428,15 +461,18 @@ std::optional<Value> Sema::evaluateRepeat(const Expr &e, Scope &scope) {
                     "thread through the repetitions");
     return std::nullopt;
   }
-  std::vector<Value> args;
-  for (const ExprPtr &arg : call.operands) {
-    std::optional<Value> v = evaluate(*arg, scope);
-    if (!v)
-      return std::nullopt;
-    args.push_back(*v);
+  std::string remat;
+  std::optional<std::vector<Value>> evaluated = blockCallArgs(call, scope, remat);
+  if (!evaluated)
+    return std::nullopt;
+  std::vector<Value> args = std::move(*evaluated);
+  if (args.empty()) {
+    error(call.loc, "'repeat' needs a block with at least one argument to "
+                    "thread through the repetitions");
+    return std::nullopt;
   }
   for (long long i = 0; i < count->number.intValue; ++i) {
-    std::optional<Value> out = callBlock(*block->second, call, args);
+    std::optional<Value> out = callBlock(*block->second, call, args, remat);
     if (!out)
       return std::nullopt;
     args[0] = *out;
@@ -447,7 +483,7 @@ std::optional<Value> Sema::evaluateRepeat(const Expr &e, Scope &scope) {
 /// Inlines one call: binds the arguments, creates this instance's
 /// parameters (`Block.<n>.<param>`) and runs the body.
 std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
-                                     std::vector<Value> args) {
+                                     std::vector<Value> args, const std::string &remat) {
   if (args.size() != block.args.size()) {
     error(call.loc, "block '" + block.name + "' expects " +
                         std::to_string(block.args.size()) + " argument" +
@@ -504,6 +540,8 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
   }
 
   int instance = instanceCount_[block.name]++;
+  if (!remat.empty())
+    graph_.rematOverrides[block.name + "." + std::to_string(instance)] = remat;
   callStack_.push_back(call.loc);
   callInstances_.push_back(block.name + "." + std::to_string(instance));
   activeBlocks_.push_back(block.name);

@@ -14,6 +14,7 @@
 #include "frontend/Diagnostics.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -193,6 +194,10 @@ struct TensorGraph {
   int loss = -1; // node holding the scalar loss
   std::vector<MetricInfo> metrics; // in statement order
   TrainInfo train;
+  /// `Block(x, remat = full)`, `repeat N Block(x, remat = selective)`: the
+  /// recompute the model file sets for those instances ("Block.3" ->
+  /// "full"); the remat phase plans the others.
+  std::map<std::string, std::string> rematOverrides;
 };
 
 } // namespace kiln

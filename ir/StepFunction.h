@@ -63,6 +63,10 @@ constexpr llvm::StringLiteral kModelAttrName = "kiln.model";
 // unit attribute on the ops it cloned into the backward.
 constexpr llvm::StringLiteral kRematAttrName = "kiln.remat";
 constexpr llvm::StringLiteral kRematSweepAttrName = "kiln.remat_sweep";
+/// Module attribute: the block instances whose recompute the model file sets
+/// (`Block(x, remat = full)`), instance name -> "none", "pointwise",
+/// "selective" or "full"; --kiln-remat plans the others.
+constexpr llvm::StringLiteral kRematOverridesAttrName = "kiln.remat_overrides";
 constexpr llvm::StringLiteral kRecomputeAttrName = "kiln.recompute";
 
 // Values of kiln.role.

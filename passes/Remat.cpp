@@ -29,6 +29,9 @@
 //     module) is at most the budget; the peak falls as c grows.
 //  5. The chosen plan is applied to the module and described in the module
 //     attribute kiln.remat (mode, budget, plan, peak, extra and step FLOPs).
+//  6. Instances the model file sets (kiln.remat_overrides: `Block(x, remat =
+//     full)`) keep their tier in every plan; plans, modes and the budget
+//     range over the others (B counts those only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNREMAT
@@ -77,6 +81,13 @@ const char *tierName(Tier tier) {
   return "?";
 }
 
+std::optional<Tier> tierFromName(StringRef name) {
+  for (int t = 0; t < kTiers; ++t)
+    if (name == tierName((Tier)t))
+      return (Tier)t;
+  return std::nullopt;
+}
+
 /// The block instance of a location: the name of its outermost named call
 /// site ("Block.3"), or "" outside blocks.
 StringRef blockInstance(Location loc) {
@@ -97,6 +108,9 @@ struct StepGraph {
   llvm::DenseSet<Operation *> forward;
   llvm::DenseMap<Operation *, unsigned> instanceOf; // forward ops in blocks
   SmallVector<std::string> instances;               // program order
+  SmallVector<std::optional<Tier>> pinned;          // per instance (step 6)
+  SmallVector<int> freeIndex; // per instance: its place among the unpinned
+  int numFree = 0;
 
   static FailureOr<StepGraph> build(ModuleOp module) {
     StepGraph graph;
@@ -117,17 +131,26 @@ struct StepGraph {
         graph.instances.push_back(instance.str());
       graph.instanceOf[&op] = it->second;
     }
+    auto overrides = module->getAttrOfType<DictionaryAttr>(kRematOverridesAttrName);
+    for (const std::string &instance : graph.instances) {
+      std::optional<Tier> tier;
+      if (auto name = overrides ? overrides.getAs<StringAttr>(instance) : nullptr)
+        tier = tierFromName(name.getValue());
+      graph.pinned.push_back(tier);
+      graph.freeIndex.push_back(tier ? -1 : graph.numFree++);
+    }
     return graph;
   }
 
-  int numPlans() const { return (kTiers - 1) * (int)instances.size(); }
+  int numPlans() const { return (kTiers - 1) * numFree; }
 
-  /// Plan `plan`'s tier for instance `i` (see step 4).
+  /// Plan `plan`'s tier for instance `i` (see steps 4 and 6).
   Tier tierOf(int plan, unsigned i) const {
-    int blocks = (int)instances.size();
-    if (blocks == 0)
+    if (pinned[i])
+      return *pinned[i];
+    if (numFree == 0)
       return Tier::None;
-    int tier = plan / blocks + ((int)i < plan % blocks ? 1 : 0);
+    int tier = plan / numFree + (freeIndex[i] < plan % numFree ? 1 : 0);
     return (Tier)std::min(tier, kTiers - 1);
   }
 
@@ -138,7 +161,8 @@ struct StepGraph {
     std::string text;
     for (size_t i = 0; i < instances.size();) {
       size_t j = i;
-      while (j + 1 < instances.size() && tierOf(plan, j + 1) == tierOf(plan, i))
+      while (j + 1 < instances.size() && tierOf(plan, j + 1) == tierOf(plan, i) &&
+             pinned[j + 1].has_value() == pinned[i].has_value())
         ++j;
       if (!text.empty())
         text += ", ";
@@ -148,6 +172,8 @@ struct StepGraph {
         text += "-" + last.substr(last.rfind('.') + 1).str();
       }
       text += std::string(" ") + tierName(tierOf(plan, i));
+      if (pinned[i])
+        text += " (set in the model)";
       i = j + 1;
     }
     return text;
@@ -328,6 +354,21 @@ void KilnRemat::runOnOperation() {
   FailureOr<StepGraph> graph = StepGraph::build(module);
   if (failed(graph))
     return; // no @step: nothing to plan
+  if (auto overrides = module->getAttrOfType<DictionaryAttr>(kRematOverridesAttrName))
+    for (NamedAttribute entry : overrides) {
+      auto tier = dyn_cast<StringAttr>(entry.getValue());
+      if (!tier || !tierFromName(tier.getValue())) {
+        module.emitError() << kRematOverridesAttrName << ": " << entry.getName()
+                           << " = " << entry.getValue()
+                           << " is not none, pointwise, selective or full";
+        return signalPassFailure();
+      }
+      if (!llvm::is_contained(graph->instances, entry.getName().str())) {
+        module.emitError() << kRematOverridesAttrName << ": no block instance '"
+                           << entry.getName() << "' in @step's forward";
+        return signalPassFailure();
+      }
+    }
   int last = graph->numPlans();
   bool needPeaks = budget > 0 || sweep;
   if (needPeaks && !plannedPeak) {
@@ -366,7 +407,7 @@ void KilnRemat::runOnOperation() {
 
   int plan = 0;
   if (chosenMode == "selective")
-    plan = (int)Tier::Selective * (int)graph->instances.size();
+    plan = (int)Tier::Selective * graph->numFree;
   else if (chosenMode == "full")
     plan = last;
   if (budget > 0) {
