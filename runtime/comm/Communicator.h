@@ -8,9 +8,9 @@
 //   MPI   (CPU artifacts, mpirun)            Open MPI, libkiln_mpi.so
 //   Gloo  (CPU artifacts, torchrun, Slurm)   Gloo over TCP, libkiln_gloo.so,
 //                                            meeting at MASTER_ADDR:MASTER_PORT
-//   NCCL  (CUDA artifacts) not yet: a CUDA artifact with a mesh is refused
-//                          by kilnc
-// Buffers are host memory here (the CPU arena).
+// CUDA artifacts run their CollectiveCalls through NCCL (runtime/cuda/
+// Nccl.h); this communicator then only carries NCCL's unique id and the
+// start-up checks. Buffers are host memory here (the CPU arena).
 //
 //===----------------------------------------------------------------------===//
 
