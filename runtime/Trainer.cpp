@@ -99,7 +99,8 @@ Status checkLaunch(const Artifact &artifact, const LaunchEnv &env) {
       " data-parallel ranks but runs as ",
       env.size == 1 ? std::string("one process")
                     : detail::concat(env.size, " (", env.described, ")"),
-      ": launch it with `mpirun -np ", ranks, " kiln-run ...`");
+      ": launch it with `mpirun -np ", ranks, " kiln-run ...` (or `torchrun --nproc-per-node ",
+      ranks, " --no-python kiln-run ...`)");
 }
 
 // What every rank must agree on before the first step.
