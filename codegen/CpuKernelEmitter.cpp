@@ -77,6 +77,48 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
 // top of its row loop, the values it reads written to their buffers first)
 // and after it (epilogue: computed per row at the bottom of the loop from the
 // row output it just wrote); RowGroup checks the group.
+// kiln.fusion "sum": the pointwise statements of each element, then the
+// element added to the total, in the order of the CPU's whole-tensor
+// kiln.reduce_sum (64 fixed chunks in parallel, combined in order; one pass
+// below kParallelWork), so fusing it changes no bit.
+FailureOr<CpuKernel> emitSumGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group);
+  if (failed(w.declareBuffers()))
+    return failure();
+  FailureOr<PointwiseBody> body = PointwiseBody::buildSum(group, w, "r");
+  if (failed(body))
+    return failure();
+  const std::string n = std::to_string(body->elements);
+  auto element = [&] {
+    for (const std::string &statement : body->statements)
+      w.line(statement);
+    for (const std::string &store : body->stores)
+      w.line(store);
+    w.line("acc += " + body->summand + ";");
+  };
+  w.line("// " + n + " elements summed as they are computed");
+  if (body->elements >= kParallelWork) {
+    w.line("double partial[64];");
+    w.line("#pragma omp parallel for schedule(static)");
+    w.open("for (int64_t c = 0; c < 64; ++c)");
+    w.line("double acc = 0;");
+    w.open("for (int64_t r = " + n + " * c / 64; r < " + n + " * (c + 1) / 64; ++r)");
+    element();
+    w.close();
+    w.line("partial[c] = acc;");
+    w.close();
+    w.line("double acc = 0;");
+    w.line("for (int64_t c = 0; c < 64; ++c) acc += partial[c];");
+  } else {
+    w.line("double acc = 0;");
+    w.open("for (int64_t r = 0; r < " + n + "; ++r)");
+    element();
+    w.close();
+  }
+  w.line(w.ptr(body->total) + "[0] = (float)acc;");
+  return w.finish();
+}
+
 FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group) {
   FailureOr<RowGroup> parts = RowGroup::split(group);
   if (failed(parts))
@@ -157,6 +199,8 @@ FailureOr<CpuKernel> CpuKernelEmitter::emit(const KernelGroup &group) {
     return emitPointwiseGroup(group);
   if (group.ops.size() > 1 && llvm::all_of(group.ops, hasOptimizerCpuKernel))
     return emitOptimizerGroup(group);
+  if (PointwiseBody::isSumGroup(group))
+    return emitSumGroup(group);
   if (group.ops.size() > 1)
     return emitRowGroup(group);
   KernelSourceWriter w(group);

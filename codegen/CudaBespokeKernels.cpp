@@ -128,6 +128,31 @@ LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows, StringRef row,
                      "threadIdx.x", "blockDim.x");
 }
 
+} // namespace
+
+void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
+                   const std::string &out, llvm::function_ref<std::string()> element) {
+  uint32_t grid = cudaGridFor(n, kCudaBlock);
+  launch = {grid, kCudaBlock, 0};
+  w.global("__device__ float " + kEntryPlaceholder + "_partial[" + str(grid) + "];");
+  w.global("__device__ unsigned int " + kEntryPlaceholder + "_done = 0u;");
+  w.line("float acc = 0.0f;");
+  openGridStrideLoop(w, n, "e");
+  std::string summand = element();
+  w.line("acc += " + summand + ";");
+  w.close();
+  w.line("acc = kiln_block_sum(acc);");
+  w.line("if (threadIdx.x == 0) " + kEntryPlaceholder + "_partial[blockIdx.x] = acc;");
+  w.line("if (!kiln_last_block(&" + kEntryPlaceholder + "_done)) return;");
+  w.line("float total = 0.0f;");
+  w.line("for (int b = threadIdx.x; b < " + str(grid) + "; b += blockDim.x) total += __ldcg(&" +
+         kEntryPlaceholder + "_partial[b]);");
+  w.line("total = kiln_block_sum(total);");
+  w.line("if (threadIdx.x == 0) " + out + "[0] = total;");
+}
+
+namespace {
+
 // sum over `dims` of input -> output [kept dims], three loop shapes:
 //   one output:            block partials, combined by the last block;
 //   trailing dims reduced: one warp per output, lanes strided over the row;
@@ -153,25 +178,7 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
          " -> " + shapeString(shapeOf(out)));
 
   if (outN == 1 && isFloat) {
-    uint32_t grid = cudaGridFor(redN, kCudaBlock);
-    launch = {grid, kCudaBlock, 0};
-    w.global("__device__ float " + kEntryPlaceholder + "_partial[" +
-             str(grid) + "];");
-    w.global("__device__ unsigned int " + kEntryPlaceholder + "_done = 0u;");
-    w.line("float acc = 0.0f;");
-    openGridStrideLoop(w, redN, "e");
-    w.line("acc += " + x + "[" + off + "];");
-    w.close();
-    w.line("acc = kiln_block_sum(acc);");
-    w.line("if (threadIdx.x == 0) " + kEntryPlaceholder + "_partial[blockIdx.x]"
-           " = acc;");
-    w.line("if (!kiln_last_block(&" + kEntryPlaceholder + "_done)) return;");
-    w.line("float total = 0.0f;");
-    w.line("for (int b = threadIdx.x; b < " + str(grid) +
-           "; b += blockDim.x) total += __ldcg(&" + kEntryPlaceholder +
-           "_partial[b]);");
-    w.line("total = kiln_block_sum(total);");
-    w.line("if (threadIdx.x == 0) " + y + "[0] = total;");
+    emitGridTotal(w, launch, redN, y, [&] { return x + "[" + off + "]"; });
     return success();
   }
   bool trailingReduced = isFloat && !reduced.empty() &&

@@ -78,6 +78,13 @@ struct CudaRowFusion {
   bool began = false, ended = false; // set by the row emitter
 };
 
+// The sum of `n` f32 elements into out[0] (a whole-tensor kiln.reduce_sum):
+// a grid-stride loop in which `element()` writes the statements of element
+// `e` and returns the expression to add, block sums, and the last block's
+// sum of those; sets `launch`.
+void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
+                   const std::string &out, llvm::function_ref<std::string()> element);
+
 // Writes the kernel body of `op` and its launch; with `rows`, `op` is the
 // row op of a fused row kernel and the emitter writes `rows`' prologue and
 // epilogue into its row loop. Emits an error on failure.

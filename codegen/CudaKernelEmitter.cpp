@@ -88,6 +88,28 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   return withLaunch(w.finish(kCudaBlock), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
 }
 
+// kiln.fusion "sum": a grid-stride loop computing each element and adding
+// it to the thread's total, then the block sums and the last block's sum of
+// them, as the CUDA whole-tensor kiln.reduce_sum (emitGridTotal).
+FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  if (failed(w.declareBuffers()))
+    return failure();
+  FailureOr<PointwiseBody> body = PointwiseBody::buildSum(group, w, "e");
+  if (failed(body))
+    return failure();
+  CudaLaunch launch;
+  w.line("// " + std::to_string(body->elements) + " elements summed as they are computed");
+  emitGridTotal(w, launch, body->elements, w.ptr(body->total), [&] {
+    for (const std::string &statement : body->statements)
+      w.line(statement);
+    for (const std::string &store : body->stores)
+      w.line(store);
+    return body->summand;
+  });
+  return withLaunch(w.finish(launch.block), launch);
+}
+
 // A row op with its pointwise prologue and epilogue (RowGroup) as one row
 // kernel: the row op's emitter writes them into its row loop
 // (CudaRowFusion), with the launch of the row op alone.
@@ -135,6 +157,8 @@ FailureOr<CudaKernel> CudaKernelEmitter::emit(const KernelGroup &group,
     return emitPointwiseGroup(group);
   if (group.ops.size() > 1 && llvm::all_of(group.ops, hasOptimizerCudaKernel))
     return emitOptimizerGroup(group);
+  if (PointwiseBody::isSumGroup(group))
+    return emitSumGroup(group);
   if (group.ops.size() > 1)
     return emitRowGroup(group);
   KernelSourceWriter w(group, KernelTarget::Cuda);

@@ -30,30 +30,74 @@ bool PointwiseBody::isPointwise(Operation *op) {
          isa<k::BroadcastOp, k::IotaOp, k::CausalMaskOp>(op);
 }
 
-FailureOr<PointwiseBody> PointwiseBody::build(const KernelGroup &group,
-                                              const KernelSourceWriter &w,
-                                              StringRef index) {
-  if (group.outputs.empty())
-    return group.ops.front()->emitError() << "a kernel needs an output";
+namespace {
+
+// The statements of `ops` over `elements` elements and a store for each of
+// `group`'s outputs but `total` (a "sum" kernel's one-element result).
+FailureOr<PointwiseBody> fill(const KernelGroup &group, ArrayRef<Operation *> ops,
+                              int64_t elements, Value total, const KernelSourceWriter &w,
+                              StringRef index, PointwiseStatements &code) {
   PointwiseBody body;
-  body.elements = numElements(shapeOf(group.outputs.front()));
-  for (Operation *op : group.ops)
+  body.elements = elements;
+  body.total = total;
+  for (Operation *op : ops)
     if (numElements(shapeOf(op->getResult(0))) != body.elements)
       return op->emitError()
              << "pointwise ops of one kernel must all produce "
              << body.elements << " elements";
-  PointwiseStatements code;
   if (failed(emitPointwiseStatements(
-          group.ops, index, [&](Value v) { return w.ptr(v); }, code)))
+          ops, index, [&](Value v) { return w.ptr(v); }, code)))
     return failure();
   body.statements.assign(code.lines.begin(), code.lines.end());
   for (Value out : group.outputs) {
+    if (out == total)
+      continue;
     auto it = code.vars.find(out);
     if (it == code.vars.end())
       return group.ops.front()->emitError()
              << "a kernel output is not computed by the kernel's ops";
     body.stores.push_back(w.store(out, index, it->second));
   }
+  return body;
+}
+
+} // namespace
+
+FailureOr<PointwiseBody> PointwiseBody::build(const KernelGroup &group,
+                                              const KernelSourceWriter &w,
+                                              StringRef index) {
+  if (group.outputs.empty())
+    return group.ops.front()->emitError() << "a kernel needs an output";
+  PointwiseStatements code;
+  return fill(group, group.ops, numElements(shapeOf(group.outputs.front())), Value(), w,
+              index, code);
+}
+
+bool PointwiseBody::isSumGroup(const KernelGroup &group) {
+  if (group.ops.size() < 2)
+    return false;
+  auto sum = dyn_cast<k::ReduceSumOp>(group.ops.back());
+  return sum && numElements(shapeOf(sum.getResult())) == 1 &&
+         llvm::all_of(ArrayRef<Operation *>(group.ops).drop_back(), isPointwise);
+}
+
+FailureOr<PointwiseBody> PointwiseBody::buildSum(const KernelGroup &group,
+                                                 const KernelSourceWriter &w,
+                                                 StringRef index) {
+  if (!isSumGroup(group))
+    return group.ops.front()->emitError()
+           << "a \"sum\" kernel is pointwise ops and then one whole-tensor kiln.reduce_sum";
+  auto sum = cast<k::ReduceSumOp>(group.ops.back());
+  PointwiseStatements code;
+  FailureOr<PointwiseBody> body =
+      fill(group, ArrayRef<Operation *>(group.ops).drop_back(),
+           numElements(shapeOf(sum.getInput())), sum.getResult(), w, index, code);
+  if (failed(body))
+    return failure();
+  auto summand = code.vars.find(sum.getInput());
+  if (summand == code.vars.end())
+    return sum->emitError() << "the summed tensor is not computed by the kernel's ops";
+  body->summand = summand->second;
   return body;
 }
 

@@ -35,12 +35,25 @@ struct PointwiseBody {
   // True for the ops that may share one pointwise loop nest with others.
   static bool isPointwise(mlir::Operation *op);
 
+  // kiln.fusion "sum" only: the variable holding the element the total adds
+  // up, and the total (the whole-tensor kiln.reduce_sum's result, one f32).
+  std::string summand;
+  mlir::Value total;
+
   // The statements of `group` (all ops pointwise) over the flat output index
   // `index`, reading and writing the pointers `w` declared. Emits an error on
   // the offending op when the group cannot be one flat loop.
   static mlir::FailureOr<PointwiseBody> build(const KernelGroup &group,
                                               const KernelSourceWriter &w,
                                               llvm::StringRef index);
+  // A "sum" group (pointwise ops, then a whole-tensor kiln.reduce_sum of a
+  // value they compute): the loop over the sum's input elements, with the
+  // stores of the group's other outputs, `summand` and `total`.
+  static mlir::FailureOr<PointwiseBody> buildSum(const KernelGroup &group,
+                                                 const KernelSourceWriter &w,
+                                                 llvm::StringRef index);
+  // Whether `group` is such a group.
+  static bool isSumGroup(const KernelGroup &group);
 };
 
 } // namespace kiln

@@ -26,6 +26,9 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     - `"optimizer"`: several kiln.adam / kiln.sgd / kiln.sgd_momentum updates
       in one multi-tensor kernel; the updated parameter and state results
       are written in place into the buffers of the matching operands;
+    - `"sum"`: pointwise ops as `"pointwise"`, ending with one
+      kiln.reduce_sum of a whole f32 tensor they compute to one value: each
+      element is added to the total as it is computed, never stored;
     - `"gemm"`: one kiln.matmul, first, and its epilogue (one GEMM call with
       a cuBLASLt epilogue; the CPU applies it after sgemm), chosen by
       --kiln-fuse-gemm-epilogue: a bias add (kiln.broadcast of a [N] vector
@@ -84,7 +87,7 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     /// The kinds codegen knows how to emit.
     static bool isKnownKind(::llvm::StringRef kind) {
       return kind == "pointwise" || kind == "row" || kind == "optimizer" ||
-             kind == "gemm";
+             kind == "gemm" || kind == "sum";
     }
     /// Kind "gemm": a kiln.matmul first, then only epilogue ops.
     ::mlir::LogicalResult verifyGemmBody();

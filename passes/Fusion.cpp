@@ -23,7 +23,11 @@
 //        absorbs the pointwise groups that
 //        produce its row-sized operands (its prologue);
 //     c. optimizer update (adam, sgd, sgd_momentum): joins the current
-//        multi-tensor group of its kind, up to max-optimizer-tensors.
+//        multi-tensor group of its kind, up to max-optimizer-tensors;
+//     d. whole-tensor f32 reduce_sum S (to one value): joins the pointwise
+//        group that computes its input, which then ends with S (each
+//        element summed as it is computed, the input never stored: the
+//        global norm's g * g of every gradient).
 //     A join is legal when every value of the group read outside it is read
 //     after C (so the kernel, placed at its last member, never feeds an op
 //     that runs before it and no cycle can form), C does not broadcast a
@@ -171,7 +175,9 @@ bool isArgumentCopy(Operation *op, Block &block) {
 }
 
 // ArgumentCopies: step 1c's groups (a pointwise kernel for codegen).
-enum class GroupKind { Pointwise, Row, Optimizer, ArgumentCopies };
+// Sum: step 2d's groups (a whole-tensor kiln.reduce_sum and the pointwise
+// ops computing its input, summed as they are computed).
+enum class GroupKind { Pointwise, Row, Optimizer, ArgumentCopies, Sum };
 
 StringRef kindName(GroupKind kind) {
   switch (kind) {
@@ -182,8 +188,18 @@ StringRef kindName(GroupKind kind) {
     return "row";
   case GroupKind::Optimizer:
     return "optimizer";
+  case GroupKind::Sum:
+    return "sum";
   }
   return "";
+}
+
+// A kiln.reduce_sum of a whole f32 tensor to one value (the global norm's
+// sum of squares of each gradient).
+bool isTotalSum(Operation *op) {
+  auto sum = dyn_cast<ReduceSumOp>(op);
+  return sum && elementsOf(sum.getResult()) == 1 && elementsOf(sum.getInput()) > 1 &&
+         cast<RankedTensorType>(sum.getInput().getType()).getElementType().isF32();
 }
 
 struct Group {
@@ -218,6 +234,8 @@ public:
         visitRow(op);
       else if (isOptimizerUpdate(op))
         visitOptimizer(op);
+      else if (isTotalSum(op))
+        visitSum(op);
     }
     for (auto &group : groups)
       if (group->ops.size() >= 2)
@@ -420,6 +438,10 @@ private:
         refuse(producer, op, "optimizer updates fuse only with each other");
         continue;
       }
+      if (group->kind == GroupKind::Sum) {
+        refuse(producer, op, "a whole-tensor sum ends its kernel");
+        continue;
+      }
       if (group->kind == GroupKind::ArgumentCopies) {
         refuse(producer, op,
                "the bf16 copies of arguments fuse only with each other (one "
@@ -520,6 +542,35 @@ private:
     row->rowOp = op;
     for (Group *group : join)
       merge(row, group);
+  }
+
+  // 2d. A whole-tensor sum absorbs the pointwise group computing its input:
+  // each element is summed as it is computed, never stored (the global
+  // norm's g * g, the size of the largest parameter, is then no buffer).
+  void visitSum(Operation *op) {
+    Value input = op->getOperand(0);
+    int64_t n = elementsOf(input);
+    Operation *producer = input.getDefiningOp();
+    Group *group = producer && producer->getBlock() == &block ? groupOf(producer) : nullptr;
+    if (!group) {
+      if (producer && producer->getBlock() == &block) {
+        std::string why = whyStandalone(producer);
+        if (!why.empty())
+          refuse(producer, op, why);
+      }
+      return;
+    }
+    if (group->kind != GroupKind::Pointwise || group->elements != n) {
+      refuse(producer, op, "a whole-tensor sum takes in pointwise ops over its input only");
+      return;
+    }
+    std::string why = whyNot({group}, op);
+    if (!why.empty()) {
+      refuse(producer, op, why);
+      return;
+    }
+    group->kind = GroupKind::Sum;
+    add(group, op);
   }
 
   // 2c. Updates of one kind share a multi-tensor kernel.

@@ -226,3 +226,39 @@ func.func @step(%w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %b: tensor<16xf32>
   %bb = kiln.convert %b : tensor<16xf32> -> tensor<16xbf16>
   return %y, %bb : tensor<4x8xf32>, tensor<16xbf16>
 }
+
+// -----
+
+// Tests that a whole-tensor sum takes in the pointwise ops computing its
+// input ("sum"): the global norm's g * g is summed as it is computed and
+// yields no tensor, only the total; a value also read outside (the add,
+// read by the return) stays an output.
+// CHECK-LABEL: func.func @update
+// CHECK: %[[F:.*]]:2 = kiln.fusion "sum" (%arg0, %arg1)
+// CHECK-NEXT: ^bb0(%[[G:[^:]*]]: tensor<64x32xf32>, %[[H:[^:]*]]: tensor<64x32xf32>):
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[G]], %[[H]]
+// CHECK-NEXT: %[[Q:.*]] = kiln.mul %[[S]], %[[S]]
+// CHECK-NEXT: %[[T:.*]] = kiln.reduce_sum %[[Q]] dims = [0, 1]
+// CHECK-NEXT: kiln.yield %[[S]], %[[T]] : tensor<64x32xf32>, tensor<f32>
+// CHECK: return %[[F]]#1, %[[F]]#0
+func.func @update(%g: tensor<64x32xf32>, %h: tensor<64x32xf32>) -> (tensor<f32>, tensor<64x32xf32>) {
+  %s = kiln.add %g, %h : tensor<64x32xf32>
+  %q = kiln.mul %s, %s : tensor<64x32xf32>
+  %t = kiln.reduce_sum %q dims = [0, 1] : tensor<64x32xf32> -> tensor<f32>
+  return %t, %s : tensor<f32>, tensor<64x32xf32>
+}
+
+// -----
+
+// Tests that nothing joins a "sum" kernel after its total (the sqrt reads
+// the total: one element, another loop).
+// CHECK-LABEL: func.func @update
+// CHECK: %[[F:.*]] = kiln.fusion "sum"
+// CHECK: kiln.sqrt %[[F]]
+// CHECK-NOT: kiln.fusion "sum"
+func.func @update(%g: tensor<64x32xf32>) -> tensor<f32> {
+  %q = kiln.mul %g, %g : tensor<64x32xf32>
+  %t = kiln.reduce_sum %q dims = [0, 1] : tensor<64x32xf32> -> tensor<f32>
+  %r = kiln.sqrt %t : tensor<f32>
+  return %r : tensor<f32>
+}
