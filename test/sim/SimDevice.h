@@ -5,7 +5,9 @@
 //   libcuda.so.1      SimDriver.cpp   device memory, streams, graphs, launches
 //   libnvrtc.so.13    SimNvrtc.cpp    CUDA source -> host shared library
 //   libcublasLt.so.13 SimCublasLt.cpp cuBLASLt's documented matmul semantics
-//   libnccl.so.2      SimNccl.cpp     NCCL over one rank
+//   libnccl.so.2      SimNccl.cpp     NCCL's all-reduce between rank processes
+//                                     (POSIX shared memory); $KILN_SIM_DEVICES
+//                                     GPUs per node (default 1)
 // libcublasLt links against libcuda (same directory, $ORIGIN rpath), so both
 // share one device: a matmul is one more operation on a stream, run when the
 // stream runs, and captured into a graph like a kernel.

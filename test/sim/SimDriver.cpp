@@ -214,6 +214,18 @@ void fault(const std::string &message) {
 
 // ---- the driver API --------------------------------------------------------
 
+namespace {
+
+// $KILN_SIM_DEVICES (default 1): how many GPUs the node seems to have, so
+// that ranks of a data-parallel run (one per GPU, LOCAL_RANK) start.
+int simulatedDeviceCount() {
+  const char *text = std::getenv("KILN_SIM_DEVICES");
+  int count = text && *text ? std::atoi(text) : 1;
+  return count >= 1 ? count : 1;
+}
+
+} // namespace
+
 extern "C" {
 
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
@@ -291,16 +303,18 @@ CUresult CUDAAPI cuDeviceGetCount(int *count) {
     return CUDA_ERROR_INVALID_VALUE;
   if (!device().initialized)
     return CUDA_ERROR_NOT_INITIALIZED;
-  *count = 1;
+  *count = simulatedDeviceCount();
   return CUDA_SUCCESS;
 }
 
+// Each ordinal below the count is the one simulated device (a process uses
+// one GPU; ranks in other processes each have their own simulator).
 CUresult CUDAAPI cuDeviceGet(CUdevice *dev, int ordinal) {
   if (!dev)
     return CUDA_ERROR_INVALID_VALUE;
   if (!device().initialized)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (ordinal != 0)
+  if (ordinal < 0 || ordinal >= simulatedDeviceCount())
     return CUDA_ERROR_INVALID_DEVICE;
   *dev = 0;
   return CUDA_SUCCESS;

@@ -1,11 +1,16 @@
-//===- SimNccl.cpp - libnccl.so.2 of the device simulator: one rank -------===//
+//===- SimNccl.cpp - libnccl.so.2 of the device simulator -----------------===//
 //
-// Test-only. The simulator is one device, so its NCCL is a communicator of
-// one rank: an all-reduce over one rank is the identity (sum or average of
-// one buffer), done as an operation on the stream like the real one, so it
-// runs when the stream runs and is captured into a graph like a kernel.
-// That is what lets the CUDA backend's NCCL path (runtime/cuda/Nccl.h) run
-// under the simulator; more ranks need GPUs.
+// Test-only. NCCL's all-reduce between the ranks of a run, each rank a
+// process with its own simulator, so that the CUDA backend's NCCL path
+// (runtime/cuda/Nccl.h: the unique id passed over the launch's
+// communicator, one rank per GPU, mean and sum, graph capture) runs on CPUs.
+// An all-reduce is an operation on the stream like the real one: it runs
+// when the stream runs, and is captured into a graph like a kernel. When it
+// runs, each rank copies its buffer into its slot of a POSIX shared-memory
+// segment named after the communicator and the call's sequence number,
+// waits for every rank, sums the slots in rank order (so every rank gets
+// the same bits), scales for the mean, and waits again before the segment
+// goes. One rank needs no segment: the reduction of one buffer is itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,15 +18,61 @@
 
 #include <nccl.h>
 
-#include <cstring>
-#include <string>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-struct ncclComm {
-  int rank = 0;
-  int size = 1;
-};
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
+
+constexpr char kMagic[8] = {'k', 'i', 'l', 'n', '-', 's', 'i', 'm'};
+constexpr auto kTimeout = std::chrono::seconds(120);
+
+// A segment every rank maps: an arrival counter, then `bytes` per rank.
+struct Segment {
+  std::string name;
+  uint8_t *base = nullptr;
+  size_t size = 0;
+
+  std::atomic<uint64_t> &arrived() const {
+    return *reinterpret_cast<std::atomic<uint64_t> *>(base);
+  }
+  uint8_t *slot(int rank, size_t bytes) const { return base + 64 + size_t(rank) * bytes; }
+
+  static Segment open(const std::string &name, size_t size) {
+    Segment s;
+    s.name = name;
+    s.size = size;
+    int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0)
+      kiln::sim::fault("ncclAllReduce: shm_open(" + name + ") failed: " + std::strerror(errno));
+    void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED)
+      kiln::sim::fault("ncclAllReduce: mmap of " + name + " failed");
+    s.base = static_cast<uint8_t *>(p);
+    return s;
+  }
+};
+
+// Waits until `count` arrivals are in (every rank past this point).
+void waitFor(const Segment &s, uint64_t count) {
+  auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  while (s.arrived().load(std::memory_order_acquire) < count) {
+    if (std::chrono::steady_clock::now() > deadline)
+      kiln::sim::fault("ncclAllReduce: the other ranks did not arrive within 120 s at " +
+                       s.name);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
 
 size_t typeBytes(ncclDataType_t type) {
   switch (type) {
@@ -46,6 +97,13 @@ size_t typeBytes(ncclDataType_t type) {
 
 } // namespace
 
+struct ncclComm {
+  int rank = 0;
+  int size = 1;
+  uint64_t token = 0; // from the unique id: names the segments
+  uint64_t calls = 0; // all-reduces run so far (the same on every rank)
+};
+
 extern "C" {
 
 __attribute__((visibility("default"))) ncclResult_t ncclGetVersion(int *version) {
@@ -59,17 +117,22 @@ __attribute__((visibility("default"))) ncclResult_t ncclGetUniqueId(ncclUniqueId
   if (!id)
     return ncclInvalidArgument;
   std::memset(id, 0, sizeof *id);
-  std::memcpy(id->internal, "kiln-sim", 8);
+  std::memcpy(id->internal, kMagic, sizeof kMagic);
+  uint64_t token = std::random_device{}() ^ (uint64_t(::getpid()) << 32);
+  std::memcpy(id->internal + sizeof kMagic, &token, sizeof token);
   return ncclSuccess;
 }
 
 __attribute__((visibility("default"))) ncclResult_t
 ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
-  if (!comm || std::memcmp(id.internal, "kiln-sim", 8) != 0)
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks ||
+      std::memcmp(id.internal, kMagic, sizeof kMagic) != 0)
     return ncclInvalidArgument;
-  if (nranks != 1 || rank != 0)
-    return ncclInvalidUsage; // one simulated device, one rank
-  *comm = new ncclComm();
+  auto *c = new ncclComm();
+  c->rank = rank;
+  c->size = nranks;
+  std::memcpy(&c->token, id.internal + sizeof kMagic, sizeof c->token);
+  *comm = c;
   return ncclSuccess;
 }
 
@@ -85,18 +148,45 @@ __attribute__((visibility("default"))) ncclResult_t
 ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
               ncclComm_t comm, cudaStream_t stream) {
   size_t bytes = count * typeBytes(type);
-  if (!comm || bytes == 0 || (op != ncclSum && op != ncclAvg && op != ncclMax &&
-                              op != ncclMin && op != ncclProd))
+  if (!comm || bytes == 0 || (op != ncclSum && op != ncclAvg))
     return ncclInvalidArgument;
+  if (comm->size > 1 && type != ncclFloat32)
+    return ncclInvalidUsage; // the simulator reduces f32 across ranks only
   if (!kiln::sim::isDeviceRange(send, bytes) || !kiln::sim::isDeviceRange(recv, bytes))
     kiln::sim::fault("ncclAllReduce of " + std::to_string(bytes) +
                      " bytes outside device memory");
-  // One rank: every reduction of one value is the value.
   CUresult queued = kiln::sim::enqueue(
       reinterpret_cast<CUstream>(stream),
-      [send, recv, bytes] {
-        if (send != recv)
-          std::memmove(recv, send, bytes);
+      [send, recv, bytes, count, op, comm] {
+        const int ranks = comm->size;
+        const uint64_t call = comm->calls++;
+        if (ranks == 1) {
+          if (send != recv)
+            std::memmove(recv, send, bytes); // one rank: every reduction is the buffer
+          return;
+        }
+        Segment s = Segment::open("/kiln-sim-nccl-" + std::to_string(comm->token) + "-" +
+                                      std::to_string(call),
+                                  64 + size_t(ranks) * bytes);
+        std::memcpy(s.slot(comm->rank, bytes), send, bytes);
+        s.arrived().fetch_add(1, std::memory_order_acq_rel);
+        waitFor(s, uint64_t(ranks));
+        std::vector<float> total(count, 0.0f);
+        for (int r = 0; r < ranks; ++r) {
+          const float *part = reinterpret_cast<const float *>(s.slot(r, bytes));
+          for (size_t i = 0; i < count; ++i)
+            total[i] += part[i];
+        }
+        if (op == ncclAvg)
+          for (float &v : total)
+            v /= static_cast<float>(ranks);
+        std::memcpy(recv, total.data(), bytes);
+        // Everyone has read every slot before the segment goes.
+        s.arrived().fetch_add(1, std::memory_order_acq_rel);
+        waitFor(s, 2 * uint64_t(ranks));
+        ::munmap(s.base, s.size);
+        if (comm->rank == 0)
+          ::shm_unlink(s.name.c_str());
       },
       "ncclAllReduce");
   return queued == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
@@ -109,7 +199,7 @@ __attribute__((visibility("default"))) const char *ncclGetErrorString(ncclResult
   case ncclInvalidArgument:
     return "invalid argument (simulator)";
   case ncclInvalidUsage:
-    return "invalid usage (the simulator's NCCL has one rank)";
+    return "invalid usage (simulator)";
   default:
     return "unhandled error (simulator)";
   }
