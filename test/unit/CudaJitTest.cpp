@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <utility>
 #include <sys/wait.h>
 
 namespace kiln::rt::cuda {
@@ -353,16 +354,16 @@ TEST(DynamicLibraryTest, MissingSymbolNamesSymbolAndLibrary) {
 
 // --- kiln-run --compile-only, as a process --------------------------------
 
-// A CUDA artifact whose "step" calls `entries` in order on one buffer.
-test::ArtifactSpec cudaArtifact(const std::string &source,
-                                const std::vector<std::string> &entries) {
+// A CUDA artifact whose "step" calls its kernels (entry, source) in order on
+// one buffer; kernel i is at model.kiln:(i + 3):5.
+test::ArtifactSpec cudaArtifactOf(const std::vector<std::pair<std::string, std::string>> &kernels) {
   test::ArtifactSpec spec;
   spec.target = "cuda";
   spec.archs = {"sm_80", "sm_90a"};
   spec.buffers.push_back({"loss", schema::BufferRole_Loss});
   spec.buffers.push_back({"x", schema::BufferRole_Activation, schema::DType_F32, {1024}});
-  for (size_t i = 0; i < entries.size(); ++i) {
-    test::KernelSpec kernel{entries[i], i == 0 ? source : "// in kernel 0's source\n",
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    test::KernelSpec kernel{kernels[i].first, kernels[i].second,
                             "model.kiln:" + std::to_string(i + 3) + ":5", "kiln.mul"};
     kernel.launch = schema::KernelLaunch(4, 256, 0);
     spec.kernels.push_back(kernel);
@@ -372,6 +373,15 @@ test::ArtifactSpec cudaArtifact(const std::string &source,
     spec.schedule.push_back(step);
   }
   return spec;
+}
+
+// The same with every entry in kernel 0's `source`.
+test::ArtifactSpec cudaArtifact(const std::string &source,
+                                const std::vector<std::string> &entries) {
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (size_t i = 0; i < entries.size(); ++i)
+    kernels.push_back({entries[i], i == 0 ? source : "// in kernel 0's source\n"});
+  return cudaArtifactOf(kernels);
 }
 
 int runCompileOnly(const std::string &dir, const test::ArtifactSpec &spec,
@@ -412,18 +422,11 @@ TEST_F(CudaJitTest, CompileOnlyReportsEveryKernelForEveryArch) {
 // only its part.
 TEST_F(CudaJitTest, ArtifactCompilesInPartsCachedEachOnItsOwn) {
   auto artifactWith = [&](const std::vector<std::string> &names) {
-    test::ArtifactSpec spec = cudaArtifact("", {});
-    for (size_t i = 0; i < names.size(); ++i) {
-      test::KernelSpec kernel{names[i], doublingKernel(names[i], 2.0f + i),
-                              "model.kiln:" + std::to_string(i + 3) + ":5", "kiln.mul"};
-      kernel.launch = schema::KernelLaunch(4, 256, 0);
-      spec.kernels.push_back(kernel);
-      test::StepSpec step;
-      step.kernel = static_cast<uint32_t>(i);
-      step.buffers = {1};
-      spec.schedule.push_back(step);
-    }
-    auto artifact = Artifact::loadBytes(test::serializeArtifact(spec), "model.kart");
+    std::vector<std::pair<std::string, std::string>> kernels;
+    for (size_t i = 0; i < names.size(); ++i)
+      kernels.push_back({names[i], doublingKernel(names[i], 2.0f + i)});
+    auto artifact =
+        Artifact::loadBytes(test::serializeArtifact(cudaArtifactOf(kernels)), "model.kart");
     EXPECT_TRUE(artifact.ok()) << artifact.status().message();
     return std::move(*artifact);
   };
