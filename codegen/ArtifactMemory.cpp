@@ -79,6 +79,8 @@ void ArtifactWriter::planLogicalShapes() {
     default:
       continue;
     }
+    if (!buffer.shardAxis.empty()) // a flat slice: the parameter's shape
+      continue;                      // is the whole tensor's
     auto it = trueShapes.find(buffer.name);
     if (it != trueShapes.end() && it->second.size() == buffer.shape.size())
       buffer.logicalShape = it->second;

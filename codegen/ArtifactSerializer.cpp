@@ -188,11 +188,14 @@ FailureOr<std::string> ArtifactWriter::serialize() {
     flatbuffers::Offset<flatbuffers::Vector<int64_t>> logicalShape = 0;
     if (!b.logicalShape.empty())
       logicalShape = fbb.CreateVector(b.logicalShape);
+    flatbuffers::Offset<flatbuffers::String> shardAxis = 0;
+    if (!b.shardAxis.empty())
+      shardAxis = fbb.CreateString(b.shardAxis);
     bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
                                                  shape, init, data, b.aliasOf,
                                                  b.weightDecay,
                                                  memory.offsets[i],
-                                                 logicalShape));
+                                                 logicalShape, shardAxis));
   }
 
   std::vector<flatbuffers::Offset<schema::Program>> programOffsets;
@@ -213,7 +216,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       } else if (const std::optional<PlannedCollective> &c = s.collective) {
         op = schema::CreateCollectiveCallDirect(fbb, c->reduction,
                                                 c->axis.c_str(), &s.buffers,
-                                                c->reason.c_str())
+                                                c->reason.c_str(), c->kind)
                  .Union();
         kind = schema::Operation_CollectiveCall;
       } else {

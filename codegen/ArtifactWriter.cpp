@@ -310,6 +310,8 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
     FailureOr<uint32_t> index = sharedBuffer(arg, func, r, name);
     if (failed(index))
       return failure();
+    if (auto axis = func.getArgAttrOfType<StringAttr>(i, k::kShardAxisAttrName))
+      buffers[*index].shardAxis = axis.str();
     if (r != k::role::kParam)
       continue;
     PlannedBuffer &buffer = buffers[*index];
@@ -561,6 +563,7 @@ LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
   // Both targets run it in place: MPI or Gloo on the CPU, NCCL on CUDA.
   PlannedStep step;
   step.collective = PlannedCollective{
+      schema::CollectiveKind_AllReduce,
       op.getReduction() == "mean" ? schema::Reduction_Mean
                                   : schema::Reduction_Sum,
       op.getAxis().str(), op.getReason() ? op.getReason()->str() : ""};
@@ -573,6 +576,75 @@ LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
   // Every buffer is read and written: all count as inputs (the memory plan
   // keeps them live across the call; nothing new is allocated).
   step.numInputs = step.buffers.size();
+  schedule->push_back(std::move(step));
+  return success();
+}
+
+Value ArtifactWriter::inPlaceHome(Value gathered) {
+  SmallVector<Value> views{gathered};
+  for (size_t next = 0; next < views.size(); ++next)
+    for (OpOperand &use : views[next].getUses()) {
+      Operation *user = use.getOwner();
+      if (auto view = dyn_cast<k::ReshapeOp>(user)) {
+        views.push_back(view.getResult());
+        continue;
+      }
+      auto ret = dyn_cast<func::ReturnOp>(user);
+      if (!ret)
+        continue;
+      auto func = ret->getParentOfType<func::FuncOp>();
+      unsigned i = use.getOperandNumber();
+      auto role = func.getResultAttrOfType<StringAttr>(i, k::kRoleAttrName);
+      auto name = func.getResultAttrOfType<StringAttr>(i, k::kNameAttrName);
+      if (!role || !name || !isInPlaceRole(role.getValue()))
+        continue;
+      for (BlockArgument arg : func.getArguments())
+        if (func.getArgAttr(arg.getArgNumber(), k::kRoleAttrName) == role &&
+            func.getArgAttr(arg.getArgNumber(), k::kNameAttrName) == name)
+          return arg;
+    }
+  return Value();
+}
+
+LogicalResult ArtifactWriter::planShardCollective(Operation *op) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  PlannedStep step;
+  PlannedCollective &c = step.collective.emplace();
+  c.axis = op->getAttrOfType<StringAttr>("axis").str();
+  if (auto reason = op->getAttrOfType<StringAttr>("reason"))
+    c.reason = reason.str();
+  if (auto scatter = dyn_cast<k::ReduceScatterOp>(op)) {
+    c.kind = schema::CollectiveKind_ReduceScatter;
+    c.reduction = scatter.getReduction() == "mean" ? schema::Reduction_Mean
+                                                   : schema::Reduction_Sum;
+  } else {
+    c.kind = isa<k::AllGatherOp>(op) ? schema::CollectiveKind_AllGather
+                                     : schema::CollectiveKind_LocalShard;
+  }
+  // Slices are contiguous runs of the flattened tensor: only a split of the
+  // leading dimension is one (ZeRO splits flattened tensors).
+  auto splitDim = op->getAttrOfType<IntegerAttr>("dim");
+  if (splitDim.getInt() != 0)
+    return op->emitError() << "codegen splits tensors over ranks along "
+                              "dimension 0 only (contiguous slices), not "
+                           << splitDim.getInt();
+  std::string name = (op->getName().getStringRef() + "@" +
+                      locationString(op->getLoc()))
+                         .str();
+  FailureOr<uint32_t> out = addBuffer(result, op, name);
+  if (failed(out))
+    return failure();
+  // ZeRO's gathered parameter lands in the parameter itself.
+  if (Value home = isa<k::AllGatherOp>(op) ? inPlaceHome(result) : Value()) {
+    if (failed(planInPlace(op, result, home)))
+      return failure();
+    bufferOf[result] = *out;
+    buffers[*out].aliasOf =
+        static_cast<int32_t>(storageOf(bufferOf.lookup(home)));
+  }
+  step.buffers = {bufferOf.lookup(input), *out};
+  step.numInputs = 1;
+  step.location = locationString(op->getLoc());
   schedule->push_back(std::move(step));
   return success();
 }
@@ -633,6 +705,8 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   }
   if (auto allReduce = dyn_cast<k::AllReduceOp>(op))
     return planAllReduce(allReduce);
+  if (isa<k::ReduceScatterOp, k::AllGatherOp, k::LocalShardOp>(op))
+    return planShardCollective(op);
   if (isa<k::MatmulOp>(op))
     return planMatmul(op);
   if (isa<k::MatmulAccumulateOp>(op))
@@ -703,6 +777,8 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     }
     buffers[index].role = *sharedRole(r);
     buffers[index].name = name;
+    if (auto axis = func.getResultAttrOfType<StringAttr>(i, k::kShardAxisAttrName))
+      buffers[index].shardAxis = axis.str();
     sharedBuffers[roleKey(r, name)] = index;
   }
   return success();

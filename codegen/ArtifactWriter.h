@@ -78,6 +78,7 @@ private:
     int32_t aliasOf = -1;
     float weightDecay = 0.0f; // parameters only
     std::vector<int64_t> logicalShape; // the true shape when pad-dims padded it
+    std::string shardAxis; // a ZeRO shard over this mesh axis (kiln.shard_axis)
   };
   struct PlannedGemm {
     uint32_t a, b, c;
@@ -91,9 +92,11 @@ private:
     bool biasWritten = false, auxWritten = false;
     bool accumulate = false; // C += product (kiln.matmul_accumulate)
   };
-  // A kiln.all_reduce bucket: CollectiveCall over the step's buffers,
-  // each reduced in place.
+  // A collective: a kiln.all_reduce bucket (each buffer reduced in place),
+  // or a reduce-scatter / all-gather / local shard from buffers[0] into
+  // buffers[1].
   struct PlannedCollective {
+    schema::CollectiveKind kind = schema::CollectiveKind_AllReduce;
     schema::Reduction reduction = schema::Reduction_Sum;
     std::string axis, reason;
   };
@@ -136,6 +139,14 @@ private:
   // kiln.all_reduce: one CollectiveCall reducing its operands' buffers in
   // place (its results take their storage).
   mlir::LogicalResult planAllReduce(mlir::kiln::AllReduceOp op);
+  // kiln.reduce_scatter, kiln.all_gather, kiln.local_shard: one
+  // CollectiveCall from the operand's buffer into the result's. An
+  // all-gather that becomes an updated parameter (ZeRO) writes straight
+  // into the parameter's storage.
+  mlir::LogicalResult planShardCollective(mlir::Operation *op);
+  // The @update argument whose storage `gathered` is returned into (through
+  // reshape views) as an in-place role (param), or null.
+  mlir::Value inPlaceHome(mlir::Value gathered);
   mlir::LogicalResult planFusion(mlir::kiln::FusionOp fusion);
   mlir::LogicalResult planReturn(mlir::func::FuncOp func,
                                  mlir::func::ReturnOp ret);

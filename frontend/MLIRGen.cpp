@@ -218,6 +218,8 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   train.append("clip", b_.getF32FloatAttr(t.clip));
   train.append("precision", b_.getStringAttr(t.precision));
   train.append("memory_budget", b_.getI64IntegerAttr(t.memoryBudget));
+  if (t.zero > 0) // absent: replicated, as every artifact before ZeRO
+    train.append("zero", b_.getI64IntegerAttr(t.zero));
   train.append("remat", b_.getStringAttr(t.remat));
   train.append("optimizer", b_.getStringAttr(t.optimizer));
   // Only the arguments of the chosen optimizer: the dumps and the

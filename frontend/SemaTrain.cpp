@@ -82,7 +82,8 @@ const TrainSetting kTrainSettings[] = {{"batch", nullptr},
                                        {"seq", nullptr},
                                        {"clip", "0"},
                                        {"grad_accum", "1"},
-                                       {"memory_budget", "0"}};
+                                       {"memory_budget", "0"},
+                                       {"zero", "0"}};
 
 } // namespace
 
@@ -105,8 +106,8 @@ bool Sema::declareTrainSettings() {
     if (!known)
       return error(s.loc, "unknown train setting '" + s.key +
                               "'; expected batch, seq, clip, grad_accum, "
-                              "memory_budget, precision, remat, mesh or "
-                              "optimizer");
+                              "memory_budget, zero, precision, remat, mesh "
+                              "or optimizer");
     if (!declareName(s.key, s.loc, "train setting") ||
         !consts_.declare(s.key, s.loc, s.value.get(), "train setting"))
       return false;
@@ -148,6 +149,18 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
       return error(loc, "'memory_budget' must be a whole number of bytes, "
                         "with a unit if you like (60GiB; 0: no budget), got " +
                             v->str() + origin);
+    out = *v;
+    return true;
+  }
+  if (k == "zero") {
+    if (!v->isInteger || v->intValue < 0 || v->intValue > 3)
+      return error(loc, "'zero' must be the ZeRO stage: 0 (replicated), 1 "
+                        "(sharded optimizer state) or 2 (and sharded "
+                        "gradients), got " + v->str() + origin);
+    if (v->intValue == 3)
+      return error(loc, "'zero = 3' (sharded parameters, gathered before "
+                        "each use) is not supported yet; zero = 2 shards "
+                        "the optimizer state and the gradients" + origin);
     out = *v;
     return true;
   }
@@ -212,18 +225,20 @@ bool Sema::evaluateTrain() {
     if (!consts_.isConstant(key))
       return error(t.loc, std::string("the train section has no '") + key +
                               " = ...' setting");
-  Number batch, seq, clip, accum, budget;
+  Number batch, seq, clip, accum, budget, zero;
   if (!evaluateTrainNumber("batch", batch) ||
       !evaluateTrainNumber("seq", seq) ||
       !evaluateTrainNumber("grad_accum", accum) ||
       !evaluateTrainNumber("clip", clip) ||
-      !evaluateTrainNumber("memory_budget", budget))
+      !evaluateTrainNumber("memory_budget", budget) ||
+      !evaluateTrainNumber("zero", zero))
     return false;
   graph_.train.batch = batch.intValue;
   graph_.train.seq = seq.intValue;
   graph_.train.gradAccum = accum.intValue;
   graph_.train.clip = clip.value;
   graph_.train.memoryBudget = budget.intValue;
+  graph_.train.zero = zero.intValue;
   if (!evaluateNameSetting("precision", {"fp32", "tf32", "bf16"},
                            graph_.train.precision) ||
       !evaluateNameSetting("remat", {"auto", "none", "selective", "full"},
@@ -235,6 +250,19 @@ bool Sema::evaluateTrain() {
       return false;
   } else if (t.mesh && !evaluateMesh(*t.mesh, diag_)) {
     return false;
+  }
+  if (graph_.train.zero > 0 && graph_.train.mesh.empty()) {
+    SourceLoc loc = t.loc;
+    for (const Setting &s : t.settings)
+      if (s.key == "zero")
+        loc = s.value->loc;
+    std::string fromOverride = consts_.overrideOf("zero");
+    return error(loc, "'zero = " + std::to_string(graph_.train.zero) +
+                          "' shards over the data-parallel ranks, but the "
+                          "train section has no mesh; add mesh = [data = N]" +
+                          (fromOverride.empty()
+                               ? std::string()
+                               : " (zero from " + fromOverride + ")"));
   }
   if (textOverrides_.optimizer)
     return evaluateOptimizer(*textOverrides_.optimizer,

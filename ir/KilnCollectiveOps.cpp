@@ -33,7 +33,8 @@ FailureOr<int64_t> mlir::kiln::meshAxisSize(Operation *op, StringRef axis) {
 }
 
 bool mlir::kiln::isCollective(Operation *op) {
-  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, MeshBroadcastOp>(op);
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, MeshBroadcastOp,
+             LocalShardOp>(op);
 }
 
 /// Checks that `dim` is a dimension of `input` and that `result` is `input`
@@ -158,4 +159,13 @@ LogicalResult MeshBroadcastOp::verify() {
                          << "mesh axis '" << getAxis() << "' (size " << *size
                          << ")";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LocalShardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LocalShardOp::verify() {
+  return verifySplitDim(*this, getAxis(), getInput().getType(), getType(),
+                        getDim(), /*scatter=*/true);
 }

@@ -114,4 +114,27 @@ def Kiln_MeshBroadcastOp : Kiln_CollectiveOp<"mesh_broadcast", [
                        "type($result)";
 }
 
+def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard"> {
+  let summary = "This rank's slice of a replicated value along a mesh axis";
+  let description = [{
+    Rank r along `axis` keeps slice r of dimension `dim` of `input`, a value
+    every rank along `axis` holds alike (the result's `dim` is the input's
+    divided by the axis size). Nothing is communicated -- codegen copies the
+    slice at the rank's offset -- but the result differs from rank to rank,
+    which is why it lives with the collectives: ZeRO's optimizer takes its
+    share of a replicated parameter (or gradient) with it. Not
+    differentiable: it appears only in @update, which autodiff never sees.
+
+    ```mlir
+    %p = kiln.local_shard %w over "data" dim = 0
+        : tensor<1024xf32> -> tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, StrAttr:$axis, I64Attr:$dim,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
+                       "type($input) `->` type($result)";
+}
+
 #endif // KILN_COLLECTIVE_OPS_TD

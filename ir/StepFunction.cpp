@@ -7,6 +7,8 @@
 
 #include "ir/StepFunction.h"
 
+#include "ir/KilnOps.h"
+
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -102,6 +104,25 @@ llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func) {
       forward.insert(&op);
   }
   return forward;
+}
+
+std::optional<RankedTensorType>
+ZeroSharding::shardType(RankedTensorType full) const {
+  int64_t elements = full.getNumElements();
+  if (stage < 1 || ranks < 1 || elements % ranks != 0)
+    return std::nullopt;
+  return RankedTensorType::get({elements / ranks}, full.getElementType());
+}
+
+ZeroSharding readZeroSharding(ModuleOp module) {
+  ZeroSharding zero;
+  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
+  if (auto stage = train ? train.getAs<IntegerAttr>("zero") : IntegerAttr())
+    zero.stage = stage.getInt();
+  if (auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr())
+    zero.ranks = ranks.getInt();
+  return zero;
 }
 
 } // namespace mlir::kiln

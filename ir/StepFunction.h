@@ -40,6 +40,12 @@
 namespace mlir::kiln {
 
 // Argument/result attribute names.
+// On a ZeRO shard (an @update or @step argument or result): the mesh axis
+// whose ranks each hold one contiguous slice of the flattened tensor
+// (ZeroSharding::shardType); the tensor's own shape is its parameter's.
+constexpr llvm::StringLiteral kShardAxisAttrName = "kiln.shard_axis";
+// The mesh axis data parallelism (and ZeRO) runs over.
+constexpr llvm::StringLiteral kDataAxisName = "data";
 constexpr llvm::StringLiteral kRoleAttrName = "kiln.role";
 constexpr llvm::StringLiteral kNameAttrName = "kiln.name";
 constexpr llvm::StringLiteral kInitAttrName = "kiln.init";
@@ -123,6 +129,20 @@ FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp fun
 /// arguments, wherever they sit: what can be computed before the loss's
 /// cotangent exists. Every other op of its body is backward work.
 llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func);
+
+/// kiln.train's ZeRO stage (`zero`, absent: 0) and the ranks of the mesh's
+/// data axis it shards over (no mesh: 1).
+struct ZeroSharding {
+  int64_t stage = 0;
+  int64_t ranks = 1;
+
+  /// The type of one rank's shard of a tensor of type `full` under this
+  /// stage: the flattened tensor cut into `ranks` contiguous slices, rank r
+  /// holding slice r. None when the stage is 0 or the element count does not
+  /// split evenly (that tensor stays replicated).
+  std::optional<RankedTensorType> shardType(RankedTensorType full) const;
+};
+ZeroSharding readZeroSharding(ModuleOp module);
 
 } // namespace mlir::kiln
 

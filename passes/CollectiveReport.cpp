@@ -4,41 +4,143 @@
 
 #include "ir/KilnOps.h"
 #include "ir/OpCost.h"
+#include "ir/StepFunction.h"
 #include "passes/RematReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::kiln {
 
-std::string collectiveSummary(ModuleOp module) {
-  auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
-  std::string lines;
-  llvm::raw_string_ostream os(lines);
-  int64_t total = 0, buckets = 0;
-  module.walk([&](AllReduceOp op) {
+namespace {
+
+/// A collective's kind as the report names it.
+StringRef kindName(Operation *op) {
+  if (isa<AllReduceOp>(op))
+    return "all-reduce";
+  if (isa<ReduceScatterOp>(op))
+    return "reduce-scatter";
+  if (isa<AllGatherOp>(op))
+    return "all-gather";
+  return "local shard";
+}
+
+/// The bytes one run of `op` hands to the library per rank: what an
+/// all-reduce or reduce-scatter reduces, what an all-gather gathers; a
+/// local shard communicates nothing.
+int64_t communicatedBytes(Operation *op) {
+  if (auto reduce = dyn_cast<AllReduceOp>(op)) {
     int64_t bytes = 0;
-    for (Value v : op.getInputs())
+    for (Value v : reduce.getInputs())
       bytes += tensorBytes(v);
-    total += bytes;
-    ++buckets;
+    return bytes;
+  }
+  if (isa<ReduceScatterOp>(op))
+    return tensorBytes(op->getOperand(0));
+  if (isa<AllGatherOp>(op))
+    return tensorBytes(op->getResult(0));
+  return 0;
+}
+
+struct Tally {
+  int64_t calls = 0, tensors = 0, bytes = 0;
+};
+
+} // namespace
+
+std::string collectiveSummary(ModuleOp module) {
+  ZeroSharding zero = readZeroSharding(module);
+  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
+  int64_t microBatches = accum ? std::max<int64_t>(accum.getInt(), 1) : 1;
+
+  // Per kind (per step), and per function, kind and reason (the lines).
+  llvm::MapVector<StringRef, Tally> perKind;
+  std::vector<std::pair<std::string, Tally>> perLine;
+  llvm::StringMap<size_t> lineIndex;
+  module.walk([&](Operation *op) {
+    if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp>(op))
+      return;
     auto func = op->getParentOfType<func::FuncOp>();
-    os << "  @" << func.getSymName() << " all_reduce " << op.getReduction()
-       << " over '" << op.getAxis() << "': " << op.getInputs().size()
-       << " tensors, " << formatMiB(bytes);
-    if (op.getReason())
-      os << " (" << *op.getReason() << ")";
-    os << "\n";
+    // @step runs once per micro-batch.
+    int64_t runs = func.getSymName() == kStepFunctionName ? microBatches : 1;
+    int64_t tensors = isa<AllReduceOp>(op) ? op->getNumOperands() : 1;
+    int64_t bytes = communicatedBytes(op);
+    Tally &k = perKind[kindName(op)];
+    k.calls += runs;
+    k.tensors += tensors;
+    k.bytes += bytes * runs;
+    std::string what;
+    llvm::raw_string_ostream w(what);
+    w << "@" << func.getSymName() << " " << op->getName().stripDialect();
+    if (auto reduction = op->getAttrOfType<StringAttr>("reduction"))
+      w << " " << reduction.getValue();
+    w << " over '" << op->getAttrOfType<StringAttr>("axis").getValue() << "'";
+    if (auto reason = op->getAttrOfType<StringAttr>("reason"))
+      w << " (" << reason.getValue() << ")";
+    auto [at, fresh] = lineIndex.try_emplace(what, perLine.size());
+    if (fresh)
+      perLine.push_back({what, Tally()});
+    Tally &l = perLine[at->second].second;
+    l.calls += 1;
+    l.tensors += tensors;
+    l.bytes += bytes;
   });
-  if (buckets == 0)
+  if (perKind.empty())
     return "";
-  auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr();
-  std::string head;
-  llvm::raw_string_ostream h(head);
-  int64_t n = ranks ? ranks.getInt() : 1;
-  h << "data parallel: " << n << (n == 1 ? " rank" : " ranks") << ", all-reduce of " << formatMiB(total) << " per step in "
-    << buckets << (buckets == 1 ? " bucket" : " buckets") << "\n";
-  return head + lines;
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "data parallel: " << zero.ranks << (zero.ranks == 1 ? " rank" : " ranks");
+  if (zero.stage > 0)
+    os << ", ZeRO-" << zero.stage;
+  for (auto &[kind, t] : perKind) {
+    if (kind == "local shard")
+      continue;
+    os << ", " << kind << " of " << formatMiB(t.bytes) << " per step in "
+       << t.calls;
+    if (kind == "all-reduce")
+      os << (t.calls == 1 ? " bucket" : " buckets");
+    else
+      os << (t.calls == 1 ? " call" : " calls");
+  }
+  os << "\n";
+  for (auto &[what, t] : perLine) {
+    os << "  " << what << ": " << t.tensors
+       << (t.tensors == 1 ? " tensor, " : " tensors, ") << formatMiB(t.bytes);
+    if (t.calls > 1)
+      os << " in " << t.calls << " calls";
+    os << "\n";
+  }
+  if (zero.stage > 0) {
+    // Which parameters' state is sharded, and which stays whole.
+    auto update = module.lookupSymbol<func::FuncOp>(kUpdateFunctionName);
+    SmallVector<StringRef> replicated;
+    int64_t params = 0;
+    if (update)
+      for (unsigned i = 0, e = update.getNumArguments(); i < e; ++i) {
+        if (getArgumentRole(update, i) != role::kParam)
+          continue;
+        ++params;
+        auto type = cast<RankedTensorType>(update.getArgument(i).getType());
+        if (!zero.shardType(type))
+          replicated.push_back(
+              update.getArgAttrOfType<StringAttr>(i, kNameAttrName).getValue());
+      }
+    os << "  ZeRO-" << zero.stage << ": "
+       << (zero.stage >= 2 ? "gradients and optimizer state" : "optimizer state")
+       << " of " << params - static_cast<int64_t>(replicated.size()) << " of "
+       << params << " parameters sharded over " << zero.ranks << " ranks";
+    if (!replicated.empty()) {
+      os << "; replicated (elements not divisible by " << zero.ranks << "):";
+      for (StringRef name : replicated)
+        os << " " << name;
+    }
+    os << "; the memory plan above is one rank's\n";
+  }
+  return text;
 }
 
 } // namespace mlir::kiln

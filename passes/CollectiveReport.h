@@ -15,7 +15,10 @@
 namespace mlir::kiln {
 
 /// "data parallel: 2 ranks, all-reduce of 3.21 MiB per step in 1 bucket"
-/// and one line per collective of every function ("" without any).
+/// (with ZeRO: its stage, and the reduce-scatters and all-gathers too;
+/// @step's collectives count once per micro-batch), one line per function,
+/// collective and reason, and with ZeRO which parameters it shards ("" when
+/// the step does not communicate).
 std::string collectiveSummary(ModuleOp module);
 
 } // namespace mlir::kiln

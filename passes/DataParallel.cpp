@@ -15,6 +15,14 @@
 //  4. At the top of @update, one kiln.all_reduce "mean" per bucket; every
 //     use of an argument reads the bucket's result instead (codegen then
 //     reduces the argument's buffer in place).
+//  5. ZeRO-2: the grad arguments the optimizer made shards
+//     (kiln.shard_axis) join no bucket. @step produces them instead: where
+//     it returns the gradient (or, with grad_accum > 1, where it adds a
+//     micro-batch's gradient to its accumulator) the flattened gradient is
+//     reduce-scattered ("mean"), so @step's result -- and the accumulator,
+//     now a shard too -- is this rank's slice, and the whole gradient is a
+//     temporary of the backward. This communicates once per micro-batch
+//     (as DeepSpeed's stage 2 does): what keeps the gradients sharded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,8 +44,6 @@ using namespace mlir::kiln;
 
 namespace {
 
-constexpr StringLiteral kDataAxis = "data";
-
 struct KilnDataParallelPass
     : public mlir::kiln::impl::KilnDataParallelBase<KilnDataParallelPass> {
   using KilnDataParallelBase::KilnDataParallelBase;
@@ -46,7 +52,7 @@ struct KilnDataParallelPass
     ModuleOp module = getOperation();
     // (1)
     auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
-    auto ranks = mesh ? mesh.getAs<IntegerAttr>(kDataAxis) : IntegerAttr();
+    auto ranks = mesh ? mesh.getAs<IntegerAttr>(kDataAxisName) : IntegerAttr();
     // A mesh of one rank is data parallelism over one rank: its all-reduces
     // degenerate, but run through the same path (MPI, Gloo or NCCL) as with
     // more, which is how that path is checked on one GPU. No mesh: none.
@@ -60,16 +66,17 @@ struct KilnDataParallelPass
       return signalPassFailure();
     }
     // (2)
-    SmallVector<BlockArgument> grads;
+    SmallVector<BlockArgument> grads, shardedGrads;
     BlockArgument loss;
     for (unsigned i = 0, e = update.getNumArguments(); i < e; ++i) {
       StringRef role = getArgumentRole(update, i);
       if (role == role::kGrad)
-        grads.push_back(update.getArgument(i));
+        (update.getArgAttr(i, kShardAxisAttrName) ? shardedGrads : grads)
+            .push_back(update.getArgument(i));
       else if (role == role::kLoss)
         loss = update.getArgument(i);
     }
-    if (grads.empty()) {
+    if (grads.empty() && shardedGrads.empty()) {
       update.emitOpError("has no kiln.role = \"grad\" arguments to average "
                          "over the data axis");
       return signalPassFailure();
@@ -88,18 +95,93 @@ struct KilnDataParallelPass
     }
     if (loss)
       buckets.back().push_back(loss);
+
     // (4)
     OpBuilder b = OpBuilder::atBlockBegin(&update.front());
     auto reason = b.getStringAttr(
-        "data parallel: mean of the gradients" +
-        std::string(loss ? " and the loss" : "") + " over " +
+        std::string(grads.empty() ? "data parallel: mean of the loss"
+                    : loss        ? "data parallel: mean of the gradients and "
+                                    "the loss"
+                                  : "data parallel: mean of the gradients") +
+        " over " +
         std::to_string(ranks.getInt()) + (ranks.getInt() == 1 ? " rank" : " ranks"));
     for (SmallVector<Value> &bucket : buckets) {
+      if (bucket.empty())
+        continue;
       auto reduce = b.create<AllReduceOp>(update.getLoc(), bucket, "mean",
-                                          kDataAxis, reason);
+                                          kDataAxisName, reason);
       for (auto [i, arg] : llvm::enumerate(bucket))
         arg.replaceAllUsesExcept(reduce.getResult(i), reduce);
     }
+    // (5)
+    if (!shardedGrads.empty() &&
+        failed(reduceScatterInStep(module, update, shardedGrads,
+                                   ranks.getInt())))
+      return signalPassFailure();
+  }
+
+  /// Step 5: @step returns this rank's shard of each gradient in `shards`.
+  LogicalResult reduceScatterInStep(ModuleOp module, func::FuncOp update,
+                                    ArrayRef<BlockArgument> shards,
+                                    int64_t ranks) {
+    SmallVector<func::FuncOp> steps = getLossFunctions(module);
+    if (steps.size() != 1)
+      return module.emitError("ZeRO-2 needs exactly one function with a "
+                              "kiln.role = \"loss\" result, found ")
+             << steps.size();
+    func::FuncOp step = steps.front();
+    auto ret = cast<func::ReturnOp>(step.front().getTerminator());
+    llvm::StringMap<unsigned> gradResult;
+    for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
+      if (getResultRole(step, i) == role::kGrad)
+        if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
+          gradResult[name.getValue()] = i;
+    OpBuilder b(ret);
+    StringAttr axis = b.getStringAttr(kDataAxisName);
+    auto reason = b.getStringAttr(
+        "ZeRO-2: mean of the gradient over " + std::to_string(ranks) +
+        (ranks == 1 ? " rank" : " ranks") + ", this rank keeping its shard");
+    for (BlockArgument shard : shards) {
+      auto name = update.getArgAttrOfType<StringAttr>(shard.getArgNumber(),
+                                                      kNameAttrName);
+      auto found = gradResult.find(name.getValue());
+      if (found == gradResult.end())
+        return step.emitOpError("has no gradient result for '")
+               << name.getValue() << "', which ZeRO-2 shards";
+      unsigned result = found->second;
+      Value grad = ret.getOperand(result);
+      // With grad_accum > 1 the result is accumulate(acc, micro-batch grad):
+      // the micro-batch's gradient is reduced, the accumulator a shard.
+      auto accumulate = grad.getDefiningOp<AccumulateOp>();
+      auto acc = accumulate ? dyn_cast<BlockArgument>(accumulate.getAcc())
+                            : BlockArgument();
+      Value whole = acc ? accumulate.getValue() : grad;
+      b.setInsertionPoint(acc ? accumulate.getOperation() : ret.getOperation());
+      auto type = cast<RankedTensorType>(whole.getType());
+      auto flat = RankedTensorType::get({type.getNumElements()},
+                                        type.getElementType());
+      Type shardType = shard.getType();
+      Value view = b.create<ReshapeOp>(whole.getLoc(), flat, whole);
+      Value scattered = b.create<ReduceScatterOp>(
+          whole.getLoc(), shardType, view, "mean", axis, 0, reason);
+      Value returned = scattered;
+      if (acc) {
+        acc.setType(shardType);
+        step.setArgAttr(acc.getArgNumber(), kShardAxisAttrName, axis);
+        returned = b.create<AccumulateOp>(accumulate.getLoc(), shardType, acc,
+                                          scattered, accumulate.getScaleAttr());
+        ret.setOperand(result, returned);
+        if (accumulate->use_empty())
+          accumulate.erase();
+      } else {
+        ret.setOperand(result, returned);
+      }
+      step.setResultAttr(result, kShardAxisAttrName, axis);
+    }
+    step.setType(FunctionType::get(step.getContext(),
+                                   step.front().getArgumentTypes(),
+                                   ret.getOperandTypes()));
+    return success();
   }
 };
 

@@ -259,6 +259,86 @@ Value addScalars(OpBuilder &b, Location loc, Value sum, Value term) {
   return sum ? b.create<AddOp>(loc, sum, term).getResult() : term;
 }
 
+/// A sum of scalars over the parameters, kept apart for the terms that
+/// cover only this rank's shards (ZeRO) and those that cover a whole
+/// replicated tensor.
+struct ShardedSums {
+  Value shards, replicated;
+
+  void add(OpBuilder &b, Location loc, Value term, bool fromShard) {
+    Value &sum = fromShard ? shards : replicated;
+    sum = addScalars(b, loc, sum, term);
+  }
+  /// Each of `sums`' totals over the whole model: the shard terms of all of
+  /// them summed over the data ranks in one all-reduce, plus the replicated
+  /// terms.
+  static SmallVector<Value> totals(OpBuilder &b, Location loc,
+                                   ArrayRef<ShardedSums *> sums,
+                                   StringRef reason) {
+    SmallVector<Value> partial;
+    for (ShardedSums *s : sums)
+      if (s->shards)
+        partial.push_back(s->shards);
+    if (!partial.empty()) {
+      auto reduce = b.create<AllReduceOp>(loc, partial, "sum", kDataAxisName,
+                                          b.getStringAttr(reason));
+      unsigned next = 0;
+      for (ShardedSums *s : sums)
+        if (s->shards)
+          s->shards = reduce.getResult(next++);
+    }
+    SmallVector<Value> result;
+    for (ShardedSums *s : sums) {
+      Value total = s->replicated;
+      if (s->shards)
+        total = addScalars(b, loc, total, s->shards);
+      result.push_back(total);
+    }
+    return result;
+  }
+  Value total(OpBuilder &b, Location loc, StringRef reason) {
+    return totals(b, loc, {this}, reason)[0];
+  }
+};
+
+/// One parameter's ZeRO update: this rank's slice of replicated values
+/// going in, every rank's new slice gathered coming out.
+class ShardedUpdate {
+public:
+  ShardedUpdate(OpBuilder &b, Location loc, const ZeroSharding &zero,
+                std::optional<RankedTensorType> shard)
+      : b_(b), loc_(loc), zero_(zero), shard_(shard) {}
+
+  /// This rank's slice of the flattened `whole`.
+  Value take(Value whole) {
+    auto type = cast<RankedTensorType>(whole.getType());
+    auto flat = RankedTensorType::get({type.getNumElements()},
+                                      type.getElementType());
+    Value view = b_.create<ReshapeOp>(loc_, flat, whole);
+    return b_.create<LocalShardOp>(
+        loc_, *shard_, view, kDataAxisName, 0,
+        b_.getStringAttr("ZeRO-" + std::to_string(zero_.stage) +
+                         ": this rank's share of the optimizer update"));
+  }
+  /// The whole tensor of type `whole` from every rank's `slice`.
+  Value gather(Value slice, Type whole) {
+    auto type = cast<RankedTensorType>(whole);
+    auto flat = RankedTensorType::get({type.getNumElements()},
+                                      type.getElementType());
+    Value gathered = b_.create<AllGatherOp>(
+        loc_, flat, slice, kDataAxisName, 0,
+        b_.getStringAttr("ZeRO-" + std::to_string(zero_.stage) +
+                         ": the updated parameter from every rank's shard"));
+    return b_.create<ReshapeOp>(loc_, type, gathered);
+  }
+
+private:
+  OpBuilder &b_;
+  Location loc_;
+  const ZeroSharding &zero_;
+  std::optional<RankedTensorType> shard_;
+};
+
 /// Steps 4-7.
 LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
                                   const OptimizerConfig &config) {
@@ -279,9 +359,28 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   for (const ParamAndGrad &p : *pairs)
     sig.add(p.param.getType(),
             step.getArgAttrDict(p.param.getArgNumber()), p.param.getLoc());
+  // ZeRO: a parameter whose elements split evenly over the data ranks has
+  // its optimizer state (and, from stage 2, its gradient) as this rank's
+  // shard; the others stay replicated.
+  ZeroSharding zero = readZeroSharding(module);
+  SmallVector<std::optional<RankedTensorType>> shards;
   for (const ParamAndGrad &p : *pairs)
-    sig.add(p.param.getType(), roleAndName(b, role::kGrad, p.name),
-            p.param.getLoc());
+    shards.push_back(
+        zero.shardType(cast<RankedTensorType>(p.param.getType())));
+  auto sharded = [&](StringRef r, StringAttr name) {
+    NamedAttrList attrs(roleAndName(b, r, name));
+    attrs.set(kShardAxisAttrName, b.getStringAttr(kDataAxisName));
+    return attrs.getDictionary(ctx);
+  };
+  auto stateArg = [&](size_t i, StringRef r, bool shardable) {
+    const ParamAndGrad &p = (*pairs)[i];
+    if (shardable && shards[i])
+      sig.add(*shards[i], sharded(r, p.name), p.param.getLoc());
+    else
+      sig.add(p.param.getType(), roleAndName(b, r, p.name), p.param.getLoc());
+  };
+  for (size_t i = 0; i < n; ++i)
+    stateArg(i, role::kGrad, zero.stage >= 2);
   sig.add(scalarType, roleAndName(b, role::kLoss, role::kLoss), step.getLoc());
   SmallVector<StringRef> stateRoles;
   if (config.isAdam())
@@ -289,9 +388,8 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   else if (config.hasMomentumBuffer())
     stateRoles = {role::kMomentum};
   for (StringRef stateRole : stateRoles)
-    for (const ParamAndGrad &p : *pairs)
-      sig.add(p.param.getType(), roleAndName(b, stateRole, p.name),
-              p.param.getLoc());
+    for (size_t i = 0; i < n; ++i)
+      stateArg(i, stateRole, /*shardable=*/true);
   for (StringRef scalarRole : {role::kLearningRate, role::kStep})
     sig.add(scalarType, roleAndName(b, scalarRole, scalarRole), step.getLoc());
 
@@ -312,21 +410,35 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   b.setInsertionPointToStart(entry);
   Location loc = step.getLoc();
 
-  // (5) Gradient norm and the clipping / guard scale.
-  Value gradSumSq;
-  for (Value g : grads)
-    gradSumSq = addScalars(b, g.getLoc(), gradSumSq, sumOfSquares(b, g.getLoc(), g));
+  // (5) Gradient norm and the clipping / guard scale. Shards' sums are
+  // partial: their sum over the ranks joins the replicated tensors' sums.
+  ShardedSums gradSums;
+  for (auto [i, g] : llvm::enumerate(grads))
+    gradSums.add(b, g.getLoc(), sumOfSquares(b, g.getLoc(), g),
+                 zero.stage >= 2 && shards[i]);
+  Value gradSumSq = gradSums.total(b, loc, "ZeRO-2: the squared norms of "
+                                   "the rank's gradient shards, summed for "
+                                   "the global norm");
   Value gradNorm = b.create<SqrtOp>(loc, gradSumSq);
   Value scale = b.create<GradScaleOp>(loc, scalarType, gradNorm, loss,
                                       config.clip);
 
   // (6) One update per parameter.
   SmallVector<Value> newParams, newState(state.size());
-  Value updateSumSq, paramSumSq;
+  ShardedSums updateSums, paramSums;
   for (auto [i, p] : llvm::enumerate(*pairs)) {
     Value param = params[i], grad = grads[i];
     Type type = param.getType();
     Location ploc = p.param.getLoc();
+    // ZeRO: the update runs on this rank's shard of the parameter, and
+    // every rank's new shard is gathered back into the whole parameter.
+    ShardedUpdate shard(b, ploc, zero, shards[i]);
+    if (shards[i]) {
+      type = *shards[i];
+      param = shard.take(param);
+      if (zero.stage < 2)
+        grad = shard.take(grad);
+    }
     Value updateSq, paramSq;
     if (config.isAdam()) {
       auto op = b.create<AdamOp>(
@@ -355,11 +467,17 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
       updateSq = op.getUpdateSq();
       paramSq = op.getParamSq();
     }
-    updateSumSq = addScalars(b, ploc, updateSumSq, updateSq);
-    paramSumSq = addScalars(b, ploc, paramSumSq, paramSq);
+    if (shards[i])
+      newParams.back() = shard.gather(newParams.back(), p.param.getType());
+    updateSums.add(b, ploc, updateSq, shards[i].has_value());
+    paramSums.add(b, ploc, paramSq, shards[i].has_value());
   }
-  Value updateNorm = b.create<SqrtOp>(loc, updateSumSq);
-  Value paramNorm = b.create<SqrtOp>(loc, paramSumSq);
+  SmallVector<Value> norms = ShardedSums::totals(
+      b, loc, {&updateSums, &paramSums},
+      "ZeRO: the squared update and parameter norms of the rank's shards, "
+      "summed for the global norms");
+  Value updateNorm = b.create<SqrtOp>(loc, norms[0]);
+  Value paramNorm = b.create<SqrtOp>(loc, norms[1]);
 
   // (7) Results.
   SmallVector<Value> results{gradNorm, updateNorm, paramNorm};

@@ -322,6 +322,11 @@ Status checkBuffers(const schema::Artifact &artifact,
       return invalidArgument(schema::EnumNameBufferRole(role), " '",
                              bufferName(buffer),
                              "' appears in more than one buffer");
+    if (buffer.shard_axis() && !isPerParameterRole(role))
+      return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
+                             schema::EnumNameBufferRole(role),
+                             " with a shard_axis: only gradients and optimizer "
+                             "state are sharded");
     if (role == schema::BufferRole_Parameter &&
         !params.emplace(bufferName(buffer), i).second)
       return invalidArgument("parameter '", bufferName(buffer),
@@ -340,11 +345,26 @@ Status checkBuffers(const schema::Artifact &artifact,
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
                              schema::EnumNameBufferRole(buffer.role()),
                              " of no Parameter of that name");
-    if (infos[param->second].elements != infos[i].elements)
+    // A ZeRO shard holds one slice per rank of its mesh axis.
+    int64_t ranks = 1;
+    if (buffer.shard_axis()) {
+      ranks = 0;
+      if (artifact.mesh())
+        for (const schema::MeshAxis *a : *artifact.mesh())
+          if (a->name() && a->name()->str() == buffer.shard_axis()->str())
+            ranks = a->size();
+      if (ranks < 1)
+        return invalidArgument("buffer ", i, " ('", bufferName(buffer),
+                               "') is sharded over mesh axis '",
+                               buffer.shard_axis()->str(),
+                               "', which Artifact.mesh does not have");
+    }
+    if (infos[param->second].elements != infos[i].elements * ranks)
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
                              schema::EnumNameBufferRole(buffer.role()), " of ",
-                             infos[i].elements, " elements for a parameter of ",
-                             infos[param->second].elements);
+                             infos[i].elements, " elements",
+                             ranks > 1 ? detail::concat(" per rank of ", ranks) : "",
+                             " for a parameter of ", infos[param->second].elements);
   }
   return okStatus();
 }
@@ -594,8 +614,10 @@ Status checkGemm(const schema::Artifact &artifact,
   return checkGemmEpilogue(artifact, infos, where, gemm);
 }
 
-// An all-reduce: an axis of Artifact.mesh, a known reduction, and F32
-// buffers in range, each once (reduced in place).
+// A collective: an axis of Artifact.mesh, a known kind and reduction, and
+// F32 buffers in range, each once; an all-reduce reduces them in place, the
+// other kinds go from buffers[0] to buffers[1], one of them R times (the
+// axis' ranks) the other.
 Status checkCollective(const schema::Artifact &artifact,
                        const std::vector<BufferInfo> &infos,
                        const std::string &where,
@@ -605,9 +627,18 @@ Status checkCollective(const schema::Artifact &artifact,
   if (artifact.mesh())
     for (const schema::MeshAxis *a : *artifact.mesh())
       known |= a->name() && a->name()->str() == axis;
+  int64_t ranks = 0;
+  if (artifact.mesh())
+    for (const schema::MeshAxis *a : *artifact.mesh())
+      if (a->name() && a->name()->str() == axis)
+        ranks = a->size();
   if (!known)
     return invalidArgument(where, ": CollectiveCall over mesh axis '", axis,
                            "', which Artifact.mesh does not have");
+  if (call.kind() < schema::CollectiveKind_MIN ||
+      call.kind() > schema::CollectiveKind_MAX)
+    return invalidArgument(where, ": CollectiveCall has unknown kind ",
+                           int(call.kind()));
   if (call.reduction() != schema::Reduction_Sum &&
       call.reduction() != schema::Reduction_Mean)
     return invalidArgument(where, ": CollectiveCall has unknown reduction ",
@@ -626,6 +657,21 @@ Status checkCollective(const schema::Artifact &artifact,
       return invalidArgument(where, ": CollectiveCall lists buffer ", b,
                              " twice");
   }
+  if (call.kind() == schema::CollectiveKind_AllReduce)
+    return okStatus();
+  if (call.buffers()->size() != 2)
+    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
+                           " CollectiveCall needs 2 buffers (in, out), has ",
+                           call.buffers()->size());
+  int64_t in = infos[call.buffers()->Get(0)].elements,
+          out = infos[call.buffers()->Get(1)].elements;
+  bool gathers = call.kind() == schema::CollectiveKind_AllGather;
+  if ((gathers ? in * ranks : out * ranks) != (gathers ? out : in))
+    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
+                           " CollectiveCall from ", in, " to ", out,
+                           " elements over ", ranks, " ranks: the ",
+                           gathers ? "output" : "input",
+                           " must hold one slice per rank");
   return okStatus();
 }
 

@@ -579,8 +579,8 @@ StatusOr<TrainSummary> TrainingRun::run() {
   // the backend's own library (NCCL; there also with one rank).
   summary_.ranks = comm_ ? comm_->size() : 1;
   if (summary_.stepsThisRun > 0 && (comm_ || session_->backend().collectiveBytesPerStep() > 0))
-    summary_.allReducedBytesPerStep =
-        (comm_ ? double(comm_->allReducedBytes()) / double(summary_.stepsThisRun) : 0.0) +
+    summary_.communicatedBytesPerStep =
+        (comm_ ? double(comm_->communicatedBytes()) / double(summary_.stepsThisRun) : 0.0) +
         double(session_->backend().collectiveBytesPerStep());
   return summary_;
 }

@@ -37,7 +37,7 @@ struct TrainSummary {
   bool failed = false;        // stopped by non-finite steps (exit status 1)
   bool lead = true;           // rank 0 (or the only process): prints the summary
   int ranks = 1;              // data-parallel processes
-  double allReducedBytesPerStep = 0; // per rank: the artifact's gradient buckets
+  double communicatedBytesPerStep = 0; // per rank: the artifact's gradient buckets
                                      // and the 4-byte stop flag
 };
 

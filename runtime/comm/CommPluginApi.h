@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#define KILN_COMM_PLUGIN_VERSION 2
+#define KILN_COMM_PLUGIN_VERSION 3
 #define KILN_COMM_PLUGIN_SYMBOL "kiln_comm_plugin"
 
 extern "C" {
@@ -44,6 +44,12 @@ struct KilnCommPlugin {
   // In place: data[i] = sum over ranks of data[i], `count` floats.
   int (*allreduce_sum_f32)(float *data, size_t count, char *error,
                            size_t error_size);
+  // recv[0, recv_count) = slice `rank` of the sum over ranks of
+  // send[0, recv_count * size) (slice r: [r * recv_count, (r + 1) *
+  // recv_count)).
+  int (*reduce_scatter_sum_f32)(const float *send, float *recv,
+                                size_t recv_count, char *error,
+                                size_t error_size);
   // recv[r * bytes, (r + 1) * bytes) = rank r's `send` (bytes each).
   int (*allgather)(const void *send, size_t bytes, void *recv, char *error,
                    size_t error_size);

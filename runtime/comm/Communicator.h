@@ -2,8 +2,10 @@
 //
 // What the runtime needs from a communication library: in-place all-reduce
 // of f32 buffers (the artifact's CollectiveCall steps: gradient buckets; the
-// per-step stop flag) and an all-gather (start-up: do the ranks run the
-// same artifact and flags?). Each implementation is a real library behind a
+// per-step stop flag), reduce-scatter and all-gather of f32 buffers (ZeRO's
+// CollectiveCalls; optimizer state gathered for a checkpoint) and an
+// all-gather of bytes (start-up: do the ranks run the same artifact and
+// flags?). Each implementation is a real library behind a
 // plugin (CommPluginApi.h), never a home-made transport:
 //   MPI   (CPU artifacts, mpirun)            Open MPI, libkiln_mpi.so
 //   Gloo  (CPU artifacts, torchrun, Slurm)   Gloo over TCP, libkiln_gloo.so,
@@ -41,6 +43,12 @@ public:
 
   // data[i] = the sum (or mean) over ranks of data[i], in place.
   virtual Status allReduce(float *data, size_t count, Reduction reduction) = 0;
+  // out[0, count) = slice rank() of the sum (or mean) over ranks of
+  // in[0, count * size()) (slice r: [r * count, (r + 1) * count)).
+  virtual Status reduceScatter(const float *in, float *out, size_t count,
+                               Reduction reduction) = 0;
+  // out[r * count, (r + 1) * count) = rank r's in[0, count).
+  virtual Status allGatherInto(const float *in, float *out, size_t count) = 0;
   // Every rank's `bytes` bytes, rank 0's first.
   virtual StatusOr<std::vector<uint8_t>> allGather(const void *data,
                                                    size_t bytes) = 0;
@@ -49,11 +57,13 @@ public:
   // never join.
   [[noreturn]] virtual void abortAll(int code) = 0;
 
-  // Bytes this rank has handed to all-reduce, summed over calls.
-  int64_t allReducedBytes() const { return allReducedBytes_; }
+  // Bytes this rank has handed to the artifact's collectives (all-reduce
+  // and reduce-scatter: the input; all-gather: the output), summed over
+  // calls.
+  int64_t communicatedBytes() const { return communicatedBytes_; }
 
 protected:
-  int64_t allReducedBytes_ = 0;
+  int64_t communicatedBytes_ = 0;
 };
 
 // Joins the run `env` describes: over Gloo when the ranks have a

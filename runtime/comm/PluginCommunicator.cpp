@@ -100,7 +100,7 @@ public:
       KILN_RETURN_IF_ERROR(check(
           plugin_->allreduce_sum_f32(data, count, error_, sizeof error_)));
     }
-    allReducedBytes_ += static_cast<int64_t>(count * sizeof(float));
+    communicatedBytes_ += static_cast<int64_t>(count * sizeof(float));
     if (reduction == Reduction::kMean) {
       // Every rank scales the same sum by the same factor: the ranks stay
       // bit-identical.
@@ -108,6 +108,32 @@ public:
       for (size_t i = 0; i < count; ++i)
         data[i] *= inverse;
     }
+    return okStatus();
+  }
+  Status reduceScatter(const float *in, float *out, size_t count,
+                       Reduction reduction) override {
+    {
+      CollectiveWatchdog::Waiting waiting(watchdog_, "a reduce-scatter");
+      KILN_RETURN_IF_ERROR(check(plugin_->reduce_scatter_sum_f32(
+          in, out, count, error_, sizeof error_)));
+    }
+    communicatedBytes_ +=
+        static_cast<int64_t>(count * static_cast<size_t>(size_) * sizeof(float));
+    if (reduction == Reduction::kMean) {
+      const float inverse = 1.0f / static_cast<float>(size_);
+      for (size_t i = 0; i < count; ++i)
+        out[i] *= inverse;
+    }
+    return okStatus();
+  }
+  Status allGatherInto(const float *in, float *out, size_t count) override {
+    {
+      CollectiveWatchdog::Waiting waiting(watchdog_, "an all-gather");
+      KILN_RETURN_IF_ERROR(check(plugin_->allgather(
+          in, count * sizeof(float), out, error_, sizeof error_)));
+    }
+    communicatedBytes_ +=
+        static_cast<int64_t>(count * static_cast<size_t>(size_) * sizeof(float));
     return okStatus();
   }
   StatusOr<std::vector<uint8_t>> allGather(const void *data,

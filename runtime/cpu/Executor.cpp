@@ -60,8 +60,19 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   }
   if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
     Collective &c = call.collective.emplace();
+    c.kind = cc->kind();
     c.reduction = cc->reduction() == schema::Reduction_Mean ? Reduction::kMean
                                                             : Reduction::kSum;
+    if (c.kind != schema::CollectiveKind_AllReduce) {
+      // [in, out], checked by the verifier; a slice is the smaller one.
+      uint32_t in = cc->buffers()->Get(0), out = cc->buffers()->Get(1);
+      c.in = arena.as<const float>(in);
+      c.out = arena.as<float>(out);
+      c.slice = static_cast<size_t>(
+          std::min(artifact.bufferInfo(in).elements,
+                   artifact.bufferInfo(out).elements));
+      return call;
+    }
     for (uint32_t b : *cc->buffers())
       c.buffers.emplace_back(arena.as<float>(b),
                              artifact.bufferInfo(b).elements);
@@ -229,19 +240,41 @@ Status Executor::run(ProgramKind kind) {
   return okStatus();
 }
 
+Status Executor::collective(const Collective &c) {
+  // Without a communicator the artifact has one rank (Executor::create):
+  // a sum or mean over it is the value itself, its one slice the whole.
+  switch (c.kind) {
+  case schema::CollectiveKind_AllReduce:
+    if (communicator_)
+      for (auto [data, elements] : c.buffers)
+        KILN_RETURN_IF_ERROR(communicator_->allReduce(data, elements, c.reduction));
+    return okStatus();
+  case schema::CollectiveKind_ReduceScatter:
+    if (communicator_)
+      return communicator_->reduceScatter(c.in, c.out, c.slice, c.reduction);
+    std::copy_n(c.in, c.slice, c.out);
+    return okStatus();
+  case schema::CollectiveKind_AllGather:
+    if (communicator_)
+      return communicator_->allGatherInto(c.in, c.out, c.slice);
+    std::copy_n(c.in, c.slice, c.out);
+    return okStatus();
+  case schema::CollectiveKind_LocalShard: {
+    size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
+    std::copy_n(c.in + rank * c.slice, c.slice, c.out);
+    return okStatus();
+  }
+  }
+  return internalError("unknown collective kind ", int(c.kind));
+}
+
 Status Executor::call(const Call &call) {
   if (call.kernel) {
     call.kernel(call.buffers.data());
     return okStatus();
   }
-  if (call.collective) {
-    if (!communicator_)
-      return okStatus(); // one rank: the sum or mean over it is the buffer
-    for (auto [data, elements] : call.collective->buffers)
-      KILN_RETURN_IF_ERROR(communicator_->allReduce(
-          data, elements, call.collective->reduction));
-    return okStatus();
-  }
+  if (call.collective)
+    return collective(*call.collective);
   // C[b] = op(A[b]) * op(B[b]), row-major. Leading dimensions are those of
   // the stored (untransposed) matrices: A is [M,K] or [K,M], B is [K,N] or
   // [N,K], C is [M,N].

@@ -67,12 +67,18 @@ private:
     bool transA, transB;
     float beta; // 1: C += the product (GemmCall.accumulate), 0: C = it
   };
-  // A CollectiveCall: its buffers reduced in place, back-to-back ones as
-  // one range, in address order.
+  // A CollectiveCall. AllReduce: its buffers reduced in place, back-to-back
+  // ones as one range, in address order. The other kinds: from `in` into
+  // `out`, `slice` floats per rank.
   struct Collective {
+    schema::CollectiveKind kind = schema::CollectiveKind_AllReduce;
     Reduction reduction = Reduction::kSum;
     std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
+    const float *in = nullptr;
+    float *out = nullptr;
+    size_t slice = 0;
   };
+  Status collective(const Collective &c);
   struct Call {
     KernelEntry kernel = nullptr; // set for a KernelCall
     std::optional<Collective> collective; // set for a CollectiveCall

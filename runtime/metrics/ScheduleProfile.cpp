@@ -39,11 +39,27 @@ EntryWork describeScheduleEntry(const Artifact &artifact, const schema::Step &st
     return work;
   }
   if (const schema::CollectiveCall *c = step.op_as_CollectiveCall()) {
+    const char *reduction = c->reduction() == schema::Reduction_Mean ? "mean" : "sum";
+    std::string axis = c->axis()->str();
+    switch (c->kind()) {
+    case schema::CollectiveKind_AllReduce:
+      for (uint32_t b : *c->buffers())
+        work.bytes += 2 * bytesOf(b); // read, and overwritten with the result
+      work.what = detail::concat("all_reduce ", reduction, " of ", c->buffers()->size(),
+                                 " buffers over '", axis, "'");
+      return work;
+    case schema::CollectiveKind_ReduceScatter:
+      work.what = detail::concat("reduce_scatter ", reduction, " over '", axis, "'");
+      break;
+    case schema::CollectiveKind_AllGather:
+      work.what = detail::concat("all_gather over '", axis, "'");
+      break;
+    case schema::CollectiveKind_LocalShard:
+      work.what = detail::concat("local_shard over '", axis, "'");
+      break;
+    }
     for (uint32_t b : *c->buffers())
-      work.bytes += 2 * bytesOf(b); // read, and overwritten with the result
-    work.what = detail::concat("all_reduce ",
-                               c->reduction() == schema::Reduction_Mean ? "mean" : "sum", " of ",
-                               c->buffers()->size(), " buffers over '", c->axis()->str(), "'");
+      work.bytes += bytesOf(b); // in read, out written
     return work;
   }
   const schema::KernelCall *call = step.op_as_KernelCall();

@@ -33,7 +33,9 @@ namespace kiln::schema {
 //    and Artifact.mesh.
 // 9: CudnnAttention.workspace (cuDNN's workspace reserved in the memory
 //    plan).
-constexpr uint32_t kArtifactVersion = 9;
+// 10: CollectiveCall.kind (reduce-scatter, all-gather, local shard: ZeRO)
+//     and Buffer.shard_axis.
+constexpr uint32_t kArtifactVersion = 10;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

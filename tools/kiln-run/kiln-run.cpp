@@ -78,9 +78,9 @@ int main(int argc, char **argv) {
               summary->tokensPerSecond, summary->samplesPerSecond);
   if (summary->flopsPerSecond > 0)
     std::printf(", %.2f GFLOP/s", summary->flopsPerSecond * 1e-9);
-  if (summary->ranks > 1 || summary->allReducedBytesPerStep > 0)
-    std::printf(", %d rank%s, %.2f MiB all-reduced per step per rank", summary->ranks,
-                summary->ranks == 1 ? "" : "s", summary->allReducedBytesPerStep / (1 << 20));
+  if (summary->ranks > 1 || summary->communicatedBytesPerStep > 0)
+    std::printf(", %d rank%s, %.2f MiB communicated per step per rank", summary->ranks,
+                summary->ranks == 1 ? "" : "s", summary->communicatedBytesPerStep / (1 << 20));
   if (summary->skippedSteps > 0)
     std::printf(", %lld updates skipped (non-finite)",
                 static_cast<long long>(summary->skippedSteps));

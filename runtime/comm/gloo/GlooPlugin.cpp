@@ -296,6 +296,19 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
   return 0;
 }
 
+// Gloo's collectives API has no reduce-scatter: the sum of the whole
+// buffer comes from its all-reduce (as PyTorch's Gloo backend does it),
+// and this rank keeps its slice.
+int reduceScatterSumF32(const float *send, float *recv, size_t count, char *error,
+                        size_t size) {
+  static thread_local std::vector<float> whole;
+  whole.assign(send, send + count * static_cast<size_t>(context->size));
+  if (int code = allreduceSumF32(whole.data(), whole.size(), error, size))
+    return code;
+  std::copy_n(whole.data() + count * static_cast<size_t>(context->rank), count, recv);
+  return 0;
+}
+
 int allgather(const void *send, size_t bytes, void *recv, char *error, size_t size) {
   try {
     gloo::AllgatherOptions options(context);
@@ -318,8 +331,8 @@ void finalize() { context.reset(); }
 const char *libraryVersion() { return versionText.c_str(); }
 
 const KilnCommPlugin kPlugin = {
-    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, allgather,
-    abortRun,                 finalize, libraryVersion,
+    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, reduceScatterSumF32,
+    allgather,                abortRun, finalize,        libraryVersion,
 };
 
 } // namespace

@@ -70,6 +70,19 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
   return 0;
 }
 
+int reduceScatterSumF32(const float *send, float *recv, size_t count,
+                        char *error, size_t size) {
+  if (count > INT_MAX) {
+    std::snprintf(error, size, "MPI_Reduce_scatter_block of %zu floats per "
+                               "rank: more than INT_MAX", count);
+    return 1;
+  }
+  int code = MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
+                                      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  return code == MPI_SUCCESS ? 0
+                             : fail("MPI_Reduce_scatter_block", code, error, size);
+}
+
 int allgather(const void *send, size_t bytes, void *recv, char *error,
               size_t size) {
   if (bytes > INT_MAX) {
@@ -106,8 +119,8 @@ const char *libraryVersion() {
 }
 
 const KilnCommPlugin kPlugin = {
-    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, allgather,
-    abortRun,                 finalize, libraryVersion,
+    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, reduceScatterSumF32,
+    allgather,                abortRun, finalize,        libraryVersion,
 };
 
 } // namespace
