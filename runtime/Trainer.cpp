@@ -180,6 +180,8 @@ private:
   Status report(int64_t step, double seconds, bool skipped);
   StatusOr<double> validate();
   Status checkpoint(const TrainingProgress &progress);
+  // session_->gatherShards(), its bytes kept apart from the step's.
+  Status gatherShards();
   Status saveDebugFiles(int64_t step);
   void info(const std::string &line) {
     if (!options_.quiet) {
@@ -193,6 +195,7 @@ private:
   FILE *out_;
   LaunchEnv env_;
   std::unique_ptr<Communicator> comm_;
+  int64_t gatheredBytes_ = 0; // ZeRO shards gathered for checkpoints
   std::unique_ptr<TraceRecorder> trace_; // --trace (outlives the backend using it)
   std::unique_ptr<TrainingSession> session_;
   TrainingData data_;
@@ -424,8 +427,18 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   return okStatus();
 }
 
+Status TrainingRun::gatherShards() {
+  // Not the step's communication: left out of the bytes per step.
+  const int64_t before = comm_ ? comm_->communicatedBytes() : 0;
+  KILN_RETURN_IF_ERROR(session_->gatherShards());
+  gatheredBytes_ += (comm_ ? comm_->communicatedBytes() : 0) - before;
+  return okStatus();
+}
+
 Status TrainingRun::checkpoint(const TrainingProgress &progress) {
-  // The ranks hold identical parameters and state: rank 0 writes for all.
+  // The ranks hold identical parameters and state (ZeRO's shards gathered
+  // first, by every rank): rank 0 writes for all.
+  KILN_RETURN_IF_ERROR(gatherShards());
   if (env_.rank != 0)
     return okStatus();
   KILN_ASSIGN_OR_RETURN(CheckpointInfo info,
@@ -437,6 +450,7 @@ Status TrainingRun::checkpoint(const TrainingProgress &progress) {
 Status TrainingRun::saveDebugFiles(int64_t step) {
   const Artifact &artifact = session_->artifact();
   if (step == 1 && !options_.saveGradsPath.empty()) {
+    KILN_RETURN_IF_ERROR(gatherShards()); // ZeRO-2's gradients
     std::vector<TensorView> tensors;
     for (uint32_t g : session_->roles().gradients) {
       KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(g));
@@ -580,7 +594,9 @@ StatusOr<TrainSummary> TrainingRun::run() {
   summary_.ranks = comm_ ? comm_->size() : 1;
   if (summary_.stepsThisRun > 0 && (comm_ || session_->backend().collectiveBytesPerStep() > 0))
     summary_.communicatedBytesPerStep =
-        (comm_ ? double(comm_->communicatedBytes()) / double(summary_.stepsThisRun) : 0.0) +
+        (comm_ ? double(comm_->communicatedBytes() - gatheredBytes_) /
+                     double(summary_.stepsThisRun)
+               : 0.0) +
         double(session_->backend().collectiveBytesPerStep());
   return summary_;
 }

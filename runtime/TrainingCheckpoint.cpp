@@ -100,6 +100,9 @@ std::string globalTrainSettings(const Artifact &artifact) {
     return settings;
   if (json.contains("batch") && json["batch"].is_number_integer())
     json["batch"] = json["batch"].get<int64_t>() * artifact.ranks();
+  // ZeRO changes where the state lives, not what it is: checkpoints hold
+  // it whole.
+  json.erase("zero");
   return json.dump();
 }
 
@@ -117,7 +120,7 @@ std::string trainingStateHash(const Artifact &artifact) {
     h.updateField(bufferName(buffer));
     int64_t kind[2] = {buffer.role(), buffer.dtype()};
     h.update(kind, sizeof(kind));
-    std::vector<int64_t> shape = logicalShape(buffer);
+    std::vector<int64_t> shape = tensorShape(artifact, i);
     h.updateField(std::string_view(reinterpret_cast<const char *>(shape.data()),
                                    shape.size() * sizeof(int64_t)));
   }

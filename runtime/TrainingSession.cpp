@@ -4,6 +4,7 @@
 
 #include "runtime/PaddedLayout.h"
 #include "runtime/ParamInit.h"
+#include "runtime/comm/Communicator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,7 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
   KILN_ASSIGN_OR_RETURN(session->backend_, createBackend(*artifact, options));
   session->roles_ = findBufferRoles(*artifact);
   session->seed_ = seed;
+  session->communicator_ = options.communicator;
   for (uint32_t p : session->roles_.parameters) {
     const schema::Buffer &buffer = artifact->buffer(p);
     if (!isPadded(buffer)) {
@@ -219,20 +221,70 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
   return static_cast<double>(scalar(*roles_.evalLoss));
 }
 
+std::optional<uint32_t> shardedParameter(const Artifact &artifact, uint32_t index) {
+  const schema::Buffer &buffer = artifact.buffer(index);
+  if (!buffer.shard_axis())
+    return std::nullopt;
+  // The verifier checked that a parameter of this name exists.
+  for (uint32_t p : findBufferRoles(artifact).parameters)
+    if (bufferName(artifact.buffer(p)) == bufferName(buffer))
+      return p;
+  return std::nullopt;
+}
+
+std::vector<int64_t> tensorShape(const Artifact &artifact, uint32_t index) {
+  std::optional<uint32_t> param = shardedParameter(artifact, index);
+  return logicalShape(artifact.buffer(param ? *param : index));
+}
+
+Status TrainingSession::gatherShards() {
+  std::vector<uint32_t> sharded = roles_.gradients;
+  sharded.insert(sharded.end(), roles_.optimizerState.begin(),
+                 roles_.optimizerState.end());
+  for (uint32_t index : sharded) {
+    std::optional<uint32_t> param = shardedParameter(*artifact_, index);
+    if (!param)
+      continue;
+    KILN_RETURN_IF_ERROR(backend_->download(index));
+    const float *slice = static_cast<const float *>(backend_->hostData(index));
+    const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
+    std::vector<float> &whole = gathered_[index];
+    whole.resize(static_cast<size_t>(artifact_->bufferInfo(*param).elements));
+    if (communicator_)
+      KILN_RETURN_IF_ERROR(communicator_->allGatherInto(slice, whole.data(), count));
+    else // one rank: its slice is the whole (the verifier checked the sizes)
+      std::copy_n(slice, count, whole.data());
+  }
+  return okStatus();
+}
+
+StatusOr<std::pair<const float *, uint32_t>>
+TrainingSession::wholeTensor(uint32_t index) const {
+  std::optional<uint32_t> param = shardedParameter(*artifact_, index);
+  if (!param) {
+    KILN_RETURN_IF_ERROR(backend_->download(index));
+    return std::make_pair(static_cast<const float *>(backend_->hostData(index)), index);
+  }
+  auto it = gathered_.find(index);
+  if (it == gathered_.end())
+    return internalError(artifact_->describeBuffer(index),
+                         " is a ZeRO shard that was not gathered (gatherShards)");
+  return std::make_pair(static_cast<const float *>(it->second.data()), *param);
+}
+
 StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
                                                  std::string name) const {
-  KILN_RETURN_IF_ERROR(backend_->download(index));
-  const schema::Buffer &buffer = artifact_->buffer(index);
+  KILN_ASSIGN_OR_RETURN(auto whole, wholeTensor(index));
+  const schema::Buffer &shaped = artifact_->buffer(whole.second);
   if (name.empty())
-    name = bufferName(buffer);
-  if (!isPadded(buffer))
-    return TensorView{std::move(name), TensorDType::kF32, bufferShape(buffer),
-                      backend_->hostData(index)};
-  std::vector<int64_t> logical = logicalShape(buffer);
+    name = bufferName(artifact_->buffer(index));
+  if (!isPadded(shaped))
+    return TensorView{std::move(name), TensorDType::kF32, bufferShape(shaped),
+                      whole.first};
+  std::vector<int64_t> logical = logicalShape(shaped);
   std::vector<float> &copy = logicalCopies_[index];
   copy.resize(shapeElements(logical));
-  copyLogicalRegion(static_cast<const float *>(backend_->hostData(index)),
-                    bufferShape(buffer), logical, copy.data());
+  copyLogicalRegion(whole.first, bufferShape(shaped), logical, copy.data());
   return TensorView{std::move(name), TensorDType::kF32, std::move(logical),
                     copy.data()};
 }
@@ -240,7 +292,7 @@ StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
 Status TrainingSession::checkTensor(const SafetensorsFile &file,
                                     std::string_view name,
                                     uint32_t index) const {
-  std::vector<int64_t> shape = logicalShape(artifact_->buffer(index));
+  std::vector<int64_t> shape = tensorShape(*artifact_, index);
   KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry, file.lookup(name));
   if (entry->dtype != TensorDType::kF32 || entry->shape != shape)
     return file.readInto(name, TensorDType::kF32, shape, nullptr);
@@ -248,12 +300,12 @@ Status TrainingSession::checkTensor(const SafetensorsFile &file,
 }
 
 Status TrainingSession::checkPadding(uint32_t index) const {
-  const schema::Buffer &buffer = artifact_->buffer(index);
+  std::optional<uint32_t> param = shardedParameter(*artifact_, index);
+  const schema::Buffer &buffer = artifact_->buffer(param ? *param : index);
   if (!isPadded(buffer))
     return okStatus();
-  KILN_RETURN_IF_ERROR(backend_->download(index));
-  if (paddingIsZero(static_cast<const float *>(backend_->hostData(index)),
-                    bufferShape(buffer), logicalShape(buffer)))
+  KILN_ASSIGN_OR_RETURN(auto whole, wholeTensor(index));
+  if (paddingIsZero(whole.first, bufferShape(buffer), logicalShape(buffer)))
     return okStatus();
   return internalError(artifact_->name(), ": the padding of ",
                        artifact_->describeBuffer(index), " (",
@@ -264,6 +316,24 @@ Status TrainingSession::checkPadding(uint32_t index) const {
 
 Status TrainingSession::readTensor(const SafetensorsFile &file,
                                    std::string_view name, uint32_t index) {
+  if (std::optional<uint32_t> param = shardedParameter(*artifact_, index)) {
+    // The whole tensor, padded like the parameter; this rank keeps its slice.
+    const schema::Buffer &shaped = artifact_->buffer(*param);
+    std::vector<int64_t> logical = logicalShape(shaped);
+    std::vector<float> values(shapeElements(logical));
+    KILN_RETURN_IF_ERROR(
+        file.readInto(name, TensorDType::kF32, logical, values.data()));
+    std::vector<float> whole(static_cast<size_t>(artifact_->bufferInfo(*param).elements));
+    if (isPadded(shaped))
+      scatterLogicalRegion(values.data(), logical, bufferShape(shaped), whole.data());
+    else
+      whole = std::move(values);
+    const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
+    const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
+    std::copy_n(whole.data() + rank * count, count,
+                static_cast<float *>(backend_->hostData(index)));
+    return backend_->upload(index);
+  }
   const schema::Buffer &buffer = artifact_->buffer(index);
   void *host = backend_->hostData(index);
   if (!isPadded(buffer)) {

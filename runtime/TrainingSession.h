@@ -47,6 +47,13 @@ struct BufferRoles {
 
 BufferRoles findBufferRoles(const Artifact &artifact);
 
+// The parameter whose whole tensor buffer `index` is one rank's slice of
+// (a ZeRO shard: Buffer.shard_axis), if it is one.
+std::optional<uint32_t> shardedParameter(const Artifact &artifact, uint32_t index);
+// The user's shape of the tensor buffer `index` holds: the logical shape
+// (padding left out), that of its parameter for a ZeRO shard.
+std::vector<int64_t> tensorShape(const Artifact &artifact, uint32_t index);
+
 // The contents of one Input buffer for a micro-batch, found by name (data
 // sources other than tokens, e.g. --data tsp:..., write several inputs).
 struct NamedInput {
@@ -94,11 +101,17 @@ public:
   // Writes one batch and runs "eval"; returns its loss.
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
+  // ZeRO: every rank's slice of each sharded buffer (gradients, optimizer
+  // state) gathered into its whole tensor, which tensorView and
+  // checkPadding read until the next gatherShards. A collective: every
+  // rank calls it at the same point. Nothing to do without shards.
+  Status gatherShards();
   // Buffer `index` as an f32 tensor for safetensors, named `name` (default:
   // the buffer's own name), with the user's shape: its data is the
   // backend's host view, refreshed from the device first; a buffer the
   // compiler padded is copied out of its padding (the view then points into
   // a copy the session keeps until the next tensorView of the same buffer).
+  // A ZeRO shard is the whole tensor gatherShards last gathered.
   StatusOr<TensorView> tensorView(uint32_t index, std::string name = {}) const;
   // Checks that `file` has tensor `name` as f32 with buffer `index`'s user
   // shape (the logical one when padded); changes nothing.
@@ -108,7 +121,8 @@ public:
   // padding is not all zero (see PaddedLayout.h); OK otherwise.
   Status checkPadding(uint32_t index) const;
   // Reads tensor `name` of `file` (the user's shape) into buffer `index`
-  // and uploads it; a padded buffer gets zero padding.
+  // and uploads it; a padded buffer gets zero padding, a ZeRO shard this
+  // rank's slice.
   Status readTensor(const SafetensorsFile &file, std::string_view name,
                     uint32_t index);
   // Host view of a buffer the caller fills, then pushes with upload().
@@ -158,8 +172,16 @@ private:
   int64_t dropoutOffset_ = 0; // the next micro-step's dropout counter
   TrainingStepPlan pending_;  // the step being staged
   std::deque<std::vector<uint8_t>> staged_; // the bytes its writes point at
+  // The whole (padded) tensor behind buffer `index`: the host view, or for a
+  // ZeRO shard what gatherShards gathered (error before); and the buffer
+  // whose shape it has.
+  StatusOr<std::pair<const float *, uint32_t>> wholeTensor(uint32_t index) const;
+
+  Communicator *communicator_ = nullptr; // ZeRO shards: this rank's slice
   // tensorView's compact copies of padded buffers, by buffer index.
   mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
+  // gatherShards' whole tensors of the ZeRO shards, by buffer index.
+  std::map<uint32_t, std::vector<float>> gathered_;
 };
 
 } // namespace kiln::rt

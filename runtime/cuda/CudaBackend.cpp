@@ -269,12 +269,15 @@ Status CudaBackend::Impl::resolvePrograms() {
         continue;
       }
       if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
-        call.where = detail::concat(dp.name, " entry ", i, " (all-reduce at ", location, ")");
+        call.where = detail::concat(dp.name, " entry ", i, " (",
+                                    schema::EnumNameCollectiveKind(cc->kind()), " at ",
+                                    location, ")");
         call.collectiveMean = cc->reduction() == schema::Reduction_Mean;
+        call.collectiveKind = cc->kind();
         for (uint32_t b : *cc->buffers()) {
           if (artifact.buffer(b).dtype() != schema::DType_F32)
             return failedPrecondition(call.where, ": ", artifact.describeBuffer(b),
-                                      " is not f32; NCCL's all-reduces here are f32");
+                                      " is not f32; NCCL's collectives here are f32");
           call.collective.push_back(
               NcclBuffer{devicePointer(b), static_cast<size_t>(bytes(b) / sizeof(float))});
         }
@@ -396,9 +399,30 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
   return launchKernel(call);
 }
 
+Status CudaBackend::Impl::runCollective(const DeviceCall &call) const {
+  if (call.collectiveKind == schema::CollectiveKind_AllReduce)
+    return nccl->allReduce(call.collective, call.collectiveMean, stream, call.where);
+  // [in, out]: the verifier checked that one is the axis' ranks times the other.
+  const NcclBuffer &in = call.collective[0], &out = call.collective[1];
+  switch (call.collectiveKind) {
+  case schema::CollectiveKind_ReduceScatter:
+    return nccl->reduceScatter(in.data, out.data, out.count, call.collectiveMean, stream,
+                               call.where);
+  case schema::CollectiveKind_AllGather:
+    return nccl->allGather(in.data, out.data, in.count, stream, call.where);
+  default: // LocalShard: this rank's slice, copied on the stream
+    return driver->check(
+        driver->cuMemcpyDtoDAsync(out.data,
+                                  in.data + static_cast<CUdeviceptr>(nccl->rank()) *
+                                                out.count * sizeof(float),
+                                  out.count * sizeof(float), stream),
+        "cuMemcpyDtoDAsync", " for " + call.where);
+  }
+}
+
 Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
   if (!call.collective.empty())
-    return nccl->allReduce(call.collective, call.collectiveMean, stream, call.where);
+    return runCollective(call);
   if (call.gemm) {
     KILN_RETURN_IF_ERROR(call.gemm->run(call.a, call.b, call.c, workspace,
                                         kGemmWorkspaceBytes, stream));
@@ -569,9 +593,23 @@ int64_t CudaBackend::collectiveBytesPerStep() const {
     int64_t runs = kind == static_cast<int>(ProgramKind::kStep) ? impl_->artifact.gradAccum()
                    : kind == static_cast<int>(ProgramKind::kUpdate) ? 1
                                                                     : 0;
-    for (const DeviceCall &call : impl_->programs[kind].calls)
-      for (const NcclBuffer &b : call.collective)
-        total += runs * static_cast<int64_t>(b.count * sizeof(float));
+    for (const DeviceCall &call : impl_->programs[kind].calls) {
+      // What each call hands to NCCL (Communicator::communicatedBytes).
+      switch (call.collectiveKind) {
+      case schema::CollectiveKind_AllReduce:
+        for (const NcclBuffer &b : call.collective)
+          total += runs * static_cast<int64_t>(b.count * sizeof(float));
+        break;
+      case schema::CollectiveKind_ReduceScatter:
+        total += runs * static_cast<int64_t>(call.collective[0].count * sizeof(float));
+        break;
+      case schema::CollectiveKind_AllGather:
+        total += runs * static_cast<int64_t>(call.collective[1].count * sizeof(float));
+        break;
+      default: // a local shard communicates nothing
+        break;
+      }
+    }
   }
   return total;
 }

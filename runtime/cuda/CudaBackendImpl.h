@@ -79,9 +79,12 @@ struct DeviceCall {
   int kvLen = 0;
   bool useCudnn = false;
   bool undecided = false;
-  // CollectiveCall: its buffers, all-reduced in place through NCCL.
+  // CollectiveCall: its buffers, all-reduced in place through NCCL; or a
+  // reduce-scatter, all-gather (NCCL) or local shard (a device copy) from
+  // collective[0] into collective[1].
   std::vector<NcclBuffer> collective;
   bool collectiveMean = false;
+  schema::CollectiveKind collectiveKind = schema::CollectiveKind_AllReduce;
 };
 
 struct DeviceProgram {
@@ -180,6 +183,8 @@ struct CudaBackend::Impl {
                   std::vector<std::pair<std::string, std::string>> &fallbacks);
   Status launch(const DeviceCall &call) const;
   Status launchKernel(const DeviceCall &call) const;
+  // A CollectiveCall on the stream (NCCL, or a copy for a local shard).
+  Status runCollective(const DeviceCall &call) const;
   // The cuDNN plan of `call`, then its empty-sample fix-ups.
   Status runCudnn(const DeviceCall &call) const;
   // The fix-up launches for a planned call with key lengths.

@@ -56,6 +56,7 @@ struct CudaDriver {
   X(cuMemcpyHtoD)                                                              \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
+  X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemsetD8Async)                                                           \
   X(cuModuleLoadData)                                                          \
   X(cuModuleUnload)                                                            \

@@ -21,6 +21,8 @@ StatusOr<std::unique_ptr<Nccl>> Nccl::open(Communicator *bootstrap, int rank, in
   KILN_RETURN_IF_ERROR(lib.resolve("ncclCommInitRank", nccl->commInitRank_));
   KILN_RETURN_IF_ERROR(lib.resolve("ncclCommDestroy", nccl->commDestroy_));
   KILN_RETURN_IF_ERROR(lib.resolve("ncclAllReduce", nccl->allReduce_));
+  KILN_RETURN_IF_ERROR(lib.resolve("ncclReduceScatter", nccl->reduceScatter_));
+  KILN_RETURN_IF_ERROR(lib.resolve("ncclAllGather", nccl->allGather_));
   KILN_RETURN_IF_ERROR(lib.resolve("ncclGroupStart", nccl->groupStart_));
   KILN_RETURN_IF_ERROR(lib.resolve("ncclGroupEnd", nccl->groupEnd_));
   KILN_RETURN_IF_ERROR(lib.resolve("ncclGetErrorString", nccl->getErrorString_));
@@ -40,6 +42,7 @@ StatusOr<std::unique_ptr<Nccl>> Nccl::open(Communicator *bootstrap, int rank, in
   KILN_RETURN_IF_ERROR(nccl->check(nccl->commInitRank_(&nccl->comm_, size, id, rank),
                                    "ncclCommInitRank",
                                    detail::concat(" (rank ", rank, " of ", size, ")")));
+  nccl->rank_ = rank;
   return nccl;
 }
 
@@ -69,6 +72,23 @@ Status Nccl::allReduce(const std::vector<NcclBuffer> &buffers, bool mean, CUstre
   Status ended = check(groupEnd_(), "ncclGroupEnd", " for " + where);
   KILN_RETURN_IF_ERROR(queued);
   return ended;
+}
+
+Status Nccl::reduceScatter(CUdeviceptr in, CUdeviceptr out, size_t count, bool mean,
+                           CUstream stream, const std::string &where) const {
+  return check(reduceScatter_(reinterpret_cast<const void *>(static_cast<uintptr_t>(in)),
+                              reinterpret_cast<void *>(static_cast<uintptr_t>(out)), count,
+                              ncclFloat32, mean ? ncclAvg : ncclSum, comm_,
+                              reinterpret_cast<cudaStream_t>(stream)),
+               "ncclReduceScatter", " for " + where);
+}
+
+Status Nccl::allGather(CUdeviceptr in, CUdeviceptr out, size_t count, CUstream stream,
+                       const std::string &where) const {
+  return check(allGather_(reinterpret_cast<const void *>(static_cast<uintptr_t>(in)),
+                          reinterpret_cast<void *>(static_cast<uintptr_t>(out)), count,
+                          ncclFloat32, comm_, reinterpret_cast<cudaStream_t>(stream)),
+               "ncclAllGather", " for " + where);
 }
 
 Status Nccl::check(ncclResult_t result, const char *call, const std::string &context) const {

@@ -52,6 +52,14 @@ public:
   // `stream` as one group.
   Status allReduce(const std::vector<NcclBuffer> &buffers, bool mean, CUstream stream,
                    const std::string &where) const;
+  // out[0, count) = slice rank() of the sum (or mean) over ranks of
+  // in[0, count * size), queued on `stream`.
+  Status reduceScatter(CUdeviceptr in, CUdeviceptr out, size_t count, bool mean,
+                       CUstream stream, const std::string &where) const;
+  // out[r * count, (r + 1) * count) = rank r's in[0, count).
+  Status allGather(CUdeviceptr in, CUdeviceptr out, size_t count, CUstream stream,
+                   const std::string &where) const;
+  int rank() const { return rank_; }
 
 private:
   Nccl() = default;
@@ -59,6 +67,7 @@ private:
 
   std::unique_ptr<DynamicLibrary> library_;
   int version_ = 0;
+  int rank_ = 0;
   ncclComm_t comm_ = nullptr;
   ncclResult_t (*getVersion_)(int *) = nullptr;
   ncclResult_t (*getUniqueId_)(ncclUniqueId *) = nullptr;
@@ -66,6 +75,10 @@ private:
   ncclResult_t (*commDestroy_)(ncclComm_t) = nullptr;
   ncclResult_t (*allReduce_)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                              ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduceScatter_)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*allGather_)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                             cudaStream_t) = nullptr;
   ncclResult_t (*groupStart_)() = nullptr;
   ncclResult_t (*groupEnd_)() = nullptr;
   const char *(*getErrorString_)(ncclResult_t) = nullptr;

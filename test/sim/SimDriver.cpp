@@ -534,6 +534,22 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t byte
                                 "cuMemcpyHtoDAsync"});
 }
 
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                   CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(stream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!inDevice(dst, bytes) || !inDevice(src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  return enqueueOn(s, Operation{[dst, src, bytes] {
+                                  std::memmove(reinterpret_cast<void *>(dst),
+                                               reinterpret_cast<const void *>(src), bytes);
+                                },
+                                "cuMemcpyDtoDAsync"});
+}
+
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
                                  CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS)

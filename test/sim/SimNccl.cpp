@@ -1,16 +1,17 @@
 //===- SimNccl.cpp - libnccl.so.2 of the device simulator -----------------===//
 //
-// Test-only. NCCL's all-reduce between the ranks of a run, each rank a
-// process with its own simulator, so that the CUDA backend's NCCL path
-// (runtime/cuda/Nccl.h: the unique id passed over the launch's
-// communicator, one rank per GPU, mean and sum, graph capture) runs on CPUs.
-// An all-reduce is an operation on the stream like the real one: it runs
-// when the stream runs, and is captured into a graph like a kernel. When it
-// runs, each rank copies its buffer into its slot of a POSIX shared-memory
-// segment named after the communicator and the call's sequence number,
-// waits for every rank, sums the slots in rank order (so every rank gets
-// the same bits), scales for the mean, and waits again before the segment
-// goes. One rank needs no segment: the reduction of one buffer is itself.
+// Test-only. NCCL's all-reduce, reduce-scatter and all-gather between the
+// ranks of a run, each rank a process with its own simulator, so that the
+// CUDA backend's NCCL path (runtime/cuda/Nccl.h: the unique id passed over
+// the launch's communicator, one rank per GPU, mean and sum, graph capture)
+// runs on CPUs. A collective is an operation on the stream like the real
+// one: it runs when the stream runs, and is captured into a graph like a
+// kernel. When it runs, each rank copies its send buffer into its slot of a
+// POSIX shared-memory segment named after the communicator and the call's
+// sequence number, waits for every rank, reads the slots in rank order
+// (sums in rank order, so every rank gets the same bits; the mean scaled
+// after), and waits again before the segment goes. One rank needs no
+// segment: its slot is its own send buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -54,23 +56,23 @@ struct Segment {
     s.size = size;
     int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0)
-      kiln::sim::fault("ncclAllReduce: shm_open(" + name + ") failed: " + std::strerror(errno));
+      kiln::sim::fault("simulated NCCL: shm_open(" + name + ") failed: " + std::strerror(errno));
     void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
     if (p == MAP_FAILED)
-      kiln::sim::fault("ncclAllReduce: mmap of " + name + " failed");
+      kiln::sim::fault("simulated NCCL: mmap of " + name + " failed");
     s.base = static_cast<uint8_t *>(p);
     return s;
   }
 };
 
 // Waits until `count` arrivals are in (every rank past this point).
-void waitFor(const Segment &s, uint64_t count) {
+void waitFor(const Segment &s, uint64_t count, const char *what) {
   auto deadline = std::chrono::steady_clock::now() + kTimeout;
   while (s.arrived().load(std::memory_order_acquire) < count) {
     if (std::chrono::steady_clock::now() > deadline)
-      kiln::sim::fault("ncclAllReduce: the other ranks did not arrive within 120 s at " +
-                       s.name);
+      kiln::sim::fault(std::string(what) +
+                       ": the other ranks did not arrive within 120 s at " + s.name);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -145,52 +147,133 @@ __attribute__((visibility("default"))) ncclResult_t ncclCommDestroy(ncclComm_t c
 __attribute__((visibility("default"))) ncclResult_t ncclGroupStart() { return ncclSuccess; }
 __attribute__((visibility("default"))) ncclResult_t ncclGroupEnd() { return ncclSuccess; }
 
-__attribute__((visibility("default"))) ncclResult_t
-ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-              ncclComm_t comm, cudaStream_t stream) {
-  size_t bytes = count * typeBytes(type);
-  if (!comm || bytes == 0 || (op != ncclSum && op != ncclAvg))
-    return ncclInvalidArgument;
-  if (comm->size > 1 && type != ncclFloat32)
-    return ncclInvalidUsage; // the simulator reduces f32 across ranks only
-  if (!kiln::sim::isDeviceRange(send, bytes) || !kiln::sim::isDeviceRange(recv, bytes))
-    kiln::sim::fault("ncclAllReduce of " + std::to_string(bytes) +
-                     " bytes outside device memory");
+} // extern "C"
+
+namespace {
+
+// Queues on `stream` the exchange every collective is made of: each rank
+// posts `sendBytes` from `send`, then `finish(slots)` reads all ranks'
+// (slots[r]: rank r's bytes) and writes this rank's result.
+ncclResult_t exchange(const char *what, const void *send, size_t sendBytes,
+                      ncclComm_t comm, cudaStream_t stream,
+                      std::function<void(const std::vector<const uint8_t *> &)> finish) {
   CUresult queued = kiln::sim::enqueue(
       reinterpret_cast<CUstream>(stream),
-      [send, recv, bytes, count, op, comm] {
+      [what, send, sendBytes, comm, finish = std::move(finish)] {
         const int ranks = comm->size;
         const uint64_t call = comm->calls++;
         if (ranks == 1) {
-          if (send != recv)
-            std::memmove(recv, send, bytes); // one rank: every reduction is the buffer
+          finish({static_cast<const uint8_t *>(send)});
           return;
         }
         Segment s = Segment::open("/kiln-sim-nccl-" + std::to_string(comm->token) + "-" +
                                       std::to_string(call),
-                                  64 + size_t(ranks) * bytes);
-        std::memcpy(s.slot(comm->rank, bytes), send, bytes);
+                                  64 + size_t(ranks) * sendBytes);
+        std::memcpy(s.slot(comm->rank, sendBytes), send, sendBytes);
         s.arrived().fetch_add(1, std::memory_order_acq_rel);
-        waitFor(s, uint64_t(ranks));
-        std::vector<float> total(count, 0.0f);
-        for (int r = 0; r < ranks; ++r) {
-          const float *part = reinterpret_cast<const float *>(s.slot(r, bytes));
-          for (size_t i = 0; i < count; ++i)
-            total[i] += part[i];
-        }
-        if (op == ncclAvg)
-          for (float &v : total)
-            v /= static_cast<float>(ranks);
-        std::memcpy(recv, total.data(), bytes);
+        waitFor(s, uint64_t(ranks), what);
+        std::vector<const uint8_t *> slots;
+        for (int r = 0; r < ranks; ++r)
+          slots.push_back(s.slot(r, sendBytes));
+        finish(slots);
         // Everyone has read every slot before the segment goes.
         s.arrived().fetch_add(1, std::memory_order_acq_rel);
-        waitFor(s, 2 * uint64_t(ranks));
+        waitFor(s, 2 * uint64_t(ranks), what);
         ::munmap(s.base, s.size);
         if (comm->rank == 0)
           ::shm_unlink(s.name.c_str());
       },
-      "ncclAllReduce");
+      what);
   return queued == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+// out[i] = the sum over ranks of slots[r][first + i] (f32, rank order),
+// divided by the ranks for ncclAvg.
+void reduceSlots(const std::vector<const uint8_t *> &slots, size_t first, size_t count,
+                 ncclRedOp_t op, void *out) {
+  std::vector<float> total(count, 0.0f);
+  for (const uint8_t *slot : slots) {
+    const float *part = reinterpret_cast<const float *>(slot) + first;
+    for (size_t i = 0; i < count; ++i)
+      total[i] += part[i];
+  }
+  if (op == ncclAvg)
+    for (float &v : total)
+      v /= static_cast<float>(slots.size());
+  std::memcpy(out, total.data(), count * sizeof(float));
+}
+
+// The checks every collective makes before it is queued.
+ncclResult_t checkCall(const char *what, const void *send, size_t sendBytes, const void *recv,
+                       size_t recvBytes, ncclDataType_t type, ncclComm_t comm) {
+  if (!comm || sendBytes == 0 || recvBytes == 0)
+    return ncclInvalidArgument;
+  if (comm->size > 1 && type != ncclFloat32)
+    return ncclInvalidUsage; // the simulator reduces and gathers f32 across ranks only
+  if (!kiln::sim::isDeviceRange(send, sendBytes) || !kiln::sim::isDeviceRange(recv, recvBytes))
+    kiln::sim::fault(std::string(what) + " of " + std::to_string(sendBytes) +
+                     " bytes outside device memory");
+  return ncclSuccess;
+}
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) ncclResult_t
+ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+              ncclComm_t comm, cudaStream_t stream) {
+  size_t bytes = count * typeBytes(type);
+  if (op != ncclSum && op != ncclAvg)
+    return ncclInvalidArgument;
+  if (ncclResult_t r = checkCall("ncclAllReduce", send, bytes, recv, bytes, type, comm))
+    return r;
+  return exchange("ncclAllReduce", send, bytes, comm, stream,
+                  [recv, bytes, count, op, comm](const std::vector<const uint8_t *> &slots) {
+                    if (comm->size == 1) {
+                      if (slots[0] != recv)
+                        std::memmove(recv, slots[0], bytes); // any type: itself
+                      return;
+                    }
+                    reduceSlots(slots, 0, count, op, recv);
+                  });
+}
+
+__attribute__((visibility("default"))) ncclResult_t
+ncclReduceScatter(const void *send, void *recv, size_t recvCount, ncclDataType_t type,
+                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  size_t recvBytes = recvCount * typeBytes(type);
+  size_t sendBytes = comm ? recvBytes * size_t(comm->size) : 0;
+  if (op != ncclSum && op != ncclAvg)
+    return ncclInvalidArgument;
+  if (ncclResult_t r =
+          checkCall("ncclReduceScatter", send, sendBytes, recv, recvBytes, type, comm))
+    return r;
+  return exchange("ncclReduceScatter", send, sendBytes, comm, stream,
+                  [recv, recvBytes, recvCount, op, comm](
+                      const std::vector<const uint8_t *> &slots) {
+                    if (comm->size == 1) {
+                      if (slots[0] != recv)
+                        std::memmove(recv, slots[0], recvBytes);
+                      return;
+                    }
+                    reduceSlots(slots, size_t(comm->rank) * recvCount, recvCount, op, recv);
+                  });
+}
+
+__attribute__((visibility("default"))) ncclResult_t
+ncclAllGather(const void *send, void *recv, size_t sendCount, ncclDataType_t type,
+              ncclComm_t comm, cudaStream_t stream) {
+  size_t sendBytes = sendCount * typeBytes(type);
+  size_t recvBytes = comm ? sendBytes * size_t(comm->size) : 0;
+  if (ncclResult_t r = checkCall("ncclAllGather", send, sendBytes, recv, recvBytes, type, comm))
+    return r;
+  return exchange("ncclAllGather", send, sendBytes, comm, stream,
+                  [recv, sendBytes](const std::vector<const uint8_t *> &slots) {
+                    for (size_t r = 0; r < slots.size(); ++r)
+                      std::memmove(static_cast<uint8_t *>(recv) + r * sendBytes, slots[r],
+                                   sendBytes);
+                  });
 }
 
 __attribute__((visibility("default"))) const char *ncclGetErrorString(ncclResult_t result) {
