@@ -83,3 +83,25 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
     return %r : tensor<3xi32>
   }
 }
+
+// -----
+
+// Tests that local_shard keeps one rank's equal slice, like reduce_scatter.
+module attributes {kiln.mesh = {data = 4 : i64}} {
+  func.func @shard_uneven(%a: tensor<6xf32>) -> tensor<1xf32> {
+    // expected-error @+1 {{dimension 0 of 'tensor<6xf32>' does not split into 4 equal slices (the mesh axis size)}}
+    %r = kiln.local_shard %a over "data" dim = 0 : tensor<6xf32> -> tensor<1xf32>
+    return %r : tensor<1xf32>
+  }
+}
+
+// -----
+
+// Tests that local_shard's result is one slice of its input.
+module attributes {kiln.mesh = {data = 2 : i64}} {
+  func.func @shard_shape(%a: tensor<8xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{result type 'tensor<2xf32>', expected 'tensor<4xf32>' ('tensor<8xf32>' split over 2 ranks along dim 0)}}
+    %r = kiln.local_shard %a over "data" dim = 0 : tensor<8xf32> -> tensor<2xf32>
+    return %r : tensor<2xf32>
+  }
+}

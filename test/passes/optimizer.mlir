@@ -156,3 +156,85 @@ module attributes {kiln.train = {optimizer = "sgd", weight_decay = 0.1 : f32}} {
     return %0, %w : tensor<f32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// Tests ZeRO-1 (zero = 1, mesh data = 2): a parameter whose elements split
+// in two (w: 32) gets its Adam state as this rank's flat slice (16, with
+// kiln.shard_axis), updates its slice of the flattened parameter and
+// gradient, and all-gathers the new slice back into the parameter; the
+// update and parameter norms' partial sums are summed over the ranks. One
+// that does not split (b: 3) stays replicated, and its sums join after.
+// The gradients stay whole (ZeRO-1), so the gradient norm is as without.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.param_kind = "weight", kiln.role = "param", kiln.weight_decay = 1.000000e-01 : f32}
+// CHECK-SAME: %[[B:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.param_kind = "bias", kiln.role = "param", kiln.weight_decay = 0.000000e+00 : f32}
+// CHECK-SAME: %[[GW:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "grad"}
+// CHECK-SAME: %[[GB:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.role = "grad"}
+// CHECK-SAME: tensor<f32> {kiln.name = "loss", kiln.role = "loss"}
+// CHECK-SAME: %[[MW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_m", kiln.shard_axis = "data"}
+// CHECK-SAME: tensor<3xf32> {kiln.name = "b", kiln.role = "adam_m"}
+// CHECK-SAME: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_v", kiln.shard_axis = "data"}
+// CHECK-SAME: tensor<3xf32> {kiln.name = "b", kiln.role = "adam_v"}
+// CHECK-NOT: kiln.all_reduce
+// CHECK: kiln.grad_scale
+// CHECK: %[[FW:.*]] = kiln.reshape %[[W]] : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK: %[[SW:.*]] = kiln.local_shard %[[FW]] over "data" dim = 0 {reason = "ZeRO-1: this rank's share of the optimizer update"} : tensor<32xf32> -> tensor<16xf32>
+// CHECK: %[[FG:.*]] = kiln.reshape %[[GW]] : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK: %[[SG:.*]] = kiln.local_shard %[[FG]] over "data" dim = 0
+// CHECK: %[[P:.*]], %[[M1:.*]], %{{.*}}, %[[DU:.*]], %[[PP:.*]] = kiln.adam %[[SW]], %[[SG]], %[[MW]]
+// CHECK-SAME: : tensor<16xf32>
+// CHECK: %[[GA:.*]] = kiln.all_gather %[[P]] over "data" dim = 0 {reason = "ZeRO-1: the updated parameter from every rank's shard"} : tensor<16xf32> -> tensor<32xf32>
+// CHECK: %[[NW:.*]] = kiln.reshape %[[GA]] : tensor<32xf32> -> tensor<4x8xf32>
+// CHECK: %[[PB:.*]], %{{.*}}, %{{.*}}, %[[DUB:.*]], %[[PPB:.*]] = kiln.adam %[[B]], %[[GB]]
+// CHECK: %[[SUMS:.*]]:2 = kiln.all_reduce "sum" %[[DU]], %[[PP]] over "data"
+// CHECK: kiln.add %[[DUB]], %[[SUMS]]#0
+// CHECK: kiln.add %[[PPB]], %[[SUMS]]#1
+// CHECK: return {{.*}}, %[[NW]], %[[PB]], %[[M1]]
+module attributes {kiln.mesh = {data = 2 : i64},
+    kiln.train = {batch = 2 : i64, seq = 4 : i64, zero = 1 : i64,
+    optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32,
+    epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+  func.func @step(
+      %w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+      %b: tensor<3xf32> {kiln.role = "param", kiln.name = "b"},
+      %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"},
+          tensor<3xf32> {kiln.role = "grad", kiln.name = "b"}) {
+    %0 = kiln.mul %w, %x : tensor<4x8xf32>
+    %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %1, %x, %b : tensor<f32>, tensor<4x8xf32>, tensor<3xf32>
+  }
+}
+
+// -----
+
+// Tests ZeRO-2: the sharded parameter's gradient argument is this rank's
+// slice too (@step is made to return it by --kiln-data-parallel), so its
+// squared norm is partial and summed over the ranks before the clipping
+// scale; no local_shard of it.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: %[[GW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data"}
+// CHECK: %[[SQ:.*]] = kiln.mul %[[GW]], %[[GW]] : tensor<16xf32>
+// CHECK: %[[SS:.*]] = kiln.reduce_sum %[[SQ]] dims = [0]
+// CHECK: %[[TOT:.*]] = kiln.all_reduce "sum" %[[SS]] over "data" {reason = "ZeRO-2: the squared norms of the rank's gradient shards, summed for the global norm"}
+// CHECK: %[[NORM:.*]] = kiln.sqrt %[[TOT]]
+// CHECK: kiln.grad_scale %[[NORM]]
+// CHECK: kiln.local_shard
+// CHECK-NOT: kiln.local_shard
+// CHECK: kiln.adam %{{.*}}, %[[GW]],
+module attributes {kiln.mesh = {data = 2 : i64},
+    kiln.train = {batch = 2 : i64, seq = 4 : i64, zero = 2 : i64,
+    optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32,
+    epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+  func.func @step(
+      %w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+      %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %0 = kiln.mul %w, %x : tensor<4x8xf32>
+    %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %1, %x : tensor<f32>, tensor<4x8xf32>
+  }
+}
