@@ -79,10 +79,11 @@ void ArtifactWriter::planLogicalShapes() {
     default:
       continue;
     }
-    if (!buffer.shardAxis.empty()) // a flat slice: the parameter's shape
-      continue;                      // is the whole tensor's
+    // A ZeRO shard's logical shape is the user's region of its whole shape.
+    const std::vector<int64_t> &shape =
+        buffer.shardAxis.empty() ? buffer.shape : buffer.wholeShape;
     auto it = trueShapes.find(buffer.name);
-    if (it != trueShapes.end() && it->second.size() == buffer.shape.size())
+    if (it != trueShapes.end() && it->second.size() == shape.size())
       buffer.logicalShape = it->second;
   }
 }

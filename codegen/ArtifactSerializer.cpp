@@ -189,13 +189,17 @@ FailureOr<std::string> ArtifactWriter::serialize() {
     if (!b.logicalShape.empty())
       logicalShape = fbb.CreateVector(b.logicalShape);
     flatbuffers::Offset<flatbuffers::String> shardAxis = 0;
-    if (!b.shardAxis.empty())
+    flatbuffers::Offset<flatbuffers::Vector<int64_t>> wholeShape = 0;
+    if (!b.shardAxis.empty()) {
       shardAxis = fbb.CreateString(b.shardAxis);
+      wholeShape = fbb.CreateVector(b.wholeShape);
+    }
     bufferOffsets.push_back(schema::CreateBuffer(fbb, name, b.role, b.dtype,
                                                  shape, init, data, b.aliasOf,
                                                  b.weightDecay,
                                                  memory.offsets[i],
-                                                 logicalShape, shardAxis));
+                                                 logicalShape, shardAxis,
+                                                 wholeShape));
   }
 
   std::vector<flatbuffers::Offset<schema::Program>> programOffsets;

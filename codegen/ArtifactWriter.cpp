@@ -293,6 +293,16 @@ FailureOr<uint32_t> ArtifactWriter::sharedBuffer(Value value, Operation *where,
   return index;
 }
 
+void ArtifactWriter::markShard(PlannedBuffer &buffer, DictionaryAttr attrs) {
+  auto axis = attrs ? attrs.getAs<StringAttr>(k::kShardAxisAttrName) : StringAttr();
+  auto whole = attrs ? attrs.getAs<DenseI64ArrayAttr>(k::kWholeShapeAttrName)
+                     : DenseI64ArrayAttr();
+  if (!axis || !whole)
+    return;
+  buffer.shardAxis = axis.str();
+  buffer.wholeShape.assign(whole.asArrayRef().begin(), whole.asArrayRef().end());
+}
+
 LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -310,8 +320,7 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
     FailureOr<uint32_t> index = sharedBuffer(arg, func, r, name);
     if (failed(index))
       return failure();
-    if (auto axis = func.getArgAttrOfType<StringAttr>(i, k::kShardAxisAttrName))
-      buffers[*index].shardAxis = axis.str();
+    markShard(buffers[*index], func.getArgAttrDict(i));
     if (r != k::role::kParam)
       continue;
     PlannedBuffer &buffer = buffers[*index];
@@ -777,8 +786,7 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     }
     buffers[index].role = *sharedRole(r);
     buffers[index].name = name;
-    if (auto axis = func.getResultAttrOfType<StringAttr>(i, k::kShardAxisAttrName))
-      buffers[index].shardAxis = axis.str();
+    markShard(buffers[index], func.getResultAttrDict(i));
     sharedBuffers[roleKey(r, name)] = index;
   }
   return success();

@@ -79,6 +79,7 @@ private:
     float weightDecay = 0.0f; // parameters only
     std::vector<int64_t> logicalShape; // the true shape when pad-dims padded it
     std::string shardAxis; // a ZeRO shard over this mesh axis (kiln.shard_axis)
+    std::vector<int64_t> wholeShape; // and the whole tensor's shape
   };
   struct PlannedGemm {
     uint32_t a, b, c;
@@ -121,6 +122,9 @@ private:
   // The arena: an offset per storage buffer (MemoryPlanner).
   void planMemory();
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);
+  // A ZeRO shard's axis and whole shape, from its kiln.shard_axis and
+  // kiln.whole_shape (nothing when `attrs` has neither).
+  static void markShard(PlannedBuffer &buffer, mlir::DictionaryAttr attrs);
   mlir::LogicalResult planOp(mlir::Operation *op);
   mlir::LogicalResult planMatmul(mlir::Operation *op);
   mlir::LogicalResult planMatmulAccumulate(mlir::Operation *op);

@@ -155,12 +155,8 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
   if (k == "zero") {
     if (!v->isInteger || v->intValue < 0 || v->intValue > 3)
       return error(loc, "'zero' must be the ZeRO stage: 0 (replicated), 1 "
-                        "(sharded optimizer state) or 2 (and sharded "
-                        "gradients), got " + v->str() + origin);
-    if (v->intValue == 3)
-      return error(loc, "'zero = 3' (sharded parameters, gathered before "
-                        "each use) is not supported yet; zero = 2 shards "
-                        "the optimizer state and the gradients" + origin);
+                        "(sharded optimizer state), 2 (and gradients) or 3 "
+                        "(and parameters), got " + v->str() + origin);
     out = *v;
     return true;
   }

@@ -172,7 +172,7 @@ struct TrainInfo {
   int64_t memoryBudget = 0;
   std::string remat = "auto";
   // ZeRO stage over the mesh's data axis: 0 replicated, 1 optimizer state
-  // sharded, 2 gradients too.
+  // sharded, 2 gradients too, 3 parameters too.
   int64_t zero = 0;
   // `mesh = [data = N]`: (axis, ranks along it), in order; empty: one rank.
   std::vector<std::pair<std::string, int64_t>> mesh;

@@ -114,6 +114,14 @@ ZeroSharding::shardType(RankedTensorType full) const {
   return RankedTensorType::get({elements / ranks}, full.getElementType());
 }
 
+DictionaryAttr withShardAttrs(DictionaryAttr attrs, RankedTensorType whole) {
+  Builder b(whole.getContext());
+  NamedAttrList list(attrs);
+  list.set(kShardAxisAttrName, b.getStringAttr(kDataAxisName));
+  list.set(kWholeShapeAttrName, b.getDenseI64ArrayAttr(whole.getShape()));
+  return list.getDictionary(whole.getContext());
+}
+
 ZeroSharding readZeroSharding(ModuleOp module) {
   ZeroSharding zero;
   auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);

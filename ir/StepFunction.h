@@ -40,10 +40,11 @@
 namespace mlir::kiln {
 
 // Argument/result attribute names.
-// On a ZeRO shard (an @update or @step argument or result): the mesh axis
-// whose ranks each hold one contiguous slice of the flattened tensor
-// (ZeroSharding::shardType); the tensor's own shape is its parameter's.
+// On a ZeRO shard (an argument or result of @step, @update or @eval): the
+// mesh axis whose ranks each hold one contiguous slice of the flattened
+// tensor (ZeroSharding::shardType), and the whole tensor's shape.
 constexpr llvm::StringLiteral kShardAxisAttrName = "kiln.shard_axis";
+constexpr llvm::StringLiteral kWholeShapeAttrName = "kiln.whole_shape";
 // The mesh axis data parallelism (and ZeRO) runs over.
 constexpr llvm::StringLiteral kDataAxisName = "data";
 constexpr llvm::StringLiteral kRoleAttrName = "kiln.role";
@@ -143,6 +144,10 @@ struct ZeroSharding {
   std::optional<RankedTensorType> shardType(RankedTensorType full) const;
 };
 ZeroSharding readZeroSharding(ModuleOp module);
+
+/// `attrs` plus kiln.shard_axis (the data axis) and kiln.whole_shape
+/// (`whole`'s shape): the attributes of a ZeRO shard of a `whole` tensor.
+DictionaryAttr withShardAttrs(DictionaryAttr attrs, RankedTensorType whole);
 
 } // namespace mlir::kiln
 

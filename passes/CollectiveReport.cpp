@@ -64,14 +64,20 @@ std::string collectiveSummary(ModuleOp module) {
     if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp>(op))
       return;
     auto func = op->getParentOfType<func::FuncOp>();
-    // @step runs once per micro-batch.
-    int64_t runs = func.getSymName() == kStepFunctionName ? microBatches : 1;
+    // Per training step @step runs once per micro-batch, @update once and
+    // @eval (validation) not at all.
+    StringRef program = func.getSymName();
+    int64_t runs = program == kStepFunctionName     ? microBatches
+                   : program == kUpdateFunctionName ? 1
+                                                    : 0;
     int64_t tensors = isa<AllReduceOp>(op) ? op->getNumOperands() : 1;
     int64_t bytes = communicatedBytes(op);
-    Tally &k = perKind[kindName(op)];
-    k.calls += runs;
-    k.tensors += tensors;
-    k.bytes += bytes * runs;
+    if (runs > 0) {
+      Tally &k = perKind[kindName(op)];
+      k.calls += runs;
+      k.tensors += tensors;
+      k.bytes += bytes * runs;
+    }
     std::string what;
     llvm::raw_string_ostream w(what);
     w << "@" << func.getSymName() << " " << op->getName().stripDialect();
@@ -88,7 +94,7 @@ std::string collectiveSummary(ModuleOp module) {
     l.tensors += tensors;
     l.bytes += bytes;
   });
-  if (perKind.empty())
+  if (perLine.empty())
     return "";
 
   std::string text;
@@ -130,7 +136,9 @@ std::string collectiveSummary(ModuleOp module) {
               update.getArgAttrOfType<StringAttr>(i, kNameAttrName).getValue());
       }
     os << "  ZeRO-" << zero.stage << ": "
-       << (zero.stage >= 2 ? "gradients and optimizer state" : "optimizer state")
+       << (zero.stage >= 3   ? "parameters, gradients and optimizer state"
+           : zero.stage >= 2 ? "gradients and optimizer state"
+                             : "optimizer state")
        << " of " << params - static_cast<int64_t>(replicated.size()) << " of "
        << params << " parameters sharded over " << zero.ranks << " ranks";
     if (!replicated.empty()) {

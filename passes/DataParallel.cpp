@@ -139,7 +139,8 @@ struct KilnDataParallelPass
     OpBuilder b(ret);
     StringAttr axis = b.getStringAttr(kDataAxisName);
     auto reason = b.getStringAttr(
-        "ZeRO-2: mean of the gradient over " + std::to_string(ranks) +
+        "ZeRO-" + std::to_string(readZeroSharding(module).stage) +
+        ": mean of the gradient over " + std::to_string(ranks) +
         (ranks == 1 ? " rank" : " ranks") + ", this rank keeping its shard");
     for (BlockArgument shard : shards) {
       auto name = update.getArgAttrOfType<StringAttr>(shard.getArgNumber(),
@@ -167,7 +168,8 @@ struct KilnDataParallelPass
       Value returned = scattered;
       if (acc) {
         acc.setType(shardType);
-        step.setArgAttr(acc.getArgNumber(), kShardAxisAttrName, axis);
+        step.setArgAttrs(acc.getArgNumber(),
+                         withShardAttrs(step.getArgAttrDict(acc.getArgNumber()), type));
         returned = b.create<AccumulateOp>(accumulate.getLoc(), shardType, acc,
                                           scattered, accumulate.getScaleAttr());
         ret.setOperand(result, returned);
@@ -176,7 +178,8 @@ struct KilnDataParallelPass
       } else {
         ret.setOperand(result, returned);
       }
-      step.setResultAttr(result, kShardAxisAttrName, axis);
+      step.setResultAttrs(result,
+                          withShardAttrs(step.getResultAttrDict(result), type));
     }
     step.setType(FunctionType::get(step.getContext(),
                                    step.front().getArgumentTypes(),

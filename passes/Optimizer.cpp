@@ -354,28 +354,33 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   OpBuilder b(ctx);
   auto scalarType = RankedTensorType::get({}, b.getF32Type());
 
-  // (4) Signature: params, grads, loss, state, lr, step.
-  UpdateSignature sig;
-  for (const ParamAndGrad &p : *pairs)
-    sig.add(p.param.getType(),
-            step.getArgAttrDict(p.param.getArgNumber()), p.param.getLoc());
   // ZeRO: a parameter whose elements split evenly over the data ranks has
-  // its optimizer state (and, from stage 2, its gradient) as this rank's
-  // shard; the others stay replicated.
+  // its optimizer state (from stage 2 its gradient, from stage 3 itself)
+  // as this rank's shard; the others stay replicated.
   ZeroSharding zero = readZeroSharding(module);
   SmallVector<std::optional<RankedTensorType>> shards;
   for (const ParamAndGrad &p : *pairs)
     shards.push_back(
         zero.shardType(cast<RankedTensorType>(p.param.getType())));
-  auto sharded = [&](StringRef r, StringAttr name) {
-    NamedAttrList attrs(roleAndName(b, r, name));
-    attrs.set(kShardAxisAttrName, b.getStringAttr(kDataAxisName));
-    return attrs.getDictionary(ctx);
-  };
+
+  // (4) Signature: params, grads, loss, state, lr, step.
+  UpdateSignature sig;
+  for (auto [i, p] : llvm::enumerate(*pairs)) {
+    DictionaryAttr attrs = step.getArgAttrDict(p.param.getArgNumber());
+    if (zero.stage >= 3 && shards[i]) // @step gathers it where it is used
+      sig.add(*shards[i],
+              withShardAttrs(attrs, cast<RankedTensorType>(p.param.getType())),
+              p.param.getLoc());
+    else
+      sig.add(p.param.getType(), attrs, p.param.getLoc());
+  }
   auto stateArg = [&](size_t i, StringRef r, bool shardable) {
     const ParamAndGrad &p = (*pairs)[i];
     if (shardable && shards[i])
-      sig.add(*shards[i], sharded(r, p.name), p.param.getLoc());
+      sig.add(*shards[i],
+              withShardAttrs(roleAndName(b, r, p.name),
+                             cast<RankedTensorType>(p.param.getType())),
+              p.param.getLoc());
     else
       sig.add(p.param.getType(), roleAndName(b, r, p.name), p.param.getLoc());
   };
@@ -416,9 +421,10 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   for (auto [i, g] : llvm::enumerate(grads))
     gradSums.add(b, g.getLoc(), sumOfSquares(b, g.getLoc(), g),
                  zero.stage >= 2 && shards[i]);
-  Value gradSumSq = gradSums.total(b, loc, "ZeRO-2: the squared norms of "
-                                   "the rank's gradient shards, summed for "
-                                   "the global norm");
+  Value gradSumSq = gradSums.total(
+      b, loc, "ZeRO-" + std::to_string(zero.stage) +
+                  ": the squared norms of the rank's gradient shards, summed "
+                  "for the global norm");
   Value gradNorm = b.create<SqrtOp>(loc, gradSumSq);
   Value scale = b.create<GradScaleOp>(loc, scalarType, gradNorm, loss,
                                       config.clip);
@@ -435,7 +441,8 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
     ShardedUpdate shard(b, ploc, zero, shards[i]);
     if (shards[i]) {
       type = *shards[i];
-      param = shard.take(param);
+      if (zero.stage < 3)
+        param = shard.take(param);
       if (zero.stage < 2)
         grad = shard.take(grad);
     }
@@ -467,7 +474,7 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
       updateSq = op.getUpdateSq();
       paramSq = op.getParamSq();
     }
-    if (shards[i])
+    if (shards[i] && zero.stage < 3)
       newParams.back() = shard.gather(newParams.back(), p.param.getType());
     updateSums.add(b, ploc, updateSq, shards[i].has_value());
     paramSums.add(b, ploc, paramSq, shards[i].has_value());

@@ -284,6 +284,39 @@ def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnGatherParams : Pass<"kiln-gather-params", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-3: each rank keeps its slice of a parameter, gathered where used";
+  let description = [{
+    With `zero = 3` in `kiln.train` (and `kiln.mesh = {data = N}`), every
+    parameter whose elements split evenly over the N ranks becomes this
+    rank's contiguous slice of the flattened tensor in @step and @eval
+    (`kiln.shard_axis`, `kiln.whole_shape`; @update, from
+    `--kiln-optimizer`, updates the slice in place). Its readers get it
+    whole from a `kiln.all_gather` created just before the first of them:
+    one for the forward's readers, another for the backward's (the
+    recomputes `--kiln-remat` placed there included), so the whole tensor
+    is live only while it is used. Runs after `--kiln-remat`.
+
+    Before:
+    ```mlir
+    func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"}, ...) {
+      %y = kiln.matmul %x, %w ...
+    ```
+
+    After (2 ranks):
+    ```mlir
+    func.func @step(%w: tensor<16xf32> {kiln.role = "param", kiln.name = "w",
+                                        kiln.shard_axis = "data",
+                                        kiln.whole_shape = array<i64: 4, 8>}, ...) {
+      %g = kiln.all_gather %w over "data" dim = 0 : tensor<16xf32> -> tensor<32xf32>
+      %w0 = kiln.reshape %g : tensor<32xf32> -> tensor<4x8xf32>
+      %y = kiln.matmul %x, %w0 ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "bf16 GEMMs and bf16 activations, fp32 accumulation (precision = bf16)";
   let description = [{

@@ -113,6 +113,10 @@ void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
   KilnRematOptions remat;
   remat.sweep = options.rematSweep;
   pm.addPass(createKilnRemat(remat, options.plannedPeak));
+  // ZeRO-3: parameters are slices, gathered again where the forward and
+  // the backward (its recomputes included) read them -- remat by
+  // communication.
+  pm.addPass(createKilnGatherParams());
 }
 
 void buildFusionPhase(OpPassManager &pm) {

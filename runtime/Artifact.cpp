@@ -84,9 +84,19 @@ bool isPadded(const schema::Buffer &buffer) {
   return buffer.logical_shape() && buffer.logical_shape()->size() != 0;
 }
 
+bool isShard(const schema::Buffer &buffer) {
+  return buffer.shard_axis() && buffer.shard_axis()->size() != 0;
+}
+
+std::vector<int64_t> wholeShape(const schema::Buffer &buffer) {
+  if (!isShard(buffer) || !buffer.whole_shape())
+    return bufferShape(buffer);
+  return {buffer.whole_shape()->begin(), buffer.whole_shape()->end()};
+}
+
 std::vector<int64_t> logicalShape(const schema::Buffer &buffer) {
   if (!isPadded(buffer))
-    return bufferShape(buffer);
+    return wholeShape(buffer);
   return {buffer.logical_shape()->begin(), buffer.logical_shape()->end()};
 }
 

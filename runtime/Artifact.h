@@ -118,8 +118,16 @@ std::string bufferName(const schema::Buffer &buffer);
 // A buffer's shape (empty for a scalar).
 std::vector<int64_t> bufferShape(const schema::Buffer &buffer);
 
+// Whether the buffer is one rank's slice of a tensor (ZeRO: shard_axis).
+bool isShard(const schema::Buffer &buffer);
+
+// The shape of the tensor a buffer holds: its whole_shape for a ZeRO shard,
+// else its shape.
+std::vector<int64_t> wholeShape(const schema::Buffer &buffer);
+
 // The user's shape of a buffer: its logical_shape when the compiler padded it
-// (pad-dims), else its shape. Checkpoints, --init-from and reports use this.
+// (pad-dims), else its whole shape. Checkpoints, --init-from and reports use
+// this.
 std::vector<int64_t> logicalShape(const schema::Buffer &buffer);
 
 // Whether the compiler padded the buffer (it has a logical_shape).

@@ -28,6 +28,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/CudnnAttentionCheck.h"
 #include "runtime/MemoryPlanCheck.h"
+#include "runtime/PaddedLayout.h"
 #include "runtime/Safetensors.h"
 
 #include <cctype>
@@ -124,8 +125,8 @@ Status checkShape(uint32_t index, const schema::Buffer &buffer,
 }
 
 // logical_shape (pad-dims): only on a Parameter or its Gradient / optimizer
-// state, same rank as `shape`, every dim in [1, padded dim], so the runtime's
-// copies between the two layouts stay inside the buffer.
+// state, same rank as its (whole) shape, every dim in [1, padded dim], so
+// the runtime's copies between the two layouts stay inside the tensor.
 Status checkLogicalShape(const schema::Buffer &buffer,
                          const std::string &describe) {
   const auto *logical = buffer.logical_shape();
@@ -144,7 +145,7 @@ Status checkLogicalShape(const schema::Buffer &buffer,
                            " (only parameters and their gradients and "
                            "optimizer state are padded)");
   }
-  std::vector<int64_t> shape = bufferShape(buffer);
+  std::vector<int64_t> shape = wholeShape(buffer);
   std::vector<int64_t> logicalShape(logical->begin(), logical->end());
   if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
     return invalidArgument(describe, " has a logical_shape but is not an f32 "
@@ -298,6 +299,49 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   return okStatus();
 }
 
+// A ZeRO shard (shard_axis): a parameter, gradient or optimizer state of
+// f32, over an axis of Artifact.mesh, holding one slice per rank of its
+// whole_shape.
+Status checkShard(const schema::Artifact &artifact, uint32_t index,
+                  const BufferInfo &info) {
+  const schema::Buffer &buffer = *artifact.buffers()->Get(index);
+  if (!isShard(buffer))
+    return okStatus();
+  std::string describe = detail::concat("buffer ", index, " ('", bufferName(buffer), "')");
+  if (buffer.role() != schema::BufferRole_Parameter && !isPerParameterRole(buffer.role()))
+    return invalidArgument(describe, " is a ", schema::EnumNameBufferRole(buffer.role()),
+                           " with a shard_axis: only parameters, gradients and "
+                           "optimizer state are sharded");
+  if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
+    return invalidArgument(describe, " has a shard_axis but is not an f32 buffer "
+                           "with storage of its own");
+  int64_t ranks = 0;
+  if (artifact.mesh())
+    for (const schema::MeshAxis *a : *artifact.mesh())
+      if (a->name() && a->name()->str() == buffer.shard_axis()->str())
+        ranks = a->size();
+  if (ranks < 1)
+    return invalidArgument(describe, " is sharded over mesh axis '",
+                           buffer.shard_axis()->str(),
+                           "', which Artifact.mesh does not have");
+  if (!buffer.whole_shape())
+    return invalidArgument(describe, " has a shard_axis but no whole_shape");
+  std::vector<int64_t> whole = wholeShape(buffer);
+  int64_t elements = 1;
+  for (int64_t d : whole) {
+    if (d < 1 || d > (int64_t(1) << 40) / elements)
+      return invalidArgument(describe, " has whole_shape ", formatShape(whole),
+                             ": not a shape of at most 2^40 elements");
+    elements *= d;
+  }
+  if (elements != info.elements * ranks)
+    return invalidArgument(describe, " holds ", info.elements,
+                           " elements per rank, but its whole_shape ",
+                           formatShape(whole), " over ", ranks,
+                           " ranks needs ", elements / ranks);
+  return okStatus();
+}
+
 Status checkBuffers(const schema::Artifact &artifact,
                     std::vector<BufferInfo> &infos) {
   if (!artifact.buffers() || artifact.buffers()->size() == 0)
@@ -322,11 +366,7 @@ Status checkBuffers(const schema::Artifact &artifact,
       return invalidArgument(schema::EnumNameBufferRole(role), " '",
                              bufferName(buffer),
                              "' appears in more than one buffer");
-    if (buffer.shard_axis() && !isPerParameterRole(role))
-      return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
-                             schema::EnumNameBufferRole(role),
-                             " with a shard_axis: only gradients and optimizer "
-                             "state are sharded");
+    KILN_RETURN_IF_ERROR(checkShard(artifact, i, infos[i]));
     if (role == schema::BufferRole_Parameter &&
         !params.emplace(bufferName(buffer), i).second)
       return invalidArgument("parameter '", bufferName(buffer),
@@ -345,26 +385,15 @@ Status checkBuffers(const schema::Artifact &artifact,
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
                              schema::EnumNameBufferRole(buffer.role()),
                              " of no Parameter of that name");
-    // A ZeRO shard holds one slice per rank of its mesh axis.
-    int64_t ranks = 1;
-    if (buffer.shard_axis()) {
-      ranks = 0;
-      if (artifact.mesh())
-        for (const schema::MeshAxis *a : *artifact.mesh())
-          if (a->name() && a->name()->str() == buffer.shard_axis()->str())
-            ranks = a->size();
-      if (ranks < 1)
-        return invalidArgument("buffer ", i, " ('", bufferName(buffer),
-                               "') is sharded over mesh axis '",
-                               buffer.shard_axis()->str(),
-                               "', which Artifact.mesh does not have");
-    }
-    if (infos[param->second].elements != infos[i].elements * ranks)
+    // Whole tensors compared (a ZeRO shard's checked by checkShard).
+    int64_t elements = shapeElements(wholeShape(buffer));
+    int64_t paramElements =
+        shapeElements(wholeShape(*artifact.buffers()->Get(param->second)));
+    if (paramElements != elements)
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
                              schema::EnumNameBufferRole(buffer.role()), " of ",
-                             infos[i].elements, " elements",
-                             ranks > 1 ? detail::concat(" per rank of ", ranks) : "",
-                             " for a parameter of ", infos[param->second].elements);
+                             elements, " elements for a parameter of ",
+                             paramElements);
   }
   return okStatus();
 }

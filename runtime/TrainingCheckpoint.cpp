@@ -120,7 +120,7 @@ std::string trainingStateHash(const Artifact &artifact) {
     h.updateField(bufferName(buffer));
     int64_t kind[2] = {buffer.role(), buffer.dtype()};
     h.update(kind, sizeof(kind));
-    std::vector<int64_t> shape = tensorShape(artifact, i);
+    std::vector<int64_t> shape = logicalShape(buffer);
     h.updateField(std::string_view(reinterpret_cast<const char *>(shape.data()),
                                    shape.size() * sizeof(int64_t)));
   }

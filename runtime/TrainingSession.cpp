@@ -74,28 +74,33 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
   session->roles_ = findBufferRoles(*artifact);
   session->seed_ = seed;
   session->communicator_ = options.communicator;
-  for (uint32_t p : session->roles_.parameters) {
-    const schema::Buffer &buffer = artifact->buffer(p);
-    if (!isPadded(buffer)) {
-      initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                          static_cast<float *>(session->backend_->hostData(p)),
-                          artifact->bufferInfo(p).elements);
-    } else {
-      // Padded by the compiler: draw exactly the values the unpadded model
-      // would (same count, same order), then place them; the padding is zero.
-      std::vector<int64_t> logical = logicalShape(buffer);
-      std::vector<float> values(shapeElements(logical));
-      initializeParameter(*buffer.init(), bufferName(buffer), seed,
-                          values.data(), static_cast<int64_t>(values.size()));
-      scatterLogicalRegion(values.data(), logical, bufferShape(buffer),
-                           static_cast<float *>(session->backend_->hostData(p)));
-    }
-    // Every parameter, padded or not: on a GPU the host view is only a
-    // mirror, and the device arena holds zeros until this copy.
-    KILN_RETURN_IF_ERROR(session->backend_->upload(p));
-  }
   session->artifact_ = std::move(artifact);
+  for (uint32_t p : session->roles_.parameters)
+    KILN_RETURN_IF_ERROR(session->initializeParameter(p));
   return session;
+}
+
+Status TrainingSession::initializeParameter(uint32_t p) {
+  const schema::Buffer &buffer = artifact_->buffer(p);
+  if (isShard(buffer) || isPadded(buffer)) {
+    // Padded by the compiler, or one rank's slice (ZeRO-3): draw exactly
+    // the values the whole unpadded tensor gets (same count, same order),
+    // then place them: the padding is zero, the slice this rank's.
+    std::vector<float> values(shapeElements(logicalShape(buffer)));
+    kiln::rt::initializeParameter(*buffer.init(), bufferName(buffer), seed_,
+                                  values.data(), static_cast<int64_t>(values.size()));
+    if (isShard(buffer))
+      return uploadSlice(p, values);
+    scatterLogicalRegion(values.data(), logicalShape(buffer), bufferShape(buffer),
+                         static_cast<float *>(backend_->hostData(p)));
+  } else {
+    kiln::rt::initializeParameter(*buffer.init(), bufferName(buffer), seed_,
+                                  static_cast<float *>(backend_->hostData(p)),
+                                  artifact_->bufferInfo(p).elements);
+  }
+  // On a GPU the host view is only a mirror, and the device arena holds
+  // zeros until this copy.
+  return backend_->upload(p);
 }
 
 const void *TrainingSession::keep(const void *data, size_t bytes) {
@@ -221,35 +226,34 @@ StatusOr<double> TrainingSession::runEval(const int32_t *tokens,
   return static_cast<double>(scalar(*roles_.evalLoss));
 }
 
-std::optional<uint32_t> shardedParameter(const Artifact &artifact, uint32_t index) {
-  const schema::Buffer &buffer = artifact.buffer(index);
-  if (!buffer.shard_axis())
-    return std::nullopt;
-  // The verifier checked that a parameter of this name exists.
-  for (uint32_t p : findBufferRoles(artifact).parameters)
-    if (bufferName(artifact.buffer(p)) == bufferName(buffer))
-      return p;
-  return std::nullopt;
-}
-
-std::vector<int64_t> tensorShape(const Artifact &artifact, uint32_t index) {
-  std::optional<uint32_t> param = shardedParameter(artifact, index);
-  return logicalShape(artifact.buffer(param ? *param : index));
+Status TrainingSession::uploadSlice(uint32_t index, const std::vector<float> &logical) {
+  // The whole tensor, padded; this rank keeps its slice of it.
+  const schema::Buffer &buffer = artifact_->buffer(index);
+  std::vector<float> whole(static_cast<size_t>(shapeElements(wholeShape(buffer))));
+  if (isPadded(buffer))
+    scatterLogicalRegion(logical.data(), logicalShape(buffer), wholeShape(buffer),
+                         whole.data());
+  else
+    std::copy(logical.begin(), logical.end(), whole.begin());
+  const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
+  const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
+  std::copy_n(whole.data() + rank * count, count,
+              static_cast<float *>(backend_->hostData(index)));
+  return backend_->upload(index);
 }
 
 Status TrainingSession::gatherShards() {
-  std::vector<uint32_t> sharded = roles_.gradients;
-  sharded.insert(sharded.end(), roles_.optimizerState.begin(),
-                 roles_.optimizerState.end());
+  std::vector<uint32_t> sharded = roles_.parameters;
+  for (const std::vector<uint32_t> *group : {&roles_.gradients, &roles_.optimizerState})
+    sharded.insert(sharded.end(), group->begin(), group->end());
   for (uint32_t index : sharded) {
-    std::optional<uint32_t> param = shardedParameter(*artifact_, index);
-    if (!param)
+    if (!isShard(artifact_->buffer(index)))
       continue;
     KILN_RETURN_IF_ERROR(backend_->download(index));
     const float *slice = static_cast<const float *>(backend_->hostData(index));
     const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
     std::vector<float> &whole = gathered_[index];
-    whole.resize(static_cast<size_t>(artifact_->bufferInfo(*param).elements));
+    whole.resize(static_cast<size_t>(shapeElements(wholeShape(artifact_->buffer(index)))));
     if (communicator_)
       KILN_RETURN_IF_ERROR(communicator_->allGatherInto(slice, whole.data(), count));
     else // one rank: its slice is the whole (the verifier checked the sizes)
@@ -258,33 +262,30 @@ Status TrainingSession::gatherShards() {
   return okStatus();
 }
 
-StatusOr<std::pair<const float *, uint32_t>>
-TrainingSession::wholeTensor(uint32_t index) const {
-  std::optional<uint32_t> param = shardedParameter(*artifact_, index);
-  if (!param) {
+StatusOr<const float *> TrainingSession::wholeTensor(uint32_t index) const {
+  if (!isShard(artifact_->buffer(index))) {
     KILN_RETURN_IF_ERROR(backend_->download(index));
-    return std::make_pair(static_cast<const float *>(backend_->hostData(index)), index);
+    return static_cast<const float *>(backend_->hostData(index));
   }
   auto it = gathered_.find(index);
   if (it == gathered_.end())
     return internalError(artifact_->describeBuffer(index),
                          " is a ZeRO shard that was not gathered (gatherShards)");
-  return std::make_pair(static_cast<const float *>(it->second.data()), *param);
+  return static_cast<const float *>(it->second.data());
 }
 
 StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
                                                  std::string name) const {
-  KILN_ASSIGN_OR_RETURN(auto whole, wholeTensor(index));
-  const schema::Buffer &shaped = artifact_->buffer(whole.second);
+  KILN_ASSIGN_OR_RETURN(const float *whole, wholeTensor(index));
+  const schema::Buffer &buffer = artifact_->buffer(index);
   if (name.empty())
-    name = bufferName(artifact_->buffer(index));
-  if (!isPadded(shaped))
-    return TensorView{std::move(name), TensorDType::kF32, bufferShape(shaped),
-                      whole.first};
-  std::vector<int64_t> logical = logicalShape(shaped);
+    name = bufferName(buffer);
+  if (!isPadded(buffer))
+    return TensorView{std::move(name), TensorDType::kF32, wholeShape(buffer), whole};
+  std::vector<int64_t> logical = logicalShape(buffer);
   std::vector<float> &copy = logicalCopies_[index];
   copy.resize(shapeElements(logical));
-  copyLogicalRegion(whole.first, bufferShape(shaped), logical, copy.data());
+  copyLogicalRegion(whole, wholeShape(buffer), logical, copy.data());
   return TensorView{std::move(name), TensorDType::kF32, std::move(logical),
                     copy.data()};
 }
@@ -292,7 +293,7 @@ StatusOr<TensorView> TrainingSession::tensorView(uint32_t index,
 Status TrainingSession::checkTensor(const SafetensorsFile &file,
                                     std::string_view name,
                                     uint32_t index) const {
-  std::vector<int64_t> shape = tensorShape(*artifact_, index);
+  std::vector<int64_t> shape = logicalShape(artifact_->buffer(index));
   KILN_ASSIGN_OR_RETURN(const SafetensorsEntry *entry, file.lookup(name));
   if (entry->dtype != TensorDType::kF32 || entry->shape != shape)
     return file.readInto(name, TensorDType::kF32, shape, nullptr);
@@ -300,12 +301,11 @@ Status TrainingSession::checkTensor(const SafetensorsFile &file,
 }
 
 Status TrainingSession::checkPadding(uint32_t index) const {
-  std::optional<uint32_t> param = shardedParameter(*artifact_, index);
-  const schema::Buffer &buffer = artifact_->buffer(param ? *param : index);
+  const schema::Buffer &buffer = artifact_->buffer(index);
   if (!isPadded(buffer))
     return okStatus();
-  KILN_ASSIGN_OR_RETURN(auto whole, wholeTensor(index));
-  if (paddingIsZero(whole.first, bufferShape(buffer), logicalShape(buffer)))
+  KILN_ASSIGN_OR_RETURN(const float *whole, wholeTensor(index));
+  if (paddingIsZero(whole, wholeShape(buffer), logicalShape(buffer)))
     return okStatus();
   return internalError(artifact_->name(), ": the padding of ",
                        artifact_->describeBuffer(index), " (",
@@ -316,25 +316,14 @@ Status TrainingSession::checkPadding(uint32_t index) const {
 
 Status TrainingSession::readTensor(const SafetensorsFile &file,
                                    std::string_view name, uint32_t index) {
-  if (std::optional<uint32_t> param = shardedParameter(*artifact_, index)) {
-    // The whole tensor, padded like the parameter; this rank keeps its slice.
-    const schema::Buffer &shaped = artifact_->buffer(*param);
-    std::vector<int64_t> logical = logicalShape(shaped);
+  const schema::Buffer &buffer = artifact_->buffer(index);
+  if (isShard(buffer)) {
+    std::vector<int64_t> logical = logicalShape(buffer);
     std::vector<float> values(shapeElements(logical));
     KILN_RETURN_IF_ERROR(
         file.readInto(name, TensorDType::kF32, logical, values.data()));
-    std::vector<float> whole(static_cast<size_t>(artifact_->bufferInfo(*param).elements));
-    if (isPadded(shaped))
-      scatterLogicalRegion(values.data(), logical, bufferShape(shaped), whole.data());
-    else
-      whole = std::move(values);
-    const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
-    const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
-    std::copy_n(whole.data() + rank * count, count,
-                static_cast<float *>(backend_->hostData(index)));
-    return backend_->upload(index);
+    return uploadSlice(index, values);
   }
-  const schema::Buffer &buffer = artifact_->buffer(index);
   void *host = backend_->hostData(index);
   if (!isPadded(buffer)) {
     KILN_RETURN_IF_ERROR(

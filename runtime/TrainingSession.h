@@ -47,12 +47,6 @@ struct BufferRoles {
 
 BufferRoles findBufferRoles(const Artifact &artifact);
 
-// The parameter whose whole tensor buffer `index` is one rank's slice of
-// (a ZeRO shard: Buffer.shard_axis), if it is one.
-std::optional<uint32_t> shardedParameter(const Artifact &artifact, uint32_t index);
-// The user's shape of the tensor buffer `index` holds: the logical shape
-// (padding left out), that of its parameter for a ZeRO shard.
-std::vector<int64_t> tensorShape(const Artifact &artifact, uint32_t index);
 
 // The contents of one Input buffer for a micro-batch, found by name (data
 // sources other than tokens, e.g. --data tsp:..., write several inputs).
@@ -173,9 +167,13 @@ private:
   TrainingStepPlan pending_;  // the step being staged
   std::deque<std::vector<uint8_t>> staged_; // the bytes its writes point at
   // The whole (padded) tensor behind buffer `index`: the host view, or for a
-  // ZeRO shard what gatherShards gathered (error before); and the buffer
-  // whose shape it has.
-  StatusOr<std::pair<const float *, uint32_t>> wholeTensor(uint32_t index) const;
+  // ZeRO shard what gatherShards gathered (error before).
+  StatusOr<const float *> wholeTensor(uint32_t index) const;
+  // Parameter `p` from its Initializer and the seed, uploaded.
+  Status initializeParameter(uint32_t p);
+  // ZeRO: this rank's slice of the whole tensor whose user's region is
+  // `logical` into shard `index`, uploaded.
+  Status uploadSlice(uint32_t index, const std::vector<float> &logical);
 
   Communicator *communicator_ = nullptr; // ZeRO shards: this rank's slice
   // tensorView's compact copies of padded buffers, by buffer index.

@@ -61,8 +61,8 @@ module {
 // gradient before adding it to its accumulator, which becomes a slice too;
 // the loss alone is all-reduced.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[ACC:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data"}
-// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data"})
+// CHECK-SAME: %[[ACC:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>})
 // CHECK: %[[F:.*]] = kiln.reshape %{{.*}} : tensor<4x8xf32> -> tensor<32xf32>
 // CHECK: %[[S:.*]] = kiln.reduce_scatter "mean" %[[F]] over "data" dim = 0 {reason = "ZeRO-2: mean of the gradient over 2 ranks, this rank keeping its shard"} : tensor<32xf32> -> tensor<16xf32>
 // CHECK: %[[A:.*]] = kiln.accumulate %[[ACC]], %[[S]] {scale = 5.000000e-01 : f32} : tensor<16xf32>

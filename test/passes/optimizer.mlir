@@ -172,9 +172,9 @@ module attributes {kiln.train = {optimizer = "sgd", weight_decay = 0.1 : f32}} {
 // CHECK-SAME: %[[GW:[^:]*]]: tensor<4x8xf32> {kiln.name = "w", kiln.role = "grad"}
 // CHECK-SAME: %[[GB:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.role = "grad"}
 // CHECK-SAME: tensor<f32> {kiln.name = "loss", kiln.role = "loss"}
-// CHECK-SAME: %[[MW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_m", kiln.shard_axis = "data"}
+// CHECK-SAME: %[[MW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_m", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK-SAME: tensor<3xf32> {kiln.name = "b", kiln.role = "adam_m"}
-// CHECK-SAME: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_v", kiln.shard_axis = "data"}
+// CHECK-SAME: tensor<16xf32> {kiln.name = "w", kiln.role = "adam_v", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK-SAME: tensor<3xf32> {kiln.name = "b", kiln.role = "adam_v"}
 // CHECK-NOT: kiln.all_reduce
 // CHECK: kiln.grad_scale
@@ -215,7 +215,7 @@ module attributes {kiln.mesh = {data = 2 : i64},
 // squared norm is partial and summed over the ranks before the clipping
 // scale; no local_shard of it.
 // CHECK-LABEL: func.func @update
-// CHECK-SAME: %[[GW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data"}
+// CHECK-SAME: %[[GW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK: %[[SQ:.*]] = kiln.mul %[[GW]], %[[GW]] : tensor<16xf32>
 // CHECK: %[[SS:.*]] = kiln.reduce_sum %[[SQ]] dims = [0]
 // CHECK: %[[TOT:.*]] = kiln.all_reduce "sum" %[[SS]] over "data" {reason = "ZeRO-2: the squared norms of the rank's gradient shards, summed for the global norm"}
@@ -226,6 +226,33 @@ module attributes {kiln.mesh = {data = 2 : i64},
 // CHECK: kiln.adam %{{.*}}, %[[GW]],
 module attributes {kiln.mesh = {data = 2 : i64},
     kiln.train = {batch = 2 : i64, seq = 4 : i64, zero = 2 : i64,
+    optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32,
+    epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+  func.func @step(
+      %w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+      %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %0 = kiln.mul %w, %x : tensor<4x8xf32>
+    %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %1, %x : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Tests ZeRO-3: the parameter argument is this rank's slice too (@step
+// gathers it where it reads it, --kiln-gather-params), so the update runs
+// on it in place: no local_shard, no all-gather.
+// CHECK-LABEL: func.func @update
+// CHECK-SAME: %[[W:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.param_kind = "weight", kiln.role = "param", kiln.shard_axis = "data", kiln.weight_decay = 1.000000e-01 : f32, kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: %[[GW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-NOT: kiln.local_shard
+// CHECK: %[[P:.*]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = kiln.adam %[[W]], %[[GW]],
+// CHECK-NOT: kiln.all_gather
+// CHECK: return {{.*}}, %[[P]],
+module attributes {kiln.mesh = {data = 2 : i64},
+    kiln.train = {batch = 2 : i64, seq = 4 : i64, zero = 3 : i64,
     optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32,
     epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
   func.func @step(

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Data parallelism on the CPU (issue 16): one process of batch B*N against
 # `mpirun -np N` processes of batch B (the same global batch, the same
-# windows), and against the same N ranks started as torchrun starts them
-# (over Gloo), on this machine's cores. Prints kiln-run's summaries: tokens/s
-# of the global batch, and the bytes each rank all-reduces per step (the
-# gradients and the loss; MPI's own traffic is about 2(N-1)/N of that per
-# rank for a ring). Run after tools/setup.sh.
+# windows), against the same N ranks started as torchrun starts them (over
+# Gloo), and against ZeRO-1 and ZeRO-2 under mpirun, on this machine's
+# cores. Prints each artifact's per-rank memory plan (the gradients and
+# optimizer state rows) and kiln-run's summaries: tokens/s of the global
+# batch, and the bytes each rank hands to the collectives per step (for
+# plain data parallelism the gradients and the loss; MPI's own traffic is
+# about 2(N-1)/N of that per rank for a ring). Run after tools/setup.sh.
 #   tools/bench/data_parallel_cpu.sh [STEPS] [RANKS] [MODEL] [BATCH] [SEQ] [-D ...]
 # KILNC, KILN_RUN: the binaries (default build/bin/).
 set -euo pipefail
@@ -31,7 +33,7 @@ echo "== $model, global batch $((batch * ranks)) x seq $seq, $steps steps, $core
 head -2 "$out/one.txt"
 "$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" "$@" \
   -o "$out/dp.kart" > "$out/dp.txt"
-grep -E "^(memory plan|data parallel)" "$out/dp.txt"
+grep -E "^(memory plan|  gradients|  optimizer state|data parallel)" "$out/dp.txt"
 echo "-- 1 process, batch $((batch * ranks)), OMP_NUM_THREADS=$cores"
 OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps 3 --quiet > /dev/null
 OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps "$steps" --quiet
@@ -47,3 +49,13 @@ test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/warm" "$KILN_RUN" "$out/
 test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/gloo" "$KILN_RUN" "$out/dp.kart" --data $data \
   --steps "$steps" --quiet
 cat "$out/gloo.0"
+# ZeRO-1 (optimizer state sharded) and ZeRO-2 (gradients too), mpirun.
+unset OMP_NUM_THREADS
+for zero in 1 2; do
+  "$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" -D zero=$zero "$@" \
+    -o "$out/z$zero.kart" > "$out/z$zero.txt"
+  echo "-- ZeRO-$zero: mpirun -np $ranks, batch $batch each, OMP_NUM_THREADS=$per_rank"
+  grep -E "^(memory plan|  gradients|  optimizer state|data parallel)" "$out/z$zero.txt"
+  OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/z$zero.kart" --data $data --steps 3 --quiet > /dev/null
+  OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/z$zero.kart" --data $data --steps "$steps" --quiet
+done

@@ -1,0 +1,122 @@
+//===- GatherParams.cpp - ZeRO-3: parameters gathered where they are used -===//
+//
+// --kiln-gather-params: with `zero = 3` each rank keeps only its slice of
+// every parameter whose elements split evenly over the data ranks (the
+// optimizer, --kiln-optimizer, already updates that slice in place). The
+// programs that read a parameter get it whole from an all-gather placed
+// just before it is first needed, so the whole tensor lives only while it
+// is in use -- a rematerialization by communication, which is why the pass
+// runs in the remat phase, after --kiln-remat has placed its recomputes.
+//
+// Algorithm, for @step and @eval:
+//  1. Read the stage and ranks (zero < 3: nothing to do).
+//  2. The backward's start: the first op (with operands) of the body that
+//     getForwardOps does not count as forward; @eval has none.
+//  3. For each parameter argument with a shard type: split its uses (by
+//     their top-level op) into those before the backward's start and those
+//     after (recomputes included: they sit in the backward). Each group
+//     reads reshape(all_gather(slice)), created just before its first use;
+//     the argument becomes the slice (kiln.shard_axis, kiln.whole_shape).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNGATHERPARAMS
+#include "passes/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// Step 2: the position of the backward's first op in `body` (its size when
+/// the function has no backward).
+unsigned backwardStart(func::FuncOp func,
+                       const llvm::DenseMap<Operation *, unsigned> &position) {
+  Block &body = func.front();
+  if (!hasLossResult(func))
+    return body.getOperations().size();
+  llvm::DenseSet<Operation *> forward = getForwardOps(func);
+  for (Operation &op : body.without_terminator())
+    if (op.getNumOperands() > 0 && !forward.count(&op))
+      return position.lookup(&op);
+  return body.getOperations().size();
+}
+
+/// Step 3, for one function.
+void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
+  Block &body = func.front();
+  llvm::DenseMap<Operation *, unsigned> position;
+  for (Operation &op : body)
+    position[&op] = position.size();
+  unsigned start = backwardStart(func, position);
+  bool hasBackward = start < body.getOperations().size();
+  OpBuilder b(func.getContext());
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (getArgumentRole(func, i) != role::kParam)
+      continue;
+    auto whole = cast<RankedTensorType>(arg.getType());
+    std::optional<RankedTensorType> shard = zero.shardType(whole);
+    if (!shard)
+      continue;
+    // Uses by their top-level op: forward (0) and backward (1).
+    SmallVector<std::pair<Operation *, OpOperand *>> groups[2];
+    for (OpOperand &use : arg.getUses()) {
+      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+      groups[position.lookup(top) >= start].push_back({top, &use});
+    }
+    auto flat = RankedTensorType::get({whole.getNumElements()},
+                                      whole.getElementType());
+    for (int backward = 0; backward < 2; ++backward) {
+      auto &group = groups[backward];
+      if (group.empty())
+        continue;
+      Operation *first = group.front().first;
+      for (auto &[top, use] : group)
+        if (position.lookup(top) < position.lookup(first))
+          first = top;
+      b.setInsertionPoint(first);
+      std::string reason =
+          !hasBackward ? "ZeRO-3: the parameter gathered for the forward"
+          : backward  ? "ZeRO-3: the parameter gathered again for the backward"
+                      : "ZeRO-3: the parameter gathered for the forward, "
+                        "freed before the backward";
+      Value gathered = b.create<AllGatherOp>(arg.getLoc(), flat, arg,
+                                             kDataAxisName, 0,
+                                             b.getStringAttr(reason));
+      Value view = b.create<ReshapeOp>(arg.getLoc(), whole, gathered);
+      for (auto &[top, use] : group)
+        use->set(view);
+    }
+    arg.setType(*shard);
+    func.setArgAttrs(i, withShardAttrs(func.getArgAttrDict(i), whole));
+  }
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 func.getResultTypes()));
+}
+
+struct KilnGatherParamsPass
+    : public mlir::kiln::impl::KilnGatherParamsBase<KilnGatherParamsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // (1)
+    ZeroSharding zero = readZeroSharding(module);
+    if (zero.stage < 3)
+      return;
+    for (StringRef name : {kStepFunctionName, kEvalFunctionName})
+      if (auto func = module.lookupSymbol<func::FuncOp>(name))
+        if (!func.isExternal())
+          gatherParams(func, zero);
+  }
+};
+
+} // namespace

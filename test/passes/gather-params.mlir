@@ -1,0 +1,59 @@
+// RUN: kiln-opt %s --split-input-file --kiln-gather-params | FileCheck %s
+
+// Tests ZeRO-3 (zero = 3, mesh data = 2): a parameter whose elements split
+// in two becomes this rank's flat slice (kiln.shard_axis, kiln.whole_shape)
+// in @step and @eval, and each group of its readers -- the forward's, then
+// the backward's (after the loss's cotangent seed) -- reads its own
+// all-gather, created just before the group's first reader. One that does
+// not split (b: 3 elements) stays whole.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[W:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "param", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: %[[B:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.role = "param"}
+// CHECK: %[[G1:.*]] = kiln.all_gather %[[W]] over "data" dim = 0 {reason = "ZeRO-3: the parameter gathered for the forward, freed before the backward"} : tensor<16xf32> -> tensor<32xf32>
+// CHECK-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]] : tensor<32xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: kiln.mul %[[W1]], %{{.*}}
+// CHECK: kiln.reduce_sum %[[B]]
+// CHECK: %[[G2:.*]] = kiln.all_gather %[[W]] over "data" dim = 0 {reason = "ZeRO-3: the parameter gathered again for the backward"}
+// CHECK-NEXT: %[[W2:.*]] = kiln.reshape %[[G2]]
+// CHECK-NEXT: kiln.mul %{{.*}}, %[[W2]]
+// CHECK-LABEL: func.func @eval
+// CHECK-SAME: %[[EW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "param", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK: kiln.all_gather %[[EW]] over "data" dim = 0 {reason = "ZeRO-3: the parameter gathered for the forward"}
+// CHECK-NOT: kiln.all_gather
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+                  %b: tensor<3xf32> {kiln.role = "param", kiln.name = "b"},
+                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
+    %0 = kiln.mul %w, %x : tensor<4x8xf32>
+    %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %2 = kiln.reduce_sum %b dims = [0] : tensor<3xf32> -> tensor<f32>
+    %3 = kiln.add %1, %2 : tensor<f32>
+    %4 = kiln.mul %seed, %w : tensor<4x8xf32>
+    return %3, %4 : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @eval(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "eval_loss"}) {
+    %0 = kiln.mul %w, %x : tensor<4x8xf32>
+    %1 = kiln.mul %0, %w : tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %2 : tensor<f32>
+  }
+}
+
+// -----
+
+// Tests that below stage 3 nothing changes.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "param"}
+// CHECK-NOT: kiln.all_gather
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 2 : i64}} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %0 = kiln.reduce_sum %w dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
