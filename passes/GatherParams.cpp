@@ -12,11 +12,16 @@
 //  1. Read the stage and ranks (zero < 3: nothing to do).
 //  2. The backward's start: the first op (with operands) of the body that
 //     getForwardOps does not count as forward; @eval has none.
-//  3. For each parameter argument with a shard type: split its uses (by
-//     their top-level op) into those before the backward's start and those
-//     after (recomputes included: they sit in the backward). Each group
-//     reads reshape(all_gather(slice)), created just before its first use;
-//     the argument becomes the slice (kiln.shard_axis, kiln.whole_shape).
+//  3. For each parameter argument with a shard type: a chain of views and
+//     casts of it (kiln.reshape, kiln.convert: mixed precision's one bf16
+//     copy shared by the forward's and the backward's GEMMs) read on both
+//     sides of the backward's start is cloned for the backward's readers,
+//     so nothing derived from the forward's gather lives into the backward.
+//  4. Split its uses (by their top-level op) into those before the
+//     backward's start and those after (recomputes included: they sit in
+//     the backward). Each group reads reshape(all_gather(slice)), created
+//     just before its first use; the argument becomes the slice
+//     (kiln.shard_axis, kiln.whole_shape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +31,7 @@
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNGATHERPARAMS
@@ -51,7 +57,64 @@ unsigned backwardStart(func::FuncOp func,
   return body.getOperations().size();
 }
 
-/// Step 3, for one function.
+/// Whether `op` only changes its operand's shape or element type.
+bool isViewOrCast(Operation *op) {
+  return isa<ReshapeOp, ConvertOp>(op) && op->getNumOperands() == 1;
+}
+
+/// `value` (a view or cast of `param`, or `param`) made again from `param`
+/// by clones of its chain created at `b`'s insertion point; `position`
+/// gives each clone the position `at`.
+Value cloneChain(Value value, Value param, OpBuilder &b,
+                 llvm::DenseMap<Operation *, unsigned> &position, unsigned at) {
+  if (value == param)
+    return param;
+  Operation *op = value.getDefiningOp();
+  Value operand = cloneChain(op->getOperand(0), param, b, position, at);
+  IRMapping mapping;
+  mapping.map(op->getOperand(0), operand);
+  Operation *clone = b.clone(*op, mapping);
+  position[clone] = at;
+  return clone->getResult(0);
+}
+
+/// Step 3: every view or cast of `param` read on both sides of `start`
+/// gets its own chain from `param` for its backward readers.
+void splitViews(Value param, Block &body, unsigned start,
+                llvm::DenseMap<Operation *, unsigned> &position) {
+  SmallVector<Value> worklist{param};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
+      if (!isViewOrCast(user) || user->getBlock() != &body ||
+          position.lookup(user) >= start)
+        continue;
+      SmallVector<std::pair<Operation *, OpOperand *>> backward;
+      for (OpOperand &use : user->getResult(0).getUses()) {
+        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+        if (position.lookup(top) >= start)
+          backward.push_back({top, &use});
+      }
+      if (!backward.empty() &&
+          backward.size() != static_cast<size_t>(std::distance(
+                                  user->getResult(0).use_begin(),
+                                  user->getResult(0).use_end()))) {
+        Operation *first = backward.front().first;
+        for (auto &[top, use] : backward)
+          if (position.lookup(top) < position.lookup(first))
+            first = top;
+        OpBuilder b(first);
+        Value again = cloneChain(user->getResult(0), param, b, position,
+                                 position.lookup(first));
+        for (auto &[top, use] : backward)
+          use->set(again);
+      }
+      worklist.push_back(user->getResult(0));
+    }
+  }
+}
+
+/// Steps 3-4, for one function.
 void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
   Block &body = func.front();
   llvm::DenseMap<Operation *, unsigned> position;
@@ -68,6 +131,8 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
     std::optional<RankedTensorType> shard = zero.shardType(whole);
     if (!shard)
       continue;
+    if (hasBackward)
+      splitViews(arg, body, start, position);
     // Uses by their top-level op: forward (0) and backward (1).
     SmallVector<std::pair<Operation *, OpOperand *>> groups[2];
     for (OpOperand &use : arg.getUses()) {

@@ -57,3 +57,32 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 2 : i64}} 
     return %0 : tensor<f32>
   }
 }
+
+// -----
+
+// Tests that a cast shared by the forward's and the backward's readers
+// (mixed precision's one bf16 copy of a weight) is made again from the
+// backward's own gather: nothing of the forward's gather lives on.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[G1:.*]] = kiln.all_gather %arg0 {{.*}}freed before the backward
+// CHECK-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]]
+// CHECK-NEXT: %[[C1:.*]] = kiln.convert %[[W1]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: kiln.mul %[[C1]], %arg1
+// CHECK: %[[G2:.*]] = kiln.all_gather %arg0 {{.*}}gathered again for the backward
+// CHECK-NEXT: %[[W2:.*]] = kiln.reshape %[[G2]]
+// CHECK-NEXT: %[[C2:.*]] = kiln.convert %[[W2]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: kiln.mul %{{.*}}, %[[C2]]
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+                  %x: tensor<4x8xbf16> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xbf16> {kiln.role = "grad", kiln.name = "w"}) {
+    %seed = kiln.constant dense<1.0> : tensor<4x8xbf16>
+    %c = kiln.convert %w : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %0 = kiln.mul %c, %x : tensor<4x8xbf16>
+    %1 = kiln.convert %0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %3 = kiln.mul %seed, %c : tensor<4x8xbf16>
+    return %2, %3 : tensor<f32>, tensor<4x8xbf16>
+  }
+}
