@@ -21,7 +21,8 @@
 //     micro-batch's gradient to its accumulator) the flattened gradient is
 //     reduce-scattered ("mean"), so @step's result -- and the accumulator,
 //     now a shard too -- is this rank's slice, and the whole gradient is a
-//     temporary of the backward. This communicates once per micro-batch
+//     temporary of the backward. The reduce-scatters sit together before
+//     the first accumulator update (or the return). This communicates once per micro-batch
 //     (as DeepSpeed's stage 2 does): what keeps the gradients sharded.
 //
 //===----------------------------------------------------------------------===//
@@ -136,6 +137,15 @@ struct KilnDataParallelPass
       if (getResultRole(step, i) == role::kGrad)
         if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
           gradResult[name.getValue()] = i;
+    // The reduce-scatters go together before the first accumulator update
+    // (or the return): consecutive, the runtime may issue them as one.
+    Operation *anchor = ret;
+    for (Operation &op : step.front())
+      if (isa<AccumulateOp>(op)) {
+        anchor = &op;
+        break;
+      }
+    SmallVector<AccumulateOp> replaced;
     OpBuilder b(ret);
     StringAttr axis = b.getStringAttr(kDataAxisName);
     auto reason = b.getStringAttr(
@@ -157,7 +167,11 @@ struct KilnDataParallelPass
       auto acc = accumulate ? dyn_cast<BlockArgument>(accumulate.getAcc())
                             : BlockArgument();
       Value whole = acc ? accumulate.getValue() : grad;
-      b.setInsertionPoint(acc ? accumulate.getOperation() : ret.getOperation());
+      Operation *producer = whole.getDefiningOp();
+      bool beforeAnchor = !producer || producer->isBeforeInBlock(anchor);
+      b.setInsertionPoint(beforeAnchor ? anchor
+                          : acc        ? accumulate.getOperation()
+                                       : ret.getOperation());
       auto type = cast<RankedTensorType>(whole.getType());
       auto flat = RankedTensorType::get({type.getNumElements()},
                                         type.getElementType());
@@ -170,17 +184,20 @@ struct KilnDataParallelPass
         acc.setType(shardType);
         step.setArgAttrs(acc.getArgNumber(),
                          withShardAttrs(step.getArgAttrDict(acc.getArgNumber()), type));
+        b.setInsertionPoint(accumulate);
         returned = b.create<AccumulateOp>(accumulate.getLoc(), shardType, acc,
                                           scattered, accumulate.getScaleAttr());
         ret.setOperand(result, returned);
-        if (accumulate->use_empty())
-          accumulate.erase();
+        replaced.push_back(accumulate); // erased below: `anchor` may be one
       } else {
         ret.setOperand(result, returned);
       }
       step.setResultAttrs(result,
                           withShardAttrs(step.getResultAttrDict(result), type));
     }
+    for (AccumulateOp op : replaced)
+      if (op->use_empty())
+        op.erase();
     step.setType(FunctionType::get(step.getContext(),
                                    step.front().getArgumentTypes(),
                                    ret.getOperandTypes()));

@@ -436,8 +436,7 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
     Value param = params[i], grad = grads[i];
     Type type = param.getType();
     Location ploc = p.param.getLoc();
-    // ZeRO: the update runs on this rank's shard of the parameter, and
-    // every rank's new shard is gathered back into the whole parameter.
+    // ZeRO: the update runs on this rank's shard of the parameter.
     ShardedUpdate shard(b, ploc, zero, shards[i]);
     if (shards[i]) {
       type = *shards[i];
@@ -474,11 +473,16 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
       updateSq = op.getUpdateSq();
       paramSq = op.getParamSq();
     }
-    if (shards[i] && zero.stage < 3)
-      newParams.back() = shard.gather(newParams.back(), p.param.getType());
     updateSums.add(b, ploc, updateSq, shards[i].has_value());
     paramSums.add(b, ploc, paramSq, shards[i].has_value());
   }
+  // Every rank's new shards gathered back into the whole parameters (below
+  // ZeRO-3), one after the other: the updates stay together for fusion,
+  // and the runtime may issue consecutive gathers as one.
+  for (auto [i, p] : llvm::enumerate(*pairs))
+    if (shards[i] && zero.stage < 3)
+      newParams[i] = ShardedUpdate(b, p.param.getLoc(), zero, shards[i])
+                         .gather(newParams[i], p.param.getType());
   SmallVector<Value> norms = ShardedSums::totals(
       b, loc, {&updateSums, &paramSums},
       "ZeRO: the squared update and parameter norms of the rank's shards, "

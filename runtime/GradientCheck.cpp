@@ -264,7 +264,7 @@ StatusOr<GradientCheckReport> runGradientCheck(const RunOptions &options,
     checked.values = static_cast<float *>(session->hostData(p));
     checked.elements = shapeElements(checked.shape);
     if (isPadded(buffer))
-      checked.storageShape = bufferShape(buffer);
+      checked.storageShape = wholeShape(buffer); // a one-rank ZeRO slice is whole
     for (uint32_t g : session->roles().gradients)
       if (bufferName(artifact.buffer(g)) == checked.name) {
         checked.gradient = static_cast<const float *>(session->hostData(g));

@@ -310,7 +310,7 @@ Status TrainingSession::checkPadding(uint32_t index) const {
   return internalError(artifact_->name(), ": the padding of ",
                        artifact_->describeBuffer(index), " (",
                        formatShape(logicalShape(buffer)), " padded to ",
-                       formatShape(bufferShape(buffer)),
+                       formatShape(wholeShape(buffer)),
                        ") is not zero: the compiled step wrote into it");
 }
 

@@ -66,11 +66,10 @@ Executor::Call Executor::resolve(const Artifact &artifact,
     if (c.kind != schema::CollectiveKind_AllReduce) {
       // [in, out], checked by the verifier; a slice is the smaller one.
       uint32_t in = cc->buffers()->Get(0), out = cc->buffers()->Get(1);
-      c.in = arena.as<const float>(in);
-      c.out = arena.as<float>(out);
-      c.slice = static_cast<size_t>(
-          std::min(artifact.bufferInfo(in).elements,
-                   artifact.bufferInfo(out).elements));
+      c.parts.push_back(ShardPart{
+          arena.as<const float>(in), arena.as<float>(out),
+          static_cast<size_t>(std::min(artifact.bufferInfo(in).elements,
+                                       artifact.bufferInfo(out).elements))});
       return call;
     }
     for (uint32_t b : *cc->buffers())
@@ -190,6 +189,8 @@ Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
       executor->programs_[kind].calls.push_back(
           resolve(artifact, *step, kernels, arena));
     }
+    joinShardCollectives(executor->programs_[kind].calls,
+                         static_cast<size_t>(artifact.ranks()));
   }
   return executor;
 }
@@ -240,9 +241,39 @@ Status Executor::run(ProgramKind kind) {
   return okStatus();
 }
 
+void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
+  Collective *lead = nullptr;
+  for (Call &call : calls) {
+    Collective *c = call.collective ? &*call.collective : nullptr;
+    bool joins = c && lead && c->kind == lead->kind && c->reduction == lead->reduction &&
+                 (c->kind == schema::CollectiveKind_ReduceScatter ||
+                  c->kind == schema::CollectiveKind_AllGather);
+    // Not when it reads what an earlier part of the run writes.
+    if (joins) {
+      const bool scatter = c->kind == schema::CollectiveKind_ReduceScatter;
+      const ShardPart &part = c->parts.front();
+      const float *in = part.in, *inEnd = in + part.slice * (scatter ? ranks : 1);
+      for (const ShardPart &earlier : lead->parts) {
+        const float *out = earlier.out, *outEnd = out + earlier.slice * (scatter ? 1 : ranks);
+        if (in < outEnd && out < inEnd)
+          joins = false;
+      }
+    }
+    if (joins) {
+      lead->parts.push_back(c->parts.front());
+      c->joined = true;
+      continue;
+    }
+    lead = c;
+  }
+}
+
 Status Executor::collective(const Collective &c) {
+  if (c.joined)
+    return okStatus(); // its part went with the first of its run
   // Without a communicator the artifact has one rank (Executor::create):
   // a sum or mean over it is the value itself, its one slice the whole.
+  const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
   switch (c.kind) {
   case schema::CollectiveKind_AllReduce:
     if (communicator_)
@@ -250,22 +281,64 @@ Status Executor::collective(const Collective &c) {
         KILN_RETURN_IF_ERROR(communicator_->allReduce(data, elements, c.reduction));
     return okStatus();
   case schema::CollectiveKind_ReduceScatter:
-    if (communicator_)
-      return communicator_->reduceScatter(c.in, c.out, c.slice, c.reduction);
-    std::copy_n(c.in, c.slice, c.out);
-    return okStatus();
   case schema::CollectiveKind_AllGather:
-    if (communicator_)
-      return communicator_->allGatherInto(c.in, c.out, c.slice);
-    std::copy_n(c.in, c.slice, c.out);
+    if (!communicator_) {
+      for (const ShardPart &p : c.parts)
+        std::copy_n(p.in, p.slice, p.out);
+      return okStatus();
+    }
+    if (c.parts.size() > 1)
+      return packedCollective(c);
+    return c.kind == schema::CollectiveKind_ReduceScatter
+               ? communicator_->reduceScatter(c.parts[0].in, c.parts[0].out,
+                                              c.parts[0].slice, c.reduction)
+               : communicator_->allGatherInto(c.parts[0].in, c.parts[0].out,
+                                              c.parts[0].slice);
+  case schema::CollectiveKind_LocalShard:
+    for (const ShardPart &p : c.parts)
+      std::copy_n(p.in + rank * p.slice, p.slice, p.out);
     return okStatus();
-  case schema::CollectiveKind_LocalShard: {
-    size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
-    std::copy_n(c.in + rank * c.slice, c.slice, c.out);
-    return okStatus();
-  }
   }
   return internalError("unknown collective kind ", int(c.kind));
+}
+
+Status Executor::packedCollective(const Collective &c) {
+  // One flat tensor of every part: rank r's share is each part's slice r,
+  // part after part, so one library call moves them all.
+  const size_t ranks = static_cast<size_t>(communicator_->size());
+  size_t total = 0;
+  for (const ShardPart &p : c.parts)
+    total += p.slice;
+  c.stagingIn.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total * ranks : total);
+  c.stagingOut.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total : total * ranks);
+  if (c.kind == schema::CollectiveKind_ReduceScatter) {
+    for (size_t r = 0, at = 0; r < ranks; ++r)
+      for (const ShardPart &p : c.parts) {
+        std::copy_n(p.in + r * p.slice, p.slice, c.stagingIn.data() + at);
+        at += p.slice;
+      }
+    KILN_RETURN_IF_ERROR(communicator_->reduceScatter(c.stagingIn.data(), c.stagingOut.data(),
+                                                      total, c.reduction));
+    size_t at = 0;
+    for (const ShardPart &p : c.parts) {
+      std::copy_n(c.stagingOut.data() + at, p.slice, p.out);
+      at += p.slice;
+    }
+    return okStatus();
+  }
+  size_t at = 0;
+  for (const ShardPart &p : c.parts) {
+    std::copy_n(p.in, p.slice, c.stagingIn.data() + at);
+    at += p.slice;
+  }
+  KILN_RETURN_IF_ERROR(communicator_->allGatherInto(c.stagingIn.data(), c.stagingOut.data(), total));
+  at = 0;
+  for (size_t r = 0; r < ranks; ++r)
+    for (const ShardPart &p : c.parts) {
+      std::copy_n(c.stagingOut.data() + at, p.slice, p.out + r * p.slice);
+      at += p.slice;
+    }
+  return okStatus();
 }
 
 Status Executor::call(const Call &call) {

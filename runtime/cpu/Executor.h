@@ -68,17 +68,28 @@ private:
     float beta; // 1: C += the product (GemmCall.accumulate), 0: C = it
   };
   // A CollectiveCall. AllReduce: its buffers reduced in place, back-to-back
-  // ones as one range, in address order. The other kinds: from `in` into
-  // `out`, `slice` floats per rank.
-  struct Collective {
-    schema::CollectiveKind kind = schema::CollectiveKind_AllReduce;
-    Reduction reduction = Reduction::kSum;
-    std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
+  // ones as one range, in address order. The other kinds: from each part's
+  // `in` into its `out`, `slice` floats per rank. Consecutive reduce-scatters
+  // (or all-gathers) of a program are one call of the library: the first
+  // entry carries every part, packed into `staging` and out again, and the
+  // others (`joined`) do nothing.
+  struct ShardPart {
     const float *in = nullptr;
     float *out = nullptr;
     size_t slice = 0;
   };
+  struct Collective {
+    schema::CollectiveKind kind = schema::CollectiveKind_AllReduce;
+    Reduction reduction = Reduction::kSum;
+    std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
+    std::vector<ShardPart> parts;
+    bool joined = false;
+    mutable std::vector<float> stagingIn, stagingOut;
+  };
   Status collective(const Collective &c);
+  // One library call for several parts of a reduce-scatter or all-gather.
+  Status packedCollective(const Collective &c);
+
   struct Call {
     KernelEntry kernel = nullptr; // set for a KernelCall
     std::optional<Collective> collective; // set for a CollectiveCall
@@ -101,6 +112,10 @@ private:
     const uint16_t *bf16AuxIn = nullptr;
     mutable std::vector<float> wideBias, wideAux;
   };
+  // Joins runs of consecutive reduce-scatters (same reduction) or
+  // all-gathers of `calls` (over `ranks`) into their first entry, unless a
+  // part reads what an earlier one of its run writes.
+  static void joinShardCollectives(std::vector<Call> &calls, size_t ranks);
 
   struct Program {
     bool present = false;

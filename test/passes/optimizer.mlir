@@ -163,7 +163,8 @@ module attributes {kiln.train = {optimizer = "sgd", weight_decay = 0.1 : f32}} {
 // in two (w: 32) gets its Adam state as this rank's flat slice (16, with
 // kiln.shard_axis), updates its slice of the flattened parameter and
 // gradient, and all-gathers the new slice back into the parameter; the
-// update and parameter norms' partial sums are summed over the ranks. One
+// update and parameter norms' partial sums are summed over the ranks; the
+// gathers follow all the updates. One
 // that does not split (b: 3) stays replicated, and its sums join after.
 // The gradients stay whole (ZeRO-1), so the gradient norm is as without.
 // CHECK-LABEL: func.func @update
@@ -184,9 +185,9 @@ module attributes {kiln.train = {optimizer = "sgd", weight_decay = 0.1 : f32}} {
 // CHECK: %[[SG:.*]] = kiln.local_shard %[[FG]] over "data" dim = 0
 // CHECK: %[[P:.*]], %[[M1:.*]], %{{.*}}, %[[DU:.*]], %[[PP:.*]] = kiln.adam %[[SW]], %[[SG]], %[[MW]]
 // CHECK-SAME: : tensor<16xf32>
+// CHECK: %[[PB:.*]], %{{.*}}, %{{.*}}, %[[DUB:.*]], %[[PPB:.*]] = kiln.adam %[[B]], %[[GB]]
 // CHECK: %[[GA:.*]] = kiln.all_gather %[[P]] over "data" dim = 0 {reason = "ZeRO-1: the updated parameter from every rank's shard"} : tensor<16xf32> -> tensor<32xf32>
 // CHECK: %[[NW:.*]] = kiln.reshape %[[GA]] : tensor<32xf32> -> tensor<4x8xf32>
-// CHECK: %[[PB:.*]], %{{.*}}, %{{.*}}, %[[DUB:.*]], %[[PPB:.*]] = kiln.adam %[[B]], %[[GB]]
 // CHECK: %[[SUMS:.*]]:2 = kiln.all_reduce "sum" %[[DU]], %[[PP]] over "data"
 // CHECK: kiln.add %[[DUB]], %[[SUMS]]#0
 // CHECK: kiln.add %[[PPB]], %[[SUMS]]#1
