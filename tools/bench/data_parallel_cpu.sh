@@ -33,7 +33,7 @@ echo "== $model, global batch $((batch * ranks)) x seq $seq, $steps steps, $core
 head -2 "$out/one.txt"
 "$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" "$@" \
   -o "$out/dp.kart" > "$out/dp.txt"
-grep -E "^(memory plan|  gradients|  optimizer state|data parallel)" "$out/dp.txt"
+grep -E "^(memory plan|  parameters|  gradients|  optimizer state|data parallel)" "$out/dp.txt"
 echo "-- 1 process, batch $((batch * ranks)), OMP_NUM_THREADS=$cores"
 OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps 3 --quiet > /dev/null
 OMP_NUM_THREADS=$cores "$KILN_RUN" "$out/one.kart" --data $data --steps "$steps" --quiet
@@ -49,13 +49,14 @@ test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/warm" "$KILN_RUN" "$out/
 test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/gloo" "$KILN_RUN" "$out/dp.kart" --data $data \
   --steps "$steps" --quiet
 cat "$out/gloo.0"
-# ZeRO-1 (optimizer state sharded) and ZeRO-2 (gradients too), mpirun.
+# ZeRO-1 (optimizer state sharded), ZeRO-2 (gradients too) and ZeRO-3
+# (parameters too), mpirun.
 unset OMP_NUM_THREADS
-for zero in 1 2; do
+for zero in 1 2 3; do
   "$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" -D zero=$zero "$@" \
     -o "$out/z$zero.kart" > "$out/z$zero.txt"
   echo "-- ZeRO-$zero: mpirun -np $ranks, batch $batch each, OMP_NUM_THREADS=$per_rank"
-  grep -E "^(memory plan|  gradients|  optimizer state|data parallel)" "$out/z$zero.txt"
+  grep -E "^(memory plan|  parameters|  gradients|  optimizer state|data parallel)" "$out/z$zero.txt"
   OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/z$zero.kart" --data $data --steps 3 --quiet > /dev/null
   OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/z$zero.kart" --data $data --steps "$steps" --quiet
 done
