@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -206,6 +207,66 @@ int fail(char *error, size_t size, const std::string &message) {
   return 1;
 }
 
+// rankEndpoints[r]: rank r's ends of its connections ("[127.0.0.1]:38322"
+// as Gloo prints them): Gloo's errors name the far end of the connection
+// that broke, and the message then names its rank too.
+std::vector<std::vector<std::string>> rankEndpoints;
+
+// This rank's end of each of its connections, as Gloo's errors print an
+// address (Address::str(): its port as Gloo stores it, in network order).
+std::vector<std::string> localEndpoints() {
+  std::vector<std::string> endpoints;
+  for (int r = 0; r < context->size; ++r)
+    if (r != context->rank)
+      endpoints.push_back(context->getPair(r)->address().str());
+  return endpoints;
+}
+
+// Fills rankEndpoints: every rank publishes its ends (an all-gather over
+// the new context).
+void learnRankEndpoints() {
+  constexpr size_t kBytes = 8192; // endpoints, newline-separated, NUL-padded
+  std::string mine;
+  for (const std::string &endpoint : localEndpoints())
+    if (mine.size() + endpoint.size() + 1 < kBytes)
+      mine += endpoint + "\n";
+  mine.resize(kBytes, '\0');
+  std::vector<char> all(kBytes * static_cast<size_t>(context->size));
+  gloo::AllgatherOptions options(context);
+  options.setInput(mine.data(), mine.size());
+  options.setOutput(all.data(), all.size());
+  options.setTag(nextTag++);
+  gloo::allgather(options);
+  rankEndpoints.assign(static_cast<size_t>(context->size), {});
+  for (size_t r = 0; r < rankEndpoints.size(); ++r) {
+    std::string text(&all[r * kBytes], strnlen(&all[r * kBytes], kBytes));
+    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+      rankEndpoints[r].push_back(text.substr(at, end - at));
+  }
+}
+
+// Gloo's error for a failed collective, naming the rank whose connection
+// broke when the error names one of its endpoints.
+std::string collectiveError(const char *what, const std::exception &e) {
+  const std::string text = e.what();
+  for (size_t r = 0; r < rankEndpoints.size(); ++r) {
+    if (r == static_cast<size_t>(context->rank))
+      continue;
+    for (const std::string &endpoint : rankEndpoints[r]) {
+      // The endpoint, not a longer port that starts with it.
+      size_t at = text.find(endpoint);
+      if (at == std::string::npos ||
+          (at + endpoint.size() < text.size() &&
+           std::isdigit(static_cast<unsigned char>(text[at + endpoint.size()]))))
+        continue;
+      return std::string("Gloo's ") + what + " failed: the connection with rank " +
+             std::to_string(r) + " (" + endpoint + ") broke: rank " + std::to_string(r) +
+             " died or stopped (" + text + ")";
+    }
+  }
+  return std::string("Gloo's ") + what + " failed (a rank died?): " + text;
+}
+
 int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t errorSize) {
   if (context) {
     *rank = context->rank;
@@ -273,6 +334,7 @@ int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t
     joined->connectFullMesh(prefixed, device);
     context = joined;
     versionText = "Gloo (TCP, rendezvous at " + where + ")";
+    learnRankEndpoints();
   } catch (const std::exception &e) {
     return fail(error, errorSize, std::string("Gloo's rendezvous at ") + where +
                                       " failed: " + e.what());
@@ -291,7 +353,7 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
     options.setTag(nextTag++);
     gloo::allreduce(options);
   } catch (const std::exception &e) {
-    return fail(error, size, std::string("Gloo's all-reduce failed (a rank died?): ") + e.what());
+    return fail(error, size, collectiveError("all-reduce", e));
   }
   return 0;
 }
@@ -317,7 +379,7 @@ int allgather(const void *send, size_t bytes, void *recv, char *error, size_t si
     options.setTag(nextTag++);
     gloo::allgather(options);
   } catch (const std::exception &e) {
-    return fail(error, size, std::string("Gloo's all-gather failed (a rank died?): ") + e.what());
+    return fail(error, size, collectiveError("all-gather", e));
   }
   return 0;
 }
