@@ -220,7 +220,8 @@ FailureOr<std::string> ArtifactWriter::serialize() {
       } else if (const std::optional<PlannedCollective> &c = s.collective) {
         op = schema::CreateCollectiveCallDirect(fbb, c->reduction,
                                                 c->axis.c_str(), &s.buffers,
-                                                c->reason.c_str(), c->kind)
+                                                c->reason.c_str(), c->kind,
+                                                c->overlap)
                  .Union();
         kind = schema::Operation_CollectiveCall;
       } else {

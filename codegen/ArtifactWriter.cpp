@@ -809,7 +809,43 @@ LogicalResult ArtifactWriter::planFunction(func::FuncOp func) {
     if (failed(planOp(&op)))
       return failure();
   }
+  planOverlaps(programs.back());
   return success();
+}
+
+void ArtifactWriter::planOverlaps(PlannedProgram &program) {
+  // The storage every entry touches.
+  auto touched = [&](const PlannedStep &s) {
+    std::vector<uint32_t> all(s.buffers);
+    if (const std::optional<PlannedGemm> &g = s.gemm) {
+      all.insert(all.end(), {g->a, g->b, g->c});
+      for (int32_t extra : {g->bias, g->aux})
+        if (extra >= 0)
+          all.push_back(static_cast<uint32_t>(extra));
+    }
+    if (const std::optional<CudnnAttentionCall> &a = s.cudnnAttention)
+      if (a->workspace >= 0)
+        all.push_back(static_cast<uint32_t>(a->workspace));
+    for (uint32_t &b : all)
+      b = storageOf(b);
+    return all;
+  };
+  std::vector<PlannedStep> &schedule = program.schedule;
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    std::optional<PlannedCollective> &c = schedule[i].collective;
+    if (!c || c->kind != schema::CollectiveKind_AllReduce)
+      continue;
+    std::vector<uint32_t> mine = touched(schedule[i]);
+    bool overlap = llvm::all_of(mine, [&](uint32_t b) {
+      schema::BufferRole role = buffers[b].role;
+      return role != schema::BufferRole_Activation && role != schema::BufferRole_Workspace;
+    });
+    for (size_t j = i + 1; overlap && j < schedule.size(); ++j)
+      for (uint32_t b : touched(schedule[j]))
+        if (llvm::is_contained(mine, b))
+          overlap = false;
+    c->overlap = overlap;
+  }
 }
 
 LogicalResult ArtifactWriter::plan() {

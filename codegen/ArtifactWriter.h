@@ -100,6 +100,7 @@ private:
     schema::CollectiveKind kind = schema::CollectiveKind_AllReduce;
     schema::Reduction reduction = schema::Reduction_Sum;
     std::string axis, reason;
+    bool overlap = false; // CollectiveCall.overlap (planOverlaps)
   };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
@@ -119,6 +120,9 @@ private:
   };
 
   mlir::LogicalResult planFunction(mlir::func::FuncOp func);
+  // CollectiveCall.overlap for the all-reduces of `program` whose buffers
+  // are not activations and that no later entry touches.
+  void planOverlaps(PlannedProgram &program);
   // The arena: an offset per storage buffer (MemoryPlanner).
   void planMemory();
   mlir::LogicalResult planArguments(mlir::func::FuncOp func);

@@ -130,10 +130,11 @@ std::string collectiveSummary(ModuleOp module) {
         if (getArgumentRole(update, i) != role::kParam)
           continue;
         ++params;
-        auto type = cast<RankedTensorType>(update.getArgument(i).getType());
-        if (!zero.shardType(type))
-          replicated.push_back(
-              update.getArgAttrOfType<StringAttr>(i, kNameAttrName).getValue());
+        // Under ZeRO-3 the argument is the slice already.
+        auto name = update.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+        if (!update.getArgAttr(i, kShardAxisAttrName) &&
+            !zero.shardType(cast<RankedTensorType>(update.getArgument(i).getType())))
+          replicated.push_back(name ? name.getValue() : "?");
       }
     os << "  ZeRO-" << zero.stage << ": "
        << (zero.stage >= 3   ? "parameters, gradients and optimizer state"

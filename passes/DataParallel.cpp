@@ -12,10 +12,16 @@
 //     reduction overlaps the backward), into buckets of at most
 //     `bucket-bytes` (a larger gradient gets a bucket of its own); the loss
 //     joins the last bucket.
-//  4. At the top of @update, one kiln.all_reduce "mean" per bucket; every
-//     use of an argument reads the bucket's result instead (codegen then
-//     reduces the argument's buffer in place).
-//  5. ZeRO-2: the grad arguments the optimizer made shards
+//  4. One micro-batch per step (grad_accum = 1): each bucket becomes one
+//     kiln.all_reduce "mean" in @step, right after the last op that defines
+//     or reads its gradients -- as soon as the backward has finished them,
+//     so the runtime can communicate it while the backward goes on -- and
+//     @step returns the averages. The loss keeps a bucket of its own.
+//  5. At the top of @update, one kiln.all_reduce "mean" per bucket left
+//     (all of them with grad_accum > 1: the accumulated gradients are
+//     reduced once per step); every use of an argument reads the bucket's
+//     result instead (codegen then reduces the argument's buffer in place).
+//  6. ZeRO-2: the grad arguments the optimizer made shards
 //     (kiln.shard_axis) join no bucket. @step produces them instead: where
 //     it returns the gradient (or, with grad_accum > 1, where it adds a
 //     micro-batch's gradient to its accumulator) the flattened gradient is
@@ -94,16 +100,28 @@ struct KilnDataParallelPass
       buckets.back().push_back(g);
       bytes += size;
     }
+    // (4) One micro-batch per step: each bucket is reduced in @step as soon
+    // as the backward has finished its gradients, so the runtime can
+    // communicate it while the backward goes on.
+    auto steps = getLossFunctions(module);
+    auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+    auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
+    if (steps.size() == 1 && (!accum || accum.getInt() == 1) && !grads.empty() &&
+        succeeded(reduceBucketsInStep(steps.front(), update, buckets, ranks.getInt())))
+      buckets.assign(1, {});
     if (loss)
       buckets.back().push_back(loss);
 
-    // (4)
+    // (5)
     OpBuilder b = OpBuilder::atBlockBegin(&update.front());
+    bool gradsHere = llvm::any_of(buckets, [&](const SmallVector<Value> &bucket) {
+      return llvm::any_of(bucket, [&](Value v) { return v != loss; });
+    });
     auto reason = b.getStringAttr(
-        std::string(grads.empty() ? "data parallel: mean of the loss"
-                    : loss        ? "data parallel: mean of the gradients and "
-                                    "the loss"
-                                  : "data parallel: mean of the gradients") +
+        std::string(!gradsHere ? "data parallel: mean of the loss"
+                    : loss     ? "data parallel: mean of the gradients and "
+                                 "the loss"
+                               : "data parallel: mean of the gradients") +
         " over " +
         std::to_string(ranks.getInt()) + (ranks.getInt() == 1 ? " rank" : " ranks"));
     for (SmallVector<Value> &bucket : buckets) {
@@ -114,14 +132,75 @@ struct KilnDataParallelPass
       for (auto [i, arg] : llvm::enumerate(bucket))
         arg.replaceAllUsesExcept(reduce.getResult(i), reduce);
     }
-    // (5)
+    // (6)
     if (!shardedGrads.empty() &&
         failed(reduceScatterInStep(module, update, shardedGrads,
                                    ranks.getInt())))
       return signalPassFailure();
   }
 
-  /// Step 5: @step returns this rank's shard of each gradient in `shards`.
+  /// Step 4: each bucket of @update's gradient arguments becomes one
+  /// kiln.all_reduce "mean" in `step` over the values it returns for them,
+  /// right after the last op that defines or reads one of them; `step`
+  /// returns the averages. Fails, changing nothing, when a gradient has no
+  /// result in `step`.
+  LogicalResult reduceBucketsInStep(func::FuncOp step, func::FuncOp update,
+                                    ArrayRef<SmallVector<Value>> buckets,
+                                    int64_t ranks) {
+    auto ret = cast<func::ReturnOp>(step.front().getTerminator());
+    llvm::StringMap<unsigned> gradResult;
+    for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
+      if (getResultRole(step, i) == role::kGrad)
+        if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
+          gradResult[name.getValue()] = i;
+    SmallVector<SmallVector<unsigned>> results;
+    for (const SmallVector<Value> &bucket : buckets) {
+      results.emplace_back();
+      for (Value g : bucket) {
+        auto name = update.getArgAttrOfType<StringAttr>(
+            cast<BlockArgument>(g).getArgNumber(), kNameAttrName);
+        auto found = name ? gradResult.find(name.getValue()) : gradResult.end();
+        if (found == gradResult.end())
+          return failure();
+        results.back().push_back(found->second);
+      }
+    }
+    OpBuilder b(step.getContext());
+    auto reason = b.getStringAttr(
+        "data parallel: mean of the gradients over " + std::to_string(ranks) +
+        (ranks == 1 ? " rank" : " ranks") +
+        ", as soon as the backward finishes them");
+    Block &body = step.front();
+    for (ArrayRef<unsigned> bucket : results) {
+      // After every op that defines or reads one of the bucket's values.
+      SmallVector<Value> values;
+      Operation *last = nullptr;
+      auto later = [&](Operation *op) {
+        op = body.findAncestorOpInBlock(*op);
+        if (op && op != ret && (!last || last->isBeforeInBlock(op)))
+          last = op;
+      };
+      for (unsigned r : bucket) {
+        Value v = ret.getOperand(r);
+        values.push_back(v);
+        if (Operation *def = v.getDefiningOp())
+          later(def);
+        for (Operation *user : v.getUsers())
+          later(user);
+      }
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&body);
+      auto reduce = b.create<AllReduceOp>(step.getLoc(), values, "mean",
+                                          kDataAxisName, reason);
+      for (auto [k, r] : llvm::enumerate(bucket))
+        ret.setOperand(r, reduce.getResult(k));
+    }
+    return success();
+  }
+
+  /// Step 6: @step returns this rank's shard of each gradient in `shards`.
   LogicalResult reduceScatterInStep(ModuleOp module, func::FuncOp update,
                                     ArrayRef<BlockArgument> shards,
                                     int64_t ranks) {
@@ -195,9 +274,13 @@ struct KilnDataParallelPass
       step.setResultAttrs(result,
                           withShardAttrs(step.getResultAttrDict(result), type));
     }
-    for (AccumulateOp op : replaced)
-      if (op->use_empty())
-        op.erase();
+    for (AccumulateOp op : replaced) {
+      // Its accumulator is a slice now: nothing else may read the old sum.
+      if (!op->use_empty())
+        return op.emitOpError("is read besides @step's result, but ZeRO-2 "
+                              "makes its accumulator a slice");
+      op.erase();
+    }
     step.setType(FunctionType::get(step.getContext(),
                                    step.front().getArgumentTypes(),
                                    ret.getOperandTypes()));

@@ -101,7 +101,7 @@ void splitViews(Value param, Block &body, unsigned start,
                                   user->getResult(0).use_end()))) {
         Operation *first = backward.front().first;
         for (auto &[top, use] : backward)
-          if (position.lookup(top) < position.lookup(first))
+          if (top->isBeforeInBlock(first))
             first = top;
         OpBuilder b(first);
         Value again = cloneChain(user->getResult(0), param, b, position,
@@ -145,9 +145,11 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
       auto &group = groups[backward];
       if (group.empty())
         continue;
+      // The group's first reader in block order (clones share the position
+      // of the op they were created before).
       Operation *first = group.front().first;
       for (auto &[top, use] : group)
-        if (position.lookup(top) < position.lookup(first))
+        if (top->isBeforeInBlock(first))
           first = top;
       b.setInsertionPoint(first);
       std::string reason =

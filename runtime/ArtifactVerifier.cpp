@@ -299,6 +299,28 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   return okStatus();
 }
 
+// The ranks along mesh axis `axis`, which must span every rank of the run
+// (the runtime's communicator joins them all): an axis of Artifact.mesh
+// whose size is the product of all its axes'.
+StatusOr<int64_t> worldAxisRanks(const schema::Artifact &artifact,
+                                 const std::string &axis, const std::string &what) {
+  int64_t ranks = 0, world = 1;
+  if (artifact.mesh())
+    for (const schema::MeshAxis *a : *artifact.mesh()) {
+      if (a->name() && a->name()->str() == axis)
+        ranks = a->size();
+      world *= std::max<int64_t>(a->size(), 1);
+    }
+  if (ranks < 1)
+    return invalidArgument(what, " over mesh axis '", axis,
+                           "', which Artifact.mesh does not have");
+  if (ranks != world)
+    return invalidArgument(what, " over mesh axis '", axis, "' of ", ranks,
+                           " ranks, but the run has ", world,
+                           ": collectives over part of the mesh are not supported");
+  return ranks;
+}
+
 // A ZeRO shard (shard_axis): a parameter, gradient or optimizer state of
 // f32, over an axis of Artifact.mesh, holding one slice per rank of its
 // whole_shape.
@@ -315,15 +337,9 @@ Status checkShard(const schema::Artifact &artifact, uint32_t index,
   if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
     return invalidArgument(describe, " has a shard_axis but is not an f32 buffer "
                            "with storage of its own");
-  int64_t ranks = 0;
-  if (artifact.mesh())
-    for (const schema::MeshAxis *a : *artifact.mesh())
-      if (a->name() && a->name()->str() == buffer.shard_axis()->str())
-        ranks = a->size();
-  if (ranks < 1)
-    return invalidArgument(describe, " is sharded over mesh axis '",
-                           buffer.shard_axis()->str(),
-                           "', which Artifact.mesh does not have");
+  KILN_ASSIGN_OR_RETURN(int64_t ranks,
+                        worldAxisRanks(artifact, buffer.shard_axis()->str(),
+                                       describe + " is sharded"));
   if (!buffer.whole_shape())
     return invalidArgument(describe, " has a shard_axis but no whole_shape");
   std::vector<int64_t> whole = wholeShape(buffer);
@@ -385,15 +401,13 @@ Status checkBuffers(const schema::Artifact &artifact,
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
                              schema::EnumNameBufferRole(buffer.role()),
                              " of no Parameter of that name");
-    // Whole tensors compared (a ZeRO shard's checked by checkShard).
-    int64_t elements = shapeElements(wholeShape(buffer));
-    int64_t paramElements =
-        shapeElements(wholeShape(*artifact.buffers()->Get(param->second)));
-    if (paramElements != elements)
+    // Whole tensors compared (a ZeRO shard's slice checked by checkShard).
+    const schema::Buffer &paramBuffer = *artifact.buffers()->Get(param->second);
+    if (wholeShape(buffer) != wholeShape(paramBuffer))
       return invalidArgument("buffer ", i, " ('", bufferName(buffer), "') is a ",
-                             schema::EnumNameBufferRole(buffer.role()), " of ",
-                             elements, " elements for a parameter of ",
-                             paramElements);
+                             schema::EnumNameBufferRole(buffer.role()), " of shape ",
+                             formatShape(wholeShape(buffer)), " for a parameter of ",
+                             formatShape(wholeShape(paramBuffer)));
   }
   return okStatus();
 }
@@ -652,18 +666,8 @@ Status checkCollective(const schema::Artifact &artifact,
                        const std::string &where,
                        const schema::CollectiveCall &call) {
   std::string axis = call.axis() ? call.axis()->str() : "";
-  bool known = false;
-  if (artifact.mesh())
-    for (const schema::MeshAxis *a : *artifact.mesh())
-      known |= a->name() && a->name()->str() == axis;
-  int64_t ranks = 0;
-  if (artifact.mesh())
-    for (const schema::MeshAxis *a : *artifact.mesh())
-      if (a->name() && a->name()->str() == axis)
-        ranks = a->size();
-  if (!known)
-    return invalidArgument(where, ": CollectiveCall over mesh axis '", axis,
-                           "', which Artifact.mesh does not have");
+  KILN_ASSIGN_OR_RETURN(int64_t ranks,
+                        worldAxisRanks(artifact, axis, where + ": CollectiveCall"));
   if (call.kind() < schema::CollectiveKind_MIN ||
       call.kind() > schema::CollectiveKind_MAX)
     return invalidArgument(where, ": CollectiveCall has unknown kind ",
@@ -692,6 +696,9 @@ Status checkCollective(const schema::Artifact &artifact,
     return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
                            " CollectiveCall needs 2 buffers (in, out), has ",
                            call.buffers()->size());
+  if (infos[call.buffers()->Get(0)].storage == infos[call.buffers()->Get(1)].storage)
+    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
+                           " CollectiveCall reads and writes the same storage");
   int64_t in = infos[call.buffers()->Get(0)].elements,
           out = infos[call.buffers()->Get(1)].elements;
   bool gathers = call.kind() == schema::CollectiveKind_AllGather;

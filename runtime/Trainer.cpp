@@ -181,7 +181,7 @@ private:
   StatusOr<double> validate();
   Status checkpoint(const TrainingProgress &progress);
   // session_->gatherShards(), its bytes kept apart from the step's.
-  Status gatherShards();
+  Status gatherShards(const std::vector<uint32_t> &buffers);
   Status saveDebugFiles(int64_t step);
   void info(const std::string &line) {
     if (!options_.quiet) {
@@ -327,12 +327,15 @@ Status TrainingRun::start() {
     info("parameters from " + options_.initFrom);
   }
   if (!options_.saveInitPath.empty()) {
+    KILN_RETURN_IF_ERROR(gatherShards(session_->roles().parameters)); // ZeRO-3's
     std::vector<TensorView> tensors;
     for (uint32_t p : session_->roles().parameters) {
       KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(p));
       tensors.push_back(std::move(view));
     }
-    KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveInitPath, tensors));
+    Status written = writeSafetensors(options_.saveInitPath, tensors);
+    session_->releaseShards();
+    KILN_RETURN_IF_ERROR(written);
   }
   if (data_.train)
     loader_ = std::make_unique<data::PrefetchingLoader>(std::move(*data_.train));
@@ -427,10 +430,10 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   return okStatus();
 }
 
-Status TrainingRun::gatherShards() {
+Status TrainingRun::gatherShards(const std::vector<uint32_t> &buffers) {
   // Not the step's communication: left out of the bytes per step.
   const int64_t before = comm_ ? comm_->communicatedBytes() : 0;
-  KILN_RETURN_IF_ERROR(session_->gatherShards());
+  KILN_RETURN_IF_ERROR(session_->gatherShards(buffers));
   gatheredBytes_ += (comm_ ? comm_->communicatedBytes() : 0) - before;
   return okStatus();
 }
@@ -438,11 +441,18 @@ Status TrainingRun::gatherShards() {
 Status TrainingRun::checkpoint(const TrainingProgress &progress) {
   // The ranks hold identical parameters and state (ZeRO's shards gathered
   // first, by every rank): rank 0 writes for all.
-  KILN_RETURN_IF_ERROR(gatherShards());
-  if (env_.rank != 0)
+  std::vector<uint32_t> saved = session_->roles().parameters;
+  saved.insert(saved.end(), session_->roles().optimizerState.begin(),
+               session_->roles().optimizerState.end());
+  KILN_RETURN_IF_ERROR(gatherShards(saved));
+  if (env_.rank != 0) {
+    session_->releaseShards();
     return okStatus();
-  KILN_ASSIGN_OR_RETURN(CheckpointInfo info,
-                        saveTrainingCheckpoint(*store_, *session_, options_, progress));
+  }
+  StatusOr<CheckpointInfo> written =
+      saveTrainingCheckpoint(*store_, *session_, options_, progress);
+  session_->releaseShards();
+  KILN_ASSIGN_OR_RETURN(CheckpointInfo info, std::move(written));
   this->info(detail::concat("checkpoint: ", info.path));
   return okStatus();
 }
@@ -450,7 +460,7 @@ Status TrainingRun::checkpoint(const TrainingProgress &progress) {
 Status TrainingRun::saveDebugFiles(int64_t step) {
   const Artifact &artifact = session_->artifact();
   if (step == 1 && !options_.saveGradsPath.empty()) {
-    KILN_RETURN_IF_ERROR(gatherShards()); // ZeRO-2's gradients
+    KILN_RETURN_IF_ERROR(gatherShards(session_->roles().gradients)); // ZeRO-2's
     std::vector<TensorView> tensors;
     for (uint32_t g : session_->roles().gradients) {
       KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(g));
@@ -470,7 +480,9 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       tensors.push_back({"input:targets", TensorDType::kI32, {rows, nMax},
                          tspBatch_.targets.data()});
     }
-    KILN_RETURN_IF_ERROR(writeSafetensors(options_.saveGradsPath, tensors));
+    Status written = writeSafetensors(options_.saveGradsPath, tensors);
+    session_->releaseShards();
+    KILN_RETURN_IF_ERROR(written);
   }
   return okStatus();
 }

@@ -242,11 +242,8 @@ Status TrainingSession::uploadSlice(uint32_t index, const std::vector<float> &lo
   return backend_->upload(index);
 }
 
-Status TrainingSession::gatherShards() {
-  std::vector<uint32_t> sharded = roles_.parameters;
-  for (const std::vector<uint32_t> *group : {&roles_.gradients, &roles_.optimizerState})
-    sharded.insert(sharded.end(), group->begin(), group->end());
-  for (uint32_t index : sharded) {
+Status TrainingSession::gatherShards(const std::vector<uint32_t> &buffers) {
+  for (uint32_t index : buffers) {
     if (!isShard(artifact_->buffer(index)))
       continue;
     KILN_RETURN_IF_ERROR(backend_->download(index));

@@ -95,11 +95,13 @@ public:
   // Writes one batch and runs "eval"; returns its loss.
   StatusOr<double> runEval(const int32_t *tokens, const int32_t *targets);
 
-  // ZeRO: every rank's slice of each sharded buffer (gradients, optimizer
-  // state) gathered into its whole tensor, which tensorView and
-  // checkPadding read until the next gatherShards. A collective: every
-  // rank calls it at the same point. Nothing to do without shards.
-  Status gatherShards();
+  // ZeRO: every rank's slice of each sharded buffer among `buffers`
+  // gathered into its whole tensor, which tensorView and checkPadding read
+  // until releaseShards. A collective: every rank calls it at the same
+  // point with the same buffers. Nothing to do without shards.
+  Status gatherShards(const std::vector<uint32_t> &buffers);
+  // Frees what gatherShards gathered.
+  void releaseShards() { gathered_.clear(); }
   // Buffer `index` as an f32 tensor for safetensors, named `name` (default:
   // the buffer's own name), with the user's shape: its data is the
   // backend's host view, refreshed from the device first; a buffer the

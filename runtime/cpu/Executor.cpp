@@ -250,6 +250,12 @@ void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
                   c->kind == schema::CollectiveKind_AllGather);
     // Not when it reads what an earlier part of the run writes.
     if (joins) {
+      size_t total = c->parts.front().slice;
+      for (const ShardPart &earlier : lead->parts)
+        total += earlier.slice;
+      joins = total <= kPackedFloats;
+    }
+    if (joins) {
       const bool scatter = c->kind == schema::CollectiveKind_ReduceScatter;
       const ShardPart &part = c->parts.front();
       const float *in = part.in, *inEnd = in + part.slice * (scatter ? ranks : 1);
@@ -309,33 +315,33 @@ Status Executor::packedCollective(const Collective &c) {
   size_t total = 0;
   for (const ShardPart &p : c.parts)
     total += p.slice;
-  c.stagingIn.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total * ranks : total);
-  c.stagingOut.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total : total * ranks);
+  stagingIn_.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total * ranks : total);
+  stagingOut_.resize(c.kind == schema::CollectiveKind_ReduceScatter ? total : total * ranks);
   if (c.kind == schema::CollectiveKind_ReduceScatter) {
     for (size_t r = 0, at = 0; r < ranks; ++r)
       for (const ShardPart &p : c.parts) {
-        std::copy_n(p.in + r * p.slice, p.slice, c.stagingIn.data() + at);
+        std::copy_n(p.in + r * p.slice, p.slice, stagingIn_.data() + at);
         at += p.slice;
       }
-    KILN_RETURN_IF_ERROR(communicator_->reduceScatter(c.stagingIn.data(), c.stagingOut.data(),
+    KILN_RETURN_IF_ERROR(communicator_->reduceScatter(stagingIn_.data(), stagingOut_.data(),
                                                       total, c.reduction));
     size_t at = 0;
     for (const ShardPart &p : c.parts) {
-      std::copy_n(c.stagingOut.data() + at, p.slice, p.out);
+      std::copy_n(stagingOut_.data() + at, p.slice, p.out);
       at += p.slice;
     }
     return okStatus();
   }
   size_t at = 0;
   for (const ShardPart &p : c.parts) {
-    std::copy_n(p.in, p.slice, c.stagingIn.data() + at);
+    std::copy_n(p.in, p.slice, stagingIn_.data() + at);
     at += p.slice;
   }
-  KILN_RETURN_IF_ERROR(communicator_->allGatherInto(c.stagingIn.data(), c.stagingOut.data(), total));
+  KILN_RETURN_IF_ERROR(communicator_->allGatherInto(stagingIn_.data(), stagingOut_.data(), total));
   at = 0;
   for (size_t r = 0; r < ranks; ++r)
     for (const ShardPart &p : c.parts) {
-      std::copy_n(c.stagingOut.data() + at, p.slice, p.out + r * p.slice);
+      std::copy_n(stagingOut_.data() + at, p.slice, p.out + r * p.slice);
       at += p.slice;
     }
   return okStatus();

@@ -70,9 +70,10 @@ private:
   // A CollectiveCall. AllReduce: its buffers reduced in place, back-to-back
   // ones as one range, in address order. The other kinds: from each part's
   // `in` into its `out`, `slice` floats per rank. Consecutive reduce-scatters
-  // (or all-gathers) of a program are one call of the library: the first
-  // entry carries every part, packed into `staging` and out again, and the
-  // others (`joined`) do nothing.
+  // (or all-gathers) of a program are one call of the library, up to
+  // kPackedFloats per rank: the first entry carries every part, packed into
+  // the executor's staging and out again, and the others (`joined`) do
+  // nothing.
   struct ShardPart {
     const float *in = nullptr;
     float *out = nullptr;
@@ -84,8 +85,10 @@ private:
     std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
     std::vector<ShardPart> parts;
     bool joined = false;
-    mutable std::vector<float> stagingIn, stagingOut;
   };
+  // The most floats per rank one packed call moves: its staging (host
+  // memory beside the arena) is at most twice this times the ranks.
+  static constexpr size_t kPackedFloats = size_t(1) << 20;
   Status collective(const Collective &c);
   // One library call for several parts of a reduce-scatter or all-gather.
   Status packedCollective(const Collective &c);
@@ -131,6 +134,8 @@ private:
                       const KernelLibrary &kernels, const Arena &arena);
   Status call(const Call &call);
 
+  // packedCollective's staging, shared by every packed call.
+  std::vector<float> stagingIn_, stagingOut_;
   Communicator *communicator_ = nullptr;
 
   Program programs_[kNumProgramKinds];

@@ -34,7 +34,7 @@ namespace kiln::schema {
 // 9: CudnnAttention.workspace (cuDNN's workspace reserved in the memory
 //    plan).
 // 10: CollectiveCall.kind (reduce-scatter, all-gather, local shard: ZeRO)
-//     and Buffer.shard_axis, Buffer.whole_shape.
+//     and overlap; Buffer.shard_axis, Buffer.whole_shape.
 constexpr uint32_t kArtifactVersion = 10;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of

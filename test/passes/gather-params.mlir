@@ -86,3 +86,33 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
     return %2, %3 : tensor<f32>, tensor<4x8xbf16>
   }
 }
+
+// -----
+
+// Tests that two views read together by one backward op are both made
+// again after the backward's gather (their clones sit at the same place:
+// the gather goes before the first of them in block order).
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.all_gather %arg0 {{.*}}freed before the backward
+// CHECK: %[[G:.*]] = kiln.all_gather %arg0 {{.*}}gathered again for the backward
+// CHECK-NEXT: %[[W:.*]] = kiln.reshape %[[G]] : tensor<32xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[A:.*]] = kiln.reshape %[[W]] : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK-NEXT: %[[B:.*]] = kiln.reshape %[[W]] : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK-NEXT: kiln.mul %[[B]], %[[A]]
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
+                  %x: tensor<32xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<32xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    %seed = kiln.constant dense<1.0> : tensor<32xf32>
+    %r1 = kiln.reshape %w : tensor<4x8xf32> -> tensor<32xf32>
+    %r2 = kiln.reshape %w : tensor<4x8xf32> -> tensor<32xf32>
+    %0 = kiln.mul %r1, %x : tensor<32xf32>
+    %1 = kiln.mul %r2, %0 : tensor<32xf32>
+    %2 = kiln.reduce_sum %1 dims = [0] : tensor<32xf32> -> tensor<f32>
+    %s = kiln.mul %seed, %x : tensor<32xf32>
+    %3 = kiln.mul %r1, %r2 : tensor<32xf32>
+    %4 = kiln.mul %s, %3 : tensor<32xf32>
+    return %2, %4 : tensor<f32>, tensor<32xf32>
+  }
+}

@@ -591,8 +591,8 @@ TEST(ArtifactTest, OptimizerStateMatchesItsParameter) {
   spec = bigramArtifact(2, 8, 16);
   spec.buffers[9].shape = {16, 8};
   EXPECT_THAT(loadSpec(spec).message(),
-              HasSubstr("buffer 9 ('W') is a AdamV of 128 elements for a "
-                        "parameter of 256"));
+              HasSubstr("buffer 9 ('W') is a AdamV of shape [16, 8] for a "
+                        "parameter of [16, 16]"));
 }
 
 TEST(ArtifactTest, BadAccumulationOrClip) {
