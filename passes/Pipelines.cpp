@@ -98,11 +98,13 @@ void buildOptimizerPhase(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
-void buildDataParallelPhase(OpPassManager &pm) {
+void buildDataParallelPhase(OpPassManager &pm, const PhaseOptions &options) {
   // kiln.mesh's data axis: @update first averages the gradients and the
   // loss over the ranks, in buckets, so norms, clipping and the update see
   // the global batch.
-  pm.addPass(createKilnDataParallel());
+  KilnDataParallelOptions dataParallel;
+  dataParallel.bucketBytes = options.bucketBytes;
+  pm.addPass(createKilnDataParallel(dataParallel));
 }
 
 void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
@@ -166,8 +168,9 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
                     "(--kiln-optimizer)",
        ignoringOptions(buildOptimizerPhase)},
       {"data-parallel", "gradients and loss averaged over the mesh's data "
-                        "axis at the top of @update (--kiln-data-parallel)",
-       ignoringOptions(buildDataParallelPhase)},
+                        "axis in buckets, in @step as the backward finishes "
+                        "them or at the top of @update (--kiln-data-parallel)",
+       buildDataParallelPhase},
       {kRematPhaseName, "forward values recomputed in the backward to meet "
                         "the memory budget (--kiln-remat)",
        buildRematPhase},

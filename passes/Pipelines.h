@@ -31,6 +31,8 @@ struct PhaseOptions {
   /// fusion and codegen's memory plan; none in kiln-opt).
   bool rematSweep = false;
   PlannedPeakFn plannedPeak;
+  /// --kiln-data-parallel's bucket-bytes (kilnc --bucket-mib).
+  int64_t bucketBytes = int64_t(25) << 20;
 };
 
 /// One named phase of the pipeline: `build` adds its passes to a pass manager

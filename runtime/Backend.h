@@ -56,6 +56,9 @@ struct BackendOptions {
   Communicator *communicator = nullptr;
   // CUDA: the GPU of this rank, its index among the node's (LOCAL_RANK).
   int device = 0;
+  // Overlapped collectives (CollectiveCall.overlap) run beside the entries
+  // after them; false: each where the schedule puts it (--no-comm-overlap).
+  bool commOverlap = true;
 };
 
 // Bytes written into a buffer from the host before a program runs.

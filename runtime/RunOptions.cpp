@@ -162,6 +162,14 @@ const std::vector<Flag> &flags() {
        "data-parallel runs: end every rank when one has waited SECONDS in a\n"
        "collective for the others (a rank hangs); default 600", true,
        setInt("--comm-timeout", &RunOptions::commTimeout, 1)},
+      {"--no-comm-overlap", nullptr,
+       "data-parallel runs: run each gradient all-reduce where the schedule\n"
+       "puts it, not alongside the rest of the backward (to measure the\n"
+       "overlap, or rule it out)", true,
+       [](RunOptions &o, const std::string &) {
+         o.commOverlap = false;
+         return okStatus();
+       }},
       // Checkpoints.
       {"--checkpoint-dir", "D",
        "write checkpoints to D/step-NNNNNNNN/ (also at the end, on SIGINT or\n"

@@ -41,6 +41,7 @@ struct RunOptions {
   uint64_t seed = 0;         // --seed
   int64_t maxSkippedSteps = 5; // --max-skipped-steps M
   int64_t commTimeout = 600; // --comm-timeout SECONDS (data-parallel runs)
+  bool commOverlap = true;   // false: --no-comm-overlap
 
   // Checkpoints.
   std::string checkpointDir; // --checkpoint-dir D

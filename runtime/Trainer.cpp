@@ -293,7 +293,8 @@ Status TrainingRun::start() {
   KILN_ASSIGN_OR_RETURN(
       session_, TrainingSession::create(std::move(artifact), options_.seed,
                                         BackendOptions{options_.tf32, options_.attention,
-                                                       comm_.get(), env_.localRank}));
+                                                       comm_.get(), env_.localRank,
+                                                       options_.commOverlap}));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
   const std::optional<std::string_view> gpu =

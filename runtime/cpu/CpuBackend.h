@@ -21,9 +21,11 @@ public:
   // Allocates the arena (failing before the compile when the step does not
   // fit in host memory), then compiles or fetches the kernels.
   // `communicator` runs the artifact's CollectiveCall steps (null: the
-  // artifact must have none).
+  // artifact must have none); with `commOverlap` the overlapped ones on a
+  // thread of their own (cpu/CommThread.h).
   static StatusOr<std::unique_ptr<CpuBackend>>
-  create(const Artifact &artifact, Communicator *communicator = nullptr);
+  create(const Artifact &artifact, Communicator *communicator = nullptr,
+         bool commOverlap = true);
 
   const char *name() const override { return "cpu"; }
   Status run(ProgramKind program) override { return executor_->run(program); }

@@ -61,6 +61,7 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
     Collective &c = call.collective.emplace();
     c.kind = cc->kind();
+    c.overlap = cc->overlap() && c.kind == schema::CollectiveKind_AllReduce;
     c.reduction = cc->reduction() == schema::Reduction_Mean ? Reduction::kMean
                                                             : Reduction::kSum;
     if (c.kind != schema::CollectiveKind_AllReduce) {
@@ -164,7 +165,8 @@ Executor::Call Executor::resolve(const Artifact &artifact,
 
 StatusOr<std::unique_ptr<Executor>>
 Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
-                 const Arena &arena, Communicator *communicator) {
+                 const Arena &arena, Communicator *communicator,
+                 bool commOverlap) {
   std::unique_ptr<Executor> executor(new Executor());
   executor->communicator_ = communicator;
   for (int kind = 0; kind < kNumProgramKinds; ++kind) {
@@ -191,6 +193,10 @@ Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
     }
     joinShardCollectives(executor->programs_[kind].calls,
                          static_cast<size_t>(artifact.ranks()));
+    for (const Call &call : executor->programs_[kind].calls)
+      if (call.collective && call.collective->overlap && communicator && commOverlap &&
+          !executor->commThread_)
+        executor->commThread_ = std::make_unique<CommThread>();
   }
   return executor;
 }
@@ -205,12 +211,25 @@ Status Executor::run(ProgramKind kind) {
   nvtx::ScopedRange range(program.name);
   TraceRecorder *trace = trace_ && trace_->active() ? trace_ : nullptr;
   if (!profiling_ && !trace) {
-    for (size_t i = 0; i < program.calls.size(); ++i) {
+    // An overlapped all-reduce runs on the communication thread while the
+    // entries after it (none touches its buffers) run here; all are done
+    // by the program's end, on every path.
+    Status status = okStatus();
+    for (size_t i = 0; i < program.calls.size() && status.ok(); ++i) {
       nvtx::ScopedRange entry(program.rangeNames[i]);
-      KILN_RETURN_IF_ERROR(call(program.calls[i]));
+      const Call &c = program.calls[i];
+      if (commThread_ && c.collective && c.collective->overlap) {
+        const Collective *collectiveCall = &*c.collective;
+        commThread_->submit([this, collectiveCall] { return collective(*collectiveCall); });
+        continue;
+      }
+      status = call(c);
     }
-    return okStatus();
+    Status communicated = commThread_ ? commThread_->finish() : okStatus();
+    KILN_RETURN_IF_ERROR(status);
+    return communicated;
   }
+  // Profiled or traced: every entry on its own, timed where it runs.
   if (profiling_) {
     program.timing.seconds.resize(program.calls.size(), 0.0);
     ++program.timing.runs;

@@ -17,6 +17,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/cpu/Arena.h"
+#include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/GemmEpilogue.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/cpu/KernelCompiler.h"
@@ -36,7 +37,7 @@ public:
   // whose world is the artifact's mesh.
   static StatusOr<std::unique_ptr<Executor>>
   create(const Artifact &artifact, const KernelLibrary &kernels,
-         const Arena &arena, Communicator *communicator);
+         const Arena &arena, Communicator *communicator, bool commOverlap = true);
 
   // Runs every schedule entry of the program once, in order. A program the
   // artifact does not have is an error.
@@ -85,6 +86,7 @@ private:
     std::vector<std::pair<float *, size_t>> buffers; // ranges: data, elements
     std::vector<ShardPart> parts;
     bool joined = false;
+    bool overlap = false; // CollectiveCall.overlap: may run on commThread_
   };
   // The most floats per rank one packed call moves: its staging (host
   // memory beside the arena) is at most twice this times the ranks.
@@ -134,6 +136,8 @@ private:
                       const KernelLibrary &kernels, const Arena &arena);
   Status call(const Call &call);
 
+  // The overlapped all-reduces' thread (with a communicator and such calls).
+  std::unique_ptr<CommThread> commThread_;
   // packedCollective's staging, shared by every packed call.
   std::vector<float> stagingIn_, stagingOut_;
   Communicator *communicator_ = nullptr;

@@ -55,8 +55,9 @@ CudaBackend::Impl::~Impl() {
   releaseStepGraph();
   if (stepGraph.pinned)
     driver->cuMemFreeHost(stepGraph.pinned);
-  for (CUevent e : events)
-    driver->cuEventDestroy(e);
+  for (const std::vector<CUevent> *group : {&events, &forkEvents})
+    for (CUevent e : *group)
+      driver->cuEventDestroy(e);
   for (DeviceProgram &program : programs) {
     if (program.exec)
       driver->cuGraphExecDestroy(program.exec);
@@ -81,6 +82,8 @@ CudaBackend::Impl::~Impl() {
       driver->cuMemFree(p);
   if (stream)
     driver->cuStreamDestroy(stream);
+  if (commStream)
+    driver->cuStreamDestroy(commStream);
   if (context)
     driver->cuDevicePrimaryCtxRelease(device);
 }
@@ -274,6 +277,18 @@ Status CudaBackend::Impl::resolvePrograms() {
                                     location, ")");
         call.collectiveMean = cc->reduction() == schema::Reduction_Mean;
         call.collectiveKind = cc->kind();
+        call.overlap = cc->overlap() && options.commOverlap &&
+                       cc->kind() == schema::CollectiveKind_AllReduce;
+        if (call.overlap) {
+          if (!commStream)
+            KILN_RETURN_IF_ERROR(d.check(d.cuStreamCreate(&commStream, CU_STREAM_NON_BLOCKING),
+                                         "cuStreamCreate", " (collectives)"));
+          for (CUevent *e : {&call.ready, &call.done}) {
+            KILN_RETURN_IF_ERROR(
+                d.check(d.cuEventCreate(e, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+            forkEvents.push_back(*e);
+          }
+        }
         for (uint32_t b : *cc->buffers()) {
           if (artifact.buffer(b).dtype() != schema::DType_F32)
             return failedPrecondition(call.where, ": ", artifact.describeBuffer(b),
@@ -399,30 +414,30 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
   return launchKernel(call);
 }
 
-Status CudaBackend::Impl::runCollective(const DeviceCall &call) const {
+Status CudaBackend::Impl::runCollective(const DeviceCall &call, CUstream on) const {
   if (call.collectiveKind == schema::CollectiveKind_AllReduce)
-    return nccl->allReduce(call.collective, call.collectiveMean, stream, call.where);
+    return nccl->allReduce(call.collective, call.collectiveMean, on, call.where);
   // [in, out]: the verifier checked that one is the axis' ranks times the other.
   const NcclBuffer &in = call.collective[0], &out = call.collective[1];
   switch (call.collectiveKind) {
   case schema::CollectiveKind_ReduceScatter:
-    return nccl->reduceScatter(in.data, out.data, out.count, call.collectiveMean, stream,
+    return nccl->reduceScatter(in.data, out.data, out.count, call.collectiveMean, on,
                                call.where);
   case schema::CollectiveKind_AllGather:
-    return nccl->allGather(in.data, out.data, in.count, stream, call.where);
+    return nccl->allGather(in.data, out.data, in.count, on, call.where);
   default: // LocalShard: this rank's slice, copied on the stream
     return driver->check(
         driver->cuMemcpyDtoDAsync(out.data,
                                   in.data + static_cast<CUdeviceptr>(nccl->rank()) *
                                                 out.count * sizeof(float),
-                                  out.count * sizeof(float), stream),
+                                  out.count * sizeof(float), on),
         "cuMemcpyDtoDAsync", " for " + call.where);
   }
 }
 
 Status CudaBackend::Impl::launchKernel(const DeviceCall &call) const {
   if (!call.collective.empty())
-    return runCollective(call);
+    return runCollective(call, stream);
   if (call.gemm) {
     KILN_RETURN_IF_ERROR(call.gemm->run(call.a, call.b, call.c, workspace,
                                         kGemmWorkspaceBytes, stream));
@@ -482,12 +497,17 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
       return failedPrecondition(artifact.name(), " was compiled for ", artifact.ranks(),
                                 " data-parallel ranks but runs as ", size);
     KILN_ASSIGN_OR_RETURN(impl->nccl, Nccl::open(comm, rank, size));
-    if (rank == 0) // once per run, as the other choices made at start-up
-      std::fprintf(stderr, "kiln-run: collectives: %s over %d rank%s, on the step's stream\n",
-                   impl->nccl->describe().c_str(), size, size == 1 ? "" : "s");
   }
   KILN_RETURN_IF_ERROR(impl->loadKernels());
   KILN_RETURN_IF_ERROR(impl->resolvePrograms());
+  if (impl->nccl && (options.communicator ? options.communicator->rank() : 0) == 0)
+    // Once per run, as the other choices made at start-up.
+    std::fprintf(stderr, "kiln-run: collectives: %s over %d rank%s, on the step's stream%s\n",
+                 impl->nccl->describe().c_str(), artifact.ranks(),
+                 artifact.ranks() == 1 ? "" : "s",
+                 impl->commStream ? " (gradient buckets on a stream of their own, beside "
+                                    "the backward)"
+                                  : "");
   KILN_RETURN_IF_ERROR(impl->planCudnnAttention());
   // A program with an undecided attention call is captured after its first
   // run (decideAttention), with the faster of the two in it.

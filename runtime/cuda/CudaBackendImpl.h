@@ -85,6 +85,11 @@ struct DeviceCall {
   std::vector<NcclBuffer> collective;
   bool collectiveMean = false;
   schema::CollectiveKind collectiveKind = schema::CollectiveKind_AllReduce;
+  // CollectiveCall.overlap, with a communication stream: in a graph it runs
+  // on commStream after `ready` (recorded on the step's stream) and
+  // records `done`, which the step's stream waits for at the program's end.
+  bool overlap = false;
+  CUevent ready = nullptr, done = nullptr;
 };
 
 struct DeviceProgram {
@@ -125,6 +130,9 @@ struct CudaBackend::Impl {
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  // The overlapped collectives' stream (with NCCL, an overlapped call and
+  // BackendOptions::commOverlap).
+  CUstream commStream = nullptr;
   std::vector<CUmodule> modules; // one per part of the JIT compile (JitCache.h)
   CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
   CUmodule epilogueModule = nullptr;  // GemmEpilogueFallback.h, on demand
@@ -147,6 +155,7 @@ struct CudaBackend::Impl {
   bool timed() const { return profiling || (trace && trace->active()); }
   ScheduleTiming timing[kNumProgramKinds]; // per entry, --profile
   std::vector<CUevent> events;                   // one more than entries
+  std::vector<CUevent> forkEvents; // DeviceCall::ready and done, to destroy
   int64_t allocatedBytes = 0; // every cuMemAlloc of this backend (none is freed before teardown)
   // The arena bytes [first, second) that hold every scalar buffer, and the
   // host copy readScalars() reads them into.
@@ -183,8 +192,11 @@ struct CudaBackend::Impl {
                   std::vector<std::pair<std::string, std::string>> &fallbacks);
   Status launch(const DeviceCall &call) const;
   Status launchKernel(const DeviceCall &call) const;
-  // A CollectiveCall on the stream (NCCL, or a copy for a local shard).
-  Status runCollective(const DeviceCall &call) const;
+  // A CollectiveCall on `on` (NCCL, or a copy for a local shard).
+  Status runCollective(const DeviceCall &call, CUstream on) const;
+  // Every call of `program` on the stream, as a graph records them: an
+  // overlapped collective forks onto commStream, joined back at the end.
+  Status launchAll(const DeviceProgram &program) const;
   // The cuDNN plan of `call`, then its empty-sample fix-ups.
   Status runCudnn(const DeviceCall &call) const;
   // The fix-up launches for a planned call with key lengths.

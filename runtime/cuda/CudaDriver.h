@@ -76,6 +76,7 @@ struct CudaDriver {
   X(cuEventCreate)                                                             \
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
+  X(cuStreamWaitEvent)                                                         \
   X(cuEventElapsedTime)
 
   // One pointer per entry, named like the API without the "cu" macro

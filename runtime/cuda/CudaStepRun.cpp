@@ -22,12 +22,7 @@ Status CudaBackend::Impl::capture(DeviceProgram &program) {
   KILN_RETURN_IF_ERROR(d.check(
       d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
       "cuStreamBeginCapture", detail::concat(" for '", program.name, "'")));
-  Status launched = okStatus();
-  for (const DeviceCall &call : program.calls) {
-    launched = launch(call);
-    if (!launched.ok())
-      break;
-  }
+  Status launched = launchAll(program);
   // End the capture on every path, or the stream stays unusable.
   CUresult ended = d.cuStreamEndCapture(stream, &program.graph);
   KILN_RETURN_IF_ERROR(launched.withPrefix(
@@ -37,6 +32,43 @@ Status CudaBackend::Impl::capture(DeviceProgram &program) {
   return d.check(d.cuGraphInstantiate(&program.exec, program.graph, 0),
                  "cuGraphInstantiateWithFlags",
                  detail::concat(" for '", program.name, "'"));
+}
+
+Status CudaBackend::Impl::launchAll(const DeviceProgram &program) const {
+  const CudaDriver &d = *driver;
+  std::vector<const DeviceCall *> forked;
+  Status status = okStatus();
+  for (const DeviceCall &call : program.calls) {
+    if (!call.overlap) {
+      status = launch(call);
+    } else {
+      // Fork: the collective waits for what the step's stream has done so
+      // far (its gradients are final), then runs beside what follows.
+      status = d.check(d.cuEventRecord(call.ready, stream), "cuEventRecord",
+                       " before " + call.where);
+      if (status.ok())
+        status = d.check(d.cuStreamWaitEvent(commStream, call.ready, 0),
+                         "cuStreamWaitEvent", " for " + call.where);
+      if (status.ok())
+        status = runCollective(call, commStream);
+      if (status.ok())
+        status = d.check(d.cuEventRecord(call.done, commStream), "cuEventRecord",
+                         " after " + call.where);
+      if (status.ok())
+        forked.push_back(&call);
+    }
+    if (!status.ok())
+      break;
+  }
+  // Join on every path: the program ends when its collectives have, and a
+  // capture must end with every stream it forked joined back.
+  for (const DeviceCall *call : forked) {
+    Status joined = d.check(d.cuStreamWaitEvent(stream, call->done, 0),
+                            "cuStreamWaitEvent", " after " + call->where);
+    if (status.ok())
+      status = joined;
+  }
+  return status;
 }
 
 void CudaBackend::Impl::releaseStepGraph() {
@@ -94,9 +126,7 @@ Status CudaBackend::Impl::captureStep(const TrainingStepPlan &plan,
       return okStatus();
     };
     auto runProgram = [&](ProgramKind kind) -> Status {
-      for (const DeviceCall &call : programs[static_cast<int>(kind)].calls)
-        KILN_RETURN_IF_ERROR(launch(call));
-      return okStatus();
+      return launchAll(programs[static_cast<int>(kind)]);
     };
     for (const std::vector<BufferWrite> &batch : plan.microBatches) {
       KILN_RETURN_IF_ERROR(copy(batch));

@@ -155,6 +155,8 @@ CUresult ready() {
 }
 
 CUresult enqueueOn(CUstream_st *s, Operation op) {
+  if (s->joinedTo && s->joinedTo->capturing)
+    s = s->joinedTo; // a forked stream records into its origin's capture
   if (s->capturing) {
     s->capture->graph.nodes.push_back(std::move(op));
     return CUDA_SUCCESS;
@@ -636,6 +638,9 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
       s->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   s->capturing = false;
+  for (CUstream_st *forked : device().streams)
+    if (forked->joinedTo == s)
+      forked->joinedTo = nullptr;
   std::unique_ptr<CUgraph_st> graph = std::move(s->capture);
   if (s->invalidated) {
     std::fprintf(stderr, "kiln device simulator: the capture was invalidated by %s\n",
@@ -721,6 +726,10 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     return CUDA_ERROR_INVALID_HANDLE;
   CUevent e = hEvent;
   e->completed = false;
+  CUstream_st *origin = s->joinedTo && s->joinedTo->capturing ? s->joinedTo : s;
+  e->capturedIn = origin->capturing ? origin : nullptr;
+  if (e->capturedIn)
+    return enqueueOn(s, Operation{[] {}, "cuEventRecord (captured)"});
   ++e->pending;
   return enqueueOn(s, Operation{[e] {
                                   e->at = std::chrono::steady_clock::now();
@@ -729,6 +738,35 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
                                     delete e;
                                 },
                                 "cuEventRecord"});
+}
+
+// Cross-stream order. The simulator runs one stream's work at a time, so a
+// wait on an event recorded in a capture joins the waiting stream to that
+// capture (its work is recorded there, after everything issued so far: a
+// valid order of the fork), and a wait outside captures runs every queued
+// operation first, the event's record included.
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!device().events.count(hEvent) || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (CUstream_st *origin = hEvent->capturedIn; origin && origin->capturing) {
+    if (s != origin && !s->capturing)
+      s->joinedTo = origin;
+    return CUDA_SUCCESS;
+  }
+  if (s->capturing || (s->joinedTo && s->joinedTo->capturing))
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION; // an event from outside the capture
+  if (!hEvent->completed && hEvent->pending > 0) {
+    Device &d = device();
+    for (CUstream_st *other : d.streams)
+      drain(*other);
+    drain(d.legacy);
+  }
+  return device().sticky;
 }
 
 CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {

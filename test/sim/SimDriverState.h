@@ -70,6 +70,9 @@ struct CUevent_st {
   bool completed = false;
   bool destroyed = false;
   int pending = 0; // records queued, not yet run
+  // Recorded into this stream's capture (cuStreamWaitEvent then joins the
+  // waiting stream to it), or null.
+  CUstream_st *capturedIn = nullptr;
 };
 
 struct CUstream_st {
@@ -81,6 +84,10 @@ struct CUstream_st {
   std::thread::id captureThread;
   std::unique_ptr<CUgraph_st> capture;
   std::string invalidatedBy;
+  // Forked from that stream's capture (it waited on an event recorded
+  // there): its work goes into that capture, in issue order, until the
+  // capture ends.
+  CUstream_st *joinedTo = nullptr;
 };
 
 namespace kiln::sim::driver {

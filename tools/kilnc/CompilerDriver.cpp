@@ -380,6 +380,7 @@ int runCompiler(const DriverOptions &options) {
   phaseOptions.fuseLinearCrossEntropy = options.fusedCrossEntropy;
   phaseOptions.crossEntropyChunkRows = options.crossEntropyChunkRows;
   phaseOptions.rematSweep = options.memoryBudgetSweep;
+  phaseOptions.bucketBytes = options.bucketBytes;
   // The remat phase plans against the artifact's own peak: the rest of the
   // pipeline (fusion, unless --no-fusion) and codegen's memory plan, run on
   // the copy of the module it is given.

@@ -30,6 +30,7 @@ struct DriverOptions {
   std::string memoryBudget;                     // --memory-budget=60GiB: -D memory_budget, or ""
   std::string remat;                            // --remat=MODE: -D remat, or ""
   bool memoryBudgetSweep = false;               // print every remat plan's peak (--memory-budget-sweep)
+  int64_t bucketBytes = int64_t(25) << 20;      // data parallelism: all-reduce bucket (--bucket-mib)
 };
 
 /// Exit codes of the compiler.

@@ -4,7 +4,7 @@
 //         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
 //         [--no-fusion] [--no-pad-dims] [--no-attention-match]
 //         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N]
-//         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--mlir-timing] ...
+//         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--bucket-mib=N] [--mlir-timing] ...
 //   kilnc --compile-from=PHASE DIR/NN-PHASE.mlir -o OUT.kart   (a phase dump, maybe edited)
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
@@ -78,6 +78,11 @@ int main(int argc, char **argv) {
                                     cl::desc("Activation recompute: auto (to the budget), none, selective "
                                              "(pointwise ops and attention) or full (every block) (-D remat=...)"),
                                     cl::value_desc("mode"), cl::cat(kilnCategory));
+  static cl::opt<int64_t> bucketMiB(
+      "bucket-mib",
+      cl::desc("Data parallelism: most gradient MiB in one all-reduce bucket (default 25, as "
+               "PyTorch DDP); smaller buckets start communicating earlier in the backward"),
+      cl::value_desc("N"), cl::init(25), cl::cat(kilnCategory));
   static cl::opt<bool> memoryBudgetSweep(
       "memory-budget-sweep", cl::desc("Print the planned peak and recompute of every remat plan"), cl::init(false), cl::cat(kilnCategory));
   mlir::registerAsmPrinterCLOptions();
@@ -118,6 +123,12 @@ int main(int argc, char **argv) {
     return kiln::kUsageError;
   }
   options.crossEntropyChunkRows = crossEntropyChunkRows;
+  if (bucketMiB < 1 || bucketMiB > (int64_t(1) << 20)) {
+    llvm::errs() << "kilnc: error: --bucket-mib must be between 1 and 1048576, got " << bucketMiB
+                 << "\n";
+    return kiln::kUsageError;
+  }
+  options.bucketBytes = bucketMiB << 20;
   options.memoryBudget = memoryBudget;
   options.remat = remat;
   options.memoryBudgetSweep = memoryBudgetSweep;

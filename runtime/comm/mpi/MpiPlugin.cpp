@@ -44,9 +44,19 @@ int init(const KilnCommLaunch *, int *rank, int *size, char *error, size_t error
     int flag = 0;
     MPI_Initialized(&flag);
     if (!flag) {
-      int code = MPI_Init(nullptr, nullptr);
+      // Overlapped all-reduces are called from the executor's
+      // communication thread, one call at a time (cpu/CommThread.h).
+      int provided = MPI_THREAD_SINGLE;
+      int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (code != MPI_SUCCESS)
-        return fail("MPI_Init", code, error, errorSize);
+        return fail("MPI_Init_thread", code, error, errorSize);
+      if (provided < MPI_THREAD_SERIALIZED) {
+        std::snprintf(error, errorSize,
+                      "this MPI provides thread level %d, below MPI_THREAD_SERIALIZED "
+                      "(%d), which kiln-run's communication thread needs",
+                      provided, MPI_THREAD_SERIALIZED);
+        return 1;
+      }
     }
     // Errors come back as codes, turned into kiln-run's messages, instead
     // of MPI's default of aborting the job from inside the call.
