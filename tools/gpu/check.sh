@@ -112,12 +112,19 @@ pack() {
     echo "pack: $name (CPU reference: $(wc -l < "$dir/ref/$name.jsonl") steps)"
   done < "$dir/cases.txt"
   # The tiny bf16 model with data parallelism over one rank: its all-reduces
-  # run through NCCL (the step nccl).
-  local tiny_defines
+  # run through NCCL (the step nccl), the gradients' bucket on a stream of
+  # its own in the step's graph; and with ZeRO-1 and ZeRO-3 (slices,
+  # all-gathers and reduce-scatters through NCCL).
+  local tiny_defines zero
   tiny_defines=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f2)
   # shellcheck disable=SC2086  # a list of flags
   "$kilnc" "$(model_of tiny-bf16)" $tiny_defines -D 'mesh=[data = 1]' --target=cuda \
     -o "$dir/artifacts/nccl.kart" > "$dir/plans/nccl.txt"
+  for zero in 1 3; do
+    # shellcheck disable=SC2086
+    "$kilnc" "$(model_of tiny-bf16)" $tiny_defines -D 'mesh=[data = 1]' -D zero=$zero \
+      --target=cuda -o "$dir/artifacts/nccl-zero$zero.kart" > "$dir/plans/nccl-zero$zero.txt"
+  done
   cp "$here/compare_metrics.py" "$dir/"
   if [ "$size" = gpu ]; then
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
@@ -261,17 +268,32 @@ nccl_from_torch() {
 
 # One rank's data parallelism through NCCL and the CUDA graph: the same
 # losses, gradient norms and validation losses, bit for bit, as the model
-# without a mesh (the mean over one rank is the buffer itself).
+# without a mesh (the mean over one rank is the buffer itself, one rank's
+# slice the whole tensor) -- with the gradients' bucket forked onto a
+# stream of its own, run in place (--no-comm-overlap), and with ZeRO-1 and
+# ZeRO-3.
 nccl() {
-  local run_args
+  local run_args zero
   run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3)
   nccl_from_torch
   # shellcheck disable=SC2086
-  "$kiln_run" "$dir/artifacts/nccl.kart" $run_args --metrics "$out_tmp/nccl.jsonl"
-  # shellcheck disable=SC2086
   "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args --metrics "$out_tmp/nccl-base.jsonl" --quiet
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/nccl.kart" $run_args --metrics "$out_tmp/nccl.jsonl"
   python3 "$dir/compare_metrics.py" "$out_tmp/nccl-base.jsonl" "$out_tmp/nccl.jsonl" \
     loss=0 grad_norm=0 val_loss=0
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/nccl.kart" $run_args --no-comm-overlap --quiet \
+    --metrics "$out_tmp/nccl-in-place.jsonl"
+  python3 "$dir/compare_metrics.py" "$out_tmp/nccl-base.jsonl" "$out_tmp/nccl-in-place.jsonl" \
+    loss=0 grad_norm=0 val_loss=0
+  for zero in 1 3; do
+    # shellcheck disable=SC2086
+    "$kiln_run" "$dir/artifacts/nccl-zero$zero.kart" $run_args --quiet \
+      --metrics "$out_tmp/nccl-zero$zero.jsonl"
+    python3 "$dir/compare_metrics.py" "$out_tmp/nccl-base.jsonl" "$out_tmp/nccl-zero$zero.jsonl" \
+      loss=0 grad_norm=0 val_loss=0
+  done
 }
 
 graph_eager() {
