@@ -221,7 +221,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
         op = schema::CreateCollectiveCallDirect(fbb, c->reduction,
                                                 c->axis.c_str(), &s.buffers,
                                                 c->reason.c_str(), c->kind,
-                                                c->overlap)
+                                                c->overlap, c->overlapUntil)
                  .Union();
         kind = schema::Operation_CollectiveCall;
       } else {

@@ -830,21 +830,33 @@ void ArtifactWriter::planOverlaps(PlannedProgram &program) {
       b = storageOf(b);
     return all;
   };
+  auto persistent = [&](uint32_t b) {
+    schema::BufferRole role = buffers[b].role;
+    return role != schema::BufferRole_Activation && role != schema::BufferRole_Workspace;
+  };
   std::vector<PlannedStep> &schedule = program.schedule;
   for (size_t i = 0; i < schedule.size(); ++i) {
     std::optional<PlannedCollective> &c = schedule[i].collective;
-    if (!c || c->kind != schema::CollectiveKind_AllReduce)
+    if (!c)
       continue;
     std::vector<uint32_t> mine = touched(schedule[i]);
-    bool overlap = llvm::all_of(mine, [&](uint32_t b) {
-      schema::BufferRole role = buffers[b].role;
-      return role != schema::BufferRole_Activation && role != schema::BufferRole_Workspace;
-    });
-    for (size_t j = i + 1; overlap && j < schedule.size(); ++j)
+    // The first later entry that touches its buffers.
+    size_t until = schedule.size();
+    for (size_t j = i + 1; until == schedule.size() && j < schedule.size(); ++j)
       for (uint32_t b : touched(schedule[j]))
         if (llvm::is_contained(mine, b))
-          overlap = false;
-    c->overlap = overlap;
+          until = j;
+    if (c->kind == schema::CollectiveKind_AllReduce) {
+      // Reduced in place: only what nothing reads later, and not
+      // activations (their bytes may be given to others after the call).
+      c->overlap = until == schedule.size() && llvm::all_of(mine, persistent);
+    } else if (c->kind == schema::CollectiveKind_AllGather) {
+      // Its input lives on (a parameter slice); its output is live from
+      // this entry on, so the entries before `until` cannot touch it.
+      c->overlap = persistent(mine.front()) && until > i + 1;
+      if (c->overlap && until < schedule.size())
+        c->overlapUntil = static_cast<int32_t>(until);
+    }
   }
 }
 

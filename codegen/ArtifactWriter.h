@@ -101,6 +101,7 @@ private:
     schema::Reduction reduction = schema::Reduction_Sum;
     std::string axis, reason;
     bool overlap = false; // CollectiveCall.overlap (planOverlaps)
+    int32_t overlapUntil = -1; // CollectiveCall.overlap_until
   };
   struct PlannedStep {
     std::optional<PlannedGemm> gemm;
@@ -120,8 +121,10 @@ private:
   };
 
   mlir::LogicalResult planFunction(mlir::func::FuncOp func);
-  // CollectiveCall.overlap for the all-reduces of `program` whose buffers
-  // are not activations and that no later entry touches.
+  // CollectiveCall.overlap and overlap_until: the all-reduces of `program`
+  // whose buffers are not activations and that no later entry touches, and
+  // its all-gathers of parameter slices with entries before their first
+  // reader.
   void planOverlaps(PlannedProgram &program);
   // The arena: an offset per storage buffer (MemoryPlanner).
   void planMemory();

@@ -19,9 +19,14 @@
 //     so nothing derived from the forward's gather lives into the backward.
 //  4. Split its uses (by their top-level op) into those before the
 //     backward's start and those after (recomputes included: they sit in
-//     the backward). Each group reads reshape(all_gather(slice)), created
-//     just before its first use; the argument becomes the slice
-//     (kiln.shard_axis, kiln.whole_shape).
+//     the backward).
+//  5. Prefetch: parameters are grouped by block (the name up to its last
+//     '.', "Block.3"); on each side, a block's gathers go where the block
+//     read before it on that side starts (the first block's where it
+//     starts), so the runtime can gather the next block while one
+//     computes -- two blocks' parameters whole at a time, as FSDP does.
+//  6. Each side's readers read reshape(all_gather(slice)); the argument
+//     becomes the slice (kiln.shard_axis, kiln.whole_shape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +37,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNGATHERPARAMS
@@ -114,7 +120,7 @@ void splitViews(Value param, Block &body, unsigned start,
   }
 }
 
-/// Steps 3-4, for one function.
+/// Steps 3-6, for one function.
 void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
   Block &body = func.front();
   llvm::DenseMap<Operation *, unsigned> position;
@@ -122,7 +128,15 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
     position[&op] = position.size();
   unsigned start = backwardStart(func, position);
   bool hasBackward = start < body.getOperations().size();
-  OpBuilder b(func.getContext());
+  // (4) Every sliced parameter's readers, forward (0) and backward (1).
+  struct Sliced {
+    BlockArgument arg;
+    RankedTensorType whole, shard;
+    std::string block; // its name up to the last '.': "Block.3"
+    SmallVector<std::pair<Operation *, OpOperand *>> uses[2];
+    Operation *first[2] = {nullptr, nullptr}; // first reader, in block order
+  };
+  SmallVector<Sliced> sliced;
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (getArgumentRole(func, i) != role::kParam)
@@ -133,39 +147,68 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
       continue;
     if (hasBackward)
       splitViews(arg, body, start, position);
-    // Uses by their top-level op: forward (0) and backward (1).
-    SmallVector<std::pair<Operation *, OpOperand *>> groups[2];
+    Sliced &p = sliced.emplace_back();
+    p.arg = arg;
+    p.whole = whole;
+    p.shard = *shard;
+    auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+    StringRef full = name ? name.getValue() : "";
+    p.block = full.rsplit('.').second.empty() ? full.str() : full.rsplit('.').first.str();
     for (OpOperand &use : arg.getUses()) {
       Operation *top = body.findAncestorOpInBlock(*use.getOwner());
-      groups[position.lookup(top) >= start].push_back({top, &use});
+      int side = position.lookup(top) >= start;
+      p.uses[side].push_back({top, &use});
+      // Clones share the position of the op they were created before.
+      if (!p.first[side] || top->isBeforeInBlock(p.first[side]))
+        p.first[side] = top;
     }
-    auto flat = RankedTensorType::get({whole.getNumElements()},
-                                      whole.getElementType());
-    for (int backward = 0; backward < 2; ++backward) {
-      auto &group = groups[backward];
-      if (group.empty())
+  }
+  // (5) Prefetch: a block's parameters are gathered when the block read
+  // before it (on the same side) starts, so the gather can run while that
+  // block computes; the first block's where it starts itself.
+  llvm::StringMap<Operation *> blockStart[2];
+  for (const Sliced &p : sliced)
+    for (int side = 0; side < 2; ++side)
+      if (Operation *first = p.first[side]) {
+        Operation *&at = blockStart[side][p.block];
+        if (!at || first->isBeforeInBlock(at))
+          at = first;
+      }
+  llvm::StringMap<Operation *> gatherAt[2];
+  for (int side = 0; side < 2; ++side) {
+    SmallVector<Operation *> starts;
+    for (auto &entry : blockStart[side])
+      starts.push_back(entry.second);
+    llvm::sort(starts, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+    for (auto &entry : blockStart[side]) {
+      auto it = llvm::find(starts, entry.second);
+      gatherAt[side][entry.first()] = it == starts.begin() ? *it : *(it - 1);
+    }
+  }
+  // (6) The gathers, and the readers reading them.
+  OpBuilder b(func.getContext());
+  for (Sliced &p : sliced) {
+    auto flat = RankedTensorType::get({p.whole.getNumElements()},
+                                      p.whole.getElementType());
+    for (int side = 0; side < 2; ++side) {
+      if (p.uses[side].empty())
         continue;
-      // The group's first reader in block order (clones share the position
-      // of the op they were created before).
-      Operation *first = group.front().first;
-      for (auto &[top, use] : group)
-        if (top->isBeforeInBlock(first))
-          first = top;
-      b.setInsertionPoint(first);
+      b.setInsertionPoint(gatherAt[side][p.block]);
       std::string reason =
           !hasBackward ? "ZeRO-3: the parameter gathered for the forward"
-          : backward  ? "ZeRO-3: the parameter gathered again for the backward"
-                      : "ZeRO-3: the parameter gathered for the forward, "
-                        "freed before the backward";
-      Value gathered = b.create<AllGatherOp>(arg.getLoc(), flat, arg,
+          : side       ? "ZeRO-3: the parameter gathered again for the backward"
+                       : "ZeRO-3: the parameter gathered for the forward, "
+                         "freed before the backward";
+      Value gathered = b.create<AllGatherOp>(p.arg.getLoc(), flat, p.arg,
                                              kDataAxisName, 0,
                                              b.getStringAttr(reason));
-      Value view = b.create<ReshapeOp>(arg.getLoc(), whole, gathered);
-      for (auto &[top, use] : group)
+      Value view = b.create<ReshapeOp>(p.arg.getLoc(), p.whole, gathered);
+      for (auto &[top, use] : p.uses[side])
         use->set(view);
     }
-    arg.setType(*shard);
-    func.setArgAttrs(i, withShardAttrs(func.getArgAttrDict(i), whole));
+    p.arg.setType(p.shard);
+    unsigned i = p.arg.getArgNumber();
+    func.setArgAttrs(i, withShardAttrs(func.getArgAttrDict(i), p.whole));
   }
   func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                  func.getResultTypes()));

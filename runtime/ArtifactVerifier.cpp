@@ -775,6 +775,21 @@ Status checkSchedule(const schema::Artifact &artifact,
         return invalidArgument(where, ": CollectiveCall entry has no operation");
       KILN_RETURN_IF_ERROR(
           checkCollective(artifact, infos, where, *step.op_as_CollectiveCall()));
+      if (const schema::CollectiveCall &c = *step.op_as_CollectiveCall(); c.overlap()) {
+        // Overlapped: an all-reduce or all-gather, finished before a later
+        // entry of this program (or its end).
+        if (c.kind() != schema::CollectiveKind_AllReduce &&
+            c.kind() != schema::CollectiveKind_AllGather)
+          return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(c.kind()),
+                                 " CollectiveCall cannot overlap (only AllReduce "
+                                 "and AllGather)");
+        if (c.overlap_until() != -1 &&
+            (c.overlap_until() <= int64_t(i) ||
+             c.overlap_until() >= int64_t(program.schedule()->size())))
+          return invalidArgument(where, ": CollectiveCall overlaps until entry ",
+                                 c.overlap_until(), ", not a later entry of '", name,
+                                 "' (", program.schedule()->size(), " entries)");
+      }
       break;
     default:
       return invalidArgument(where, ": unknown operation type ",

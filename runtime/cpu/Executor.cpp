@@ -61,7 +61,10 @@ Executor::Call Executor::resolve(const Artifact &artifact,
   if (const schema::CollectiveCall *cc = step.op_as_CollectiveCall()) {
     Collective &c = call.collective.emplace();
     c.kind = cc->kind();
-    c.overlap = cc->overlap() && c.kind == schema::CollectiveKind_AllReduce;
+    c.overlap = cc->overlap() && (c.kind == schema::CollectiveKind_AllReduce ||
+                                  c.kind == schema::CollectiveKind_AllGather);
+    if (cc->overlap_until() >= 0)
+      c.until = static_cast<size_t>(cc->overlap_until());
     c.reduction = cc->reduction() == schema::Reduction_Mean ? Reduction::kMean
                                                             : Reduction::kSum;
     if (c.kind != schema::CollectiveKind_AllReduce) {
@@ -211,21 +214,36 @@ Status Executor::run(ProgramKind kind) {
   nvtx::ScopedRange range(program.name);
   TraceRecorder *trace = trace_ && trace_->active() ? trace_ : nullptr;
   if (!profiling_ && !trace) {
-    // An overlapped all-reduce runs on the communication thread while the
-    // entries after it (none touches its buffers) run here; all are done
-    // by the program's end, on every path.
+    // An overlapped collective runs on the communication thread while the
+    // entries after it run here, up to the first that touches its buffers
+    // (which waits), or the program's end. A collective run here waits
+    // for the thread first: the ranks meet in the schedule's order, and
+    // the library is called from one thread at a time.
     Status status = okStatus();
+    bool pending = false;
+    size_t waitAt = SIZE_MAX;
     for (size_t i = 0; i < program.calls.size() && status.ok(); ++i) {
-      nvtx::ScopedRange entry(program.rangeNames[i]);
       const Call &c = program.calls[i];
+      if (pending && (i >= waitAt || (c.collective && !c.collective->overlap))) {
+        status = commThread_->finish();
+        pending = false;
+        waitAt = SIZE_MAX;
+        if (!status.ok())
+          break;
+      }
+      nvtx::ScopedRange entry(program.rangeNames[i]);
       if (commThread_ && c.collective && c.collective->overlap) {
-        const Collective *collectiveCall = &*c.collective;
-        commThread_->submit([this, collectiveCall] { return collective(*collectiveCall); });
+        if (!c.collective->joined) {
+          const Collective *collectiveCall = &*c.collective;
+          commThread_->submit([this, collectiveCall] { return collective(*collectiveCall); });
+          pending = true;
+          waitAt = std::min(waitAt, c.collective->until);
+        }
         continue;
       }
       status = call(c);
     }
-    Status communicated = commThread_ ? commThread_->finish() : okStatus();
+    Status communicated = pending ? commThread_->finish() : okStatus();
     KILN_RETURN_IF_ERROR(status);
     return communicated;
   }
@@ -265,6 +283,7 @@ void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
   for (Call &call : calls) {
     Collective *c = call.collective ? &*call.collective : nullptr;
     bool joins = c && lead && c->kind == lead->kind && c->reduction == lead->reduction &&
+                 c->overlap == lead->overlap &&
                  (c->kind == schema::CollectiveKind_ReduceScatter ||
                   c->kind == schema::CollectiveKind_AllGather);
     // Not when it reads what an earlier part of the run writes.
@@ -286,6 +305,7 @@ void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
     }
     if (joins) {
       lead->parts.push_back(c->parts.front());
+      lead->until = std::min(lead->until, c->until); // done before any part is read
       c->joined = true;
       continue;
     }

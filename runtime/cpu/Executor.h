@@ -24,6 +24,7 @@
 #include "runtime/metrics/ScheduleProfile.h"
 #include "runtime/metrics/Trace.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -87,6 +88,7 @@ private:
     std::vector<ShardPart> parts;
     bool joined = false;
     bool overlap = false; // CollectiveCall.overlap: may run on commThread_
+    size_t until = SIZE_MAX; // ... finished before this entry (SIZE_MAX: the end)
   };
   // The most floats per rank one packed call moves: its staging (host
   // memory beside the arena) is at most twice this times the ranks.

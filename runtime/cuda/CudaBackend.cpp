@@ -278,7 +278,9 @@ Status CudaBackend::Impl::resolvePrograms() {
         call.collectiveMean = cc->reduction() == schema::Reduction_Mean;
         call.collectiveKind = cc->kind();
         call.overlap = cc->overlap() && options.commOverlap &&
-                       cc->kind() == schema::CollectiveKind_AllReduce;
+                       (cc->kind() == schema::CollectiveKind_AllReduce ||
+                        cc->kind() == schema::CollectiveKind_AllGather);
+        call.overlapUntil = cc->overlap_until();
         if (call.overlap) {
           if (!commStream)
             KILN_RETURN_IF_ERROR(d.check(d.cuStreamCreate(&commStream, CU_STREAM_NON_BLOCKING),

@@ -89,6 +89,7 @@ struct DeviceCall {
   // on commStream after `ready` (recorded on the step's stream) and
   // records `done`, which the step's stream waits for at the program's end.
   bool overlap = false;
+  int64_t overlapUntil = -1; // the entry that waits for it (-1: the end)
   CUevent ready = nullptr, done = nullptr;
 };
 

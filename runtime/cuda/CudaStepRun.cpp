@@ -38,7 +38,23 @@ Status CudaBackend::Impl::launchAll(const DeviceProgram &program) const {
   const CudaDriver &d = *driver;
   std::vector<const DeviceCall *> forked;
   Status status = okStatus();
-  for (const DeviceCall &call : program.calls) {
+  for (size_t i = 0; i < program.calls.size() && status.ok(); ++i) {
+    const DeviceCall &call = program.calls[i];
+    // Join the collectives this entry waits for (it touches their buffers),
+    // and all of them before a collective on the step's stream: NCCL's
+    // kernels of one communicator must not run concurrently on two streams.
+    const bool inPlaceCollective = !call.collective.empty() && !call.overlap;
+    for (auto it = forked.begin(); it != forked.end() && status.ok();) {
+      if (inPlaceCollective || (*it)->overlapUntil == static_cast<int64_t>(i)) {
+        status = d.check(d.cuStreamWaitEvent(stream, (*it)->done, 0), "cuStreamWaitEvent",
+                         " after " + (*it)->where);
+        it = forked.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!status.ok())
+      break;
     if (!call.overlap) {
       status = launch(call);
     } else {
@@ -57,8 +73,6 @@ Status CudaBackend::Impl::launchAll(const DeviceProgram &program) const {
       if (status.ok())
         forked.push_back(&call);
     }
-    if (!status.ok())
-      break;
   }
   // Join on every path: the program ends when its collectives have, and a
   // capture must end with every stream it forked joined back.

@@ -116,3 +116,39 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
     return %2, %4 : tensor<f32>, tensor<32xf32>
   }
 }
+
+// -----
+
+// Tests prefetching one block ahead: parameters are grouped by block (the
+// name up to its last '.'), and a block's gathers go where the block read
+// before it starts, on each side -- Block.1's forward gather before
+// Block.0's first reader, Block.0's backward gather before Block.1's first
+// backward reader (the backward reads the blocks in reverse).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F0:.*]] = kiln.all_gather %arg0 {{.*}}freed before the backward
+// CHECK-NEXT: %[[V0:.*]] = kiln.reshape %[[F0]]
+// CHECK-NEXT: %[[F1:.*]] = kiln.all_gather %arg1 {{.*}}freed before the backward
+// CHECK-NEXT: %[[V1:.*]] = kiln.reshape %[[F1]]
+// CHECK-NEXT: %[[A:.*]] = kiln.mul %[[V0]], %arg2
+// CHECK-NEXT: %[[B:.*]] = kiln.mul %[[V1]], %[[A]]
+// CHECK: %[[G0:.*]] = kiln.all_gather %arg0 {{.*}}gathered again for the backward
+// CHECK-NEXT: %[[W0:.*]] = kiln.reshape %[[G0]]
+// CHECK-NEXT: %[[G1:.*]] = kiln.all_gather %arg1 {{.*}}gathered again for the backward
+// CHECK-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]]
+// CHECK-NEXT: kiln.mul %{{.*}}, %[[W1]]
+// CHECK-NEXT: kiln.mul %{{.*}}, %[[W0]]
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
+  func.func @step(%w0: tensor<4x8xf32> {kiln.role = "param", kiln.name = "Block.0.w"},
+                  %w1: tensor<4x8xf32> {kiln.role = "param", kiln.name = "Block.1.w"},
+                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"},
+          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "Block.0.w"}) {
+    %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
+    %0 = kiln.mul %w0, %x : tensor<4x8xf32>
+    %1 = kiln.mul %w1, %0 : tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %3 = kiln.mul %seed, %w1 : tensor<4x8xf32>
+    %4 = kiln.mul %3, %w0 : tensor<4x8xf32>
+    return %2, %4 : tensor<f32>, tensor<4x8xf32>
+  }
+}

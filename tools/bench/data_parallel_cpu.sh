@@ -2,7 +2,8 @@
 # Data parallelism on the CPU (issue 16): one process of batch B*N against
 # `mpirun -np N` processes of batch B (the same global batch, the same
 # windows), against the same N ranks started as torchrun starts them (over
-# Gloo), and against ZeRO-1 and ZeRO-2 under mpirun, on this machine's
+# Gloo), with 1 MiB buckets overlapped with the backward or not, and
+# against ZeRO-1, ZeRO-2 and ZeRO-3 under mpirun, on this machine's
 # cores. Prints each artifact's per-rank memory plan (the gradients and
 # optimizer state rows) and kiln-run's summaries: tokens/s of the global
 # batch, and the bytes each rank hands to the collectives per step (for
@@ -49,6 +50,16 @@ test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/warm" "$KILN_RUN" "$out/
 test/e2e/Inputs/launch_ranks.sh torchrun "$ranks" "$out/gloo" "$KILN_RUN" "$out/dp.kart" --data $data \
   --steps "$steps" --quiet
 cat "$out/gloo.0"
+# Overlap: 1 MiB buckets, each all-reduced on the communication thread
+# beside the rest of the backward, against the same buckets in place.
+"$KILNC" "$model" -D batch="$batch" -D seq="$seq" -D "mesh=[data = $ranks]" --bucket-mib=1 "$@" \
+  -o "$out/buckets.kart" > "$out/buckets.txt"
+grep -E "^data parallel" "$out/buckets.txt"
+for flag in "" --no-comm-overlap; do
+  echo "-- mpirun -np $ranks, 1 MiB buckets${flag:+, $flag}, OMP_NUM_THREADS=$per_rank"
+  # shellcheck disable=SC2086  # the flag, or nothing
+  OMP_NUM_THREADS=$per_rank mpirun -np "$ranks" "$KILN_RUN" "$out/buckets.kart" --data $data --steps "$steps" --quiet $flag
+done
 # ZeRO-1 (optimizer state sharded), ZeRO-2 (gradients too) and ZeRO-3
 # (parameters too), mpirun.
 unset OMP_NUM_THREADS
