@@ -229,8 +229,8 @@ Status TrainingRun::start() {
       options_.quiet = true;
       options_.metricsPath.clear();
       options_.tensorboardDir.clear();
-      options_.saveInitPath.clear();
-      options_.saveGradsPath.clear();
+      // --save-init and --save-grads stay: every rank gathers ZeRO's
+      // slices for them, rank 0 alone writes.
       options_.saveBatchesPath.clear();
       options_.profile = false;
       options_.tracePath.clear();
@@ -334,7 +334,8 @@ Status TrainingRun::start() {
       KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(p));
       tensors.push_back(std::move(view));
     }
-    Status written = writeSafetensors(options_.saveInitPath, tensors);
+    Status written =
+        env_.rank == 0 ? writeSafetensors(options_.saveInitPath, tensors) : okStatus();
     session_->releaseShards();
     KILN_RETURN_IF_ERROR(written);
   }
@@ -481,7 +482,8 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       tensors.push_back({"input:targets", TensorDType::kI32, {rows, nMax},
                          tspBatch_.targets.data()});
     }
-    Status written = writeSafetensors(options_.saveGradsPath, tensors);
+    Status written =
+        env_.rank == 0 ? writeSafetensors(options_.saveGradsPath, tensors) : okStatus();
     session_->releaseShards();
     KILN_RETURN_IF_ERROR(written);
   }
