@@ -92,10 +92,11 @@ Status matchInputs(const Artifact &artifact,
 }
 
 // --data tsp:N_MIN-N_MAX: the inputs are coords, lengths and targets; n_max
-// is read from coords (dimension 1) and must hold N_MAX cities.
+// is read from coords (dimension 1) and must hold N_MAX cities. Rank
+// `shard` of a data-parallel run generates its rows of each global batch.
 StatusOr<TrainingData> openTspData(const Artifact &artifact,
                                    const RunOptions &options,
-                                   data::DataPosition start) {
+                                   data::DataPosition start, data::Shard shard) {
   const std::string source = "--data " + options.dataPath;
   KILN_ASSIGN_OR_RETURN(data::TspSizeRange sizes,
                         data::parseTspSpec(options.dataPath));
@@ -127,7 +128,7 @@ StatusOr<TrainingData> openTspData(const Artifact &artifact,
                            " draws up to ", sizes.maxCities);
   KILN_ASSIGN_OR_RETURN(
       data::TspSampler sampler,
-      data::TspSampler::create(sizes, batch, nMax, options.seed, start));
+      data::TspSampler::create(sizes, batch, nMax, options.seed, start, shard));
   TrainingData result;
   result.description = sampler.describe();
   result.tsp.emplace(std::move(sampler));
@@ -151,13 +152,8 @@ StatusOr<TrainingData> openTrainingData(const Artifact &artifact,
     return invalidArgument(artifact.name(), ": the model reads inputs (",
                            names, "), so --data SPEC is required");
   }
-  if (data::isTspSpec(options.dataPath)) {
-    if (shard.count > 1)
-      return invalidArgument("--data ", options.dataPath, ": generated TSP "
-                             "batches are not split between data-parallel "
-                             "ranks yet; train a TSP model on one process");
-    return openTspData(artifact, options, start);
-  }
+  if (data::isTspSpec(options.dataPath))
+    return openTspData(artifact, options, start, shard);
   // Token data writes [batch, seq] tokens and targets: a model with other
   // inputs (a TSP model given a text file) is refused before it is misfed.
   const std::vector<int64_t> tokenShape = {artifact.batch(), artifact.seq()};

@@ -54,7 +54,7 @@ StatusOr<TspSizeRange> parseTspSpec(std::string_view spec) {
 
 StatusOr<TspSampler> TspSampler::create(TspSizeRange sizes, int64_t batch,
                                         int64_t nMax, uint64_t seed,
-                                        DataPosition start) {
+                                        DataPosition start, Shard shard) {
   if (batch <= 0)
     return invalidArgument("batch size must be positive, got ", batch);
   if (nMax < sizes.maxCities)
@@ -65,7 +65,10 @@ StatusOr<TspSampler> TspSampler::create(TspSizeRange sizes, int64_t batch,
         "data position {epoch ", start.epoch, ", index ", start.index,
         "} has an epoch, which generated TSP data never does: the checkpoint "
         "was saved by a run on other data");
-  return TspSampler(sizes, batch, nMax, seed, start);
+  if (shard.count < 1 || shard.rank < 0 || shard.rank >= shard.count)
+    return invalidArgument("rank ", shard.rank, " of ", shard.count,
+                           " is not a data-parallel shard");
+  return TspSampler(sizes, batch, nMax, seed, start, shard);
 }
 
 void TspSampler::fillSample(uint64_t index, int64_t row, float *coords,
@@ -91,10 +94,12 @@ void TspSampler::fill(TspBatch &batch) {
   batch.coords.resize(batch_ * nMax_ * 2);
   batch.lengths.resize(batch_);
   batch.targets.resize(batch_ * nMax_);
+  // This rank's rows of the global batch.
+  const uint64_t first = position_.index + static_cast<uint64_t>(shard_.rank * batch_);
   for (int64_t row = 0; row < batch_; ++row)
-    fillSample(position_.index + row, row, batch.coords.data(),
-               batch.lengths.data(), batch.targets.data());
-  position_.index += batch_;
+    fillSample(first + row, row, batch.coords.data(), batch.lengths.data(),
+               batch.targets.data());
+  position_.index += static_cast<uint64_t>(batch_ * shard_.count);
 }
 
 std::string TspSampler::describe() const {

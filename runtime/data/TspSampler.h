@@ -5,6 +5,9 @@
 // with its reference tour (TspTours.h). A batch is the next `batch` samples;
 // the position is {epoch 0, index k} (k samples read), so a checkpoint's
 // data position resumes the stream exactly and nothing else is stored.
+// Data-parallel rank r of N reads rows [r * batch, (r + 1) * batch) of each
+// global batch of N * batch samples (the position counts global samples),
+// so N ranks read exactly what one process of batch N * batch reads.
 //
 // A batch fills three inputs, matched by name against the artifact's Input
 // buffers (TrainingData.cpp checks names, shapes and dtypes):
@@ -23,6 +26,7 @@
 #define KILN_RUNTIME_DATA_TSPSAMPLER_H
 
 #include "runtime/Status.h"
+#include "runtime/data/BatchSampler.h"
 #include "runtime/data/DataPosition.h"
 
 #include <cstdint>
@@ -66,7 +70,7 @@ public:
   // epoch (token data positions have one; a TSP stream never does).
   static StatusOr<TspSampler> create(TspSizeRange sizes, int64_t batch,
                                      int64_t nMax, uint64_t seed,
-                                     DataPosition start = {});
+                                     DataPosition start = {}, Shard shard = {});
 
   // Fills the next batch (resizing the vectors) and advances the position.
   void fill(TspBatch &batch);
@@ -87,15 +91,16 @@ public:
 
 private:
   TspSampler(TspSizeRange sizes, int64_t batch, int64_t nMax, uint64_t seed,
-             DataPosition start)
+             DataPosition start, Shard shard)
       : sizes_(sizes), batch_(batch), nMax_(nMax), seed_(seed),
-        position_(start) {}
+        position_(start), shard_(shard) {}
 
   TspSizeRange sizes_;
   int64_t batch_ = 0;
   int64_t nMax_ = 0;
   uint64_t seed_ = 0;
   DataPosition position_;
+  Shard shard_;
 };
 
 } // namespace kiln::rt::data
