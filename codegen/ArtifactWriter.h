@@ -42,6 +42,10 @@ namespace kiln {
 // sites), or "" when the location carries none.
 std::string locationString(mlir::Location loc);
 
+// Roles a program writes in place into the argument of the same role and
+// name: parameters and optimizer state.
+bool isInPlaceRole(llvm::StringRef role);
+
 class ArtifactWriter {
 public:
   explicit ArtifactWriter(mlir::ModuleOp module,

@@ -114,6 +114,15 @@ ZeroSharding::shardType(RankedTensorType full) const {
   return RankedTensorType::get({elements / ranks}, full.getElementType());
 }
 
+llvm::StringMap<unsigned> getGradResultsByName(func::FuncOp func) {
+  llvm::StringMap<unsigned> byName;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (getResultRole(func, i) == role::kGrad)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName))
+        byName[name.getValue()] = i;
+  return byName;
+}
+
 DictionaryAttr withShardAttrs(DictionaryAttr attrs, RankedTensorType whole) {
   Builder b(whole.getContext());
   NamedAttrList list(attrs);

@@ -33,6 +33,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
@@ -109,6 +110,9 @@ llvm::StringRef getArgumentRole(func::FuncOp func, unsigned index);
 /// The index of the (first) result with kiln.role = `role`, if any.
 std::optional<unsigned> findResultWithRole(func::FuncOp func,
                                            llvm::StringRef role);
+
+/// The index of each kiln.role = "grad" result of `func`, by its kiln.name.
+llvm::StringMap<unsigned> getGradResultsByName(func::FuncOp func);
 
 /// {kiln.role = role, kiln.name = name}.
 DictionaryAttr roleAndName(Builder &b, llvm::StringRef role,

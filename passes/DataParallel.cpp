@@ -148,11 +148,7 @@ struct KilnDataParallelPass
                                     ArrayRef<SmallVector<Value>> buckets,
                                     int64_t ranks) {
     auto ret = cast<func::ReturnOp>(step.front().getTerminator());
-    llvm::StringMap<unsigned> gradResult;
-    for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
-      if (getResultRole(step, i) == role::kGrad)
-        if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
-          gradResult[name.getValue()] = i;
+    llvm::StringMap<unsigned> gradResult = getGradResultsByName(step);
     SmallVector<SmallVector<unsigned>> results;
     for (const SmallVector<Value> &bucket : buckets) {
       results.emplace_back();
@@ -211,11 +207,7 @@ struct KilnDataParallelPass
              << steps.size();
     func::FuncOp step = steps.front();
     auto ret = cast<func::ReturnOp>(step.front().getTerminator());
-    llvm::StringMap<unsigned> gradResult;
-    for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
-      if (getResultRole(step, i) == role::kGrad)
-        if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
-          gradResult[name.getValue()] = i;
+    llvm::StringMap<unsigned> gradResult = getGradResultsByName(step);
     // The reduce-scatters go together before the first accumulator update
     // (or the return): consecutive, the runtime may issue them as one.
     Operation *anchor = ret;

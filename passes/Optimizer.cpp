@@ -190,13 +190,7 @@ FloatAttr decayOf(Builder &b, StringRef kind, const OptimizerConfig &config) {
 /// Steps 2-3: the params of `step` with their grad results and decay.
 FailureOr<SmallVector<ParamAndGrad>>
 pairParamsWithGrads(func::FuncOp step, const OptimizerConfig &config) {
-  llvm::StringMap<unsigned> gradByName;
-  for (unsigned i = 0, e = step.getNumResults(); i < e; ++i) {
-    if (getResultRole(step, i) != role::kGrad)
-      continue;
-    if (auto name = step.getResultAttrOfType<StringAttr>(i, kNameAttrName))
-      gradByName[name.getValue()] = i;
-  }
+  llvm::StringMap<unsigned> gradByName = getGradResultsByName(step);
   if (gradByName.empty())
     return step.emitOpError("has no kiln.role = \"grad\" results; "
                             "--kiln-optimizer must run after --kiln-autodiff");
