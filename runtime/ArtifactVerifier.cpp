@@ -19,13 +19,16 @@
 //      dtype, elements), and every GEMM's operands large enough for
 //      m/n/k/batch/strides, its epilogue's bias / aux buffers present
 //      exactly when used, F32, of the sizes m and n imply, apart from C;
-//      a KernelCall's cudnn_attention (CudnnAttentionCheck.cpp).
+//      a KernelCall's cudnn_attention (CudnnAttentionCheck.cpp); a
+//      CollectiveCall's axis, kind and buffers, and ZeRO shards
+//      (CollectiveCheck.cpp).
 // Messages name the offending entry and, for schedule entries, the model-file
 // location the entry came from.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Artifact.h"
+#include "runtime/CollectiveCheck.h"
 #include "runtime/CudnnAttentionCheck.h"
 #include "runtime/MemoryPlanCheck.h"
 #include "runtime/PaddedLayout.h"
@@ -79,14 +82,6 @@ bool isScalarRole(schema::BufferRole role) {
   default:
     return false;
   }
-}
-
-// Roles with one buffer per parameter, named and sized like it.
-bool isPerParameterRole(schema::BufferRole role) {
-  return role == schema::BufferRole_Gradient ||
-         role == schema::BufferRole_AdamM ||
-         role == schema::BufferRole_AdamV ||
-         role == schema::BufferRole_Momentum;
 }
 
 // Roles of which an artifact has at most one buffer (Loss: exactly one).
@@ -296,65 +291,6 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
                              "--data tsp)");
     }
   }
-  return okStatus();
-}
-
-// The ranks along mesh axis `axis`, which must span every rank of the run
-// (the runtime's communicator joins them all): an axis of Artifact.mesh
-// whose size is the product of all its axes'.
-StatusOr<int64_t> worldAxisRanks(const schema::Artifact &artifact,
-                                 const std::string &axis, const std::string &what) {
-  int64_t ranks = 0, world = 1;
-  if (artifact.mesh())
-    for (const schema::MeshAxis *a : *artifact.mesh()) {
-      if (a->name() && a->name()->str() == axis)
-        ranks = a->size();
-      world *= std::max<int64_t>(a->size(), 1);
-    }
-  if (ranks < 1)
-    return invalidArgument(what, " over mesh axis '", axis,
-                           "', which Artifact.mesh does not have");
-  if (ranks != world)
-    return invalidArgument(what, " over mesh axis '", axis, "' of ", ranks,
-                           " ranks, but the run has ", world,
-                           ": collectives over part of the mesh are not supported");
-  return ranks;
-}
-
-// A ZeRO shard (shard_axis): a parameter, gradient or optimizer state of
-// f32, over an axis of Artifact.mesh, holding one slice per rank of its
-// whole_shape.
-Status checkShard(const schema::Artifact &artifact, uint32_t index,
-                  const BufferInfo &info) {
-  const schema::Buffer &buffer = *artifact.buffers()->Get(index);
-  if (!isShard(buffer))
-    return okStatus();
-  std::string describe = detail::concat("buffer ", index, " ('", bufferName(buffer), "')");
-  if (buffer.role() != schema::BufferRole_Parameter && !isPerParameterRole(buffer.role()))
-    return invalidArgument(describe, " is a ", schema::EnumNameBufferRole(buffer.role()),
-                           " with a shard_axis: only parameters, gradients and "
-                           "optimizer state are sharded");
-  if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
-    return invalidArgument(describe, " has a shard_axis but is not an f32 buffer "
-                           "with storage of its own");
-  KILN_ASSIGN_OR_RETURN(int64_t ranks,
-                        worldAxisRanks(artifact, buffer.shard_axis()->str(),
-                                       describe + " is sharded"));
-  if (!buffer.whole_shape())
-    return invalidArgument(describe, " has a shard_axis but no whole_shape");
-  std::vector<int64_t> whole = wholeShape(buffer);
-  int64_t elements = 1;
-  for (int64_t d : whole) {
-    if (d < 1 || d > (int64_t(1) << 40) / elements)
-      return invalidArgument(describe, " has whole_shape ", formatShape(whole),
-                             ": not a shape of at most 2^40 elements");
-    elements *= d;
-  }
-  if (elements != info.elements * ranks)
-    return invalidArgument(describe, " holds ", info.elements,
-                           " elements per rank, but its whole_shape ",
-                           formatShape(whole), " over ", ranks,
-                           " ranks needs ", elements / ranks);
   return okStatus();
 }
 
@@ -655,60 +591,6 @@ Status checkGemm(const schema::Artifact &artifact,
     return invalidArgument(where, ": GemmCall accumulates into C, which needs "
                                   "an F32 C and no epilogue");
   return checkGemmEpilogue(artifact, infos, where, gemm);
-}
-
-// A collective: an axis of Artifact.mesh, a known kind and reduction, and
-// F32 buffers in range, each once; an all-reduce reduces them in place, the
-// other kinds go from buffers[0] to buffers[1], one of them R times (the
-// axis' ranks) the other.
-Status checkCollective(const schema::Artifact &artifact,
-                       const std::vector<BufferInfo> &infos,
-                       const std::string &where,
-                       const schema::CollectiveCall &call) {
-  std::string axis = call.axis() ? call.axis()->str() : "";
-  KILN_ASSIGN_OR_RETURN(int64_t ranks,
-                        worldAxisRanks(artifact, axis, where + ": CollectiveCall"));
-  if (call.kind() < schema::CollectiveKind_MIN ||
-      call.kind() > schema::CollectiveKind_MAX)
-    return invalidArgument(where, ": CollectiveCall has unknown kind ",
-                           int(call.kind()));
-  if (call.reduction() != schema::Reduction_Sum &&
-      call.reduction() != schema::Reduction_Mean)
-    return invalidArgument(where, ": CollectiveCall has unknown reduction ",
-                           int(call.reduction()));
-  if (!call.buffers() || call.buffers()->size() == 0)
-    return invalidArgument(where, ": CollectiveCall has no buffers");
-  std::set<uint32_t> seen;
-  for (uint32_t b : *call.buffers()) {
-    if (b >= infos.size())
-      return invalidArgument(where, ": CollectiveCall buffer ", b,
-                             " is out of range (", infos.size(), " buffers)");
-    if (artifact.buffers()->Get(b)->dtype() != schema::DType_F32)
-      return invalidArgument(where, ": CollectiveCall buffer ", b,
-                             " is not F32");
-    if (!seen.insert(b).second)
-      return invalidArgument(where, ": CollectiveCall lists buffer ", b,
-                             " twice");
-  }
-  if (call.kind() == schema::CollectiveKind_AllReduce)
-    return okStatus();
-  if (call.buffers()->size() != 2)
-    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
-                           " CollectiveCall needs 2 buffers (in, out), has ",
-                           call.buffers()->size());
-  if (infos[call.buffers()->Get(0)].storage == infos[call.buffers()->Get(1)].storage)
-    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
-                           " CollectiveCall reads and writes the same storage");
-  int64_t in = infos[call.buffers()->Get(0)].elements,
-          out = infos[call.buffers()->Get(1)].elements;
-  bool gathers = call.kind() == schema::CollectiveKind_AllGather;
-  if ((gathers ? in * ranks : out * ranks) != (gathers ? out : in))
-    return invalidArgument(where, ": ", schema::EnumNameCollectiveKind(call.kind()),
-                           " CollectiveCall from ", in, " to ", out,
-                           " elements over ", ranks, " ranks: the ",
-                           gathers ? "output" : "input",
-                           " must hold one slice per rank");
-  return okStatus();
 }
 
 Status checkSchedule(const schema::Artifact &artifact,
