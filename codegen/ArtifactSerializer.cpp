@@ -199,7 +199,7 @@ FailureOr<std::string> ArtifactWriter::serialize() {
                                                  b.weightDecay,
                                                  memory.offsets[i],
                                                  logicalShape, shardAxis,
-                                                 wholeShape));
+                                                 wholeShape, b.shardDim));
   }
 
   std::vector<flatbuffers::Offset<schema::Program>> programOffsets;

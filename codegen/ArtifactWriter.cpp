@@ -298,6 +298,8 @@ void ArtifactWriter::markShard(PlannedBuffer &buffer, DictionaryAttr attrs) {
     return;
   buffer.shardAxis = axis.str();
   buffer.wholeShape.assign(whole.asArrayRef().begin(), whole.asArrayRef().end());
+  if (auto dim = attrs.getAs<IntegerAttr>(k::kShardDimAttrName))
+    buffer.shardDim = dim.getInt();
 }
 
 LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {

@@ -84,6 +84,7 @@ private:
     std::vector<int64_t> logicalShape; // the true shape when pad-dims padded it
     std::string shardAxis; // a ZeRO shard over this mesh axis (kiln.shard_axis)
     std::vector<int64_t> wholeShape; // and the whole tensor's shape
+    int64_t shardDim = -1; // tensor parallelism: the split dim (kiln.shard_dim)
   };
   struct PlannedGemm {
     uint32_t a, b, c;

@@ -90,6 +90,15 @@ struct ConfigDecl {
   ExprPtr value;
 };
 
+/// `shard [_, model]`: per dimension, the mesh axis that splits it (`_`:
+/// not split). On a param or an input declaration; `shard(x, [...])`
+/// annotates an intermediate value with the same list.
+struct ShardingSpec {
+  SourceLoc loc; // the '['
+  std::vector<std::string> dims; // axis names, "_" for an unsplit dim
+  std::vector<SourceLoc> dimLocs;
+};
+
 struct ParamDecl {
   std::string name;
   SourceLoc loc;
@@ -97,6 +106,7 @@ struct ParamDecl {
   std::string init; // "zeros" | "ones" | "normal"
   SourceLoc initLoc;
   ExprPtr stddev; // only for normal(STD)
+  std::optional<ShardingSpec> sharding;
 };
 
 struct InputDecl {
@@ -105,6 +115,7 @@ struct InputDecl {
   ShapeSpec shape;
   std::string dtype; // "i32" (default) or "f32"
   SourceLoc dtypeLoc;
+  std::optional<ShardingSpec> sharding;
 };
 
 /// `name = expr`, `a, b, c = split(...)`, `metric name = expr` or

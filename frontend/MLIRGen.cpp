@@ -174,6 +174,10 @@ Value MLIRGen::emitNode(const Node &n, Location l) {
     return b_.create<kd::SelectOp>(l, operand(0), operand(1), operand(2));
   case NodeKind::ToFloat:
     return b_.create<kd::ConvertOp>(l, tensorType(n.type), operand(0));
+  case NodeKind::ShardingConstraint:
+    return b_.create<kd::ShardingConstraintOp>(
+        l, operand(0), b_.getStrArrayAttr(SmallVector<StringRef>(
+                           n.sharding.begin(), n.sharding.end())));
   }
   return Value();
 }
@@ -187,16 +191,26 @@ void MLIRGen::setFunctionAttributes(func::FuncOp func) {
   auto init = b_.getStringAttr(kd::kInitAttrName);
   SmallVector<DictionaryAttr> argAttrs;
   argAttrs.reserve(graph_.params.size() + graph_.inputs.size());
+  // `shard [...]` of the declaration, when it has one.
+  auto withSharding = [&](SmallVector<NamedAttribute> attrs,
+                          const std::vector<std::string> &sharding) {
+    if (!kd::isReplicated(sharding))
+      attrs.push_back(b_.getNamedAttr(kd::kShardingAttrName,
+                                      kd::shardingAttr(&ctx_, sharding)));
+    return b_.getDictionaryAttr(attrs);
+  };
   for (const ParamInfo &p : graph_.params)
-    argAttrs.push_back(b_.getDictionaryAttr(
+    argAttrs.push_back(withSharding(
         {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kParam)),
          b_.getNamedAttr(name, b_.getStringAttr(p.name)),
          b_.getNamedAttr(init,
-                         kd::InitializerAttr::get(&ctx_, p.init, p.stddev))}));
+                         kd::InitializerAttr::get(&ctx_, p.init, p.stddev))},
+        p.sharding));
   for (const InputInfo &in : graph_.inputs)
-    argAttrs.push_back(b_.getDictionaryAttr(
+    argAttrs.push_back(withSharding(
         {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kInput)),
-         b_.getNamedAttr(name, b_.getStringAttr(in.name))}));
+         b_.getNamedAttr(name, b_.getStringAttr(in.name))},
+        in.sharding));
   if (dropoutRng_)
     argAttrs.push_back(
         kd::roleAndName(b_, kd::role::kDropoutRng, kd::role::kDropoutRng));
@@ -242,9 +256,14 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
   // The ranks the step runs on (KilnCollectiveOps.td); absent: one.
   if (!t.mesh.empty()) {
     NamedAttrList mesh;
+    // A tensor axis of one rank splits nothing (Sema dropped it from the
+    // annotations): leave it out. A data axis of one rank stays -- its
+    // degenerate all-reduces are the single-rank check of data parallelism.
     for (const auto &[axis, size] : t.mesh)
-      mesh.append(axis, b_.getI64IntegerAttr(size));
-    module->setAttr(kd::kMeshAttrName, mesh.getDictionary(&ctx_));
+      if (size > 1 || axis == kd::kDataAxisName)
+        mesh.append(axis, b_.getI64IntegerAttr(size));
+    if (!mesh.empty())
+      module->setAttr(kd::kMeshAttrName, mesh.getDictionary(&ctx_));
   }
   // The recompute the model file sets per block instance (the remat phase).
   if (!graph_.rematOverrides.empty()) {

@@ -6,9 +6,11 @@
 //   file      ::= 'model' IDENT item*
 //   item      ::= config | param | input | block | train | stmt | metric
 //   config    ::= 'config' IDENT '=' expr
-//   param     ::= 'param' IDENT shape '=' init
+//   param     ::= 'param' IDENT shape '=' init [sharding]
 //   init      ::= 'zeros' | 'ones' | 'normal' '(' expr ')'
-//   input     ::= 'input' IDENT shape [':' DTYPE]       DTYPE ::= 'i32' | 'f32'
+//   input     ::= 'input' IDENT shape [':' DTYPE] [sharding]
+//                                                      DTYPE ::= 'i32' | 'f32'
+//   sharding  ::= 'shard' '[' AXIS (',' AXIS)* ']'    AXIS: a mesh axis or '_'
 //   shape     ::= '[' expr (',' expr)* ']'
 //   block     ::= 'block' IDENT '(' [arg (',' arg)*] ')'
 //                 '{' (param | stmt | metric)* '}'
@@ -22,7 +24,8 @@
 //   kwarg     ::= IDENT '=' expr          beta1, momentum, nesterov = true, ...
 //
 //               | 'mesh' '=' mesh
-//   mesh      ::= '[' IDENT '=' expr (',' IDENT '=' expr)* ']'  [data = 8]
+//   mesh      ::= '[' IDENT '=' expr (',' IDENT '=' expr)* ']'
+//                                               [data = 8], [data = 4, model = 2]
 // `-D optimizer=TEXT` parses TEXT with the `optimizer` rule (see
 // parseOptimizerOverride), `-D mesh=TEXT` with the `mesh` rule.
 //
@@ -42,7 +45,9 @@
 // Builtin functions (layer_norm, rms_norm, rope, gelu, softmax, causal_mask, transpose,
 // reshape, iota, sum, mean, rms, cross_entropy, ..., and the unary math of
 // frontend/UnaryMath.h: exp, log, tanh, sqrt, sigmoid, silu, relu, sin, cos,
-// square) and block calls share the call syntax; Sema tells them apart.
+// square, and shard(x, [AXIS, ...]), the sharding annotation of a value) and
+// block calls share the call syntax; Sema tells them apart. `shard` is
+// reserved: no statement may name a value so.
 //
 //===----------------------------------------------------------------------===//
 
@@ -196,13 +201,45 @@ bool Parser::parseParam(ParamDecl &p) {
     if (!expect(TokenKind::LParen, "'(' after 'normal'"))
       return false;
     p.stddev = parseExpr();
-    return p.stddev && expect(TokenKind::RParen, "')' after the standard "
-                                                 "deviation");
-  }
-  if (p.init != "zeros" && p.init != "ones")
+    if (!p.stddev || !expect(TokenKind::RParen, "')' after the standard "
+                                                "deviation"))
+      return false;
+  } else if (p.init != "zeros" && p.init != "ones") {
     return fail(p.initLoc, "unknown initializer '" + p.init +
                                "'; expected zeros, ones or normal(std)");
-  return true;
+  }
+  return parseShardingSpec(p.sharding);
+}
+
+bool Parser::expectAxisName(std::string &name, SourceLoc &loc) {
+  if (tok_.is(TokenKind::KwModel)) { // `model` opens the file only
+    name = "model";
+    loc = tok_.loc;
+    consume();
+    return true;
+  }
+  return expectIdentifier("a mesh axis name (or '_' for an unsplit "
+                          "dimension)",
+                          name, loc);
+}
+
+bool Parser::parseShardingSpec(std::optional<ShardingSpec> &spec) {
+  if (!isKeyword("shard"))
+    return true;
+  consume();
+  spec.emplace();
+  spec->loc = tok_.loc;
+  if (!expect(TokenKind::LBracket,
+              "'[' after 'shard' (e.g. shard [_, model]; 'shard' is reserved "
+              "for sharding annotations, so no value may be named so)"))
+    return false;
+  do {
+    spec->dims.emplace_back();
+    spec->dimLocs.emplace_back();
+    if (!expectAxisName(spec->dims.back(), spec->dimLocs.back()))
+      return false;
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RBracket, "']' to end the sharding");
 }
 
 bool Parser::parseInput(ModuleAST &m) {
@@ -219,6 +256,8 @@ bool Parser::parseInput(ModuleAST &m) {
   if (in.dtype != "i32" && in.dtype != "f32")
     return fail(in.dtypeLoc, "unsupported element type '" + in.dtype +
                                  "'; expected i32 or f32");
+  if (!parseShardingSpec(in.sharding))
+    return false;
   m.inputs.push_back(std::move(in));
   return true;
 }
@@ -292,6 +331,10 @@ bool Parser::parseStmt(std::vector<Stmt> &out) {
         !expect(TokenKind::Equal, "'=' after the metric name"))
       return false;
   } else {
+    if (isKeyword("shard"))
+      return fail(tok_.loc, "'shard' is reserved for sharding annotations "
+                            "(shard [_, model] after a param, shard(x, [...]) "
+                            "in an expression); name the value otherwise");
     s.name = tok_.text;
     consume();
     while (consumeIf(TokenKind::Comma)) {
@@ -351,7 +394,11 @@ bool Parser::parseMeshSpec(MeshSpec &spec) {
     return false;
   do {
     Setting axis;
-    if (!parseSetting(axis))
+    if (!expectAxisName(axis.key, axis.loc) ||
+        !expect(TokenKind::Equal, "'=' after '" + axis.key + "'"))
+      return false;
+    axis.value = parseExpr();
+    if (!axis.value)
       return false;
     spec.axes.push_back(std::move(axis));
   } while (consumeIf(TokenKind::Comma));
@@ -654,6 +701,14 @@ ExprPtr Parser::parsePrimary() {
     if (!parseCallArguments(*e))
       return nullptr;
     return checkDepth(std::move(e));
+  }
+  case TokenKind::KwModel: {
+    // `model` opens the file; elsewhere it is a name like any other (the
+    // usual tensor-parallel mesh axis: shard(x, [_, model])).
+    consume();
+    auto e = std::make_unique<Expr>(Expr::Kind::Name, loc);
+    e->name = "model";
+    return e;
   }
   case TokenKind::LParen: {
     consume();

@@ -60,6 +60,11 @@ private:
   bool parseShape(ShapeSpec &shape);
   bool parseSetting(Setting &s);
   bool parseMeshSpec(MeshSpec &spec);
+  /// A mesh axis name: an identifier, or `model` (a keyword only where
+  /// the file starts).
+  bool expectAxisName(std::string &name, SourceLoc &loc);
+  /// `shard [AXIS | '_', ...]` after a param or input declaration.
+  bool parseShardingSpec(std::optional<ShardingSpec> &spec);
   bool parseOptimizerSpec(OptimizerSpec &spec);
 
   // Expressions, lowest precedence first.

@@ -180,6 +180,10 @@ std::optional<int> Sema::createParam(const ParamDecl &decl,
     }
     info.stddev = std->value == 0 ? 0.0 : std->value; // -0 prints as 0
   }
+  if (decl.sharding &&
+      !evaluateSharding(*decl.sharding, info.type.shape,
+                        "parameter '" + decl.name + "'", info.sharding))
+    return std::nullopt;
   graph_.params.push_back(std::move(info));
   // Top-level parameters sort by their declaration; block instances by the
   // top-level statement that created them, then creation order.
@@ -202,6 +206,10 @@ bool Sema::runTopLevel() {
     info.loc = in.loc;
     info.type.element = in.dtype == "f32" ? ElementType::F32 : ElementType::I32;
     if (!evaluateShape(in.shape, "input '" + in.name + "'", info.type.shape))
+      return false;
+    if (in.sharding &&
+        !evaluateSharding(*in.sharding, info.type.shape,
+                          "input '" + in.name + "'", info.sharding))
       return false;
     inputIndex_[in.name] = graph_.inputs.size();
     graph_.inputs.push_back(std::move(info));

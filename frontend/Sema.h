@@ -149,6 +149,12 @@ private:
   std::optional<Value> evaluateBooleanOperator(const Expr &e, Scope &scope);
   std::optional<Value> evaluateWhere(const Expr &e, Scope &scope);
   std::optional<Value> evaluateToFloat(const Expr &e, Scope &scope);
+  // Sharding annotations (SemaSharding.cpp): `shard [...]` of a declaration
+  // with `shape` into `out` (per dim: an axis or ""), and shard(x, [...]).
+  bool evaluateSharding(const ShardingSpec &spec,
+                        const std::vector<int64_t> &shape,
+                        const std::string &what, std::vector<std::string> &out);
+  std::optional<Value> evaluateShard(const Expr &e, Scope &scope);
   std::optional<std::vector<int64_t>>
   broadcastShapes(const std::vector<const std::vector<int64_t> *> &shapes,
                   SourceLoc loc, const std::string &what);

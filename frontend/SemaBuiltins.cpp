@@ -46,6 +46,7 @@ static const BuiltinSignature kBuiltins[] = {
     {"pow", 2, 2, "pow(x, p)"},
     {"concat", 2, 2, "concat([a, b, ...], dim)"},
     {"split", 3, 3, "a, b, ... = split(x, [sizes], dim)"},
+    {"shard", 2, 2, "shard(x, [axis or _, ...])"},
 };
 
 static const BuiltinSignature *findBuiltin(const std::string &name) {
@@ -131,6 +132,8 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
   }
   if (fn == "float")
     return evaluateToFloat(e, scope);
+  if (fn == "shard") // SemaSharding.cpp
+    return evaluateShard(e, scope);
 
   // iota(n) -> [n] i32.
   if (fn == "iota") {

@@ -13,6 +13,8 @@
 
 #include "frontend/Sema.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -241,24 +243,48 @@ bool Sema::evaluateTrain() {
                            graph_.train.remat))
     return false;
 
-  if (textOverrides_.mesh) {
-    if (!evaluateMesh(*textOverrides_.mesh, *textOverrides_.meshDiag))
-      return false;
-  } else if (t.mesh && !evaluateMesh(*t.mesh, diag_)) {
+  // The file's mesh, then `-D mesh=[...]`: the axes it names take its
+  // sizes, the others keep the file's (a file declaring [data = 1,
+  // model = 1] runs as -D mesh=[model = 2] without restating data).
+  if (t.mesh && !evaluateMesh(*t.mesh, diag_))
     return false;
-  }
-  if (graph_.train.zero > 0 && graph_.train.mesh.empty()) {
+  if (textOverrides_.mesh &&
+      !evaluateMesh(*textOverrides_.mesh, *textOverrides_.meshDiag))
+    return false;
+  bool hasDataAxis = std::any_of(
+      graph_.train.mesh.begin(), graph_.train.mesh.end(),
+      [](const auto &axis) { return axis.first == "data"; });
+  if (graph_.train.zero > 0 && !hasDataAxis) {
     SourceLoc loc = t.loc;
     for (const Setting &s : t.settings)
       if (s.key == "zero")
         loc = s.value->loc;
     std::string fromOverride = consts_.overrideOf("zero");
     return error(loc, "'zero = " + std::to_string(graph_.train.zero) +
-                          "' shards over the data-parallel ranks, but the "
-                          "train section has no mesh; add mesh = [data = N]" +
+                          "' shards over the data-parallel ranks, but the " +
+                          (graph_.train.mesh.empty()
+                               ? "train section has no mesh"
+                               : "mesh has no data axis") +
+                          "; add mesh = [data = N]" +
                           (fromOverride.empty()
                                ? std::string()
                                : " (zero from " + fromOverride + ")"));
+  }
+  if (graph_.train.zero > 0) {
+    // ZeRO cuts each whole tensor into flat slices over `data`; a tensor
+    // parallel slice of it would need a second level of slicing.
+    SourceLoc loc = t.loc;
+    for (const Setting &s : t.settings)
+      if (s.key == "zero")
+        loc = s.value->loc;
+    for (const auto &[axis, size] : graph_.train.mesh)
+      if (axis != "data" && size > 1)
+        return error(loc, "'zero = " + std::to_string(graph_.train.zero) +
+                                "' with mesh axis '" + axis + "' (" +
+                                std::to_string(size) + " ranks) is not "
+                                "supported: ZeRO shards over the data axis "
+                                "of a mesh without tensor parallelism; use "
+                                "zero = 0, or " + axis + " = 1");
   }
   if (textOverrides_.optimizer)
     return evaluateOptimizer(*textOverrides_.optimizer,
@@ -273,16 +299,12 @@ bool Sema::evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag) {
     return errorIn(diag, loc, msg);
   };
   std::vector<std::pair<std::string, int64_t>> &mesh = graph_.train.mesh;
-  mesh.clear();
-  for (const Setting &axis : spec.axes) {
-    // Data parallelism only, so far: tensor / pipeline axes come with
-    // sharding annotations.
-    if (axis.key != "data")
-      return fail(axis.loc, "unknown mesh axis '" + axis.key +
-                                "'; the mesh has one axis so far: data "
-                                "(data parallelism, e.g. [data = 8])");
-    for (const auto &[name, size] : mesh)
-      if (name == axis.key)
+  for (size_t i = 0; i < spec.axes.size(); ++i) {
+    const Setting &axis = spec.axes[i];
+    // `data` splits the batch; any other axis (model, ...) splits what
+    // the sharding annotations name.
+    for (size_t j = 0; j < i; ++j)
+      if (spec.axes[j].key == axis.key)
         return fail(axis.loc, "duplicate mesh axis '" + axis.key + "'");
     std::optional<Number> v = consts_.evaluate(*axis.value);
     if (!v)
@@ -291,7 +313,13 @@ bool Sema::evaluateMesh(const MeshSpec &spec, DiagnosticPrinter &diag) {
       return fail(axis.value->loc,
                   "mesh axis '" + axis.key + "' must be a number of ranks "
                   "between 1 and 65536, got " + v->str());
-    mesh.emplace_back(axis.key, v->intValue);
+    auto it = std::find_if(mesh.begin(), mesh.end(), [&](const auto &a) {
+      return a.first == axis.key;
+    });
+    if (it != mesh.end())
+      it->second = v->intValue;
+    else
+      mesh.emplace_back(axis.key, v->intValue);
   }
   return true;
 }

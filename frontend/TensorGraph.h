@@ -80,6 +80,7 @@ enum class NodeKind {
                 // as in frontend/AST.h's operatorSpelling
   Select,       // where(condition, a, b); and/or/not on bools are selects
   ToFloat,      // float(x): i32 -> f32
+  ShardingConstraint, // shard(x, [...]): x, split as `sharding` says
 };
 
 /// A scalar expression of attention's score or mask (SemaAttention.cpp),
@@ -123,6 +124,9 @@ struct Node {
   std::shared_ptr<const AttentionInfo> attention; // NodeKind::Attention
   const char *mathOp = nullptr; // NodeKind::UnaryMath: "kiln.exp", ...
   std::vector<float> floats;    // NodeKind::Rope: inv_freq
+  // NodeKind::ShardingConstraint: per dim, the mesh axis splitting it ("":
+  // not split).
+  std::vector<std::string> sharding;
   /// locs[0] is the expression in the model file; locs[1..] are the block
   /// call sites it was inlined through, innermost first.
   std::vector<SourceLoc> locs;
@@ -138,12 +142,16 @@ struct ParamInfo {
   std::string init; // "normal" | "zeros" | "ones"
   double stddev = 0.0;
   SourceLoc loc;
+  // `shard [...]`: per dim, the mesh axis splitting it ("": not split);
+  // empty when the declaration has no annotation.
+  std::vector<std::string> sharding;
 };
 
 struct InputInfo {
   std::string name;
   TensorType type;
   SourceLoc loc;
+  std::vector<std::string> sharding; // as ParamInfo's
 };
 
 /// `metric NAME = EXPR`: a scalar the step reports.
@@ -174,7 +182,9 @@ struct TrainInfo {
   // ZeRO stage over the mesh's data axis: 0 replicated, 1 optimizer state
   // sharded, 2 gradients too, 3 parameters too.
   int64_t zero = 0;
-  // `mesh = [data = N]`: (axis, ranks along it), in order; empty: one rank.
+  // `mesh = [data = N, model = M]`: (axis, ranks along it), in order;
+  // empty: one rank. `data` splits the batch (data parallelism, ZeRO);
+  // every other axis splits what the sharding annotations name.
   std::vector<std::pair<std::string, int64_t>> mesh;
   // adamw / adam
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;

@@ -1,13 +1,29 @@
 //===- KilnCollectiveOps.cpp - all_reduce, reduce_scatter, all_gather -----===//
 //
-// Verifiers, result types and VJPs of the collectives. The VJPs are the
-// adjoint collectives (as in JAX's psum / all_gather transposes):
+// Verifiers, result types and VJPs of the collectives. The VJPs depend on
+// what the axis carries:
+//
+// The data axis: each rank has its own loss (its part of the batch), and a
+// cotangent on a rank is that rank's part of the gradient; the adjoints
+// are the collectives JAX transposes psum and all_gather to:
 //   all_reduce sum  <-> all_reduce sum      (mean <-> mean)
 //   reduce_scatter  <-> all_gather          (sum; mean scales by 1 / size)
+//
+// A tensor axis (any other: model, ...): the ranks compute one loss
+// together, every rank holding it whole, and the cotangent of a value
+// every rank holds whole is the whole gradient on every rank (Megatron's
+// conjugate f / g operators):
+//   all_reduce sum (partial sums -> whole)  VJP: the identity
+//   all_reduce mean                         VJP: scaled by 1 / size
+//   all_gather (blocks -> whole)            VJP: local_shard (own block)
+//   local_shard (whole -> own block)        VJP: all_gather
+//   reduce_scatter (partial -> own block)   VJP: all_gather, as above
+//   mesh_vary (whole, read per rank)        VJP: all_reduce sum
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/KilnOps.h"
+#include "ir/StepFunction.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -35,6 +51,21 @@ FailureOr<int64_t> mlir::kiln::meshAxisSize(Operation *op, StringRef axis) {
 bool mlir::kiln::isCollective(Operation *op) {
   return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, MeshBroadcastOp,
              LocalShardOp>(op);
+}
+
+/// A tensor axis: one loss over its ranks (see the file comment).
+static bool isTensorAxis(StringRef axis) { return axis != kDataAxisName; }
+
+/// `g` scaled by 1 / (ranks along `axis`).
+static FailureOr<Value> divideByAxisSize(Operation *op, OpBuilder &b, Value g,
+                                         StringRef axis) {
+  FailureOr<int64_t> size = meshAxisSize(op, axis);
+  if (failed(size))
+    return failure();
+  auto type = cast<RankedTensorType>(g.getType());
+  return b.create<MulOp>(op->getLoc(), g,
+                         createSplatConstant(b, op->getLoc(), type, 1.0 / *size))
+      .getResult();
 }
 
 /// Checks that `dim` is a dimension of `input` and that `result` is `input`
@@ -92,6 +123,19 @@ AllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
       present.push_back(g);
   if (present.empty())
     return grads;
+  if (isTensorAxis(getAxis())) {
+    for (auto [i, g] : llvm::enumerate(resultGrads)) {
+      if (!g || getReduction() == "sum") {
+        grads[i] = g;
+        continue;
+      }
+      FailureOr<Value> scaled = divideByAxisSize(*this, b, g, getAxis());
+      if (failed(scaled))
+        return failure();
+      grads[i] = *scaled;
+    }
+    return grads;
+  }
   auto adjoint = b.create<AllReduceOp>(getLoc(), present, getReduction(),
                                        getAxis(), getReasonAttr());
   unsigned next = 0;
@@ -118,12 +162,10 @@ ReduceScatterOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
                                   resultGrads[0], getAxis(), getDim(),
                                   getReasonAttr());
   if (getReduction() == "mean") {
-    FailureOr<int64_t> size = meshAxisSize(*this, getAxis());
-    if (failed(size))
+    FailureOr<Value> scaled = divideByAxisSize(*this, b, g, getAxis());
+    if (failed(scaled))
       return failure();
-    auto type = cast<RankedTensorType>(g.getType());
-    g = b.create<MulOp>(getLoc(), g,
-                        createSplatConstant(b, getLoc(), type, 1.0 / *size));
+    g = *scaled;
   }
   return SmallVector<Value>{g};
 }
@@ -141,6 +183,10 @@ FailureOr<SmallVector<Value>>
 AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   if (!resultGrads[0])
     return SmallVector<Value>{Value()};
+  if (isTensorAxis(getAxis()))
+    return SmallVector<Value>{b.create<LocalShardOp>(
+        getLoc(), getInput().getType(), resultGrads[0], getAxis(), getDim(),
+        getReasonAttr())};
   return SmallVector<Value>{b.create<ReduceScatterOp>(
       getLoc(), getInput().getType(), resultGrads[0], "sum", getAxis(),
       getDim(), getReasonAttr())};
@@ -168,4 +214,58 @@ LogicalResult MeshBroadcastOp::verify() {
 LogicalResult LocalShardOp::verify() {
   return verifySplitDim(*this, getAxis(), getInput().getType(), getType(),
                         getDim(), /*scatter=*/true);
+}
+
+FailureOr<SmallVector<Value>>
+LocalShardOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  if (!isTensorAxis(getAxis()))
+    return emitOpError() << "over the data axis is not differentiable (it "
+                            "appears only in @update)";
+  if (!resultGrads[0])
+    return SmallVector<Value>{Value()};
+  return SmallVector<Value>{b.create<AllGatherOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getAxis(), getDim(),
+      getReasonAttr())};
+}
+
+//===----------------------------------------------------------------------===//
+// MeshVaryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshVaryOp::verify() {
+  if (!isTensorAxis(getAxis()))
+    return emitOpError() << "needs a tensor axis, not the data axis (whose "
+                            "ranks never share one loss)";
+  return meshAxisSize(*this, getAxis());
+}
+
+FailureOr<SmallVector<Value>>
+MeshVaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
+  if (!resultGrads[0])
+    return SmallVector<Value>{Value()};
+  auto sum = b.create<AllReduceOp>(getLoc(), ValueRange{resultGrads[0]}, "sum",
+                                   getAxis(), getReasonAttr());
+  return SmallVector<Value>{sum.getResult(0)};
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingConstraintOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardingConstraintOp::verify() {
+  int64_t rank = getType().getRank();
+  if ((int64_t)getSharding().size() != rank)
+    return emitOpError() << "has " << getSharding().size()
+                         << " sharding entries for a tensor of rank " << rank;
+  for (Attribute axis : getSharding()) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    if (!name.empty() && failed(meshAxisSize(*this, name)))
+      return failure();
+  }
+  return success();
+}
+
+FailureOr<SmallVector<Value>>
+ShardingConstraintOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads) {
+  return SmallVector<Value>{resultGrads[0]};
 }

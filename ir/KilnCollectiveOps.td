@@ -114,7 +114,8 @@ def Kiln_MeshBroadcastOp : Kiln_CollectiveOp<"mesh_broadcast", [
                        "type($result)";
 }
 
-def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard"> {
+def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard", [
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
   let summary = "This rank's slice of a replicated value along a mesh axis";
   let description = [{
     Rank r along `axis` keeps slice r of dimension `dim` of `input`, a value
@@ -122,8 +123,10 @@ def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard"> {
     divided by the axis size). Nothing is communicated -- codegen copies the
     slice at the rank's offset -- but the result differs from rank to rank,
     which is why it lives with the collectives: ZeRO's optimizer takes its
-    share of a replicated parameter (or gradient) with it. Not
-    differentiable: it appears only in @update, which autodiff never sees.
+    share of a replicated parameter (or gradient) with it, and the
+    partitioner a rank's block of a whole value a tensor-parallel op reads
+    split. Over a tensor axis its VJP is kiln.all_gather; over the data
+    axis it is not differentiable (it appears only in @update).
 
     ```mlir
     %p = kiln.local_shard %w over "data" dim = 0
@@ -135,6 +138,51 @@ def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard"> {
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
                        "type($input) `->` type($result)";
+}
+
+def Kiln_MeshVaryOp : Kiln_CollectiveOp<"mesh_vary", [
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "A value alike on every rank of a tensor axis, read by "
+                "per-rank work";
+  let description = [{
+    The identity, placed by --kiln-partition where a value every rank along
+    tensor axis `axis` holds whole feeds a computation each rank does a
+    different part of (the input of a column-parallel matmul: Megatron's
+    `f`). The value's gradient is then a sum of the ranks' parts, so the
+    VJP is `kiln.all_reduce "sum"` over `axis` -- the one all-reduce of a
+    tensor-parallel block's backward. After autodiff it has done its work
+    and is dropped (nothing to compute).
+
+    ```mlir
+    %h1 = kiln.mesh_vary %h over "model" {reason = "..."} : tensor<8x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, StrAttr:$axis,
+                       OptionalAttr<StrAttr>:$reason);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axis attr-dict `:` type($result)";
+}
+
+def Kiln_ShardingConstraintOp : Kiln_Op<"sharding_constraint", [
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DifferentiableOpInterface>]> {
+  let summary = "The model file's shard(x, [...]): x, split as it says";
+  let description = [{
+    The identity, annotated: `sharding` names, for each dimension, the mesh
+    axis that splits it ("" : whole). --kiln-propagate-sharding holds the
+    value to it (a user annotation outranks anything propagated) and
+    --kiln-partition replaces the op by the collective that reshards its
+    input, if any.
+
+    ```mlir
+    %y = kiln.sharding_constraint %x ["", "", "model"] : tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, StrArrayAttr:$sharding);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input $sharding attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 #endif // KILN_COLLECTIVE_OPS_TD

@@ -7,6 +7,7 @@
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "ir/Sharding.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -62,6 +63,8 @@ void KilnDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "ir/KilnAttrs.cpp.inc"
       >();
+  // The sharding rules, one table in ir/ShardingRules.cpp.
+  registerShardingRules(getContext());
 }
 
 // Folders return DenseElementsAttr; the canonicalizer turns them back into

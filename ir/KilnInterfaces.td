@@ -3,6 +3,8 @@
 // DifferentiableOpInterface: the reverse-mode rule of an op. The autodiff
 // pass walks the function backwards and asks each op for the cotangents of
 // its operands given the cotangents of its results.
+// ShardingRuleOpInterface: how an op's dimensions correspond, for sharding
+// propagation and the SPMD partitioner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +30,27 @@ def DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       "::mlir::FailureOr<::llvm::SmallVector<::mlir::Value>>", "buildVJP",
       (ins "::mlir::OpBuilder &":$b,
            "::llvm::ArrayRef<::mlir::Value>":$resultGrads)>
+  ];
+}
+
+def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::kiln";
+  let description = [{
+    The op's sharding rule (ir/Sharding.h, ShardingRule): its dimensions as
+    factors -- each operand and result dimension names the factor it
+    iterates over, and each factor says whether splitting it leaves every
+    rank a whole part of the result (pass-through: batch and free
+    dimensions), a partial sum of it (the contracting dimension of a
+    matmul, a reduced dimension), or is impossible without the whole
+    dimension (the row a softmax or a norm normalizes). Propagation moves
+    shardings along factors; the partitioner reads from the rule which
+    collectives the op's local computation needs. The rules are attached
+    as external models, all in ir/ShardingRules.cpp; an op without one
+    takes and gives whole tensors only.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's factors and which dimension names which.",
+      "::mlir::kiln::ShardingRule", "getShardingRule", (ins)>
   ];
 }
 

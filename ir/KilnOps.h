@@ -99,6 +99,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/Sharding.h"
+
 #include "ir/KilnInterfaces.h.inc"
 
 #define GET_OP_CLASSES

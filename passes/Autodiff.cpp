@@ -277,6 +277,12 @@ struct KilnAutodiffPass
     for (func::FuncOp func : lossFunctions)
       if (failed(ReverseModeDifferentiator(func).run()))
         return signalPassFailure();
+    // kiln.mesh_vary has given the backward its all-reduce; it computes
+    // nothing (in @eval neither).
+    module.walk([](MeshVaryOp vary) {
+      vary.getResult().replaceAllUsesWith(vary.getInput());
+      vary.erase();
+    });
   }
 };
 

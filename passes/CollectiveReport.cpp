@@ -4,6 +4,7 @@
 
 #include "ir/KilnOps.h"
 #include "ir/OpCost.h"
+#include "ir/Sharding.h"
 #include "ir/StepFunction.h"
 #include "passes/RematReport.h"
 
@@ -27,9 +28,12 @@ StringRef kindName(Operation *op) {
   return "local shard";
 }
 
-/// The bytes one run of `op` hands to the library per rank: what an
-/// all-reduce or reduce-scatter reduces, what an all-gather gathers; a
-/// local shard communicates nothing.
+struct Tally {
+  int64_t calls = 0, tensors = 0, bytes = 0;
+};
+
+} // namespace
+
 int64_t communicatedBytes(Operation *op) {
   if (auto reduce = dyn_cast<AllReduceOp>(op)) {
     int64_t bytes = 0;
@@ -44,36 +48,37 @@ int64_t communicatedBytes(Operation *op) {
   return 0;
 }
 
-struct Tally {
-  int64_t calls = 0, tensors = 0, bytes = 0;
-};
-
-} // namespace
+int64_t runsPerStep(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  auto module = op->getParentOfType<ModuleOp>();
+  StringRef program = func ? func.getSymName() : "";
+  if (program == kUpdateFunctionName)
+    return 1;
+  if (program != kStepFunctionName)
+    return 0;
+  auto train = module ? module->getAttrOfType<DictionaryAttr>(kTrainAttrName)
+                      : DictionaryAttr();
+  auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
+  return accum ? std::max<int64_t>(accum.getInt(), 1) : 1;
+}
 
 std::string collectiveSummary(ModuleOp module) {
   ZeroSharding zero = readZeroSharding(module);
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
-  auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
-  int64_t microBatches = accum ? std::max<int64_t>(accum.getInt(), 1) : 1;
-
   // Per kind (per step), and per function, kind and reason (the lines).
-  llvm::MapVector<StringRef, Tally> perKind;
+  // (kind, axis) -> tally.
+  llvm::MapVector<std::pair<StringRef, StringRef>, Tally> perKind;
   std::vector<std::pair<std::string, Tally>> perLine;
   llvm::StringMap<size_t> lineIndex;
   module.walk([&](Operation *op) {
     if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp>(op))
       return;
     auto func = op->getParentOfType<func::FuncOp>();
-    // Per training step @step runs once per micro-batch, @update once and
-    // @eval (validation) not at all.
-    StringRef program = func.getSymName();
-    int64_t runs = program == kStepFunctionName     ? microBatches
-                   : program == kUpdateFunctionName ? 1
-                                                    : 0;
+    int64_t runs = runsPerStep(op);
     int64_t tensors = isa<AllReduceOp>(op) ? op->getNumOperands() : 1;
     int64_t bytes = communicatedBytes(op);
+    StringRef axis = op->getAttrOfType<StringAttr>("axis").getValue();
     if (runs > 0) {
-      Tally &k = perKind[kindName(op)];
+      Tally &k = perKind[{kindName(op), axis}];
       k.calls += runs;
       k.tensors += tensors;
       k.bytes += bytes * runs;
@@ -99,15 +104,32 @@ std::string collectiveSummary(ModuleOp module) {
 
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "data parallel: " << zero.ranks << (zero.ranks == 1 ? " rank" : " ranks");
+  Mesh mesh = readMesh(module);
+  bool tensorAxes = llvm::any_of(mesh.axes, [](const auto &axis) {
+    return axis.first != kDataAxisName;
+  });
+  if (!tensorAxes) {
+    os << "data parallel: " << zero.ranks << (zero.ranks == 1 ? " rank" : " ranks");
+  } else {
+    int64_t ranks = 1;
+    os << "mesh [";
+    for (auto [i, axis] : llvm::enumerate(mesh.axes)) {
+      os << (i ? ", " : "") << axis.first << " = " << axis.second;
+      ranks *= axis.second;
+    }
+    os << "], " << ranks << (ranks == 1 ? " rank" : " ranks");
+  }
   if (zero.stage > 0)
     os << ", ZeRO-" << zero.stage;
-  for (auto &[kind, t] : perKind) {
+  for (auto &[key, t] : perKind) {
+    auto [kind, axis] = key;
     if (kind == "local shard")
       continue;
-    os << ", " << kind << " of " << formatMiB(t.bytes) << " per step in "
-       << t.calls;
-    if (kind == "all-reduce")
+    os << ", " << kind;
+    if (tensorAxes)
+      os << " over '" << axis << "'";
+    os << " of " << formatMiB(t.bytes) << " per step in " << t.calls;
+    if (kind == "all-reduce" && axis == kDataAxisName)
       os << (t.calls == 1 ? " bucket" : " buckets");
     else
       os << (t.calls == 1 ? " call" : " calls");
@@ -119,6 +141,21 @@ std::string collectiveSummary(ModuleOp module) {
     if (t.calls > 1)
       os << " in " << t.calls << " calls";
     os << "\n";
+  }
+  if (tensorAxes) {
+    // Which parameters tensor parallelism splits.
+    auto step = module.lookupSymbol<func::FuncOp>(kStepFunctionName);
+    int64_t params = 0, split = 0;
+    if (step)
+      for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+        if (getArgumentRole(step, i) != role::kParam)
+          continue;
+        ++params;
+        split += step.getArgAttr(i, kShardDimAttrName) != nullptr;
+      }
+    os << "  tensor parallel: " << split << " of " << params
+       << " parameters split (sharding.txt with --dump-phases-to lists every "
+          "value); the memory plan above is one rank's\n";
   }
   if (zero.stage > 0) {
     // Which parameters' state is sharded, and which stays whole.

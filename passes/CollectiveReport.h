@@ -21,6 +21,15 @@ namespace mlir::kiln {
 /// the step does not communicate).
 std::string collectiveSummary(ModuleOp module);
 
+/// The bytes one run of the collective `op` hands to the library per rank:
+/// what an all-reduce or reduce-scatter reduces, what an all-gather
+/// gathers; a local shard communicates nothing.
+int64_t communicatedBytes(Operation *op);
+
+/// How often the program holding `op` runs per training step: @step once
+/// per micro-batch (kiln.train's grad_accum), @update once, @eval never.
+int64_t runsPerStep(Operation *op);
+
 } // namespace mlir::kiln
 
 #endif // KILN_PASSES_COLLECTIVEREPORT_H

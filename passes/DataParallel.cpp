@@ -65,6 +65,10 @@ struct KilnDataParallelPass
     // more, which is how that path is checked on one GPU. No mesh: none.
     if (!ranks || ranks.getInt() < 1)
       return;
+    // One data rank beside tensor-parallel axes: the ranks are those axes',
+    // and there is nothing to average over data.
+    if (ranks.getInt() == 1 && mesh.size() > 1)
+      return;
     auto update = module.lookupSymbol<func::FuncOp>("update");
     if (!update) {
       module.emitError("kiln.mesh asks for data parallelism but the module "
@@ -77,9 +81,13 @@ struct KilnDataParallelPass
     BlockArgument loss;
     for (unsigned i = 0, e = update.getNumArguments(); i < e; ++i) {
       StringRef role = getArgumentRole(update, i);
-      if (role == role::kGrad)
-        (update.getArgAttr(i, kShardAxisAttrName) ? shardedGrads : grads)
+      if (role == role::kGrad) {
+        // ZeRO's slices are over data; a tensor-parallel block (over
+        // another axis) is all-reduced over data like a whole gradient.
+        auto axis = update.getArgAttrOfType<StringAttr>(i, kShardAxisAttrName);
+        (axis && axis.getValue() == kDataAxisName ? shardedGrads : grads)
             .push_back(update.getArgument(i));
+      }
       else if (role == role::kLoss)
         loss = update.getArgument(i);
     }

@@ -38,6 +38,8 @@
 #include "ir/StepFunction.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -253,47 +255,74 @@ Value addScalars(OpBuilder &b, Location loc, Value sum, Value term) {
   return sum ? b.create<AddOp>(loc, sum, term).getResult() : term;
 }
 
-/// A sum of scalars over the parameters, kept apart for the terms that
-/// cover only this rank's shards (ZeRO) and those that cover a whole
-/// replicated tensor.
+/// A sum of scalars over the parameters, kept apart by what each term
+/// covers: a whole replicated tensor, or only this rank's part along a mesh
+/// axis (a ZeRO shard over data; a tensor-parallel block over model).
 struct ShardedSums {
-  Value shards, replicated;
+  Value replicated;
+  llvm::MapVector<StringRef, Value> partial; // axis -> sum of rank terms
 
-  void add(OpBuilder &b, Location loc, Value term, bool fromShard) {
-    Value &sum = fromShard ? shards : replicated;
+  /// `term` covers the whole tensor (axis ""), or this rank's part of it
+  /// along `axis`.
+  void add(OpBuilder &b, Location loc, Value term, StringRef axis) {
+    Value &sum = axis.empty() ? replicated : partial[axis];
     sum = addScalars(b, loc, sum, term);
   }
-  /// Each of `sums`' totals over the whole model: the shard terms of all of
-  /// them summed over the data ranks in one all-reduce, plus the replicated
-  /// terms.
-  static SmallVector<Value> totals(OpBuilder &b, Location loc,
-                                   ArrayRef<ShardedSums *> sums,
-                                   StringRef reason) {
-    SmallVector<Value> partial;
+  /// Each of `sums`' totals over the whole model: per axis, the partial
+  /// terms of all of them summed over its ranks in one all-reduce, plus the
+  /// replicated terms. `reason(axis)` says why, for the report.
+  static SmallVector<Value>
+  totals(OpBuilder &b, Location loc, ArrayRef<ShardedSums *> sums,
+         llvm::function_ref<std::string(StringRef)> reason) {
+    llvm::SetVector<StringRef> axes;
     for (ShardedSums *s : sums)
-      if (s->shards)
-        partial.push_back(s->shards);
-    if (!partial.empty()) {
-      auto reduce = b.create<AllReduceOp>(loc, partial, "sum", kDataAxisName,
-                                          b.getStringAttr(reason));
+      for (auto &entry : s->partial)
+        axes.insert(entry.first);
+    for (StringRef axis : axes) {
+      SmallVector<Value> terms;
+      for (ShardedSums *s : sums)
+        if (Value v = s->partial.lookup(axis))
+          terms.push_back(v);
+      auto reduce = b.create<AllReduceOp>(loc, terms, "sum", axis,
+                                          b.getStringAttr(reason(axis)));
       unsigned next = 0;
       for (ShardedSums *s : sums)
-        if (s->shards)
-          s->shards = reduce.getResult(next++);
+        if (s->partial.lookup(axis))
+          s->partial[axis] = reduce.getResult(next++);
     }
     SmallVector<Value> result;
     for (ShardedSums *s : sums) {
       Value total = s->replicated;
-      if (s->shards)
-        total = addScalars(b, loc, total, s->shards);
+      for (auto &entry : s->partial)
+        total = addScalars(b, loc, total, entry.second);
       result.push_back(total);
     }
     return result;
   }
-  Value total(OpBuilder &b, Location loc, StringRef reason) {
-    return totals(b, loc, {this}, reason)[0];
-  }
 };
+
+/// `attrs` plus the tensor-parallel split of the parameter whose argument
+/// attributes are `param` (kiln.shard_axis, kiln.shard_dim,
+/// kiln.whole_shape), if it has one: its gradient and optimizer state are
+/// blocks alike.
+DictionaryAttr withSplitOf(DictionaryAttr attrs, DictionaryAttr param) {
+  if (!param || !param.get(kShardDimAttrName))
+    return attrs;
+  NamedAttrList list(attrs);
+  for (StringRef name : {StringRef(kShardAxisAttrName),
+                         StringRef(kShardDimAttrName),
+                         StringRef(kWholeShapeAttrName)})
+    list.set(name, param.get(name));
+  return list.getDictionary(attrs.getContext());
+}
+
+/// The mesh axis a tensor-parallel parameter is split over ("" if whole).
+StringRef splitAxisOf(DictionaryAttr param) {
+  if (!param || !param.get(kShardDimAttrName))
+    return "";
+  auto axis = param.getAs<StringAttr>(kShardAxisAttrName);
+  return axis ? axis.getValue() : "";
+}
 
 /// One parameter's ZeRO update: this rank's slice of replicated values
 /// going in, every rank's new slice gathered coming out.
@@ -376,7 +405,10 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
                              cast<RankedTensorType>(p.param.getType())),
               p.param.getLoc());
     else
-      sig.add(p.param.getType(), roleAndName(b, r, p.name), p.param.getLoc());
+      sig.add(p.param.getType(),
+              withSplitOf(roleAndName(b, r, p.name),
+                          step.getArgAttrDict(p.param.getArgNumber())),
+              p.param.getLoc());
   };
   for (size_t i = 0; i < n; ++i)
     stateArg(i, role::kGrad, zero.stage >= 2);
@@ -411,14 +443,37 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
 
   // (5) Gradient norm and the clipping / guard scale. Shards' sums are
   // partial: their sum over the ranks joins the replicated tensors' sums.
+  // A term covers this rank's part along a ZeRO shard's data axis or a
+  // tensor-parallel parameter's axis, or the whole tensor.
+  SmallVector<StringRef> splitAxis;
+  for (const ParamAndGrad &p : *pairs)
+    splitAxis.push_back(
+        splitAxisOf(step.getArgAttrDict(p.param.getArgNumber())));
+  auto partOf = [&](size_t i, bool zeroShard) -> StringRef {
+    return zeroShard ? StringRef(kDataAxisName) : splitAxis[i];
+  };
+  // Why each partial sum is all-reduced, for the report: the gradients'
+  // norm (grads = true) or the update's and the parameters'.
+  auto why = [&](bool grads) {
+    return [&, grads](StringRef axis) -> std::string {
+      if (axis == kDataAxisName)
+        return grads ? "ZeRO-" + std::to_string(zero.stage) +
+                           ": the squared norms of the rank's gradient "
+                           "shards, summed for the global norm"
+                     : "ZeRO: the squared update and parameter norms of the "
+                       "rank's shards, summed for the global norms";
+      return std::string("tensor parallel: the squared ") +
+             (grads ? "gradient norms" : "update and parameter norms") +
+             " of the rank's blocks of the split parameters, summed over '" +
+             axis.str() + "' for the global norm";
+    };
+  };
   ShardedSums gradSums;
   for (auto [i, g] : llvm::enumerate(grads))
     gradSums.add(b, g.getLoc(), sumOfSquares(b, g.getLoc(), g),
-                 zero.stage >= 2 && shards[i]);
-  Value gradSumSq = gradSums.total(
-      b, loc, "ZeRO-" + std::to_string(zero.stage) +
-                  ": the squared norms of the rank's gradient shards, summed "
-                  "for the global norm");
+                 partOf(i, zero.stage >= 2 && shards[i]));
+  Value gradSumSq =
+      ShardedSums::totals(b, loc, {&gradSums}, why(true))[0];
   Value gradNorm = b.create<SqrtOp>(loc, gradSumSq);
   Value scale = b.create<GradScaleOp>(loc, scalarType, gradNorm, loss,
                                       config.clip);
@@ -467,8 +522,8 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
       updateSq = op.getUpdateSq();
       paramSq = op.getParamSq();
     }
-    updateSums.add(b, ploc, updateSq, shards[i].has_value());
-    paramSums.add(b, ploc, paramSq, shards[i].has_value());
+    updateSums.add(b, ploc, updateSq, partOf(i, shards[i].has_value()));
+    paramSums.add(b, ploc, paramSq, partOf(i, shards[i].has_value()));
   }
   // Every rank's new shards gathered back into the whole parameters (below
   // ZeRO-3), one after the other: the updates stay together for fusion,
@@ -478,9 +533,7 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
       newParams[i] = ShardedUpdate(b, p.param.getLoc(), zero, shards[i])
                          .gather(newParams[i], p.param.getType());
   SmallVector<Value> norms = ShardedSums::totals(
-      b, loc, {&updateSums, &paramSums},
-      "ZeRO: the squared update and parameter norms of the rank's shards, "
-      "summed for the global norms");
+      b, loc, {&updateSums, &paramSums}, why(false));
   Value updateNorm = b.create<SqrtOp>(loc, norms[0]);
   Value paramNorm = b.create<SqrtOp>(loc, norms[1]);
 

@@ -284,6 +284,75 @@ def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnPropagateSharding : Pass<"kiln-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Gives every value a sharding, from the model file's annotations";
+  let description = [{
+    Runs on the forward graph (after attention-match, before @eval and
+    autodiff). Seeds from `kiln.sharding` on arguments (`shard [...]` of a
+    param or input) and `kiln.sharding_constraint` (shard(x, [...])), then
+    moves shardings along each op's sharding rule (ShardingRuleOpInterface),
+    forward and backward, until nothing changes; user annotations are never
+    overridden. Writes `kiln.sharding` on every split argument and op (one
+    list per result). Errors, at the op's line with a note at the
+    annotation's: a dimension the axis does not divide (it would have to be
+    replicated), a split dimension an op needs whole (a softmax's row), and
+    conflicting shardings.
+
+    Before (mesh `{model = 2}`):
+    ```mlir
+    func.func @step(%x: tensor<8x64xf32>,
+                    %w: tensor<64x256xf32> {kiln.sharding = ["", "model"]}, ...) {
+      %y = kiln.matmul %x, %w : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %g = kiln.gelu %y : tensor<8x256xf32>
+    ```
+
+    After:
+    ```mlir
+      %y = kiln.matmul %x, %w {kiln.sharding = [["", "model"]]} : ...
+      %g = kiln.gelu %y {kiln.sharding = [["", "model"]]} : tensor<8x256xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def KilnPartition : Pass<"kiln-partition", "::mlir::ModuleOp"> {
+  let summary = "The SPMD program of one rank: local types and collectives";
+  let description = [{
+    Runs after --kiln-propagate-sharding, before autodiff. Split values get
+    their local types; split parameters become their local block
+    (`kiln.shard_axis`, `kiln.shard_dim`, `kiln.whole_shape`); the
+    collectives each op's sharding rule requires are inserted with the
+    model-file line and the reason: `kiln.all_reduce` after a split sum
+    (the row-parallel matmul), `kiln.mesh_vary` on a whole operand of
+    per-rank work (its VJP is the backward's all-reduce),
+    `kiln.local_shard` / `kiln.all_gather` where an operand must be
+    resharded, and `kiln.sharding_constraint` replaced by its reshard.
+
+    Before (mesh `{model = 2}`):
+    ```mlir
+    func.func @step(%x: tensor<8x64xf32>,
+                    %w1: tensor<64x256xf32> {kiln.role = "param", kiln.sharding = ["", "model"]},
+                    %w2: tensor<256x64xf32> {kiln.role = "param", kiln.sharding = ["model", ""]}) {
+      %h = kiln.matmul %x, %w1 {kiln.sharding = [["", "model"]]} : ... -> tensor<8x256xf32>
+      %y = kiln.matmul %h, %w2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+    ```
+
+    After:
+    ```mlir
+    func.func @step(%x: tensor<8x64xf32>,
+                    %w1: tensor<64x128xf32> {..., kiln.shard_axis = "model", kiln.shard_dim = 1 : i64,
+                                             kiln.whole_shape = array<i64: 64, 256>}, ...) {
+      %xv = kiln.mesh_vary %x over "model" {reason = "..."} : tensor<8x64xf32>
+      %h = kiln.matmul %xv, %w1 : tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
+      %p = kiln.matmul %h, %w2 : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
+      %y = kiln.all_reduce "sum" %p over "model" {reason = "partial sums of the row-parallel matmul at ..."}
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnGatherParams : Pass<"kiln-gather-params", "::mlir::ModuleOp"> {
   let summary = "ZeRO-3: each rank keeps its slice of a parameter, gathered where used";
   let description = [{

@@ -44,6 +44,17 @@ void buildAttentionMatchPhase(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+void buildShardingPhase(OpPassManager &pm) {
+  // Every value's sharding, from the model file's annotations along the
+  // ops' sharding rules; an annotation the rules cannot honour is an error
+  // at its line, never a silent replication.
+  pm.addPass(createKilnPropagateSharding());
+  // One rank's program: local types and the collectives the rules require,
+  // before @eval is cloned (it is partitioned alike) and before autodiff
+  // (the collectives' VJPs are the backward's collectives).
+  pm.addPass(createKilnPartition());
+}
+
 void buildEvalPhase(OpPassManager &pm, const PhaseOptions &options) {
   // cross_entropy(x @ w^T) -> kiln.linear_cross_entropy (logits in chunks),
   // before @eval is cloned and autodiff runs, so both see it.
@@ -150,6 +161,10 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
        "softmax(q @ kT * scale + bias) @ v as kiln.attention "
        "(--kiln-attention-match)",
        ignoringOptions(buildAttentionMatchPhase)},
+      {kShardingPhaseName, "every value's sharding from the annotations "
+                           "(--kiln-propagate-sharding), one rank's program "
+                           "with its collectives (--kiln-partition)",
+       ignoringOptions(buildShardingPhase)},
       {"eval", "cross_entropy(x @ w^T) fused into chunks "
                "(--kiln-fuse-linear-cross-entropy), forward-only @eval "
                "cloned (--kiln-eval-function)",
@@ -216,7 +231,7 @@ void registerKilnPipelines() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "kiln-training-pipeline",
       "Every Kiln phase in order: kiln (cleanup), pad-dims, "
-      "attention-match, eval, autodiff, grad-accum, mixed-precision, "
+      "attention-match, sharding, eval, autodiff, grad-accum, mixed-precision, "
       "optimizer, fusion (last-phase=NAME stops early)",
       [](OpPassManager &pm, const TrainingPipelineOptions &options) {
         (void)buildTrainingPipeline(pm, options.lastPhase);

@@ -52,6 +52,11 @@ void buildPadDimsPhase(OpPassManager &pm);
 /// (kilnc can skip it; attention.txt is written after it).
 constexpr llvm::StringLiteral kAttentionMatchPhaseName = "attention-match";
 void buildAttentionMatchPhase(OpPassManager &pm);
+/// "sharding": shardings propagated from the model file's annotations
+/// and the forward graph partitioned into one rank's program (sharding.txt
+/// is written after it).
+constexpr llvm::StringLiteral kShardingPhaseName = "sharding";
+void buildShardingPhase(OpPassManager &pm);
 /// "autodiff": reverse-mode gradients appended to the loss function.
 void buildEvalPhase(OpPassManager &pm, const PhaseOptions &options = {});
 void buildAutodiffPhase(OpPassManager &pm);

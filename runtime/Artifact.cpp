@@ -80,6 +80,40 @@ std::vector<int64_t> bufferShape(const schema::Buffer &buffer) {
   return {buffer.shape()->begin(), buffer.shape()->end()};
 }
 
+int64_t Artifact::axisRanks(std::string_view axis) const {
+  if (root_->mesh())
+    for (const schema::MeshAxis *a : *root_->mesh())
+      if (a->name() && a->name()->string_view() == axis)
+        return a->size();
+  return 1;
+}
+
+std::string Artifact::meshText() const {
+  std::string text = "[";
+  if (root_->mesh())
+    for (const schema::MeshAxis *a : *root_->mesh())
+      text += (text.size() > 1 ? ", " : "") +
+              (a->name() ? a->name()->str() : std::string("?")) + " = " +
+              std::to_string(a->size());
+  return text + "]";
+}
+
+int64_t Artifact::axisStride(std::string_view axis) const {
+  // Row-major: the axes after `axis` vary faster.
+  int64_t stride = 1;
+  if (root_->mesh())
+    for (auto it = root_->mesh()->rbegin(); it != root_->mesh()->rend(); ++it) {
+      if ((*it)->name() && (*it)->name()->string_view() == axis)
+        return stride;
+      stride *= std::max<int64_t>((*it)->size(), 1);
+    }
+  return stride;
+}
+
+int64_t Artifact::axisIndex(int64_t rank, std::string_view axis) const {
+  return (rank / axisStride(axis)) % axisRanks(axis);
+}
+
 bool isPadded(const schema::Buffer &buffer) {
   return buffer.logical_shape() && buffer.logical_shape()->size() != 0;
 }

@@ -85,6 +85,20 @@ public:
         ranks *= axis->size();
     return ranks;
   }
+  // The ranks that split the batch (the mesh's data axis; 1 without): the
+  // global batch is batch() of each of them. Tensor-parallel ranks share
+  // their rows.
+  int64_t dataRanks() const { return axisRanks("data"); }
+  // "[data = 4, model = 2]" ("[]" without a mesh).
+  std::string meshText() const;
+  // The ranks along mesh axis `axis` (1 for an axis the mesh lacks), and
+  // rank `rank`'s index along it: ranks are numbered row-major over
+  // Artifact.mesh, its last axis varying fastest.
+  int64_t axisRanks(std::string_view axis) const;
+  int64_t axisIndex(int64_t rank, std::string_view axis) const;
+  // How far apart in rank two neighbours along `axis` are (the product of
+  // the sizes of the axes after it).
+  int64_t axisStride(std::string_view axis) const;
 
   // The program of `kind`, or null when the artifact has none ("step" and
   // "update" always exist in a verified artifact).

@@ -59,7 +59,7 @@ StatusOr<std::unique_ptr<Backend>> createBackend(const Artifact &artifact,
                            "artifact (this one is for the CPU; compile with "
                            "kilnc --target=cuda)");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend,
-                        cpu::CpuBackend::create(artifact, options.communicator,
+                        cpu::CpuBackend::create(artifact, options.mesh,
                                                 options.commOverlap));
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -54,6 +54,9 @@ struct BackendOptions {
   // passes NCCL's unique id, NCCL runs them); must outlive the backend.
   // Required when the artifact has collectives over more than one rank.
   Communicator *communicator = nullptr;
+  // The communicators of the mesh's axes (world among them): the CPU's
+  // collectives run over their axis's. Must outlive the backend.
+  const MeshCommunicators *mesh = nullptr;
   // CUDA: the GPU of this rank, its index among the node's (LOCAL_RANK).
   int device = 0;
   // Overlapped collectives (CollectiveCall.overlap) run beside the entries

@@ -17,26 +17,16 @@ bool isPerParameterRole(schema::BufferRole role) {
 
 namespace {
 
-// The ranks along mesh axis `axis`, which must span every rank of the run
-// (the runtime's communicator joins them all): an axis of Artifact.mesh
-// whose size is the product of all its axes'.
-StatusOr<int64_t> worldAxisRanks(const schema::Artifact &artifact,
-                                 const std::string &axis, const std::string &what) {
-  int64_t ranks = 0, world = 1;
+// The ranks along mesh axis `axis` of Artifact.mesh (the runtime splits a
+// communicator for an axis that spans part of the ranks).
+StatusOr<int64_t> meshAxisRanks(const schema::Artifact &artifact,
+                                const std::string &axis, const std::string &what) {
   if (artifact.mesh())
-    for (const schema::MeshAxis *a : *artifact.mesh()) {
-      if (a->name() && a->name()->str() == axis)
-        ranks = a->size();
-      world *= std::max<int64_t>(a->size(), 1);
-    }
-  if (ranks < 1)
-    return invalidArgument(what, " over mesh axis '", axis,
-                           "', which Artifact.mesh does not have");
-  if (ranks != world)
-    return invalidArgument(what, " over mesh axis '", axis, "' of ", ranks,
-                           " ranks, but the run has ", world,
-                           ": collectives over part of the mesh are not supported");
-  return ranks;
+    for (const schema::MeshAxis *a : *artifact.mesh())
+      if (a->name() && a->name()->str() == axis && a->size() >= 1)
+        return static_cast<int64_t>(a->size());
+  return invalidArgument(what, " over mesh axis '", axis,
+                         "', which Artifact.mesh does not have");
 }
 
 } // namespace
@@ -58,7 +48,7 @@ Status checkShard(const schema::Artifact &artifact, uint32_t index,
     return invalidArgument(describe, " has a shard_axis but is not an f32 buffer "
                            "with storage of its own");
   KILN_ASSIGN_OR_RETURN(int64_t ranks,
-                        worldAxisRanks(artifact, buffer.shard_axis()->str(),
+                        meshAxisRanks(artifact, buffer.shard_axis()->str(),
                                        describe + " is sharded"));
   if (!buffer.whole_shape())
     return invalidArgument(describe, " has a shard_axis but no whole_shape");
@@ -75,6 +65,20 @@ Status checkShard(const schema::Artifact &artifact, uint32_t index,
                            " elements per rank, but its whole_shape ",
                            formatShape(whole), " over ", ranks,
                            " ranks needs ", elements / ranks);
+  // Tensor parallelism: a block of one dimension, the others whole.
+  int dim = buffer.shard_dim();
+  if (dim == -1)
+    return okStatus();
+  std::vector<int64_t> shape = bufferShape(buffer);
+  if (dim < 0 || dim >= (int)whole.size() || shape.size() != whole.size())
+    return invalidArgument(describe, " has shard_dim ", dim, " for shape ",
+                           formatShape(shape), " and whole_shape ",
+                           formatShape(whole));
+  for (size_t d = 0; d < whole.size(); ++d)
+    if (shape[d] * ((int)d == dim ? ranks : 1) != whole[d])
+      return invalidArgument(describe, " of shape ", formatShape(shape),
+                             " is not block ", dim, " of its whole_shape ",
+                             formatShape(whole), " over ", ranks, " ranks");
   return okStatus();
 }
 
@@ -88,7 +92,7 @@ Status checkCollective(const schema::Artifact &artifact,
                        const schema::CollectiveCall &call) {
   std::string axis = call.axis() ? call.axis()->str() : "";
   KILN_ASSIGN_OR_RETURN(int64_t ranks,
-                        worldAxisRanks(artifact, axis, where + ": CollectiveCall"));
+                        meshAxisRanks(artifact, axis, where + ": CollectiveCall"));
   if (call.kind() < schema::CollectiveKind_MIN ||
       call.kind() > schema::CollectiveKind_MAX)
     return invalidArgument(where, ": CollectiveCall has unknown kind ",

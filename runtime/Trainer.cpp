@@ -81,6 +81,27 @@ using Clock = std::chrono::steady_clock;
 
 // A launch that does not match the artifact's mesh, refused before anything
 // is read or written.
+// One communicator per axis of the artifact's mesh that spans some but
+// not all of the ranks, split from mesh.world: the ranks that differ only
+// in their index along the axis, ranked by it. Every rank splits the same
+// axes in the same order.
+Status openAxisCommunicators(const Artifact &artifact, int rank,
+                             MeshCommunicators &mesh) {
+  if (!artifact.root().mesh())
+    return okStatus();
+  for (const schema::MeshAxis *a : *artifact.root().mesh()) {
+    const std::string axis = a->name() ? a->name()->str() : "";
+    if (a->size() <= 1 || static_cast<int>(a->size()) == mesh.world->size())
+      continue;
+    const int64_t index = artifact.axisIndex(rank, axis);
+    const int64_t color = rank - index * artifact.axisStride(axis);
+    KILN_ASSIGN_OR_RETURN(mesh.axes[axis],
+                          mesh.world->split(static_cast<int>(color),
+                                            static_cast<int>(index)));
+  }
+  return okStatus();
+}
+
 Status checkLaunch(const Artifact &artifact, const LaunchEnv &env) {
   const int64_t ranks = artifact.ranks();
   if (ranks == env.size)
@@ -195,6 +216,9 @@ private:
   FILE *out_;
   LaunchEnv env_;
   std::unique_ptr<Communicator> comm_;
+  // comm_ and one communicator per mesh axis that spans some of the ranks
+  // (declared after comm_: they go first).
+  MeshCommunicators mesh_;
   int64_t gatheredBytes_ = 0; // ZeRO shards gathered for checkpoints
   std::unique_ptr<TraceRecorder> trace_; // --trace (outlives the backend using it)
   std::unique_ptr<TrainingSession> session_;
@@ -225,6 +249,8 @@ Status TrainingRun::start() {
     KILN_ASSIGN_OR_RETURN(comm_,
                           openCommunicator(env_, options_.commTimeout));
     KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));
+    mesh_.world = comm_.get();
+    KILN_RETURN_IF_ERROR(openAxisCommunicators(*artifact, env_.rank, mesh_));
     if (env_.rank != 0) {
       options_.quiet = true;
       options_.metricsPath.clear();
@@ -258,9 +284,14 @@ Status TrainingRun::start() {
   if (resumeFrom) {
     KILN_ASSIGN_OR_RETURN(position, checkpointDataPosition(*resumeFrom));
   }
+  // The batch splits over the data axis only: the ranks along a tensor
+  // axis (model) read the same rows.
+  data::Shard shard{env_.rank, env_.size};
+  if (artifact->ranks() > 1)
+    shard = data::Shard{static_cast<int>(artifact->axisIndex(env_.rank, "data")),
+                        static_cast<int>(artifact->axisRanks("data"))};
   KILN_ASSIGN_OR_RETURN(
-      data_, openTrainingData(*artifact, options_, position,
-                              data::Shard{env_.rank, env_.size}));
+      data_, openTrainingData(*artifact, options_, position, shard));
   if (data_.tsp && !options_.saveBatchesPath.empty())
     return invalidArgument("--save-batches writes token batches; it is not "
                            "supported with --data ", options_.dataPath, " yet");
@@ -293,7 +324,9 @@ Status TrainingRun::start() {
   KILN_ASSIGN_OR_RETURN(
       session_, TrainingSession::create(std::move(artifact), options_.seed,
                                         BackendOptions{options_.tf32, options_.attention,
-                                                       comm_.get(), env_.localRank,
+                                                       comm_.get(),
+                                                       comm_ ? &mesh_ : nullptr,
+                                                       env_.localRank,
                                                        options_.commOverlap}));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
@@ -305,13 +338,19 @@ Status TrainingRun::start() {
     printKernelLoad(session_->backend().kernelLoad(), out_);
     if (data_.train || data_.tsp)
       std::fprintf(out_, "data: %s\n", data_.description.c_str());
-    if (comm_)
+    const Artifact &a = session_->artifact();
+    if (comm_ && a.dataRanks() == comm_->size())
       std::fprintf(out_, "ranks: %d data-parallel processes (%s, %s), each "
                          "reading %lld of every %lld sequences\n",
                    comm_->size(), env_.launcher.c_str(), comm_->name().c_str(),
-                   static_cast<long long>(session_->artifact().batch()),
-                   static_cast<long long>(session_->artifact().batch() *
-                                          comm_->size()));
+                   static_cast<long long>(a.batch()),
+                   static_cast<long long>(a.batch() * comm_->size()));
+    else if (comm_)
+      std::fprintf(out_, "ranks: %d processes (%s, %s) on mesh %s, each "
+                         "reading %lld of every %lld sequences\n",
+                   comm_->size(), env_.launcher.c_str(), comm_->name().c_str(),
+                   a.meshText().c_str(), static_cast<long long>(a.batch()),
+                   static_cast<long long>(a.batch() * a.dataRanks()));
   }
   if (resumeFrom) {
     KILN_ASSIGN_OR_RETURN(done_, restoreTrainingCheckpoint(*resumeFrom, *session_,
@@ -412,7 +451,7 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
     m.activationRms.push_back({name, value});
   m.stepMs = seconds * 1e3;
   m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum() *
-                    artifact.ranks();
+                    artifact.dataRanks();
   m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;
   m.mfu = modelFlopsUtilization(artifact.root().flops_per_step(), seconds,
                                 peakFlops_);
@@ -434,9 +473,9 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
 
 Status TrainingRun::gatherShards(const std::vector<uint32_t> &buffers) {
   // Not the step's communication: left out of the bytes per step.
-  const int64_t before = comm_ ? comm_->communicatedBytes() : 0;
+  const int64_t before = mesh_.communicatedBytes();
   KILN_RETURN_IF_ERROR(session_->gatherShards(buffers));
-  gatheredBytes_ += (comm_ ? comm_->communicatedBytes() : 0) - before;
+  gatheredBytes_ += mesh_.communicatedBytes() - before;
   return okStatus();
 }
 
@@ -593,11 +632,11 @@ StatusOr<TrainSummary> TrainingRun::run() {
     }
   if (totalSeconds_ > 0) {
     summary_.tokensPerSecond = double(artifact.batch() * artifact.seq() *
-                                      artifact.gradAccum() * artifact.ranks() *
+                                      artifact.gradAccum() * artifact.dataRanks() *
                                       summary_.stepsThisRun) /
                                totalSeconds_;
     summary_.samplesPerSecond =
-        double(artifact.batch() * artifact.gradAccum() * artifact.ranks() *
+        double(artifact.batch() * artifact.gradAccum() * artifact.dataRanks() *
                summary_.stepsThisRun) /
         totalSeconds_;
     summary_.flopsPerSecond =
@@ -609,7 +648,7 @@ StatusOr<TrainSummary> TrainingRun::run() {
   summary_.ranks = comm_ ? comm_->size() : 1;
   if (summary_.stepsThisRun > 0 && (comm_ || session_->backend().collectiveBytesPerStep() > 0))
     summary_.communicatedBytesPerStep =
-        (comm_ ? double(comm_->communicatedBytes() - gatheredBytes_) /
+        (comm_ ? double(mesh_.communicatedBytes() - gatheredBytes_) /
                      double(summary_.stepsThisRun)
                : 0.0) +
         double(session_->backend().collectiveBytesPerStep());

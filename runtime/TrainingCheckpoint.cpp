@@ -99,7 +99,7 @@ std::string globalTrainSettings(const Artifact &artifact) {
   if (!json.is_object())
     return settings;
   if (json.contains("batch") && json["batch"].is_number_integer())
-    json["batch"] = json["batch"].get<int64_t>() * artifact.ranks();
+    json["batch"] = json["batch"].get<int64_t>() * artifact.dataRanks();
   // ZeRO changes where the state lives, not what it is: checkpoints hold
   // it whole.
   json.erase("zero");

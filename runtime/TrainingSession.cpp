@@ -2,6 +2,7 @@
 
 #include "runtime/TrainingSession.h"
 
+#include "runtime/BlockLayout.h"
 #include "runtime/PaddedLayout.h"
 #include "runtime/ParamInit.h"
 #include "runtime/comm/Communicator.h"
@@ -74,6 +75,7 @@ TrainingSession::create(std::unique_ptr<Artifact> artifact, uint64_t seed,
   session->roles_ = findBufferRoles(*artifact);
   session->seed_ = seed;
   session->communicator_ = options.communicator;
+  session->mesh_ = options.mesh;
   session->artifact_ = std::move(artifact);
   for (uint32_t p : session->roles_.parameters)
     KILN_RETURN_IF_ERROR(session->initializeParameter(p));
@@ -236,9 +238,17 @@ Status TrainingSession::uploadSlice(uint32_t index, const std::vector<float> &lo
   else
     std::copy(logical.begin(), logical.end(), whole.begin());
   const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
-  const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
-  std::copy_n(whole.data() + rank * count, count,
-              static_cast<float *>(backend_->hostData(index)));
+  // This rank's index along the buffer's axis.
+  const size_t rank =
+      communicator_ ? static_cast<size_t>(artifact_->axisIndex(
+                          communicator_->rank(), buffer.shard_axis()->string_view()))
+                    : 0;
+  float *out = static_cast<float *>(backend_->hostData(index));
+  if (buffer.shard_dim() >= 0) // tensor parallelism: block `rank` of a dim
+    copyBlock(whole.data(), wholeShape(buffer), buffer.shard_dim(),
+              whole.size() / count, rank, out);
+  else // ZeRO: slice `rank` of the flattened tensor
+    std::copy_n(whole.data() + rank * count, count, out);
   return backend_->upload(index);
 }
 
@@ -249,12 +259,26 @@ Status TrainingSession::gatherShards(const std::vector<uint32_t> &buffers) {
     KILN_RETURN_IF_ERROR(backend_->download(index));
     const float *slice = static_cast<const float *>(backend_->hostData(index));
     const size_t count = static_cast<size_t>(artifact_->bufferInfo(index).elements);
+    const schema::Buffer &buffer = artifact_->buffer(index);
     std::vector<float> &whole = gathered_[index];
-    whole.resize(static_cast<size_t>(shapeElements(wholeShape(artifact_->buffer(index)))));
-    if (communicator_)
-      KILN_RETURN_IF_ERROR(communicator_->allGatherInto(slice, whole.data(), count));
-    else // one rank: its slice is the whole (the verifier checked the sizes)
+    whole.resize(static_cast<size_t>(shapeElements(wholeShape(buffer))));
+    // The ranks of the shard's axis gather it.
+    Communicator *comm =
+        mesh_ ? mesh_->forAxis(buffer.shard_axis()->string_view()) : communicator_;
+    if (!comm) { // one rank: its slice is the whole (verified sizes)
       std::copy_n(slice, count, whole.data());
+      continue;
+    }
+    if (buffer.shard_dim() < 0) { // ZeRO: the slices in rank order
+      KILN_RETURN_IF_ERROR(comm->allGatherInto(slice, whole.data(), count));
+      continue;
+    }
+    // Tensor parallelism: every rank's block, then each put back in its
+    // place along the split dimension.
+    std::vector<float> blocks(whole.size());
+    KILN_RETURN_IF_ERROR(comm->allGatherInto(slice, blocks.data(), count));
+    placeBlocks(blocks.data(), wholeShape(buffer), buffer.shard_dim(),
+                whole.size() / count, whole.data());
   }
   return okStatus();
 }

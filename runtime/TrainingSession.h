@@ -178,6 +178,7 @@ private:
   Status uploadSlice(uint32_t index, const std::vector<float> &logical);
 
   Communicator *communicator_ = nullptr; // ZeRO shards: this rank's slice
+  const MeshCommunicators *mesh_ = nullptr; // a shard's axis: who gathers it
   // tensorView's compact copies of padded buffers, by buffer index.
   mutable std::map<uint32_t, std::vector<float>> logicalCopies_;
   // gatherShards' whole tensors of the ZeRO shards, by buffer index.

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#define KILN_COMM_PLUGIN_VERSION 3
+#define KILN_COMM_PLUGIN_VERSION 4
 #define KILN_COMM_PLUGIN_SYMBOL "kiln_comm_plugin"
 
 extern "C" {
@@ -36,23 +36,34 @@ struct KilnCommLaunch {
   int timeout_seconds;        // rendezvous and collectives (--comm-timeout)
 };
 
+// Some of the run's ranks (a mesh axis: the ranks that differ only in
+// their index along it), made by `split`; null stands for every rank.
+typedef struct KilnCommGroup KilnCommGroup;
+
 struct KilnCommPlugin {
   int version; // KILN_COMM_PLUGIN_VERSION
   // Joins the run (once); this process's rank and the world's size.
   int (*init)(const KilnCommLaunch *launch, int *rank, int *size, char *error,
               size_t error_size);
+  // Every rank calls it together: the ranks with the same `color` form one
+  // group, ordered by `key`; this rank's group, its rank in it and its size.
+  int (*split)(int color, int key, KilnCommGroup **group, int *rank, int *size,
+               char *error, size_t error_size);
+  // Leaves a group `split` made.
+  void (*free_group)(KilnCommGroup *group);
+  // The collectives between the ranks of `group` (null: all of them).
   // In place: data[i] = sum over ranks of data[i], `count` floats.
-  int (*allreduce_sum_f32)(float *data, size_t count, char *error,
-                           size_t error_size);
+  int (*allreduce_sum_f32)(KilnCommGroup *group, float *data, size_t count,
+                           char *error, size_t error_size);
   // recv[0, recv_count) = slice `rank` of the sum over ranks of
   // send[0, recv_count * size) (slice r: [r * recv_count, (r + 1) *
   // recv_count)).
-  int (*reduce_scatter_sum_f32)(const float *send, float *recv,
-                                size_t recv_count, char *error,
+  int (*reduce_scatter_sum_f32)(KilnCommGroup *group, const float *send,
+                                float *recv, size_t recv_count, char *error,
                                 size_t error_size);
   // recv[r * bytes, (r + 1) * bytes) = rank r's `send` (bytes each).
-  int (*allgather)(const void *send, size_t bytes, void *recv, char *error,
-                   size_t error_size);
+  int (*allgather)(KilnCommGroup *group, const void *send, size_t bytes,
+                   void *recv, char *error, size_t error_size);
   // Ends every rank of the run (MPI_Abort), or this one, whose closed
   // connections then end the others' collectives (Gloo).
   void (*abort)(int code);
@@ -61,7 +72,6 @@ struct KilnCommPlugin {
   // The library and its version ("Open MPI v4.1.4", "Gloo (TCP)").
   const char *(*library_version)(void);
 };
-
 typedef const KilnCommPlugin *(*KilnCommPluginEntry)(void);
 
 } // extern "C"

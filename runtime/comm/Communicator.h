@@ -24,8 +24,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::rt {
@@ -52,6 +54,10 @@ public:
   // Every rank's `bytes` bytes, rank 0's first.
   virtual StatusOr<std::vector<uint8_t>> allGather(const void *data,
                                                    size_t bytes) = 0;
+  // Every rank of this communicator calls it together: those with the
+  // same `color` form a new communicator, ranked by `key` (a mesh axis:
+  // the ranks that differ only in their index along it).
+  virtual StatusOr<std::unique_ptr<Communicator>> split(int color, int key) = 0;
   // Ends every rank of the run with exit status `code` (after this rank
   // printed why): the others may be blocked in a collective this rank will
   // never join.
@@ -64,6 +70,27 @@ public:
 
 protected:
   int64_t communicatedBytes_ = 0;
+};
+
+// The communicators of a run's mesh: every rank's, and one per axis that
+// spans some of the ranks (the others run over `world`, or, for an axis of
+// one rank, communicate nothing).
+struct MeshCommunicators {
+  Communicator *world = nullptr;
+  std::map<std::string, std::unique_ptr<Communicator>, std::less<>> axes;
+
+  // The communicator of the collectives over `axis`.
+  Communicator *forAxis(std::string_view axis) const {
+    auto it = axes.find(axis);
+    return it != axes.end() ? it->second.get() : world;
+  }
+  // Bytes this rank has handed to collectives over all of them.
+  int64_t communicatedBytes() const {
+    int64_t bytes = world ? world->communicatedBytes() : 0;
+    for (const auto &[name, comm] : axes)
+      bytes += comm->communicatedBytes();
+    return bytes;
+  }
 };
 
 // Joins the run `env` describes: over Gloo when the ranks have a

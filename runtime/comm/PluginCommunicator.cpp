@@ -83,12 +83,20 @@ private:
 
 class PluginCommunicator final : public Communicator {
 public:
-  PluginCommunicator(std::unique_ptr<cuda::DynamicLibrary> library,
-                     const KilnCommPlugin *plugin, int rank, int size,
-                     int64_t timeoutSeconds)
-      : library_(std::move(library)), plugin_(plugin), rank_(rank),
-        size_(size), watchdog_(rank, size, timeoutSeconds) {}
-  ~PluginCommunicator() override { plugin_->finalize(); }
+  // `group` null: every rank of the run (this communicator finalizes the
+  // library when it goes); else a group `split` made (freed when it goes).
+  PluginCommunicator(std::shared_ptr<cuda::DynamicLibrary> library,
+                     const KilnCommPlugin *plugin, KilnCommGroup *group, int rank,
+                     int size, int64_t timeoutSeconds)
+      : library_(std::move(library)), plugin_(plugin), group_(group), rank_(rank),
+        size_(size), timeoutSeconds_(timeoutSeconds),
+        watchdog_(rank, size, timeoutSeconds) {}
+  ~PluginCommunicator() override {
+    if (group_)
+      plugin_->free_group(group_);
+    else
+      plugin_->finalize();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -98,7 +106,7 @@ public:
     {
       CollectiveWatchdog::Waiting waiting(watchdog_, "an all-reduce");
       KILN_RETURN_IF_ERROR(check(
-          plugin_->allreduce_sum_f32(data, count, error_, sizeof error_)));
+          plugin_->allreduce_sum_f32(group_, data, count, error_, sizeof error_)));
     }
     communicatedBytes_ += static_cast<int64_t>(count * sizeof(float));
     if (reduction == Reduction::kMean) {
@@ -115,7 +123,7 @@ public:
     {
       CollectiveWatchdog::Waiting waiting(watchdog_, "a reduce-scatter");
       KILN_RETURN_IF_ERROR(check(plugin_->reduce_scatter_sum_f32(
-          in, out, count, error_, sizeof error_)));
+          group_, in, out, count, error_, sizeof error_)));
     }
     communicatedBytes_ +=
         static_cast<int64_t>(count * static_cast<size_t>(size_) * sizeof(float));
@@ -130,7 +138,7 @@ public:
     {
       CollectiveWatchdog::Waiting waiting(watchdog_, "an all-gather");
       KILN_RETURN_IF_ERROR(check(plugin_->allgather(
-          in, count * sizeof(float), out, error_, sizeof error_)));
+          group_, in, count * sizeof(float), out, error_, sizeof error_)));
     }
     communicatedBytes_ +=
         static_cast<int64_t>(count * static_cast<size_t>(size_) * sizeof(float));
@@ -141,8 +149,19 @@ public:
     std::vector<uint8_t> all(bytes * static_cast<size_t>(size_));
     CollectiveWatchdog::Waiting waiting(watchdog_, "an all-gather");
     KILN_RETURN_IF_ERROR(check(
-        plugin_->allgather(data, bytes, all.data(), error_, sizeof error_)));
+        plugin_->allgather(group_, data, bytes, all.data(), error_, sizeof error_)));
     return all;
+  }
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override {
+    KilnCommGroup *group = nullptr;
+    int rank = 0, size = 0;
+    {
+      CollectiveWatchdog::Waiting waiting(watchdog_, "a split into mesh axes");
+      KILN_RETURN_IF_ERROR(check(plugin_->split(color, key, &group, &rank, &size,
+                                                error_, sizeof error_)));
+    }
+    return std::unique_ptr<Communicator>(new PluginCommunicator(
+        library_, plugin_, group, rank, size, timeoutSeconds_));
   }
   [[noreturn]] void abortAll(int code) override {
     plugin_->abort(code);
@@ -155,9 +174,11 @@ private:
     return code == 0 ? okStatus() : Status(StatusCode::kUnavailable, error_);
   }
 
-  std::unique_ptr<cuda::DynamicLibrary> library_;
+  std::shared_ptr<cuda::DynamicLibrary> library_;
   const KilnCommPlugin *plugin_;
+  KilnCommGroup *group_;
   int rank_, size_;
+  int64_t timeoutSeconds_;
   char error_[512] = {0};
   CollectiveWatchdog watchdog_;
 };
@@ -210,7 +231,8 @@ openCommunicator(const LaunchEnv &env, int64_t timeoutSeconds) {
         "or set MASTER_ADDR and MASTER_PORT for the ranks to meet there over Gloo");
   }
   return std::unique_ptr<Communicator>(
-      new PluginCommunicator(std::move(library), plugin, rank, size, timeoutSeconds));
+      new PluginCommunicator(std::move(library), plugin, nullptr, rank, size,
+                             timeoutSeconds));
 }
 
 } // namespace kiln::rt

@@ -7,7 +7,7 @@
 namespace kiln::rt::cpu {
 
 StatusOr<std::unique_ptr<CpuBackend>>
-CpuBackend::create(const Artifact &artifact, Communicator *communicator,
+CpuBackend::create(const Artifact &artifact, const MeshCommunicators *mesh,
                    bool commOverlap) {
   std::unique_ptr<CpuBackend> backend(new CpuBackend(artifact));
   KernelCompiler compiler(KernelCompilerOptions::fromEnvironment());
@@ -16,7 +16,7 @@ CpuBackend::create(const Artifact &artifact, Communicator *communicator,
   KILN_ASSIGN_OR_RETURN(backend->kernels_, compiler.load(artifact));
   KILN_ASSIGN_OR_RETURN(backend->executor_,
                         Executor::create(artifact, *backend->kernels_,
-                                         *backend->arena_, communicator, commOverlap));
+                                         *backend->arena_, mesh, commOverlap));
   const KernelLibrary &kernels = *backend->kernels_;
   backend->load_ = KernelLoad{kernels.numKernels(), kernels.cacheHit(),
                               kernels.loadSeconds(), kernels.libraryPath(), ""};

@@ -20,11 +20,12 @@ class CpuBackend final : public Backend {
 public:
   // Allocates the arena (failing before the compile when the step does not
   // fit in host memory), then compiles or fetches the kernels.
-  // `communicator` runs the artifact's CollectiveCall steps (null: the
-  // artifact must have none); with `commOverlap` the overlapped ones on a
-  // thread of their own (cpu/CommThread.h).
+  // `mesh`'s communicators run the artifact's CollectiveCall steps (null:
+  // the artifact must have none over more than one rank); with
+  // `commOverlap` the overlapped ones on a thread of their own
+  // (cpu/CommThread.h).
   static StatusOr<std::unique_ptr<CpuBackend>>
-  create(const Artifact &artifact, Communicator *communicator = nullptr,
+  create(const Artifact &artifact, const MeshCommunicators *mesh = nullptr,
          bool commOverlap = true);
 
   const char *name() const override { return "cpu"; }

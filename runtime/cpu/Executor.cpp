@@ -168,10 +168,9 @@ Executor::Call Executor::resolve(const Artifact &artifact,
 
 StatusOr<std::unique_ptr<Executor>>
 Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
-                 const Arena &arena, Communicator *communicator,
+                 const Arena &arena, const MeshCommunicators *mesh,
                  bool commOverlap) {
   std::unique_ptr<Executor> executor(new Executor());
-  executor->communicator_ = communicator;
   for (int kind = 0; kind < kNumProgramKinds; ++kind) {
     const schema::Program *program =
         artifact.program(static_cast<ProgramKind>(kind));
@@ -182,23 +181,27 @@ Executor::create(const Artifact &artifact, const KernelLibrary &kernels,
     executor->programs_[kind].rangeNames =
         nvtx::entryRangeNames(artifact, static_cast<ProgramKind>(kind));
     for (const schema::Step *step : *program->schedule()) {
-      // One rank runs alone: its all-reduces are the identity.
-      if (step->op_as_CollectiveCall() && artifact.ranks() > 1 &&
-          (!communicator || communicator->size() != artifact.ranks()))
-        return failedPrecondition(
-            artifact.name(), ": has collectives over ", artifact.ranks(),
-            " ranks, but this process ",
-            communicator ? detail::concat("is one of ", communicator->size())
-                         : std::string("runs alone"),
-            " (launch it with `mpirun -np ", artifact.ranks(), " kiln-run ...`)");
-      executor->programs_[kind].calls.push_back(
-          resolve(artifact, *step, kernels, arena));
+      Call call = resolve(artifact, *step, kernels, arena);
+      if (const schema::CollectiveCall *cc = step->op_as_CollectiveCall()) {
+        // An axis of one rank: the collective is the identity (a copy).
+        const std::string_view axis = cc->axis()->string_view();
+        const int64_t ranks = artifact.axisRanks(axis);
+        Communicator *comm = mesh && ranks > 1 ? mesh->forAxis(axis) : nullptr;
+        if (ranks > 1 && (!comm || comm->size() != ranks))
+          return failedPrecondition(
+              artifact.name(), ": has collectives over ", artifact.ranks(),
+              " ranks, but this process ",
+              mesh && mesh->world ? detail::concat("is one of ", mesh->world->size())
+                                  : std::string("runs alone"),
+              " (launch it with `mpirun -np ", artifact.ranks(), " kiln-run ...`)");
+        call.collective->comm = comm;
+      }
+      executor->programs_[kind].calls.push_back(std::move(call));
     }
-    joinShardCollectives(executor->programs_[kind].calls,
-                         static_cast<size_t>(artifact.ranks()));
+    joinShardCollectives(executor->programs_[kind].calls);
     for (const Call &call : executor->programs_[kind].calls)
-      if (call.collective && call.collective->overlap && communicator && commOverlap &&
-          !executor->commThread_)
+      if (call.collective && call.collective->overlap && call.collective->comm &&
+          commOverlap && !executor->commThread_)
         executor->commThread_ = std::make_unique<CommThread>();
   }
   return executor;
@@ -278,12 +281,12 @@ Status Executor::run(ProgramKind kind) {
   return okStatus();
 }
 
-void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
+void Executor::joinShardCollectives(std::vector<Call> &calls) {
   Collective *lead = nullptr;
   for (Call &call : calls) {
     Collective *c = call.collective ? &*call.collective : nullptr;
     bool joins = c && lead && c->kind == lead->kind && c->reduction == lead->reduction &&
-                 c->overlap == lead->overlap &&
+                 c->overlap == lead->overlap && c->comm == lead->comm &&
                  (c->kind == schema::CollectiveKind_ReduceScatter ||
                   c->kind == schema::CollectiveKind_AllGather);
     // Not when it reads what an earlier part of the run writes.
@@ -294,6 +297,7 @@ void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
       joins = total <= kPackedFloats;
     }
     if (joins) {
+      const size_t ranks = c->comm ? static_cast<size_t>(c->comm->size()) : 1;
       const bool scatter = c->kind == schema::CollectiveKind_ReduceScatter;
       const ShardPart &part = c->parts.front();
       const float *in = part.in, *inEnd = in + part.slice * (scatter ? ranks : 1);
@@ -316,18 +320,19 @@ void Executor::joinShardCollectives(std::vector<Call> &calls, size_t ranks) {
 Status Executor::collective(const Collective &c) {
   if (c.joined)
     return okStatus(); // its part went with the first of its run
-  // Without a communicator the artifact has one rank (Executor::create):
-  // a sum or mean over it is the value itself, its one slice the whole.
-  const size_t rank = communicator_ ? static_cast<size_t>(communicator_->rank()) : 0;
+  // Without a communicator the axis has one rank (Executor::create): a
+  // sum or mean over it is the value itself, its one slice the whole.
+  Communicator *comm = c.comm;
+  const size_t rank = comm ? static_cast<size_t>(comm->rank()) : 0;
   switch (c.kind) {
   case schema::CollectiveKind_AllReduce:
-    if (communicator_)
+    if (comm)
       for (auto [data, elements] : c.buffers)
-        KILN_RETURN_IF_ERROR(communicator_->allReduce(data, elements, c.reduction));
+        KILN_RETURN_IF_ERROR(comm->allReduce(data, elements, c.reduction));
     return okStatus();
   case schema::CollectiveKind_ReduceScatter:
   case schema::CollectiveKind_AllGather:
-    if (!communicator_) {
+    if (!comm) {
       for (const ShardPart &p : c.parts)
         std::copy_n(p.in, p.slice, p.out);
       return okStatus();
@@ -335,10 +340,10 @@ Status Executor::collective(const Collective &c) {
     if (c.parts.size() > 1)
       return packedCollective(c);
     return c.kind == schema::CollectiveKind_ReduceScatter
-               ? communicator_->reduceScatter(c.parts[0].in, c.parts[0].out,
-                                              c.parts[0].slice, c.reduction)
-               : communicator_->allGatherInto(c.parts[0].in, c.parts[0].out,
-                                              c.parts[0].slice);
+               ? comm->reduceScatter(c.parts[0].in, c.parts[0].out,
+                                     c.parts[0].slice, c.reduction)
+               : comm->allGatherInto(c.parts[0].in, c.parts[0].out,
+                                     c.parts[0].slice);
   case schema::CollectiveKind_LocalShard:
     for (const ShardPart &p : c.parts)
       std::copy_n(p.in + rank * p.slice, p.slice, p.out);
@@ -350,7 +355,8 @@ Status Executor::collective(const Collective &c) {
 Status Executor::packedCollective(const Collective &c) {
   // One flat tensor of every part: rank r's share is each part's slice r,
   // part after part, so one library call moves them all.
-  const size_t ranks = static_cast<size_t>(communicator_->size());
+  Communicator *comm = c.comm;
+  const size_t ranks = static_cast<size_t>(comm->size());
   size_t total = 0;
   for (const ShardPart &p : c.parts)
     total += p.slice;
@@ -362,8 +368,8 @@ Status Executor::packedCollective(const Collective &c) {
         std::copy_n(p.in + r * p.slice, p.slice, stagingIn_.data() + at);
         at += p.slice;
       }
-    KILN_RETURN_IF_ERROR(communicator_->reduceScatter(stagingIn_.data(), stagingOut_.data(),
-                                                      total, c.reduction));
+    KILN_RETURN_IF_ERROR(comm->reduceScatter(stagingIn_.data(), stagingOut_.data(),
+                                             total, c.reduction));
     size_t at = 0;
     for (const ShardPart &p : c.parts) {
       std::copy_n(stagingOut_.data() + at, p.slice, p.out);
@@ -376,7 +382,7 @@ Status Executor::packedCollective(const Collective &c) {
     std::copy_n(p.in, p.slice, stagingIn_.data() + at);
     at += p.slice;
   }
-  KILN_RETURN_IF_ERROR(communicator_->allGatherInto(stagingIn_.data(), stagingOut_.data(), total));
+  KILN_RETURN_IF_ERROR(comm->allGatherInto(stagingIn_.data(), stagingOut_.data(), total));
   at = 0;
   for (size_t r = 0; r < ranks; ++r)
     for (const ShardPart &p : c.parts) {

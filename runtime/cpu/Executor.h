@@ -33,12 +33,13 @@ namespace kiln::rt::cpu {
 
 class Executor {
 public:
-  // `artifact`, `kernels`, `arena` and `communicator` must outlive the
-  // executor. An artifact with CollectiveCall steps needs a communicator
-  // whose world is the artifact's mesh.
+  // `artifact`, `kernels`, `arena` and `mesh` must outlive the executor. An
+  // artifact with CollectiveCall steps over more than one rank needs the
+  // communicators of its mesh (null: this process runs alone).
   static StatusOr<std::unique_ptr<Executor>>
   create(const Artifact &artifact, const KernelLibrary &kernels,
-         const Arena &arena, Communicator *communicator, bool commOverlap = true);
+         const Arena &arena, const MeshCommunicators *mesh,
+         bool commOverlap = true);
 
   // Runs every schedule entry of the program once, in order. A program the
   // artifact does not have is an error.
@@ -89,6 +90,8 @@ private:
     bool joined = false;
     bool overlap = false; // CollectiveCall.overlap: may run on commThread_
     size_t until = SIZE_MAX; // ... finished before this entry (SIZE_MAX: the end)
+    // The ranks of its axis (null: the axis has one rank, nothing moves).
+    Communicator *comm = nullptr;
   };
   // The most floats per rank one packed call moves: its staging (host
   // memory beside the arena) is at most twice this times the ranks.
@@ -119,10 +122,10 @@ private:
     const uint16_t *bf16AuxIn = nullptr;
     mutable std::vector<float> wideBias, wideAux;
   };
-  // Joins runs of consecutive reduce-scatters (same reduction) or
-  // all-gathers of `calls` (over `ranks`) into their first entry, unless a
-  // part reads what an earlier one of its run writes.
-  static void joinShardCollectives(std::vector<Call> &calls, size_t ranks);
+  // Joins runs of consecutive reduce-scatters (same reduction and axis) or
+  // all-gathers of `calls` into their first entry, unless a part reads
+  // what an earlier one of its run writes.
+  static void joinShardCollectives(std::vector<Call> &calls);
 
   struct Program {
     bool present = false;
@@ -142,7 +145,6 @@ private:
   std::unique_ptr<CommThread> commThread_;
   // packedCollective's staging, shared by every packed call.
   std::vector<float> stagingIn_, stagingOut_;
-  Communicator *communicator_ = nullptr;
 
   Program programs_[kNumProgramKinds];
   bool profiling_ = false;

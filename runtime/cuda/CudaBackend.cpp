@@ -277,6 +277,8 @@ Status CudaBackend::Impl::resolvePrograms() {
                                     location, ")");
         call.collectiveMean = cc->reduction() == schema::Reduction_Mean;
         call.collectiveKind = cc->kind();
+        auto axisComm = axisNccl.find(cc->axis()->string_view());
+        call.comm = axisComm != axisNccl.end() ? axisComm->second.get() : nccl.get();
         call.overlap = cc->overlap() && options.commOverlap &&
                        (cc->kind() == schema::CollectiveKind_AllReduce ||
                         cc->kind() == schema::CollectiveKind_AllGather);
@@ -417,6 +419,7 @@ Status CudaBackend::Impl::launch(const DeviceCall &call) const {
 }
 
 Status CudaBackend::Impl::runCollective(const DeviceCall &call, CUstream on) const {
+  const Nccl *nccl = call.comm;
   if (call.collectiveKind == schema::CollectiveKind_AllReduce)
     return nccl->allReduce(call.collective, call.collectiveMean, on, call.where);
   // [in, out]: the verifier checked that one is the axis' ranks times the other.
@@ -497,8 +500,24 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
     int rank = comm ? comm->rank() : 0, size = comm ? comm->size() : 1;
     if (size != artifact.ranks())
       return failedPrecondition(artifact.name(), " was compiled for ", artifact.ranks(),
-                                " data-parallel ranks but runs as ", size);
+                                " ranks but runs as ", size);
     KILN_ASSIGN_OR_RETURN(impl->nccl, Nccl::open(comm, rank, size));
+    // A NCCL communicator per mesh axis that spans part of the ranks, its
+    // unique id passed over that axis's CPU communicator; every rank opens
+    // them in the mesh's order.
+    if (const auto *mesh = artifact.root().mesh())
+      for (const schema::MeshAxis *a : *mesh) {
+        const std::string axis = a->name() ? a->name()->str() : "";
+        if (a->size() <= 1 || static_cast<int64_t>(a->size()) == artifact.ranks())
+          continue;
+        Communicator *axisComm = options.mesh ? options.mesh->forAxis(axis) : nullptr;
+        if (!axisComm || axisComm->size() != static_cast<int>(a->size()))
+          return failedPrecondition(artifact.name(), ": mesh axis '", axis, "' has ",
+                                    a->size(), " ranks but this run has no "
+                                    "communicator over them");
+        KILN_ASSIGN_OR_RETURN(impl->axisNccl[axis],
+                              Nccl::open(axisComm, axisComm->rank(), axisComm->size()));
+      }
   }
   KILN_RETURN_IF_ERROR(impl->loadKernels());
   KILN_RETURN_IF_ERROR(impl->resolvePrograms());

@@ -19,6 +19,7 @@
 #include "runtime/cuda/DeviceLayout.h"
 #include "runtime/cuda/Nccl.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -83,6 +84,7 @@ struct DeviceCall {
   // reduce-scatter, all-gather (NCCL) or local shard (a device copy) from
   // collective[0] into collective[1].
   std::vector<NcclBuffer> collective;
+  const Nccl *comm = nullptr; // the NCCL communicator of its mesh axis
   bool collectiveMean = false;
   schema::CollectiveKind collectiveKind = schema::CollectiveKind_AllReduce;
   // CollectiveCall.overlap, with a communication stream: in a graph it runs
@@ -123,6 +125,9 @@ struct CudaBackend::Impl {
   std::unique_ptr<CudaDriver> driver;
   std::unique_ptr<CublasLt> cublas; // only when the artifact has GEMMs
   std::unique_ptr<Nccl> nccl;       // only when it has collectives
+  // One per mesh axis that spans some but not all of the ranks (data x
+  // model): over the ranks that differ only in their index along it.
+  std::map<std::string, std::unique_ptr<Nccl>, std::less<>> axisNccl;
   int64_t collectiveBytes = 0;      // handed to NCCL, summed over calls
   std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
   CUdeviceptr cudnnWorkspace = 0;    // outside the arena: shared by the cuDNN plans

@@ -35,7 +35,8 @@ namespace kiln::schema {
 //    plan).
 // 10: CollectiveCall.kind (reduce-scatter, all-gather, local shard: ZeRO)
 //     and overlap; Buffer.shard_axis, Buffer.whole_shape.
-constexpr uint32_t kArtifactVersion = 10;
+// 11: Buffer.shard_dim (tensor parallelism: a block of one dimension)
+constexpr uint32_t kArtifactVersion = 11;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

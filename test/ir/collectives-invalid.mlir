@@ -105,3 +105,37 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
     return %r : tensor<2xf32>
   }
 }
+
+// -----
+
+// Tests that mesh_vary is for tensor axes only: the data axis's ranks
+// never share one loss.
+module attributes {kiln.mesh = {data = 2 : i64}} {
+  func.func @vary_data(%a: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{needs a tensor axis, not the data axis}}
+    %r = kiln.mesh_vary %a over "data" : tensor<4xf32>
+    return %r : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Tests that a sharding constraint has one entry per dimension.
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @constraint_rank(%a: tensor<4x6xf32>) -> tensor<4x6xf32> {
+    // expected-error @+1 {{has 1 sharding entries for a tensor of rank 2}}
+    %r = kiln.sharding_constraint %a ["model"] : tensor<4x6xf32>
+    return %r : tensor<4x6xf32>
+  }
+}
+
+// -----
+
+// Tests that a sharding constraint names axes of the mesh.
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @constraint_axis(%a: tensor<4x6xf32>) -> tensor<4x6xf32> {
+    // expected-error @+1 {{names mesh axis 'tensor', but the module's kiln.mesh is {model = 2 : i64}}}
+    %r = kiln.sharding_constraint %a ["", "tensor"] : tensor<4x6xf32>
+    return %r : tensor<4x6xf32>
+  }
+}

@@ -35,3 +35,41 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Tests the VJPs over a tensor axis, where the ranks share one loss and
+// the cotangent of a value every rank holds whole is whole (Megatron's
+// conjugates): mesh_vary's VJP is the all-reduce of the ranks' parts (and
+// the op is dropped after autodiff), all_reduce "sum"'s is the identity,
+// all_gather and local_shard are each other's adjoints, and all_reduce
+// "mean"'s scales by 1 / axis size.
+// CHECK-LABEL: func.func @tensor_axis
+// CHECK-NOT: kiln.mesh_vary
+// CHECK: %[[LS:.*]] = kiln.local_shard %{{.*}} over "model" dim = 0 : tensor<4x3xf32> -> tensor<2x3xf32>
+// CHECK: %[[G:.*]] = kiln.all_gather %[[LS]] over "model" dim = 0 : tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK: %[[M:.*]] = kiln.all_reduce "mean" %[[G]] over "model"
+// CHECK: %[[AR:.*]] = kiln.all_reduce "sum" %{{.*}} over "model"
+// The backward: mean's 1 / 2, all_gather's local_shard, local_shard's
+// all_gather, then mesh_vary's all-reduce; the forward's sum passes its
+// cotangent through unchanged (no all-reduce for it).
+// CHECK: %[[HALF:.*]] = kiln.constant dense<5.000000e-01>
+// CHECK: kiln.mul %{{.*}}, %[[HALF]]
+// CHECK: kiln.local_shard %{{.*}} over "model" dim = 0 : tensor<4x3xf32> -> tensor<2x3xf32>
+// CHECK: kiln.all_gather %{{.*}} over "model" dim = 0 : tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK: %[[BACK:.*]] = kiln.all_reduce "sum" %{{.*}} over "model" : tensor<4x3xf32>
+// CHECK-NOT: kiln.all_reduce
+// CHECK: return %{{.*}}, %[[BACK]]
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @tensor_axis(%w: tensor<4x3xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %v = kiln.mesh_vary %w over "model" : tensor<4x3xf32>
+    %s = kiln.local_shard %v over "model" dim = 0 : tensor<4x3xf32> -> tensor<2x3xf32>
+    %g = kiln.all_gather %s over "model" dim = 0 : tensor<2x3xf32> -> tensor<4x3xf32>
+    %m = kiln.all_reduce "mean" %g over "model" : tensor<4x3xf32>
+    %sq = kiln.mul %m, %m : tensor<4x3xf32>
+    %r = kiln.all_reduce "sum" %sq over "model" : tensor<4x3xf32>
+    %l = kiln.reduce_sum %r dims = [0, 1] : tensor<4x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -23,3 +23,18 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
     return %r#0, %r#1, %g, %l : tensor<4x6xf32>, tensor<6xf32>, tensor<2x12xf32>, tensor<3xf32>
   }
 }
+
+// -----
+
+// Tests that the tensor-parallel ops round-trip: mesh_vary with its reason,
+// sharding_constraint with one axis (or "") per dimension.
+// CHECK-LABEL: func.func @tensor_parallel_round_trip
+// CHECK: kiln.mesh_vary %{{.*}} over "model" {reason = "column-parallel input"} : tensor<4x6xf32>
+// CHECK: kiln.sharding_constraint %{{.*}} ["", "model"] : tensor<4x6xf32>
+module attributes {kiln.mesh = {data = 2 : i64, model = 2 : i64}} {
+  func.func @tensor_parallel_round_trip(%a: tensor<4x6xf32>) -> tensor<4x6xf32> {
+    %v = kiln.mesh_vary %a over "model" {reason = "column-parallel input"} : tensor<4x6xf32>
+    %c = kiln.sharding_constraint %v ["", "model"] : tensor<4x6xf32>
+    return %c : tensor<4x6xf32>
+  }
+}

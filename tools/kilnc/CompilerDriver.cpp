@@ -26,6 +26,7 @@
 #include "passes/Pipelines.h"
 #include "passes/CollectiveReport.h"
 #include "passes/RematReport.h"
+#include "passes/ShardingReport.h"
 #include "runtime/cpu/KernelCompiler.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -395,6 +396,8 @@ int runCompiler(const DriverOptions &options) {
       return failure();
     return mlir::kiln::PlannedPeak{memory->arenaBytes, memory->summary};
   };
+  // sharding.txt's first part, taken when the sharding phase has run.
+  std::string shardingValues;
   // --compile-from=PHASE: the phases up to PHASE ran before the dump.
   bool resumed = options.compileFrom.empty() || options.compileFrom == "frontend";
   for (const mlir::kiln::CompilerPhase &phase : mlir::kiln::getCompilerPhases()) {
@@ -432,6 +435,8 @@ int runCompiler(const DriverOptions &options) {
           mlir::kiln::printRematReport(*module, os);
         })))
       return kUserError;
+    if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kShardingPhaseName)
+      shardingValues = mlir::kiln::shardingValuesReport(*module);
     if (!options.dumpPhasesTo.empty() && phase.name == mlir::kiln::kAttentionMatchPhaseName &&
         failed(writeAttentionReport(*module, options.dumpPhasesTo,
                                     skipped ? "--no-attention-match" : "")))
@@ -440,6 +445,14 @@ int runCompiler(const DriverOptions &options) {
     if (phase.name == options.compileTo)
       return succeeded(printModule(*module, outputPath)) ? kSuccess : kUserError;
   }
+
+  // The values' shardings (after the sharding phase) and every collective
+  // the finished pipeline holds.
+  if (!options.dumpPhasesTo.empty() && !shardingValues.empty() &&
+      failed(writeReport(options.dumpPhasesTo, "sharding.txt", [&](llvm::raw_ostream &os) {
+        mlir::kiln::printShardingReport(shardingValues, *module, os);
+      })))
+    return kUserError;
 
   // 3. Codegen and the artifact.
   TimingScope codegenTimer = rootTimer.nest("codegen");

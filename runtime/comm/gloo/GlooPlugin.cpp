@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -200,6 +201,12 @@ bool resolve(const std::string &host, int port, sockaddr_in &address) {
 std::shared_ptr<gloo::rendezvous::Context> context;
 std::unique_ptr<StoreServer> server;
 uint32_t nextTag = 0;
+// Kept after the rendezvous: the groups `split` makes meet in the same
+// store (rank 0's server runs as long as the process) on the same device.
+std::shared_ptr<TcpStore> rendezvousStore;
+std::shared_ptr<gloo::transport::Device> device;
+std::chrono::seconds timeout{600};
+int groupsMade = 0;
 std::string versionText = "Gloo (TCP)";
 
 int fail(char *error, size_t size, const std::string &message) {
@@ -275,7 +282,7 @@ int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t
   }
   const std::string where =
       std::string(launch->master_addr) + ":" + std::to_string(launch->master_port);
-  const auto timeout = std::chrono::seconds(launch->timeout_seconds);
+  timeout = std::chrono::seconds(launch->timeout_seconds);
   sockaddr_in master{};
   if (!resolve(launch->master_addr, launch->master_port, master))
     return fail(error, errorSize, "the rendezvous host MASTER_ADDR=" +
@@ -316,6 +323,7 @@ int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto store = std::make_shared<TcpStore>(fd, where);
+    rendezvousStore = store;
     // This rank's end of each pair: the interface GLOO_SOCKET_IFNAME names
     // (as for PyTorch), else loopback for a rendezvous on this host, else
     // the host's name.
@@ -327,7 +335,7 @@ int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t
       attr.hostname = "127.0.0.1";
     else if (::gethostname(host, sizeof host - 1) == 0)
       attr.hostname = host;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    device = gloo::transport::tcp::CreateDevice(attr);
     auto joined = std::make_shared<gloo::rendezvous::Context>(launch->rank, launch->size);
     joined->setTimeout(timeout);
     gloo::rendezvous::PrefixStore prefixed("kiln", *store);
@@ -344,13 +352,71 @@ int init(const KilnCommLaunch *launch, int *rank, int *size, char *error, size_t
   return 0;
 }
 
-int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
+} // namespace
+
+// A group: a Gloo context of its own over its ranks, with its own tags.
+struct KilnCommGroup {
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  uint32_t nextTag = 0;
+};
+
+namespace {
+
+std::shared_ptr<gloo::rendezvous::Context> contextOf(KilnCommGroup *group) {
+  return group ? group->context : context;
+}
+uint32_t tagOf(KilnCommGroup *group) {
+  return group ? group->nextTag++ : nextTag++;
+}
+
+int allgather(KilnCommGroup *group, const void *send, size_t bytes, void *recv,
+              char *error, size_t size);
+
+int split(int color, int key, KilnCommGroup **group, int *rank, int *size,
+          char *error, size_t errorSize) {
+  // Every rank's (color, key), then the members of this rank's color in
+  // key order: its rank in the group.
+  const int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(context->size));
+  if (int code = allgather(nullptr, mine, sizeof mine, all.data(), error, errorSize))
+    return code;
+  std::vector<std::pair<int64_t, int>> members; // (key, world rank)
+  for (int r = 0; r < context->size; ++r)
+    if (all[2 * r] == color)
+      members.push_back({all[2 * r + 1], r});
+  std::sort(members.begin(), members.end());
+  int index = 0;
+  while (members[index].second != context->rank)
+    ++index;
   try {
-    gloo::AllreduceOptions options(context);
+    auto joined = std::make_shared<gloo::rendezvous::Context>(
+        index, static_cast<int>(members.size()));
+    joined->setTimeout(timeout);
+    gloo::rendezvous::PrefixStore prefixed(
+        "kiln-group-" + std::to_string(groupsMade++) + "-" + std::to_string(color),
+        *rendezvousStore);
+    joined->connectFullMesh(prefixed, device);
+    *group = new KilnCommGroup{joined};
+  } catch (const std::exception &e) {
+    return fail(error, errorSize, std::string("Gloo's rendezvous of a group of ") +
+                                      std::to_string(members.size()) +
+                                      " ranks failed: " + e.what());
+  }
+  *rank = index;
+  *size = static_cast<int>(members.size());
+  return 0;
+}
+
+void freeGroup(KilnCommGroup *group) { delete group; }
+
+int allreduceSumF32(KilnCommGroup *group, float *data, size_t count, char *error,
+                    size_t size) {
+  try {
+    gloo::AllreduceOptions options(contextOf(group));
     options.setOutput(data, count);
     void (*sum)(void *, const void *, const void *, size_t) = &gloo::sum<float>;
     options.setReduceFunction(sum);
-    options.setTag(nextTag++);
+    options.setTag(tagOf(group));
     gloo::allreduce(options);
   } catch (const std::exception &e) {
     return fail(error, size, collectiveError("all-reduce", e));
@@ -361,22 +427,25 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
 // Gloo's collectives API has no reduce-scatter: the sum of the whole
 // buffer comes from its all-reduce (as PyTorch's Gloo backend does it),
 // and this rank keeps its slice.
-int reduceScatterSumF32(const float *send, float *recv, size_t count, char *error,
-                        size_t size) {
+int reduceScatterSumF32(KilnCommGroup *group, const float *send, float *recv,
+                        size_t count, char *error, size_t size) {
   static thread_local std::vector<float> whole;
-  whole.assign(send, send + count * static_cast<size_t>(context->size));
-  if (int code = allreduceSumF32(whole.data(), whole.size(), error, size))
+  auto ctx = contextOf(group);
+  whole.assign(send, send + count * static_cast<size_t>(ctx->size));
+  if (int code = allreduceSumF32(group, whole.data(), whole.size(), error, size))
     return code;
-  std::copy_n(whole.data() + count * static_cast<size_t>(context->rank), count, recv);
+  std::copy_n(whole.data() + count * static_cast<size_t>(ctx->rank), count, recv);
   return 0;
 }
 
-int allgather(const void *send, size_t bytes, void *recv, char *error, size_t size) {
+int allgather(KilnCommGroup *group, const void *send, size_t bytes, void *recv,
+              char *error, size_t size) {
   try {
-    gloo::AllgatherOptions options(context);
+    auto ctx = contextOf(group);
+    gloo::AllgatherOptions options(ctx);
     options.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(send)), bytes);
-    options.setOutput(static_cast<uint8_t *>(recv), bytes * static_cast<size_t>(context->size));
-    options.setTag(nextTag++);
+    options.setOutput(static_cast<uint8_t *>(recv), bytes * static_cast<size_t>(ctx->size));
+    options.setTag(tagOf(group));
     gloo::allgather(options);
   } catch (const std::exception &e) {
     return fail(error, size, collectiveError("all-gather", e));
@@ -388,13 +457,17 @@ int allgather(const void *send, size_t bytes, void *recv, char *error, size_t si
 // fail on its closed connections.
 void abortRun(int code) { std::_Exit(code); }
 
-void finalize() { context.reset(); }
+void finalize() {
+  context.reset();
+  rendezvousStore.reset();
+}
 
 const char *libraryVersion() { return versionText.c_str(); }
 
 const KilnCommPlugin kPlugin = {
-    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, reduceScatterSumF32,
-    allgather,                abortRun, finalize,        libraryVersion,
+    KILN_COMM_PLUGIN_VERSION, init,      split,    freeGroup,
+    allreduceSumF32,          reduceScatterSumF32, allgather,
+    abortRun,                 finalize,  libraryVersion,
 };
 
 } // namespace

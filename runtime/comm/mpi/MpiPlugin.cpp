@@ -68,11 +68,46 @@ int init(const KilnCommLaunch *, int *rank, int *size, char *error, size_t error
   return 0;
 }
 
-int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
+} // namespace
+
+// A group is an MPI communicator of its own.
+struct KilnCommGroup {
+  MPI_Comm comm;
+};
+
+namespace {
+
+MPI_Comm commOf(KilnCommGroup *group) {
+  return group ? group->comm : MPI_COMM_WORLD;
+}
+
+int split(int color, int key, KilnCommGroup **group, int *rank, int *size,
+          char *error, size_t errorSize) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int code = MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
+  if (code != MPI_SUCCESS)
+    return fail("MPI_Comm_split", code, error, errorSize);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm, rank);
+  MPI_Comm_size(comm, size);
+  *group = new KilnCommGroup{comm};
+  return 0;
+}
+
+void freeGroup(KilnCommGroup *group) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Comm_free(&group->comm);
+  delete group;
+}
+
+int allreduceSumF32(KilnCommGroup *group, float *data, size_t count,
+                    char *error, size_t size) {
   for (size_t done = 0; done < count;) {
     int piece = static_cast<int>(std::min<size_t>(count - done, INT_MAX));
     int code = MPI_Allreduce(MPI_IN_PLACE, data + done, piece, MPI_FLOAT,
-                             MPI_SUM, MPI_COMM_WORLD);
+                             MPI_SUM, commOf(group));
     if (code != MPI_SUCCESS)
       return fail("MPI_Allreduce", code, error, size);
     done += static_cast<size_t>(piece);
@@ -80,28 +115,28 @@ int allreduceSumF32(float *data, size_t count, char *error, size_t size) {
   return 0;
 }
 
-int reduceScatterSumF32(const float *send, float *recv, size_t count,
-                        char *error, size_t size) {
+int reduceScatterSumF32(KilnCommGroup *group, const float *send, float *recv,
+                        size_t count, char *error, size_t size) {
   if (count > INT_MAX) {
     std::snprintf(error, size, "MPI_Reduce_scatter_block of %zu floats per "
                                "rank: more than INT_MAX", count);
     return 1;
   }
   int code = MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
-                                      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                                      MPI_FLOAT, MPI_SUM, commOf(group));
   return code == MPI_SUCCESS ? 0
                              : fail("MPI_Reduce_scatter_block", code, error, size);
 }
 
-int allgather(const void *send, size_t bytes, void *recv, char *error,
-              size_t size) {
+int allgather(KilnCommGroup *group, const void *send, size_t bytes, void *recv,
+              char *error, size_t size) {
   if (bytes > INT_MAX) {
     std::snprintf(error, size, "MPI_Allgather of %zu bytes per rank: more "
                                "than INT_MAX", bytes);
     return 1;
   }
   int code = MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
-                           static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+                           static_cast<int>(bytes), MPI_BYTE, commOf(group));
   return code == MPI_SUCCESS ? 0 : fail("MPI_Allgather", code, error, size);
 }
 
@@ -129,8 +164,9 @@ const char *libraryVersion() {
 }
 
 const KilnCommPlugin kPlugin = {
-    KILN_COMM_PLUGIN_VERSION, init,     allreduceSumF32, reduceScatterSumF32,
-    allgather,                abortRun, finalize,        libraryVersion,
+    KILN_COMM_PLUGIN_VERSION, init,      split,    freeGroup,
+    allreduceSumF32,          reduceScatterSumF32, allgather,
+    abortRun,                 finalize,  libraryVersion,
 };
 
 } // namespace

@@ -2,6 +2,9 @@
 
   check_checkpoint.py STEP_DIR ARTIFACT      describe the checkpoint (FileCheck'd)
   check_checkpoint.py --same-tensors A B     exit 1 unless A and B hold equal tensors
+  check_checkpoint.py --close-tensors A B RTOL ATOL
+                                             exit 1 unless A and B hold the same
+                                             tensors, |a - b| <= ATOL + RTOL * |b|
 """
 import json
 import os
@@ -19,6 +22,26 @@ def same_tensors(a, b):
         if not (ta[name].shape == tb[name].shape and bool((ta[name] == tb[name]).all())):
             sys.exit(f"tensor {name} differs")
     print(f"{len(ta)} tensors equal")
+
+
+def close_tensors(a, b, rtol, atol):
+    ta, tb = load_file(a), load_file(b)
+    if set(ta) != set(tb):
+        sys.exit(f"tensor names differ: {sorted(set(ta) ^ set(tb))[:5]}")
+    worst, where = 0.0, None
+    for name in sorted(ta):
+        x, y = ta[name].double(), tb[name].double()
+        if x.shape != y.shape:
+            sys.exit(f"tensor {name}: shape {list(x.shape)} vs {list(y.shape)}")
+        excess = ((x - y).abs() - (atol + rtol * y.abs())).max().item()
+        if excess > 0:
+            sys.exit(f"tensor {name} differs beyond atol {atol} + rtol {rtol}: "
+                     f"largest difference {(x - y).abs().max().item():.3g}")
+        diff = (x - y).abs().max().item()
+        if diff > worst:
+            worst, where = diff, name
+    print(f"{len(ta)} tensors agree within atol {atol} + rtol {rtol} "
+          f"(largest difference {worst:.1e} in {where})")
 
 
 def describe(step_dir):
@@ -45,5 +68,7 @@ def describe(step_dir):
 if __name__ == "__main__":
     if sys.argv[1] == "--same-tensors":
         same_tensors(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "--close-tensors":
+        close_tensors(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
     else:
         describe(sys.argv[1])

@@ -1,0 +1,72 @@
+// RUN: kiln-opt %s --split-input-file --kiln-partition | FileCheck %s
+
+// Tests Megatron's MLP as the rules give it: the split parameters become
+// their blocks (kiln.shard_axis / shard_dim / whole_shape), the whole input
+// of the column-parallel product is marked kiln.mesh_vary over model (its
+// VJP is the backward's all-reduce), the split values get their local
+// types, and the row-parallel product's partial sums are all-reduced, each
+// collective with its line and reason.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<64x128xf32> {kiln.name = "w1", kiln.role = "param", kiln.shard_axis = "model", kiln.shard_dim = 1 : i64
+// CHECK-SAME: kiln.whole_shape = array<i64: 64, 256>}
+// CHECK-SAME: %[[B1:[^:]*]]: tensor<128xf32> {{[^}]*}}kiln.shard_dim = 0 : i64
+// CHECK-SAME: %[[W2:[^:]*]]: tensor<128x64xf32> {{[^}]*}}kiln.shard_dim = 0 : i64
+// CHECK-SAME: %[[X:[^:]*]]: tensor<8x64xf32> {kiln.name = "x", kiln.role = "input"}
+// CHECK: %[[XV:.*]] = kiln.mesh_vary %[[X]] over "model" {reason = "the column-parallel matmul at mlp.kiln:3:7 reads it whole on every rank: its gradient sums the ranks' parts"} : tensor<8x64xf32>
+// CHECK: %[[H:.*]] = kiln.matmul %[[XV]], %[[W1]] {{.*}}: tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
+// CHECK: kiln.broadcast %[[B1]] dims = [1] {{.*}}: tensor<128xf32> -> tensor<8x128xf32>
+// CHECK: %[[G:.*]] = kiln.gelu %{{.*}} : tensor<8x128xf32>
+// CHECK: %[[P:.*]] = kiln.matmul %[[G]], %[[W2]] : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
+// CHECK-NEXT: %[[Y:.*]] = kiln.all_reduce "sum" %[[P]] over "model" {reason = "partial sums of the row-parallel matmul at mlp.kiln:4:7"} : tensor<8x64xf32>
+// CHECK-NEXT: kiln.mul %[[Y]], %[[Y]]
+// CHECK-NOT: kiln.all_reduce
+// CHECK: return
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg1: tensor<256xf32> {kiln.role = "param", kiln.name = "b1", kiln.sharding = ["model"]},
+                  %arg2: tensor<256x64xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]},
+                  %arg3: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %0 = kiln.matmul %arg3, %arg0 {kiln.sharding = [["", "model"]]} : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32> loc("mlp.kiln":3:7)
+    %1 = kiln.broadcast %arg1 dims = [1] {kiln.sharding = [["", "model"]]} : tensor<256xf32> -> tensor<8x256xf32>
+    %2 = kiln.add %0, %1 {kiln.sharding = [["", "model"]]} : tensor<8x256xf32>
+    %3 = kiln.gelu %2 {kiln.sharding = [["", "model"]]} : tensor<8x256xf32>
+    %4 = kiln.matmul %3, %arg2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32> loc("mlp.kiln":4:7)
+    %5 = kiln.mul %4, %4 : tensor<8x64xf32>
+    %6 = kiln.reduce_sum %5 dims = [0, 1] : tensor<8x64xf32> -> tensor<f32>
+    return %6 : tensor<f32>
+  }
+}
+
+// -----
+
+// Tests resharding: an input split by its annotation stays whole in the
+// signature (the data loader feeds whole batches) and is cut with
+// kiln.local_shard -- along dimension 1 through a transpose, its blocks
+// not being contiguous; shard(x, [_, _]) asks for the whole value back: an
+// all-gather, the same way round. A split splat constant is rebuilt at its
+// local type.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32> {kiln.name = "x", kiln.role = "input", kiln.sharding = ["", "model"]}
+// CHECK: %[[T:.*]] = kiln.transpose %[[X]] permutation = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[S:.*]] = kiln.local_shard %[[T]] over "model" dim = 0 {reason = "the annotation at {{.*}} splits this input"} : tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: %[[XL:.*]] = kiln.transpose %[[S]] permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+// CHECK: kiln.constant dense<2.000000e+00> : tensor<4x4xf32>
+// CHECK: %[[M:.*]] = kiln.mul %[[XL]], %{{.*}} : tensor<4x4xf32>
+// CHECK: kiln.transpose %[[M]] permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: kiln.all_gather %{{.*}} over "model" dim = 0 {reason = "shard(...) at {{.*}} asks for [_, _]"} : tensor<4x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: kiln.transpose %{{.*}} permutation = [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
+// CHECK-NOT: kiln.sharding_constraint
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["", "model"]},
+                  %arg1: tensor<8xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %c = kiln.constant dense<2.0> : tensor<4x8xf32> {kiln.sharding = [["", "model"]]}
+    %0 = kiln.mul %arg0, %c {kiln.sharding = [["", "model"]]} : tensor<4x8xf32>
+    %1 = kiln.sharding_constraint %0 ["", ""] : tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
+    %3 = kiln.mul %2, %arg1 : tensor<8xf32>
+    %4 = kiln.reduce_sum %3 dims = [0] : tensor<8xf32> -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+}
