@@ -154,7 +154,8 @@ FailureOr<std::string> ArtifactWriter::serialize() {
   std::vector<std::vector<schema::KernelArg>> kernelArgs(kernelList.size());
   for (const PlannedProgram &program : programs)
     for (const PlannedStep &step : program.schedule) {
-      if (step.gemm || !kernelArgs[step.kernel].empty())
+      // GEMMs and collectives call no kernel (their `kernel` is unset).
+      if (step.gemm || step.collective || !kernelArgs[step.kernel].empty())
         continue;
       for (uint32_t b : step.buffers) {
         int64_t elements = 1;

@@ -133,9 +133,11 @@ def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard", [
         : tensor<1024xf32> -> tensor<512xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$input, StrAttr:$axis, I64Attr:$dim,
+  // i32 too: an integer input (targets) a tensor axis splits.
+  let arguments = (ins StaticShapeTensorOf<[F32, BF16, F16, I32]>:$input,
+                       StrAttr:$axis, I64Attr:$dim,
                        OptionalAttr<StrAttr>:$reason);
-  let results = (outs Kiln_FloatTensor:$result);
+  let results = (outs StaticShapeTensorOf<[F32, BF16, F16, I32]>:$result);
   let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
                        "type($input) `->` type($result)";
 }

@@ -198,6 +198,12 @@ private:
                              int64_t size, StringRef axis, Location origin) {
     int64_t ranks = mesh_.size(axis);
     InFlightDiagnostic diag = op->emitError();
+    if (isa<AttentionOp>(op) && (t == 1 || t == 2) && d == 1)
+      diag << "grouped-query attention: its key/value heads (" << size
+           << ") do not split over the " << ranks << " ranks of mesh axis '"
+           << axis << "' that split its query heads, and each rank's query "
+              "heads need their own group's key/value heads (use a multiple of "
+           << ranks << " key/value heads); ";
     diag << "the sharding over mesh axis '" << axis << "' that "
          << modelLocation(origin) << " asks for reaches dimension " << d
          << " of this " << opName(op) << "'s "
@@ -211,6 +217,9 @@ private:
   }
 
   LogicalResult check(Operation *op) {
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      if (failed(checkHeadIndex(attention)))
+        return failure();
     ShardingRule rule = getShardingRule(op);
     SmallVector<Value> tensors = tensorsOf(op);
     unsigned numOperands = op->getNumOperands();
@@ -266,6 +275,45 @@ private:
                       state(tensors[t2]));
     }
     return success();
+  }
+
+  /// With its heads split, each rank's attention counts its own heads from
+  /// 0: a score or mask that reads the head index `h` (an ALiBi slope per
+  /// head) would read another head's value on every rank but the first, and
+  /// dropout would draw the same mask on every rank.
+  LogicalResult checkHeadIndex(AttentionOp op) {
+    ValueState &q = state(op.getQ());
+    if (q.axes[1].empty())
+      return success();
+    Block *score = op.getScoreBlock(), *mask = op.getMaskBlock();
+    // Block arguments: score (s, b, h, i, j, captures...), mask (b, h, i, j,
+    // captures...).
+    bool readsHead = (score && !score->getArgument(2).use_empty()) ||
+                     (mask && !mask->getArgument(1).use_empty());
+    if (op.getDropoutProbability() > 0.0) {
+      // Philox counters are keyed by the (local) head: every rank would
+      // drop the same pattern from its heads.
+      InFlightDiagnostic diag = op.emitError();
+      diag << "this attention's heads are split over mesh axis '" << q.axes[1]
+           << "' (as " << modelLocation(q.origin[1])
+           << " asks), but its dropout draws its mask by head index, which "
+              "each rank would count from 0: every rank would drop the same "
+              "pattern; split another dimension, or train without attention "
+              "dropout";
+      diag.attachNote(q.origin[1]) << "the annotation is here";
+      return failure();
+    }
+    if (!readsHead)
+      return success();
+    InFlightDiagnostic diag = op.emitError();
+    diag << "this attention's heads are split over mesh axis '" << q.axes[1]
+         << "' (as " << modelLocation(q.origin[1])
+         << " asks), but its score or mask reads the head index h, which "
+            "each rank would count from 0 over its own heads; split another "
+            "dimension, or keep the heads whole with shard(x, [...]) on q, k "
+            "and v";
+    diag.attachNote(q.origin[1]) << "the annotation is here";
+    return failure();
   }
 
   LogicalResult conflict(Operation *op, StringRef axis, unsigned t, unsigned d,

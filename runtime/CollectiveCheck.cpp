@@ -108,9 +108,15 @@ Status checkCollective(const schema::Artifact &artifact,
     if (b >= infos.size())
       return invalidArgument(where, ": CollectiveCall buffer ", b,
                              " is out of range (", infos.size(), " buffers)");
-    if (artifact.buffers()->Get(b)->dtype() != schema::DType_F32)
-      return invalidArgument(where, ": CollectiveCall buffer ", b,
-                             " is not F32");
+    // A local shard copies 4-byte elements: f32, or i32 (an integer input
+    // a tensor axis splits); the others reduce or gather f32.
+    const schema::DType dtype = artifact.buffers()->Get(b)->dtype();
+    if (dtype != schema::DType_F32 &&
+        !(dtype == schema::DType_I32 && call.kind() == schema::CollectiveKind_LocalShard))
+      return invalidArgument(where, ": CollectiveCall buffer ", b, " is not F32",
+                             call.kind() == schema::CollectiveKind_LocalShard
+                                 ? " or I32"
+                                 : "");
     if (!seen.insert(b).second)
       return invalidArgument(where, ": CollectiveCall lists buffer ", b,
                              " twice");

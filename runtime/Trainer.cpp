@@ -115,9 +115,12 @@ Status checkLaunch(const Artifact &artifact, const LaunchEnv &env) {
         env.size, " ranks (train { mesh = [data = ", env.size,
         "] }, or kilnc -D 'mesh=[data = ", env.size,
         "]') or run it as one process");
+  const bool dataOnly = artifact.dataRanks() == ranks;
   return failedPrecondition(
       artifact.name(), " was compiled for ", ranks,
-      " data-parallel ranks but runs as ",
+      dataOnly ? " data-parallel ranks"
+               : detail::concat(" ranks (mesh ", artifact.meshText(), ")"),
+      " but runs as ",
       env.size == 1 ? std::string("one process")
                     : detail::concat(env.size, " (", env.described, ")"),
       ": launch it with `mpirun -np ", ranks, " kiln-run ...` (or `torchrun --nproc-per-node ",

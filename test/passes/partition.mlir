@@ -70,3 +70,31 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
     return %4 : tensor<f32>
   }
 }
+
+// -----
+
+// Tests sums and means over a split dimension: rows split over model (by
+// the input's annotation), the cross-entropy's mean over each rank's rows
+// all-reduced with "mean", a sum over them with "sum"; the integer targets
+// cut by local_shard like the float input; the whole weight marked
+// mesh_vary (its gradient sums the ranks' rows).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[W:.*]] = kiln.mesh_vary %arg2 over "model"
+// CHECK: %[[T:.*]] = kiln.local_shard %arg1 over "model" dim = 0 {{.*}}: tensor<8xi32> -> tensor<4xi32>
+// CHECK: %[[X:.*]] = kiln.local_shard %arg0 over "model" dim = 0 {{.*}}: tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: %[[L:.*]] = kiln.matmul %[[X]], %[[W]] {{.*}}-> tensor<4x16xf32>
+// CHECK: %[[CE:.*]] = kiln.cross_entropy %[[L]], %[[T]] : tensor<4x16xf32>, tensor<4xi32>
+// CHECK-NEXT: kiln.all_reduce "mean" %[[CE]] over "model" {reason = "the mean over the ranks' blocks of the cross_entropy at m.kiln:4:5"}
+// CHECK: %[[S:.*]] = kiln.reduce_sum %[[L]] dims = [0, 1]
+// CHECK-NEXT: kiln.all_reduce "sum" %[[S]] over "model" {reason = "partial sums of the reduce_sum at m.kiln:5:5"}
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<8x16xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["model", ""]},
+                  %arg1: tensor<8xi32> {kiln.role = "input", kiln.name = "t", kiln.sharding = ["model"]},
+                  %arg2: tensor<16x16xf32> {kiln.role = "param", kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.role = "metric", kiln.name = "s"}) {
+    %0 = kiln.matmul %arg0, %arg2 {kiln.sharding = [["model", ""]]} : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> loc("m.kiln":3:5)
+    %1 = kiln.cross_entropy %0, %arg1 : tensor<8x16xf32>, tensor<8xi32> loc("m.kiln":4:5)
+    %2 = kiln.reduce_sum %0 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32> loc("m.kiln":5:5)
+    return %1, %2 : tensor<f32>, tensor<f32>
+  }
+}
