@@ -290,28 +290,25 @@ private:
     // captures...).
     bool readsHead = (score && !score->getArgument(2).use_empty()) ||
                      (mask && !mask->getArgument(1).use_empty());
-    if (op.getDropoutProbability() > 0.0) {
-      // Philox counters are keyed by the (local) head: every rank would
-      // drop the same pattern from its heads.
-      InFlightDiagnostic diag = op.emitError();
-      diag << "this attention's heads are split over mesh axis '" << q.axes[1]
-           << "' (as " << modelLocation(q.origin[1])
-           << " asks), but its dropout draws its mask by head index, which "
-              "each rank would count from 0: every rank would drop the same "
-              "pattern; split another dimension, or train without attention "
-              "dropout";
-      diag.attachNote(q.origin[1]) << "the annotation is here";
-      return failure();
-    }
-    if (!readsHead)
+    // Dropout's Philox counters are keyed by the (local) head too: every
+    // rank would drop the same pattern from its heads.
+    const char *problem =
+        op.getDropoutProbability() > 0.0
+            ? "its dropout draws its mask by head index, which each rank "
+              "would count from 0: every rank would drop the same pattern; "
+              "split another dimension, or train without attention dropout"
+        : readsHead
+            ? "its score or mask reads the head index h, which each rank "
+              "would count from 0 over its own heads; split another "
+              "dimension, or keep the heads whole with shard(x, [...]) on q, "
+              "k and v"
+            : nullptr;
+    if (!problem)
       return success();
     InFlightDiagnostic diag = op.emitError();
     diag << "this attention's heads are split over mesh axis '" << q.axes[1]
-         << "' (as " << modelLocation(q.origin[1])
-         << " asks), but its score or mask reads the head index h, which "
-            "each rank would count from 0 over its own heads; split another "
-            "dimension, or keep the heads whole with shard(x, [...]) on q, k "
-            "and v";
+         << "' (as " << modelLocation(q.origin[1]) << " asks), but "
+         << problem;
     diag.attachNote(q.origin[1]) << "the annotation is here";
     return failure();
   }
