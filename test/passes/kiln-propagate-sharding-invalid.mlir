@@ -50,3 +50,21 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
     return %1 : tensor<f32>
   }
 }
+
+// -----
+
+// Tests two axes for one factor: x's contracting dimension split over
+// model, w's over tensor -- the product's partial sums would be over
+// neither axis's ranks alone.
+module attributes {kiln.mesh = {model = 2 : i64, tensor = 2 : i64}} {
+  func.func @step(// expected-note @below {{the other is here}}
+                  %arg0: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["", "model"]},
+                  // expected-note @below {{one annotation is here}}
+                  %arg1: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w", kiln.sharding = ["tensor", ""]})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    // expected-error @below {{conflicting shardings at this matmul: its operand #1 splits dimension 0 over 'tensor'}}
+    %0 = kiln.matmul %arg0, %arg1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+    %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<8x256xf32> -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+}
