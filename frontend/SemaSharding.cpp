@@ -5,8 +5,9 @@
 // dimension, the mesh axis whose ranks split it (`_`: not split). Sema
 // checks what can be checked at the annotation itself -- one entry per
 // dimension, axes the mesh declares, no axis twice, a dimension its axis
-// divides -- so each mistake is reported at the line that asked for it;
-// the propagation pass (passes/PropagateSharding.cpp) checks the rest.
+// divides (for a parameter, after padding: the propagation pass checks
+// that) -- so each mistake is reported at the line that asked for it; the
+// propagation pass (passes/PropagateSharding.cpp) checks the rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,7 +57,10 @@ bool Sema::evaluateSharding(const ShardingSpec &spec,
                               std::to_string(e) + " of " + what +
                               " already; an axis splits one dimension");
     int64_t ranks = it->second;
-    if (shape[d] % ranks != 0)
+    // A parameter's dimension may still be padded (--kiln-pad-dims: vocab
+    // 50257 -> 50304): --kiln-propagate-sharding checks its padded size.
+    const bool mayBePadded = what.rfind("parameter", 0) == 0;
+    if (!mayBePadded && shape[d] % ranks != 0)
       return error(loc, "dimension " + std::to_string(d) + " of " + what +
                             " (" + std::to_string(shape[d]) +
                             ") does not split over mesh axis '" + axis +

@@ -74,6 +74,10 @@ enum class FactorKind {
   Sum,         // each rank computes a partial sum of the results
   Mean,        // each rank computes the mean of its block (equal blocks)
   Whole,       // cannot be split: the op needs the whole dimension
+  // Split, the op is no longer itself on its blocks: --kiln-partition
+  // rewrites it (a vocabulary-parallel cross-entropy, an embedding whose
+  // table's rows are split). Propagation does not move it.
+  Rewritten,
 };
 
 /// An op's factors and, for each operand and result dimension, the factor

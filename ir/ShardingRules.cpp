@@ -17,12 +17,14 @@
 //                      run of one dim splitting into several (C -> H, D)
 //                      maps the one dim to the major of the several, so a
 //                      split C is a split H (contiguous blocks agree)
-//   embedding          index dims and D pass through; the table's rows are
-//                      whole (each index reads any row)
+//   embedding          index dims and D pass through; the table's rows,
+//                      split, are rewritten (each rank looks up the rows it
+//                      holds, the others give 0, an all-reduce sums them)
 //   layer/rms_norm, softmax      rows pass through; the normalized dim whole
 //   causal_mask, rope  leading dims pass through; the [T, T] square / the
 //                      positions and features whole
-//   cross_entropy      rows are a mean; the vocabulary whole
+//   cross_entropy      rows are a mean; the vocabulary, split, is rewritten
+//                      (Megatron's vocabulary-parallel cross-entropy)
 //   attention          B and the heads (q's H, k's and v's KVH: one factor,
 //                      so grouped-query groups stay on one rank) pass
 //                      through; positions and features whole
@@ -233,8 +235,7 @@ ShardingRule reshapeRule(ReshapeOp op) {
 ShardingRule embeddingRule(EmbeddingOp op) {
   ShardingRule rule;
   RankedTensorType indices = typeOf(op.getIndices());
-  int64_t rows = rule.addFactor(FactorKind::Whole,
-                                "the whole table: each index reads any row");
+  int64_t rows = rule.addFactor(FactorKind::Rewritten);
   Dims idx = addFactors(rule, indices, FactorKind::PassThrough);
   int64_t d = rule.addFactor(FactorKind::PassThrough);
   rule.addOperand({rows, d});
@@ -252,8 +253,7 @@ ShardingRule crossEntropyRule(CrossEntropyOp op) {
   for (int64_t d = 0; d + 1 < logits.getRank(); ++d)
     rows.push_back(rule.addFactor(FactorKind::Mean));
   Dims l = rows;
-  l.push_back(rule.addFactor(FactorKind::Whole,
-                             "the whole vocabulary row (its softmax)"));
+  l.push_back(rule.addFactor(FactorKind::Rewritten));
   rule.addOperand(l);
   rule.addOperand(rows);
   rule.addResult({});

@@ -42,6 +42,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
+
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNPARTITION
 #include "passes/Passes.h.inc"
@@ -281,6 +283,17 @@ private:
       op->setOperand(i, v);
     }
 
+    // A split factor the op cannot compute on its blocks: rewritten.
+    for (auto [f, axis] : llvm::enumerate(factorAxis))
+      if (!axis.empty() && rule.factors[f].kind == FactorKind::Rewritten) {
+        b_.setInsertionPoint(op);
+        if (auto ce = dyn_cast<CrossEntropyOp>(op))
+          return vocabParallelCrossEntropy(ce, axis, rule, factorAxis);
+        if (auto embedding = dyn_cast<EmbeddingOp>(op))
+          return splitTableEmbedding(embedding, axis);
+        return op->emitOpError() << "has a split factor no rewrite handles";
+      }
+
     // Results: local types; partial sums all-reduced.
     for (OpResult r : op->getResults()) {
       auto type = dyn_cast<RankedTensorType>(r.getType());
@@ -311,6 +324,179 @@ private:
         current_[reduce.getResult(0)] = current_[r];
       }
     }
+    return success();
+  }
+
+  /// This rank's block along `axis` of the indices 0 .. whole - 1 (of
+  /// `type`), the dimension of `whole` elements being split over it.
+  Value blockIndices(Location loc, int64_t whole, Type type, StringRef axis,
+                     StringAttr why) {
+    Value iota = b_.create<IotaOp>(loc, RankedTensorType::get({whole}, type));
+    return b_.create<LocalShardOp>(
+        loc, RankedTensorType::get({whole / mesh_.size(axis)}, type), iota, axis,
+        0, why);
+  }
+
+  /// `a and b` of two i1 tensors, as the frontend writes it: select(a, b, a).
+  Value both(Location loc, Value a, Value b) {
+    return b_.create<SelectOp>(loc, a, b, a);
+  }
+
+  Value splat(Location loc, Value like, double value) {
+    return createSplatConstant(b_, loc, cast<RankedTensorType>(like.getType()),
+                               value);
+  }
+
+  /// log(sum(exp(x))) over the last dimension of `x` from its softmax p:
+  /// sum(p * (x - log p)), each term p * lse (the sum of p is 1), with the
+  /// classes whose p underflows to 0 left out -- no infinity anywhere, in
+  /// the value or its gradient, whose d/dx is p as lse's.
+  Value logSumExp(Location loc, Value x) {
+    auto type = cast<RankedTensorType>(x.getType());
+    Value p = b_.create<SoftmaxOp>(loc, x);
+    Value kept = b_.create<CmpOp>(loc, "gt", p, splat(loc, p, 0.0));
+    Value logP = b_.create<LogOp>(
+        loc, b_.create<SelectOp>(loc, kept, p, splat(loc, p, 1.0)));
+    Value xKept = b_.create<SelectOp>(loc, kept, x, splat(loc, x, 0.0));
+    Value terms = b_.create<MulOp>(loc, p, b_.create<SubOp>(loc, xKept, logP));
+    return b_.create<ReduceSumOp>(loc, terms,
+                                  ArrayRef<int64_t>{type.getRank() - 1});
+  }
+
+  /// Megatron's vocabulary-parallel cross-entropy: logits [R..., V/n] (the
+  /// classes split over `axis`), targets [R...] whole over it.
+  ///   lse_r = logsumexp of the rank's classes              [R...]
+  ///   lse   = logsumexp over the ranks of every lse_r (all-gathered)
+  ///   x_t   = sum over the ranks of the target's logit, 0 on the ranks
+  ///           that do not hold its class (all-reduced)
+  ///   loss  = mean over rows of (lse - x_t), 0 for a target outside
+  ///           [0, valid_classes), as kiln.cross_entropy.
+  LogicalResult vocabParallelCrossEntropy(CrossEntropyOp op, StringRef axis,
+                                          const ShardingRule &rule,
+                                          ArrayRef<std::string> factorAxis) {
+    Location loc = op.getLoc();
+    Value x = op.getLogits(), t = op.getTargets();
+    auto xType = cast<RankedTensorType>(x.getType());
+    auto tType = cast<RankedTensorType>(t.getType());
+    const int64_t rank = xType.getRank(), ranks = mesh_.size(axis);
+    const int64_t classes = xType.getShape().back() * ranks;
+    const int64_t valid = op.getValidClasses().value_or(classes);
+    if (valid <= (ranks - 1) * (classes / ranks))
+      return op.emitError() << "the vocabulary-parallel cross-entropy over "
+                            << ranks << " ranks needs classes on every rank, "
+                            << "but only " << valid << " of the padded "
+                            << classes << " are valid";
+    std::string where = "the vocabulary-parallel cross_entropy at " +
+                        modelLocation(loc);
+    StringAttr why = b_.getStringAttr(where + ": each rank's class indices");
+
+    // Each class's index, on this rank's block: [R..., V/n].
+    Type indexType = tType.getElementType();
+    SmallVector<int64_t> lastDim{rank - 1};
+    Value mine = blockIndices(loc, classes, indexType, axis, why);
+    Value index = b_.create<BroadcastOp>(
+        loc, RankedTensorType::get(xType.getShape(), indexType), mine,
+        b_.getDenseI64ArrayAttr(lastDim));
+    // Padded classes out of the softmax.
+    Value logits = x;
+    if (valid < classes) {
+      Value inClass = b_.create<CmpOp>(loc, "lt", index, splat(loc, index, valid));
+      logits = b_.create<SelectOp>(loc, inClass, x,
+                                   splat(loc, x, -std::numeric_limits<double>::infinity()));
+    }
+    // lse over the rank's classes, then over the ranks' lse values.
+    Value local = logSumExp(loc, logits); // [R...]
+    auto rowsType = cast<RankedTensorType>(local.getType());
+    SmallVector<int64_t> one{1}, gathered{ranks};
+    one.append(rowsType.getShape().begin(), rowsType.getShape().end());
+    gathered.append(rowsType.getShape().begin(), rowsType.getShape().end());
+    Value all = b_.create<AllGatherOp>(
+        loc, RankedTensorType::get(gathered, rowsType.getElementType()),
+        b_.create<ReshapeOp>(loc, RankedTensorType::get(one, rowsType.getElementType()),
+                             local),
+        axis, 0, b_.getStringAttr(where + ": every rank's logsumexp of its classes"));
+    SmallVector<int64_t> toLast;
+    for (int64_t d = 1; d < (int64_t)gathered.size(); ++d)
+      toLast.push_back(d);
+    toLast.push_back(0);
+    Value lse = logSumExp(loc, b_.create<TransposeOp>(loc, all, toLast)); // [R...]
+    // The target's logit, from the rank holding its class.
+    SmallVector<int64_t> rowDims;
+    for (int64_t d = 0; d + 1 < rank; ++d)
+      rowDims.push_back(d);
+    Value targets = b_.create<BroadcastOp>(
+        loc, RankedTensorType::get(xType.getShape(), indexType), t,
+        b_.getDenseI64ArrayAttr(rowDims));
+    Value hit = b_.create<CmpOp>(loc, "eq", index, targets);
+    Value picked = b_.create<ReduceSumOp>(
+        loc, b_.create<SelectOp>(loc, hit, x, splat(loc, x, 0.0)), lastDim);
+    auto targetLogit = b_.create<AllReduceOp>(
+        loc, ValueRange{picked}, "sum", axis,
+        b_.getStringAttr(where + ": the target's logit, from the rank holding "
+                                 "its class"));
+    // Rows with a target outside [0, valid_classes) count 0.
+    Value inRange = both(loc, b_.create<CmpOp>(loc, "ge", t, splat(loc, t, 0.0)),
+                         b_.create<CmpOp>(loc, "lt", t, splat(loc, t, valid)));
+    Value rowLoss = b_.create<SubOp>(loc, lse, targetLogit.getResult(0));
+    rowLoss = b_.create<SelectOp>(loc, inRange, rowLoss, splat(loc, rowLoss, 0.0));
+    SmallVector<int64_t> allRows(rowDims);
+    Value loss = rowsType.getRank() == 0
+                     ? rowLoss
+                     : b_.create<ReduceSumOp>(loc, rowLoss, allRows).getResult();
+    loss = b_.create<DivOp>(loc, loss,
+                            splat(loc, loss, static_cast<double>(rowsType.getNumElements())));
+    // Rows split over another axis: the mean of the ranks' means.
+    for (auto [f, rowAxis] : llvm::enumerate(factorAxis))
+      if (!rowAxis.empty() && rule.factors[f].kind == FactorKind::Mean)
+        loss = b_.create<AllReduceOp>(
+                      loc, ValueRange{loss}, "mean", rowAxis,
+                      b_.getStringAttr("the mean over the ranks' blocks of " + where))
+                   .getResult(0);
+    op.getResult().replaceAllUsesWith(loss);
+    op.erase();
+    return success();
+  }
+
+  /// An embedding whose table's rows are split over `axis`: each rank looks
+  /// up the indices that fall in its block of rows (0 for the others), and
+  /// an all-reduce sums the ranks' lookups (Megatron's vocabulary-parallel
+  /// embedding). The backward scatters into the rank's rows alone.
+  LogicalResult splitTableEmbedding(EmbeddingOp op, StringRef axis) {
+    Location loc = op.getLoc();
+    Value table = op.getTable(), indices = op.getIndices();
+    auto tableType = cast<RankedTensorType>(table.getType());
+    auto indexType = cast<RankedTensorType>(indices.getType());
+    const int64_t rows = tableType.getDimSize(0);
+    std::string where = "the vocabulary-parallel embedding at " + modelLocation(loc);
+    // The rank's first row: the first of its block of row indices.
+    Value start = b_.create<SliceOp>(
+        loc,
+        blockIndices(loc, rows * mesh_.size(axis), indexType.getElementType(),
+                     axis, b_.getStringAttr(where + ": the rank's first row")),
+        0, 0, 1);
+    Value local = b_.create<SubOp>(
+        loc, indices,
+        b_.create<BroadcastOp>(loc, indexType, start, b_.getDenseI64ArrayAttr({0})));
+    Value mine = both(loc, b_.create<CmpOp>(loc, "ge", local, splat(loc, local, 0.0)),
+                      b_.create<CmpOp>(loc, "lt", local, splat(loc, local, rows)));
+    Value safe = b_.create<SelectOp>(loc, mine, local, splat(loc, local, 0.0));
+    Value rowsRead = b_.create<EmbeddingOp>(loc, table, safe);
+    auto resultType = cast<RankedTensorType>(rowsRead.getType());
+    SmallVector<int64_t> indexDims;
+    for (int64_t d = 0; d < indexType.getRank(); ++d)
+      indexDims.push_back(d);
+    Value mineRows = b_.create<BroadcastOp>(
+        loc, RankedTensorType::get(resultType.getShape(), b_.getI1Type()), mine,
+        b_.getDenseI64ArrayAttr(indexDims));
+    Value masked = b_.create<SelectOp>(loc, mineRows, rowsRead,
+                                       splat(loc, rowsRead, 0.0));
+    auto sum = b_.create<AllReduceOp>(
+        loc, ValueRange{masked}, "sum", axis,
+        b_.getStringAttr(where + ": each rank looks up the rows it holds"));
+    TensorSharding sharding = getSharding(op.getResult());
+    op.getResult().replaceAllUsesWith(sum.getResult(0));
+    current_[sum.getResult(0)] = sharding;
+    op.erase();
     return success();
   }
 

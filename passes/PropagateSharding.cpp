@@ -107,12 +107,31 @@ private:
   void seed() {
     for (BlockArgument arg : func_.getArguments()) {
       auto attr = func_.getArgAttr(arg.getArgNumber(), kShardingAttrName);
-      if (!attr || !isa<RankedTensorType>(arg.getType()))
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!attr || !type)
         continue;
       ValueState &s = state(arg);
       s.axes = readSharding(attr, s.axes.size());
       s.origin.assign(s.axes.size(), arg.getLoc());
       s.fixed = true;
+      // Sema checked the annotation but a parameter's size here, which
+      // --kiln-pad-dims may have padded.
+      for (auto [d, axis] : llvm::enumerate(s.axes))
+        if (!axis.empty() && type.getDimSize(d) % mesh_.size(axis) != 0 &&
+            succeeded(error_)) {
+          auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         kNameAttrName);
+          int64_t size = type.getDimSize(d), ranks = mesh_.size(axis);
+          emitError(arg.getLoc())
+              << "dimension " << d << " of parameter '"
+              << (name ? name.getValue() : "?") << "' (" << size
+              << ") does not split over mesh axis '" << axis << "' (" << ranks
+              << " ranks): " << size << " / " << ranks
+              << " is not whole; pad it to " << (size / ranks + 1) * ranks
+              << ", split another dimension, or give '" << axis
+              << "' a size that divides " << size;
+          error_ = failure();
+        }
     }
     func_.walk([&](ShardingConstraintOp op) {
       ValueState &s = state(op.getResult());
@@ -137,7 +156,8 @@ private:
     ShardingRule rule = getShardingRule(op);
     SmallVector<Value> tensors = tensorsOf(op);
     for (int64_t f = 0; f < (int64_t)rule.factors.size(); ++f) {
-      if (rule.factors[f].kind == FactorKind::Whole)
+      if (rule.factors[f].kind == FactorKind::Whole ||
+          rule.factors[f].kind == FactorKind::Rewritten)
         continue;
       // The axis splitting the factor somewhere, and where.
       std::string axis;

@@ -98,3 +98,45 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
     return %1, %2 : tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// Tests the rewrites of a split vocabulary (Megatron's vocabulary
+// parallelism): the embedding of a table whose rows are split looks up the
+// indices in the rank's block of rows (found from its block of iota), the
+// others read 0, and an all-reduce sums the ranks' lookups; the
+// cross-entropy over logits split by class takes each rank's logsumexp
+// (softmax-weighted, no infinity), all-gathers and combines them, and
+// all-reduces the target's logit from the rank holding its class; classes
+// past valid_classes stay out.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[ROWS:.*]] = kiln.local_shard %{{.*}} over "model" dim = 0 {reason = "the vocabulary-parallel embedding at v.kiln:5:5: the rank's first row"} : tensor<8xi32> -> tensor<4xi32>
+// CHECK: %[[START:.*]] = kiln.slice %[[ROWS]] dim = 0, start = 0 : tensor<4xi32> -> tensor<1xi32>
+// CHECK: kiln.sub %arg1, %{{.*}} : tensor<2x3xi32>
+// CHECK: %[[LOOKUP:.*]] = kiln.embedding %arg0, %{{.*}} : tensor<4x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32>
+// CHECK: %[[MASKED:.*]] = kiln.select %{{.*}}, %[[LOOKUP]], %{{.*}} : tensor<2x3x4xi1>, tensor<2x3x4xf32>
+// CHECK-NEXT: kiln.all_reduce "sum" %[[MASKED]] over "model" {reason = "the vocabulary-parallel embedding at v.kiln:5:5: each rank looks up the rows it holds"}
+// CHECK: %[[LOGITS:.*]] = kiln.matmul {{.*}} -> tensor<2x3x4xf32>
+// CHECK: %[[CLASSES:.*]] = kiln.local_shard %{{.*}} over "model" dim = 0 {reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: each rank's class indices"} : tensor<8xi32> -> tensor<4xi32>
+// CHECK: %[[INDEX:.*]] = kiln.broadcast %[[CLASSES]] dims = [2] : tensor<4xi32> -> tensor<2x3x4xi32>
+// CHECK: kiln.cmp "lt", %[[INDEX]], %{{.*}} : tensor<2x3x4xi32> -> tensor<2x3x4xi1>
+// CHECK: kiln.softmax
+// CHECK: %[[LSE:.*]] = kiln.reduce_sum %{{.*}} dims = [2] : tensor<2x3x4xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: %[[ONE:.*]] = kiln.reshape %[[LSE]] : tensor<2x3xf32> -> tensor<1x2x3xf32>
+// CHECK-NEXT: kiln.all_gather %[[ONE]] over "model" dim = 0 {reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: every rank's logsumexp of its classes"} : tensor<1x2x3xf32> -> tensor<2x2x3xf32>
+// CHECK: kiln.cmp "eq", %[[INDEX]], %{{.*}} : tensor<2x3x4xi32> -> tensor<2x3x4xi1>
+// CHECK: kiln.all_reduce "sum" %{{.*}} over "model" {reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: the target's logit, from the rank holding its class"} : tensor<2x3xf32>
+// CHECK-NOT: kiln.cross_entropy
+// CHECK: return
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<8x4xf32> {kiln.role = "param", kiln.name = "wte", kiln.sharding = ["model", ""]},
+                  %arg1: tensor<2x3xi32> {kiln.role = "input", kiln.name = "tokens"},
+                  %arg2: tensor<2x3xi32> {kiln.role = "input", kiln.name = "targets"})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %0 = kiln.embedding %arg0, %arg1 : tensor<8x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32> loc("v.kiln":5:5)
+    %1 = kiln.transpose %arg0 permutation = [1, 0] {kiln.sharding = [["", "model"]]} : tensor<8x4xf32> -> tensor<4x8xf32>
+    %2 = kiln.matmul %0, %1 {kiln.sharding = [["", "", "model"]]} : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+    %3 = kiln.cross_entropy %2, %arg2 {valid_classes = 7 : i64} : tensor<2x3x8xf32>, tensor<2x3xi32> loc("v.kiln":7:5)
+    return %3 : tensor<f32>
+  }
+}
