@@ -28,6 +28,12 @@
 //    with "sum" ("mean").
 // 3. kiln.sharding_constraint: its operand resharded to its sharding,
 //    then the op removed.
+// 4. An op whose split factor its rule marks Rewritten is replaced by the
+//    ops that compute it on blocks (Megatron's vocabulary parallelism): an
+//    embedding of a row-split table (each rank's rows looked up, the
+//    lookups all-reduced), a cross-entropy over class-split logits (each
+//    rank's logsumexp all-gathered and combined, the target's logit
+//    all-reduced).
 //
 //===----------------------------------------------------------------------===//
 

@@ -327,7 +327,9 @@ def KilnPartition : Pass<"kiln-partition", "::mlir::ModuleOp"> {
     (the row-parallel matmul), `kiln.mesh_vary` on a whole operand of
     per-rank work (its VJP is the backward's all-reduce),
     `kiln.local_shard` / `kiln.all_gather` where an operand must be
-    resharded, and `kiln.sharding_constraint` replaced by its reshard.
+    resharded, and `kiln.sharding_constraint` replaced by its reshard. An
+    embedding of a row-split table and a cross-entropy over class-split
+    logits are rewritten vocabulary-parallel (Megatron's).
 
     Before (mesh `{model = 2}`):
     ```mlir
