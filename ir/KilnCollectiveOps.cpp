@@ -269,3 +269,30 @@ FailureOr<SmallVector<Value>>
 ShardingConstraintOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{resultGrads[0]};
 }
+
+// local_shard(all_reduce "sum"(x)) -> reduce_scatter "sum"(x) over the same
+// axis, and local_shard(transpose(all_reduce "sum"(x))) ->
+// reduce_scatter "sum"(transpose(x)): each rank keeps only its slice of the
+// sum, so reduce only it.
+LogicalResult LocalShardOp::canonicalize(LocalShardOp op,
+                                         PatternRewriter &rewriter) {
+  Value input = op.getInput();
+  auto transpose = input.getDefiningOp<TransposeOp>();
+  if (transpose) {
+    if (!transpose->hasOneUse())
+      return failure();
+    input = transpose.getInput();
+  }
+  auto sum = input.getDefiningOp<AllReduceOp>();
+  if (!sum || sum.getReduction() != "sum" || sum.getAxis() != op.getAxis() ||
+      sum.getInputs().size() != 1 || !sum->hasOneUse())
+    return failure();
+  Value partial = sum.getInputs()[0];
+  if (transpose)
+    partial = rewriter.create<TransposeOp>(transpose.getLoc(), partial,
+                                           transpose.getPermutation());
+  rewriter.replaceOpWithNewOp<ReduceScatterOp>(
+      op, op.getType(), partial, "sum", op.getAxis(), op.getDim(),
+      op.getReasonAttr());
+  return success();
+}

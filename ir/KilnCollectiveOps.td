@@ -140,6 +140,11 @@ def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard", [
   let results = (outs StaticShapeTensorOf<[F32, BF16, F16, I32]>:$result);
   let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
                        "type($input) `->` type($result)";
+  // local_shard(all_reduce "sum"(x)) -> reduce_scatter "sum"(x), also
+  // through a transpose between them (an all-reduce commutes with it): the
+  // backward of sequence parallelism's gather (its VJP, local_shard, after
+  // the VJP of kiln.mesh_vary, all_reduce) moves half the bytes.
+  let hasCanonicalizeMethod = 1;
 }
 
 def Kiln_MeshVaryOp : Kiln_CollectiveOp<"mesh_vary", [

@@ -45,6 +45,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -94,6 +95,17 @@ public:
     for (Operation *op : ops)
       if (failed(partition(op)))
         return failure();
+    // The function's results leave whole (its scalars are; a split value
+    // is gathered).
+    Operation *ret = func_.getBody().front().getTerminator();
+    b_.setInsertionPoint(ret);
+    for (OpOperand &result : ret->getOpOperands()) {
+      auto type = dyn_cast<RankedTensorType>(result.get().getType());
+      if (!type || isReplicated(shardingOf(result.get())))
+        continue;
+      result.set(reshard(result.get(), TensorSharding(type.getRank(), ""),
+                         ret->getLoc(), "the program returns it whole"));
+    }
     func_.setType(FunctionType::get(
         func_.getContext(), func_.getBody().front().getArgumentTypes(),
         func_.getResultTypes()));
@@ -185,6 +197,24 @@ private:
     return value;
   }
 
+  /// The reduce-scatter over `axis` of the partial sums `partial` into the
+  /// split `to` (the dimension `to` splits over `axis`), at the builder's
+  /// insertion point.
+  Value reduceScatter(Value partial, ArrayRef<std::string> to, StringRef axis,
+                      Location loc, const std::string &reason) {
+    reshardOps_.clear();
+    unsigned d = llvm::find(to, axis) - to.begin();
+    StringAttr why = b_.getStringAttr(reason);
+    return alongDim(partial, d, loc, [&](Value v) -> Value {
+      auto t = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] /= mesh_.size(axis);
+      return b_.create<ReduceScatterOp>(
+          loc, RankedTensorType::get(shape, t.getElementType()), v, "sum", axis,
+          0, why);
+    });
+  }
+
   /// `collective(value)` along dimension `d`: dimension 0 directly when
   /// every dimension before `d` is 1 (the blocks are contiguous), else
   /// through a transpose that brings `d` to the front and one back.
@@ -259,6 +289,19 @@ private:
              op->getNumResults() == 0))
           factorAxis[f] = s[d];
     }
+    // A result split over an axis a Sum factor also uses (sequence
+    // parallelism's row-parallel product): the op computes the partial sums
+    // whole along that result dimension, and a reduce-scatter fills the
+    // split result. Axis -> the factor it scatters.
+    llvm::StringMap<int64_t> scattered;
+    for (auto [f, axis] : llvm::enumerate(factorAxis))
+      if (!axis.empty() && rule.factors[f].kind == FactorKind::PassThrough &&
+          llvm::any_of(llvm::seq<size_t>(0, factorAxis.size()), [&](size_t g) {
+            return factorAxis[g] == axis && rule.factors[g].kind == FactorKind::Sum;
+          }))
+        scattered[axis] = f;
+    for (auto &entry : scattered)
+      factorAxis[entry.second] = "";
     SmallVector<std::string> axesUsed;
     for (const std::string &axis : factorAxis)
       if (!axis.empty() && !llvm::is_contained(axesUsed, axis))
@@ -279,8 +322,14 @@ private:
         bool gathers = llvm::any_of(llvm::zip(shardingOf(v), want), [](auto p) {
           return !std::get<0>(p).empty() && std::get<0>(p) != std::get<1>(p);
         });
-        v = reshard(v, want, op->getLoc(),
-                    where + (gathers ? " reads it whole" : " reads this rank's block"));
+        // One reshard per value and sharding, shared by its readers (q, k
+        // and v read one gather of their input).
+        Value &cached = resharded_[v][formatSharding(want)];
+        if (!cached)
+          cached = reshard(v, want, op->getLoc(),
+                           where + (gathers ? " reads it whole"
+                                            : " reads this rank's block"));
+        v = cached;
       }
       if (isa<FloatType>(type.getElementType()))
         for (const std::string &axis : axesUsed)
@@ -300,14 +349,30 @@ private:
         return op->emitOpError() << "has a split factor no rewrite handles";
       }
 
-    // Results: local types; partial sums all-reduced.
+    // Results: local types (whole along a scattered dimension until the
+    // reduce-scatter); partial sums all-reduced or reduce-scattered.
+    SmallVector<TensorSharding> wanted; // each result's propagated sharding
+    for (OpResult r : op->getResults())
+      wanted.push_back(isa<RankedTensorType>(r.getType()) ? getSharding(r)
+                                                          : TensorSharding());
     for (OpResult r : op->getResults()) {
       auto type = dyn_cast<RankedTensorType>(r.getType());
       if (!type)
         continue;
-      TensorSharding s = getSharding(r);
+      TensorSharding s = wanted[r.getResultNumber()];
+      bool scatteredHere = false;
+      for (std::string &axis : s)
+        if (scattered.count(axis)) {
+          axis.clear();
+          scatteredHere = true;
+        }
       r.setType(localType(type, s, mesh_));
       current_[r] = s;
+      // The op's own result is the partial sums, whole along the scattered
+      // dimension: say so (sharding.txt reads it).
+      if (scatteredHere && op->getNumResults() == 1)
+        op->setAttr(kShardingAttrName,
+                    b_.getArrayAttr({shardingAttr(op->getContext(), s)}));
     }
     if (auto constant = dyn_cast<ConstantOp>(op))
       if (constant.getType() != constant.getValue().getType())
@@ -321,6 +386,17 @@ private:
         continue;
       for (OpResult r : op->getResults()) {
         bool isSum = kind == FactorKind::Sum;
+        if (isSum && scattered.count(axis)) {
+          const TensorSharding &to = wanted[r.getResultNumber()];
+          Value split = reduceScatter(r, to, axis, op->getLoc(),
+                                      "partial sums of " + where +
+                                          ", each rank keeping its block of "
+                                          "the split result");
+          r.replaceAllUsesExcept(split, llvm::SmallPtrSet<Operation *, 4>(
+                                            reshardOps_.begin(), reshardOps_.end()));
+          current_[split] = to;
+          continue;
+        }
         auto reduce = b_.create<AllReduceOp>(
             op->getLoc(), ValueRange{r}, isSum ? "sum" : "mean", axis,
             b_.getStringAttr((isSum ? "partial sums of " : "the mean over the "
@@ -531,6 +607,7 @@ private:
   DenseMap<Value, TensorSharding> current_;
   DenseMap<Operation *, ShardingRule> rules_;
   DenseMap<Value, llvm::StringMap<Value>> varied_;
+  DenseMap<Value, llvm::StringMap<Value>> resharded_;
   SmallVector<Operation *> reshardOps_;
 };
 

@@ -36,6 +36,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Sequence.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNPROPAGATESHARDING
@@ -148,6 +150,71 @@ private:
     return values;
   }
 
+  /// What the op's tensors say of one factor: the axis splitting it (the
+  /// first met), where that came from, whether a user annotation on the
+  /// tensor itself says so, and whether two tensors name different axes.
+  struct Claim {
+    std::string axis;
+    Location origin;
+    bool fixed = false;
+    bool agreed = true;
+  };
+
+  SmallVector<Claim> claimsOf(const ShardingRule &rule, ArrayRef<Value> tensors,
+                              MLIRContext *ctx) {
+    SmallVector<Claim> claims(rule.factors.size(),
+                              Claim{"", UnknownLoc::get(ctx)});
+    for (int64_t f = 0; f < (int64_t)rule.factors.size(); ++f)
+      (void)forEachDimOf(rule, tensors, f, [&](unsigned t, unsigned d) {
+        ValueState &s = state(tensors[t]);
+        const std::string &a = s.axes[d];
+        if (a.empty())
+          return success();
+        Claim &c = claims[f];
+        if (!c.axis.empty() && a != c.axis)
+          c.agreed = false;
+        if (c.axis.empty()) {
+          c.axis = a;
+          c.origin = s.origin[d];
+        }
+        c.fixed |= s.fixed && a == c.axis;
+        return success();
+      });
+    return claims;
+  }
+
+  /// The factors that yield their axis at this op: where several factors
+  /// claim one axis and a user annotation makes exactly one of the claims
+  /// (a weight's split), the others yield -- their tensors are resharded
+  /// by --kiln-partition (an activation gathered before a column-parallel
+  /// product; a row-parallel product's partial sums reduce-scattered into
+  /// a sequence-split result: sequence parallelism). Sets `unresolved`
+  /// when no single annotation decides.
+  static SmallVector<bool> yielding(ArrayRef<Claim> claims,
+                                    llvm::StringSet<> &unresolved) {
+    SmallVector<bool> yields(claims.size(), false);
+    for (size_t f = 0; f < claims.size(); ++f) {
+      if (claims[f].axis.empty())
+        continue;
+      SmallVector<size_t> same, fixed;
+      for (size_t g = 0; g < claims.size(); ++g)
+        if (claims[g].axis == claims[f].axis) {
+          same.push_back(g);
+          if (claims[g].fixed)
+            fixed.push_back(g);
+        }
+      if (same.size() < 2)
+        continue;
+      if (fixed.size() != 1) {
+        unresolved.insert(claims[f].axis);
+        continue;
+      }
+      if (f != fixed.front())
+        yields[f] = true;
+    }
+    return yields;
+  }
+
   LogicalResult propagate(Operation *op) {
     // shard(x, [...]) is where the user reshards: its result is fixed, and
     // its operand keeps what its own producers and readers give it.
@@ -155,28 +222,21 @@ private:
       return success();
     ShardingRule rule = getShardingRule(op);
     SmallVector<Value> tensors = tensorsOf(op);
+    SmallVector<Claim> claims = claimsOf(rule, tensors, op->getContext());
+    llvm::StringSet<> unresolved;
+    SmallVector<bool> yields = yielding(claims, unresolved);
     for (int64_t f = 0; f < (int64_t)rule.factors.size(); ++f) {
       if (rule.factors[f].kind == FactorKind::Whole ||
           rule.factors[f].kind == FactorKind::Rewritten)
         continue;
-      // The axis splitting the factor somewhere, and where.
-      std::string axis;
-      Location origin = UnknownLoc::get(op->getContext());
-      bool agreed = true;
-      forEachDimOf(rule, tensors, f, [&](unsigned t, unsigned d) {
-        const std::string &a = state(tensors[t]).axes[d];
-        if (a.empty())
-          return success();
-        if (!axis.empty() && a != axis)
-          agreed = false;
-        if (axis.empty()) {
-          axis = a;
-          origin = state(tensors[t]).origin[d];
-        }
-        return success();
-      });
-      if (axis.empty() || !agreed)
-        continue; // nothing to move, or a conflict check() reports
+      const Claim &claim = claims[f];
+      // Nothing to move, a conflict check() reports, or an axis another
+      // factor of this op holds by annotation.
+      if (claim.axis.empty() || !claim.agreed || yields[f] ||
+          unresolved.contains(claim.axis))
+        continue;
+      const std::string &axis = claim.axis;
+      Location origin = claim.origin;
       LogicalResult moved = forEachDimOf(rule, tensors, f, [&](unsigned t,
                                                                unsigned d) {
         ValueState &s = state(tensors[t]);
@@ -283,7 +343,13 @@ private:
       }
     }
     // One axis for two factors: each rank would need a different block of
-    // the same dimension.
+    // the same dimension -- unless one annotation decides (yielding()):
+    // then the other factor's tensors are resharded, which the partitioner
+    // does for an operand (a gather) and for a result a sum over the same
+    // axis fills (a reduce-scatter), not for a result of another split.
+    SmallVector<Claim> claims = claimsOf(rule, tensors, op->getContext());
+    llvm::StringSet<> unresolved;
+    SmallVector<bool> yields = yielding(claims, unresolved);
     DenseMap<StringRef, int64_t> factorOfAxis;
     for (auto &[f, where] : seen) {
       auto &[axis, t, d] = where;
@@ -291,8 +357,35 @@ private:
       if (inserted)
         continue;
       auto &[axis2, t2, d2] = seen.find(it->second)->second;
+      if (!unresolved.contains(axis))
+        continue;
       return conflict(op, axis, t, d, axis2, t2, d2, state(tensors[t]),
                       state(tensors[t2]));
+    }
+    for (unsigned r = 0; r < op->getNumResults(); ++r) {
+      if (!isa<RankedTensorType>(op->getResult(r).getType()))
+        continue;
+      ValueState &s = state(op->getResult(r));
+      for (auto [d, f] : llvm::enumerate(rule.results[r])) {
+        if (f < 0 || !yields[f] || s.axes[d].empty())
+          continue;
+        bool summed = llvm::any_of(llvm::seq<size_t>(0, claims.size()),
+                                   [&](size_t g) {
+                                     return claims[g].axis == s.axes[d] &&
+                                            rule.factors[g].kind == FactorKind::Sum;
+                                   });
+        if (summed)
+          continue; // partial sums reduce-scattered into the split result
+        InFlightDiagnostic diag = op->emitError();
+        diag << "this " << opName(op) << "'s result is split over '"
+             << s.axes[d] << "' along dimension " << d << " (as "
+             << modelLocation(s.origin[d]) << " asks), but the annotation at "
+             << modelLocation(claims[f].origin)
+             << " gives that axis to another of its dimensions; reshard the "
+                "result with shard(x, [...]) after this op";
+        diag.attachNote(s.origin[d]) << "the result's split comes from here";
+        return failure();
+      }
     }
     return success();
   }

@@ -140,3 +140,40 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
     return %3 : tensor<f32>
   }
 }
+
+// -----
+
+// Tests sequence parallelism's collectives (the propagation of
+// propagate-sharding.mlir's case): the position-split input of the
+// column-parallel product all-gathered (along dimension 1, through a
+// transpose), the row-parallel product's partial sums reduce-scattered
+// into the position-split result.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[X:.*]] = kiln.local_shard {{.*}} -> tensor<4x2x16xf32>
+// CHECK: %[[H:.*]] = kiln.gelu %{{.*}} : tensor<2x4x16xf32>
+// CHECK-NEXT: %[[HT:.*]] = kiln.transpose %[[H]] permutation = [1, 0, 2] : tensor<2x4x16xf32> -> tensor<4x2x16xf32>
+// CHECK-NEXT: %[[HG:.*]] = kiln.all_gather %[[HT]] over "model" dim = 0 {reason = "the column-parallel matmul at {{.*}} reads it whole"} : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
+// CHECK-NEXT: %[[HW:.*]] = kiln.transpose %[[HG]] permutation = [1, 0, 2] : tensor<8x2x16xf32> -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[HV:.*]] = kiln.mesh_vary %[[HW]] over "model"
+// CHECK: %[[A:.*]] = kiln.matmul %[[HV]], %arg1 {{.*}} -> tensor<2x8x16xf32>
+// CHECK: %[[P:.*]] = kiln.matmul %[[A]], %arg2 {{.*}}: tensor<2x8x16xf32>, tensor<16x16xf32> -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[PT:.*]] = kiln.transpose %[[P]] permutation = [1, 0, 2] : tensor<2x8x16xf32> -> tensor<8x2x16xf32>
+// CHECK-NEXT: %[[RS:.*]] = kiln.reduce_scatter "sum" %[[PT]] over "model" dim = 0 {reason = "partial sums of the row-parallel matmul at {{.*}}, each rank keeping its block of the split result"} : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = kiln.transpose %[[RS]] permutation = [1, 0, 2] : tensor<4x2x16xf32> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[SUM:.*]] = kiln.add %{{.*}}, %[[Y]] {{.*}}: tensor<2x4x16xf32>
+// A split value the program returns leaves whole.
+// CHECK: kiln.all_gather %{{.*}} over "model" dim = 0 {reason = "the program returns it whole"} : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
+// CHECK: return %{{.*}} : tensor<2x8x16xf32>
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = "input", kiln.name = "x"},
+                  %arg1: tensor<16x32xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg2: tensor<32x16xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]})
+      -> (tensor<2x8x16xf32> {kiln.role = "metric", kiln.name = "y"}) {
+    %x = kiln.sharding_constraint %arg0 ["", "model", ""] : tensor<2x8x16xf32>
+    %h = kiln.gelu %x {kiln.sharding = [["", "model", ""]]} : tensor<2x8x16xf32>
+    %0 = kiln.matmul %h, %arg1 {kiln.sharding = [["", "", "model"]]} : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+    %1 = kiln.matmul %0, %arg2 {kiln.sharding = [["", "model", ""]]} : tensor<2x8x32xf32>, tensor<32x16xf32> -> tensor<2x8x16xf32>
+    %2 = kiln.add %x, %1 {kiln.sharding = [["", "model", ""]]} : tensor<2x8x16xf32>
+    return %2 : tensor<2x8x16xf32>
+  }
+}

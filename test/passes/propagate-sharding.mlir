@@ -73,3 +73,34 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
     return %3 : tensor<f32>
   }
 }
+
+// -----
+
+// Tests sequence parallelism's resolution: the stream x is split by
+// position (shard(x, [_, model, _])), the weight w1 by column, both over
+// model. At the column-parallel product the weight's annotation decides
+// (the position split of its input yields: its result is split by column
+// only, the input will be gathered); at the row-parallel product the sum
+// over w2's split rows and the position split the add gives its result
+// share the axis (its partial sums will be reduce-scattered); the stream
+// stays split by position.
+// CHECK-LABEL: func.func @step
+// CHECK: kiln.sharding_constraint
+// CHECK-NEXT: kiln.gelu {{.*}} {kiln.sharding = {{\[\[}}"", "model", ""]]}
+// CHECK-NEXT: kiln.matmul {{.*}} {kiln.sharding = {{\[\[}}"", "", "model"]]} : {{.*}} -> tensor<2x8x32xf32>
+// CHECK-NEXT: kiln.matmul {{.*}} {kiln.sharding = {{\[\[}}"", "model", ""]]} : {{.*}} -> tensor<2x8x16xf32>
+// CHECK-NEXT: kiln.add {{.*}} {kiln.sharding = {{\[\[}}"", "model", ""]]}
+module attributes {kiln.mesh = {model = 2 : i64}} {
+  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = "input", kiln.name = "x"},
+                  %arg1: tensor<16x32xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg2: tensor<32x16xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]})
+      -> (tensor<f32> {kiln.role = "loss"}) {
+    %x = kiln.sharding_constraint %arg0 ["", "model", ""] : tensor<2x8x16xf32>
+    %h = kiln.gelu %x : tensor<2x8x16xf32>
+    %0 = kiln.matmul %h, %arg1 : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+    %1 = kiln.matmul %0, %arg2 : tensor<2x8x32xf32>, tensor<32x16xf32> -> tensor<2x8x16xf32>
+    %2 = kiln.add %x, %1 : tensor<2x8x16xf32>
+    %3 = kiln.reduce_sum %2 dims = [0, 1, 2] : tensor<2x8x16xf32> -> tensor<f32>
+    return %3 : tensor<f32>
+  }
+}
