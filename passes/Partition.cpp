@@ -106,6 +106,34 @@ public:
       result.set(reshard(result.get(), TensorSharding(type.getRank(), ""),
                          ret->getLoc(), "the program returns it whole"));
     }
+    // The shardings of the values this pass made (collectives, transposes
+    // around them), for sharding.txt.
+    func_.walk([&](Operation *op) {
+      if (op->hasAttr(kShardingAttrName) || op->getNumResults() != 1)
+        return;
+      // The transposes and collectives of a reshard along dimension 0.
+      Value result = op->getResult(0);
+      if (!current_.count(result) && op->getNumOperands() == 1 &&
+          current_.count(op->getOperand(0))) {
+        TensorSharding in = current_[op->getOperand(0)];
+        if (auto t = dyn_cast<TransposeOp>(op)) {
+          TensorSharding out;
+          for (int64_t p : t.getPermutation())
+            out.push_back(in[p]);
+          current_[result] = out;
+        } else if (auto g = dyn_cast<AllGatherOp>(op)) {
+          in[0] = "";
+          current_[result] = in;
+        } else if (isa<LocalShardOp, ReduceScatterOp>(op)) {
+          in[0] = op->getAttrOfType<StringAttr>("axis").str();
+          current_[result] = in;
+        }
+      }
+      auto it = current_.find(result);
+      if (it != current_.end() && !isReplicated(it->second))
+        op->setAttr(kShardingAttrName,
+                    b_.getArrayAttr({shardingAttr(op->getContext(), it->second)}));
+    });
     func_.setType(FunctionType::get(
         func_.getContext(), func_.getBody().front().getArgumentTypes(),
         func_.getResultTypes()));

@@ -33,6 +33,12 @@ std::string describeValue(Value v, const Mesh &mesh) {
     if (!axis.empty())
       whole[d] *= mesh.size(axis);
   std::string s = formatShape(whole) + " " + formatSharding(sharding);
+  // Partial sums: each rank holds its part of the sum a collective makes.
+  for (Operation *user : v.getUsers())
+    if (isa<AllReduceOp, ReduceScatterOp>(user) &&
+        user->getAttrOfType<StringAttr>("reduction").getValue() == "sum")
+      return s + " partial sums over '" +
+             user->getAttrOfType<StringAttr>("axis").str() + "'";
   if (isReplicated(sharding))
     return s + " whole on every rank";
   return s + " -> " + formatShape(local.getShape()) + " per rank";
