@@ -9,6 +9,7 @@
 
 #include "ir/KilnOps.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -140,6 +141,32 @@ ZeroSharding readZeroSharding(ModuleOp module) {
   if (auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr())
     zero.ranks = ranks.getInt();
   return zero;
+}
+
+unsigned getBackwardStart(func::FuncOp func,
+                          const llvm::DenseMap<Operation *, unsigned> &position) {
+  Block &body = func.front();
+  if (!hasLossResult(func))
+    return body.getOperations().size();
+  llvm::DenseSet<Operation *> forward = getForwardOps(func);
+  for (Operation &op : body.without_terminator())
+    if (op.getNumOperands() > 0 && !forward.count(&op))
+      return position.lookup(&op);
+  return body.getOperations().size();
+}
+
+Value cloneChainFrom(Value value, Value root, OpBuilder &b,
+                     llvm::DenseMap<Operation *, unsigned> &position,
+                     unsigned at) {
+  if (value == root)
+    return root;
+  Operation *op = value.getDefiningOp();
+  Value operand = cloneChainFrom(op->getOperand(0), root, b, position, at);
+  IRMapping mapping;
+  mapping.map(op->getOperand(0), operand);
+  Operation *clone = b.clone(*op, mapping);
+  position[clone] = at;
+  return clone->getResult(0);
 }
 
 } // namespace mlir::kiln

@@ -31,6 +31,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -134,6 +135,19 @@ FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp fun
 /// arguments, wherever they sit: what can be computed before the loss's
 /// cotangent exists. Every other op of its body is backward work.
 llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func);
+
+/// The position (in `position`, each top-level op's index in the body) of
+/// the backward's first op: the first op with operands that getForwardOps
+/// does not count; the body's size when `func` has no loss (no backward).
+unsigned getBackwardStart(func::FuncOp func,
+                          const llvm::DenseMap<Operation *, unsigned> &position);
+
+/// `value` -- `root` itself, or the result of a chain of single-operand ops
+/// starting from `root` -- made again from `root` by clones of the chain,
+/// created at `b`'s insertion point; each clone gets position `at`.
+Value cloneChainFrom(Value value, Value root, OpBuilder &b,
+                     llvm::DenseMap<Operation *, unsigned> &position,
+                     unsigned at);
 
 /// kiln.train's ZeRO stage (`zero`, absent: 0) and the ranks of the mesh's
 /// data axis it shards over (no mesh: 1).

@@ -36,7 +36,6 @@
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::kiln {
@@ -49,39 +48,9 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// Step 2: the position of the backward's first op in `body` (its size when
-/// the function has no backward).
-unsigned backwardStart(func::FuncOp func,
-                       const llvm::DenseMap<Operation *, unsigned> &position) {
-  Block &body = func.front();
-  if (!hasLossResult(func))
-    return body.getOperations().size();
-  llvm::DenseSet<Operation *> forward = getForwardOps(func);
-  for (Operation &op : body.without_terminator())
-    if (op.getNumOperands() > 0 && !forward.count(&op))
-      return position.lookup(&op);
-  return body.getOperations().size();
-}
-
 /// Whether `op` only changes its operand's shape or element type.
 bool isViewOrCast(Operation *op) {
   return isa<ReshapeOp, ConvertOp>(op) && op->getNumOperands() == 1;
-}
-
-/// `value` (a view or cast of `param`, or `param`) made again from `param`
-/// by clones of its chain created at `b`'s insertion point; `position`
-/// gives each clone the position `at`.
-Value cloneChain(Value value, Value param, OpBuilder &b,
-                 llvm::DenseMap<Operation *, unsigned> &position, unsigned at) {
-  if (value == param)
-    return param;
-  Operation *op = value.getDefiningOp();
-  Value operand = cloneChain(op->getOperand(0), param, b, position, at);
-  IRMapping mapping;
-  mapping.map(op->getOperand(0), operand);
-  Operation *clone = b.clone(*op, mapping);
-  position[clone] = at;
-  return clone->getResult(0);
 }
 
 /// Step 3: every view or cast of `param` read on both sides of `start`
@@ -110,7 +79,7 @@ void splitViews(Value param, Block &body, unsigned start,
           if (top->isBeforeInBlock(first))
             first = top;
         OpBuilder b(first);
-        Value again = cloneChain(user->getResult(0), param, b, position,
+        Value again = cloneChainFrom(user->getResult(0), param, b, position,
                                  position.lookup(first));
         for (auto &[top, use] : backward)
           use->set(again);
@@ -126,7 +95,7 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
   llvm::DenseMap<Operation *, unsigned> position;
   for (Operation &op : body)
     position[&op] = position.size();
-  unsigned start = backwardStart(func, position);
+  unsigned start = getBackwardStart(func, position);
   bool hasBackward = start < body.getOperations().size();
   // (4) Every sliced parameter's readers, forward (0) and backward (1).
   struct Sliced {

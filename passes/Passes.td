@@ -355,6 +355,37 @@ def KilnPartition : Pass<"kiln-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnRegatherActivations : Pass<"kiln-regather-activations", "::mlir::ModuleOp"> {
+  let summary = "Activations all-gathered over a tensor axis are gathered again for the backward";
+  let description = [{
+    In @step, a `kiln.all_gather` over a tensor axis in the forward (sequence
+    parallelism's gathered input of a column-parallel product) and the
+    transposes, reshapes and casts after it: each such value the backward
+    reads is made again -- the gather cloned from its input, the rank's
+    part, just before its first backward reader -- so the whole value does
+    not live from the forward to the backward. Runs after `--kiln-remat`.
+
+    Before:
+    ```mlir
+    %g = kiln.all_gather %h over "model" dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
+    %y = kiln.matmul %g, %w ...            // forward
+    ...
+    %dw = kiln.matmul %g, %dy {transpose_lhs = true} ...   // backward
+    ```
+
+    After:
+    ```mlir
+    %g = kiln.all_gather %h over "model" dim = 0 ...
+    %y = kiln.matmul %g, %w ...
+    ...
+    %g2 = kiln.all_gather %h over "model" dim = 0 {reason = "...; gathered again for the backward"} ...
+    %dw = kiln.matmul %g2, %dy {transpose_lhs = true} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnGatherParams : Pass<"kiln-gather-params", "::mlir::ModuleOp"> {
   let summary = "ZeRO-3: each rank keeps its slice of a parameter, gathered where used";
   let description = [{

@@ -130,6 +130,9 @@ void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
   // the backward (its recomputes included) read them -- remat by
   // communication.
   pm.addPass(createKilnGatherParams());
+  // Sequence parallelism: an activation gathered over a tensor axis in the
+  // forward is gathered again for the backward, from the rank's part.
+  pm.addPass(createKilnRegatherActivations());
 }
 
 void buildFusionPhase(OpPassManager &pm) {
