@@ -79,13 +79,11 @@ bool Sema::evaluateSharding(const ShardingSpec &spec,
   }
   // A parameter's block on a rank is a slab of one dimension: that is how
   // initialisation and checkpoints lay it out.
-  if (what.rfind("parameter", 0) == 0 &&
-      std::count_if(out.begin(), out.end(),
-                    [](const std::string &a) { return !a.empty(); }) > 1)
+  const auto splitDims = std::count_if(
+      out.begin(), out.end(), [](const std::string &a) { return !a.empty(); });
+  if (what.rfind("parameter", 0) == 0 && splitDims > 1)
     return error(spec.loc, "the sharding of " + what + " splits " +
-                               std::to_string(std::count_if(
-                                   out.begin(), out.end(),
-                                   [](const std::string &a) { return !a.empty(); })) +
+                               std::to_string(splitDims) +
                                " dimensions; a parameter may be split along one "
                                "(split the others where it is used, with "
                                "shard(x, [...]))");

@@ -106,29 +106,12 @@ public:
       result.set(reshard(result.get(), TensorSharding(type.getRank(), ""),
                          ret->getLoc(), "the program returns it whole"));
     }
-    // The shardings of the values this pass made (collectives, transposes
-    // around them), for sharding.txt.
+    // The shardings of the values this pass made (collectives, the views
+    // around them: alongDim recorded them), for sharding.txt.
     func_.walk([&](Operation *op) {
       if (op->hasAttr(kShardingAttrName) || op->getNumResults() != 1)
         return;
-      // The transposes and collectives of a reshard along dimension 0.
       Value result = op->getResult(0);
-      if (!current_.count(result) && op->getNumOperands() == 1 &&
-          current_.count(op->getOperand(0))) {
-        TensorSharding in = current_[op->getOperand(0)];
-        if (auto t = dyn_cast<TransposeOp>(op)) {
-          TensorSharding out;
-          for (int64_t p : t.getPermutation())
-            out.push_back(in[p]);
-          current_[result] = out;
-        } else if (auto g = dyn_cast<AllGatherOp>(op)) {
-          in[0] = "";
-          current_[result] = in;
-        } else if (isa<LocalShardOp, ReduceScatterOp>(op)) {
-          in[0] = op->getAttrOfType<StringAttr>("axis").str();
-          current_[result] = in;
-        }
-      }
       auto it = current_.find(result);
       if (it != current_.end() && !isReplicated(it->second))
         op->setAttr(kShardingAttrName,
@@ -199,7 +182,7 @@ private:
     StringAttr why = b_.getStringAttr(reason);
     for (unsigned d = 0; d < from.size(); ++d)
       if (!from[d].empty() && from[d] != to[d]) {
-        value = alongDim(value, d, loc, [&](Value v) -> Value {
+        value = alongDim(value, d, "", loc, [&](Value v) -> Value {
           auto t = cast<RankedTensorType>(v.getType());
           SmallVector<int64_t> shape(t.getShape());
           shape[0] *= mesh_.size(from[d]);
@@ -211,7 +194,7 @@ private:
       }
     for (unsigned d = 0; d < from.size(); ++d)
       if (!to[d].empty() && from[d].empty()) {
-        value = alongDim(value, d, loc, [&](Value v) -> Value {
+        value = alongDim(value, d, to[d], loc, [&](Value v) -> Value {
           auto t = cast<RankedTensorType>(v.getType());
           SmallVector<int64_t> shape(t.getShape());
           shape[0] /= mesh_.size(to[d]);
@@ -221,7 +204,6 @@ private:
         });
         from[d] = to[d];
       }
-    current_[value] = from;
     return value;
   }
 
@@ -233,7 +215,7 @@ private:
     reshardOps_.clear();
     unsigned d = llvm::find(to, axis) - to.begin();
     StringAttr why = b_.getStringAttr(reason);
-    return alongDim(partial, d, loc, [&](Value v) -> Value {
+    return alongDim(partial, d, axis, loc, [&](Value v) -> Value {
       auto t = cast<RankedTensorType>(v.getType());
       SmallVector<int64_t> shape(t.getShape());
       shape[0] /= mesh_.size(axis);
@@ -243,30 +225,45 @@ private:
     });
   }
 
-  /// `collective(value)` along dimension `d`: dimension 0 directly when
-  /// every dimension before `d` is 1 (the blocks are contiguous), else
-  /// through a transpose that brings `d` to the front and one back.
-  Value alongDim(Value value, unsigned d, Location loc,
+  /// `collective(value)` along dimension `d`, which it leaves split over
+  /// `axis` ("": whole): dimension 0 directly when every dimension before
+  /// `d` is 1 (the blocks are contiguous), else through a transpose that
+  /// brings `d` to the front and one back. Every value made gets its
+  /// sharding (current_), for the ops after it and for sharding.txt.
+  Value alongDim(Value value, unsigned d, StringRef axis, Location loc,
                  llvm::function_ref<Value(Value)> collective) {
     auto type = cast<RankedTensorType>(value.getType());
-    bool contiguous = llvm::all_of(type.getShape().take_front(d),
-                                   [](int64_t n) { return n == 1; });
-    auto record = [&](Value v) {
+    TensorSharding in = shardingOf(value), out = in;
+    out[d] = axis.str();
+    auto record = [&](Value v, TensorSharding sharding) {
       reshardOps_.push_back(v.getDefiningOp());
+      current_[v] = std::move(sharding);
       return v;
     };
-    if (contiguous) {
+    // The sharding of the [front..., rest] view with `d` first: `from`'s
+    // dimension `d` first, then the rest (`order`).
+    auto ordered = [&](const TensorSharding &from, ArrayRef<int64_t> order) {
+      TensorSharding sharding;
+      for (int64_t i : order)
+        sharding.push_back(from[i]);
+      return sharding;
+    };
+    if (llvm::all_of(type.getShape().take_front(d),
+                     [](int64_t n) { return n == 1; })) {
       if (d == 0)
-        return record(collective(value));
+        return record(collective(value), out);
+      SmallVector<int64_t> rest = llvm::to_vector(llvm::seq<int64_t>(d, type.getRank()));
       SmallVector<int64_t> flat(type.getShape().drop_front(d));
       Value front = record(b_.create<ReshapeOp>(
-          loc, RankedTensorType::get(flat, type.getElementType()), value));
-      Value done = record(collective(front));
+                               loc, RankedTensorType::get(flat, type.getElementType()), value),
+                           ordered(in, rest));
+      Value done = record(collective(front), ordered(out, rest));
       SmallVector<int64_t> shape(type.getShape().take_front(d));
       auto doneType = cast<RankedTensorType>(done.getType());
       shape.append(doneType.getShape().begin(), doneType.getShape().end());
       return record(b_.create<ReshapeOp>(
-          loc, RankedTensorType::get(shape, type.getElementType()), done));
+                        loc, RankedTensorType::get(shape, type.getElementType()), done),
+                    out);
     }
     SmallVector<int64_t> perm{(int64_t)d};
     for (int64_t i = 0; i < type.getRank(); ++i)
@@ -275,9 +272,9 @@ private:
     SmallVector<int64_t> back(type.getRank());
     for (auto [i, p] : llvm::enumerate(perm))
       back[p] = i;
-    Value front = record(b_.create<TransposeOp>(loc, value, perm));
-    Value done = record(collective(front));
-    return record(b_.create<TransposeOp>(loc, done, back));
+    Value front = record(b_.create<TransposeOp>(loc, value, perm), ordered(in, perm));
+    Value done = record(collective(front), ordered(out, perm));
+    return record(b_.create<TransposeOp>(loc, done, back), out);
   }
 
   LogicalResult partition(Operation *op) {
@@ -289,7 +286,6 @@ private:
                             "shard(...) at " + modelLocation(op->getLoc()) +
                                 " asks for " + formatSharding(to));
       constraint.getResult().replaceAllUsesWith(local);
-      current_[local] = to;
       op->erase();
       return success();
     }
@@ -422,7 +418,6 @@ private:
                                           "the split result");
           r.replaceAllUsesExcept(split, llvm::SmallPtrSet<Operation *, 4>(
                                             reshardOps_.begin(), reshardOps_.end()));
-          current_[split] = to;
           continue;
         }
         auto reduce = b_.create<AllReduceOp>(

@@ -72,8 +72,10 @@ public:
       return failure();
     SmallVector<Operation *> ops;
     for (Operation &op : func_.getBody().front())
-      if (!isa<func::ReturnOp>(op))
+      if (!isa<func::ReturnOp>(op)) {
         ops.push_back(&op);
+        rules_[&op] = getShardingRule(&op); // once: every sweep reads it
+      }
     // Each sweep splits at least one more dimension or ends; the bound
     // only guards against a rule that oscillates.
     for (int sweep = 0; sweep < 64; ++sweep) {
@@ -220,7 +222,7 @@ private:
     // its operand keeps what its own producers and readers give it.
     if (isa<ShardingConstraintOp>(op))
       return success();
-    ShardingRule rule = getShardingRule(op);
+    const ShardingRule &rule = rules_[op];
     SmallVector<Value> tensors = tensorsOf(op);
     SmallVector<Claim> claims = claimsOf(rule, tensors, op->getContext());
     llvm::StringSet<> unresolved;
@@ -300,7 +302,7 @@ private:
     if (auto attention = dyn_cast<AttentionOp>(op))
       if (failed(checkHeadIndex(attention)))
         return failure();
-    ShardingRule rule = getShardingRule(op);
+    const ShardingRule &rule = rules_[op];
     SmallVector<Value> tensors = tensorsOf(op);
     unsigned numOperands = op->getNumOperands();
     // factor -> (axis, tensor, dim) of its first split dimension.
@@ -491,6 +493,7 @@ private:
   func::FuncOp func_;
   const Mesh &mesh_;
   DenseMap<Value, ValueState> states_;
+  DenseMap<Operation *, ShardingRule> rules_;
   LogicalResult error_ = success();
   bool changed_ = false;
 };

@@ -502,21 +502,15 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
       return failedPrecondition(artifact.name(), " was compiled for ", artifact.ranks(),
                                 " ranks but runs as ", size);
     KILN_ASSIGN_OR_RETURN(impl->nccl, Nccl::open(comm, rank, size));
-    // A NCCL communicator per mesh axis that spans part of the ranks, its
-    // unique id passed over that axis's CPU communicator; every rank opens
-    // them in the mesh's order.
-    if (const auto *mesh = artifact.root().mesh())
-      for (const schema::MeshAxis *a : *mesh) {
-        const std::string axis = a->name() ? a->name()->str() : "";
-        if (a->size() <= 1 || static_cast<int64_t>(a->size()) == artifact.ranks())
-          continue;
-        Communicator *axisComm = options.mesh ? options.mesh->forAxis(axis) : nullptr;
-        if (!axisComm || axisComm->size() != static_cast<int>(a->size()))
-          return failedPrecondition(artifact.name(), ": mesh axis '", axis, "' has ",
-                                    a->size(), " ranks but this run has no "
-                                    "communicator over them");
+    // A NCCL communicator per mesh axis that spans part of the ranks (the
+    // axes the run split a CPU communicator for), its unique id passed over
+    // that axis's CPU communicator; every rank opens them in the same
+    // (name) order.
+    if (options.mesh)
+      for (const auto &[axis, axisComm] : options.mesh->axes) {
         KILN_ASSIGN_OR_RETURN(impl->axisNccl[axis],
-                              Nccl::open(axisComm, axisComm->rank(), axisComm->size()));
+                              Nccl::open(axisComm.get(), axisComm->rank(),
+                                         axisComm->size()));
       }
   }
   KILN_RETURN_IF_ERROR(impl->loadKernels());

@@ -1,4 +1,4 @@
-"""Checks that every pass declared in passes/Passes.td has its lit test.
+"""Checks that every pass declared in passes/*.td has its lit test.
 
 A pass `Pass<"kiln-FLAG", ...>` must have test/passes/FLAG.mlir whose RUN
 line uses --kiln-FLAG (STYLE.md item 2). Usage: every_pass_has_a_test.py SRC
@@ -8,10 +8,14 @@ import re
 import sys
 
 src = sys.argv[1]
-with open(os.path.join(src, "passes", "Passes.td")) as f:
-    flags = re.findall(r'Pass<"(kiln-[a-z0-9-]+)"', f.read())
+flags = []
+passes = os.path.join(src, "passes")
+for name in sorted(os.listdir(passes)):
+    if name.endswith(".td"):
+        with open(os.path.join(passes, name)) as f:
+            flags += re.findall(r'Pass<"(kiln-[a-z0-9-]+)"', f.read())
 if not flags:
-    sys.exit("no passes found in passes/Passes.td")
+    sys.exit("no passes found in passes/*.td")
 
 missing = []
 for flag in flags:
