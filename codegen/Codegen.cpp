@@ -2,7 +2,7 @@
 
 #include "codegen/Codegen.h"
 
-#include "codegen/ArtifactWriter.h"
+#include "codegen/StepLowering.h"
 #include "codegen/CpuKernelEmitter.h"
 #include "codegen/CudaKernelEmitter.h"
 
@@ -28,40 +28,39 @@ std::string checkCodegenOptions(const CodegenOptions &options) {
   return "";
 }
 
-mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
-                                          const CodegenOptions &options) {
-  ArtifactWriter writer(module, options);
-  if (mlir::failed(writer.plan()))
-    return mlir::failure();
-  return writer.serialize();
+mlir::FailureOr<StepProgram> lowerToStepProgram(mlir::ModuleOp module,
+                                                const CodegenOptions &options) {
+  return StepLowering(module, options).lower();
 }
 
 mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module,
                                                   const CodegenOptions &options) {
-  ArtifactWriter writer(module, options);
-  if (mlir::failed(writer.plan()))
+  mlir::FailureOr<StepProgram> program = lowerToStepProgram(module, options);
+  if (mlir::failed(program))
     return mlir::failure();
-  mlir::FailureOr<std::string> bytes = writer.serialize();
-  if (mlir::failed(bytes))
+  mlir::FailureOr<ArtifactHeader> header = readArtifactHeader(module, options);
+  if (mlir::failed(header))
     return mlir::failure();
-  return CompiledArtifact{std::move(*bytes), writer.memorySummary(),
-                          writer.memoryPlanText()};
+  return CompiledArtifact{serializeArtifact(*program, *header),
+                          formatMemorySummary(*program),
+                          formatMemoryPlan(*program),
+                          std::move(program->kernels)};
 }
 
-mlir::FailureOr<PlannedMemory> planMemory(mlir::ModuleOp module,
+mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
                                           const CodegenOptions &options) {
-  ArtifactWriter writer(module, options);
-  if (mlir::failed(writer.plan()))
+  mlir::FailureOr<CompiledArtifact> artifact = compileArtifact(module, options);
+  if (mlir::failed(artifact))
     return mlir::failure();
-  return PlannedMemory{writer.arenaBytes(), writer.memorySummary()};
+  return std::move(artifact->bytes);
 }
 
 mlir::FailureOr<std::vector<EmittedKernel>>
 emitKernels(mlir::ModuleOp module, const CodegenOptions &options) {
-  ArtifactWriter writer(module, options);
-  if (mlir::failed(writer.plan()))
+  mlir::FailureOr<StepProgram> program = lowerToStepProgram(module, options);
+  if (mlir::failed(program))
     return mlir::failure();
-  return writer.kernels();
+  return std::move(program->kernels);
 }
 
 const char *kernelPrelude(const std::string &target) {

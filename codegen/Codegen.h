@@ -3,16 +3,17 @@
 // Turns the training-step module (after the "optimizer" phase: func.func
 // @step with forward and backward, @update with the gradient norm, clipping
 // and optimizer updates, and @eval, in the kiln dialect) into a `.kart`
-// artifact (runtime/schema/artifact.fbs, version 4): generated kernels (C++
-// for the CPU target, CUDA for the cuda target), GEMM calls, buffers shared
-// by the programs, and one Program per function.
+// artifact (runtime/schema/artifact.fbs) in three stages: lower to the step
+// program (StepLowering.h; its kernels from KernelTable.h, C++ for the CPU
+// target, CUDA for the cuda target), plan it (StepProgram.h: collective
+// overlap, the memory plan), serialize it (ArtifactSerializer.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_CODEGEN_CODEGEN_H
 #define KILN_CODEGEN_CODEGEN_H
 
-#include "codegen/CpuKernelEmitter.h"
+#include "codegen/program/StepProgram.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
@@ -32,30 +33,21 @@ struct CodegenOptions {
 // for cuda); returns "" or the message of the first problem.
 std::string checkCodegenOptions(const CodegenOptions &options);
 
-// One generated kernel, as stored in Artifact.kernels.
-struct EmittedKernel {
-  std::string entry;    // exported symbol (the target's kernel ABI)
-  std::string source;   // C++ or CUDA source, compiled after the prelude
-  std::string location; // "file:line:col" of the first op it implements
-  std::string ops;      // the kiln ops it implements ("kiln.gelu")
-  bool elementwise = false; // Kernel.elementwise (see isElementwiseGroup)
-  // CUDA only (Kernel.launch; grid 0 on the CPU): blocks, threads per
-  // block, dynamic shared bytes of every call.
-  uint32_t grid = 0, block = 0, sharedBytes = 0;
-  // Scratch arguments after the outputs (codegen/CpuKernelEmitter.h's
-  // KernelScratch): each call gets planned Workspace / WorkspaceCounter
-  // buffers for them.
-  std::vector<KernelScratch> scratch;
-  // For kernel dumps only: whether cuDNN may replace it, and why not
-  // (CudnnAttention.h; CUDA attention kernels).
-  std::string note;
-};
+// The module lowered to the step program (StepProgram.h): buffers, kernels,
+// schedules, collective overlap and the memory plan, exactly what the
+// artifact will hold. Planners that try several versions of a module
+// (--kiln-remat's budget search) read its memory plan. Emits diagnostics
+// and fails on unsupported ops.
+mlir::FailureOr<StepProgram> lowerToStepProgram(mlir::ModuleOp module,
+                                                const CodegenOptions &options = {});
 
-// The artifact and the reports of its memory plan (codegen/MemoryPlan.h).
+// The artifact, its kernels and the reports of its memory plan
+// (codegen/program/MemoryPlan.h).
 struct CompiledArtifact {
   std::string bytes;         // the .kart file
   std::string memorySummary; // peak, breakdown, largest tensors at the peak
   std::string memoryPlan;    // every buffer: offset, bytes, live range
+  std::vector<EmittedKernel> kernels; // each once
 };
 
 // Emits the artifact bytes for a module after the "optimizer" phase. Emits
@@ -65,16 +57,6 @@ mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
 // The same, with the memory plan's reports (for kilnc).
 mlir::FailureOr<CompiledArtifact>
 compileArtifact(mlir::ModuleOp module, const CodegenOptions &options = {});
-
-// The memory plan alone, for planners that try several versions of a
-// module (--kiln-remat's budget search): the arena's bytes and kilnc's
-// summary of it.
-struct PlannedMemory {
-  int64_t arenaBytes = 0;
-  std::string summary;
-};
-mlir::FailureOr<PlannedMemory> planMemory(mlir::ModuleOp module,
-                                          const CodegenOptions &options = {});
 
 // The kernels alone, each once (for --dump-phases-to and tests).
 mlir::FailureOr<std::vector<EmittedKernel>>

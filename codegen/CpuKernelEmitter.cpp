@@ -77,7 +77,7 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
 // top of its row loop, the values it reads written to their buffers first)
 // and after it (epilogue: computed per row at the bottom of the loop from the
 // row output it just wrote); RowGroup checks the group.
-// kiln.fusion "sum": the pointwise statements of each element, then the
+// kiln.fusion sum: the pointwise statements of each element, then the
 // element added to the total, in the order of the CPU's whole-tensor
 // kiln.reduce_sum (64 fixed chunks in parallel, combined in order; one pass
 // below kParallelWork), so fusing it changes no bit.

@@ -19,6 +19,7 @@
 #ifndef KILN_CODEGEN_CPUKERNELEMITTER_H
 #define KILN_CODEGEN_CPUKERNELEMITTER_H
 
+#include "codegen/program/StepProgram.h"
 #include "runtime/schema/artifact_generated.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -41,17 +42,6 @@ struct KernelGroup {
 
   // A group of one op: its (distinct) operands and all its results.
   static KernelGroup forOp(mlir::Operation *op);
-};
-
-// A scratch buffer of a kernel, passed after the group's outputs: Workspace
-// (live during the call only, contents undefined on entry) or
-// WorkspaceCounter (persistent, zero on allocation, left zero by the kernel).
-// Planned like every other buffer, so peak memory counts it.
-struct KernelScratch {
-  std::string name;      // for the buffer's name ("attention_grad.cg")
-  schema::DType dtype;   // element type of the Kernel arg
-  int64_t elements = 0;  // element count
-  schema::BufferRole role = schema::BufferRole_Workspace;
 };
 
 // One generated kernel.

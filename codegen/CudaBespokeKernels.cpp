@@ -16,7 +16,7 @@
 //   - whole-tensor sums (cross entropy's mean, one-output reduce_sum): block
 //     partials in a __device__ scratch array, combined in block order by the
 //     last block (kiln_last_block).
-// Fused row kernels (kiln.fusion "row"): a row emitter given a
+// Fused row kernels (kiln.fusion row): a row emitter given a
 // CudaRowFusion writes the prologue at the top of each row (beginRow: the
 // row's threads compute and store it, then a barrier) and the epilogue at
 // the bottom (endRow: a barrier, then the row's threads apply it);

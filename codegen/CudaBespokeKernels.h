@@ -53,7 +53,7 @@ mlir::LogicalResult emitOptimizerCudaKernel(mlir::Operation *op,
                                             CudaLaunch &launch);
 
 // One kernel updating every parameter of `group` (the adam, sgd and
-// sgd_momentum ops of a kiln.fusion "optimizer"), each on a segment of the
+// sgd_momentum ops of a kiln.fusion optimizer), each on a segment of the
 // grid listed in a table in the source, in place; sets the launch. Reads the
 // buffers through `buffers[]` itself (no declareBuffers). In
 // CudaOptimizerKernels.cpp.

@@ -88,7 +88,7 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   return withLaunch(w.finish(kCudaBlock), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
 }
 
-// kiln.fusion "sum": a grid-stride loop computing each element and adding
+// kiln.fusion sum: a grid-stride loop computing each element and adding
 // it to the thread's total, then the block sums and the last block's sum of
 // them, as the CUDA whole-tensor kiln.reduce_sum (emitGridTotal).
 FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
@@ -129,7 +129,7 @@ FailureOr<CudaKernel> emitRowGroup(const KernelGroup &group) {
   return withLaunch(w.finish(launch.block), launch);
 }
 
-// Several optimizer updates (a kiln.fusion "optimizer") in one launch, each
+// Several optimizer updates (a kiln.fusion optimizer) in one launch, each
 // on a segment of the grid.
 FailureOr<CudaKernel> emitOptimizerGroup(const KernelGroup &group) {
   KernelSourceWriter w(group, KernelTarget::Cuda);

@@ -15,8 +15,8 @@
 // length (a grid-stride loop over PointwiseBody's statements), single-op
 // groups of the ops with a bespoke kernel (CudaBespokeKernels.cpp,
 // CudaOptimizerKernels.cpp), a row op with its pointwise prologue and
-// epilogue (kiln.fusion "row"), and several optimizer updates in one launch
-// (kiln.fusion "optimizer"). Every kernel is deterministic: no
+// epilogue (kiln.fusion row), and several optimizer updates in one launch
+// (kiln.fusion optimizer). Every kernel is deterministic: no
 // floating-point atomics; reductions run in a fixed order.
 //
 //===----------------------------------------------------------------------===//

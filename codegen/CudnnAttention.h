@@ -35,6 +35,7 @@
 #ifndef KILN_CODEGEN_CUDNNATTENTION_H
 #define KILN_CODEGEN_CUDNNATTENTION_H
 
+#include "codegen/program/StepProgram.h"
 #include "runtime/schema/CudnnWorkspace.h"
 
 #include "mlir/IR/Operation.h"
@@ -46,25 +47,6 @@
 #include <string>
 
 namespace kiln {
-
-// The fields of a schema::CudnnAttention (buffer indices of the KernelCall).
-struct CudnnAttentionCall {
-  bool backward = false;
-  int64_t batch = 0, heads = 0, kvHeads = 0, qLen = 0, kvLen = 0;
-  int64_t headDim = 0, valueDim = 0;
-  float scale = 0;
-  bool causal = false;
-  int32_t kvLengths = -1; // buffer of the [B] i32 key lengths, -1: none
-  uint32_t q = 0, k = 0, v = 0, out = 0, lse = 0;
-  int32_t dout = -1, dq = -1, dk = -1, dv = -1; // backward only
-  // The Workspace buffer reserved for cuDNN's workspace at this entry
-  // (ArtifactWriter adds it), -1: none.
-  int32_t workspace = -1;
-
-  schema::CudnnSdpaShape shape() const {
-    return {backward, batch, heads, kvHeads, qLen, kvLen, headDim, valueDim};
-  }
-};
 
 // What the mask region of an eligible op is.
 struct CudnnAttentionMask {

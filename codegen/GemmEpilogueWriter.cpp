@@ -1,4 +1,4 @@
-//===- GemmEpilogueWriter.cpp - A kiln.fusion "gemm" as one GemmCall ------===//
+//===- GemmEpilogueWriter.cpp - A kiln.fusion gemm as one GemmCall ------===//
 //
 // --kiln-fuse-gemm-epilogue builds the region; this reads it back as one
 // GemmCall (artifact.fbs, GemmEpilogue) by the shape of its epilogue:
@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/ArtifactWriter.h"
+#include "codegen/StepLowering.h"
 
 #include "ir/KilnOps.h"
 
@@ -48,7 +48,7 @@ bool sumsLeadingDims(k::ReduceSumOp sum) {
 
 } // namespace
 
-LogicalResult ArtifactWriter::planGemmFusion(k::FusionOp fusion) {
+LogicalResult StepLowering::planGemmFusion(k::FusionOp fusion) {
   Block &body = fusion.getBody().front();
   for (auto [arg, input] : llvm::zip(body.getArguments(), fusion.getInputs()))
     bufferOf[arg] = bufferOf.lookup(input);

@@ -35,7 +35,7 @@ struct PointwiseBody {
   // True for the ops that may share one pointwise loop nest with others.
   static bool isPointwise(mlir::Operation *op);
 
-  // kiln.fusion "sum" only: the variable holding the element the total adds
+  // kiln.fusion sum only: the variable holding the element the total adds
   // up, and the total (the whole-tensor kiln.reduce_sum's result, one f32).
   std::string summand;
   mlir::Value total;

@@ -1,7 +1,7 @@
 //===- RowGroup.h - A row op with its pointwise prologue and epilogue -----===//
 //
 // Internal to codegen/: the backend-neutral half of a fused row kernel (a
-// kiln.fusion "row"). Splits a group into its one row op (layer_norm(_grad),
+// kiln.fusion row). Splits a group into its one row op (layer_norm(_grad),
 // rms_norm(_grad), softmax(_grad), cross_entropy(_grad), reduce_sum over
 // trailing dims), the
 // pointwise ops before it (prologue: computed per row before the row op

@@ -201,57 +201,46 @@ void MLIRGen::setFunctionAttributes(func::FuncOp func) {
   };
   for (const ParamInfo &p : graph_.params)
     argAttrs.push_back(withSharding(
-        {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kParam)),
+        {b_.getNamedAttr(role, kd::RoleAttr::get(&ctx_, kd::Role::Param)),
          b_.getNamedAttr(name, b_.getStringAttr(p.name)),
          b_.getNamedAttr(init,
                          kd::InitializerAttr::get(&ctx_, p.init, p.stddev))},
         p.sharding));
   for (const InputInfo &in : graph_.inputs)
     argAttrs.push_back(withSharding(
-        {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kInput)),
+        {b_.getNamedAttr(role, kd::RoleAttr::get(&ctx_, kd::Role::Input)),
          b_.getNamedAttr(name, b_.getStringAttr(in.name))},
         in.sharding));
   if (dropoutRng_)
     argAttrs.push_back(
-        kd::roleAndName(b_, kd::role::kDropoutRng, kd::role::kDropoutRng));
+        kd::roleNamedAfterItself(b_, kd::Role::DropoutRng));
   func.setAllArgAttrs(argAttrs);
   SmallVector<DictionaryAttr> resultAttrs;
   resultAttrs.push_back(b_.getDictionaryAttr(
-      {b_.getNamedAttr(role, b_.getStringAttr(kd::role::kLoss))}));
+      {b_.getNamedAttr(role, kd::RoleAttr::get(&ctx_, kd::Role::Loss))}));
   for (const MetricInfo &m : graph_.metrics)
-    resultAttrs.push_back(kd::roleAndName(b_, kd::role::kMetric, m.name));
+    resultAttrs.push_back(kd::roleAndName(b_, kd::Role::Metric, m.name));
   func.setAllResultAttrs(resultAttrs);
 }
 
 void MLIRGen::setModuleAttributes(ModuleOp module) {
   const TrainInfo &t = graph_.train;
-  NamedAttrList train;
-  train.append("batch", b_.getI64IntegerAttr(t.batch));
-  train.append("seq", b_.getI64IntegerAttr(t.seq));
-  train.append("grad_accum", b_.getI64IntegerAttr(t.gradAccum));
-  train.append("clip", b_.getF32FloatAttr(t.clip));
-  train.append("precision", b_.getStringAttr(t.precision));
-  train.append("memory_budget", b_.getI64IntegerAttr(t.memoryBudget));
-  if (t.zero > 0) // absent: replicated, as every artifact before ZeRO
-    train.append("zero", b_.getI64IntegerAttr(t.zero));
-  train.append("remat", b_.getStringAttr(t.remat));
-  train.append("optimizer", b_.getStringAttr(t.optimizer));
+  // Sema has checked every name setting against the enums' spellings.
+  auto f32 = [&](double value) { return b_.getF32FloatAttr(value); };
+  bool sgd = t.optimizer == "sgd";
   // Only the arguments of the chosen optimizer: the dumps and the
   // artifact's settings show what applies.
-  if (t.optimizer == "sgd") {
-    train.append("momentum", b_.getF32FloatAttr(t.momentum));
-    train.append("dampening", b_.getF32FloatAttr(t.dampening));
-    train.append("nesterov", b_.getBoolAttr(t.nesterov));
-  } else {
-    train.append("beta1", b_.getF32FloatAttr(t.beta1));
-    train.append("beta2", b_.getF32FloatAttr(t.beta2));
-    train.append("epsilon", b_.getF32FloatAttr(t.epsilon));
-  }
-  train.append("weight_decay", b_.getF32FloatAttr(t.weightDecay));
-  train.append("decay_norms", b_.getBoolAttr(t.decayNorms));
-  train.append("decay_biases", b_.getBoolAttr(t.decayBiases));
-  train.append("decay_embeddings", b_.getBoolAttr(t.decayEmbeddings));
-  module->setAttr(kd::kTrainAttrName, train.getDictionary(&ctx_));
+  auto adam = [&](double value) { return sgd ? FloatAttr() : f32(value); };
+  auto forSgd = [&](double value) { return sgd ? f32(value) : FloatAttr(); };
+  auto train = kd::TrainConfigAttr::get(
+      &ctx_, t.batch, t.seq, t.gradAccum, f32(t.clip),
+      *kd::symbolizePrecision(t.precision), t.memoryBudget, t.zero,
+      *kd::symbolizeRematMode(t.remat), *kd::symbolizeOptimizerKind(t.optimizer),
+      adam(t.beta1), adam(t.beta2), adam(t.epsilon), forSgd(t.momentum),
+      forSgd(t.dampening), sgd ? b_.getBoolAttr(t.nesterov) : BoolAttr(),
+      f32(t.weightDecay), b_.getBoolAttr(t.decayNorms),
+      b_.getBoolAttr(t.decayBiases), b_.getBoolAttr(t.decayEmbeddings));
+  module->setAttr(kd::kTrainAttrName, train);
   module->setAttr(kd::kModelAttrName, b_.getStringAttr(graph_.modelName));
   // The ranks the step runs on (KilnCollectiveOps.td); absent: one.
   if (!t.mesh.empty()) {

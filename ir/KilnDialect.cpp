@@ -8,6 +8,7 @@
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
 #include "ir/Sharding.h"
+#include "ir/StepFunction.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -51,8 +52,42 @@ struct InitializerAttrStorage : public AttributeStorage {
 };
 } // namespace mlir::kiln::detail
 
+#include "ir/KilnEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "ir/KilnAttrs.cpp.inc"
+
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  if (attr.getName() == kTrainAttrName &&
+      !isa<TrainConfigAttr>(attr.getValue()))
+    return op->emitError() << "'" << kTrainAttrName
+                           << "' must be a #kiln.train<...>, got "
+                           << attr.getValue();
+  return success();
+}
+
+// A kiln.role on an argument or result must be a #kiln.role.
+static LogicalResult verifyRole(Operation *op, NamedAttribute attr,
+                                StringRef where, unsigned index) {
+  if (attr.getName() == kRoleAttrName && !isa<RoleAttr>(attr.getValue()))
+    return op->emitError() << where << " " << index << "'s '" << kRoleAttrName
+                           << "' must be a #kiln.role<...>, got "
+                           << attr.getValue();
+  return success();
+}
+
+LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  return verifyRole(op, attr, "argument", argIndex);
+}
+
+LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  return verifyRole(op, attr, "result", resultIndex);
+}
 
 void KilnDialect::initialize() {
   addOperations<

@@ -24,6 +24,8 @@ namespace mlir::kiln::detail {
 struct InitializerAttrStorage;
 } // namespace mlir::kiln::detail
 
+#include "ir/KilnEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "ir/KilnAttrs.h.inc"
 

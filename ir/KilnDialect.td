@@ -29,6 +29,11 @@ def Kiln_Dialect : Dialect {
                            "::mlir::math::MathDialect",
                            "::mlir::tensor::TensorDialect"];
   let useDefaultAttributePrinterParser = 1;
+  // kiln.train must be a #kiln.train, kiln.role a #kiln.role
+  // (KilnDialect.cpp).
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let hasConstantMaterializer = 1;
 }
 

@@ -13,9 +13,6 @@ using namespace mlir;
 using namespace mlir::kiln;
 
 LogicalResult FusionOp::verify() {
-  if (!isKnownKind(getKind()))
-    return emitOpError() << "has unknown kind '" << getKind()
-                         << "' (expected pointwise, row, optimizer or gemm)";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError() << "has " << getInputs().size()
@@ -51,12 +48,12 @@ LogicalResult FusionOp::verify() {
       return op.emitOpError() << "cannot be in a kiln.fusion (only kiln ops "
                                  "become kernels)";
   }
-  if (getKind() == "gemm")
+  if (getKind() == FusionKind::Gemm)
     return verifyGemmBody();
   return success();
 }
 
-// A "gemm" kernel is one GEMM call: the matmul first, then only the ops a
+// A gemm kernel is one GEMM call: the matmul first, then only the ops a
 // GEMM epilogue can compute.
 LogicalResult FusionOp::verifyGemmBody() {
   Block &body = getBody().front();

@@ -15,21 +15,21 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     The body is one block whose arguments are the kernel's inputs (one per
     operand, same types) and whose `kiln.yield` names the kernel's outputs
     (the op's results, same types). The region is isolated from above: the
-    kernel reads nothing it is not given. `kind` says how codegen lays the
-    kernel out:
+    kernel reads nothing it is not given. `kind` (a FusionKind, written as a
+    bare keyword) says how codegen lays the kernel out:
 
-    - `"pointwise"`: one flat loop over the elements, one scalar expression
+    - `pointwise`: one flat loop over the elements, one scalar expression
       per op (elementwise ops, splat constants, iota, broadcasts of inputs);
-    - `"row"`: one row op (layer_norm, softmax, cross_entropy, ...) whose row
+    - `row`: one row op (layer_norm, softmax, cross_entropy, ...) whose row
       loop first computes its pointwise prologue for the row and ends with
       its pointwise epilogue on the row it just wrote;
-    - `"optimizer"`: several kiln.adam / kiln.sgd / kiln.sgd_momentum updates
+    - `optimizer`: several kiln.adam / kiln.sgd / kiln.sgd_momentum updates
       in one multi-tensor kernel; the updated parameter and state results
       are written in place into the buffers of the matching operands;
-    - `"sum"`: pointwise ops as `"pointwise"`, ending with one
+    - `sum`: pointwise ops as `pointwise`, ending with one
       kiln.reduce_sum of a whole f32 tensor they compute to one value: each
       element is added to the total as it is computed, never stored;
-    - `"gemm"`: one kiln.matmul, first, and its epilogue (one GEMM call with
+    - `gemm`: one kiln.matmul, first, and its epilogue (one GEMM call with
       a cuBLASLt epilogue; the CPU applies it after sgemm), chosen by
       --kiln-fuse-gemm-epilogue: a bias add (kiln.broadcast of a [N] vector
       along the rows, kiln.add), kiln.gelu, kiln.gelu_grad (the matmul
@@ -42,7 +42,7 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     kernel names and traces still point at model lines.
 
     ```mlir
-    %sum, %y, %mean, %rstd = kiln.fusion "row" (%x, %dx, %w, %b)
+    %sum, %y, %mean, %rstd = kiln.fusion row (%x, %dx, %w, %b)
         : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
         -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) {
     ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>, %w0: tensor<8xf32>,
@@ -60,7 +60,7 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     (`%pre`, the backward's gelu_grad reads it):
 
     ```mlir
-    %y, %pre = kiln.fusion "gemm" (%x, %w, %b)
+    %y, %pre = kiln.fusion gemm (%x, %w, %b)
         : (tensor<64x32xf32>, tensor<32x128xf32>, tensor<128xf32>)
         -> (tensor<64x128xf32>, tensor<64x128xf32>) {
     ^bb0(%x0: tensor<64x32xf32>, %w0: tensor<32x128xf32>,
@@ -75,7 +75,8 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
     }
     ```
   }];
-  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs, StrAttr:$kind);
+  let arguments = (ins Variadic<Kiln_AnyTensor>:$inputs,
+                       Kiln_FusionKindAttr:$kind);
   let results = (outs Variadic<Kiln_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
@@ -84,11 +85,6 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The kinds codegen knows how to emit.
-    static bool isKnownKind(::llvm::StringRef kind) {
-      return kind == "pointwise" || kind == "row" || kind == "optimizer" ||
-             kind == "gemm" || kind == "sum";
-    }
     /// Kind "gemm": a kiln.matmul first, then only epilogue ops.
     ::mlir::LogicalResult verifyGemmBody();
   }];

@@ -13,6 +13,7 @@
 
 include "ir/KilnDialect.td"
 include "ir/KilnInterfaces.td"
+include "ir/KilnAttrs.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"

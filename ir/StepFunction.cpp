@@ -16,7 +16,7 @@
 namespace mlir::kiln {
 
 bool hasLossResult(func::FuncOp func) {
-  return findResultWithRole(func, role::kLoss).has_value();
+  return findResultWithRole(func, Role::Loss).has_value();
 }
 
 SmallVector<func::FuncOp> getLossFunctions(ModuleOp module) {
@@ -27,35 +27,42 @@ SmallVector<func::FuncOp> getLossFunctions(ModuleOp module) {
   return functions;
 }
 
-StringRef getResultRole(func::FuncOp func, unsigned index) {
-  auto role = func.getResultAttrOfType<StringAttr>(index, kRoleAttrName);
-  return role ? role.getValue() : StringRef();
+std::optional<Role> getResultRole(func::FuncOp func, unsigned index) {
+  auto role = func.getResultAttrOfType<RoleAttr>(index, kRoleAttrName);
+  return role ? std::optional<Role>(role.getValue()) : std::nullopt;
 }
 
-StringRef getArgumentRole(func::FuncOp func, unsigned index) {
-  auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
-  return role ? role.getValue() : StringRef();
+std::optional<Role> getArgumentRole(func::FuncOp func, unsigned index) {
+  auto role = func.getArgAttrOfType<RoleAttr>(index, kRoleAttrName);
+  return role ? std::optional<Role>(role.getValue()) : std::nullopt;
 }
 
-std::optional<unsigned> findResultWithRole(func::FuncOp func, StringRef role) {
+StringRef roleName(std::optional<Role> role) {
+  return role ? stringifyRole(*role) : StringRef();
+}
+
+std::optional<unsigned> findResultWithRole(func::FuncOp func, Role role) {
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (getResultRole(func, i) == role)
       return i;
   return std::nullopt;
 }
 
-DictionaryAttr roleAndName(Builder &b, StringRef role, StringRef name) {
+DictionaryAttr roleAndName(Builder &b, Role role, StringRef name) {
   return b.getDictionaryAttr(
-      {b.getNamedAttr(kRoleAttrName, b.getStringAttr(role)),
+      {b.getNamedAttr(kRoleAttrName, RoleAttr::get(b.getContext(), role)),
        b.getNamedAttr(kNameAttrName, b.getStringAttr(name))});
+}
+
+DictionaryAttr roleNamedAfterItself(Builder &b, Role role) {
+  return roleAndName(b, role, stringifyRole(role));
 }
 
 FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp func) {
   SmallVector<ParameterArgument> params;
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(index, kRoleAttrName);
-    if (!role || role.getValue() != role::kParam)
+    if (getArgumentRole(func, index) != Role::Param)
       continue;
     auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttrName);
     if (!name)
@@ -73,9 +80,8 @@ llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Operation *> worklist;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, kRoleAttrName);
-    if (role && (role.getValue() == role::kLoss ||
-                 role.getValue() == role::kMetric))
+    std::optional<Role> role = getResultRole(func, i);
+    if (role == Role::Loss || role == Role::Metric)
       if (Operation *def = value.getDefiningOp())
         worklist.push_back(def);
   }
@@ -118,7 +124,7 @@ ZeroSharding::shardType(RankedTensorType full) const {
 llvm::StringMap<unsigned> getGradResultsByName(func::FuncOp func) {
   llvm::StringMap<unsigned> byName;
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (getResultRole(func, i) == role::kGrad)
+    if (getResultRole(func, i) == Role::Grad)
       if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName))
         byName[name.getValue()] = i;
   return byName;
@@ -132,12 +138,20 @@ DictionaryAttr withShardAttrs(DictionaryAttr attrs, RankedTensorType whole) {
   return list.getDictionary(whole.getContext());
 }
 
+TrainConfigAttr getTrainConfig(ModuleOp module) {
+  return module->getAttrOfType<TrainConfigAttr>(kTrainAttrName);
+}
+
+int64_t getGradAccumSteps(ModuleOp module) {
+  TrainConfigAttr train = getTrainConfig(module);
+  return train ? train.getGradAccum() : 1;
+}
+
 ZeroSharding readZeroSharding(ModuleOp module) {
   ZeroSharding zero;
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
   auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttrName);
-  if (auto stage = train ? train.getAs<IntegerAttr>("zero") : IntegerAttr())
-    zero.stage = stage.getInt();
+  if (TrainConfigAttr train = getTrainConfig(module))
+    zero.stage = train.getZero();
   if (auto ranks = mesh ? mesh.getAs<IntegerAttr>("data") : IntegerAttr())
     zero.ranks = ranks.getInt();
   return zero;

@@ -4,9 +4,9 @@
 // optimizer pass and codegen extend and read it. Its arguments and results say
 // what they are through these attributes (see the contract in the dialect docs):
 //
-//   kiln.role = "param" | "input" | "loss" | "grad" | "grad_norm" | "adam_m"
-//             | "adam_v" | "momentum" | "lr" | "step" | "metric"
-//             | "update_norm" | "param_norm" | "eval_loss"
+//   kiln.role = #kiln.role<param | input | loss | grad | grad_norm | adam_m
+//             | adam_v | momentum | lr | step | metric | update_norm
+//             | param_norm | eval_loss | dropout_rng> (the Role enum)
 //   kiln.name = the parameter or input name (for grads and optimizer state:
 //               the parameter's name; for metrics the metric's name)
 //   kiln.init = #kiln.init<...> on parameters
@@ -19,13 +19,15 @@
 //   @update grad norm, clipping scale and the optimizer update
 //   @eval   forward only (eval_loss)
 // Values shared between them (a parameter, a gradient, the loss) are matched
-// by role and name. The module carries `kiln.train` (the train section) and
-// `kiln.model`.
+// by role and name. The module carries `kiln.train` (#kiln.train<...>, the
+// train section; getTrainConfig) and `kiln.model`.
 // Every component spells these names through this header, never as literals.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_IR_STEPFUNCTION_H
 #define KILN_IR_STEPFUNCTION_H
+
+#include "ir/KilnDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -78,46 +80,35 @@ constexpr llvm::StringLiteral kRematSweepAttrName = "kiln.remat_sweep";
 constexpr llvm::StringLiteral kRematOverridesAttrName = "kiln.remat_overrides";
 constexpr llvm::StringLiteral kRecomputeAttrName = "kiln.recompute";
 
-// Values of kiln.role.
-namespace role {
-constexpr llvm::StringLiteral kParam = "param";
-constexpr llvm::StringLiteral kInput = "input";
-constexpr llvm::StringLiteral kLoss = "loss";
-constexpr llvm::StringLiteral kGrad = "grad";
-constexpr llvm::StringLiteral kGradNorm = "grad_norm";
-constexpr llvm::StringLiteral kAdamM = "adam_m";
-constexpr llvm::StringLiteral kAdamV = "adam_v";
-constexpr llvm::StringLiteral kLearningRate = "lr";
-constexpr llvm::StringLiteral kStep = "step";
-constexpr llvm::StringLiteral kMomentum = "momentum";
-constexpr llvm::StringLiteral kMetric = "metric";
-constexpr llvm::StringLiteral kUpdateNorm = "update_norm";
-constexpr llvm::StringLiteral kParamNorm = "param_norm";
-constexpr llvm::StringLiteral kEvalLoss = "eval_loss";
-// tensor<2xi64> [seed, micro-step offset] read by dropout (kiln.attention).
-constexpr llvm::StringLiteral kDropoutRng = "dropout_rng";
-} // namespace role
+// Values of kiln.role: the Role enum (#kiln.role<param>, ir/KilnAttrs.td).
+// Role::DropoutRng is the tensor<2xi64> [seed, micro-step offset] read by
+// dropout (kiln.attention).
 
-/// True when some result of `func` has kiln.role = "loss": the step function.
+/// True when some result of `func` has the loss role: the step function.
 bool hasLossResult(func::FuncOp func);
 
-/// The functions of `module` with a kiln.role = "loss" result, in order.
+/// The functions of `module` with a loss result, in order.
 SmallVector<func::FuncOp> getLossFunctions(ModuleOp module);
 
-/// The kiln.role of result `index` / argument `index` ("" when none).
-llvm::StringRef getResultRole(func::FuncOp func, unsigned index);
-llvm::StringRef getArgumentRole(func::FuncOp func, unsigned index);
+/// The kiln.role of result `index` / argument `index` (none when it has
+/// none).
+std::optional<Role> getResultRole(func::FuncOp func, unsigned index);
+std::optional<Role> getArgumentRole(func::FuncOp func, unsigned index);
+
+/// The spelling of a role ("param"), "" for none.
+llvm::StringRef roleName(std::optional<Role> role);
 
 /// The index of the (first) result with kiln.role = `role`, if any.
-std::optional<unsigned> findResultWithRole(func::FuncOp func,
-                                           llvm::StringRef role);
+std::optional<unsigned> findResultWithRole(func::FuncOp func, Role role);
 
-/// The index of each kiln.role = "grad" result of `func`, by its kiln.name.
+/// The index of each kiln.role = #kiln.role<grad> result of `func`, by its kiln.name.
 llvm::StringMap<unsigned> getGradResultsByName(func::FuncOp func);
 
 /// {kiln.role = role, kiln.name = name}.
-DictionaryAttr roleAndName(Builder &b, llvm::StringRef role,
-                           llvm::StringRef name);
+DictionaryAttr roleAndName(Builder &b, Role role, llvm::StringRef name);
+/// {kiln.role = role, kiln.name = the role's own name} (the loss, the lr,
+/// the norms: roles with one value each).
+DictionaryAttr roleNamedAfterItself(Builder &b, Role role);
 
 /// A parameter argument of the step function and its kiln.name.
 struct ParameterArgument {
@@ -125,7 +116,7 @@ struct ParameterArgument {
   StringAttr name;
 };
 
-/// The arguments with kiln.role = "param", in order. Emits an error on `func`
+/// The arguments with the param role, in order. Emits an error on `func`
 /// and fails when one has no kiln.name.
 FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp func);
 
@@ -148,6 +139,13 @@ unsigned getBackwardStart(func::FuncOp func,
 Value cloneChainFrom(Value value, Value root, OpBuilder &b,
                      llvm::DenseMap<Operation *, unsigned> &position,
                      unsigned at);
+
+/// The module's #kiln.train (the train section), or null when it has none.
+TrainConfigAttr getTrainConfig(ModuleOp module);
+
+/// kiln.train's grad_accum: runs of @step per training step (no
+/// kiln.train: 1).
+int64_t getGradAccumSteps(ModuleOp module);
 
 /// kiln.train's ZeRO stage (`zero`, absent: 0) and the ranks of the mesh's
 /// data axis it shards over (no mesh: 1).

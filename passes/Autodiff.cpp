@@ -6,8 +6,8 @@
 // DifferentiableOpInterface (ir/KilnVJP.cpp); this pass only orders them and
 // sums their contributions.
 //
-// Algorithm, for the function with a kiln.role = "loss" result (other results
-// must be kiln.role = "metric": reported, never differentiated; @eval has an
+// Algorithm, for the function with a kiln.role = #kiln.role<loss> result (other results
+// must be kiln.role = #kiln.role<metric>: reported, never differentiated; @eval has an
 // "eval_loss" result instead and is skipped):
 //  1. Activity: walk the body forward marking the values that depend on a
 //     floating-point `param` argument. Only those are differentiated, so
@@ -22,7 +22,7 @@
 //  4. Fan-out: when a value already has a cotangent, the new contribution is
 //     added with kiln.add.
 //  5. Append one result per `param` argument, in argument order, with
-//     kiln.role = "grad" and kiln.name = the parameter's name; parameters
+//     kiln.role = #kiln.role<grad> and kiln.name = the parameter's name; parameters
 //     with no path to the loss get a zero splat. The function type and result
 //     attributes are updated.
 //  6. Erase backward ops whose results ended up unused (cotangents of
@@ -88,25 +88,25 @@ private:
 };
 
 LogicalResult ReverseModeDifferentiator::checkSignature() {
-  lossIndex = *findResultWithRole(func, role::kLoss);
+  lossIndex = *findResultWithRole(func, Role::Loss);
   if (func.isExternal())
-    return func.emitOpError("has a kiln.role = \"loss\" result but no body");
+    return func.emitOpError("has a kiln.role = #kiln.role<loss> result but no body");
   if (!func.getBody().hasOneBlock())
     return func.emitOpError("must have a single block to be differentiated, "
                             "found ")
            << func.getBody().getBlocks().size();
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    StringRef role = getResultRole(func, i);
-    if (role == role::kLoss) {
+    std::optional<Role> role = getResultRole(func, i);
+    if (role == Role::Loss) {
       if (i != lossIndex)
-        return func.emitOpError("has more than one kiln.role = \"loss\" "
+        return func.emitOpError("has more than one kiln.role = #kiln.role<loss> "
                                 "result");
       continue;
     }
-    if (role != role::kMetric)
+    if (role != Role::Metric)
       return func.emitOpError("result #")
-             << i << " has kiln.role = \"" << role
-             << "\"; only the loss and metrics may be returned before "
+             << i << " has kiln.role = #kiln.role<" << roleName(role)
+             << ">; only the loss and metrics may be returned before "
                 "autodiff (was --kiln-autodiff already run?)";
   }
   auto lossType = dyn_cast<RankedTensorType>(func.getResultTypes()[lossIndex]);
@@ -122,9 +122,7 @@ LogicalResult ReverseModeDifferentiator::checkSignature() {
 
 void ReverseModeDifferentiator::markActiveValues() {
   for (BlockArgument arg : func.getArguments()) {
-    auto role =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttrName);
-    if (role && role.getValue() == role::kParam &&
+    if (getArgumentRole(func, arg.getArgNumber()) == Role::Param &&
         isDifferentiableType(arg.getType()))
       active.insert(arg);
   }
@@ -207,8 +205,7 @@ LogicalResult ReverseModeDifferentiator::appendGradients(OpBuilder &b,
                                  cast<RankedTensorType>(arg.getType()), 0.0);
     grads.push_back(grad);
     gradAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr(kRoleAttrName, b.getStringAttr(role::kGrad)),
-                             b.getNamedAttr(kNameAttrName, name)}));
+        roleAndName(b, Role::Grad, name.getValue()));
   }
 
   SmallVector<Type> resultTypes(func.getResultTypes());
@@ -271,7 +268,7 @@ struct KilnAutodiffPass
     SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.empty()) {
       module.emitError("--kiln-autodiff found no function with a "
-                       "kiln.role = \"loss\" result");
+                       "kiln.role = #kiln.role<loss> result");
       return signalPassFailure();
     }
     for (func::FuncOp func : lossFunctions)

@@ -56,10 +56,7 @@ int64_t runsPerStep(Operation *op) {
     return 1;
   if (program != kStepFunctionName)
     return 0;
-  auto train = module ? module->getAttrOfType<DictionaryAttr>(kTrainAttrName)
-                      : DictionaryAttr();
-  auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
-  return accum ? std::max<int64_t>(accum.getInt(), 1) : 1;
+  return module ? getGradAccumSteps(module) : 1;
 }
 
 std::string collectiveSummary(ModuleOp module) {
@@ -148,7 +145,7 @@ std::string collectiveSummary(ModuleOp module) {
     int64_t params = 0, split = 0;
     if (step)
       for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
-        if (getArgumentRole(step, i) != role::kParam)
+        if (getArgumentRole(step, i) != Role::Param)
           continue;
         ++params;
         split += step.getArgAttr(i, kShardDimAttrName) != nullptr;
@@ -164,7 +161,7 @@ std::string collectiveSummary(ModuleOp module) {
     int64_t params = 0;
     if (update)
       for (unsigned i = 0, e = update.getNumArguments(); i < e; ++i) {
-        if (getArgumentRole(update, i) != role::kParam)
+        if (getArgumentRole(update, i) != Role::Param)
           continue;
         ++params;
         // Under ZeRO-3 the argument is the slice already.

@@ -80,19 +80,19 @@ struct KilnDataParallelPass
     SmallVector<BlockArgument> grads, shardedGrads;
     BlockArgument loss;
     for (unsigned i = 0, e = update.getNumArguments(); i < e; ++i) {
-      StringRef role = getArgumentRole(update, i);
-      if (role == role::kGrad) {
+      std::optional<Role> role = getArgumentRole(update, i);
+      if (role == Role::Grad) {
         // ZeRO's slices are over data; a tensor-parallel block (over
         // another axis) is all-reduced over data like a whole gradient.
         auto axis = update.getArgAttrOfType<StringAttr>(i, kShardAxisAttrName);
         (axis && axis.getValue() == kDataAxisName ? shardedGrads : grads)
             .push_back(update.getArgument(i));
       }
-      else if (role == role::kLoss)
+      else if (role == Role::Loss)
         loss = update.getArgument(i);
     }
     if (grads.empty() && shardedGrads.empty()) {
-      update.emitOpError("has no kiln.role = \"grad\" arguments to average "
+      update.emitOpError("has no kiln.role = #kiln.role<grad> arguments to average "
                          "over the data axis");
       return signalPassFailure();
     }
@@ -112,9 +112,7 @@ struct KilnDataParallelPass
     // as the backward has finished its gradients, so the runtime can
     // communicate it while the backward goes on.
     auto steps = getLossFunctions(module);
-    auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
-    auto accum = train ? train.getAs<IntegerAttr>("grad_accum") : IntegerAttr();
-    if (steps.size() == 1 && (!accum || accum.getInt() == 1) && !grads.empty() &&
+    if (steps.size() == 1 && getGradAccumSteps(module) == 1 && !grads.empty() &&
         succeeded(reduceBucketsInStep(steps.front(), update, buckets, ranks.getInt())))
       buckets.assign(1, {});
     if (loss)
@@ -211,7 +209,7 @@ struct KilnDataParallelPass
     SmallVector<func::FuncOp> steps = getLossFunctions(module);
     if (steps.size() != 1)
       return module.emitError("ZeRO-2 needs exactly one function with a "
-                              "kiln.role = \"loss\" result, found ")
+                              "kiln.role = #kiln.role<loss> result, found ")
              << steps.size();
     func::FuncOp step = steps.front();
     auto ret = cast<func::ReturnOp>(step.front().getTerminator());

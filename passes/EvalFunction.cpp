@@ -6,10 +6,10 @@
 // role and name) and writes only its loss.
 //
 // Algorithm:
-//  1. Find the function with a kiln.role = "loss" result (@step); error if
+//  1. Find the function with a kiln.role = #kiln.role<loss> result (@step); error if
 //     there is none, if it already has gradients, or if @eval exists.
 //  2. Clone it as @eval, placed after it.
-//  3. Keep only the loss result, now kiln.role = "eval_loss"; metrics are
+//  3. Keep only the loss result, now kiln.role = #kiln.role<eval_loss>; metrics are
 //     dropped (they are reported by "step").
 //  4. Erase the ops that only fed the dropped results.
 //  5. Evaluation runs without dropout: every kiln.attention of @eval gets
@@ -39,12 +39,12 @@ LogicalResult buildEvalFunction(ModuleOp module, func::FuncOp step) {
   if (auto existing = module.lookupSymbol<func::FuncOp>(kEvalFunctionName))
     return existing.emitOpError("already exists; --kiln-eval-function "
                                 "creates @eval from the loss function");
-  if (findResultWithRole(step, role::kGrad))
+  if (findResultWithRole(step, Role::Grad))
     return step.emitOpError("already has gradients; --kiln-eval-function must "
                             "run before --kiln-autodiff");
   if (step.isExternal() || !step.getBody().hasOneBlock())
     return step.emitOpError("must have a single-block body to be cloned");
-  unsigned lossIndex = *findResultWithRole(step, role::kLoss);
+  unsigned lossIndex = *findResultWithRole(step, Role::Loss);
 
   // (2) The clone, right after @step.
   OpBuilder b(module.getContext());
@@ -59,7 +59,7 @@ LogicalResult buildEvalFunction(ModuleOp module, func::FuncOp step) {
   eval.setType(FunctionType::get(module.getContext(), eval.getArgumentTypes(),
                                  {loss.getType()}));
   SmallVector<DictionaryAttr> resultAttrs{
-      roleAndName(b, role::kEvalLoss, role::kEvalLoss)};
+      roleNamedAfterItself(b, Role::EvalLoss)};
   eval.setAllResultAttrs(resultAttrs);
 
   // (4) Ops that only computed metrics.
@@ -85,7 +85,7 @@ struct KilnEvalFunctionPass
     SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.size() != 1) {
       module.emitError("--kiln-eval-function needs exactly one function with "
-                       "a kiln.role = \"loss\" result, found ")
+                       "a kiln.role = #kiln.role<loss> result, found ")
           << lossFunctions.size();
       return signalPassFailure();
     }

@@ -43,7 +43,7 @@
 //  A group is placed at its last member; it is refused when a value it
 //  yields is read by an op before that point. Refused candidates get
 //  `kiln.not_fused` on the matmul with the reason (fusion.txt lists them).
-//  4. Each group becomes kiln.fusion "gemm": the matmul first, then the
+//  4. Each group becomes kiln.fusion gemm: the matmul first, then the
 //     epilogue ops, yielding the values read outside.
 //
 //===----------------------------------------------------------------------===//
@@ -662,7 +662,7 @@ private:
     return std::nullopt;
   }
 
-  // 4. kiln.fusion "gemm" at the group's last member.
+  // 4. kiln.fusion gemm at the group's last member.
   void materialize(GemmGroup &group) {
     // body: the ops cloned into the kernel; members: the ops it replaces
     // (the bias broadcast is cloned, and erased only when nothing else
@@ -709,7 +709,7 @@ private:
       types.push_back(v.getType());
     auto fusion = builder.create<FusionOp>(FusedLoc::get(ctx, locs), types,
                                            inputs.getArrayRef(),
-                                           builder.getStringAttr("gemm"));
+                                           FusionKind::Gemm);
     Block *entry = new Block();
     fusion.getBody().push_back(entry);
     IRMapping map;

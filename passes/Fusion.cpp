@@ -51,7 +51,7 @@
 //     the group as a literal, never passed as a buffer.
 //  5. Splat constants no op reads any more are erased (else each would be
 //     a kernel writing a whole tensor of one value).
-//  kiln.fusion "gemm" (--kiln-fuse-gemm-epilogue, run before) is a GEMM
+//  kiln.fusion gemm (--kiln-fuse-gemm-epilogue, run before) is a GEMM
 //  call and joins no group.
 //
 //===----------------------------------------------------------------------===//
@@ -153,7 +153,7 @@ bool isOptimizerUpdate(Operation *op) {
 std::string whyStandalone(Operation *op) {
   if (isa<MatmulOp>(op))
     return "kiln.matmul is a GEMM call and stays a kernel of its own";
-  if (auto fusion = dyn_cast<FusionOp>(op); fusion && fusion.getKind() == "gemm")
+  if (auto fusion = dyn_cast<FusionOp>(op); fusion && fusion.getKind() == FusionKind::Gemm)
     return "a GEMM with its epilogue (kiln.fusion \"gemm\") is one GEMM "
            "call and stays a kernel of its own";
   if (isa<EmbeddingOp, EmbeddingGradOp>(op))
@@ -179,19 +179,19 @@ bool isArgumentCopy(Operation *op, Block &block) {
 // ops computing its input, summed as they are computed).
 enum class GroupKind { Pointwise, Row, Optimizer, ArgumentCopies, Sum };
 
-StringRef kindName(GroupKind kind) {
+FusionKind kindOf(GroupKind kind) {
   switch (kind) {
   case GroupKind::Pointwise:
   case GroupKind::ArgumentCopies:
-    return "pointwise";
+    return FusionKind::Pointwise;
   case GroupKind::Row:
-    return "row";
+    return FusionKind::Row;
   case GroupKind::Optimizer:
-    return "optimizer";
+    return FusionKind::Optimizer;
   case GroupKind::Sum:
-    return "sum";
+    return FusionKind::Sum;
   }
-  return "";
+  llvm_unreachable("every group kind is a fusion kind");
 }
 
 // A kiln.reduce_sum of a whole f32 tensor to one value (the global norm's
@@ -654,7 +654,7 @@ private:
       resultTypes.push_back(v.getType());
     auto fusion = builder.create<FusionOp>(
         FusedLoc::get(ctx, locs), resultTypes, inputs.getArrayRef(),
-        builder.getStringAttr(kindName(group.kind)));
+        kindOf(group.kind));
     Block *body = new Block();
     fusion.getBody().push_back(body);
     for (Value v : inputs)

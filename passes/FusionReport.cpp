@@ -63,7 +63,7 @@ void printFusionReport(ModuleOp module, llvm::raw_ostream &os) {
         ++gemms;
       if (auto fusion = dyn_cast<FusionOp>(op)) {
         // A "gemm" kernel is a GEMM call: its epilogue ops cost no kernel.
-        bool gemm = fusion.getKind() == "gemm";
+        bool gemm = fusion.getKind() == FusionKind::Gemm;
         fused += !gemm;
         fusions += !gemm;
         gemms += gemm;
@@ -87,7 +87,7 @@ void printFusionReport(ModuleOp module, llvm::raw_ostream &os) {
     unsigned index = 0;
     os << "\n@" << name << " kernels:\n";
     for (auto fusion : func.getBody().getOps<FusionOp>()) {
-      os << "  kernel " << index++ << " (" << fusion.getKind() << ") at "
+      os << "  kernel " << index++ << " (" << stringifyFusionKind(fusion.getKind()) << ") at "
          << modelLocation(fusion.getLoc()) << ":\n";
       for (Operation &member : fusion.getBody().front().without_terminator())
         os << "    " << member.getName() << " at "

@@ -108,7 +108,7 @@ void gatherParams(func::FuncOp func, const ZeroSharding &zero) {
   SmallVector<Sliced> sliced;
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
-    if (getArgumentRole(func, i) != role::kParam)
+    if (getArgumentRole(func, i) != Role::Param)
       continue;
     auto whole = cast<RankedTensorType>(arg.getType());
     std::optional<RankedTensorType> shard = zero.shardType(whole);

@@ -8,8 +8,8 @@
 // accumulators before the first micro-step; "update" then reads the mean
 // loss and mean gradients from the same buffers. K = 1 changes nothing.
 //
-// Algorithm, for the function with a kiln.role = "loss" result:
-//  1. Read K from kiln.train (absent: 1; not a positive integer: error).
+// Algorithm, for the function with a kiln.role = #kiln.role<loss> result:
+//  1. Read K from kiln.train (absent: 1; #kiln.train verifies K >= 1).
 //  2. Error if the function has no grad results (autodiff has not run) or
 //     already has a loss argument (the pass already ran).
 //  3. For the loss and every grad result, in result order: append an
@@ -36,27 +36,13 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// Step 1.
-FailureOr<int64_t> readGradAccum(ModuleOp module) {
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
-  Attribute value = train ? train.get("grad_accum") : Attribute();
-  if (!value)
-    return 1;
-  auto count = dyn_cast<IntegerAttr>(value);
-  if (!count || count.getInt() < 1)
-    return module.emitError("'kiln.train' grad_accum must be a positive "
-                            "integer, got ")
-           << value;
-  return count.getInt();
-}
-
 LogicalResult addAccumulators(func::FuncOp func, int64_t microBatches) {
   // (2)
-  if (!findResultWithRole(func, role::kGrad))
-    return func.emitOpError("has no kiln.role = \"grad\" results; "
+  if (!findResultWithRole(func, Role::Grad))
+    return func.emitOpError("has no kiln.role = #kiln.role<grad> results; "
                             "--kiln-grad-accum must run after --kiln-autodiff");
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    if (getArgumentRole(func, i) == role::kLoss)
+    if (getArgumentRole(func, i) == Role::Loss)
       return func.emitOpError("already has a loss accumulator argument (was "
                               "--kiln-grad-accum already run?)");
   auto ret = cast<func::ReturnOp>(func.front().getTerminator());
@@ -68,21 +54,22 @@ LogicalResult addAccumulators(func::FuncOp func, int64_t microBatches) {
   SmallVector<Location> locs;
   OpBuilder b(ret);
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    StringRef role = getResultRole(func, i);
-    if (role != role::kLoss && role != role::kGrad)
+    std::optional<Role> role = getResultRole(func, i);
+    if (role != Role::Loss && role != Role::Grad)
       continue;
     auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
     accumulated.push_back(i);
     types.push_back(func.getResultTypes()[i]);
-    attrs.push_back(roleAndName(b, role, name ? name.getValue() : role));
+    attrs.push_back(name ? roleAndName(b, *role, name.getValue())
+                         : roleNamedAfterItself(b, *role));
     locs.push_back(ret.getOperand(i).getLoc());
   }
   unsigned first = func.getNumArguments();
   func.insertArguments(SmallVector<unsigned>(types.size(), first), types,
                        attrs, locs);
-  if (role::kLoss == getResultRole(func, accumulated.front()))
+  if (getResultRole(func, accumulated.front()) == Role::Loss)
     func.setResultAttrs(accumulated.front(),
-                        roleAndName(b, role::kLoss, role::kLoss));
+                        roleNamedAfterItself(b, Role::Loss));
 
   FloatAttr scale = b.getF32FloatAttr(1.0 / static_cast<double>(microBatches));
   for (auto [k, resultIndex] : llvm::enumerate(accumulated)) {
@@ -99,10 +86,8 @@ struct KilnGradAccumPass
     : public mlir::kiln::impl::KilnGradAccumBase<KilnGradAccumPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<int64_t> microBatches = readGradAccum(module);
-    if (failed(microBatches))
-      return signalPassFailure();
-    if (*microBatches == 1)
+    int64_t microBatches = getGradAccumSteps(module);
+    if (microBatches == 1)
       return;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       if (!hasLossResult(func))
@@ -111,7 +96,7 @@ struct KilnGradAccumPass
         func.emitOpError("must have a single-block body");
         return signalPassFailure();
       }
-      if (failed(addAccumulators(func, *microBatches)))
+      if (failed(addAccumulators(func, microBatches)))
         return signalPassFailure();
     }
   }

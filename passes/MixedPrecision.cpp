@@ -100,19 +100,10 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// Step 1: the precision setting ("fp32" when absent).
-FailureOr<StringRef> readPrecision(ModuleOp module) {
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
-  Attribute value = train ? train.get("precision") : Attribute();
-  if (!value)
-    return StringRef("fp32");
-  auto name = dyn_cast<StringAttr>(value);
-  if (!name || (name.getValue() != "fp32" && name.getValue() != "tf32" &&
-                name.getValue() != "bf16"))
-    return module.emitError("'kiln.train' precision must be \"fp32\", "
-                            "\"tf32\" or \"bf16\", got ")
-           << value;
-  return name.getValue();
+/// Step 1: the precision setting (fp32 when there is no kiln.train).
+Precision readPrecision(ModuleOp module) {
+  TrainConfigAttr train = getTrainConfig(module);
+  return train ? train.getPrecision() : Precision::Fp32;
 }
 
 bool isF32Tensor(Value v) {
@@ -127,8 +118,8 @@ llvm::SmallPtrSet<Operation *, 32> forwardOps(func::FuncOp func) {
   SmallVector<Value> work;
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    StringRef role = getResultRole(func, i);
-    if (role == role::kLoss || role == role::kEvalLoss || role == role::kMetric)
+    std::optional<Role> role = getResultRole(func, i);
+    if (role == Role::Loss || role == Role::EvalLoss || role == Role::Metric)
       work.push_back(value);
   }
   while (!work.empty()) {
@@ -433,10 +424,7 @@ struct KilnMixedPrecisionPass
     : public mlir::kiln::impl::KilnMixedPrecisionBase<KilnMixedPrecisionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<StringRef> precision = readPrecision(module);
-    if (failed(precision))
-      return signalPassFailure();
-    if (*precision != "bf16")
+    if (readPrecision(module) != Precision::Bf16)
       return;
     for (func::FuncOp func : module.getOps<func::FuncOp>())
       if (func.getBody().hasOneBlock())

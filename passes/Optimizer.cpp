@@ -80,75 +80,46 @@ struct ParamAndGrad {
   FloatAttr decay;     // this parameter's weight decay
 };
 
-/// Step 1: kiln.train -> OptimizerConfig, with an error on `module` otherwise.
+/// Step 1: kiln.train -> OptimizerConfig, with an error on `module` otherwise
+/// (#kiln.train's verifier has refused another optimizer's settings).
 FailureOr<OptimizerConfig> readTrainConfig(ModuleOp module) {
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  TrainConfigAttr train = getTrainConfig(module);
   if (!train)
     return module.emitError("--kiln-optimizer needs the module attribute "
-                            "'kiln.train' (a dictionary with the optimizer "
+                            "'kiln.train' (#kiln.train<...>: the optimizer "
                             "and its hyperparameters)");
-  auto optimizer = train.getAs<StringAttr>("optimizer");
-  if (!optimizer)
-    return module.emitError("'kiln.train' has no string 'optimizer' entry");
-  OptimizerConfig config;
-  config.kind = optimizer.getValue();
-  if (!config.isAdam() && config.kind != "sgd")
-    return module.emitError("unsupported optimizer '")
-           << optimizer.getValue()
-           << "' in 'kiln.train' (supported: adamw, adam, sgd)";
-
-  Builder b(module.getContext());
-  auto number = [&](StringRef key, FloatAttr &slot,
-                    std::optional<double> fallback) -> LogicalResult {
-    Attribute value = train.get(key);
-    double x;
-    if (auto f = dyn_cast_or_null<FloatAttr>(value))
-      x = f.getValueAsDouble();
-    else if (auto i = dyn_cast_or_null<IntegerAttr>(value))
-      x = static_cast<double>(i.getInt());
-    else if (!value && fallback)
-      x = *fallback;
-    else
-      return module.emitError("'kiln.train' needs a numeric '")
-             << key << "' for the " << config.kind << " optimizer";
-    slot = b.getF32FloatAttr(static_cast<float>(x));
-    return success();
-  };
-  auto flag = [&](StringRef key, bool &slot) -> LogicalResult {
-    Attribute value = train.get(key);
+  StringRef optimizer = stringifyOptimizerKind(train.getOptimizer());
+  SmallVector<std::pair<FloatAttr, StringRef>> needed = {
+      {train.getWeightDecay(), "weight_decay"}};
+  if (train.getOptimizer() != OptimizerKind::Sgd)
+    needed.append({{train.getBeta1(), "beta1"},
+                   {train.getBeta2(), "beta2"},
+                   {train.getEpsilon(), "epsilon"}});
+  for (auto [value, key] : needed)
     if (!value)
-      return success(); // the default: excluded / off
-    auto boolean = dyn_cast<BoolAttr>(value);
-    if (!boolean)
-      return module.emitError("'kiln.train' entry '")
-             << key << "' must be true or false, got " << value;
-    slot = boolean.getValue();
-    return success();
+      return module.emitError("'kiln.train' needs '")
+             << key << "' for the " << optimizer << " optimizer";
+  Builder b(module.getContext());
+  auto orZero = [&](FloatAttr value) {
+    return value ? value : b.getF32FloatAttr(0.0f);
   };
-  if (failed(number("weight_decay", config.weightDecay, std::nullopt)) ||
-      failed(number("clip", config.clip, 0.0)) ||
-      failed(flag("decay_norms", config.decayNorms)) ||
-      failed(flag("decay_biases", config.decayBiases)) ||
-      failed(flag("decay_embeddings", config.decayEmbeddings)))
-    return failure();
+  OptimizerConfig config;
+  config.kind = stringifyOptimizerKind(train.getOptimizer());
+  config.weightDecay = train.getWeightDecay();
+  config.clip = orZero(train.getClip());
+  config.decayNorms = train.decaysNorms();
+  config.decayBiases = train.decaysBiases();
+  config.decayEmbeddings = train.decaysEmbeddings();
   if (config.isAdam()) {
-    if (failed(number("beta1", config.beta1, std::nullopt)) ||
-        failed(number("beta2", config.beta2, std::nullopt)) ||
-        failed(number("epsilon", config.epsilon, std::nullopt)))
-      return failure();
+    config.beta1 = train.getBeta1();
+    config.beta2 = train.getBeta2();
+    config.epsilon = train.getEpsilon();
   } else {
-    bool nesterov = false;
-    if (failed(number("momentum", config.momentum, 0.0)) ||
-        failed(number("dampening", config.dampening, 0.0)) ||
-        failed(flag("nesterov", nesterov)))
-      return failure();
-    config.nesterov = b.getBoolAttr(nesterov);
+    config.momentum = orZero(train.getMomentum());
+    config.dampening = orZero(train.getDampening());
+    config.nesterov =
+        train.getNesterov() ? train.getNesterov() : b.getBoolAttr(false);
   }
-  if (config.clip.getValueAsDouble() < 0.0 ||
-      !std::isfinite(config.clip.getValueAsDouble()))
-    return module.emitError("'kiln.train' clip must be finite and "
-                            "non-negative, got ")
-           << config.clip.getValueAsDouble();
   return config;
 }
 
@@ -194,7 +165,7 @@ FailureOr<SmallVector<ParamAndGrad>>
 pairParamsWithGrads(func::FuncOp step, const OptimizerConfig &config) {
   llvm::StringMap<unsigned> gradByName = getGradResultsByName(step);
   if (gradByName.empty())
-    return step.emitOpError("has no kiln.role = \"grad\" results; "
+    return step.emitOpError("has no kiln.role = #kiln.role<grad> results; "
                             "--kiln-optimizer must run after --kiln-autodiff");
 
   Builder b(step.getContext());
@@ -397,7 +368,7 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
     else
       sig.add(p.param.getType(), attrs, p.param.getLoc());
   }
-  auto stateArg = [&](size_t i, StringRef r, bool shardable) {
+  auto stateArg = [&](size_t i, Role r, bool shardable) {
     const ParamAndGrad &p = (*pairs)[i];
     if (shardable && shards[i])
       sig.add(*shards[i],
@@ -411,18 +382,18 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
               p.param.getLoc());
   };
   for (size_t i = 0; i < n; ++i)
-    stateArg(i, role::kGrad, zero.stage >= 2);
-  sig.add(scalarType, roleAndName(b, role::kLoss, role::kLoss), step.getLoc());
-  SmallVector<StringRef> stateRoles;
+    stateArg(i, Role::Grad, zero.stage >= 2);
+  sig.add(scalarType, roleNamedAfterItself(b, Role::Loss), step.getLoc());
+  SmallVector<Role> stateRoles;
   if (config.isAdam())
-    stateRoles = {role::kAdamM, role::kAdamV};
+    stateRoles = {Role::AdamM, Role::AdamV};
   else if (config.hasMomentumBuffer())
-    stateRoles = {role::kMomentum};
-  for (StringRef stateRole : stateRoles)
+    stateRoles = {Role::Momentum};
+  for (Role stateRole : stateRoles)
     for (size_t i = 0; i < n; ++i)
       stateArg(i, stateRole, /*shardable=*/true);
-  for (StringRef scalarRole : {role::kLearningRate, role::kStep})
-    sig.add(scalarType, roleAndName(b, scalarRole, scalarRole), step.getLoc());
+  for (Role scalarRole : {Role::LearningRate, Role::Step})
+    sig.add(scalarType, roleNamedAfterItself(b, scalarRole), step.getLoc());
 
   b.setInsertionPointAfter(step);
   auto update = b.create<func::FuncOp>(step.getLoc(), kUpdateFunctionName,
@@ -540,11 +511,11 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
   // (7) Results.
   SmallVector<Value> results{gradNorm, updateNorm, paramNorm};
   SmallVector<DictionaryAttr> resultAttrs;
-  for (StringRef r : {role::kGradNorm, role::kUpdateNorm, role::kParamNorm})
-    resultAttrs.push_back(roleAndName(b, r, r));
+  for (Role r : {Role::GradNorm, Role::UpdateNorm, Role::ParamNorm})
+    resultAttrs.push_back(roleNamedAfterItself(b, r));
   for (auto [value, p] : llvm::zip_equal(newParams, *pairs)) {
     results.push_back(value);
-    resultAttrs.push_back(roleAndName(b, role::kParam, p.name));
+    resultAttrs.push_back(roleAndName(b, Role::Param, p.name));
   }
   for (auto [k, stateRole] : llvm::enumerate(stateRoles))
     for (auto [i, p] : llvm::enumerate(*pairs)) {
@@ -569,7 +540,7 @@ struct KilnOptimizerPass
     SmallVector<func::FuncOp> lossFunctions = getLossFunctions(module);
     if (lossFunctions.size() != 1) {
       module.emitError("--kiln-optimizer needs exactly one function with a "
-                       "kiln.role = \"loss\" result, found ")
+                       "kiln.role = #kiln.role<loss> result, found ")
           << lossFunctions.size();
       return signalPassFailure();
     }

@@ -15,7 +15,7 @@
 //  1. Refuse everything (with the reason on each candidate) when the train
 //     section's Adam has epsilon <= 0: a padded entry has m = v = 0 and
 //     its update would be 0 / 0 = NaN.
-//  2. Candidates: every dimension of every kiln.role = "param" argument whose
+//  2. Candidates: every dimension of every kiln.role = #kiln.role<param> argument whose
 //     size S is larger than `multiple` and not a multiple of it; P = S
 //     rounded up. Dimensions smaller than `multiple` are left alone silently
 //     (padding would more than double them, and no GEMM tile cares).
@@ -98,7 +98,7 @@ bool isParameter(Value value) {
   if (!arg)
     return false;
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func && getArgumentRole(func, arg.getArgNumber()) == role::kParam;
+  return func && getArgumentRole(func, arg.getArgNumber()) == Role::Param;
 }
 
 /// Step 3: the values one candidate pads, or why it cannot.
@@ -292,12 +292,11 @@ private:
 
 /// Step 1: "" or why Adam's update would turn the padding into NaN.
 std::string optimizerRefusal(ModuleOp module) {
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  TrainConfigAttr train = getTrainConfig(module);
   if (!train)
     return "";
-  auto optimizer = train.getAs<StringAttr>("optimizer");
-  auto epsilon = train.getAs<FloatAttr>("epsilon");
-  if (optimizer && optimizer.getValue().starts_with("adam") && epsilon &&
+  FloatAttr epsilon = train.getEpsilon();
+  if (train.getOptimizer() != OptimizerKind::Sgd && epsilon &&
       epsilon.getValueAsDouble() <= 0.0)
     return "Adam with epsilon <= 0 would update padded entries by 0 / 0";
   return "";
@@ -315,7 +314,7 @@ void appendRefusal(func::FuncOp func, unsigned argIndex, StringRef text) {
 void padFunction(func::FuncOp func, int64_t multiple,
                  StringRef globalRefusal) {
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-    if (getArgumentRole(func, i) != role::kParam)
+    if (getArgumentRole(func, i) != Role::Param)
       continue;
     BlockArgument param = func.getArgument(i);
     auto type = dyn_cast<RankedTensorType>(param.getType());

@@ -30,9 +30,9 @@ def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
 
     Before (after `--kiln-optimizer`):
     ```mlir
-    func.func @update(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                      %g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"},
-                      %l: tensor<f32> {kiln.role = "loss", kiln.name = "loss"}, ...) {
+    func.func @update(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                      %g: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"},
+                      %l: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"}, ...) {
       %sq = kiln.mul %g, %g : tensor<4xf32>
       ...
     ```
@@ -103,8 +103,8 @@ def KilnPartition : Pass<"kiln-partition", "::mlir::ModuleOp"> {
     Before (mesh `{model = 2}`):
     ```mlir
     func.func @step(%x: tensor<8x64xf32>,
-                    %w1: tensor<64x256xf32> {kiln.role = "param", kiln.sharding = ["", "model"]},
-                    %w2: tensor<256x64xf32> {kiln.role = "param", kiln.sharding = ["model", ""]}) {
+                    %w1: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.sharding = ["", "model"]},
+                    %w2: tensor<256x64xf32> {kiln.role = #kiln.role<param>, kiln.sharding = ["model", ""]}) {
       %h = kiln.matmul %x, %w1 {kiln.sharding = [["", "model"]]} : ... -> tensor<8x256xf32>
       %y = kiln.matmul %h, %w2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
     ```
@@ -170,13 +170,13 @@ def KilnGatherParams : Pass<"kiln-gather-params", "::mlir::ModuleOp"> {
 
     Before:
     ```mlir
-    func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"}, ...) {
+    func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"}, ...) {
       %y = kiln.matmul %x, %w ...
     ```
 
     After (2 ranks):
     ```mlir
-    func.func @step(%w: tensor<16xf32> {kiln.role = "param", kiln.name = "w",
+    func.func @step(%w: tensor<16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w",
                                         kiln.shard_axis = "data",
                                         kiln.whole_shape = array<i64: 4, 8>}, ...) {
       %g = kiln.all_gather %w over "data" dim = 0 : tensor<16xf32> -> tensor<32xf32>

@@ -139,7 +139,7 @@ private:
     if (isReplicated(sharding))
       return success();
     unsigned index = arg.getArgNumber();
-    if (getArgumentRole(func_, index) != role::kParam) {
+    if (getArgumentRole(func_, index) != Role::Param) {
       // An input: whole from the data loader, cut here.
       current_[arg] = TensorSharding(type.getRank(), "");
       b_.setInsertionPointToStart(&func_.getBody().front());

@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include "codegen/program/StepProgram.h"
 #include "ir/KilnDialect.h"
 
 #include <functional>
@@ -31,20 +32,17 @@ namespace detail {
 #include "passes/Passes.h.inc"
 } // namespace detail
 
-/// The peak bytes the artifact of a module (after the "optimizer" phase)
-/// would plan, and the largest tensors live at that peak (a report).
-struct PlannedPeak {
-  int64_t bytes = 0;
-  std::string liveAtPeak;
-};
-/// Plans the memory of a module; passes cannot include codegen, so kilnc
-/// hands this to --kiln-remat (fusion plus codegen's memory plan).
-using PlannedPeakFn = std::function<FailureOr<PlannedPeak>(ModuleOp)>;
+/// The step program a module (after the "optimizer" phase) lowers to, with
+/// its memory plan: the peak the artifact will have and the tensors live at
+/// it. Passes do not lower modules themselves (that is codegen, which
+/// includes them), so kilnc hands this to --kiln-remat (the fusion phase,
+/// then codegen's lowering, on a copy of the module).
+using StepProgramFn = std::function<FailureOr<::kiln::StepProgram>(ModuleOp)>;
 
 /// --kiln-remat with the planner it asks for peaks (kiln-opt's
 /// createKilnRemat() has none: it plans explicit modes only).
 std::unique_ptr<Pass> createKilnRemat(const KilnRematOptions &options,
-                                      PlannedPeakFn plannedPeak);
+                                      StepProgramFn lowerToStepProgram);
 
 /// Registers every pass in Passes.td and the `kiln-training-pipeline` named
 /// pipeline (defined in Pipelines.cpp), for kiln-opt and kilnc.

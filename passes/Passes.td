@@ -87,20 +87,20 @@ def KilnAttentionMatch : Pass<"kiln-attention-match", "::mlir::ModuleOp"> {
 def KilnAutodiff : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff of the loss function (appends gradients)";
   let description = [{
-    Differentiates the function whose single result has `kiln.role = "loss"`
-    with respect to its `kiln.role = "param"` arguments. The body is walked
+    Differentiates the function whose single result has `kiln.role = #kiln.role<loss>`
+    with respect to its `kiln.role = #kiln.role<param>` arguments. The body is walked
     backwards from the return; each op that carries a cotangent builds its
     vector-Jacobian product through `DifferentiableOpInterface`. Fan-out is
     accumulated with `kiln.add`. For every parameter, in argument order, a
-    result `kiln.role = "grad"` named after the parameter is appended;
+    result `kiln.role = #kiln.role<grad>` named after the parameter is appended;
     parameters with no path to the loss get a zero constant. Integer values
     (token ids, targets) are never differentiated.
 
     Before:
     ```mlir
-    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                    %x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
-        -> (tensor<f32> {kiln.role = "loss"}) {
+    func.func @step(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %x: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
       %0 = kiln.mul %w, %x : tensor<4xf32>
       %1 = kiln.reduce_sum %0 dims = [0] : tensor<4xf32> -> tensor<f32>
       return %1 : tensor<f32>
@@ -109,10 +109,10 @@ def KilnAutodiff : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                    %x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
-        -> (tensor<f32> {kiln.role = "loss"},
-            tensor<4xf32> {kiln.name = "w", kiln.role = "grad"}) {
+    func.func @step(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %x: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+            tensor<4xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>}) {
       %0 = kiln.mul %w, %x : tensor<4xf32>
       %1 = kiln.reduce_sum %0 dims = [0] : tensor<4xf32> -> tensor<f32>
       %one = kiln.constant dense<1.0> : tensor<f32>             // d loss / d loss
@@ -178,18 +178,18 @@ def KilnExpandLinearCrossEntropy
 def KilnEvalFunction : Pass<"kiln-eval-function", "::mlir::ModuleOp"> {
   let summary = "Clones the forward loss function into @eval";
   let description = [{
-    Before autodiff, clones the function with a `kiln.role = "loss"` result
+    Before autodiff, clones the function with a `kiln.role = #kiln.role<loss>` result
     (@step) into `@eval`, the artifact's forward-only "eval" program: same
-    parameter and input arguments, a single result `kiln.role = "eval_loss"`;
+    parameter and input arguments, a single result `kiln.role = #kiln.role<eval_loss>`;
     metric results and the ops that only fed them are dropped. `@eval` is
     never differentiated (autodiff only looks at functions with a "loss"
     result).
 
     Before:
     ```mlir
-    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
-        -> (tensor<f32> {kiln.role = "loss"},
-            tensor<f32> {kiln.role = "metric", kiln.name = "w_rms"}) {
+    func.func @step(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+            tensor<f32> {kiln.role = #kiln.role<metric>, kiln.name = "w_rms"}) {
       %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
       %1 = ... // rms of %w
       return %0, %1 : tensor<f32>, tensor<f32>
@@ -198,8 +198,8 @@ def KilnEvalFunction : Pass<"kiln-eval-function", "::mlir::ModuleOp"> {
 
     After (@step unchanged):
     ```mlir
-    func.func @eval(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
-        -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = "eval_loss"}) {
+    func.func @eval(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+        -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = #kiln.role<eval_loss>}) {
       %0 = kiln.reduce_sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
       return %0 : tensor<f32>
     }
@@ -221,9 +221,9 @@ def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
 
     Before (K = 4, after `--kiln-autodiff`):
     ```mlir
-    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"})
-        -> (tensor<f32> {kiln.role = "loss"},
-            tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    func.func @step(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+            tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
       ...
       return %loss, %dw : tensor<f32>, tensor<4xf32>
     }
@@ -231,11 +231,11 @@ def KilnGradAccum : Pass<"kiln-grad-accum", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    func.func @step(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                    %l: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-                    %g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
-        -> (tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-            tensor<4xf32> {kiln.role = "grad", kiln.name = "w"}) {
+    func.func @step(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %l: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+                    %g: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+            tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
       ...
       %0 = kiln.accumulate %l, %loss {scale = 2.500000e-01 : f32} : tensor<f32>
       %1 = kiln.accumulate %g, %dw {scale = 2.500000e-01 : f32} : tensor<4xf32>
@@ -351,24 +351,24 @@ def KilnOptimizer : Pass<"kiln-optimizer", "::mlir::ModuleOp"> {
     module attributes {kiln.train = {optimizer = "adamw", beta1 = 0.9 : f32,
         beta2 = 0.95 : f32, epsilon = 1.0e-8 : f32, weight_decay = 0.1 : f32,
         clip = 1.0 : f32}} {
-      func.func @step(%w: tensor<4x4xf32> {kiln.role = "param", kiln.name = "w"})
-          -> (tensor<f32> {kiln.role = "loss"},
-              tensor<4x4xf32> {kiln.role = "grad", kiln.name = "w"}) { ... }
+      func.func @step(%w: tensor<4x4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+              tensor<4x4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) { ... }
     }
     ```
 
     After (@step's param also gets kiln.param_kind and kiln.weight_decay):
     ```mlir
     func.func @update(
-        %w: tensor<4x4xf32> {kiln.role = "param", kiln.name = "w",
+        %w: tensor<4x4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w",
                              kiln.param_kind = "weight",
                              kiln.weight_decay = 0.1 : f32},
-        %g: tensor<4x4xf32> {kiln.role = "grad", kiln.name = "w"},
-        %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-        %m: tensor<4x4xf32> {kiln.role = "adam_m", kiln.name = "w"},
-        %v: tensor<4x4xf32> {kiln.role = "adam_v", kiln.name = "w"},
-        %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
-        %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
+        %g: tensor<4x4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"},
+        %loss: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+        %m: tensor<4x4xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "w"},
+        %v: tensor<4x4xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "w"},
+        %lr: tensor<f32> {kiln.role = #kiln.role<lr>, kiln.name = "lr"},
+        %t: tensor<f32> {kiln.role = #kiln.role<step>, kiln.name = "step"})
         -> (grad_norm, update_norm, param_norm, param "w", adam_m "w",
             adam_v "w") {
       %sq = kiln.mul %g, %g : tensor<4x4xf32>
@@ -475,7 +475,7 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    %f:5 = kiln.fusion "row" (%x, %y, %w, %b) : (...) -> (...) {
+    %f:5 = kiln.fusion row (%x, %y, %w, %b) : (...) -> (...) {
     ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>, %w0: tensor<8xf32>,
          %b0: tensor<8xf32>):
       %s = kiln.add %a, %c : tensor<4x8xf32>
@@ -530,7 +530,7 @@ def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds bias, GELU and bias-gradient epilogues into their GEMMs";
   let description = [{
     Wraps a kiln.matmul of @step, @update and @eval together with its
-    epilogue in a `kiln.fusion "gemm"`, which codegen turns into one GEMM
+    epilogue in a `kiln.fusion gemm`, which codegen turns into one GEMM
     call with an epilogue (cuBLASLt epilogues on CUDA; on the CPU the same
     formulas as the unfused kernels after sgemm). Matched, for GEMMs that
     are one matrix (batch 1) with an f32 result:
@@ -562,7 +562,7 @@ def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    %f:2 = kiln.fusion "gemm" (%x, %w, %b) : (...) -> (...) {
+    %f:2 = kiln.fusion gemm (%x, %w, %b) : (...) -> (...) {
     ^bb0(%x0: tensor<64x32xf32>, %w0: tensor<32x128xf32>,
          %b0: tensor<128xf32>):
       %p = kiln.matmul %x0, %w0 : ...
@@ -598,10 +598,10 @@ def KilnPadDims : Pass<"kiln-pad-dims", "::mlir::ModuleOp"> {
 
     Before (`multiple = 64`):
     ```mlir
-    func.func @step(%wte: tensor<200x16xf32> {kiln.role = "param", kiln.name = "wte"},
-                    %tok: tensor<2x8xi32> {kiln.role = "input", kiln.name = "tokens"},
-                    %tgt: tensor<2x8xi32> {kiln.role = "input", kiln.name = "targets"})
-        -> (tensor<f32> {kiln.role = "loss"}) {
+    func.func @step(%wte: tensor<200x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte"},
+                    %tok: tensor<2x8xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+                    %tgt: tensor<2x8xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
       %x = kiln.embedding %wte, %tok : tensor<200x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
       %t = kiln.transpose %wte permutation = [1, 0] : tensor<200x16xf32> -> tensor<16x200xf32>
       %l = kiln.matmul %x, %t : tensor<2x8x16xf32>, tensor<16x200xf32> -> tensor<2x8x200xf32>
@@ -612,7 +612,7 @@ def KilnPadDims : Pass<"kiln-pad-dims", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    func.func @step(%wte: tensor<256x16xf32> {kiln.role = "param", kiln.name = "wte",
+    func.func @step(%wte: tensor<256x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte",
                                               kiln.true_shape = array<i64: 200, 16>}, ...) {
       %x = kiln.embedding %wte, %tok : tensor<256x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
       %t = kiln.transpose %wte permutation = [1, 0] : tensor<256x16xf32> -> tensor<16x256xf32>

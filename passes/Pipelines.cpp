@@ -125,7 +125,7 @@ void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
   // backward consumers. No CSE after it: it would merge the clones back.
   KilnRematOptions remat;
   remat.sweep = options.rematSweep;
-  pm.addPass(createKilnRemat(remat, options.plannedPeak));
+  pm.addPass(createKilnRemat(remat, options.lowerToStepProgram));
   // ZeRO-3: parameters are slices, gathered again where the forward and
   // the backward (its recomputes included) read them -- remat by
   // communication.

@@ -27,10 +27,11 @@ struct PhaseOptions {
   bool fuseLinearCrossEntropy = true;
   int64_t crossEntropyChunkRows = 0;
   /// --kiln-remat: plan every tier's peak too (kilnc
-  /// --memory-budget-sweep), and the planner it asks for peaks (kilnc's:
-  /// fusion and codegen's memory plan; none in kiln-opt).
+  /// --memory-budget-sweep), and the lowering it asks for the step program
+  /// whose peak it plans against (kilnc's: fusion, then codegen's lowering;
+  /// none in kiln-opt).
   bool rematSweep = false;
-  PlannedPeakFn plannedPeak;
+  StepProgramFn lowerToStepProgram;
   /// --kiln-data-parallel's bucket-bytes (kilnc --bucket-mib).
   int64_t bucketBytes = int64_t(25) << 20;
 };

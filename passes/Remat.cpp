@@ -25,8 +25,8 @@
 //     gives every block tier c / B and the first c % B blocks one tier
 //     more. `none` is plan 0, `selective` 2·B, `full` 3·B. `auto` with a
 //     budget binary-searches the least c whose planned peak (the injected
-//     PlannedPeakFn: fusion and codegen's memory plan on a copy of the
-//     module) is at most the budget; the peak falls as c grows.
+//     StepProgramFn: fusion and codegen's lowering on a copy of the module,
+//     so the very plan the artifact will carry) is at most the budget; the peak falls as c grows.
 //  5. The chosen plan is applied to the module and described in the module
 //     attribute kiln.remat (mode, budget, plan, peak, extra and step FLOPs).
 //  6. Instances the model file sets (kiln.remat_overrides: `Block(x, remat =
@@ -302,15 +302,16 @@ OwningOpRef<ModuleOp> cloneKeepingUseOrder(ModuleOp module) {
 
 struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
   using Base::Base;
-  KilnRemat(const KilnRematOptions &options, PlannedPeakFn plannedPeak)
-      : Base(options), plannedPeak(std::move(plannedPeak)) {}
+  KilnRemat(const KilnRematOptions &options, StepProgramFn lowerToStepProgram)
+      : Base(options), lowerToStepProgram(std::move(lowerToStepProgram)) {}
 
   void runOnOperation() override;
 
   /// Plan `plan` applied to a copy of the module: its planned peak and the
   /// FLOPs it recomputes.
   struct Evaluation {
-    PlannedPeak peak;
+    int64_t peak = 0;       // the arena's bytes
+    std::string liveAtPeak; // the memory plan's summary
     double extraFlops = 0;
   };
   FailureOr<Evaluation> evaluate(int plan) {
@@ -320,30 +321,28 @@ struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
       return failure();
     Evaluation evaluation;
     evaluation.extraFlops = applyPlan(*graph, plan);
-    FailureOr<PlannedPeak> peak = plannedPeak(*copy);
-    if (failed(peak))
+    FailureOr<::kiln::StepProgram> program = lowerToStepProgram(*copy);
+    if (failed(program))
       return failure();
-    evaluation.peak = *peak;
+    evaluation.peak = program->memory.arenaBytes;
+    evaluation.liveAtPeak = ::kiln::formatMemorySummary(*program);
     return evaluation;
   }
 
-  PlannedPeakFn plannedPeak;
+  StepProgramFn lowerToStepProgram;
 };
 
 void KilnRemat::runOnOperation() {
   ModuleOp module = getOperation();
-  auto train = module->getAttrOfType<DictionaryAttr>(kTrainAttrName);
+  TrainConfigAttr train = getTrainConfig(module);
   std::string chosenMode = mode;
-  if (chosenMode.empty())
-    if (auto attr = train ? train.getAs<StringAttr>("remat") : nullptr)
-      chosenMode = attr.getValue().str();
+  if (chosenMode.empty() && train)
+    chosenMode = stringifyRematMode(train.getRemat()).str();
   if (chosenMode.empty())
     chosenMode = "auto";
   int64_t budget = memoryBudget;
-  if (budget < 0) {
-    auto attr = train ? train.getAs<IntegerAttr>("memory_budget") : nullptr;
-    budget = attr ? attr.getInt() : 0;
-  }
+  if (budget < 0)
+    budget = train ? train.getMemoryBudget() : 0;
   if (chosenMode != "auto" && chosenMode != "none" &&
       chosenMode != "selective" && chosenMode != "full") {
     module.emitError() << "--kiln-remat: unknown mode '" << chosenMode
@@ -371,7 +370,7 @@ void KilnRemat::runOnOperation() {
     }
   int last = graph->numPlans();
   bool needPeaks = budget > 0 || sweep;
-  if (needPeaks && !plannedPeak) {
+  if (needPeaks && !lowerToStepProgram) {
     module.emitError() << "--kiln-remat: a memory budget needs the planned "
                           "peak; compile with kilnc (--memory-budget)";
     return signalPassFailure();
@@ -387,7 +386,7 @@ void KilnRemat::runOnOperation() {
         return failure();
       it = evaluations.emplace(plan, *evaluation).first;
     }
-    return it->second.peak.bytes;
+    return it->second.peak;
   };
 
   if (sweep) {
@@ -449,16 +448,16 @@ void KilnRemat::runOnOperation() {
             return signalPassFailure();
           if (*pPeak <= budget)
             plan = p, peak = pPeak;
-          if (*pPeak < evaluations[least].peak.bytes)
+          if (*pPeak < evaluations[least].peak)
             least = p;
         }
         if (*peak > budget) {
           emitError(nowhere)
               << "memory budget " << formatMiB(budget)
               << " cannot be met: the least achievable peak is "
-              << formatMiB(evaluations[least].peak.bytes) << " ("
+              << formatMiB(evaluations[least].peak) << " ("
               << graph->describe(least) << ")\n"
-              << evaluations[least].peak.liveAtPeak;
+              << evaluations[least].liveAtPeak;
           return signalPassFailure();
         }
       }
@@ -472,7 +471,7 @@ void KilnRemat::runOnOperation() {
   summary.append("budget", b.getI64IntegerAttr(budget));
   summary.append("plan", b.getStringAttr(graph->describe(plan)));
   if (evaluations.count(plan))
-    summary.append("peak", b.getI64IntegerAttr(evaluations[plan].peak.bytes));
+    summary.append("peak", b.getI64IntegerAttr(evaluations[plan].peak));
   summary.append("extra_flops", b.getF64FloatAttr(extra));
   summary.append("step_flops", b.getF64FloatAttr(total));
   module->setAttr(kRematAttrName, summary.getDictionary(module.getContext()));
@@ -482,6 +481,6 @@ void KilnRemat::runOnOperation() {
 
 std::unique_ptr<Pass>
 mlir::kiln::createKilnRemat(const KilnRematOptions &options,
-                            PlannedPeakFn plannedPeak) {
-  return std::make_unique<KilnRemat>(options, std::move(plannedPeak));
+                            StepProgramFn lowerToStepProgram) {
+  return std::make_unique<KilnRemat>(options, std::move(lowerToStepProgram));
 }

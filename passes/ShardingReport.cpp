@@ -62,7 +62,7 @@ std::string shardingValuesReport(ModuleOp module) {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     kNameAttrName);
       os << "  " << modelLocation(arg.getLoc()) << "  "
-         << getArgumentRole(func, arg.getArgNumber()) << " "
+         << roleName(getArgumentRole(func, arg.getArgNumber())) << " "
          << (name ? name.getValue() : "?") << "  " << describeValue(arg, mesh)
          << "\n";
     }

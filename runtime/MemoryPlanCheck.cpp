@@ -1,6 +1,6 @@
 //===- MemoryPlanCheck.cpp - Verifying an artifact's static memory plan ---===//
 //
-// The same liveness rules as the planner (codegen/MemoryPlan.cpp), derived
+// The same liveness rules as the planner (codegen/program/MemoryPlan.cpp), derived
 // again from the schedules:
 //   1. arena_bytes and the MemoryPlan summary: present, non-negative, the
 //      categories adding up to the peak, which is the arena's size; peak

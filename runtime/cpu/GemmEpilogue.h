@@ -1,6 +1,6 @@
 //===- GemmEpilogue.h - A GemmCall's epilogue on the CPU, after sgemm -----===//
 //
-// What a fused GEMM (kiln.fusion "gemm") does after its product, with the
+// What a fused GEMM (kiln.fusion gemm) does after its product, with the
 // formulas of the unfused kernels it replaces, so that fused and unfused
 // artifacts agree: the bias add of kiln.add, kiln_gelu / kiln_gelu_grad of
 // the generated prelude (tanh through expf, same operation order), and the

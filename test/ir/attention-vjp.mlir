@@ -6,11 +6,11 @@
 // lengths get none.
 // CHECK-LABEL: func.func @attention
 func.func @attention(
-    %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q"},
-    %k: tensor<1x1x7x8xf32> {kiln.role = "param", kiln.name = "k"},
-    %slope: tensor<2xf32> {kiln.role = "param", kiln.name = "slope"},
-    %len: tensor<1xi32> {kiln.role = "input", kiln.name = "len"})
-    -> (tensor<f32> {kiln.role = "loss"}) {
+    %q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "q"},
+    %k: tensor<1x1x7x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "k"},
+    %slope: tensor<2xf32> {kiln.role = #kiln.role<param>, kiln.name = "slope"},
+    %len: tensor<1xi32> {kiln.role = #kiln.role<input>, kiln.name = "len"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %out, %lse = kiln.attention %q, %k, %k captures(%slope, %len) {scale = 0.25 : f32}
       : (tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<2xf32>, tensor<1xi32>)
       -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
@@ -42,8 +42,8 @@ func.func @attention(
 
 // Tests that differentiating through lse is an error on the op.
 func.func @through_lse(
-    %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q"})
-    -> (tensor<f32> {kiln.role = "loss"}) {
+    %q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "q"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   // expected-error @+1 {{cannot differentiate through the lse result}}
   %out, %lse = kiln.attention %q, %q, %q {scale = 1.0 : f32}
       : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
@@ -59,9 +59,9 @@ func.func @through_lse(
 // forward's mask), and that the i64 state gets no gradient.
 // CHECK-LABEL: func.func @dropout
 func.func @dropout(
-    %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q"},
-    %rng: tensor<2xi64> {kiln.role = "dropout_rng", kiln.name = "dropout_rng"})
-    -> (tensor<f32> {kiln.role = "loss"}) {
+    %q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "q"},
+    %rng: tensor<2xi64> {kiln.role = #kiln.role<dropout_rng>, kiln.name = "dropout_rng"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %out, %lse = kiln.attention %q, %q, %q captures(%rng) {dropout = 1.250000e-01 : f32, scale = 0.25 : f32}
       : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
       -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)

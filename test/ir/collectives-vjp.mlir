@@ -12,8 +12,8 @@
 // CHECK: %[[AR:.*]] = kiln.all_reduce "sum" %[[RS]] over "data" : tensor<2x3xf32>
 // CHECK: return %{{.*}}, %[[AR]]
 module attributes {kiln.mesh = {data = 2 : i64}} {
-  func.func @adjoints(%w: tensor<2x3xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @adjoints(%w: tensor<2x3xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %a = kiln.all_reduce "sum" %w over "data" : tensor<2x3xf32>
     %g = kiln.all_gather %a over "data" dim = 0 : tensor<2x3xf32> -> tensor<4x3xf32>
     %s = kiln.reduce_scatter "mean" %g over "data" dim = 0 : tensor<4x3xf32> -> tensor<2x3xf32>
@@ -27,8 +27,8 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 
 // Tests that mesh_broadcast is not differentiable, and autodiff says where.
 module attributes {kiln.mesh = {data = 2 : i64}} {
-  func.func @broadcast(%w: tensor<3xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @broadcast(%w: tensor<3xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     // expected-error @+1 {{'kiln.mesh_broadcast' op lies between a parameter and the loss but does not implement DifferentiableOpInterface}}
     %b = kiln.mesh_broadcast %w over "data" root = 0 : tensor<3xf32>
     %l = kiln.reduce_sum %b dims = [0] : tensor<3xf32> -> tensor<f32>
@@ -61,8 +61,8 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 // CHECK-NOT: kiln.all_reduce
 // CHECK: return %{{.*}}, %[[BACK]]
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @tensor_axis(%w: tensor<4x3xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @tensor_axis(%w: tensor<4x3xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %v = kiln.mesh_vary %w over "model" : tensor<4x3xf32>
     %s = kiln.local_shard %v over "model" dim = 0 : tensor<4x3xf32> -> tensor<2x3xf32>
     %g = kiln.all_gather %s over "model" dim = 0 : tensor<2x3xf32> -> tensor<4x3xf32>

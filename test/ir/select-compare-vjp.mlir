@@ -5,10 +5,10 @@
 // and that the comparison and the int -> float convert get none.
 // CHECK-LABEL: func.func @where_grad
 func.func @where_grad(
-    %w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-    %u: tensor<4xf32> {kiln.role = "param", kiln.name = "u"},
-    %n: tensor<4xi32> {kiln.role = "input", kiln.name = "n"})
-    -> (tensor<f32> {kiln.role = "loss"}) {
+    %w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+    %u: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "u"},
+    %n: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "n"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %nf = kiln.convert %n : tensor<4xi32> -> tensor<4xf32>
   %c = kiln.cmp "lt", %w, %nf : tensor<4xf32> -> tensor<4xi1>
   %s = kiln.select %c, %w, %u : tensor<4xi1>, tensor<4xf32>

@@ -13,8 +13,8 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 
 // Tests that @update needs gradients to average.
 module attributes {kiln.mesh = {data = 2 : i64}} {
-  // expected-error @+1 {{has no kiln.role = "grad" arguments to average over the data axis}}
-  func.func @update(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"}) -> tensor<4xf32> {
+  // expected-error @+1 {{has no kiln.role = #kiln.role<grad> arguments to average over the data axis}}
+  func.func @update(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"}) -> tensor<4xf32> {
     return %w : tensor<4xf32>
   }
 }

@@ -16,10 +16,10 @@
 // SMALL-NEXT: %[[A:.*]] = kiln.all_reduce "mean" %arg2 over "data"
 // SMALL-NEXT: %[[B:.*]]:2 = kiln.all_reduce "mean" %arg1, %arg3 over "data"
 module attributes {kiln.mesh = {data = 4 : i64}} {
-  func.func @update(%w: tensor<4xf32> {kiln.role = "param", kiln.name = "w"},
-                    %gw: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"},
-                    %gv: tensor<8xf32> {kiln.role = "grad", kiln.name = "v"},
-                    %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"})
+  func.func @update(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %gw: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"},
+                    %gv: tensor<8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "v"},
+                    %loss: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"})
       -> (tensor<4xf32>, tensor<8xf32>, tensor<f32>) {
     %a = kiln.mul %gw, %gw : tensor<4xf32>
     %b = kiln.mul %gv, %gv : tensor<8xf32>
@@ -35,7 +35,7 @@ module attributes {kiln.mesh = {data = 4 : i64}} {
 // CHECK: kiln.all_reduce "mean" %{{.*}} over "data" {reason = "data parallel: mean of the gradients over 1 rank"}
 // SMALL-LABEL: func.func @update
 module attributes {kiln.mesh = {data = 1 : i64}} {
-  func.func @update(%g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
+  func.func @update(%g: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
       -> tensor<4xf32> {
     return %g : tensor<4xf32>
   }
@@ -48,7 +48,7 @@ module attributes {kiln.mesh = {data = 1 : i64}} {
 // CHECK-NOT: kiln.all_reduce
 // SMALL-LABEL: func.func @update
 module {
-  func.func @update(%g: tensor<4xf32> {kiln.role = "grad", kiln.name = "w"})
+  func.func @update(%g: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
       -> tensor<4xf32> {
     return %g : tensor<4xf32>
   }
@@ -61,8 +61,8 @@ module {
 // gradient before adding it to its accumulator, which becomes a slice too;
 // the loss alone is all-reduced.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[ACC:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
-// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<16xf32> {kiln.name = "w", kiln.role = "grad", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>})
+// CHECK-SAME: %[[ACC:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>})
 // CHECK: %[[F:.*]] = kiln.reshape %{{.*}} : tensor<4x8xf32> -> tensor<32xf32>
 // CHECK: %[[S:.*]] = kiln.reduce_scatter "mean" %[[F]] over "data" dim = 0 {reason = "ZeRO-2: mean of the gradient over 2 ranks, this rank keeping its shard"} : tensor<32xf32> -> tensor<16xf32>
 // CHECK: %[[A:.*]] = kiln.accumulate %[[ACC]], %[[S]] {scale = 5.000000e-01 : f32} : tensor<16xf32>
@@ -71,19 +71,20 @@ module {
 // CHECK-NEXT: kiln.all_reduce "mean" %{{[^,]*}} over "data" {reason = "data parallel: mean of the loss over 2 ranks"} : tensor<f32>
 // CHECK-NOT: kiln.all_reduce "mean"
 // SMALL-LABEL: func.func @step
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 2 : i64}} {
-  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                  %acc: tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 2>} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %acc: tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %0 = kiln.mul %w, %w : tensor<4x8xf32>
     %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
     %2 = kiln.accumulate %acc, %0 {scale = 0.5 : f32} : tensor<4x8xf32>
     return %1, %2 : tensor<f32>, tensor<4x8xf32>
   }
-  func.func @update(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                    %g: tensor<16xf32> {kiln.role = "grad", kiln.name = "w", kiln.shard_axis = "data"},
-                    %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"})
+  func.func @update(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %g: tensor<16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w", kiln.shard_axis = "data"},
+                    %loss: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"})
       -> (tensor<16xf32>, tensor<f32>) {
     return %g, %loss : tensor<16xf32>, tensor<f32>
   }

@@ -4,22 +4,22 @@
 // input arguments, only the loss (as eval_loss), the metric and the ops that
 // only fed it dropped; @step itself is unchanged.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.name = "w_rms", kiln.role = "metric"})
+// CHECK-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<f32> {kiln.name = "w_rms", kiln.role = #kiln.role<metric>})
 // CHECK: kiln.sqrt
 // CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32>
 // CHECK-LABEL: func.func @eval
-// CHECK-SAME: (%[[W:[^:]*]]: tensor<4xf32> {kiln.init = #kiln.init<ones>, kiln.name = "w", kiln.role = "param"},
-// CHECK-SAME: %[[X:[^:]*]]: tensor<4xf32> {kiln.name = "x", kiln.role = "input"})
-// CHECK-SAME: -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = "eval_loss"})
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<4xf32> {kiln.init = #kiln.init<ones>, kiln.name = "w", kiln.role = #kiln.role<param>},
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4xf32> {kiln.name = "x", kiln.role = #kiln.role<input>})
+// CHECK-SAME: -> (tensor<f32> {kiln.name = "eval_loss", kiln.role = #kiln.role<eval_loss>})
 // CHECK-NEXT: %[[P:.*]] = kiln.mul %[[W]], %[[X]]
 // CHECK-NEXT: %[[L:.*]] = kiln.reduce_sum %[[P]]
 // CHECK-NEXT: return %[[L]] : tensor<f32>
 module {
   func.func @step(
-      %w: tensor<4xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
-      %x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<f32> {kiln.role = "metric", kiln.name = "w_rms"}) {
+      %w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<ones>},
+      %x: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<f32> {kiln.role = #kiln.role<metric>, kiln.name = "w_rms"}) {
     %0 = kiln.mul %w, %x : tensor<4xf32>
     %1 = kiln.reduce_sum %0 dims = [0] : tensor<4xf32> -> tensor<f32>
     %2 = kiln.mul %w, %w : tensor<4xf32>
@@ -40,9 +40,9 @@ module {
 // CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} captures(%{{.*}}) {scale = 5.000000e-01 : f32}
 module {
   func.func @step(
-      %q: tensor<1x2x5x8xf32> {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<ones>},
-      %rng: tensor<2xi64> {kiln.role = "dropout_rng", kiln.name = "dropout_rng"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+      %q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "q", kiln.init = #kiln.init<ones>},
+      %rng: tensor<2xi64> {kiln.role = #kiln.role<dropout_rng>, kiln.name = "dropout_rng"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %out, %lse = kiln.attention %q, %q, %q captures(%rng) {scale = 0.5 : f32, dropout = 0.25 : f32}
         : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<2xi64>)
         -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)

@@ -20,10 +20,10 @@
 // CHECK: %[[DX:.*]] = kiln.concat %[[DX0]], %{{.*}}, %{{.*}} dim = 0
 // CHECK-NOT: linear_cross_entropy
 // CHECK: return %{{.*}}, %[[DX]], %[[DW2]]
-func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
-                %x: tensor<10x8xf32> {kiln.role = "input", kiln.name = "x"},
-                %t: tensor<10xi32> {kiln.role = "input", kiln.name = "t"})
-    -> (tensor<f32> {kiln.role = "loss"}, tensor<10x8xf32>, tensor<64x8xf32>) {
+func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                %x: tensor<10x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                %t: tensor<10xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<10x8xf32>, tensor<64x8xf32>) {
   %loss = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 4 : i64, valid_classes = 60 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
   %g = kiln.constant dense<1.0> : tensor<f32>
   %dx, %dw = kiln.linear_cross_entropy_grad %x, %w, %t, %g {chunk_rows = 4 : i64, valid_classes = 60 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
@@ -42,10 +42,10 @@ func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
 // CHECK: kiln.matmul {{.*}} {transpose_rhs = true}
 // CHECK-NOT: kiln.cross_entropy %
 // CHECK: kiln.cross_entropy_grad
-func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
-                %x: tensor<10x8xf32> {kiln.role = "input", kiln.name = "x"},
-                %t: tensor<10xi32> {kiln.role = "input", kiln.name = "t"})
-    -> (tensor<f32> {kiln.role = "loss"}, tensor<10x8xf32>, tensor<64x8xf32>) {
+func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                %x: tensor<10x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                %t: tensor<10xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<10x8xf32>, tensor<64x8xf32>) {
   %loss = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 10 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
   %g = kiln.exp %loss : tensor<f32>
   %dx, %dw = kiln.linear_cross_entropy_grad %x, %w, %t, %g {chunk_rows = 10 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>

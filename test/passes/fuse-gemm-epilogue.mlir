@@ -4,7 +4,7 @@
 // becomes one "gemm" kernel, and that the gelu input, read again by the
 // backward's gelu_grad, is yielded as the kernel's aux output.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm (%arg0, %arg1, %arg2)
 // CHECK-NEXT: ^bb0(%[[X:[^:]*]]: tensor<2x4x8xf32>, %[[W:[^:]*]]: tensor<8x16xf32>, %[[B:[^:]*]]: tensor<16xf32>):
 // CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[X]], %[[W]]
 // CHECK-NEXT: %[[BB:.*]] = kiln.broadcast %[[B]] dims = [2]
@@ -28,7 +28,7 @@ func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
 // Tests that the bias may be the add's first operand, and that without a
 // gelu the kernel is matmul + bias only, yielding just the sum.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK: %[[F:.*]] = kiln.fusion gemm (%arg0, %arg1, %arg2)
 // CHECK: kiln.matmul
 // CHECK-NEXT: %[[BB:.*]] = kiln.broadcast
 // CHECK-NEXT: %[[S:.*]] = kiln.add %[[BB]], %{{.*}}
@@ -47,7 +47,7 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
 // Tests that a gelu without a bias is an epilogue of its own (GELU), the
 // product yielded as the aux output because the backward reads it.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1)
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm (%arg0, %arg1)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: %[[P:.*]] = kiln.matmul
 // CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[P]]
@@ -69,13 +69,13 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %dy: tensor<4x16xf32>
 // (DGELU_BGRAD); the weight-gradient GEMM takes the bias gradient of its
 // rhs, the output gradient dY (BGRADB), summed over k = the rows of dY.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[D:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK: %[[D:.*]]:2 = kiln.fusion gemm (%arg0, %arg1, %arg2)
 // CHECK-NEXT: ^bb0(%[[DY:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[PRE:[^:]*]]: tensor<4x16xf32>):
 // CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[DY]], %[[W]] {transpose_rhs = true}
 // CHECK-NEXT: %[[GG:.*]] = kiln.gelu_grad %[[PRE]], %[[P]]
 // CHECK-NEXT: %[[DB:.*]] = kiln.reduce_sum %[[GG]] dims = [0]
 // CHECK-NEXT: kiln.yield %[[GG]], %[[DB]]
-// CHECK: %[[W2:.*]]:2 = kiln.fusion "gemm" (%arg3, %arg0)
+// CHECK: %[[W2:.*]]:2 = kiln.fusion gemm (%arg3, %arg0)
 // CHECK-NEXT: ^bb0(%[[H:[^:]*]]: tensor<4x16xf32>, %[[DY2:[^:]*]]: tensor<4x8xf32>):
 // CHECK-NEXT: %[[DW:.*]] = kiln.matmul %[[H]], %[[DY2]] {transpose_lhs = true}
 // CHECK-NEXT: %[[DB2:.*]] = kiln.reduce_sum %[[DY2]] dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
@@ -98,7 +98,7 @@ func.func @step(%dy: tensor<4x8xf32>, %w: tensor<16x8xf32>, %pre: tensor<4x16xf3
 // through reshapes: the GEMM reads dY as [B*T, N] and sums its rows.
 // CHECK-LABEL: func.func @step
 // CHECK: %[[V:.*]] = kiln.reshape %arg0 : tensor<2x4x8xf32> -> tensor<8x8xf32>
-// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg1, %[[V]])
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm (%arg1, %[[V]])
 // CHECK: kiln.reduce_sum %{{.*}} dims = [0] : tensor<8x8xf32> -> tensor<8xf32>
 // CHECK: return %[[F]]#0, %[[F]]#1
 func.func @step(%dy: tensor<2x4x8xf32>, %h: tensor<8x16xf32>)
@@ -114,7 +114,7 @@ func.func @step(%dy: tensor<2x4x8xf32>, %h: tensor<8x16xf32>)
 // Tests that the gelu stays out when its input is read before the gelu runs
 // (the kernel sits at its last member): matmul + bias still fuse.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]] = kiln.fusion "gemm"
+// CHECK: %[[F:.*]] = kiln.fusion gemm
 // CHECK-NOT: kiln.gelu %
 // CHECK: kiln.yield
 // CHECK: kiln.tanh %[[F]]
@@ -135,7 +135,7 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>)
 // divisible by 8 (cuBLASLt's aux leading dimension): N = 12 keeps the bias
 // epilogue only, and the gelu stays a kernel of its own.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]] = kiln.fusion "gemm"
+// CHECK: %[[F:.*]] = kiln.fusion gemm
 // CHECK: kiln.add
 // CHECK-NEXT: kiln.yield
 // CHECK: kiln.gelu %[[F]]
@@ -159,7 +159,7 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>,
 // the aux output that the backward's widening convert reads after the kernel.
 // CHECK-LABEL: func.func @step
 // CHECK: %[[B16:.*]] = kiln.convert %arg2 : tensor<16xf32> -> tensor<16xbf16>
-// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg0, %arg1, %[[B16]])
+// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion gemm (%arg0, %arg1, %[[B16]])
 // CHECK-NEXT: ^bb0(%[[X:[^:]*]]: tensor<2x4x8xbf16>, %[[W:[^:]*]]: tensor<8x16xbf16>, %[[B:[^:]*]]: tensor<16xbf16>):
 // CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[X]], %[[W]] : tensor<2x4x8xbf16>, tensor<8x16xbf16> -> tensor<2x4x16xf32>
 // CHECK-NEXT: %[[BB:.*]] = kiln.broadcast %[[B]] dims = [2] : tensor<16xbf16> -> tensor<2x4x16xbf16>
@@ -193,7 +193,7 @@ func.func @step(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32
 // just the rounded sum, and that nothing is left of the unfused chain.
 // CHECK-LABEL: func.func @step
 // CHECK: %[[B16:.*]] = kiln.convert %arg2 : tensor<16xf32> -> tensor<16xbf16>
-// CHECK-NEXT: %[[F:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %[[B16]])
+// CHECK-NEXT: %[[F:.*]] = kiln.fusion gemm (%arg0, %arg1, %[[B16]])
 // CHECK: kiln.matmul {{.*}} -> tensor<4x16xf32>
 // CHECK: kiln.yield %{{.*}} : tensor<4x16xbf16>
 // CHECK-NEXT: }
@@ -218,14 +218,14 @@ func.func @step(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>)
 // made), and the bias gradient then sums the widening of that bf16 result,
 // which the weight-gradient GEMM reads: BGRADB there, in fp32.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[D:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %arg2)
+// CHECK: %[[D:.*]] = kiln.fusion gemm (%arg0, %arg1, %arg2)
 // CHECK-NEXT: ^bb0(%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<16x8xbf16>, %[[PRE:[^:]*]]: tensor<4x16xbf16>):
 // CHECK-NEXT: %[[P:.*]] = kiln.matmul %[[DY]], %[[W]] {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
 // CHECK-NEXT: %[[X:.*]] = kiln.convert %[[PRE]] : tensor<4x16xbf16> -> tensor<4x16xf32>
 // CHECK-NEXT: %[[GG:.*]] = kiln.gelu_grad %[[X]], %[[P]]
 // CHECK-NEXT: %[[GB:.*]] = kiln.convert %[[GG]] : tensor<4x16xf32> -> tensor<4x16xbf16>
 // CHECK-NEXT: kiln.yield %[[GB]] : tensor<4x16xbf16>
-// CHECK: %[[W2:.*]]:2 = kiln.fusion "gemm" (%arg3, %[[D]])
+// CHECK: %[[W2:.*]]:2 = kiln.fusion gemm (%arg3, %[[D]])
 // CHECK-NEXT: ^bb0(%[[H:[^:]*]]: tensor<4x8xbf16>, %[[G2:[^:]*]]: tensor<4x16xbf16>):
 // CHECK-NEXT: %[[DW:.*]] = kiln.matmul %[[H]], %[[G2]] {transpose_lhs = true}
 // CHECK-NEXT: %[[GW:.*]] = kiln.convert %[[G2]] : tensor<4x16xbf16> -> tensor<4x16xf32>
@@ -254,7 +254,7 @@ func.func @step(%dy: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %pre: tensor<4x16x
 // CHECK-LABEL: func.func @step
 // CHECK: %[[DYB:.*]] = kiln.convert %arg0 : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
 // CHECK-NEXT: %[[V:.*]] = kiln.reshape %[[DYB]] : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
-// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion "gemm" (%arg1, %[[V]])
+// CHECK-NEXT: %[[F:.*]]:2 = kiln.fusion gemm (%arg1, %[[V]])
 // CHECK: kiln.matmul {{.*}} -> tensor<16x8xf32>
 // CHECK-NEXT: %[[VW:.*]] = kiln.convert %{{.*}} : tensor<8x8xbf16> -> tensor<8x8xf32>
 // CHECK-NEXT: kiln.reduce_sum %[[VW]] dims = [0] : tensor<8x8xf32> -> tensor<8xf32>
@@ -276,7 +276,7 @@ func.func @step(%dy: tensor<2x4x8xf32>, %h: tensor<8x16xbf16>)
 // the f32 widening of that transpose and the GEMM the bf16 transpose: the
 // same values in the same order (convert commutes with transpose).
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:2 = kiln.fusion "gemm"
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm
 // CHECK: kiln.reduce_sum %{{.*}} dims = [0] : tensor<4x8xf32> -> tensor<8xf32>
 // CHECK-NOT: kiln.reduce_sum
 // CHECK: return %[[F]]#0, %[[F]]#1
@@ -319,7 +319,7 @@ func.func @step(%dq: tensor<1x4x4x2xbf16>, %h: tensor<4x16xbf16>)
 // the gelu input as its aux and writing an f32 result.
 // CHECK-LABEL: func.func @step
 // CHECK: %[[X:.*]] = kiln.convert %arg2 : tensor<4x16xbf16> -> tensor<4x16xf32>
-// CHECK: %[[D:.*]] = kiln.fusion "gemm" (%arg0, %arg1, %[[X]])
+// CHECK: %[[D:.*]] = kiln.fusion gemm (%arg0, %arg1, %[[X]])
 // CHECK: kiln.gelu_grad
 // CHECK-NEXT: kiln.yield %{{.*}} : tensor<4x16xf32>
 // CHECK: kiln.mul %[[D]], %[[D]]

@@ -11,10 +11,10 @@
 // CHECK-NOT: kiln.matmul
 // CHECK-NOT: kiln.transpose
 // CHECK: return %[[L]]
-func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
-                %x: tensor<2x5x8xf32> {kiln.role = "input", kiln.name = "x"},
-                %t: tensor<2x5xi32> {kiln.role = "input", kiln.name = "t"})
-    -> (tensor<f32> {kiln.role = "loss"}) {
+func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                %x: tensor<2x5x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                %t: tensor<2x5xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %wt = kiln.transpose %w permutation = [1, 0] : tensor<64x8xf32> -> tensor<8x64xf32>
   %logits = kiln.matmul %x, %wt : tensor<2x5x8xf32>, tensor<8x64xf32> -> tensor<2x5x64xf32>
   %loss = kiln.cross_entropy %logits, %t {valid_classes = 60 : i64} : tensor<2x5x64xf32>, tensor<2x5xi32>
@@ -31,11 +31,11 @@ func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
 // CHECK: %[[VT:.*]] = kiln.transpose %arg1 permutation = [1, 0] : tensor<8x64xf32> -> tensor<64x8xf32>
 // CHECK: kiln.linear_cross_entropy %{{.*}}, %[[VT]], %{{.*}} {chunk_rows = 4 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
 // CHECK-NOT: kiln.matmul %arg2, %arg1
-func.func @step(%w: tensor<64x8xf32> {kiln.role = "param", kiln.name = "w"},
-                %v: tensor<8x64xf32> {kiln.role = "param", kiln.name = "v"},
-                %x: tensor<10x8xf32> {kiln.role = "input", kiln.name = "x"},
-                %t: tensor<10xi32> {kiln.role = "input", kiln.name = "t"})
-    -> (tensor<f32> {kiln.role = "loss"}, tensor<10x64xf32> {kiln.role = "metric", kiln.name = "l"}) {
+func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                %v: tensor<8x64xf32> {kiln.role = #kiln.role<param>, kiln.name = "v"},
+                %x: tensor<10x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                %t: tensor<10xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<10x64xf32> {kiln.role = #kiln.role<metric>, kiln.name = "l"}) {
   %logits = kiln.matmul %x, %w {transpose_rhs = true} : tensor<10x8xf32>, tensor<64x8xf32> -> tensor<10x64xf32>
   %loss = kiln.cross_entropy %logits, %t : tensor<10x64xf32>, tensor<10xi32>
   %logits2 = kiln.matmul %x, %v : tensor<10x8xf32>, tensor<8x64xf32> -> tensor<10x64xf32>

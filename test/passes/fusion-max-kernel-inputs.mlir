@@ -7,11 +7,11 @@
 // reads the partial sum, d and e, and the refusal says why. A splat constant
 // is a literal in the kernel, so it is no input.
 // CHECK-LABEL: func.func @update
-// CHECK: %[[F0:.*]] = kiln.fusion "pointwise" (%arg0, %arg1, %arg2)
+// CHECK: %[[F0:.*]] = kiln.fusion pointwise (%arg0, %arg1, %arg2)
 // CHECK: kiln.add
 // CHECK: %[[S1:.*]] = kiln.add {{.*}} {kiln.not_fused = "into kiln.add at {{.*}}: the kernel would read 4 buffers, more than max-kernel-inputs = 3 (each is a pointer argument and a value held in registers)"}
 // CHECK: kiln.yield %[[S1]]
-// CHECK: %[[F1:.*]] = kiln.fusion "pointwise" (%[[F0]], %arg3, %arg4)
+// CHECK: %[[F1:.*]] = kiln.fusion pointwise (%[[F0]], %arg3, %arg4)
 // CHECK: kiln.add
 // CHECK: kiln.add
 // CHECK: kiln.constant

@@ -4,7 +4,7 @@
 // count becomes one "pointwise" kiln.fusion that yields only the value read
 // outside, and that the kernel carries its members' locations.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]] = kiln.fusion "pointwise" (%arg0, %arg1)
+// CHECK: %[[F:.*]] = kiln.fusion pointwise (%arg0, %arg1)
 // CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<4x8xf32>):
 // CHECK-NEXT: %[[S:.*]] = kiln.add %[[A]], %[[B]]
 // CHECK-NEXT: %[[M:.*]] = kiln.mul %[[S]], %[[S]]
@@ -24,7 +24,7 @@ func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // becomes an extra output of the fused kernel (it is written once either
 // way, and the tanh no longer reads it back).
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:2 = kiln.fusion "pointwise"
+// CHECK: %[[F:.*]]:2 = kiln.fusion pointwise
 // CHECK: %[[S:.*]] = kiln.add
 // CHECK: %[[T:.*]] = kiln.tanh %[[S]]
 // CHECK: kiln.yield %[[S]], %[[T]]
@@ -44,7 +44,7 @@ func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>)
 // feeding layer_norm): the kernel writes the sum (read later) and all of
 // layer_norm's results, and a pointwise epilogue on the normalized output.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:5 = kiln.fusion "row" (%arg0, %arg1, %arg2, %arg3)
+// CHECK: %[[F:.*]]:5 = kiln.fusion row (%arg0, %arg1, %arg2, %arg3)
 // CHECK: %[[S:.*]] = kiln.add
 // CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = kiln.layer_norm %[[S]]
 // CHECK: %[[G:.*]] = kiln.gelu %[[Y]]
@@ -68,7 +68,7 @@ func.func @step(%x: tensor<2x4x8xf32>, %r: tensor<2x4x8xf32>, %w: tensor<8xf32>,
 // Tests that softmax takes a scaled, masked prologue (splat constant,
 // causal_mask) and keeps the broadcast of a kernel input inside the loop.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:2 = kiln.fusion "row" (%arg1, %arg0)
+// CHECK: %[[F:.*]]:2 = kiln.fusion row (%arg1, %arg0)
 // CHECK: kiln.broadcast
 // CHECK: kiln.constant
 // CHECK: kiln.mul
@@ -92,11 +92,11 @@ func.func @step(%s: tensor<2x4x4xf32>, %bias: tensor<4xf32>) -> tensor<2x4x4xf32
 // even though the update-norm sums sit between them, and that the sums
 // (scalars) form their own pointwise kernel after it.
 // CHECK-LABEL: func.func @update
-// CHECK: %[[F:.*]]:10 = kiln.fusion "optimizer"
+// CHECK: %[[F:.*]]:10 = kiln.fusion optimizer
 // CHECK: kiln.adam
 // CHECK: kiln.adam
 // CHECK: kiln.yield
-// CHECK: kiln.fusion "pointwise"
+// CHECK: kiln.fusion pointwise
 // CHECK: kiln.add
 // CHECK: kiln.sqrt
 func.func @update(%p0: tensor<4x8xf32>, %g0: tensor<4x8xf32>, %m0: tensor<4x8xf32>,
@@ -173,7 +173,7 @@ func.func @step(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
 // CHECK-LABEL: func.func @step
 // CHECK: %[[E:.*]] = kiln.exp
 // CHECK-SAME: kiln.not_fused = "into kiln.broadcast at {{.*}}: a kernel never broadcasts a value it computes itself"
-// CHECK: kiln.fusion "pointwise" (%[[E]], %arg1)
+// CHECK: kiln.fusion pointwise (%[[E]], %arg1)
 // CHECK: kiln.broadcast
 // CHECK: kiln.add
 func.func @step(%x: tensor<8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -207,7 +207,7 @@ func.func @step(%x: tensor<2x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>)
 // count: the two [8, 16] and [16, 8] weights in one, the [16] bias in
 // another, where each was a kernel of its own.
 // CHECK-LABEL: func.func @step
-// CHECK-NEXT: %[[W:.*]]:2 = kiln.fusion "pointwise" (%arg0, %arg1)
+// CHECK-NEXT: %[[W:.*]]:2 = kiln.fusion pointwise (%arg0, %arg1)
 // CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<8x16xf32>, %[[B:[^:]*]]: tensor<16x8xf32>):
 // CHECK-NEXT: %[[AB:.*]] = kiln.convert %[[A]] : tensor<8x16xf32> -> tensor<8x16xbf16>
 // CHECK-NEXT: %[[BB:.*]] = kiln.convert %[[B]] : tensor<16x8xf32> -> tensor<16x8xbf16>
@@ -234,7 +234,7 @@ func.func @step(%w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %b: tensor<16xf32>
 // yields no tensor, only the total; a value also read outside (the add,
 // read by the return) stays an output.
 // CHECK-LABEL: func.func @update
-// CHECK: %[[F:.*]]:2 = kiln.fusion "sum" (%arg0, %arg1)
+// CHECK: %[[F:.*]]:2 = kiln.fusion sum (%arg0, %arg1)
 // CHECK-NEXT: ^bb0(%[[G:[^:]*]]: tensor<64x32xf32>, %[[H:[^:]*]]: tensor<64x32xf32>):
 // CHECK-NEXT: %[[S:.*]] = kiln.add %[[G]], %[[H]]
 // CHECK-NEXT: %[[Q:.*]] = kiln.mul %[[S]], %[[S]]
@@ -253,9 +253,9 @@ func.func @update(%g: tensor<64x32xf32>, %h: tensor<64x32xf32>) -> (tensor<f32>,
 // Tests that nothing joins a "sum" kernel after its total (the sqrt reads
 // the total: one element, another loop).
 // CHECK-LABEL: func.func @update
-// CHECK: %[[F:.*]] = kiln.fusion "sum"
+// CHECK: %[[F:.*]] = kiln.fusion sum
 // CHECK: kiln.sqrt %[[F]]
-// CHECK-NOT: kiln.fusion "sum"
+// CHECK-NOT: kiln.fusion sum
 func.func @update(%g: tensor<64x32xf32>) -> tensor<f32> {
   %q = kiln.mul %g, %g : tensor<64x32xf32>
   %t = kiln.reduce_sum %q dims = [0, 1] : tensor<64x32xf32> -> tensor<f32>

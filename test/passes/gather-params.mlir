@@ -7,8 +7,8 @@
 // all-gather, created just before the group's first reader. One that does
 // not split (b: 3 elements) stays whole.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[W:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "param", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
-// CHECK-SAME: %[[B:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.role = "param"}
+// CHECK-SAME: %[[W:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<param>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: %[[B:[^:]*]]: tensor<3xf32> {kiln.name = "b", kiln.role = #kiln.role<param>}
 // CHECK: %[[G1:.*]] = kiln.all_gather %[[W]] over "data" dim = 0 {reason = "ZeRO-3: the parameter gathered for the forward, freed before the backward"} : tensor<16xf32> -> tensor<32xf32>
 // CHECK-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]] : tensor<32xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: kiln.mul %[[W1]], %{{.*}}
@@ -17,15 +17,16 @@
 // CHECK-NEXT: %[[W2:.*]] = kiln.reshape %[[G2]]
 // CHECK-NEXT: kiln.mul %{{.*}}, %[[W2]]
 // CHECK-LABEL: func.func @eval
-// CHECK-SAME: %[[EW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = "param", kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
+// CHECK-SAME: %[[EW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<param>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK: kiln.all_gather %[[EW]] over "data" dim = 0 {reason = "ZeRO-3: the parameter gathered for the forward"}
 // CHECK-NOT: kiln.all_gather
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
-  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                  %b: tensor<3xf32> {kiln.role = "param", kiln.name = "b"},
-                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 3>} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %b: tensor<3xf32> {kiln.role = #kiln.role<param>, kiln.name = "b"},
+                  %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
     %0 = kiln.mul %w, %x : tensor<4x8xf32>
     %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
@@ -34,9 +35,9 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
     %4 = kiln.mul %seed, %w : tensor<4x8xf32>
     return %3, %4 : tensor<f32>, tensor<4x8xf32>
   }
-  func.func @eval(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "eval_loss"}) {
+  func.func @eval(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<eval_loss>}) {
     %0 = kiln.mul %w, %x : tensor<4x8xf32>
     %1 = kiln.mul %0, %w : tensor<4x8xf32>
     %2 = kiln.reduce_sum %1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
@@ -48,11 +49,12 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
 
 // Tests that below stage 3 nothing changes.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = "param"}
+// CHECK-SAME: tensor<4x8xf32> {kiln.name = "w", kiln.role = #kiln.role<param>}
 // CHECK-NOT: kiln.all_gather
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 2 : i64}} {
-  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 2>} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.reduce_sum %w dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
     return %0 : tensor<f32>
   }
@@ -72,11 +74,12 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 2 : i64}} 
 // CHECK-NEXT: %[[W2:.*]] = kiln.reshape %[[G2]]
 // CHECK-NEXT: %[[C2:.*]] = kiln.convert %[[W2]] : tensor<4x8xf32> -> tensor<4x8xbf16>
 // CHECK-NEXT: kiln.mul %{{.*}}, %[[C2]]
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
-  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                  %x: tensor<4x8xbf16> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<4x8xbf16> {kiln.role = "grad", kiln.name = "w"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 3>} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %x: tensor<4x8xbf16> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xbf16> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %seed = kiln.constant dense<1.0> : tensor<4x8xbf16>
     %c = kiln.convert %w : tensor<4x8xf32> -> tensor<4x8xbf16>
     %0 = kiln.mul %c, %x : tensor<4x8xbf16>
@@ -99,11 +102,12 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
 // CHECK-NEXT: %[[A:.*]] = kiln.reshape %[[W]] : tensor<4x8xf32> -> tensor<32xf32>
 // CHECK-NEXT: %[[B:.*]] = kiln.reshape %[[W]] : tensor<4x8xf32> -> tensor<32xf32>
 // CHECK-NEXT: kiln.mul %[[B]], %[[A]]
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
-  func.func @step(%w: tensor<4x8xf32> {kiln.role = "param", kiln.name = "w"},
-                  %x: tensor<32xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<32xf32> {kiln.role = "grad", kiln.name = "w"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 3>} {
+  func.func @step(%w: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %x: tensor<32xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<32xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %seed = kiln.constant dense<1.0> : tensor<32xf32>
     %r1 = kiln.reshape %w : tensor<4x8xf32> -> tensor<32xf32>
     %r2 = kiln.reshape %w : tensor<4x8xf32> -> tensor<32xf32>
@@ -137,12 +141,13 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} 
 // CHECK-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]]
 // CHECK-NEXT: kiln.mul %{{.*}}, %[[W1]]
 // CHECK-NEXT: kiln.mul %{{.*}}, %[[W0]]
-module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = {zero = 3 : i64}} {
-  func.func @step(%w0: tensor<4x8xf32> {kiln.role = "param", kiln.name = "Block.0.w"},
-                  %w1: tensor<4x8xf32> {kiln.role = "param", kiln.name = "Block.1.w"},
-                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "Block.0.w"}) {
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 3>} {
+  func.func @step(%w0: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "Block.0.w"},
+                  %w1: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "Block.1.w"},
+                  %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "Block.0.w"}) {
     %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
     %0 = kiln.mul %w0, %x : tensor<4x8xf32>
     %1 = kiln.mul %w1, %0 : tensor<4x8xf32>

@@ -8,7 +8,7 @@
 // the copy records why, and the reader's chain is a kernel of its own.
 // CHECK-LABEL: func.func @step
 // CHECK: kiln.convert %arg0 {{.*}}kiln.not_fused = "into kiln.convert at {{.*}}: the bf16 copies of arguments fuse only with each other
-// CHECK: kiln.fusion "pointwise"
+// CHECK: kiln.fusion pointwise
 // CHECK: kiln.convert
 // CHECK: kiln.tanh
 func.func @step(%w: tensor<4x8xf32>) -> tensor<4x8xf32> {

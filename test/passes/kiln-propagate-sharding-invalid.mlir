@@ -3,10 +3,10 @@
 // Tests that a split dimension an op needs whole is an error at the op,
 // never a silent gather: softmax normalizes the rows w's columns split.
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x"},
+  func.func @step(%arg0: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
                   // expected-note @below {{the annotation is here}}
-                  %arg1: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w", kiln.sharding = ["", "model"]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+                  %arg1: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.sharding = ["", "model"]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.matmul %arg0, %arg1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
     // expected-error @below {{this softmax needs the whole row it normalizes, but dimension 1 of its operand #0 [8, 256] is split over mesh axis 'model'}}
     %1 = kiln.softmax %0 : tensor<8x256xf32>
@@ -21,10 +21,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // divide: w's 10 columns split over 2 reach a reshape to [8, 5, 2], whose
 // major dimension (5, where the split lands) 2 ranks do not divide.
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x"},
+  func.func @step(%arg0: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
                   // expected-note @below {{the annotation is here}}
-                  %arg1: tensor<64x10xf32> {kiln.role = "param", kiln.name = "w", kiln.sharding = ["", "model"]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+                  %arg1: tensor<64x10xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.sharding = ["", "model"]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.matmul %arg0, %arg1 : tensor<8x64xf32>, tensor<64x10xf32> -> tensor<8x10xf32>
     // expected-error @below {{reaches dimension 1 of this reshape's result #0 (size 5), which 2 ranks do not divide: it would have to be replicated}}
     %1 = kiln.reshape %0 : tensor<8x10xf32> -> tensor<8x5x2xf32>
@@ -40,10 +40,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // and the second the free one.
 module attributes {kiln.mesh = {model = 2 : i64}} {
   func.func @step(// expected-note @below {{one annotation is here}}
-                  %arg0: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["", "model"]},
+                  %arg0: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x", kiln.sharding = ["", "model"]},
                   // expected-note @below {{the other is here}}
-                  %arg1: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w", kiln.sharding = ["", "model"]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+                  %arg1: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.sharding = ["", "model"]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     // expected-error @below {{conflicting shardings at this matmul}}
     %0 = kiln.matmul %arg0, %arg1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
     %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<8x256xf32> -> tensor<f32>
@@ -58,10 +58,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // neither axis's ranks alone.
 module attributes {kiln.mesh = {model = 2 : i64, tensor = 2 : i64}} {
   func.func @step(// expected-note @below {{the other is here}}
-                  %arg0: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["", "model"]},
+                  %arg0: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x", kiln.sharding = ["", "model"]},
                   // expected-note @below {{one annotation is here}}
-                  %arg1: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w", kiln.sharding = ["tensor", ""]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+                  %arg1: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.sharding = ["tensor", ""]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     // expected-error @below {{conflicting shardings at this matmul: its operand #1 splits dimension 0 over 'tensor'}}
     %0 = kiln.matmul %arg0, %arg1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
     %1 = kiln.reduce_sum %0 dims = [0, 1] : tensor<8x256xf32> -> tensor<f32>

@@ -14,9 +14,9 @@
 // CHECK: %[[DW:.*]] = kiln.matmul %[[XB]], %[[GB]] {transpose_lhs = true} : tensor<4x8xbf16>, tensor<4x16xbf16> -> tensor<8x16xf32>
 // CHECK-NOT: kiln.convert
 // CHECK: return
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @step(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
-                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @step(%w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
       -> (tensor<4x8xf32>, tensor<8x16xf32>) {
     %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     %g = kiln.gelu %y : tensor<4x16xf32>
@@ -32,7 +32,7 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK-LABEL: func.func @fp32
 // CHECK-NOT: kiln.convert
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-module attributes {kiln.train = {precision = "fp32"}} {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = fp32>} {
   func.func @fp32(%w: tensor<8x16xf32>, %x: tensor<4x8xf32>) -> tensor<4x16xf32> {
     %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     return %y : tensor<4x16xf32>
@@ -45,7 +45,7 @@ module attributes {kiln.train = {precision = "fp32"}} {
 // CHECK-LABEL: func.func @tf32
 // CHECK-NOT: kiln.convert
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
-module attributes {kiln.train = {precision = "tf32"}} {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = tf32>} {
   func.func @tf32(%w: tensor<8x16xf32>, %x: tensor<4x8xf32>) -> tensor<4x16xf32> {
     %y = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     return %y : tensor<4x16xf32>
@@ -61,7 +61,7 @@ module attributes {kiln.train = {precision = "tf32"}} {
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xf16>, tensor<8x16xf16> -> tensor<4x16xf16>
 // CHECK-NOT: kiln.convert
 // CHECK: return
-module attributes {kiln.train = {precision = "bf16"}} {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
   func.func @mixed(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>,
                    %c: tensor<4x8xf16>, %d: tensor<8x16xf16>)
       -> (tensor<4x16xf32>, tensor<4x16xf16>) {
@@ -80,7 +80,7 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK: %[[XB:.*]] = kiln.convert %[[X]]
 // CHECK: kiln.exp %[[X]] : tensor<4x8xf32>
 // CHECK: kiln.matmul %[[XB]]
-module attributes {kiln.train = {precision = "bf16"}} {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
   func.func @users(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>)
       -> (tensor<4x8xf32>, tensor<4x16xf32>) {
     %e = kiln.exp %x : tensor<4x8xf32>
@@ -102,12 +102,12 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
 // CHECK: kiln.cross_entropy
 // CHECK: kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<4x16xbf16>, tensor<8x16xbf16> -> tensor<4x8xf32>
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @forward_results(%w1: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w1"},
-                             %w2: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w2"},
-                             %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                             %t: tensor<4xi32> {kiln.role = "input", kiln.name = "t"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "h"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @forward_results(%w1: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1"},
+                             %w2: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"},
+                             %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                             %t: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "h"}) {
     %h = kiln.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %a = kiln.tanh %h : tensor<4x8xf32>
     %logits = kiln.matmul %a, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -136,12 +136,12 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK: kiln.gelu_grad %[[BW]]
 // CHECK: %[[PW:.*]] = kiln.convert %[[PB]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK-NEXT: kiln.softmax_grad %[[PW]]
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @stored(%w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"},
-                    %bias: tensor<8xf32> {kiln.role = "param", kiln.name = "b"},
-                    %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                    %g: tensor<4x8xf32> {kiln.role = "input", kiln.name = "g"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "d"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @stored(%w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                    %bias: tensor<8xf32> {kiln.role = #kiln.role<param>, kiln.name = "b"},
+                    %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                    %g: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "d"}) {
     %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %bb = kiln.broadcast %bias dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
     %hb = kiln.add %h, %bb : tensor<4x8xf32>
@@ -167,13 +167,13 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK-NOT: kiln.convert %[[M]]
 // CHECK-NOT: kiln.convert %[[S]]
 // CHECK: kiln.layer_norm_grad %[[R]], %{{.*}}, %[[M]], %[[S]]
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @stays_f32(%w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"},
-                       %lw: tensor<8xf32> {kiln.role = "param", kiln.name = "lw"},
-                       %lb: tensor<8xf32> {kiln.role = "param", kiln.name = "lb"},
-                       %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                       %g: tensor<4x8xf32> {kiln.role = "input", kiln.name = "g"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x8xf32> {kiln.role = "grad", kiln.name = "d"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @stays_f32(%w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                       %lw: tensor<8xf32> {kiln.role = #kiln.role<param>, kiln.name = "lw"},
+                       %lb: tensor<8xf32> {kiln.role = #kiln.role<param>, kiln.name = "lb"},
+                       %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                       %g: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "d"}) {
     %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %r = kiln.add %x, %h : tensor<4x8xf32>
     %y, %mean, %rstd = kiln.layer_norm %r, %lw, %lb {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>)
@@ -199,10 +199,10 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK-NOT: kiln.convert %[[X]]
 // CHECK-NOT: kiln.reshape %[[X]]
 // CHECK: kiln.matmul %[[XV]]
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @views(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
-                   %x: tensor<2x4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                   %g: tensor<8x16xf32> {kiln.role = "input", kiln.name = "g"})
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @views(%w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                   %x: tensor<2x4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                   %g: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "g"})
       -> (tensor<2x4x16xf32>, tensor<8x16xf32>) {
     %y = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
     %xv = kiln.reshape %x : tensor<2x4x8xf32> -> tensor<8x8xf32>
@@ -233,16 +233,16 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK-DAG: %[[DKW:.*]] = kiln.convert %[[DK]] : tensor<1x1x7x8xbf16> -> tensor<1x1x7x8xf32>
 // CHECK-DAG: %[[DVW:.*]] = kiln.convert %[[DV]] : tensor<1x1x7x8xbf16> -> tensor<1x1x7x8xf32>
 // CHECK: return %{{.*}}, %[[DQW]], %[[DKW]], %[[DVW]], %[[DS]] :
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @attention(%q: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "q"},
-                       %k: tensor<1x1x7x8xf32> {kiln.role = "input", kiln.name = "k"},
-                       %v: tensor<1x1x7x8xf32> {kiln.role = "input", kiln.name = "v"},
-                       %slope: tensor<2xf32> {kiln.role = "param", kiln.name = "slope"},
-                       %dout: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "dout"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<1x2x5x8xf32> {kiln.role = "grad", kiln.name = "q"},
-          tensor<1x1x7x8xf32> {kiln.role = "grad", kiln.name = "k"},
-          tensor<1x1x7x8xf32> {kiln.role = "grad", kiln.name = "v"},
-          tensor<2xf32> {kiln.role = "grad", kiln.name = "slope"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @attention(%q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "q"},
+                       %k: tensor<1x1x7x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "k"},
+                       %v: tensor<1x1x7x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "v"},
+                       %slope: tensor<2xf32> {kiln.role = #kiln.role<param>, kiln.name = "slope"},
+                       %dout: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "dout"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<1x2x5x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "q"},
+          tensor<1x1x7x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "k"},
+          tensor<1x1x7x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "v"},
+          tensor<2xf32> {kiln.role = #kiln.role<grad>, kiln.name = "slope"}) {
     %out, %lse = kiln.attention %q, %k, %v captures(%slope) {scale = 0.125 : f32}
         : (tensor<1x2x5x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<2xf32>)
         -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
@@ -271,8 +271,8 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK-NOT: kiln.convert
 // CHECK: kiln.attention %{{.*}} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32>, tensor<1x1x4xf32>)
 // CHECK-NOT: kiln.convert
-module attributes {kiln.train = {precision = "fp32"}} {
-  func.func @attention_fp32(%q: tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32> {kiln.role = "loss"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = fp32>} {
+  func.func @attention_fp32(%q: tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32> {kiln.role = #kiln.role<loss>}) {
     %out, %lse = kiln.attention %q, %q, %q {scale = 0.125 : f32}
         : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x1x4x8xf32>, tensor<1x1x4xf32>)
     return %out : tensor<1x1x4x8xf32>
@@ -294,10 +294,10 @@ module attributes {kiln.train = {precision = "fp32"}} {
 // CHECK: kiln.matmul %[[Y]], %{{.*}} : tensor<5x16xbf16>, tensor<16x4xbf16>
 // CHECK-NOT: kiln.convert %[[OUT]]
 // CHECK: return
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @heads(%q: tensor<1x2x5x8xf32> {kiln.role = "input", kiln.name = "q"},
-                   %w: tensor<16x4xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @heads(%q: tensor<1x2x5x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "q"},
+                   %w: tensor<16x4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %out, %lse = kiln.attention %q, %q, %q {scale = 0.125 : f32}
         : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
         -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
@@ -321,9 +321,9 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK: %[[T:.*]] = kiln.transpose %[[X]] {{.*}} : tensor<8x4xf32> -> tensor<4x8xf32>
 // CHECK: kiln.matmul %[[TB]], %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16>
 // CHECK: kiln.reduce_sum %[[T]]
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @transposed(%x: tensor<8x4xf32> {kiln.role = "input", kiln.name = "x"},
-                        %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"})
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @transposed(%x: tensor<8x4xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                        %w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
       -> (tensor<4x16xf32>, tensor<f32>) {
     %t = kiln.transpose %x permutation = [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
     %p = kiln.matmul %t, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -345,12 +345,12 @@ module attributes {kiln.train = {precision = "bf16"}} {
 // CHECK: %[[SW:.*]] = kiln.convert %[[SB]] : tensor<4x16xbf16> -> tensor<4x16xf32>
 // CHECK: kiln.mul %[[SW]], %{{.*}} : tensor<4x16xf32>
 // CHECK: kiln.mul %{{.*}}, %[[SW]] : tensor<4x16xf32>
-module attributes {kiln.train = {precision = "bf16"}} {
-  func.func @step(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
-                  %v: tensor<8x16xf32> {kiln.role = "param", kiln.name = "v"},
-                  %x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                  %g: tensor<4x16xf32> {kiln.role = "input", kiln.name = "g"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<4x16xf32>) {
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @step(%w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %v: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "v"},
+                  %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %g: tensor<4x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "g"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x16xf32>) {
     %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     %b = kiln.matmul %x, %v : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     %s = kiln.silu %a : tensor<4x16xf32>

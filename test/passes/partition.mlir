@@ -7,11 +7,11 @@
 // types, and the row-parallel product's partial sums are all-reduced, each
 // collective with its line and reason.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[W1:[^:]*]]: tensor<64x128xf32> {kiln.name = "w1", kiln.role = "param", kiln.shard_axis = "model", kiln.shard_dim = 1 : i64
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<64x128xf32> {kiln.name = "w1", kiln.role = #kiln.role<param>, kiln.shard_axis = "model", kiln.shard_dim = 1 : i64
 // CHECK-SAME: kiln.whole_shape = array<i64: 64, 256>}
 // CHECK-SAME: %[[B1:[^:]*]]: tensor<128xf32> {{[^}]*}}kiln.shard_dim = 0 : i64
 // CHECK-SAME: %[[W2:[^:]*]]: tensor<128x64xf32> {{[^}]*}}kiln.shard_dim = 0 : i64
-// CHECK-SAME: %[[X:[^:]*]]: tensor<8x64xf32> {kiln.name = "x", kiln.role = "input"}
+// CHECK-SAME: %[[X:[^:]*]]: tensor<8x64xf32> {kiln.name = "x", kiln.role = #kiln.role<input>}
 // CHECK: %[[XV:.*]] = kiln.mesh_vary %[[X]] over "model" {{.*}}reason = "the column-parallel matmul at mlp.kiln:3:7 reads it whole on every rank: its gradient sums the ranks' parts"} : tensor<8x64xf32>
 // CHECK: %[[H:.*]] = kiln.matmul %[[XV]], %[[W1]] {{.*}}: tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
 // CHECK: kiln.broadcast %[[B1]] dims = [1] {{.*}}: tensor<128xf32> -> tensor<8x128xf32>
@@ -22,11 +22,11 @@
 // CHECK-NOT: kiln.all_reduce
 // CHECK: return
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
-                  %arg1: tensor<256xf32> {kiln.role = "param", kiln.name = "b1", kiln.sharding = ["model"]},
-                  %arg2: tensor<256x64xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]},
-                  %arg3: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg1: tensor<256xf32> {kiln.role = #kiln.role<param>, kiln.name = "b1", kiln.sharding = ["model"]},
+                  %arg2: tensor<256x64xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2", kiln.sharding = ["model", ""]},
+                  %arg3: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.matmul %arg3, %arg0 {kiln.sharding = [["", "model"]]} : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32> loc("mlp.kiln":3:7)
     %1 = kiln.broadcast %arg1 dims = [1] {kiln.sharding = [["", "model"]]} : tensor<256xf32> -> tensor<8x256xf32>
     %2 = kiln.add %0, %1 {kiln.sharding = [["", "model"]]} : tensor<8x256xf32>
@@ -47,7 +47,7 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // all-gather, the same way round. A split splat constant is rebuilt at its
 // local type.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32> {kiln.name = "x", kiln.role = "input", kiln.sharding = ["", "model"]}
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32> {kiln.name = "x", kiln.role = #kiln.role<input>, kiln.sharding = ["", "model"]}
 // CHECK: %[[T:.*]] = kiln.transpose %[[X]] permutation = [1, 0] {{.*}}: tensor<4x8xf32> -> tensor<8x4xf32>
 // CHECK-NEXT: %[[S:.*]] = kiln.local_shard %[[T]] over "model" dim = 0 {{.*}}reason = "the annotation at {{.*}} splits this input"} : tensor<8x4xf32> -> tensor<4x4xf32>
 // CHECK-NEXT: %[[XL:.*]] = kiln.transpose %[[S]] permutation = [1, 0] {{.*}}: tensor<4x4xf32> -> tensor<4x4xf32>
@@ -58,9 +58,9 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK-NEXT: kiln.transpose %{{.*}} permutation = [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
 // CHECK-NOT: kiln.sharding_constraint
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["", "model"]},
-                  %arg1: tensor<8xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x", kiln.sharding = ["", "model"]},
+                  %arg1: tensor<8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %c = kiln.constant dense<2.0> : tensor<4x8xf32> {kiln.sharding = [["", "model"]]}
     %0 = kiln.mul %arg0, %c {kiln.sharding = [["", "model"]]} : tensor<4x8xf32>
     %1 = kiln.sharding_constraint %0 ["", ""] : tensor<4x8xf32>
@@ -88,10 +88,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK: %[[S:.*]] = kiln.reduce_sum %[[L]] dims = [0, 1]
 // CHECK-NEXT: kiln.all_reduce "sum" %[[S]] over "model" {{.*}}reason = "partial sums of the reduce_sum at m.kiln:5:5"}
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<8x16xf32> {kiln.role = "input", kiln.name = "x", kiln.sharding = ["model", ""]},
-                  %arg1: tensor<8xi32> {kiln.role = "input", kiln.name = "t", kiln.sharding = ["model"]},
-                  %arg2: tensor<16x16xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<f32> {kiln.role = "metric", kiln.name = "s"}) {
+  func.func @step(%arg0: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "x", kiln.sharding = ["model", ""]},
+                  %arg1: tensor<8xi32> {kiln.role = #kiln.role<input>, kiln.name = "t", kiln.sharding = ["model"]},
+                  %arg2: tensor<16x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<f32> {kiln.role = #kiln.role<metric>, kiln.name = "s"}) {
     %0 = kiln.matmul %arg0, %arg2 {kiln.sharding = [["model", ""]]} : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> loc("m.kiln":3:5)
     %1 = kiln.cross_entropy %0, %arg1 : tensor<8x16xf32>, tensor<8xi32> loc("m.kiln":4:5)
     %2 = kiln.reduce_sum %0 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32> loc("m.kiln":5:5)
@@ -129,10 +129,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK-NOT: kiln.cross_entropy
 // CHECK: return
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<8x4xf32> {kiln.role = "param", kiln.name = "wte", kiln.sharding = ["model", ""]},
-                  %arg1: tensor<2x3xi32> {kiln.role = "input", kiln.name = "tokens"},
-                  %arg2: tensor<2x3xi32> {kiln.role = "input", kiln.name = "targets"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<8x4xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.sharding = ["model", ""]},
+                  %arg1: tensor<2x3xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+                  %arg2: tensor<2x3xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.embedding %arg0, %arg1 : tensor<8x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32> loc("v.kiln":5:5)
     %1 = kiln.transpose %arg0 permutation = [1, 0] {kiln.sharding = [["", "model"]]} : tensor<8x4xf32> -> tensor<4x8xf32>
     %2 = kiln.matmul %0, %1 {kiln.sharding = [["", "", "model"]]} : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
@@ -165,10 +165,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK: kiln.all_gather %{{.*}} over "model" dim = 0 {{.*}}reason = "the program returns it whole"} : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
 // CHECK: return %{{.*}} : tensor<2x8x16xf32>
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = "input", kiln.name = "x"},
-                  %arg1: tensor<16x32xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
-                  %arg2: tensor<32x16xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]})
-      -> (tensor<2x8x16xf32> {kiln.role = "metric", kiln.name = "y"}) {
+  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %arg1: tensor<16x32xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg2: tensor<32x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2", kiln.sharding = ["model", ""]})
+      -> (tensor<2x8x16xf32> {kiln.role = #kiln.role<metric>, kiln.name = "y"}) {
     %x = kiln.sharding_constraint %arg0 ["", "model", ""] : tensor<2x8x16xf32>
     %h = kiln.gelu %x {kiln.sharding = [["", "model", ""]]} : tensor<2x8x16xf32>
     %0 = kiln.matmul %h, %arg1 {kiln.sharding = [["", "", "model"]]} : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>

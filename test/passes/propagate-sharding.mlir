@@ -13,11 +13,11 @@
 // CHECK-NOT: kiln.sharding
 // CHECK: return
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<64x256xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
-                  %arg1: tensor<256xf32> {kiln.role = "param", kiln.name = "b1", kiln.sharding = ["model"]},
-                  %arg2: tensor<256x64xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]},
-                  %arg3: tensor<8x64xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<64x256xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg1: tensor<256xf32> {kiln.role = #kiln.role<param>, kiln.name = "b1", kiln.sharding = ["model"]},
+                  %arg2: tensor<256x64xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2", kiln.sharding = ["model", ""]},
+                  %arg3: tensor<8x64xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.matmul %arg3, %arg0 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
     %1 = kiln.broadcast %arg1 dims = [1] : tensor<256xf32> -> tensor<8x256xf32>
     %2 = kiln.add %0, %1 : tensor<8x256xf32>
@@ -37,15 +37,15 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // to the heads (the major dim of the split C), through the transpose, to
 // the input [B, H, T, D].
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: kiln.name = "y", kiln.role = "input", kiln.sharding = ["", "model", "", ""]
+// CHECK-SAME: kiln.name = "y", kiln.role = #kiln.role<input>, kiln.sharding = ["", "model", "", ""]
 // CHECK: kiln.transpose {{.*}} {kiln.sharding = {{\[\[}}"", "", "model", ""]]} : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
 // CHECK-NEXT: kiln.reshape {{.*}} {kiln.sharding = {{\[\[}}"", "", "model"]]} : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
 // CHECK-NEXT: kiln.matmul
 // CHECK-NOT: kiln.sharding
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<2x4x8x16xf32> {kiln.role = "input", kiln.name = "y"},
-                  %arg1: tensor<64x64xf32> {kiln.role = "param", kiln.name = "wo", kiln.sharding = ["model", ""]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<2x4x8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "y"},
+                  %arg1: tensor<64x64xf32> {kiln.role = #kiln.role<param>, kiln.name = "wo", kiln.sharding = ["model", ""]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %0 = kiln.transpose %arg0 permutation = [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
     %1 = kiln.reshape %0 : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
     %2 = kiln.matmul %1, %arg1 : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
@@ -61,9 +61,9 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK-LABEL: func.func @step
 // CHECK: kiln.constant {{.*}} {kiln.sharding = {{\[\[}}"", "model", "", ""]]}
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<2x4x8x16xf32> {kiln.role = "input", kiln.name = "y"},
-                  %arg1: tensor<64x64xf32> {kiln.role = "param", kiln.name = "wo", kiln.sharding = ["model", ""]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<2x4x8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "y"},
+                  %arg1: tensor<64x64xf32> {kiln.role = #kiln.role<param>, kiln.name = "wo", kiln.sharding = ["model", ""]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %c = kiln.constant dense<2.0> : tensor<2x4x8x16xf32>
     %y = kiln.mul %arg0, %c : tensor<2x4x8x16xf32>
     %0 = kiln.transpose %y permutation = [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
@@ -91,10 +91,10 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK-NEXT: kiln.matmul {{.*}} {kiln.sharding = {{\[\[}}"", "model", ""]]} : {{.*}} -> tensor<2x8x16xf32>
 // CHECK-NEXT: kiln.add {{.*}} {kiln.sharding = {{\[\[}}"", "model", ""]]}
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = "input", kiln.name = "x"},
-                  %arg1: tensor<16x32xf32> {kiln.role = "param", kiln.name = "w1", kiln.sharding = ["", "model"]},
-                  %arg2: tensor<32x16xf32> {kiln.role = "param", kiln.name = "w2", kiln.sharding = ["model", ""]})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+  func.func @step(%arg0: tensor<2x8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %arg1: tensor<16x32xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1", kiln.sharding = ["", "model"]},
+                  %arg2: tensor<32x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2", kiln.sharding = ["model", ""]})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %x = kiln.sharding_constraint %arg0 ["", "model", ""] : tensor<2x8x16xf32>
     %h = kiln.gelu %x : tensor<2x8x16xf32>
     %0 = kiln.matmul %h, %arg1 : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>

@@ -16,9 +16,9 @@
 // CHECK-NEXT: kiln.matmul %[[R2]], %{{.*}} {transpose_lhs = true}
 // CHECK-NOT: kiln.all_gather
 module attributes {kiln.mesh = {model = 2 : i64}} {
-  func.func @step(%arg0: tensor<2x4x16xf32> {kiln.role = "input", kiln.name = "x"},
-                  %arg1: tensor<16x8xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"}, tensor<16x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+  func.func @step(%arg0: tensor<2x4x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %arg1: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<16x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %t = kiln.transpose %arg0 permutation = [1, 0, 2] : tensor<2x4x16xf32> -> tensor<4x2x16xf32>
     %g = kiln.all_gather %t over "model" dim = 0 {reason = "gather"} : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
     %h = kiln.transpose %g permutation = [1, 0, 2] : tensor<8x2x16xf32> -> tensor<2x8x16xf32>

@@ -14,10 +14,10 @@
 #in_block_b = loc(callsite("m.kiln":4:7 at "Block.0"("m.kiln":9:5)))
 #in_block_c = loc(callsite("m.kiln":5:7 at "Block.0"("m.kiln":9:5)))
 module {
-  func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                  %w: tensor<8x8xf32> {kiln.role = "param", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<8x8xf32> {kiln.role = "grad", kiln.name = "w"}) {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<8x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc(#in_block_a)
     %g = kiln.gelu %h : tensor<4x8xf32> loc(#in_block_b)
     %o = kiln.add %g, %x : tensor<4x8xf32> loc(#in_block_c)
@@ -72,9 +72,9 @@ module {
 #b1_a = loc(callsite("m.kiln":3:7 at "Block.1"("m.kiln":9:5)))
 #b1_b = loc(callsite("m.kiln":4:7 at "Block.1"("m.kiln":9:5)))
 module {
-  func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"},
-          tensor<4x8xf32> {kiln.role = "grad", kiln.name = "x"}) {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "x"}) {
     %e = kiln.exp %x : tensor<4x8xf32>
     %a0 = kiln.gelu %e : tensor<4x8xf32> loc(#b0_a)
     %o0 = kiln.add %a0, %e : tensor<4x8xf32> loc(#b0_b)
@@ -112,9 +112,10 @@ module {
 // which only kilnc hands the pass (the modes above read kiln.train when not
 // given; without it, auto and no budget).
 // expected-error@+1 {{--kiln-remat: a memory budget needs the planned peak; compile with kilnc (--memory-budget)}}
-module attributes {kiln.model = "budget-needs-kilnc", kiln.train = {memory_budget = 1000 : i64, remat = "auto"}} {
-  func.func @step(%x: tensor<4xf32> {kiln.role = "input", kiln.name = "x"})
-      -> (tensor<f32> {kiln.role = "loss"}) {
+module attributes {kiln.model = "budget-needs-kilnc", kiln.train = #kiln.train<
+    batch = 1, seq = 1, memory_budget = 1000, remat = auto>} {
+  func.func @step(%x: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
     %l = kiln.reduce_sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }

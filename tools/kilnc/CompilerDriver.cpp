@@ -177,10 +177,8 @@ LogicalResult writeAttentionReport(ModuleOp module, StringRef dir, StringRef ski
 /// so one kernel compiles on its own; DIR/kernels/COMPILE.txt gives the
 /// exact options kiln-run uses (the host compiler's, NVRTC's per arch) and
 /// the equivalent command for one dumped file.
-LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &codegen) {
-  FailureOr<std::vector<EmittedKernel>> kernels = emitKernels(module, codegen);
-  if (failed(kernels))
-    return failure();
+LogicalResult dumpKernels(const std::vector<EmittedKernel> &kernels, StringRef dir,
+                          const CodegenOptions &codegen) {
   llvm::SmallString<128> kernelDir(dir);
   llvm::sys::path::append(kernelDir, "kernels");
   if (std::error_code ec = llvm::sys::fs::create_directories(kernelDir)) {
@@ -218,7 +216,7 @@ LogicalResult dumpKernels(ModuleOp module, StringRef dir, const CodegenOptions &
   }
   if (failed(write("COMPILE.txt", how)))
     return failure();
-  for (const EmittedKernel &kernel : *kernels) {
+  for (const EmittedKernel &kernel : kernels) {
     std::string text = "// " + kernel.ops + " from " + kernel.location + "\n";
     if (cuda)
       text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
@@ -383,18 +381,15 @@ int runCompiler(const DriverOptions &options) {
   phaseOptions.rematSweep = options.memoryBudgetSweep;
   phaseOptions.bucketBytes = options.bucketBytes;
   // The remat phase plans against the artifact's own peak: the rest of the
-  // pipeline (fusion, unless --no-fusion) and codegen's memory plan, run on
-  // the copy of the module it is given.
-  phaseOptions.plannedPeak = [&](ModuleOp copy) -> FailureOr<mlir::kiln::PlannedPeak> {
+  // pipeline (fusion, unless --no-fusion) and codegen's lowering to the step
+  // program, run on the copy of the module it is given.
+  phaseOptions.lowerToStepProgram = [&](ModuleOp copy) -> FailureOr<StepProgram> {
     PassManager pm(&context);
     if (!options.noFusion)
       mlir::kiln::buildFusionPhase(pm);
     if (failed(pm.run(copy)))
       return failure();
-    FailureOr<PlannedMemory> memory = planMemory(copy, codegen);
-    if (failed(memory))
-      return failure();
-    return mlir::kiln::PlannedPeak{memory->arenaBytes, memory->summary};
+    return ::kiln::lowerToStepProgram(copy, codegen);
   };
   // sharding.txt's first part, taken when the sharding phase has run.
   std::string shardingValues;
@@ -456,10 +451,11 @@ int runCompiler(const DriverOptions &options) {
 
   // 3. Codegen and the artifact.
   TimingScope codegenTimer = rootTimer.nest("codegen");
-  if (!options.dumpPhasesTo.empty() && failed(dumpKernels(*module, options.dumpPhasesTo, codegen)))
-    return kUserError;
   FailureOr<CompiledArtifact> artifact = compileArtifact(*module, codegen);
   if (failed(artifact))
+    return kUserError;
+  if (!options.dumpPhasesTo.empty() &&
+      failed(dumpKernels(artifact->kernels, options.dumpPhasesTo, codegen)))
     return kUserError;
   codegenTimer.stop();
   TimingScope writeTimer = rootTimer.nest("write");

@@ -44,15 +44,15 @@ std::string backwardModule() {
   std::string q = "tensor<2x4x37x16xf32>", kv = "tensor<2x2x53x16xf32>";
   std::string lse = "tensor<2x4x37xf32>", slope = "tensor<4xf32>";
   return R"mlir(
-module attributes {kiln.model = "ws", kiln.train = {batch = 2 : i64, seq = 37 : i64, optimizer = "sgd"}} {
-  func.func @step(%q: )mlir" + q + R"mlir( {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %k: )mlir" + kv + R"mlir( {kiln.role = "param", kiln.name = "k", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %v: )mlir" + kv + R"mlir( {kiln.role = "param", kiln.name = "v", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %out: )mlir" + q + R"mlir( {kiln.role = "param", kiln.name = "out", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %lse: )mlir" + lse + R"mlir( {kiln.role = "param", kiln.name = "lse", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %dout: )mlir" + q + R"mlir( {kiln.role = "param", kiln.name = "dout", kiln.init = #kiln.init<normal, std = 0.02>},
-                  %slope: )mlir" + slope + R"mlir( {kiln.role = "param", kiln.name = "slope", kiln.init = #kiln.init<normal, std = 0.02>})
-      -> (tensor<f32> {kiln.role = "loss", kiln.name = "loss"}, )mlir" + q +
+module attributes {kiln.model = "ws", kiln.train = #kiln.train<batch = 2, seq = 37, optimizer = sgd, weight_decay = 0.0 : f32>} {
+  func.func @step(%q: )mlir" + q + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "q", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %k: )mlir" + kv + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "k", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %v: )mlir" + kv + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "v", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %out: )mlir" + q + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "out", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %lse: )mlir" + lse + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "lse", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %dout: )mlir" + q + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "dout", kiln.init = #kiln.init<normal, std = 0.02>},
+                  %slope: )mlir" + slope + R"mlir( {kiln.role = #kiln.role<param>, kiln.name = "slope", kiln.init = #kiln.init<normal, std = 0.02>})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"}, )mlir" + q +
          ", " + kv + ", " + kv + ", " + slope + R"mlir() {
     %dq, %dk, %dv, %dslope = kiln.attention_grad %q, %k, %v, %out, %lse, %dout captures(%slope) {scale = 0.25 : f32}
         : ()mlir" + q + ", " + kv + ", " + kv + ", " + q + ", " + lse + ", " + q +

@@ -173,7 +173,7 @@ TEST(CudaArtifact, UnsupportedElementTypeNamesTheCudaBackend) {
     return mlir::success();
   });
   auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
-    func.func @step(%a: tensor<4xbf16> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xbf16> {
+    func.func @step(%a: tensor<4xbf16> {kiln.role = #kiln.role<input>, kiln.name = "a"}) -> tensor<4xbf16> {
       %0 = kiln.softmax %a : tensor<4xbf16>
       return %0 : tensor<4xbf16>
     }

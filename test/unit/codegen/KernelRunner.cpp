@@ -102,7 +102,7 @@ std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
 }
 
 // One kernel's view of an op of @step: its group (a kiln.fusion's region:
-// block arguments in, yielded values out, as ArtifactWriter::planFusion),
+// block arguments in, yielded values out, as StepLowering::planFusion),
 // the step values its inputs and outputs stand for, and for each output the
 // step value whose storage it updates in place (if any).
 struct KernelCallPlan {

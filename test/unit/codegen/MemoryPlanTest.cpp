@@ -1,14 +1,16 @@
 //===- MemoryPlanTest.cpp - The planner's decisions on small schedules ----===//
 //
-// codegen/MemoryPlan.cpp on hand-written buffer lists and schedules: the
-// persistent region first and never shared, best fit over live ranges,
-// in-place reuse only when the kernel is elementwise, the sizes match and
-// the input dies at that call, views extending their storage's range, and
-// the peak and its tensors.
+// codegen/program (MemoryPlan.cpp, StepProgram.cpp) on hand-written step
+// programs: the persistent region first and never shared, best fit over
+// live ranges, in-place reuse only when the kernel is elementwise, the sizes
+// match and the input dies at that call, views extending their storage's
+// range, the peak and its tensors; what a GEMM entry reads and writes; which
+// collectives may overlap the entries after them.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/MemoryPlan.h"
+#include "codegen/program/MemoryPlan.h"
+#include "codegen/program/StepProgram.h"
 
 #include "runtime/schema/ArtifactVersion.h"
 
@@ -19,24 +21,55 @@ namespace {
 
 constexpr int64_t kAlign = schema::kArenaAlignment;
 
-MemoryPlanBuffer activation(const std::string &name, int64_t bytes) {
-  return {name, schema::BufferRole_Activation, bytes, -1};
+// A buffer of `bytes` one-byte elements; a view of `aliasOf` when >= 0.
+PlannedBuffer buffer(const std::string &name, schema::BufferRole role,
+                     int64_t bytes, int32_t aliasOf = -1) {
+  PlannedBuffer b;
+  b.name = name;
+  b.role = role;
+  b.dtype = schema::DType_Bool;
+  b.shape = {bytes};
+  b.aliasOf = aliasOf;
+  return b;
 }
 
-MemoryPlanCall call(std::vector<uint32_t> buffers, size_t numInputs,
-                    bool elementwise = false) {
-  return {std::move(buffers), numInputs, elementwise, "m.kiln:1:1"};
+PlannedBuffer activation(const std::string &name, int64_t bytes) {
+  return buffer(name, schema::BufferRole_Activation, bytes);
+}
+
+// A kernel call of an elementwise kernel (kernels[1]) or not (kernels[0]).
+PlannedStep call(std::vector<uint32_t> buffers, size_t numInputs,
+                 bool elementwise = false) {
+  PlannedStep step;
+  step.kernel = elementwise ? 1 : 0;
+  step.buffers = std::move(buffers);
+  step.numInputs = numInputs;
+  step.location = "m.kiln:1:1";
+  return step;
+}
+
+// The step program of these buffers and schedules, its memory planned.
+StepProgram planned(std::vector<PlannedBuffer> buffers,
+                    std::vector<PlannedProgram> programs) {
+  StepProgram program;
+  program.buffers = std::move(buffers);
+  program.programs = std::move(programs);
+  program.kernels.resize(2);
+  program.kernels[1].elementwise = true;
+  program.planMemory();
+  return program;
 }
 
 TEST(MemoryPlanTest, PersistentRegionComesFirstInBufferOrder) {
-  std::vector<MemoryPlanBuffer> buffers = {
-      {"w", schema::BufferRole_Parameter, 1000, -1},
+  std::vector<PlannedBuffer> buffers = {
+      buffer("w", schema::BufferRole_Parameter, 1000, -1),
       activation("a", 512),
-      {"w", schema::BufferRole_Gradient, 1000, -1},
-      {"loss", schema::BufferRole_Loss, 4, -1}};
-  std::vector<MemoryPlanProgram> programs = {
+      buffer("w", schema::BufferRole_Gradient, 1000, -1),
+      buffer("loss", schema::BufferRole_Loss, 4, -1)};
+  std::vector<PlannedProgram> programs = {
       {"step", {call({0}, 0), call({0, 1}, 1), call({1, 2, 3}, 1)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.offsets[0], 0);
   EXPECT_EQ(plan.offsets[2], 4 * kAlign); // 1000 bytes take 4 units
   EXPECT_EQ(plan.offsets[3], 8 * kAlign);
@@ -53,15 +86,16 @@ TEST(MemoryPlanTest, PersistentRegionComesFirstInBufferOrder) {
 TEST(MemoryPlanTest, DisjointLivesShareAndBestFitTakesTheSmallestGap) {
   // Live ranges: a [0..1] 4 units, b [0..3] 1 unit, c [1..2] 2 units,
   // d [2..3] 1 unit, e [3..3] 2 units. Placed largest first: a, c, e, b, d.
-  std::vector<MemoryPlanBuffer> buffers = {
+  std::vector<PlannedBuffer> buffers = {
       activation("a", 4 * kAlign), activation("b", kAlign),
       activation("c", 2 * kAlign), activation("d", kAlign),
       activation("e", 2 * kAlign)};
-  std::vector<MemoryPlanProgram> programs = {
+  std::vector<PlannedProgram> programs = {
       {"step",
        {call({0, 1}, 0), call({0, 2}, 1), call({2, 3}, 1),
         call({1, 3, 4}, 2)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   // a at 0; c (live with a at entry 1) above it at 4 units.
   EXPECT_EQ(plan.offsets[0], 0);
   EXPECT_EQ(plan.offsets[2], 4 * kAlign);
@@ -83,14 +117,15 @@ TEST(MemoryPlanTest, DisjointLivesShareAndBestFitTakesTheSmallestGap) {
 TEST(MemoryPlanTest, InPlaceOnlyInElementwiseKernelsWhenTheInputDies) {
   // x = f(); y = g(x) elementwise; z = h(y) not elementwise; w = k(z) with
   // z read again later.
-  std::vector<MemoryPlanBuffer> buffers = {
+  std::vector<PlannedBuffer> buffers = {
       activation("x", 1024), activation("y", 1024), activation("z", 1024),
-      activation("w", 1024), {"loss", schema::BufferRole_Loss, 4, -1}};
-  std::vector<MemoryPlanProgram> programs = {
+      activation("w", 1024), buffer("loss", schema::BufferRole_Loss, 4, -1)};
+  std::vector<PlannedProgram> programs = {
       {"step",
        {call({0}, 0), call({0, 1}, 1, true), call({1, 2}, 1, false),
         call({2, 3}, 1, true), call({2, 3, 4}, 2)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.sharesWith[1], 0); // y over x
   EXPECT_EQ(plan.offsets[1], plan.offsets[0]);
   EXPECT_EQ(plan.sharesWith[2], -1); // h is not elementwise
@@ -100,12 +135,13 @@ TEST(MemoryPlanTest, InPlaceOnlyInElementwiseKernelsWhenTheInputDies) {
 }
 
 TEST(MemoryPlanTest, InPlaceNeedsTheSameByteSize) {
-  std::vector<MemoryPlanBuffer> buffers = {activation("x", 1024),
+  std::vector<PlannedBuffer> buffers = {activation("x", 1024),
                                            activation("y", 512),
-                                           {"loss", schema::BufferRole_Loss, 4, -1}};
-  std::vector<MemoryPlanProgram> programs = {
+                                           buffer("loss", schema::BufferRole_Loss, 4, -1)};
+  std::vector<PlannedProgram> programs = {
       {"step", {call({0}, 0), call({0, 1}, 1, true), call({1, 2}, 1)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.sharesWith[1], -1);
   EXPECT_NE(plan.offsets[1], plan.offsets[0]);
 }
@@ -113,13 +149,14 @@ TEST(MemoryPlanTest, InPlaceNeedsTheSameByteSize) {
 TEST(MemoryPlanTest, ViewsExtendTheirStorageAndPersistentIsNeverShared) {
   // v is a view of x read at entry 2, so x lives [0..2] and y (born at 1)
   // cannot take x's bytes in place. The parameter is never shared.
-  std::vector<MemoryPlanBuffer> buffers = {
+  std::vector<PlannedBuffer> buffers = {
       activation("x", 1024), activation("y", 1024),
-      {"v", schema::BufferRole_Activation, 1024, 0},
-      {"p", schema::BufferRole_Parameter, 1024, -1}};
-  std::vector<MemoryPlanProgram> programs = {
+      buffer("v", schema::BufferRole_Activation, 1024, 0),
+      buffer("p", schema::BufferRole_Parameter, 1024, -1)};
+  std::vector<PlannedProgram> programs = {
       {"step", {call({3, 0}, 1), call({0, 1}, 1, true), call({2, 1, 3}, 2)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.offsets[2], -1);
   EXPECT_EQ(plan.ranges[0].last, 2);
   EXPECT_EQ(plan.sharesWith[1], -1);
@@ -132,12 +169,13 @@ TEST(MemoryPlanTest, ViewsExtendTheirStorageAndPersistentIsNeverShared) {
 
 TEST(MemoryPlanTest, ProgramsShareTheActivationRegion) {
   // a lives in "step", b in "update": programs run one after another.
-  std::vector<MemoryPlanBuffer> buffers = {activation("a", 1024),
+  std::vector<PlannedBuffer> buffers = {activation("a", 1024),
                                            activation("b", 1024),
                                            activation("both", 1024)};
-  std::vector<MemoryPlanProgram> programs = {
+  std::vector<PlannedProgram> programs = {
       {"step", {call({0, 2}, 1)}}, {"update", {call({1, 2}, 1)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
   // An activation touched by two programs is kept for the whole step.
   EXPECT_TRUE(plan.ranges[2].persistent());
@@ -147,15 +185,16 @@ TEST(MemoryPlanTest, ProgramsShareTheActivationRegion) {
 TEST(MemoryPlanTest, WorkspacesShareOneRegionSizedByTheLargestCall) {
   // a is written at 0 and read at 2; call 1 has scratch w1 (3 units) and w2
   // (1 unit), call 2 has w3 (2 units); c is a completion counter.
-  std::vector<MemoryPlanBuffer> buffers = {
+  std::vector<PlannedBuffer> buffers = {
       activation("a", 2 * kAlign),
-      {"w1", schema::BufferRole_Workspace, 3 * kAlign - 5, -1},
-      {"w2", schema::BufferRole_Workspace, 10, -1},
-      {"w3", schema::BufferRole_Workspace, 2 * kAlign, -1},
-      {"c", schema::BufferRole_WorkspaceCounter, 4, -1}};
-  std::vector<MemoryPlanProgram> programs = {
+      buffer("w1", schema::BufferRole_Workspace, 3 * kAlign - 5, -1),
+      buffer("w2", schema::BufferRole_Workspace, 10, -1),
+      buffer("w3", schema::BufferRole_Workspace, 2 * kAlign, -1),
+      buffer("c", schema::BufferRole_WorkspaceCounter, 4, -1)};
+  std::vector<PlannedProgram> programs = {
       {"step", {call({0}, 0), call({0, 1, 2, 4}, 1), call({0, 3}, 1)}}};
-  MemoryPlan plan = MemoryPlanner(buffers, programs).plan();
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
   // The counter is persistent (its zero must survive between launches).
   EXPECT_TRUE(plan.ranges[4].persistent());
   EXPECT_EQ(plan.offsets[4], 0);
@@ -180,12 +219,72 @@ TEST(MemoryPlanTest, WorkspacesShareOneRegionSizedByTheLargestCall) {
   // Scratch is not an activation of the peak.
   for (uint32_t t : plan.peakTensors)
     EXPECT_EQ(t, 0u);
-  std::string summary = formatMemorySummary(plan, buffers, programs);
+  std::string summary = formatMemorySummary(program);
   EXPECT_NE(summary.find("workspace region 0.00 MiB (1024 bytes), sized by "
                          "'step' entry 1, m.kiln:1:1:"),
             std::string::npos)
       << summary;
   EXPECT_NE(summary.find("w1 (763 bytes)"), std::string::npos) << summary;
+}
+
+TEST(StepProgramTest, GemmEntryReadsItsOperandsAndWritesItsEpilogueOutputs) {
+  // c = a @ b + bias with the pre-activation written to aux (BiasGelu's
+  // aux output): reads a, b, bias; writes c, aux. Accumulating reads c too.
+  StepProgram program;
+  PlannedStep gemm;
+  gemm.gemm = PlannedGemm{};
+  PlannedGemm &g = *gemm.gemm;
+  g.a = 0, g.b = 1, g.c = 2, g.bias = 3, g.aux = 4, g.auxWritten = true;
+  StepAccess access = program.accessOf(gemm);
+  EXPECT_EQ(access.buffers, (std::vector<uint32_t>{0, 1, 3, 2, 4}));
+  EXPECT_EQ(access.numInputs, 3u);
+  EXPECT_FALSE(access.elementwise);
+  g.accumulate = true, g.aux = -1, g.bias = -1;
+  access = program.accessOf(gemm);
+  EXPECT_EQ(access.buffers, (std::vector<uint32_t>{0, 1, 2, 2}));
+  EXPECT_EQ(access.numInputs, 3u);
+}
+
+TEST(StepProgramTest, CollectivesOverlapOnlyWhatNothingLaterTouches) {
+  // 0: gradient g1, 1: gradient g2, 2: activation x, 3: parameter slice p,
+  // 4: gathered parameter (an activation), 5: a view of g2.
+  std::vector<PlannedBuffer> buffers = {
+      buffer("g1", schema::BufferRole_Gradient, 64),
+      buffer("g2", schema::BufferRole_Gradient, 64),
+      activation("x", 64),
+      buffer("p", schema::BufferRole_Parameter, 64),
+      activation("p.whole", 128),
+      buffer("g2.view", schema::BufferRole_Gradient, 64, 1)};
+  auto collective = [](schema::CollectiveKind kind,
+                       std::vector<uint32_t> touched) {
+    PlannedStep step;
+    step.collective = PlannedCollective{};
+    step.collective->kind = kind;
+    step.buffers = std::move(touched);
+    step.numInputs = step.buffers.size();
+    return step;
+  };
+  std::vector<PlannedProgram> programs = {
+      {"step",
+       {collective(schema::CollectiveKind_AllGather, {3, 4}), // 0
+        call({2}, 0),                                          // 1
+        call({4, 2}, 1),                                       // 2
+        collective(schema::CollectiveKind_AllReduce, {0}),     // 3
+        collective(schema::CollectiveKind_AllReduce, {1}),     // 4
+        collective(schema::CollectiveKind_AllReduce, {2}),     // 5
+        call({5}, 1)}}};                                       // 6
+  StepProgram program = planned(buffers, programs);
+  program.planOverlaps();
+  const std::vector<PlannedStep> &s = program.programs[0].schedule;
+  // The gathered parameter is first read at entry 2: overlap entry 1.
+  EXPECT_TRUE(s[0].collective->overlap);
+  EXPECT_EQ(s[0].collective->overlapUntil, 2);
+  // g1: nothing touches it later.
+  EXPECT_TRUE(s[3].collective->overlap);
+  // g2 is read at entry 6 through its view (one storage).
+  EXPECT_FALSE(s[4].collective->overlap);
+  // An activation's bytes may be reused after the call: never overlapped.
+  EXPECT_FALSE(s[5].collective->overlap);
 }
 
 } // namespace

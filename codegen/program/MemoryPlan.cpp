@@ -38,7 +38,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/MemoryPlan.h"
+#include "codegen/program/MemoryPlan.h"
+#include "codegen/program/StepProgram.h"
 
 #include "runtime/schema/ArtifactVersion.h"
 
@@ -55,13 +56,6 @@ int64_t alignedSize(int64_t bytes) {
   int64_t unit = schema::kArenaAlignment;
   return std::max<int64_t>(1, (std::max<int64_t>(bytes, 0) + unit - 1) / unit) *
          unit;
-}
-
-// Roles whose buffers live only while their program runs (when one program
-// touches them): activations and kernel scratch.
-bool isTransient(schema::BufferRole role) {
-  return role == schema::BufferRole_Activation ||
-         role == schema::BufferRole_Workspace;
 }
 
 // A storage buffer or a chain of in-place buffers sharing one offset.
@@ -81,8 +75,15 @@ std::string mib(int64_t bytes) {
 
 } // namespace
 
-MemoryPlan MemoryPlanner::plan() const {
+MemoryPlan planArena(const StepProgram &program) {
+  const std::vector<PlannedBuffer> &buffers = program.buffers;
+  const std::vector<PlannedProgram> &programs = program.programs;
   const uint32_t n = buffers.size();
+  // What each entry reads and writes (StepProgram::accessOf).
+  std::vector<std::vector<StepAccess>> access(programs.size());
+  for (size_t p = 0; p < programs.size(); ++p)
+    for (const PlannedStep &step : programs[p].schedule)
+      access[p].push_back(program.accessOf(step));
   MemoryPlan plan;
   plan.offsets.assign(n, -1);
   plan.ranges.assign(n, LiveRange{});
@@ -104,7 +105,7 @@ MemoryPlan MemoryPlanner::plan() const {
   for (size_t p = 0; p < programs.size(); ++p) {
     std::vector<bool> seen(n, false);
     for (size_t e = 0; e < programs[p].schedule.size(); ++e)
-      for (uint32_t b : programs[p].schedule[e].buffers) {
+      for (uint32_t b : access[p][e].buffers) {
         uint32_t s = storage[b];
         if (plan.locations[b].empty())
           plan.locations[b] = programs[p].schedule[e].location;
@@ -120,7 +121,7 @@ MemoryPlan MemoryPlanner::plan() const {
   for (uint32_t i = 0; i < n; ++i) {
     if (storage[i] != i)
       continue;
-    if (!isTransient(buffers[i].role) || programCount[i] != 1)
+    if (!StepProgram::isTransient(buffers[i].role) || programCount[i] != 1)
       plan.ranges[i] = LiveRange{};
   }
 
@@ -130,7 +131,7 @@ MemoryPlan MemoryPlanner::plan() const {
   std::vector<bool> donated(n, false);
   for (size_t p = 0; p < programs.size(); ++p)
     for (size_t e = 0; e < programs[p].schedule.size(); ++e) {
-      const MemoryPlanCall &call = programs[p].schedule[e];
+      const StepAccess &call = access[p][e];
       if (!call.elementwise)
         continue;
       for (size_t j = call.numInputs; j < call.buffers.size(); ++j) {
@@ -144,7 +145,7 @@ MemoryPlan MemoryPlanner::plan() const {
           const LiveRange &inRange = plan.ranges[in];
           if (in == out || donated[in] || inRange.persistent() ||
               inRange.last != static_cast<int64_t>(e) ||
-              buffers[in].bytes != buffers[out].bytes)
+              program.bytesOf(in) != program.bytesOf(out))
             continue;
           donated[in] = true;
           plan.sharesWith[out] = static_cast<int32_t>(in);
@@ -160,7 +161,7 @@ MemoryPlan MemoryPlanner::plan() const {
   for (uint32_t i = 0; i < n; ++i) {
     if (storage[i] != i || !plan.ranges[i].persistent())
       continue;
-    int64_t size = alignedSize(buffers[i].bytes);
+    int64_t size = alignedSize(program.bytesOf(i));
     plan.offsets[i] = offset;
     offset += size;
     switch (buffers[i].role) {
@@ -200,7 +201,7 @@ MemoryPlan MemoryPlanner::plan() const {
     if (slotIndex[root] < 0) {
       slotIndex[root] = static_cast<int32_t>(slots.size());
       slots.push_back({root, r.program, r.first, r.last,
-                       alignedSize(buffers[i].bytes)});
+                       alignedSize(program.bytesOf(i))});
     }
     Slot &slot = slots[slotIndex[root]];
     slot.first = std::min(slot.first, r.first);
@@ -249,14 +250,14 @@ MemoryPlan MemoryPlanner::plan() const {
   for (size_t p = 0; p < programs.size(); ++p)
     for (size_t e = 0; e < programs[p].schedule.size(); ++e) {
       int64_t used = 0;
-      for (uint32_t b : programs[p].schedule[e].buffers) {
+      for (uint32_t b : access[p][e].buffers) {
         uint32_t s = storage[b];
         if (placedScratch[s] || plan.ranges[s].persistent() ||
             buffers[s].role != schema::BufferRole_Workspace)
           continue;
         placedScratch[s] = true;
         plan.offsets[s] = workspaceBase + used;
-        used += alignedSize(buffers[s].bytes);
+        used += alignedSize(program.bytesOf(s));
       }
       if (used > plan.workspaceRegionBytes) {
         plan.workspaceRegionBytes = used;
@@ -305,7 +306,7 @@ MemoryPlan MemoryPlanner::plan() const {
         plan.peakTensors.push_back(static_cast<uint32_t>(member));
     std::stable_sort(plan.peakTensors.begin(), plan.peakTensors.end(),
                      [&](uint32_t a, uint32_t b) {
-                       return buffers[a].bytes > buffers[b].bytes;
+                       return program.bytesOf(a) > program.bytesOf(b);
                      });
   }
   return plan;
@@ -326,7 +327,7 @@ std::string shortName(const std::string &name, const std::string &location) {
 }
 
 std::string rangeText(const LiveRange &r,
-                      const std::vector<MemoryPlanProgram> &programs) {
+                      const std::vector<PlannedProgram> &programs) {
   if (r.persistent())
     return "persistent";
   return programs[r.program].name + "[" + std::to_string(r.first) + ".." +
@@ -335,10 +336,11 @@ std::string rangeText(const LiveRange &r,
 
 } // namespace
 
-std::string formatMemorySummary(const MemoryPlan &plan,
-                                const std::vector<MemoryPlanBuffer> &buffers,
-                                const std::vector<MemoryPlanProgram> &programs,
+std::string formatMemorySummary(const StepProgram &program,
                                 size_t topTensors) {
+  const MemoryPlan &plan = program.memory;
+  const std::vector<PlannedBuffer> &buffers = program.buffers;
+  const std::vector<PlannedProgram> &programs = program.programs;
   const MemoryBreakdown &bd = plan.breakdown;
   std::string out = "memory plan: peak " + mib(bd.peak) + " (" +
                     std::to_string(bd.peak) + " bytes, one arena)\n";
@@ -355,35 +357,35 @@ std::string formatMemorySummary(const MemoryPlan &plan,
   row("other", bd.other);
   if (plan.workspaceProgram >= 0) {
     // The call whose scratch sizes the workspace region, and that scratch.
-    const MemoryPlanProgram &program = programs[plan.workspaceProgram];
-    const MemoryPlanCall &call = program.schedule[plan.workspaceEntry];
+    const PlannedProgram &sizing = programs[plan.workspaceProgram];
+    const PlannedStep &call = sizing.schedule[plan.workspaceEntry];
     out += "workspace region " + mib(plan.workspaceRegionBytes) + " (" +
            std::to_string(plan.workspaceRegionBytes) + " bytes), sized by '" +
-           program.name + "' entry " + std::to_string(plan.workspaceEntry) +
+           sizing.name + "' entry " + std::to_string(plan.workspaceEntry) +
            (call.location.empty() ? "" : ", " + call.location) + ":\n";
-    for (uint32_t b : call.buffers)
+    for (uint32_t b : program.accessOf(call).buffers)
       if (buffers[b].role == schema::BufferRole_Workspace &&
           buffers[b].aliasOf < 0) {
         char line[64];
         std::snprintf(line, sizeof(line), "  %12s  ",
-                      mib(buffers[b].bytes).c_str());
+                      mib(program.bytesOf(b)).c_str());
         out += line + shortName(buffers[b].name, plan.locations[b]) + " (" +
-               std::to_string(buffers[b].bytes) + " bytes)\n";
+               std::to_string(program.bytesOf(b)) + " bytes)\n";
       }
   }
   if (plan.peakProgram < 0)
     return out;
-  const MemoryPlanProgram &program = programs[plan.peakProgram];
+  const PlannedProgram &peak = programs[plan.peakProgram];
   out += "tensors live at the peak (" + mib(plan.peakLiveBytes) + " in '" +
-         program.name + "' at entry " + std::to_string(plan.peakEntry);
-  const std::string &where = program.schedule[plan.peakEntry].location;
+         peak.name + "' at entry " + std::to_string(plan.peakEntry);
+  const std::string &where = peak.schedule[plan.peakEntry].location;
   if (!where.empty())
     out += ", " + where;
   out += "), largest first:\n";
   for (size_t i = 0; i < plan.peakTensors.size() && i < topTensors; ++i) {
     uint32_t b = plan.peakTensors[i];
     char line[64];
-    std::snprintf(line, sizeof(line), "  %12s  ", mib(buffers[b].bytes).c_str());
+    std::snprintf(line, sizeof(line), "  %12s  ", mib(program.bytesOf(b)).c_str());
     out += line + plan.locations[b] + "  " +
            shortName(buffers[b].name, plan.locations[b]) + "\n";
   }
@@ -393,11 +395,10 @@ std::string formatMemorySummary(const MemoryPlan &plan,
   return out;
 }
 
-std::string formatMemoryPlan(const MemoryPlan &plan,
-                             const std::vector<MemoryPlanBuffer> &buffers,
-                             const std::vector<MemoryPlanProgram> &programs) {
-  std::string out = formatMemorySummary(plan, buffers, programs,
-                                        plan.peakTensors.size());
+std::string formatMemoryPlan(const StepProgram &program) {
+  const MemoryPlan &plan = program.memory;
+  const std::vector<PlannedBuffer> &buffers = program.buffers;
+  std::string out = formatMemorySummary(program, plan.peakTensors.size());
   out += "\narena " + std::to_string(plan.arenaBytes) +
          " bytes; persistent region [0, " +
          std::to_string(plan.persistentBytes) +
@@ -405,13 +406,14 @@ std::string formatMemoryPlan(const MemoryPlan &plan,
          std::to_string(plan.workspaceRegionBytes) + " bytes)\n";
   out += "# buffer offset bytes live role name location\n";
   for (uint32_t i = 0; i < buffers.size(); ++i) {
-    const MemoryPlanBuffer &b = buffers[i];
+    const PlannedBuffer &b = buffers[i];
     std::string line = std::to_string(i) + " ";
     if (b.aliasOf >= 0) {
       line += "view-of-" + std::to_string(b.aliasOf);
     } else {
-      line += std::to_string(plan.offsets[i]) + " " + std::to_string(b.bytes) +
-              " " + rangeText(plan.ranges[i], programs);
+      line += std::to_string(plan.offsets[i]) + " " +
+              std::to_string(program.bytesOf(i)) + " " +
+              rangeText(plan.ranges[i], program.programs);
       if (plan.sharesWith[i] >= 0)
         line += " in-place-of-" + std::to_string(plan.sharesWith[i]);
     }

@@ -1,18 +1,18 @@
-//===- ArtifactCollectives.cpp - The artifact's CollectiveCalls -----------===//
+//===- StepLoweringCollectives.cpp - The step's CollectiveCalls ------------===//
 //
-// The collective stages of ArtifactWriter::plan:
+// The collectives of StepLowering:
 //  - kiln.all_reduce: one CollectiveCall reducing its operands' buffers in
 //    place (planAllReduce).
 //  - kiln.reduce_scatter, kiln.all_gather, kiln.local_shard: one
 //    CollectiveCall from the operand's buffer into the result's; ZeRO's
 //    gathered parameter lands in the parameter's own storage
 //    (planShardCollective).
-//  - After each program: which collectives the runtime may run beside the
-//    entries after them, and up to which entry (planOverlaps).
+// Which of them the runtime may run beside the entries after them is the
+// step program's decision (StepProgram::planOverlaps).
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/ArtifactWriter.h"
+#include "codegen/StepLowering.h"
 
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
@@ -24,7 +24,7 @@ namespace k = mlir::kiln;
 
 namespace kiln {
 
-LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
+LogicalResult StepLowering::planAllReduce(k::AllReduceOp op) {
   // Both targets run it in place: MPI or Gloo on the CPU, NCCL on CUDA.
   PlannedStep step;
   step.collective = PlannedCollective{
@@ -45,7 +45,7 @@ LogicalResult ArtifactWriter::planAllReduce(k::AllReduceOp op) {
   return success();
 }
 
-Value ArtifactWriter::inPlaceHome(Value gathered) {
+Value StepLowering::inPlaceHome(Value gathered) {
   SmallVector<Value> views{gathered};
   for (size_t next = 0; next < views.size(); ++next)
     for (OpOperand &use : views[next].getUses()) {
@@ -59,7 +59,7 @@ Value ArtifactWriter::inPlaceHome(Value gathered) {
         continue;
       auto func = ret->getParentOfType<func::FuncOp>();
       unsigned i = use.getOperandNumber();
-      auto role = func.getResultAttrOfType<StringAttr>(i, k::kRoleAttrName);
+      auto role = func.getResultAttrOfType<k::RoleAttr>(i, k::kRoleAttrName);
       auto name = func.getResultAttrOfType<StringAttr>(i, k::kNameAttrName);
       if (!role || !name || !isInPlaceRole(role.getValue()))
         continue;
@@ -71,7 +71,7 @@ Value ArtifactWriter::inPlaceHome(Value gathered) {
   return Value();
 }
 
-LogicalResult ArtifactWriter::planShardCollective(Operation *op) {
+LogicalResult StepLowering::planShardCollective(Operation *op) {
   Value input = op->getOperand(0), result = op->getResult(0);
   PlannedStep step;
   PlannedCollective &c = step.collective.emplace();
@@ -114,54 +114,7 @@ LogicalResult ArtifactWriter::planShardCollective(Operation *op) {
   return success();
 }
 
-void ArtifactWriter::planOverlaps(PlannedProgram &program) {
-  // The storage every entry touches.
-  auto touched = [&](const PlannedStep &s) {
-    std::vector<uint32_t> all(s.buffers);
-    if (const std::optional<PlannedGemm> &g = s.gemm) {
-      all.insert(all.end(), {g->a, g->b, g->c});
-      for (int32_t extra : {g->bias, g->aux})
-        if (extra >= 0)
-          all.push_back(static_cast<uint32_t>(extra));
-    }
-    if (const std::optional<CudnnAttentionCall> &a = s.cudnnAttention)
-      if (a->workspace >= 0)
-        all.push_back(static_cast<uint32_t>(a->workspace));
-    for (uint32_t &b : all)
-      b = storageOf(b);
-    return all;
-  };
-  auto persistent = [&](uint32_t b) {
-    schema::BufferRole role = buffers[b].role;
-    return role != schema::BufferRole_Activation && role != schema::BufferRole_Workspace;
-  };
-  std::vector<PlannedStep> &schedule = program.schedule;
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    std::optional<PlannedCollective> &c = schedule[i].collective;
-    if (!c)
-      continue;
-    std::vector<uint32_t> mine = touched(schedule[i]);
-    // The first later entry that touches its buffers.
-    size_t until = schedule.size();
-    for (size_t j = i + 1; until == schedule.size() && j < schedule.size(); ++j)
-      for (uint32_t b : touched(schedule[j]))
-        if (llvm::is_contained(mine, b))
-          until = j;
-    if (c->kind == schema::CollectiveKind_AllReduce) {
-      // Reduced in place: only what nothing reads later, and not
-      // activations (their bytes may be given to others after the call).
-      c->overlap = until == schedule.size() && llvm::all_of(mine, persistent);
-    } else if (c->kind == schema::CollectiveKind_AllGather) {
-      // Its input lives on (a parameter slice); its output is live from
-      // this entry on, so the entries before `until` cannot touch it.
-      c->overlap = persistent(mine.front()) && until > i + 1;
-      if (c->overlap && until < schedule.size())
-        c->overlapUntil = static_cast<int32_t>(until);
-    }
-  }
-}
-
-LogicalResult ArtifactWriter::plan() {
+FailureOr<StepProgram> StepLowering::lower() {
   for (StringRef name : {k::kStepFunctionName, k::kUpdateFunctionName}) {
     if (!module.lookupSymbol<func::FuncOp>(name))
       return module.emitError() << "codegen needs a func.func @" << name
@@ -182,8 +135,9 @@ LogicalResult ArtifactWriter::plan() {
                               << name << "' (expected step, update, eval)";
   }
   planLogicalShapes();
-  planMemory();
-  return success();
+  program.planOverlaps();
+  program.planMemory();
+  return std::move(program);
 }
 
 } // namespace kiln

@@ -1,9 +1,9 @@
 //===- MemoryPlan.h - One arena with an offset per buffer -----------------===//
 //
-// The static memory plan of an artifact. It works on the artifact's final
-// buffer list and schedules (after kernel planning, when copies, reshape
-// views, in-place optimizer results and fused kernels' outputs are known),
-// so it is independent of MLIR: ArtifactWriter hands it plain descriptions.
+// The static memory plan of an artifact. It works on the step program's
+// final buffers and schedules (StepProgram.h: after lowering, when copies,
+// reshape views, in-place optimizer results and fused kernels' outputs are
+// known), so it is independent of MLIR.
 //
 // The runtime re-derives liveness from the schedules and rejects any plan
 // that lets two live buffers overlap (runtime/MemoryPlanCheck.cpp): the two
@@ -22,28 +22,7 @@
 
 namespace kiln {
 
-// One buffer of the artifact, as the planner needs it.
-struct MemoryPlanBuffer {
-  std::string name;
-  schema::BufferRole role = schema::BufferRole_Activation;
-  int64_t bytes = 0;
-  int32_t aliasOf = -1; // >= 0: a view of that buffer's storage
-};
-
-// One schedule entry: the buffers it touches. Kernel calls list their inputs
-// then their outputs; a GEMM lists a, b, c (numInputs = 2), with an epilogue
-// its bias / aux inputs after b and its aux / bias outputs after c.
-struct MemoryPlanCall {
-  std::vector<uint32_t> buffers;
-  size_t numInputs = 0;
-  bool elementwise = false; // Kernel.elementwise of the called kernel
-  std::string location;     // model-file location, for reports
-};
-
-struct MemoryPlanProgram {
-  std::string name;
-  std::vector<MemoryPlanCall> schedule;
-};
+struct StepProgram;
 
 // Where one buffer's storage lives in time: entries [first, last] of program
 // `program` (both -1 for buffers that live through every program).
@@ -82,31 +61,18 @@ struct MemoryPlan {
   int64_t workspaceEntry = -1;
 };
 
-class MemoryPlanner {
-public:
-  MemoryPlanner(const std::vector<MemoryPlanBuffer> &buffers,
-                const std::vector<MemoryPlanProgram> &programs)
-      : buffers(buffers), programs(programs) {}
+// The arena of `program`'s buffers over its schedules (the entries'
+// StepProgram::accessOf).
+MemoryPlan planArena(const StepProgram &program);
 
-  MemoryPlan plan() const;
-
-private:
-  const std::vector<MemoryPlanBuffer> &buffers;
-  const std::vector<MemoryPlanProgram> &programs;
-};
-
-// kilnc's report: the peak, its breakdown and the `topTensors` largest
-// tensors live at the peak with their model-file lines.
-std::string formatMemorySummary(const MemoryPlan &plan,
-                                const std::vector<MemoryPlanBuffer> &buffers,
-                                const std::vector<MemoryPlanProgram> &programs,
+// kilnc's report of `program.memory`: the peak, its breakdown and the
+// `topTensors` largest tensors live at the peak with their model-file lines.
+std::string formatMemorySummary(const StepProgram &program,
                                 size_t topTensors = 10);
 
-// --dump-phases-to's memory-plan.txt: every buffer with its offset, bytes,
-// live range and location.
-std::string formatMemoryPlan(const MemoryPlan &plan,
-                             const std::vector<MemoryPlanBuffer> &buffers,
-                             const std::vector<MemoryPlanProgram> &programs);
+// --dump-phases-to's memory-plan.txt: every buffer of `program` with its
+// offset, bytes, live range and location.
+std::string formatMemoryPlan(const StepProgram &program);
 
 } // namespace kiln
 

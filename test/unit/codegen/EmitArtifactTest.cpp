@@ -1,4 +1,4 @@
-//===- ArtifactWriterTest.cpp - Structure of the emitted artifact ---------===//
+//===- EmitArtifactTest.cpp - Structure of the emitted artifact -----------===//
 //
 // Emits the artifact of a small but complete training step (@step:
 // embedding, GEMMs, loss, backward; @update: grad norm, clipping scale,
@@ -28,18 +28,18 @@ namespace schema = kiln::schema;
 namespace {
 
 constexpr const char *kStep = R"mlir(
-module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 : i64, grad_accum = 3 : i64, clip = 1.0 : f32, optimizer = "adamw", beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}} {
+module attributes {kiln.model = "tiny", kiln.train = #kiln.train<batch = 2, seq = 4, grad_accum = 3, clip = 1.0 : f32, optimizer = adamw, beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32>} {
   func.func @step(
-      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
-      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>},
-      %tokens: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"},
-      %targets: tensor<2x4xi32> {kiln.role = "input", kiln.name = "targets"},
-      %lacc: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-      %gwacc: tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"})
-      -> (tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-          tensor<f32> {kiln.role = "metric", kiln.name = "Block.0.rms"},
-          tensor<16x8xf32> {kiln.role = "grad", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"}) {
+      %wte: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
+      %w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<zeros>},
+      %tokens: tensor<2x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+      %targets: tensor<2x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"},
+      %lacc: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+      %gwacc: tensor<8x16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+          tensor<f32> {kiln.role = #kiln.role<metric>, kiln.name = "Block.0.rms"},
+          tensor<16x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
     %e = kiln.embedding %wte, %tokens : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32> loc("m.kiln":3:7)
     %att = kiln.matmul %e, %e {transpose_rhs = true} : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x4xf32> loc("m.kiln":4:2)
     %logits = kiln.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32> loc(callsite("m.kiln":5:9 at "m.kiln":12:1))
@@ -58,26 +58,26 @@ module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 :
     return %l1, %metric, %dwte, %dw1 : tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>
   }
   func.func @update(
-      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>, kiln.weight_decay = 0.0 : f32},
-      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>, kiln.weight_decay = 0.1 : f32},
-      %dwte: tensor<16x8xf32> {kiln.role = "grad", kiln.name = "wte"},
-      %dw: tensor<8x16xf32> {kiln.role = "grad", kiln.name = "w"},
-      %loss: tensor<f32> {kiln.role = "loss", kiln.name = "loss"},
-      %m_wte: tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
-      %m_w: tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
-      %v_wte: tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
-      %v_w: tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"},
-      %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
-      %step: tensor<f32> {kiln.role = "step", kiln.name = "step"})
-      -> (tensor<f32> {kiln.role = "grad_norm", kiln.name = "grad_norm"},
-          tensor<f32> {kiln.role = "update_norm", kiln.name = "update_norm"},
-          tensor<f32> {kiln.role = "param_norm", kiln.name = "param_norm"},
-          tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "param", kiln.name = "w"},
-          tensor<16x8xf32> {kiln.role = "adam_m", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "adam_m", kiln.name = "w"},
-          tensor<16x8xf32> {kiln.role = "adam_v", kiln.name = "wte"},
-          tensor<8x16xf32> {kiln.role = "adam_v", kiln.name = "w"}) {
+      %wte: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>, kiln.weight_decay = 0.0 : f32},
+      %w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<zeros>, kiln.weight_decay = 0.1 : f32},
+      %dwte: tensor<16x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "wte"},
+      %dw: tensor<8x16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"},
+      %loss: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"},
+      %m_wte: tensor<16x8xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "wte"},
+      %m_w: tensor<8x16xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "w"},
+      %v_wte: tensor<16x8xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "wte"},
+      %v_w: tensor<8x16xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "w"},
+      %lr: tensor<f32> {kiln.role = #kiln.role<lr>, kiln.name = "lr"},
+      %step: tensor<f32> {kiln.role = #kiln.role<step>, kiln.name = "step"})
+      -> (tensor<f32> {kiln.role = #kiln.role<grad_norm>, kiln.name = "grad_norm"},
+          tensor<f32> {kiln.role = #kiln.role<update_norm>, kiln.name = "update_norm"},
+          tensor<f32> {kiln.role = #kiln.role<param_norm>, kiln.name = "param_norm"},
+          tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "w"},
+          tensor<16x8xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "wte"},
+          tensor<8x16xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "w"}) {
     %sq1 = kiln.mul %dwte, %dwte : tensor<16x8xf32>
     %s1 = kiln.reduce_sum %sq1 dims = [0, 1] : tensor<16x8xf32> -> tensor<f32>
     %sq2 = kiln.mul %dw, %dw : tensor<8x16xf32>
@@ -94,11 +94,11 @@ module attributes {kiln.model = "tiny", kiln.train = {batch = 2 : i64, seq = 4 :
     return %gn, %un, %pn, %wte1, %w1, %mwte1, %mw1, %vwte1, %vw1 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x16xf32>
   }
   func.func @eval(
-      %wte: tensor<16x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
-      %w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<zeros>},
-      %tokens: tensor<2x4xi32> {kiln.role = "input", kiln.name = "tokens"},
-      %targets: tensor<2x4xi32> {kiln.role = "input", kiln.name = "targets"})
-      -> (tensor<f32> {kiln.role = "eval_loss", kiln.name = "eval_loss"}) {
+      %wte: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<normal, std = 0.02>},
+      %w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<zeros>},
+      %tokens: tensor<2x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+      %targets: tensor<2x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"})
+      -> (tensor<f32> {kiln.role = #kiln.role<eval_loss>, kiln.name = "eval_loss"}) {
     %e = kiln.embedding %wte, %tokens : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
     %logits = kiln.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
     %loss = kiln.cross_entropy %logits, %targets : tensor<2x4x16xf32>, tensor<2x4xi32>
@@ -139,7 +139,7 @@ int findBuffer(const schema::Artifact *a, schema::BufferRole role,
   return -1;
 }
 
-TEST(ArtifactWriter, WholeStep) {
+TEST(EmitArtifact, WholeStep) {
   auto e = emit(kStep);
   ASSERT_TRUE(e->module) << e->diagnostics;
   ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
@@ -326,7 +326,7 @@ TEST(ArtifactWriter, WholeStep) {
 
 // The runtime's loader (structure, version, then field-by-field contents)
 // accepts what codegen writes.
-TEST(ArtifactWriter, RuntimeLoaderAcceptsTheArtifact) {
+TEST(EmitArtifact, RuntimeLoaderAcceptsTheArtifact) {
   auto e = emit(kStep);
   ASSERT_TRUE(mlir::succeeded(e->bytes)) << e->diagnostics;
   auto loaded = rt::Artifact::loadBytes(
@@ -334,10 +334,10 @@ TEST(ArtifactWriter, RuntimeLoaderAcceptsTheArtifact) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
 }
 
-TEST(ArtifactWriter, IdenticalKernelsAreEmittedOnce) {
+TEST(EmitArtifact, IdenticalKernelsAreEmittedOnce) {
   auto context = makeContext();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
-    func.func @step(%a: tensor<4x8xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4x8xf32> {
+    func.func @step(%a: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"}) -> tensor<4x8xf32> {
       %0 = kiln.gelu %a : tensor<4x8xf32> loc("m.kiln":1:1)
       %1 = kiln.gelu %0 : tensor<4x8xf32> loc("m.kiln":2:1)
       %2 = kiln.exp %1 : tensor<4x8xf32>
@@ -360,10 +360,10 @@ TEST(ArtifactWriter, IdenticalKernelsAreEmittedOnce) {
   EXPECT_NE((*kernels)[0].source.find("tensor<4x8xf32>"), std::string::npos);
 }
 
-TEST(ArtifactWriter, UnsupportedOpIsADiagnostic) {
+TEST(EmitArtifact, UnsupportedOpIsADiagnostic) {
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%a: tensor<4xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xf32> {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%a: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"}) -> tensor<4xf32> {
         %0 = "test.frobnicate"(%a) : (tensor<4xf32>) -> tensor<4xf32>
         return %0 : tensor<4xf32>
       }
@@ -378,17 +378,17 @@ TEST(ArtifactWriter, UnsupportedOpIsADiagnostic) {
       << e->diagnostics;
 }
 
-// A kiln.fusion "gemm" (--kiln-fuse-gemm-epilogue) is one GemmCall: here
+// A kiln.fusion gemm (--kiln-fuse-gemm-epilogue) is one GemmCall: here
 // bias + GELU, the gelu input yielded as the aux output.
-TEST(ArtifactWriter, GemmFusionIsOneGemmCallWithItsEpilogue) {
+TEST(EmitArtifact, GemmFusionIsOneGemmCallWithItsEpilogue) {
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                      %w: tensor<8x16xf32> {kiln.role = "input", kiln.name = "w"},
-                      %b: tensor<16xf32> {kiln.role = "input", kiln.name = "b"})
-          -> (tensor<4x16xf32> {kiln.role = "metric", kiln.name = "y"},
-              tensor<4x16xf32> {kiln.role = "metric", kiln.name = "pre"}) {
-        %f:2 = kiln.fusion "gemm" (%x, %w, %b)
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                      %w: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "w"},
+                      %b: tensor<16xf32> {kiln.role = #kiln.role<input>, kiln.name = "b"})
+          -> (tensor<4x16xf32> {kiln.role = #kiln.role<metric>, kiln.name = "y"},
+              tensor<4x16xf32> {kiln.role = #kiln.role<metric>, kiln.name = "pre"}) {
+        %f:2 = kiln.fusion gemm (%x, %w, %b)
             : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
         ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8x16xf32>, %b0: tensor<16xf32>):
           %p = kiln.matmul %x0, %w0 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -420,13 +420,13 @@ TEST(ArtifactWriter, GemmFusionIsOneGemmCallWithItsEpilogue) {
 
 // The region verifier allows epilogue ops in shapes no GEMM epilogue
 // computes (a sum of the product itself): codegen says so on the fusion.
-TEST(ArtifactWriter, UnknownGemmEpilogueIsADiagnostic) {
+TEST(EmitArtifact, UnknownGemmEpilogueIsADiagnostic) {
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%x: tensor<4x8xf32> {kiln.role = "input", kiln.name = "x"},
-                      %w: tensor<8x16xf32> {kiln.role = "input", kiln.name = "w"})
-          -> (tensor<16xf32> {kiln.role = "metric", kiln.name = "s"}) {
-        %f:2 = kiln.fusion "gemm" (%x, %w)
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                      %w: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "w"})
+          -> (tensor<16xf32> {kiln.role = #kiln.role<metric>, kiln.name = "s"}) {
+        %f:2 = kiln.fusion gemm (%x, %w)
             : (tensor<4x8xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>) {
         ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8x16xf32>):
           %p = kiln.matmul %x0, %w0 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -446,10 +446,10 @@ TEST(ArtifactWriter, UnknownGemmEpilogueIsADiagnostic) {
       << e->diagnostics;
 }
 
-TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
+TEST(EmitArtifact, UnsupportedElementTypeIsADiagnostic) {
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%a: tensor<4xbf16> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xbf16> {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%a: tensor<4xbf16> {kiln.role = #kiln.role<input>, kiln.name = "a"}) -> tensor<4xbf16> {
         %0 = kiln.softmax %a : tensor<4xbf16>
         return %0 : tensor<4xbf16>
       }
@@ -464,23 +464,23 @@ TEST(ArtifactWriter, UnsupportedElementTypeIsADiagnostic) {
       << e->diagnostics;
 }
 
-TEST(ArtifactWriter, ViewOfAnInPlaceUpdatedValueReadAfterTheUpdateIsAnError) {
+TEST(EmitArtifact, ViewOfAnInPlaceUpdatedValueReadAfterTheUpdateIsAnError) {
   // The grad norm is a reshape view of the parameter that kiln.adam updates
   // in place; returning it would report the updated value.
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>})
-          -> (tensor<f32> {kiln.role = "loss"}) {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%p: tensor<1xf32> {kiln.role = #kiln.role<param>, kiln.name = "p", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
         %l = kiln.reshape %p : tensor<1xf32> -> tensor<f32>
         return %l : tensor<f32>
       }
-      func.func @update(%p: tensor<1xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
-                      %m: tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"},
-                      %v: tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"},
-                      %lr: tensor<f32> {kiln.role = "lr", kiln.name = "lr"},
-                      %t: tensor<f32> {kiln.role = "step", kiln.name = "step"})
-          -> (tensor<f32> {kiln.role = "grad_norm"}, tensor<1xf32> {kiln.role = "param", kiln.name = "p"},
-              tensor<1xf32> {kiln.role = "adam_m", kiln.name = "p"}, tensor<1xf32> {kiln.role = "adam_v", kiln.name = "p"}) {
+      func.func @update(%p: tensor<1xf32> {kiln.role = #kiln.role<param>, kiln.name = "p", kiln.init = #kiln.init<ones>},
+                      %m: tensor<1xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "p"},
+                      %v: tensor<1xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "p"},
+                      %lr: tensor<f32> {kiln.role = #kiln.role<lr>, kiln.name = "lr"},
+                      %t: tensor<f32> {kiln.role = #kiln.role<step>, kiln.name = "step"})
+          -> (tensor<f32> {kiln.role = #kiln.role<grad_norm>}, tensor<1xf32> {kiln.role = #kiln.role<param>, kiln.name = "p"},
+              tensor<1xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "p"}, tensor<1xf32> {kiln.role = #kiln.role<adam_v>, kiln.name = "p"}) {
         %l = kiln.reshape %p : tensor<1xf32> -> tensor<f32>
         %g = kiln.constant dense<1.0> : tensor<1xf32>
         %np, %nm, %nv, %du, %pp = kiln.adam %p, %g, %m, %v, %lr, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay = true, epsilon = 1.0e-08 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
@@ -494,10 +494,10 @@ TEST(ArtifactWriter, ViewOfAnInPlaceUpdatedValueReadAfterTheUpdateIsAnError) {
       << e->diagnostics;
 }
 
-TEST(ArtifactWriter, MissingUpdateProgramIsADiagnostic) {
+TEST(EmitArtifact, MissingUpdateProgramIsADiagnostic) {
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%a: tensor<4xf32> {kiln.role = "input", kiln.name = "a"}) -> tensor<4xf32> {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%a: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"}) -> tensor<4xf32> {
         return %a : tensor<4xf32>
       }
     })mlir");
@@ -508,14 +508,14 @@ TEST(ArtifactWriter, MissingUpdateProgramIsADiagnostic) {
       << e->diagnostics;
 }
 
-TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
+TEST(EmitArtifact, ResultSharingABufferGetsACopy) {
   // The same zeros constant is the gradient of two parameters.
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw"}} {
-      func.func @step(%p: tensor<4xf32> {kiln.role = "param", kiln.name = "p", kiln.init = #kiln.init<ones>},
-                      %q: tensor<4xf32> {kiln.role = "param", kiln.name = "q", kiln.init = #kiln.init<ones>})
-          -> (tensor<f32> {kiln.role = "loss"}, tensor<4xf32> {kiln.role = "grad", kiln.name = "p"},
-              tensor<4xf32> {kiln.role = "grad", kiln.name = "q"}) {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%p: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "p", kiln.init = #kiln.init<ones>},
+                      %q: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "q", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "p"},
+              tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "q"}) {
         %l = kiln.constant dense<0.0> : tensor<f32>
         %z = kiln.constant dense<0.0> : tensor<4xf32>
         return %l, %z, %z : tensor<f32>, tensor<4xf32>, tensor<4xf32>
@@ -535,18 +535,18 @@ TEST(ArtifactWriter, ResultSharingABufferGetsACopy) {
   EXPECT_EQ(a->train()->vocab_size(), 0);
 }
 
-TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
+TEST(EmitArtifact, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
   // Token ids index a [64, 8] table (through a reshape view of the input)
   // and the 50 classes of the loss: ids must stay below 50. The [999, 8]
   // table gathered by a computed iota is no bound on the data.
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 4 : i64, optimizer = "adamw"}} {
-      func.func @step(%wte: tensor<64x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>},
-                      %wpe: tensor<999x8xf32> {kiln.role = "param", kiln.name = "wpe", kiln.init = #kiln.init<ones>},
-                      %w: tensor<8x50xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
-                      %tokens: tensor<1x4xi32> {kiln.role = "input", kiln.name = "tokens"},
-                      %targets: tensor<1x4xi32> {kiln.role = "input", kiln.name = "targets"})
-          -> (tensor<f32> {kiln.role = "loss"}) {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 4, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%wte: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<ones>},
+                      %wpe: tensor<999x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wpe", kiln.init = #kiln.init<ones>},
+                      %w: tensor<8x50xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<ones>},
+                      %tokens: tensor<1x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+                      %targets: tensor<1x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
         %t = kiln.reshape %tokens : tensor<1x4xi32> -> tensor<4xi32>
         %e = kiln.embedding %wte, %t : tensor<64x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
         %i = kiln.iota : tensor<4xi32>
@@ -566,24 +566,24 @@ TEST(ArtifactWriter, VocabSizeIsTheSmallestBoundOfTheDataIndices) {
   EXPECT_EQ(schema::GetArtifact(e->bytes->data())->train()->vocab_size(), 50);
 }
 
-TEST(ArtifactWriter, PaddedParameterKeepsItsTrueShape) {
+TEST(EmitArtifact, PaddedParameterKeepsItsTrueShape) {
   // pad-dims stored wte [200, 8] as [256, 8] and masks classes >= 200: the
   // parameter, its gradient and its Adam state carry logical_shape [200, 8],
   // other buffers none, and token ids must stay below the true 200.
   auto e = emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 4 : i64, optimizer = "adamw"}} {
-      func.func @step(%wte: tensor<256x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>,
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 4, optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%wte: tensor<256x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<ones>,
                                                kiln.true_shape = array<i64: 200, 8>},
-                      %tokens: tensor<1x4xi32> {kiln.role = "input", kiln.name = "tokens"},
-                      %targets: tensor<1x4xi32> {kiln.role = "input", kiln.name = "targets"})
-          -> (tensor<f32> {kiln.role = "loss"}, tensor<256x8xf32> {kiln.role = "grad", kiln.name = "wte"}) {
+                      %tokens: tensor<1x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+                      %targets: tensor<1x4xi32> {kiln.role = #kiln.role<input>, kiln.name = "targets"})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<256x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "wte"}) {
         %e = kiln.embedding %wte, %tokens : tensor<256x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
         %logits = kiln.matmul %e, %wte {transpose_rhs = true} : tensor<1x4x8xf32>, tensor<256x8xf32> -> tensor<1x4x256xf32>
         %loss = kiln.cross_entropy %logits, %targets {valid_classes = 200 : i64} : tensor<1x4x256xf32>, tensor<1x4xi32>
         return %loss, %wte : tensor<f32>, tensor<256x8xf32>
       }
-      func.func @update(%wte: tensor<256x8xf32> {kiln.role = "param", kiln.name = "wte", kiln.init = #kiln.init<ones>},
-                        %m: tensor<256x8xf32> {kiln.role = "adam_m", kiln.name = "wte"}) {
+      func.func @update(%wte: tensor<256x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte", kiln.init = #kiln.init<ones>},
+                        %m: tensor<256x8xf32> {kiln.role = #kiln.role<adam_m>, kiln.name = "wte"}) {
         return
       }
     })mlir");
@@ -623,11 +623,10 @@ std::unique_ptr<Emitted> emitGemm(const std::string &precision,
   std::string x = operand == "bf16" ? "%xb" : "%x";
   std::string w = operand == "bf16" ? "%wb" : "%w";
   return emit(R"mlir(
-    module attributes {kiln.train = {batch = 1 : i64, seq = 1 : i64, optimizer = "adamw", precision = ")mlir" +
-              precision + R"mlir("}} {
-      func.func @step(%w: tensor<8x16xf32> {kiln.role = "param", kiln.name = "w", kiln.init = #kiln.init<ones>},
-                      %x: tensor<4x8xf32> {kiln.role = "param", kiln.name = "x", kiln.init = #kiln.init<ones>})
-          -> (tensor<f32> {kiln.role = "loss"}) {
+    module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = ")mlir" + precision + R"mlir(", optimizer = sgd, weight_decay = 0.0 : f32>} {
+      func.func @step(%w: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w", kiln.init = #kiln.init<ones>},
+                      %x: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "x", kiln.init = #kiln.init<ones>})
+          -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
         )mlir" + convert +
               "%y = kiln.matmul " + x + ", " + w + " : tensor<4x8x" + operand +
               ">, tensor<8x16x" + operand + R"mlir(> -> tensor<4x16xf32>
@@ -649,7 +648,7 @@ const schema::GemmCall *onlyGemm(const schema::Artifact *a) {
   return gemm;
 }
 
-TEST(ArtifactWriter, MixedPrecisionGemms) {
+TEST(EmitArtifact, MixedPrecisionGemms) {
   struct Case {
     const char *precision, *operand;
     schema::DType dtype;

@@ -1,7 +1,7 @@
-//===- ArtifactWriter.cpp - Buffers, kernels and programs of the artifact -===//
+//===- StepLowering.cpp - The training-step module as a StepProgram -------===//
 //
 // Algorithm, for @step, @update and @eval (when present), in that order,
-// each becoming one Program:
+// each becoming one PlannedProgram:
 //  1. One buffer per argument, shared across programs by "role:name": the
 //     first program that names a parameter, input, accumulator, gradient,
 //     optimizer state, lr or step creates it, later ones reuse it (same
@@ -17,10 +17,9 @@
 //     kernel for its region (operands in, results out; its members' in-place
 //     results in the matching operands' buffers). Collectives
 //     (kiln.all_reduce, reduce_scatter, all_gather, local_shard): a
-//     CollectiveCall, and after each program which of them may overlap the
-//     entries after them (ArtifactCollectives.cpp). Everything else: a
-//     CpuKernelEmitter kernel and a KernelCall, one new Activation buffer per
-//     result.
+//     CollectiveCall (StepLoweringCollectives.cpp). Everything else: a
+//     kernel from KernelTable (the target's emitter) and a KernelCall, one
+//     new Activation buffer per result.
 //  3. func.return: param/state results must be in place in the argument of
 //     the same role and name, and so must loss/grad results when that
 //     argument exists (accumulators). Every other result (loss, grad,
@@ -28,22 +27,19 @@
 //     value's buffer is not a plain activation) with its role and name,
 //     shared under "role:name" (so @update reads @step's gradients).
 //  4. Parameters pad-dims padded (kiln.true_shape) give their true shape to
-//     their Parameter, Gradient and optimizer-state buffers (logical_shape);
-//  5. and the memory plan (MemoryPlan.cpp) over the final buffers and
-//     schedules: both in ArtifactMemory.cpp.
-//  6. serialize (ArtifactSerializer.cpp): TrainConfig from `kiln.train`,
-//     vocab_size from the ops that token ids from the data index (true
-//     sizes: kiln.true_shape, valid_classes).
+//     their Parameter, Gradient and optimizer-state buffers (logical_shape).
+//  5. The step program's own decisions, free of MLIR (StepProgram.cpp):
+//     which collectives overlap the entries after them, and the memory plan
+//     (MemoryPlan.cpp) over the final buffers and schedules.
+// The serializer (ArtifactSerializer.cpp) writes the result with the
+// header ArtifactHeader.cpp reads from the module.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/ArtifactWriter.h"
-#include "codegen/DataMovement.h"
+#include "codegen/StepLowering.h"
 
-#include "codegen/PointwiseBody.h"
-
-#include "codegen/CudaAttentionKernels.h"
 #include "codegen/CudaKernelEmitter.h"
+#include "codegen/CudnnAttention.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
 #include "runtime/schema/artifact_generated.h"
@@ -102,13 +98,11 @@ std::string locationString(Location loc) {
   return "";
 }
 
-uint32_t ArtifactWriter::storageOf(uint32_t index) const {
-  while (buffers[index].aliasOf >= 0)
-    index = static_cast<uint32_t>(buffers[index].aliasOf);
-  return index;
+uint32_t StepLowering::storageOf(uint32_t index) const {
+  return program.storageOf(index);
 }
 
-FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
+FailureOr<uint32_t> StepLowering::addBuffer(Value value, Operation *op,
                                               StringRef name) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type || !type.hasStaticShape())
@@ -128,117 +122,44 @@ FailureOr<uint32_t> ArtifactWriter::addBuffer(Value value, Operation *op,
   return index;
 }
 
-FailureOr<EmittedKernel> ArtifactWriter::emitGroup(const KernelGroup &group) {
-  // bf16 buffers hold raw bits. Pointwise ops (kiln.convert included) read
-  // and write them through the shared statement generator, which widens
-  // every load and rounds every store (PointwiseStatements); GEMMs are not
-  // kernels. The bespoke loop nests (norms, softmax, losses, reductions,
-  // transpose, embeddings, optimizers) index float buffers directly, so a
-  // bf16 operand or result there would be computed on the bits: refused.
-  // The mixed-precision pass keeps them fp32 (their reads of a bf16
-  // activation go through a kiln.convert that fuses into their prologue).
-  // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
-  // themselves, and so does kiln.rope (through KernelSourceWriter::load /
-  // store, after --kiln-fuse-rope folds the casts around it). A transpose,
-  // slice, pad or concat only moves elements (`out[i] = in[j]`,
-  // DataMovement.h), so a bf16 one copies the bits.
-  for (Operation *op : group.ops) {
-    if (PointwiseBody::isPointwise(op) ||
-        isa<k::AttentionOp, k::AttentionGradOp, k::RopeOp>(op))
-      continue;
-    if (isDataMovement(op) &&
-        getElementTypeOrSelf(op->getOperand(0).getType()) ==
-            getElementTypeOrSelf(op->getResult(0).getType()))
-      continue;
-    auto isBf16 = [](Type t) {
-      auto tensor = dyn_cast<RankedTensorType>(t);
-      return tensor && tensor.getElementType().isBF16();
-    };
-    if (llvm::any_of(op->getOperandTypes(), isBf16) ||
-        llvm::any_of(op->getResultTypes(), isBf16))
-      return op->emitError()
-             << "the " << (options.target == "cuda" ? "CUDA" : "CPU")
-             << " backend does not support element type 'bf16' in '"
-             << op->getName()
-             << "' (bf16 tensors are read and written by pointwise ops and "
-                "GEMMs only)";
-  }
-  if (options.target == "cuda") {
-    FailureOr<CudaKernel> k = CudaKernelEmitter::emit(
-        group, attentionSharedBudget(options.cudaArchs));
-    if (failed(k))
-      return failure();
-    EmittedKernel kernel{k->entry,
-                         k->source,
-                         "",
-                         k->ops,
-                         isElementwiseGroup(group),
-                         k->launch.grid,
-                         k->launch.block,
-                         k->launch.sharedBytes,
-                         k->scratch};
-    if (group.ops.size() == 1 &&
-        isa<k::AttentionOp, k::AttentionGradOp>(group.ops.front()))
-      kernel.note = describeCudnnAttention(group.ops.front());
-    return kernel;
-  }
-  FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
-  if (failed(k))
-    return failure();
-  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->elementwise};
-  kernel.scratch = k->scratch;
-  return kernel;
-}
-
-FailureOr<EmittedKernel> ArtifactWriter::emitCopy(RankedTensorType type) {
-  if (options.target == "cuda") {
-    FailureOr<CudaKernel> k = CudaKernelEmitter::emitCopy(type);
-    if (failed(k))
-      return failure();
-    return EmittedKernel{k->entry,       k->source,      "",
-                         k->ops,         false,          k->launch.grid,
-                         k->launch.block, k->launch.sharedBytes};
-  }
-  FailureOr<CpuKernel> k = CpuKernelEmitter::emitCopy(type);
-  if (failed(k))
-    return failure();
-  return EmittedKernel{k->entry, k->source, "", k->ops};
-}
-
-uint32_t ArtifactWriter::addKernel(EmittedKernel kernel, Location loc) {
-  auto it = kernelIndex.find(kernel.entry);
-  if (it != kernelIndex.end())
-    return it->second;
-  kernel.location = locationString(loc);
-  kernelList.push_back(std::move(kernel));
-  uint32_t index = kernelList.size() - 1;
-  kernelIndex[kernelList.back().entry] = index;
-  return index;
-}
-
 namespace {
 
 // The schema role of a kiln.role, for buffers that programs share.
-std::optional<schema::BufferRole> sharedRole(StringRef role) {
-  return llvm::StringSwitch<std::optional<schema::BufferRole>>(role)
-      .Case(k::role::kParam, schema::BufferRole_Parameter)
-      .Case(k::role::kInput, schema::BufferRole_Input)
-      .Case(k::role::kLoss, schema::BufferRole_Loss)
-      .Case(k::role::kGrad, schema::BufferRole_Gradient)
-      .Case(k::role::kGradNorm, schema::BufferRole_GradNorm)
-      .Case(k::role::kAdamM, schema::BufferRole_AdamM)
-      .Case(k::role::kAdamV, schema::BufferRole_AdamV)
-      .Case(k::role::kMomentum, schema::BufferRole_Momentum)
-      .Case(k::role::kLearningRate, schema::BufferRole_LearningRate)
-      .Case(k::role::kStep, schema::BufferRole_StepCount)
-      .Case(k::role::kMetric, schema::BufferRole_Metric)
-      .Case(k::role::kUpdateNorm, schema::BufferRole_UpdateNorm)
-      .Case(k::role::kParamNorm, schema::BufferRole_ParamNorm)
-      .Case(k::role::kEvalLoss, schema::BufferRole_EvalLoss)
-      .Case(k::role::kDropoutRng, schema::BufferRole_DropoutRng)
-      .Default(std::nullopt);
+schema::BufferRole sharedRole(k::Role role) {
+  switch (role) {
+  case k::Role::Param:
+    return schema::BufferRole_Parameter;
+  case k::Role::Input:
+    return schema::BufferRole_Input;
+  case k::Role::Loss:
+    return schema::BufferRole_Loss;
+  case k::Role::Grad:
+    return schema::BufferRole_Gradient;
+  case k::Role::GradNorm:
+    return schema::BufferRole_GradNorm;
+  case k::Role::AdamM:
+    return schema::BufferRole_AdamM;
+  case k::Role::AdamV:
+    return schema::BufferRole_AdamV;
+  case k::Role::Momentum:
+    return schema::BufferRole_Momentum;
+  case k::Role::LearningRate:
+    return schema::BufferRole_LearningRate;
+  case k::Role::Step:
+    return schema::BufferRole_StepCount;
+  case k::Role::Metric:
+    return schema::BufferRole_Metric;
+  case k::Role::UpdateNorm:
+    return schema::BufferRole_UpdateNorm;
+  case k::Role::ParamNorm:
+    return schema::BufferRole_ParamNorm;
+  case k::Role::EvalLoss:
+    return schema::BufferRole_EvalLoss;
+  case k::Role::DropoutRng:
+    return schema::BufferRole_DropoutRng;
+  }
+  llvm_unreachable("every kiln.role has a buffer role");
 }
-
 
 FailureOr<std::pair<schema::InitKind, float>>
 initializerOf(func::FuncOp func, unsigned i, StringRef name) {
@@ -262,20 +183,18 @@ initializerOf(func::FuncOp func, unsigned i, StringRef name) {
 
 } // namespace
 
-FailureOr<uint32_t> ArtifactWriter::sharedBuffer(Value value, Operation *where,
-                                                 StringRef role,
+FailureOr<uint32_t> StepLowering::sharedBuffer(Value value, Operation *where,
+                                                 k::Role role,
                                                  StringRef name) {
-  std::optional<schema::BufferRole> bufferRole = sharedRole(role);
-  if (!bufferRole)
-    return where->emitError() << "unknown kiln.role '" << role << "'";
-  std::string key = roleKey(role, name);
+  std::string key = roleKey(k::stringifyRole(role), name);
   auto it = sharedBuffers.find(key);
   if (it != sharedBuffers.end()) {
     const PlannedBuffer &existing = buffers[it->second];
     auto type = cast<RankedTensorType>(value.getType());
     if (ArrayRef<int64_t>(existing.shape) != type.getShape())
       return where->emitError()
-             << role << " '" << name << "' has type " << value.getType()
+             << k::stringifyRole(role) << " '" << name << "' has type "
+             << value.getType()
              << " here but another program uses it with shape ["
              << llvm::make_range(existing.shape.begin(), existing.shape.end())
              << "]";
@@ -285,12 +204,12 @@ FailureOr<uint32_t> ArtifactWriter::sharedBuffer(Value value, Operation *where,
   FailureOr<uint32_t> index = addBuffer(value, where, name);
   if (failed(index))
     return failure();
-  buffers[*index].role = *bufferRole;
+  buffers[*index].role = sharedRole(role);
   sharedBuffers[key] = *index;
   return index;
 }
 
-void ArtifactWriter::markShard(PlannedBuffer &buffer, DictionaryAttr attrs) {
+void StepLowering::markShard(PlannedBuffer &buffer, DictionaryAttr attrs) {
   auto axis = attrs ? attrs.getAs<StringAttr>(k::kShardAxisAttrName) : StringAttr();
   auto whole = attrs ? attrs.getAs<DenseI64ArrayAttr>(k::kWholeShapeAttrName)
                      : DenseI64ArrayAttr();
@@ -302,25 +221,26 @@ void ArtifactWriter::markShard(PlannedBuffer &buffer, DictionaryAttr attrs) {
     buffer.shardDim = dim.getInt();
 }
 
-LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
+LogicalResult StepLowering::planArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto role = func.getArgAttrOfType<StringAttr>(i, k::kRoleAttrName);
+    std::optional<k::Role> role = k::getArgumentRole(func, i);
     auto nameAttr = func.getArgAttrOfType<StringAttr>(i, k::kNameAttrName);
     if (!role)
       return func.emitError() << "argument " << i << " has no kiln.role";
-    StringRef r = role.getValue();
+    StringRef r = k::stringifyRole(*role);
     std::string name = nameAttr ? nameAttr.str() : r.str();
-    if (!sharedRole(r) || r == k::role::kMetric || r == k::role::kGradNorm ||
-        r == k::role::kUpdateNorm || r == k::role::kParamNorm ||
-        r == k::role::kEvalLoss)
-      return func.emitError() << "argument " << i << " has unknown kiln.role '"
-                              << r << "'";
-    FailureOr<uint32_t> index = sharedBuffer(arg, func, r, name);
+    if (llvm::is_contained({k::Role::Metric, k::Role::GradNorm,
+                            k::Role::UpdateNorm, k::Role::ParamNorm,
+                            k::Role::EvalLoss},
+                           *role))
+      return func.emitError() << "argument " << i << " has kiln.role '" << r
+                              << "', which only a result may have";
+    FailureOr<uint32_t> index = sharedBuffer(arg, func, *role, name);
     if (failed(index))
       return failure();
     markShard(buffers[*index], func.getArgAttrDict(i));
-    if (r != k::role::kParam)
+    if (*role != k::Role::Param)
       continue;
     PlannedBuffer &buffer = buffers[*index];
     FailureOr<std::pair<schema::InitKind, float>> init =
@@ -341,8 +261,8 @@ LogicalResult ArtifactWriter::planArguments(func::FuncOp func) {
 
 // C[b] = op(A[b]) op(B[b]): lhs [..., M, K] (or [..., K, M]), rhs [K, N]
 // shared over the batch or [..., K, N] (or [N, K] / [..., N, K]).
-FailureOr<ArtifactWriter::PlannedGemm>
-ArtifactWriter::gemmOf(Operation *op, unsigned firstOperand) {
+FailureOr<PlannedGemm>
+StepLowering::gemmOf(Operation *op, unsigned firstOperand) {
   Value lhs = op->getOperand(firstOperand),
         rhs = op->getOperand(firstOperand + 1);
   Value result = op->getResult(0);
@@ -366,7 +286,7 @@ ArtifactWriter::gemmOf(Operation *op, unsigned firstOperand) {
     return attr && attr.getValue();
   };
   PlannedGemm g;
-  g.tf32 = operandType.isF32() && precisionIs("tf32");
+  g.tf32 = operandType.isF32() && precisionIs(k::Precision::Tf32);
   g.transA = boolAttr("transpose_lhs");
   g.transB = boolAttr("transpose_rhs");
   ArrayRef<int64_t> res = resType.getShape();
@@ -390,7 +310,7 @@ ArtifactWriter::gemmOf(Operation *op, unsigned firstOperand) {
   return g;
 }
 
-LogicalResult ArtifactWriter::planMatmul(Operation *op) {
+LogicalResult StepLowering::planMatmul(Operation *op) {
   FailureOr<PlannedGemm> g = gemmOf(op);
   if (failed(g))
     return failure();
@@ -404,7 +324,7 @@ LogicalResult ArtifactWriter::planMatmul(Operation *op) {
   return success();
 }
 
-void ArtifactWriter::addGemmStep(Operation *op, const PlannedGemm &g) {
+void StepLowering::addGemmStep(Operation *op, const PlannedGemm &g) {
   programs.back().flops += 2.0 * g.m * g.n * g.k * g.batch;
   PlannedStep step;
   step.gemm = g;
@@ -413,7 +333,7 @@ void ArtifactWriter::addGemmStep(Operation *op, const PlannedGemm &g) {
 }
 
 // acc + op(lhs) op(rhs) as one GemmCall adding into acc's buffer.
-LogicalResult ArtifactWriter::planMatmulAccumulate(Operation *op) {
+LogicalResult StepLowering::planMatmulAccumulate(Operation *op) {
   FailureOr<PlannedGemm> g = gemmOf(op, /*firstOperand=*/1);
   if (failed(g) ||
       failed(planInPlace(op, op->getResult(0), op->getOperand(0))))
@@ -424,10 +344,9 @@ LogicalResult ArtifactWriter::planMatmulAccumulate(Operation *op) {
   return success();
 }
 
-bool ArtifactWriter::precisionIs(StringRef precision) const {
-  auto train = module->getAttrOfType<DictionaryAttr>(k::kTrainAttrName);
-  auto value = train ? train.getAs<StringAttr>("precision") : StringAttr();
-  return value && value.getValue() == precision;
+bool StepLowering::precisionIs(k::Precision precision) const {
+  k::TrainConfigAttr train = k::getTrainConfig(module);
+  return train && train.getPrecision() == precision;
 }
 
 // The operand whose buffer result `i` of an update / accumulate op is
@@ -447,14 +366,14 @@ static std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
   return match->second;
 }
 
-LogicalResult ArtifactWriter::planKernel(Operation *op) {
+LogicalResult StepLowering::planKernel(Operation *op) {
   KernelGroup group = KernelGroup::forOp(op);
-  FailureOr<EmittedKernel> kernel = emitGroup(group);
+  FailureOr<EmittedKernel> kernel = kernels.emitGroup(group);
   if (failed(kernel))
     return failure();
   std::string loc = locationString(op->getLoc());
   PlannedStep step;
-  step.kernel = addKernel(*kernel, op->getLoc());
+  step.kernel = kernels.add(*kernel, op->getLoc());
   step.location = loc;
   for (Value v : group.inputs)
     step.buffers.push_back(bufferOf.lookup(v));
@@ -513,7 +432,7 @@ LogicalResult ArtifactWriter::planKernel(Operation *op) {
 // (the block arguments) then its results (the yielded values). A yielded
 // in-place result of a member (an optimizer update inside a multi-tensor
 // kernel) lives in the buffer of the fusion operand its member updates.
-LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
+LogicalResult StepLowering::planFusion(k::FusionOp fusion) {
   Block &body = fusion.getBody().front();
   KernelGroup group;
   for (Operation &op : body.without_terminator())
@@ -521,7 +440,7 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   group.inputs.assign(body.getArguments().begin(), body.getArguments().end());
   auto yield = cast<k::YieldOp>(body.getTerminator());
   group.outputs.assign(yield.getValues().begin(), yield.getValues().end());
-  FailureOr<EmittedKernel> kernel = emitGroup(group);
+  FailureOr<EmittedKernel> kernel = kernels.emitGroup(group);
   if (failed(kernel))
     return failure();
   if (!kernel->scratch.empty())
@@ -529,7 +448,7 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
                                  "supported (scratch is planned per op)";
   std::string loc = locationString(fusion->getLoc());
   PlannedStep step;
-  step.kernel = addKernel(*kernel, fusion->getLoc());
+  step.kernel = kernels.add(*kernel, fusion->getLoc());
   step.location = loc;
   for (Value v : fusion.getInputs())
     step.buffers.push_back(bufferOf.lookup(v));
@@ -567,12 +486,12 @@ LogicalResult ArtifactWriter::planFusion(k::FusionOp fusion) {
   return success();
 }
 
-bool isInPlaceRole(StringRef role) {
-  return role == k::role::kParam || role == k::role::kAdamM ||
-         role == k::role::kAdamV || role == k::role::kMomentum;
+bool isInPlaceRole(k::Role role) {
+  return role == k::Role::Param || role == k::Role::AdamM ||
+         role == k::Role::AdamV || role == k::Role::Momentum;
 }
 
-LogicalResult ArtifactWriter::planInPlace(Operation *op, Value result,
+LogicalResult StepLowering::planInPlace(Operation *op, Value result,
                                          Value operand) {
   // The operand and every reshape view of it share one buffer: none may be
   // read after the update (func.return included: returned values are copied
@@ -591,7 +510,7 @@ LogicalResult ArtifactWriter::planInPlace(Operation *op, Value result,
   return success();
 }
 
-LogicalResult ArtifactWriter::planOp(Operation *op) {
+LogicalResult StepLowering::planOp(Operation *op) {
   for (Value operand : op->getOperands())
     if (!bufferOf.count(operand))
       return op->emitError() << "operand defined outside the step function";
@@ -635,7 +554,7 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   if (isa<k::MatmulAccumulateOp>(op))
     return planMatmulAccumulate(op);
   if (auto fusion = dyn_cast<k::FusionOp>(op))
-    return fusion.getKind() == "gemm" ? planGemmFusion(fusion)
+    return fusion.getKind() == k::FusionKind::Gemm ? planGemmFusion(fusion)
                                       : planFusion(fusion);
   if (op->getDialect() != module->getContext()->getLoadedDialect("kiln") ||
       !(options.target == "cuda" ? CudaKernelEmitter::supports(op)
@@ -645,26 +564,26 @@ LogicalResult ArtifactWriter::planOp(Operation *op) {
   return planKernel(op);
 }
 
-LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
+LogicalResult StepLowering::planReturn(func::FuncOp func,
                                          func::ReturnOp ret) {
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, k::kRoleAttrName);
+    std::optional<k::Role> role = k::getResultRole(func, i);
     if (!role)
       continue;
     auto nameAttr = func.getResultAttrOfType<StringAttr>(i, k::kNameAttrName);
-    StringRef r = role.getValue();
+    StringRef r = k::stringifyRole(*role);
     std::string name = nameAttr ? nameAttr.str() : r.str();
     uint32_t index = bufferOf.lookup(value);
-    if (!sharedRole(r) || r == k::role::kInput ||
-        r == k::role::kLearningRate || r == k::role::kStep)
-      return ret.emitError() << "result " << i << " has unknown kiln.role '"
-                             << r << "'";
+    if (llvm::is_contained(
+            {k::Role::Input, k::Role::LearningRate, k::Role::Step}, *role))
+      return ret.emitError() << "result " << i << " has kiln.role '" << r
+                             << "', which only an argument may have";
 
     // Updated in place: the argument of the same role and name holds it.
     auto shared = sharedBuffers.find(roleKey(r, name));
     bool inPlace = shared != sharedBuffers.end() &&
                    storageOf(index) == shared->second;
-    if (isInPlaceRole(r) && !inPlace)
+    if (isInPlaceRole(*role) && !inPlace)
       return ret.emitError() << "result " << i << " (" << r << " '" << name
                              << "') is not updated in place in the "
                                 "argument with the same role and name";
@@ -680,7 +599,7 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
     if (buffers[index].role != schema::BufferRole_Activation ||
         buffers[index].aliasOf >= 0) {
       FailureOr<EmittedKernel> copy =
-          emitCopy(cast<RankedTensorType>(value.getType()));
+          kernels.emitCopy(cast<RankedTensorType>(value.getType()));
       if (failed(copy))
         return ret.emitError() << "cannot copy result " << i;
       PlannedBuffer buffer = buffers[index];
@@ -691,14 +610,14 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
       buffers.push_back(std::move(buffer));
       uint32_t fresh = buffers.size() - 1;
       PlannedStep step;
-      step.kernel = addKernel(*copy, value.getLoc());
+      step.kernel = kernels.add(*copy, value.getLoc());
       step.buffers = {index, fresh};
       step.numInputs = 1;
       step.location = locationString(value.getLoc());
       schedule->push_back(std::move(step));
       index = fresh;
     }
-    buffers[index].role = *sharedRole(r);
+    buffers[index].role = sharedRole(*role);
     buffers[index].name = name;
     markShard(buffers[index], func.getResultAttrDict(i));
     sharedBuffers[roleKey(r, name)] = index;
@@ -706,11 +625,17 @@ LogicalResult ArtifactWriter::planReturn(func::FuncOp func,
   return success();
 }
 
-LogicalResult ArtifactWriter::planFunction(func::FuncOp func) {
+LogicalResult StepLowering::planFunction(func::FuncOp func) {
   if (!func.getBody().hasOneBlock())
     return func.emitError() << "codegen needs a single-block @"
                             << func.getSymName();
-  programs.push_back({func.getSymName().str(), {}, 0.0});
+  // One training step runs @step once per micro-batch and @update once.
+  int64_t runs = 0;
+  if (func.getSymName() == k::kStepFunctionName)
+    runs = k::getGradAccumSteps(module);
+  else if (func.getSymName() == k::kUpdateFunctionName)
+    runs = 1;
+  programs.push_back({func.getSymName().str(), {}, 0.0, runs});
   schedule = &programs.back().schedule;
   if (failed(planArguments(func)))
     return failure();
@@ -723,8 +648,30 @@ LogicalResult ArtifactWriter::planFunction(func::FuncOp func) {
     if (failed(planOp(&op)))
       return failure();
   }
-  planOverlaps(programs.back());
   return success();
+}
+
+// A padded parameter's gradient and optimizer state are padded the same way
+// (they have its type): all of them carry its true shape.
+void StepLowering::planLogicalShapes() {
+  for (PlannedBuffer &buffer : buffers) {
+    switch (buffer.role) {
+    case schema::BufferRole_Parameter:
+    case schema::BufferRole_Gradient:
+    case schema::BufferRole_AdamM:
+    case schema::BufferRole_AdamV:
+    case schema::BufferRole_Momentum:
+      break;
+    default:
+      continue;
+    }
+    // A ZeRO shard's logical shape is the user's region of its whole shape.
+    const std::vector<int64_t> &shape =
+        buffer.shardAxis.empty() ? buffer.shape : buffer.wholeShape;
+    auto it = trueShapes.find(buffer.name);
+    if (it != trueShapes.end() && it->second.size() == shape.size())
+      buffer.logicalShape = it->second;
+  }
 }
 
 } // namespace kiln
