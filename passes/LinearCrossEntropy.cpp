@@ -32,9 +32,11 @@
 // chunks' GEMMs get bf16 operands like any other):
 //  3. Pair each kiln.linear_cross_entropy F with a
 //     kiln.linear_cross_entropy_grad G of the same x, w and targets. If G's
-//     upstream gradient is available at F (defined before it, or a constant,
-//     which is cloned there), one loop at F computes the loss, dx and dw;
-//     otherwise F and G are expanded separately (G recomputes the logits).
+//     upstream gradient is available at F (defined before it, or made by
+//     pure ops from values that are -- a constant, or under sequence
+//     parallelism the cotangent times 1 / ranks -- which are cloned there),
+//     one loop at F computes the loss, dx and dw; otherwise F and G are
+//     expanded separately (G recomputes the logits).
 //  4. The loop, for rows [s, s + n) (the last block may be shorter):
 //       x_c = slice(x), t_c = slice(targets), logits_c = x_c @ w^T
 //       loss += cross_entropy(logits_c, t_c) * n / N
@@ -53,6 +55,8 @@
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNFUSELINEARCROSSENTROPY
@@ -226,6 +230,29 @@ bool availableAt(Value value, Operation *op) {
   return !def || (def->getBlock() == op->getBlock() && def->isBeforeInBlock(op));
 }
 
+/// `value` made usable at `b`'s insertion point before `op`: itself when it
+/// is available there, else a clone of its producer when that is a pure op
+/// without regions whose operands are (recursively, a few ops deep) -- a
+/// constant, or the loss cotangent scaled by the mean over a tensor axis's
+/// ranks (`mul(1, 1/R)` after --kiln-partition). Null otherwise.
+Value materializeAt(Value value, Operation *op, OpBuilder &b, int depth = 4) {
+  if (availableAt(value, op))
+    return value;
+  Operation *def = value.getDefiningOp();
+  // Not `op` itself: a gradient computed from the loss stays after it.
+  if (depth == 0 || !def || def == op || def->getNumRegions() != 0 ||
+      !isMemoryEffectFree(def))
+    return Value();
+  IRMapping mapping;
+  for (Value operand : def->getOperands()) {
+    Value usable = materializeAt(operand, op, b, depth - 1);
+    if (!usable)
+      return Value();
+    mapping.map(operand, usable);
+  }
+  return b.clone(*def, mapping)->getResult(cast<OpResult>(value).getResultNumber());
+}
+
 struct KilnExpandLinearCrossEntropyPass
     : public mlir::kiln::impl::KilnExpandLinearCrossEntropyBase<
           KilnExpandLinearCrossEntropyPass> {
@@ -253,13 +280,8 @@ struct KilnExpandLinearCrossEntropyPass
       });
       OpBuilder b(f);
       Value grad;
-      if (pair != grads.end()) {
-        grad = pair->getGrad();
-        if (!availableAt(grad, f)) {
-          auto constant = grad.getDefiningOp<ConstantOp>();
-          grad = constant ? b.clone(*constant)->getResult(0) : Value();
-        }
-      }
+      if (pair != grads.end())
+        grad = materializeAt(pair->getGrad(), f, b);
       Expanded e = expandChunks(b, f.getLoc(), f.getX(), f.getW(),
                                 f.getTargets(), grad, /*wantLoss=*/true,
                                 f.getChunkRows(), f.getValidClassesAttr());

@@ -51,3 +51,31 @@ func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name =
   %dx, %dw = kiln.linear_cross_entropy_grad %x, %w, %t, %g {chunk_rows = 10 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
   return %loss, %dx, %dw : tensor<f32>, tensor<10x8xf32>, tensor<64x8xf32>
 }
+
+// -----
+
+// Tests that an upstream gradient computed after the forward op from values
+// available before it (under sequence parallelism: the loss cotangent times
+// 1 / ranks, `mul(1, 0.5)` after the mean over the tensor axis) is cloned
+// before it, so one loop still computes the loss and both gradients and
+// the logits are not recomputed.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[ONE:.*]] = kiln.constant dense<1.000000e+00>
+// CHECK: %[[HALF:.*]] = kiln.constant dense<5.000000e-01>
+// CHECK: %[[G:.*]] = kiln.mul %[[ONE]], %[[HALF]] : tensor<f32>
+// CHECK: kiln.matmul {{.*}} {transpose_rhs = true}
+// CHECK: kiln.cross_entropy
+// CHECK: kiln.cross_entropy_grad
+// CHECK-NOT: kiln.matmul {{.*}} {transpose_rhs = true}
+// CHECK: return
+func.func @step(%w: tensor<64x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                %x: tensor<10x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                %t: tensor<10xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<10x8xf32>, tensor<64x8xf32>) {
+  %one = kiln.constant dense<1.0> : tensor<f32>
+  %half = kiln.constant dense<0.5> : tensor<f32>
+  %loss = kiln.linear_cross_entropy %x, %w, %t {chunk_rows = 10 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
+  %g = kiln.mul %one, %half : tensor<f32>
+  %dx, %dw = kiln.linear_cross_entropy_grad %x, %w, %t, %g {chunk_rows = 10 : i64} : tensor<10x8xf32>, tensor<64x8xf32>, tensor<10xi32>
+  return %loss, %dx, %dw : tensor<f32>, tensor<10x8xf32>, tensor<64x8xf32>
+}
