@@ -29,7 +29,7 @@ LogicalResult StepLowering::planAllReduce(k::AllReduceOp op) {
   PlannedStep step;
   step.collective = PlannedCollective{
       schema::CollectiveKind_AllReduce,
-      op.getReduction() == "mean" ? schema::Reduction_Mean
+      op.getReduction() == k::Reduction::Mean ? schema::Reduction_Mean
                                   : schema::Reduction_Sum,
       op.getAxis().str(), op.getReason() ? op.getReason()->str() : ""};
   step.location = locationString(op->getLoc());
@@ -80,7 +80,7 @@ LogicalResult StepLowering::planShardCollective(Operation *op) {
     c.reason = reason.str();
   if (auto scatter = dyn_cast<k::ReduceScatterOp>(op)) {
     c.kind = schema::CollectiveKind_ReduceScatter;
-    c.reduction = scatter.getReduction() == "mean" ? schema::Reduction_Mean
+    c.reduction = scatter.getReduction() == k::Reduction::Mean ? schema::Reduction_Mean
                                                    : schema::Reduction_Sum;
   } else {
     c.kind = isa<k::AllGatherOp>(op) ? schema::CollectiveKind_AllGather

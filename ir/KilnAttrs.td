@@ -4,6 +4,7 @@
 // it on `kiln.role = #kiln.role<param>` function arguments.
 // FusionKind: how codegen lays out the kernel of a kiln.fusion.
 // `#kiln.role<...>`: what an argument or result of a step function is.
+// Reduction: what a collective computes over a mesh axis's ranks.
 // `#kiln.train<...>`: the model file's train section (the module attribute
 // kiln.train), with its enums Precision, OptimizerKind and RematMode.
 //
@@ -104,6 +105,26 @@ def Kiln_RoleAttr : EnumAttr<Kiln_Dialect, Kiln_Role, "role"> {
     ```
   }];
   let assemblyFormat = "`<` $value `>`";
+}
+
+def Kiln_Reduction : I32EnumAttr<"Reduction",
+    "reduction across ranks (sum or mean)", [
+      I32EnumAttrCase<"Sum", 0, "sum">,
+      I32EnumAttrCase<"Mean", 1, "mean">]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+
+def Kiln_ReductionAttr : EnumAttr<Kiln_Dialect, Kiln_Reduction,
+                                  "reduction"> {
+  let summary = "What a collective computes over a mesh axis's ranks.";
+  let description = [{
+    `sum` or `mean`. In the collectives' own syntax a bare keyword:
+    `kiln.all_reduce mean %g over "data"`; elsewhere
+    `#kiln<reduction mean>`.
+  }];
+  // No space before the keyword (the op's printer has written one).
+  let assemblyFormat = "`` $value";
 }
 
 def Kiln_Precision : I32EnumAttr<"Precision",

@@ -125,7 +125,7 @@ AllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
     return grads;
   if (isTensorAxis(getAxis())) {
     for (auto [i, g] : llvm::enumerate(resultGrads)) {
-      if (!g || getReduction() == "sum") {
+      if (!g || getReduction() == Reduction::Sum) {
         grads[i] = g;
         continue;
       }
@@ -161,7 +161,7 @@ ReduceScatterOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   Value g = b.create<AllGatherOp>(getLoc(), getInput().getType(),
                                   resultGrads[0], getAxis(), getDim(),
                                   getReasonAttr());
-  if (getReduction() == "mean") {
+  if (getReduction() == Reduction::Mean) {
     FailureOr<Value> scaled = divideByAxisSize(*this, b, g, getAxis());
     if (failed(scaled))
       return failure();
@@ -188,7 +188,7 @@ AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
         getLoc(), getInput().getType(), resultGrads[0], getAxis(), getDim(),
         getReasonAttr())};
   return SmallVector<Value>{b.create<ReduceScatterOp>(
-      getLoc(), getInput().getType(), resultGrads[0], "sum", getAxis(),
+      getLoc(), getInput().getType(), resultGrads[0], Reduction::Sum, getAxis(),
       getDim(), getReasonAttr())};
 }
 
@@ -243,7 +243,7 @@ FailureOr<SmallVector<Value>>
 MeshVaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   if (!resultGrads[0])
     return SmallVector<Value>{Value()};
-  auto sum = b.create<AllReduceOp>(getLoc(), ValueRange{resultGrads[0]}, "sum",
+  auto sum = b.create<AllReduceOp>(getLoc(), ValueRange{resultGrads[0]}, Reduction::Sum,
                                    getAxis(), getReasonAttr());
   return SmallVector<Value>{sum.getResult(0)};
 }
@@ -270,9 +270,9 @@ ShardingConstraintOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{resultGrads[0]};
 }
 
-// local_shard(all_reduce "sum"(x)) -> reduce_scatter "sum"(x) over the same
-// axis, and local_shard(transpose(all_reduce "sum"(x))) ->
-// reduce_scatter "sum"(transpose(x)): each rank keeps only its slice of the
+// local_shard(all_reduce sum(x)) -> reduce_scatter sum(x) over the same
+// axis, and local_shard(transpose(all_reduce sum(x))) ->
+// reduce_scatter sum(transpose(x)): each rank keeps only its slice of the
 // sum, so reduce only it.
 LogicalResult LocalShardOp::canonicalize(LocalShardOp op,
                                          PatternRewriter &rewriter) {
@@ -284,7 +284,7 @@ LogicalResult LocalShardOp::canonicalize(LocalShardOp op,
     input = transpose.getInput();
   }
   auto sum = input.getDefiningOp<AllReduceOp>();
-  if (!sum || sum.getReduction() != "sum" || sum.getAxis() != op.getAxis() ||
+  if (!sum || sum.getReduction() != Reduction::Sum || sum.getAxis() != op.getAxis() ||
       sum.getInputs().size() != 1 || !sum->hasOneUse())
     return failure();
   Value partial = sum.getInputs()[0];
@@ -292,7 +292,7 @@ LogicalResult LocalShardOp::canonicalize(LocalShardOp op,
     partial = rewriter.create<TransposeOp>(transpose.getLoc(), partial,
                                            transpose.getPermutation());
   rewriter.replaceOpWithNewOp<ReduceScatterOp>(
-      op, op.getType(), partial, "sum", op.getAxis(), op.getDim(),
+      op, op.getType(), partial, Reduction::Sum, op.getAxis(), op.getDim(),
       op.getReasonAttr());
   return success();
 }

@@ -16,12 +16,6 @@
 #ifndef KILN_COLLECTIVE_OPS_TD
 #define KILN_COLLECTIVE_OPS_TD
 
-def Kiln_ReductionAttr : StringBasedAttr<CPred<
-    "::llvm::isa<::mlir::StringAttr>($_self) && "
-    "::llvm::is_contained(::llvm::ArrayRef<::llvm::StringRef>{"
-    "\"sum\", \"mean\"}, "
-    "::llvm::cast<::mlir::StringAttr>($_self).getValue())">,
-    "reduction across ranks: sum or mean">;
 
 class Kiln_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Kiln_Op<mnemonic, traits> {
@@ -39,7 +33,7 @@ def Kiln_AllReduceOp : Kiln_CollectiveOp<"all_reduce", [
     a bucket of gradients costs one launch. Float operands only.
 
     ```mlir
-    %g:2 = kiln.all_reduce "mean" %dw, %db over "data" {reason = "data parallel"}
+    %g:2 = kiln.all_reduce mean %dw, %db over "data" {reason = "data parallel"}
         : tensor<128x512xf32>, tensor<512xf32>
     ```
   }];
@@ -61,7 +55,7 @@ def Kiln_ReduceScatterOp : Kiln_CollectiveOp<"reduce_scatter", [
     1 / size for the mean).
 
     ```mlir
-    %s = kiln.reduce_scatter "sum" %g over "data" dim = 0
+    %s = kiln.reduce_scatter sum %g over "data" dim = 0
         : tensor<1024x64xf32> -> tensor<512x64xf32>
     ```
   }];
@@ -140,7 +134,7 @@ def Kiln_LocalShardOp : Kiln_CollectiveOp<"local_shard", [
   let results = (outs StaticShapeTensorOf<[F32, BF16, F16, I32]>:$result);
   let assemblyFormat = "$input `over` $axis `dim` `=` $dim attr-dict `:` "
                        "type($input) `->` type($result)";
-  // local_shard(all_reduce "sum"(x)) -> reduce_scatter "sum"(x), also
+  // local_shard(all_reduce sum(x)) -> reduce_scatter sum(x), also
   // through a transpose between them (an all-reduce commutes with it): the
   // backward of sequence parallelism's gather (its VJP, local_shard, after
   // the VJP of kiln.mesh_vary, all_reduce) moves half the bytes.
@@ -157,7 +151,7 @@ def Kiln_MeshVaryOp : Kiln_CollectiveOp<"mesh_vary", [
     tensor axis `axis` holds whole feeds a computation each rank does a
     different part of (the input of a column-parallel matmul: Megatron's
     `f`). The value's gradient is then a sum of the ranks' parts, so the
-    VJP is `kiln.all_reduce "sum"` over `axis` -- the one all-reduce of a
+    VJP is `kiln.all_reduce sum` over `axis` -- the one all-reduce of a
     tensor-parallel block's backward. After autodiff it has done its work
     and is dropped (nothing to compute).
 

@@ -83,8 +83,8 @@ std::string collectiveSummary(ModuleOp module) {
     std::string what;
     llvm::raw_string_ostream w(what);
     w << "@" << func.getSymName() << " " << op->getName().stripDialect();
-    if (auto reduction = op->getAttrOfType<StringAttr>("reduction"))
-      w << " " << reduction.getValue();
+    if (auto reduction = op->getAttrOfType<ReductionAttr>("reduction"))
+      w << " " << stringifyReduction(reduction.getValue());
     w << " over '" << op->getAttrOfType<StringAttr>("axis").getValue() << "'";
     if (auto reason = op->getAttrOfType<StringAttr>("reason"))
       w << " (" << reason.getValue() << ")";

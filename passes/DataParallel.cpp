@@ -13,11 +13,11 @@
 //     `bucket-bytes` (a larger gradient gets a bucket of its own); the loss
 //     joins the last bucket.
 //  4. One micro-batch per step (grad_accum = 1): each bucket becomes one
-//     kiln.all_reduce "mean" in @step, right after the last op that defines
+//     kiln.all_reduce mean in @step, right after the last op that defines
 //     or reads its gradients -- as soon as the backward has finished them,
 //     so the runtime can communicate it while the backward goes on -- and
 //     @step returns the averages. The loss keeps a bucket of its own.
-//  5. At the top of @update, one kiln.all_reduce "mean" per bucket left
+//  5. At the top of @update, one kiln.all_reduce mean per bucket left
 //     (all of them with grad_accum > 1: the accumulated gradients are
 //     reduced once per step); every use of an argument reads the bucket's
 //     result instead (codegen then reduces the argument's buffer in place).
@@ -133,7 +133,7 @@ struct KilnDataParallelPass
     for (SmallVector<Value> &bucket : buckets) {
       if (bucket.empty())
         continue;
-      auto reduce = b.create<AllReduceOp>(update.getLoc(), bucket, "mean",
+      auto reduce = b.create<AllReduceOp>(update.getLoc(), bucket, Reduction::Mean,
                                           kDataAxisName, reason);
       for (auto [i, arg] : llvm::enumerate(bucket))
         arg.replaceAllUsesExcept(reduce.getResult(i), reduce);
@@ -146,7 +146,7 @@ struct KilnDataParallelPass
   }
 
   /// Step 4: each bucket of @update's gradient arguments becomes one
-  /// kiln.all_reduce "mean" in `step` over the values it returns for them,
+  /// kiln.all_reduce mean in `step` over the values it returns for them,
   /// right after the last op that defines or reads one of them; `step`
   /// returns the averages. Fails, changing nothing, when a gradient has no
   /// result in `step`.
@@ -194,7 +194,7 @@ struct KilnDataParallelPass
         b.setInsertionPointAfter(last);
       else
         b.setInsertionPointToStart(&body);
-      auto reduce = b.create<AllReduceOp>(step.getLoc(), values, "mean",
+      auto reduce = b.create<AllReduceOp>(step.getLoc(), values, Reduction::Mean,
                                           kDataAxisName, reason);
       for (auto [k, r] : llvm::enumerate(bucket))
         ret.setOperand(r, reduce.getResult(k));
@@ -255,7 +255,7 @@ struct KilnDataParallelPass
       Type shardType = shard.getType();
       Value view = b.create<ReshapeOp>(whole.getLoc(), flat, whole);
       Value scattered = b.create<ReduceScatterOp>(
-          whole.getLoc(), shardType, view, "mean", axis, 0, reason);
+          whole.getLoc(), shardType, view, Reduction::Mean, axis, 0, reason);
       Value returned = scattered;
       if (acc) {
         acc.setType(shardType);

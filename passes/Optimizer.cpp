@@ -254,7 +254,7 @@ struct ShardedSums {
       for (ShardedSums *s : sums)
         if (Value v = s->partial.lookup(axis))
           terms.push_back(v);
-      auto reduce = b.create<AllReduceOp>(loc, terms, "sum", axis,
+      auto reduce = b.create<AllReduceOp>(loc, terms, Reduction::Sum, axis,
                                           b.getStringAttr(reason(axis)));
       unsigned next = 0;
       for (ShardedSums *s : sums)

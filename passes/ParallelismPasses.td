@@ -19,7 +19,7 @@ def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
     With `kiln.mesh = {data = N}` (N > 1), every rank runs @step on its own
     share of the global batch; before @update reads them, the gradients and
     the loss become their mean over the N ranks. The pass puts, at the top
-    of @update, `kiln.all_reduce "mean"` buckets over the gradient
+    of @update, `kiln.all_reduce mean` buckets over the gradient
     arguments -- last parameter first, the order the backward finishes
     them, at most `bucket-bytes` each (PyTorch DDP's 25 MiB by default) --
     and the loss in the last bucket, and makes every reader use the results.
@@ -39,7 +39,7 @@ def KilnDataParallel : Pass<"kiln-data-parallel", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-      %r:2 = kiln.all_reduce "mean" %g, %l over "data"
+      %r:2 = kiln.all_reduce mean %g, %l over "data"
           {reason = "data parallel: mean of the gradients and loss over 2 ranks"}
           : tensor<4xf32>, tensor<f32>
       %sq = kiln.mul %r#0, %r#0 : tensor<4xf32>
@@ -117,7 +117,7 @@ def KilnPartition : Pass<"kiln-partition", "::mlir::ModuleOp"> {
       %xv = kiln.mesh_vary %x over "model" {reason = "..."} : tensor<8x64xf32>
       %h = kiln.matmul %xv, %w1 : tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
       %p = kiln.matmul %h, %w2 : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
-      %y = kiln.all_reduce "sum" %p over "model" {reason = "partial sums of the row-parallel matmul at ..."}
+      %y = kiln.all_reduce sum %p over "model" {reason = "partial sums of the row-parallel matmul at ..."}
     ```
   }];
   let dependentDialects = ["::mlir::kiln::KilnDialect",

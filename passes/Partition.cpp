@@ -220,7 +220,7 @@ private:
       SmallVector<int64_t> shape(t.getShape());
       shape[0] /= mesh_.size(axis);
       return b_.create<ReduceScatterOp>(
-          loc, RankedTensorType::get(shape, t.getElementType()), v, "sum", axis,
+          loc, RankedTensorType::get(shape, t.getElementType()), v, Reduction::Sum, axis,
           0, why);
     });
   }
@@ -421,7 +421,7 @@ private:
           continue;
         }
         auto reduce = b_.create<AllReduceOp>(
-            op->getLoc(), ValueRange{r}, isSum ? "sum" : "mean", axis,
+            op->getLoc(), ValueRange{r}, isSum ? Reduction::Sum : Reduction::Mean, axis,
             b_.getStringAttr((isSum ? "partial sums of " : "the mean over the "
                                                            "ranks' blocks of ") +
                              where));
@@ -536,7 +536,7 @@ private:
     Value picked = b_.create<ReduceSumOp>(
         loc, b_.create<SelectOp>(loc, hit, x, splat(loc, x, 0.0)), lastDim);
     auto targetLogit = b_.create<AllReduceOp>(
-        loc, ValueRange{picked}, "sum", axis,
+        loc, ValueRange{picked}, Reduction::Sum, axis,
         b_.getStringAttr(where + ": the target's logit, from the rank holding "
                                  "its class"));
     // Rows with a target outside [0, valid_classes) count 0.
@@ -554,7 +554,7 @@ private:
     for (auto [f, rowAxis] : llvm::enumerate(factorAxis))
       if (!rowAxis.empty() && rule.factors[f].kind == FactorKind::Mean)
         loss = b_.create<AllReduceOp>(
-                      loc, ValueRange{loss}, "mean", rowAxis,
+                      loc, ValueRange{loss}, Reduction::Mean, rowAxis,
                       b_.getStringAttr("the mean over the ranks' blocks of " + where))
                    .getResult(0);
     op.getResult().replaceAllUsesWith(loss);
@@ -596,7 +596,7 @@ private:
     Value masked = b_.create<SelectOp>(loc, mineRows, rowsRead,
                                        splat(loc, rowsRead, 0.0));
     auto sum = b_.create<AllReduceOp>(
-        loc, ValueRange{masked}, "sum", axis,
+        loc, ValueRange{masked}, Reduction::Sum, axis,
         b_.getStringAttr(where + ": each rank looks up the rows it holds"));
     TensorSharding sharding = getSharding(op.getResult());
     op.getResult().replaceAllUsesWith(sum.getResult(0));

@@ -36,7 +36,7 @@ std::string describeValue(Value v, const Mesh &mesh) {
   // Partial sums: each rank holds its part of the sum a collective makes.
   for (Operation *user : v.getUsers())
     if (isa<AllReduceOp, ReduceScatterOp>(user) &&
-        user->getAttrOfType<StringAttr>("reduction").getValue() == "sum")
+        user->getAttrOfType<ReductionAttr>("reduction").getValue() == Reduction::Sum)
       return s + " partial sums over '" +
              user->getAttrOfType<StringAttr>("axis").str() + "'";
   if (isReplicated(sharding))
@@ -99,8 +99,8 @@ void printShardingReport(StringRef values, ModuleOp module,
     int64_t runs = runsPerStep(op);
     int64_t bytes = communicatedBytes(op);
     os << "  @" << program << "  " << op->getName().stripDialect();
-    if (auto reduction = op->getAttrOfType<StringAttr>("reduction"))
-      os << " " << reduction.getValue();
+    if (auto reduction = op->getAttrOfType<ReductionAttr>("reduction"))
+      os << " " << stringifyReduction(reduction.getValue());
     os << " over '" << op->getAttrOfType<StringAttr>("axis").getValue()
        << "'  " << formatMiB(bytes) << " x " << runs << "  "
        << modelLocation(op->getLoc());

@@ -244,25 +244,25 @@ func.func @attention_tiled_kv(%q: tensor<1x4x3x16xf32>, %k: tensor<1x2x3x16xf32>
 // between them (an all-reduce commutes with it), and that a mean, another
 // axis or a second reader of the sum leave it alone.
 // CHECK-LABEL: func.func @local_shard_of_sum
-// CHECK-NEXT: %[[RS:.*]] = kiln.reduce_scatter "sum" %arg0 over "model" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
+// CHECK-NEXT: %[[RS:.*]] = kiln.reduce_scatter sum %arg0 over "model" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
 // CHECK-NEXT: %[[T:.*]] = kiln.transpose %arg0 permutation = [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
-// CHECK-NEXT: %[[RST:.*]] = kiln.reduce_scatter "sum" %[[T]] over "model" dim = 0 : tensor<6x4xf32> -> tensor<3x4xf32>
-// CHECK-NEXT: %[[MEAN:.*]] = kiln.all_reduce "mean" %arg0 over "model"
+// CHECK-NEXT: %[[RST:.*]] = kiln.reduce_scatter sum %[[T]] over "model" dim = 0 : tensor<6x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: %[[MEAN:.*]] = kiln.all_reduce mean %arg0 over "model"
 // CHECK-NEXT: kiln.local_shard %[[MEAN]]
-// CHECK-NEXT: %[[KEPT:.*]] = kiln.all_reduce "sum" %arg0 over "model"
+// CHECK-NEXT: %[[KEPT:.*]] = kiln.all_reduce sum %arg0 over "model"
 // CHECK-NEXT: kiln.local_shard %[[KEPT]]
 // CHECK-NEXT: return
 module attributes {kiln.mesh = {model = 2 : i64}} {
   func.func @local_shard_of_sum(%a: tensor<4x6xf32>)
       -> (tensor<2x6xf32>, tensor<3x4xf32>, tensor<2x6xf32>, tensor<2x6xf32>, tensor<4x6xf32>) {
-    %s = kiln.all_reduce "sum" %a over "model" : tensor<4x6xf32>
+    %s = kiln.all_reduce sum %a over "model" : tensor<4x6xf32>
     %0 = kiln.local_shard %s over "model" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
-    %s2 = kiln.all_reduce "sum" %a over "model" : tensor<4x6xf32>
+    %s2 = kiln.all_reduce sum %a over "model" : tensor<4x6xf32>
     %t = kiln.transpose %s2 permutation = [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
     %1 = kiln.local_shard %t over "model" dim = 0 : tensor<6x4xf32> -> tensor<3x4xf32>
-    %m = kiln.all_reduce "mean" %a over "model" : tensor<4x6xf32>
+    %m = kiln.all_reduce mean %a over "model" : tensor<4x6xf32>
     %2 = kiln.local_shard %m over "model" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
-    %k = kiln.all_reduce "sum" %a over "model" : tensor<4x6xf32>
+    %k = kiln.all_reduce sum %a over "model" : tensor<4x6xf32>
     %3 = kiln.local_shard %k over "model" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
     return %0, %1, %2, %3, %k : tensor<2x6xf32>, tensor<3x4xf32>, tensor<2x6xf32>, tensor<2x6xf32>, tensor<4x6xf32>
   }

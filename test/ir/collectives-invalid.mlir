@@ -3,7 +3,7 @@
 // Tests that a collective needs the module's mesh.
 func.func @no_mesh(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{names mesh axis 'data', but the module has no kiln.mesh attribute}}
-  %r = kiln.all_reduce "sum" %a over "data" : tensor<4xf32>
+  %r = kiln.all_reduce sum %a over "data" : tensor<4xf32>
   return %r : tensor<4xf32>
 }
 
@@ -13,7 +13,7 @@ func.func @no_mesh(%a: tensor<4xf32>) -> tensor<4xf32> {
 module attributes {kiln.mesh = {data = 2 : i64}} {
   func.func @unknown_axis(%a: tensor<4xf32>) -> tensor<4xf32> {
     // expected-error @+1 {{names mesh axis 'tensor', but the module's kiln.mesh is {data = 2 : i64}}}
-    %r = kiln.all_reduce "sum" %a over "tensor" : tensor<4xf32>
+    %r = kiln.all_reduce sum %a over "tensor" : tensor<4xf32>
     return %r : tensor<4xf32>
   }
 }
@@ -23,8 +23,9 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 // Tests that only sum and mean are reductions.
 module attributes {kiln.mesh = {data = 2 : i64}} {
   func.func @bad_reduction(%a: tensor<4xf32>) -> tensor<4xf32> {
-    // expected-error @+1 {{reduction across ranks: sum or mean}}
-    %r = kiln.all_reduce "max" %a over "data" : tensor<4xf32>
+    // expected-error @+2 {{expected ::mlir::kiln::Reduction to be one of: sum, mean}}
+    // expected-error @+1 {{failed to parse Kiln_ReductionAttr parameter 'value'}}
+    %r = kiln.all_reduce max %a over "data" : tensor<4xf32>
     return %r : tensor<4xf32>
   }
 }
@@ -35,7 +36,7 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 module attributes {kiln.mesh = {data = 4 : i64}} {
   func.func @uneven(%a: tensor<6x2xf32>) -> tensor<1x2xf32> {
     // expected-error @+1 {{dimension 0 of 'tensor<6x2xf32>' does not split into 4 equal slices (the mesh axis size)}}
-    %r = kiln.reduce_scatter "sum" %a over "data" dim = 0 : tensor<6x2xf32> -> tensor<1x2xf32>
+    %r = kiln.reduce_scatter sum %a over "data" dim = 0 : tensor<6x2xf32> -> tensor<1x2xf32>
     return %r : tensor<1x2xf32>
   }
 }
@@ -79,7 +80,7 @@ module attributes {kiln.mesh = {data = 2 : i64}} {
 module attributes {kiln.mesh = {data = 2 : i64}} {
   func.func @ints(%a: tensor<3xi32>) -> tensor<3xi32> {
     // expected-error @+1 {{operand #0 must be variadic of statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
-    %r = kiln.all_reduce "sum" %a over "data" : tensor<3xi32>
+    %r = kiln.all_reduce sum %a over "data" : tensor<3xi32>
     return %r : tensor<3xi32>
   }
 }

@@ -3,17 +3,17 @@
 // Tests that every collective parses and prints back (round trip), with its
 // reduction, axis, dim, root and reason.
 // CHECK-LABEL: func.func @round_trip
-// CHECK: kiln.all_reduce "mean" %{{.*}}, %{{.*}} over "data" {reason = "data parallel"} : tensor<4x6xf32>, tensor<6xf32>
-// CHECK: kiln.reduce_scatter "sum" %{{.*}} over "data" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
+// CHECK: kiln.all_reduce mean %{{.*}}, %{{.*}} over "data" {reason = "data parallel"} : tensor<4x6xf32>, tensor<6xf32>
+// CHECK: kiln.reduce_scatter sum %{{.*}} over "data" dim = 0 : tensor<4x6xf32> -> tensor<2x6xf32>
 // CHECK: kiln.all_gather %{{.*}} over "data" dim = 1 : tensor<2x6xf32> -> tensor<2x12xf32>
 // CHECK: kiln.mesh_broadcast %{{.*}} over "data" root = 1 : tensor<6xf32>
 // CHECK: kiln.local_shard %{{.*}} over "data" dim = 0 {reason = "ZeRO"} : tensor<6xf32> -> tensor<3xf32>
 module attributes {kiln.mesh = {data = 2 : i64}} {
   func.func @round_trip(%a: tensor<4x6xf32>, %b: tensor<6xf32>)
       -> (tensor<4x6xf32>, tensor<6xf32>, tensor<2x12xf32>, tensor<3xf32>) {
-    %r:2 = kiln.all_reduce "mean" %a, %b over "data" {reason = "data parallel"}
+    %r:2 = kiln.all_reduce mean %a, %b over "data" {reason = "data parallel"}
         : tensor<4x6xf32>, tensor<6xf32>
-    %s = kiln.reduce_scatter "sum" %r#0 over "data" dim = 0
+    %s = kiln.reduce_scatter sum %r#0 over "data" dim = 0
         : tensor<4x6xf32> -> tensor<2x6xf32>
     %g = kiln.all_gather %s over "data" dim = 1
         : tensor<2x6xf32> -> tensor<2x12xf32>

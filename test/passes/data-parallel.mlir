@@ -5,7 +5,7 @@
 // one bucket (last gradient first, the loss last) before anything reads
 // them, and that every reader uses the averaged values.
 // CHECK-LABEL: func.func @update
-// CHECK-NEXT: %[[R:.*]]:3 = kiln.all_reduce "mean" %arg2, %arg1, %arg3 over "data" {reason = "data parallel: mean of the gradients and the loss over 4 ranks"} : tensor<8xf32>, tensor<4xf32>, tensor<f32>
+// CHECK-NEXT: %[[R:.*]]:3 = kiln.all_reduce mean %arg2, %arg1, %arg3 over "data" {reason = "data parallel: mean of the gradients and the loss over 4 ranks"} : tensor<8xf32>, tensor<4xf32>, tensor<f32>
 // CHECK-NEXT: kiln.mul %[[R]]#1, %[[R]]#1
 // CHECK-NEXT: kiln.mul %[[R]]#0, %[[R]]#0
 // CHECK: return %{{.*}}, %{{.*}}, %[[R]]#2
@@ -13,8 +13,8 @@
 // With 40-byte buckets the 32-byte gradient fills one, and the 16-byte one
 // and the loss share the next.
 // SMALL-LABEL: func.func @update
-// SMALL-NEXT: %[[A:.*]] = kiln.all_reduce "mean" %arg2 over "data"
-// SMALL-NEXT: %[[B:.*]]:2 = kiln.all_reduce "mean" %arg1, %arg3 over "data"
+// SMALL-NEXT: %[[A:.*]] = kiln.all_reduce mean %arg2 over "data"
+// SMALL-NEXT: %[[B:.*]]:2 = kiln.all_reduce mean %arg1, %arg3 over "data"
 module attributes {kiln.mesh = {data = 4 : i64}} {
   func.func @update(%w: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
                     %gw: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"},
@@ -32,7 +32,7 @@ module attributes {kiln.mesh = {data = 4 : i64}} {
 // Tests that a mesh of one rank is data parallelism over one rank: the
 // all-reduce is there (it degenerates at run time, through the same path).
 // CHECK-LABEL: func.func @update
-// CHECK: kiln.all_reduce "mean" %{{.*}} over "data" {reason = "data parallel: mean of the gradients over 1 rank"}
+// CHECK: kiln.all_reduce mean %{{.*}} over "data" {reason = "data parallel: mean of the gradients over 1 rank"}
 // SMALL-LABEL: func.func @update
 module attributes {kiln.mesh = {data = 1 : i64}} {
   func.func @update(%g: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"})
@@ -64,12 +64,12 @@ module {
 // CHECK-SAME: %[[ACC:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>})
 // CHECK: %[[F:.*]] = kiln.reshape %{{.*}} : tensor<4x8xf32> -> tensor<32xf32>
-// CHECK: %[[S:.*]] = kiln.reduce_scatter "mean" %[[F]] over "data" dim = 0 {reason = "ZeRO-2: mean of the gradient over 2 ranks, this rank keeping its shard"} : tensor<32xf32> -> tensor<16xf32>
+// CHECK: %[[S:.*]] = kiln.reduce_scatter mean %[[F]] over "data" dim = 0 {reason = "ZeRO-2: mean of the gradient over 2 ranks, this rank keeping its shard"} : tensor<32xf32> -> tensor<16xf32>
 // CHECK: %[[A:.*]] = kiln.accumulate %[[ACC]], %[[S]] {scale = 5.000000e-01 : f32} : tensor<16xf32>
 // CHECK: return %{{.*}}, %[[A]]
 // CHECK-LABEL: func.func @update
-// CHECK-NEXT: kiln.all_reduce "mean" %{{[^,]*}} over "data" {reason = "data parallel: mean of the loss over 2 ranks"} : tensor<f32>
-// CHECK-NOT: kiln.all_reduce "mean"
+// CHECK-NEXT: kiln.all_reduce mean %{{[^,]*}} over "data" {reason = "data parallel: mean of the loss over 2 ranks"} : tensor<f32>
+// CHECK-NOT: kiln.all_reduce mean
 // SMALL-LABEL: func.func @step
 module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
     batch = 1, seq = 1, zero = 2>} {

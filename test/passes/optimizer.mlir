@@ -191,7 +191,7 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = sgd,
 // CHECK: %[[PB:.*]], %{{.*}}, %{{.*}}, %[[DUB:.*]], %[[PPB:.*]] = kiln.adam %[[B]], %[[GB]]
 // CHECK: %[[GA:.*]] = kiln.all_gather %[[P]] over "data" dim = 0 {reason = "ZeRO-1: the updated parameter from every rank's shard"} : tensor<16xf32> -> tensor<32xf32>
 // CHECK: %[[NW:.*]] = kiln.reshape %[[GA]] : tensor<32xf32> -> tensor<4x8xf32>
-// CHECK: %[[SUMS:.*]]:2 = kiln.all_reduce "sum" %[[DU]], %[[PP]] over "data"
+// CHECK: %[[SUMS:.*]]:2 = kiln.all_reduce sum %[[DU]], %[[PP]] over "data"
 // CHECK: kiln.add %[[DUB]], %[[SUMS]]#0
 // CHECK: kiln.add %[[PPB]], %[[SUMS]]#1
 // CHECK: return {{.*}}, %[[NW]], %[[PB]], %[[M1]]
@@ -222,7 +222,7 @@ module attributes {kiln.mesh = {data = 2 : i64},
 // CHECK-SAME: %[[GW:[^:]*]]: tensor<16xf32> {kiln.name = "w", kiln.role = #kiln.role<grad>, kiln.shard_axis = "data", kiln.whole_shape = array<i64: 4, 8>}
 // CHECK: %[[SQ:.*]] = kiln.mul %[[GW]], %[[GW]] : tensor<16xf32>
 // CHECK: %[[SS:.*]] = kiln.reduce_sum %[[SQ]] dims = [0]
-// CHECK: %[[TOT:.*]] = kiln.all_reduce "sum" %[[SS]] over "data" {reason = "ZeRO-2: the squared norms of the rank's gradient shards, summed for the global norm"}
+// CHECK: %[[TOT:.*]] = kiln.all_reduce sum %[[SS]] over "data" {reason = "ZeRO-2: the squared norms of the rank's gradient shards, summed for the global norm"}
 // CHECK: %[[NORM:.*]] = kiln.sqrt %[[TOT]]
 // CHECK: kiln.grad_scale %[[NORM]]
 // CHECK: kiln.local_shard

@@ -17,7 +17,7 @@
 // CHECK: kiln.broadcast %[[B1]] dims = [1] {{.*}}: tensor<128xf32> -> tensor<8x128xf32>
 // CHECK: %[[G:.*]] = kiln.gelu %{{.*}} : tensor<8x128xf32>
 // CHECK: %[[P:.*]] = kiln.matmul %[[G]], %[[W2]] : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
-// CHECK-NEXT: %[[Y:.*]] = kiln.all_reduce "sum" %[[P]] over "model" {{.*}}reason = "partial sums of the row-parallel matmul at mlp.kiln:4:7"} : tensor<8x64xf32>
+// CHECK-NEXT: %[[Y:.*]] = kiln.all_reduce sum %[[P]] over "model" {{.*}}reason = "partial sums of the row-parallel matmul at mlp.kiln:4:7"} : tensor<8x64xf32>
 // CHECK-NEXT: kiln.mul %[[Y]], %[[Y]]
 // CHECK-NOT: kiln.all_reduce
 // CHECK: return
@@ -84,9 +84,9 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK: %[[X:.*]] = kiln.local_shard %arg0 over "model" dim = 0 {{.*}}: tensor<8x16xf32> -> tensor<4x16xf32>
 // CHECK: %[[L:.*]] = kiln.matmul %[[X]], %[[W]] {{.*}}-> tensor<4x16xf32>
 // CHECK: %[[CE:.*]] = kiln.cross_entropy %[[L]], %[[T]] : tensor<4x16xf32>, tensor<4xi32>
-// CHECK-NEXT: kiln.all_reduce "mean" %[[CE]] over "model" {{.*}}reason = "the mean over the ranks' blocks of the cross_entropy at m.kiln:4:5"}
+// CHECK-NEXT: kiln.all_reduce mean %[[CE]] over "model" {{.*}}reason = "the mean over the ranks' blocks of the cross_entropy at m.kiln:4:5"}
 // CHECK: %[[S:.*]] = kiln.reduce_sum %[[L]] dims = [0, 1]
-// CHECK-NEXT: kiln.all_reduce "sum" %[[S]] over "model" {{.*}}reason = "partial sums of the reduce_sum at m.kiln:5:5"}
+// CHECK-NEXT: kiln.all_reduce sum %[[S]] over "model" {{.*}}reason = "partial sums of the reduce_sum at m.kiln:5:5"}
 module attributes {kiln.mesh = {model = 2 : i64}} {
   func.func @step(%arg0: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "x", kiln.sharding = ["model", ""]},
                   %arg1: tensor<8xi32> {kiln.role = #kiln.role<input>, kiln.name = "t", kiln.sharding = ["model"]},
@@ -115,7 +115,7 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK: kiln.sub %arg1, %{{.*}} : tensor<2x3xi32>
 // CHECK: %[[LOOKUP:.*]] = kiln.embedding %arg0, %{{.*}} : tensor<4x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32>
 // CHECK: %[[MASKED:.*]] = kiln.select %{{.*}}, %[[LOOKUP]], %{{.*}} : tensor<2x3x4xi1>, tensor<2x3x4xf32>
-// CHECK-NEXT: kiln.all_reduce "sum" %[[MASKED]] over "model" {{.*}}reason = "the vocabulary-parallel embedding at v.kiln:5:5: each rank looks up the rows it holds"}
+// CHECK-NEXT: kiln.all_reduce sum %[[MASKED]] over "model" {{.*}}reason = "the vocabulary-parallel embedding at v.kiln:5:5: each rank looks up the rows it holds"}
 // CHECK: %[[LOGITS:.*]] = kiln.matmul {{.*}} -> tensor<2x3x4xf32>
 // CHECK: %[[CLASSES:.*]] = kiln.local_shard %{{.*}} over "model" dim = 0 {{.*}}reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: each rank's class indices"} : tensor<8xi32> -> tensor<4xi32>
 // CHECK: %[[INDEX:.*]] = kiln.broadcast %[[CLASSES]] dims = [2] : tensor<4xi32> -> tensor<2x3x4xi32>
@@ -125,7 +125,7 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK-NEXT: %[[ONE:.*]] = kiln.reshape %[[LSE]] : tensor<2x3xf32> -> tensor<1x2x3xf32>
 // CHECK-NEXT: kiln.all_gather %[[ONE]] over "model" dim = 0 {{.*}}reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: every rank's logsumexp of its classes"} : tensor<1x2x3xf32> -> tensor<2x2x3xf32>
 // CHECK: kiln.cmp "eq", %[[INDEX]], %{{.*}} : tensor<2x3x4xi32> -> tensor<2x3x4xi1>
-// CHECK: kiln.all_reduce "sum" %{{.*}} over "model" {{.*}}reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: the target's logit, from the rank holding its class"} : tensor<2x3xf32>
+// CHECK: kiln.all_reduce sum %{{.*}} over "model" {{.*}}reason = "the vocabulary-parallel cross_entropy at v.kiln:7:5: the target's logit, from the rank holding its class"} : tensor<2x3xf32>
 // CHECK-NOT: kiln.cross_entropy
 // CHECK: return
 module attributes {kiln.mesh = {model = 2 : i64}} {
@@ -158,7 +158,7 @@ module attributes {kiln.mesh = {model = 2 : i64}} {
 // CHECK: %[[A:.*]] = kiln.matmul %[[HV]], %arg1 {{.*}} -> tensor<2x8x16xf32>
 // CHECK: %[[P:.*]] = kiln.matmul %[[A]], %arg2 {{.*}}: tensor<2x8x16xf32>, tensor<16x16xf32> -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[PT:.*]] = kiln.transpose %[[P]] permutation = [1, 0, 2] {{.*}}: tensor<2x8x16xf32> -> tensor<8x2x16xf32>
-// CHECK-NEXT: %[[RS:.*]] = kiln.reduce_scatter "sum" %[[PT]] over "model" dim = 0 {{.*}}reason = "partial sums of the row-parallel matmul at {{.*}}, each rank keeping its block of the split result"} : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
+// CHECK-NEXT: %[[RS:.*]] = kiln.reduce_scatter sum %[[PT]] over "model" dim = 0 {{.*}}reason = "partial sums of the row-parallel matmul at {{.*}}, each rank keeping its block of the split result"} : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
 // CHECK-NEXT: %[[Y:.*]] = kiln.transpose %[[RS]] permutation = [1, 0, 2] {{.*}}: tensor<4x2x16xf32> -> tensor<2x4x16xf32>
 // CHECK-NEXT: %[[SUM:.*]] = kiln.add %{{.*}}, %[[Y]] {{.*}}: tensor<2x4x16xf32>
 // A split value the program returns leaves whole.
