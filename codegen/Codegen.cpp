@@ -33,26 +33,39 @@ mlir::FailureOr<StepProgram> lowerToStepProgram(mlir::ModuleOp module,
   return StepLowering(module, options).lower();
 }
 
-mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module,
-                                                  const CodegenOptions &options) {
+namespace {
+
+// The module's step program and the artifact bytes it serializes to.
+mlir::FailureOr<std::pair<StepProgram, std::string>>
+lowerAndSerialize(mlir::ModuleOp module, const CodegenOptions &options) {
   mlir::FailureOr<StepProgram> program = lowerToStepProgram(module, options);
   if (mlir::failed(program))
     return mlir::failure();
   mlir::FailureOr<ArtifactHeader> header = readArtifactHeader(module, options);
   if (mlir::failed(header))
     return mlir::failure();
-  return CompiledArtifact{serializeArtifact(*program, *header),
-                          formatMemorySummary(*program),
-                          formatMemoryPlan(*program),
-                          std::move(program->kernels)};
+  std::string bytes = serializeArtifact(*program, *header);
+  return std::make_pair(std::move(*program), std::move(bytes));
+}
+
+} // namespace
+
+mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module,
+                                                  const CodegenOptions &options) {
+  auto lowered = lowerAndSerialize(module, options);
+  if (mlir::failed(lowered))
+    return mlir::failure();
+  auto &[program, bytes] = *lowered;
+  return CompiledArtifact{std::move(bytes), formatMemorySummary(program),
+                          formatMemoryPlan(program), std::move(program.kernels)};
 }
 
 mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,
                                           const CodegenOptions &options) {
-  mlir::FailureOr<CompiledArtifact> artifact = compileArtifact(module, options);
-  if (mlir::failed(artifact))
+  auto lowered = lowerAndSerialize(module, options);
+  if (mlir::failed(lowered))
     return mlir::failure();
-  return std::move(artifact->bytes);
+  return std::move(lowered->second);
 }
 
 mlir::FailureOr<std::vector<EmittedKernel>>

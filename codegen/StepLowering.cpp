@@ -42,6 +42,7 @@
 #include "codegen/CudnnAttention.h"
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
+#include "runtime/schema/BufferRoles.h"
 #include "runtime/schema/artifact_generated.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -655,16 +656,8 @@ LogicalResult StepLowering::planFunction(func::FuncOp func) {
 // (they have its type): all of them carry its true shape.
 void StepLowering::planLogicalShapes() {
   for (PlannedBuffer &buffer : buffers) {
-    switch (buffer.role) {
-    case schema::BufferRole_Parameter:
-    case schema::BufferRole_Gradient:
-    case schema::BufferRole_AdamM:
-    case schema::BufferRole_AdamV:
-    case schema::BufferRole_Momentum:
-      break;
-    default:
+    if (!schema::hasParameterLayout(buffer.role))
       continue;
-    }
     // A ZeRO shard's logical shape is the user's region of its whole shape.
     const std::vector<int64_t> &shape =
         buffer.shardAxis.empty() ? buffer.shape : buffer.wholeShape;

@@ -60,14 +60,14 @@ namespace {
 
 /// kiln.train, as the update ops need it.
 struct OptimizerConfig {
-  StringRef kind; // "adamw" | "adam" | "sgd"
+  OptimizerKind kind = OptimizerKind::AdamW;
   FloatAttr beta1, beta2, epsilon, weightDecay, momentum, dampening, clip;
   BoolAttr nesterov;
   bool decayNorms = false, decayBiases = false, decayEmbeddings = false;
 
-  bool isAdam() const { return kind == "adamw" || kind == "adam"; }
+  bool isAdam() const { return kind != OptimizerKind::Sgd; }
   bool hasMomentumBuffer() const {
-    return kind == "sgd" && momentum.getValueAsDouble() > 0.0;
+    return kind == OptimizerKind::Sgd && momentum.getValueAsDouble() > 0.0;
   }
 };
 
@@ -104,7 +104,7 @@ FailureOr<OptimizerConfig> readTrainConfig(ModuleOp module) {
     return value ? value : b.getF32FloatAttr(0.0f);
   };
   OptimizerConfig config;
-  config.kind = stringifyOptimizerKind(train.getOptimizer());
+  config.kind = train.getOptimizer();
   config.weightDecay = train.getWeightDecay();
   config.clip = orZero(train.getClip());
   config.decayNorms = train.decaysNorms();
@@ -186,7 +186,8 @@ pairParamsWithGrads(func::FuncOp step, const OptimizerConfig &config) {
     auto type = cast<RankedTensorType>(arg.getType());
     if (!type.getElementType().isF32())
       return step.emitOpError("parameter '")
-             << name.getValue() << "' must be f32 for the " << config.kind
+             << name.getValue() << "' must be f32 for the "
+             << stringifyOptimizerKind(config.kind)
              << " optimizer, found " << type;
     StringRef kind = classifyParameter(arg);
     pairs.push_back({arg, name, it->second, kind, decayOf(b, kind, config)});
@@ -471,7 +472,7 @@ LogicalResult buildUpdateFunction(ModuleOp module, func::FuncOp step,
           ploc, type, type, type, scalarType, scalarType, param, grad,
           state[i], state[n + i], lr, stepCount, scale, config.beta1,
           config.beta2, config.epsilon, p.decay,
-          b.getBoolAttr(config.kind == "adamw"));
+          b.getBoolAttr(config.kind == OptimizerKind::AdamW));
       newParams.push_back(op.getNewParam());
       newState[i] = op.getNewM();
       newState[n + i] = op.getNewV();

@@ -29,6 +29,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/CollectiveCheck.h"
+#include "runtime/schema/BufferRoles.h"
 #include "runtime/CudnnAttentionCheck.h"
 #include "runtime/MemoryPlanCheck.h"
 #include "runtime/PaddedLayout.h"
@@ -127,19 +128,11 @@ Status checkLogicalShape(const schema::Buffer &buffer,
   const auto *logical = buffer.logical_shape();
   if (!logical || logical->size() == 0)
     return okStatus();
-  switch (buffer.role()) {
-  case schema::BufferRole_Parameter:
-  case schema::BufferRole_Gradient:
-  case schema::BufferRole_AdamM:
-  case schema::BufferRole_AdamV:
-  case schema::BufferRole_Momentum:
-    break;
-  default:
+  if (!schema::hasParameterLayout(buffer.role()))
     return invalidArgument(describe, " has a logical_shape but role ",
                            schema::EnumNameBufferRole(buffer.role()),
                            " (only parameters and their gradients and "
                            "optimizer state are padded)");
-  }
   std::vector<int64_t> shape = wholeShape(buffer);
   std::vector<int64_t> logicalShape(logical->begin(), logical->end());
   if (buffer.dtype() != schema::DType_F32 || buffer.alias_of() != -1)
@@ -215,7 +208,7 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
   // The runtime writes parameters, optimizer state and control scalars as
   // f32 and tokens as i32; anything else would be reinterpreted silently.
   bool scalar = isScalarRole(role);
-  bool needsF32 = scalar || isPerParameterRole(role) ||
+  bool needsF32 = scalar || schema::isPerParameterRole(role) ||
                   role == schema::BufferRole_Parameter;
   if (needsF32 && buffer.dtype() != schema::DType_F32)
     return invalidArgument(describe(), " has role ", roleName, " and dtype ",
@@ -240,7 +233,7 @@ Status checkBuffer(const schema::Artifact &artifact, uint32_t index,
                        role == schema::BufferRole_StepCount ||
                        role == schema::BufferRole_Constant ||
                        role == schema::BufferRole_Loss ||
-                       isPerParameterRole(role);
+                       schema::isPerParameterRole(role);
   if (runtimeFilled && alias != -1)
     return invalidArgument(describe(), " has role ", roleName,
                            " and may not alias another buffer");
@@ -330,7 +323,7 @@ Status checkBuffers(const schema::Artifact &artifact,
   // parameter's name; each must match one, element for element.
   for (uint32_t i = 0; i < count; ++i) {
     const schema::Buffer &buffer = *artifact.buffers()->Get(i);
-    if (!isPerParameterRole(buffer.role()))
+    if (!schema::isPerParameterRole(buffer.role()))
       continue;
     auto param = params.find(bufferName(buffer));
     if (param == params.end())

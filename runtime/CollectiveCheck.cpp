@@ -8,13 +8,6 @@
 
 namespace kiln::rt {
 
-bool isPerParameterRole(schema::BufferRole role) {
-  return role == schema::BufferRole_Gradient ||
-         role == schema::BufferRole_AdamM ||
-         role == schema::BufferRole_AdamV ||
-         role == schema::BufferRole_Momentum;
-}
-
 namespace {
 
 // The ranks along mesh axis `axis` of Artifact.mesh (the runtime splits a
@@ -40,7 +33,7 @@ Status checkShard(const schema::Artifact &artifact, uint32_t index,
   if (!isShard(buffer))
     return okStatus();
   std::string describe = detail::concat("buffer ", index, " ('", bufferName(buffer), "')");
-  if (buffer.role() != schema::BufferRole_Parameter && !isPerParameterRole(buffer.role()))
+  if (!schema::hasParameterLayout(buffer.role()))
     return invalidArgument(describe, " is a ", schema::EnumNameBufferRole(buffer.role()),
                            " with a shard_axis: only parameters, gradients and "
                            "optimizer state are sharded");

@@ -14,15 +14,13 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/Status.h"
+#include "runtime/schema/BufferRoles.h"
 #include "runtime/schema/artifact_generated.h"
 
 #include <string>
 #include <vector>
 
 namespace kiln::rt {
-
-// Roles with one buffer per parameter, named and sized like it.
-bool isPerParameterRole(schema::BufferRole role);
 
 // Buffer `index` (whose BufferInfo is `info`), when it is a ZeRO shard.
 Status checkShard(const schema::Artifact &artifact, uint32_t index,

@@ -79,7 +79,11 @@ MemoryPlan planArena(const StepProgram &program) {
   const std::vector<PlannedBuffer> &buffers = program.buffers;
   const std::vector<PlannedProgram> &programs = program.programs;
   const uint32_t n = buffers.size();
-  // What each entry reads and writes (StepProgram::accessOf).
+  // Each buffer's bytes, and what each entry reads and writes
+  // (StepProgram::accessOf).
+  std::vector<int64_t> bytes(n);
+  for (uint32_t i = 0; i < n; ++i)
+    bytes[i] = program.bytesOf(i);
   std::vector<std::vector<StepAccess>> access(programs.size());
   for (size_t p = 0; p < programs.size(); ++p)
     for (const PlannedStep &step : programs[p].schedule)
@@ -90,7 +94,7 @@ MemoryPlan planArena(const StepProgram &program) {
   plan.sharesWith.assign(n, -1);
   plan.locations.assign(n, "");
 
-  // 1. Storage of every buffer (the writer makes aliases point backwards).
+  // 1. Storage of every buffer (the lowering makes aliases point backwards).
   std::vector<uint32_t> storage(n);
   for (uint32_t i = 0; i < n; ++i) {
     int32_t alias = buffers[i].aliasOf;
@@ -145,7 +149,7 @@ MemoryPlan planArena(const StepProgram &program) {
           const LiveRange &inRange = plan.ranges[in];
           if (in == out || donated[in] || inRange.persistent() ||
               inRange.last != static_cast<int64_t>(e) ||
-              program.bytesOf(in) != program.bytesOf(out))
+              bytes[in] != bytes[out])
             continue;
           donated[in] = true;
           plan.sharesWith[out] = static_cast<int32_t>(in);
@@ -161,7 +165,7 @@ MemoryPlan planArena(const StepProgram &program) {
   for (uint32_t i = 0; i < n; ++i) {
     if (storage[i] != i || !plan.ranges[i].persistent())
       continue;
-    int64_t size = alignedSize(program.bytesOf(i));
+    int64_t size = alignedSize(bytes[i]);
     plan.offsets[i] = offset;
     offset += size;
     switch (buffers[i].role) {
@@ -201,7 +205,7 @@ MemoryPlan planArena(const StepProgram &program) {
     if (slotIndex[root] < 0) {
       slotIndex[root] = static_cast<int32_t>(slots.size());
       slots.push_back({root, r.program, r.first, r.last,
-                       alignedSize(program.bytesOf(i))});
+                       alignedSize(bytes[i])});
     }
     Slot &slot = slots[slotIndex[root]];
     slot.first = std::min(slot.first, r.first);
@@ -257,7 +261,7 @@ MemoryPlan planArena(const StepProgram &program) {
           continue;
         placedScratch[s] = true;
         plan.offsets[s] = workspaceBase + used;
-        used += alignedSize(program.bytesOf(s));
+        used += alignedSize(bytes[s]);
       }
       if (used > plan.workspaceRegionBytes) {
         plan.workspaceRegionBytes = used;
@@ -306,7 +310,7 @@ MemoryPlan planArena(const StepProgram &program) {
         plan.peakTensors.push_back(static_cast<uint32_t>(member));
     std::stable_sort(plan.peakTensors.begin(), plan.peakTensors.end(),
                      [&](uint32_t a, uint32_t b) {
-                       return program.bytesOf(a) > program.bytesOf(b);
+                       return bytes[a] > bytes[b];
                      });
   }
   return plan;

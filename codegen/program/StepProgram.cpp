@@ -68,29 +68,30 @@ StepAccess StepProgram::accessOf(const PlannedStep &step) const {
 }
 
 void StepProgram::planOverlaps() {
-  // The storage an entry touches.
-  auto touched = [&](const PlannedStep &s) {
-    std::vector<uint32_t> all = accessOf(s).buffers;
-    for (uint32_t &b : all)
-      b = storageOf(b);
-    return all;
-  };
   auto persistent = [&](uint32_t b) { return !isTransient(buffers[b].role); };
   auto contains = [](const std::vector<uint32_t> &list, uint32_t b) {
     return std::find(list.begin(), list.end(), b) != list.end();
   };
   for (PlannedProgram &program : programs) {
     std::vector<PlannedStep> &schedule = program.schedule;
+    // The storage each entry touches.
+    std::vector<std::vector<uint32_t>> touched;
+    touched.reserve(schedule.size());
+    for (const PlannedStep &step : schedule) {
+      touched.push_back(accessOf(step).buffers);
+      for (uint32_t &b : touched.back())
+        b = storageOf(b);
+    }
     for (size_t i = 0; i < schedule.size(); ++i) {
       std::optional<PlannedCollective> &c = schedule[i].collective;
       if (!c)
         continue;
-      std::vector<uint32_t> mine = touched(schedule[i]);
+      const std::vector<uint32_t> &mine = touched[i];
       // The first later entry that touches its buffers.
       size_t until = schedule.size();
       for (size_t j = i + 1; until == schedule.size() && j < schedule.size();
            ++j)
-        for (uint32_t b : touched(schedule[j]))
+        for (uint32_t b : touched[j])
           if (contains(mine, b))
             until = j;
       if (c->kind == schema::CollectiveKind_AllReduce) {
