@@ -2,7 +2,11 @@
 //
 // The kernel of kiln.attention_grad: deterministic (no floating-point
 // atomics; every sum in a fixed order) and launched once, its blocks in two
-// roles so that no block writes an element another block writes:
+// roles so that no block writes an element another block writes. This file
+// has the shared-memory version of the roles (every tile product through
+// shared memory): fp32, and bf16 with head dims past 128; bf16 up to 128
+// takes the register-resident roles of CudaAttentionBackwardMma.cpp, the
+// same design with other tiles.
 //
 //  A. dK/dV: one block per (b, kv head, tile of Bc keys), grid
 //     B * KVH * ceil(S / Bc). K and V tiles stay in shared memory, dK and dV
@@ -48,7 +52,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/CudaAttentionKernels.h"
+#include "codegen/CudaAttentionBackward.h"
 
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
@@ -99,13 +103,6 @@ std::string fromFloat(const TilePlan &p, const std::string &e) {
   return p.bf16 ? "kiln_f32_to_bf16(" + e + ")" : e;
 }
 
-// Which role-B blocks can add to a floating capture's gradient, and so the
-// part of it one block keeps a partial of: all of it, or the [b] or [h]
-// sub-tensor (dim 0 indexed by the block's b or h) of `count` elements.
-struct CapturePartial {
-  enum Kind { Whole, PerSample, PerHead } kind = Whole;
-  int64_t count = 0;
-};
 
 // The partial of capture `c` from its reads in the score region. Only the
 // score's tensor.extracts get gradients (the mask yields an i1), so reads in
@@ -140,45 +137,8 @@ CapturePartial capturePartial(k::AttentionGradOp op, unsigned c,
   return whole;
 }
 
-class BackwardEmitter {
-public:
-  BackwardEmitter(k::AttentionGradOp op, KernelSourceWriter &w,
-                  const TilePlan &p)
-      : op(op), w(w), p(p), n(dimsOf(op)),
-        scale(ScalarExprEmitter::floatLiteral(
-            op.getScale().convertToDouble())),
-        in(attentionLoopInputs(w, op.getCaptures())) {}
+} // namespace
 
-  LogicalResult emit(CudaLaunch &launch, int64_t sharedBytes);
-
-private:
-  LogicalResult emitRowStats();
-  LogicalResult emitProducts();
-  LogicalResult emitPairs();
-  LogicalResult emitCapturePass();
-  LogicalResult emitRoleA();
-  LogicalResult emitRoleB();
-  void emitCaptureReduction();
-  LogicalResult scoreBackward(const CaptureGradHook &hook,
-                              AttentionRegionEmitter::Backward &out);
-
-  k::AttentionGradOp op;
-  KernelSourceWriter &w;
-  TilePlan p;
-  Dims n;
-  std::string scale;
-  AttentionRegionInputs in;
-  int64_t qTiles = 0, kvTiles = 0, blocksA = 0, blocksB = 0;
-  // Floating captures: offset of each one's partial in a block's workspace
-  // slice (-1 for integer captures), the sub-tensor a block keeps, and the
-  // slice's total element count.
-  SmallVector<int64_t> gradOffset;
-  SmallVector<CapturePartial> partial;
-  int64_t gradTotal = 0;
-  std::string workspace, done;
-  std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
-  AttentionDropout drop; // the forward's mask, regenerated
-};
 
 LogicalResult
 BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
@@ -200,8 +160,8 @@ BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
 
 // lse_i and D_i = dO_i . O_i of the tile's rows (one warp per row); rows
 // past T get lse = -inf, so every pair of theirs is skipped.
-LogicalResult BackwardEmitter::emitRowStats() {
-  w.open("for (int r = threadIdx.x >> 5; r < " + str(p.Br) + "; r += " +
+LogicalResult BackwardEmitter::emitRowStats(int64_t rows) {
+  w.open("for (int r = threadIdx.x >> 5; r < " + str(rows) + "; r += " +
          str(kWarps) + ")");
   w.line("const int64_t row = bh * " + str(n.T) + " + i0 + r;");
   w.line("float di = 0.0f;");
@@ -231,9 +191,10 @@ LogicalResult BackwardEmitter::emitProducts() {
   return success();
 }
 
-// Per pair (i, j) of the tile: P, dS (kept in sdP for the capture pass) and
-// scale * ds; masked, out-of-range and fully masked rows' pairs get zeros.
-LogicalResult BackwardEmitter::emitPairs() {
+LogicalResult BackwardEmitter::emitPairTerms(const std::string &sAcc,
+                                             const std::string &dpAcc,
+                                             const std::string &row,
+                                             const std::string &tileAllKept) {
   AttentionRegionEmitter::Backward score;
   // Capture gradients are summed by emitCapturePass, in order.
   CaptureGradHook none = [](unsigned, const std::string &,
@@ -242,35 +203,43 @@ LogicalResult BackwardEmitter::emitPairs() {
   };
   if (failed(scoreBackward(none, score)))
     return failure();
-  w.open("for (int e = threadIdx.x; e < " + str(p.Br * p.Bc) + "; e += " +
-         str(kThreads) + ")");
-  w.line("const int r = e / " + str(p.Bc) + ";");
-  w.line("const int64_t i = i0 + r, j = j0 + e % " + str(p.Bc) + ";");
-  w.line("const float L = sLse[r];");
+  w.line("const float L = sLse[" + row + "];");
   w.line("(void)i; // read only by some regions");
   w.line("float pv = 0.0f, seed = 0.0f, dsv = 0.0f;");
   w.open("if (j < " + str(n.S) + " && L != -INFINITY)");
   w.line("int kept = 0;");
-  if (failed(emitMaskTest(w, op, op.getMask(), in)))
+  if (failed(emitMaskTest(w, op, op.getMask(), in, tileAllKept)))
     return failure();
   w.open("if (kept)");
-  w.line("const float s = " + scale + " * sS[e];");
+  w.line("const float s = " + scale + " * " + sAcc + ";");
   w.line("(void)s;");
   lines(w, score.forward);
   w.line("pv = expf(score - L);");
   if (drop.enabled) {
     // The forward used p z: dP = z (dO . v), and dV takes p z.
     w.line("const float z = " + drop.factor("bh", "i", "j") + ";");
-    w.line("const float dS = pv * (z * sdP[e] - sDi[r]);");
+    w.line("const float dS = pv * (z * " + dpAcc + " - sDi[" + row + "]);");
     w.line("pv *= z;");
   } else {
-    w.line("const float dS = pv * (sdP[e] - sDi[r]);");
+    w.line("const float dS = pv * (" + dpAcc + " - sDi[" + row + "]);");
   }
   lines(w, score.reverse);
   w.line("seed = dS;");
   w.line("dsv = " + scale + " * ds;");
   w.close();
   w.close();
+  return success();
+}
+
+// Per pair (i, j) of the tile: P, dS (kept in sdP for the capture pass) and
+// scale * ds; masked, out-of-range and fully masked rows' pairs get zeros.
+LogicalResult BackwardEmitter::emitPairs() {
+  w.open("for (int e = threadIdx.x; e < " + str(p.Br * p.Bc) + "; e += " +
+         str(kThreads) + ")");
+  w.line("const int r = e / " + str(p.Bc) + ";");
+  w.line("const int64_t i = i0 + r, j = j0 + e % " + str(p.Bc) + ";");
+  if (failed(emitPairTerms("sS[e]", "sdP[e]", "r", "")))
+    return failure();
   w.line("sP[e] = " + fromFloat(p, "pv") + ";");
   w.line("sdS[e] = " + fromFloat(p, "dsv") + ";");
   w.line("sdP[e] = seed;");
@@ -280,7 +249,7 @@ LogicalResult BackwardEmitter::emitPairs() {
 
 // Thread 0 adds dS dscore/dcapture of the tile's pairs, in order, into the
 // block's workspace slice `cg` (role B only).
-LogicalResult BackwardEmitter::emitCapturePass() {
+LogicalResult BackwardEmitter::emitCapturePass(int64_t rows, int64_t cols) {
   if (gradTotal == 0 || op.getScore().empty())
     return success();
   AttentionRegionEmitter::Backward score;
@@ -299,12 +268,12 @@ LogicalResult BackwardEmitter::emitCapturePass() {
   if (failed(scoreBackward(hook, score)))
     return failure();
   w.line("// capture gradients of this tile, pairs in order");
-  w.open("if (threadIdx.x == 0) for (int e = 0; e < " + str(p.Br * p.Bc) +
+  w.open("if (threadIdx.x == 0) for (int e = 0; e < " + str(rows * cols) +
          "; ++e)");
   w.line("const float dS = sdP[e];");
   w.line("if (dS == 0.0f) continue; // masked, or no contribution");
-  w.line("const int64_t i = i0 + e / " + str(p.Bc) + ", j = j0 + e % " +
-         str(p.Bc) + ";");
+  w.line("const int64_t i = i0 + e / " + str(cols) + ", j = j0 + e % " +
+         str(cols) + ";");
   w.line("(void)i; (void)j;");
   w.line("const float s = " + scale + " * sS[e];");
   w.line("(void)s;");
@@ -352,7 +321,7 @@ LogicalResult BackwardEmitter::emitRoleA() {
                n.T, p.Br, n.D, p.Dp);
   emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
                "i0", n.T, p.Br, n.Dv, p.Dvp);
-  if (failed(emitRowStats()))
+  if (failed(emitRowStats(p.Br)))
     return failure();
   w.line("__syncthreads();");
   if (failed(emitProducts()))
@@ -405,7 +374,7 @@ LogicalResult BackwardEmitter::emitRoleB() {
                "i0", n.T, p.Br, n.Dv, p.Dvp);
   w.line("for (int e = threadIdx.x; e < " + str(p.Br * p.Dp) + "; e += " +
          str(kThreads) + ") sdQ[e] = 0.0f;");
-  if (failed(emitRowStats()))
+  if (failed(emitRowStats(p.Br)))
     return failure();
   w.line("__syncthreads();");
   w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " + str(p.Bc) +
@@ -426,7 +395,7 @@ LogicalResult BackwardEmitter::emitRoleB() {
   w.line("__syncthreads();");
   // The capture pass reads sS and sdP, the product sdS and sK: no barrier
   // between them.
-  if (failed(emitCapturePass()))
+  if (failed(emitCapturePass(p.Br, p.Bc)))
     return failure();
   w.line("// dQ += (scale ds) K");
   emitTileMatmul(w, p, p.Br, p.Dp, p.Bc, {"sdS", false, p.Bc},
@@ -491,7 +460,16 @@ void BackwardEmitter::emitCaptureReduction() {
   }
 }
 
-LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
+bool BackwardEmitter::hasCaptureGradients(k::AttentionGradOp op) {
+  return llvm::any_of(op.getCaptures(), [](Value c) {
+    return isa<FloatType>(cast<RankedTensorType>(c.getType()).getElementType());
+  });
+}
+
+LogicalResult BackwardEmitter::emit(CudaLaunch &launch,
+                                    const SharedLayout &layout,
+                                    const MmaBackwardPlan *mma) {
+  const int64_t sharedBytes = layout.size();
   qTiles = (n.T + p.Br - 1) / p.Br;
   kvTiles = (n.S + p.Bc - 1) / p.Bc;
   blocksA = n.B * n.KVH * kvTiles;
@@ -514,7 +492,9 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
                            << gradTotal * blocksB * 8
                            << " bytes of capture-gradient workspace (at most "
                            << kMaxWorkspaceBytes << ")";
-  if (p.bf16)
+  if (mma)
+    includeMma(w);
+  else if (p.bf16)
     includeWmma(w);
   if (gradTotal > 0) {
     // Doubles in an I64 buffer (the schema has no f64; only this kernel
@@ -538,38 +518,50 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch, int64_t sharedBytes) {
          ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
          str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
          "]; tiles " + str(p.Br) + " x " + str(p.Bc) +
-         (p.bf16 ? ", bf16 tensor cores" : ", fp32") + ", " +
+         (mma ? ", stepping " + str(mma->inner) + ", bf16 mma.sync"
+              : p.bf16 ? ", bf16 tensor cores" : ", fp32") + ", " +
          str(sharedBytes) + " shared bytes" +
          (p.dkvInWorkspace ? " (dK/dV accumulators in the workspace)" : "") +
          "; blocks [0, " + str(blocksA) +
          "): dK/dV, then " + str(blocksB) + " dQ blocks");
   declareDynamicShared(w);
-  backwardLayout(p).declare(w);
+  layout.declare(w);
   w.open("if (blockIdx.x < " + str(blocksA) + ")");
-  if (failed(emitRoleA()))
+  if (failed(mma ? emitRoleAMma(*mma) : emitRoleA()))
     return failure();
   w.close();
   w.open("else");
-  if (failed(emitRoleB()))
+  if (failed(mma ? emitRoleBMma(*mma) : emitRoleB()))
     return failure();
   w.close();
   emitCaptureReduction();
   return success();
 }
 
-} // namespace
-
 LogicalResult emitBackward(Operation *operation, KernelSourceWriter &w,
                            CudaLaunch &launch, int64_t sharedBudget) {
   auto op = cast<k::AttentionGradOp>(operation);
   Dims n = dimsOf(op);
+  // bf16 with head dims up to 128: the mma.sync roles, when they fit.
+  TilePlan mmaTiles;
+  mmaTiles.bf16 =
+      cast<RankedTensorType>(op.getQ().getType()).getElementType().isBF16();
+  mmaTiles.Br = mmaTiles.Bc = kWarps * 16;
+  mmaTiles.Dp = roundUp16(n.D);
+  mmaTiles.Dvp = roundUp16(n.Dv);
+  if (mmaBackwardApplies(mmaTiles)) {
+    MmaBackwardPlan m = mmaBackwardPlan(
+        mmaTiles, BackwardEmitter::hasCaptureGradients(op));
+    SharedLayout layout = mmaBackwardLayout(mmaTiles, m);
+    if (layout.size() <= sharedBudget)
+      return BackwardEmitter(op, w, mmaTiles).emit(launch, layout, &m);
+  }
   FailureOr<PlannedTiles> tiles =
       chooseTiles(op, n, "backward", sharedBudget, backwardLayout);
   if (failed(tiles))
     return failure();
-  const TilePlan &p = tiles->plan;
-  const SharedLayout &layout = tiles->layout;
-  return BackwardEmitter(op, w, p).emit(launch, layout.size());
+  return BackwardEmitter(op, w, tiles->plan)
+      .emit(launch, tiles->layout, nullptr);
 }
 
 } // namespace cuda_attention

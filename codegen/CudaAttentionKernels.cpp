@@ -1,9 +1,12 @@
 //===- CudaAttentionKernels.cpp - Flash attention forward for CUDA --------===//
 //
-// The tile machinery shared with the backward (CudaAttentionBackward.cpp)
-// and the forward kernel of kiln.attention.
+// The tile machinery of the shared-memory kernels (this forward and the
+// backward's fallback in CudaAttentionBackward.cpp) and the fp32 forward of
+// kiln.attention. bf16 forwards take CudaAttentionMma.cpp's kernel, whose
+// tile products never leave the registers; the steps below are the same
+// there.
 //
-// Forward: one block of 128 threads (4 warps) per (b, h, tile of Br query
+// Forward (fp32): one block of 128 threads (4 warps) per (b, h, tile of Br query
 // rows), grid B * H * ceil(T / Br):
 //  1. Load the Q tile [Br, Dp] into shared memory (D zero padded to a
 //     multiple of 16, rows past T zero); O accumulator [Br, Dvp] (fp32,
@@ -203,7 +206,8 @@ void emitTileMatmul(KernelSourceWriter &w, const TilePlan &plan, int64_t M,
 }
 
 LogicalResult emitMaskTest(KernelSourceWriter &w, Operation *op, Region &mask,
-                           const AttentionRegionInputs &in) {
+                           const AttentionRegionInputs &in,
+                           const std::string &tileAllKept) {
   if (mask.empty()) {
     w.line("kept = 1;");
     return success();
@@ -213,6 +217,8 @@ LogicalResult emitMaskTest(KernelSourceWriter &w, Operation *op, Region &mask,
   if (failed(text))
     return op->emitError() << "cannot emit the mask region of the CUDA "
                               "attention kernel";
+  if (!tileAllKept.empty())
+    w.line("if (" + tileAllKept + ") kept = 1; else");
   w.open("");
   lines(w, *text);
   w.line("kept = keep;");
@@ -220,14 +226,36 @@ LogicalResult emitMaskTest(KernelSourceWriter &w, Operation *op, Region &mask,
   return success();
 }
 
+LogicalResult emitScore(KernelSourceWriter &w, k::AttentionOp op,
+                        const AttentionRegionInputs &in,
+                        const std::string &product) {
+  w.line("const float s = " +
+         ScalarExprEmitter::floatLiteral(op.getScale().convertToDouble()) +
+         " * " + product + ";");
+  w.line("(void)s; // read only by some score regions");
+  if (op.getScore().empty()) {
+    w.line("const float score = s;");
+    return success();
+  }
+  AttentionRegionEmitter score(op.getScore(), "sc_");
+  FailureOr<SmallVector<std::string>> text = score.emitForward(in, "score");
+  if (failed(text))
+    return op->emitError() << "cannot emit the score region of the CUDA "
+                              "attention kernel";
+  lines(w, *text);
+  return success();
+}
+
 LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
                             Region &mask, const AttentionRegionInputs &in,
                             const Dims &n, int64_t rows, int64_t cols,
-                            const std::string &onSkip) {
+                            const std::string &onSkip,
+                            const std::string &tileAllKept) {
   if (mask.empty())
     return success();
   w.line("// skip the tile when the mask keeps none of its pairs");
-  w.line("int anyKept = 0;");
+  const bool all = !tileAllKept.empty();
+  w.line(all ? "int anyKept = 0, allKept = 1;" : "int anyKept = 0;");
   w.open("for (int e = threadIdx.x; e < " + str(rows * cols) + "; e += " +
          str(kThreads) + ")");
   w.line("const int64_t i = i0 + e / " + str(cols) + ", j = j0 + e % " +
@@ -237,8 +265,12 @@ LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
   if (failed(emitMaskTest(w, op, mask, in)))
     return failure();
   w.line("anyKept |= kept;");
+  if (all)
+    w.line("allKept &= kept;");
   w.close();
   w.line("if (!__syncthreads_or(anyKept)) " + onSkip);
+  if (all)
+    w.line("const int " + tileAllKept + " = __syncthreads_and(allKept);");
   return success();
 }
 
@@ -261,6 +293,8 @@ SharedLayout forwardLayout(const TilePlan &p) {
 LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
                           CudaLaunch &launch, int64_t sharedBudget) {
   auto op = cast<k::AttentionOp>(operation);
+  if (cast<RankedTensorType>(op.getQ().getType()).getElementType().isBF16())
+    return emitForwardMma(op, w, launch, sharedBudget);
   Dims n = dimsOf(op);
   FailureOr<PlannedTiles> tiles =
       chooseTiles(op, n, "forward", sharedBudget, forwardLayout);
@@ -275,7 +309,6 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   if (p.bf16)
     includeWmma(w);
 
-  double scale = op.getScale().convertToDouble();
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   Value out = op.getOut(), lse = op.getLse();
@@ -337,19 +370,8 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   if (failed(emitMaskTest(w, op, op.getMask(), in)))
     return failure();
   w.open("if (kept)");
-  w.line("const float s = " + ScalarExprEmitter::floatLiteral(scale) +
-         " * sS[r * " + str(p.Bc) + " + c];");
-  w.line("(void)s; // read only by some score regions");
-  if (!op.getScore().empty()) {
-    AttentionRegionEmitter score(op.getScore(), "sc_");
-    FailureOr<SmallVector<std::string>> text = score.emitForward(in, "score");
-    if (failed(text))
-      return op->emitError() << "cannot emit the score region of the CUDA "
-                                "attention kernel";
-    lines(w, *text);
-  } else {
-    w.line("const float score = s;");
-  }
+  if (failed(emitScore(w, op, in, "sS[r * " + str(p.Bc) + " + c]")))
+    return failure();
   w.line("val = score;");
   w.close();
   w.close();

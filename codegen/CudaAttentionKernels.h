@@ -1,13 +1,14 @@
 //===- CudaAttentionKernels.h - Flash attention kernels for CUDA ----------===//
 //
-// Internal to codegen/: the CUDA kernels of kiln.attention (forward,
-// CudaAttentionKernels.cpp) and kiln.attention_grad (backward,
-// CudaAttentionBackward.cpp), one kernel per op with its score and mask
-// regions inlined (codegen/AttentionRegionEmitter, shared with the CPU), and
-// the tile machinery both use: the tile plan (block sizes per head dim so the
-// shared memory fits), the dynamic shared memory layout, tile loads and tile
-// matrix products (tensor cores through nvcuda::wmma for bf16, a CUDA-core
-// loop for fp32 so fp32 stays fp32).
+// Internal to codegen/: the CUDA kernels of kiln.attention (forward: bf16 on
+// mma.sync with every tile product in registers, CudaAttentionMma.cpp; fp32
+// on CUDA cores, CudaAttentionKernels.cpp) and kiln.attention_grad
+// (backward, CudaAttentionBackward.cpp), one kernel per op with its score
+// and mask regions inlined (codegen/AttentionRegionEmitter, shared with the
+// CPU), and the tile machinery they use: the tile plan (block sizes per head
+// dim so the shared memory fits), the dynamic shared memory layout, tile
+// loads and tile matrix products (tensor cores through nvcuda::wmma for
+// bf16, a CUDA-core loop for fp32 so fp32 stays fp32).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,8 @@
 
 #include "codegen/AttentionRegionEmitter.h"
 #include "codegen/CudaKernelEmitter.h"
+
+#include "ir/KilnOps.h"
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
@@ -150,21 +153,35 @@ void emitTileMatmul(KernelSourceWriter &w, const TilePlan &plan, int64_t M,
                     bool accumulate);
 
 // Statements setting `int kept` (declared by the caller) to whether the
-// mask keeps (i, j); with no mask, `kept = 1`. Emits an error on failure.
+// mask keeps (i, j); with no mask, `kept = 1`. With `tileAllKept` (a
+// variable emitBlockSkip declared) the mask is evaluated only where the
+// tile is not kept whole. Emits an error on failure.
 mlir::LogicalResult emitMaskTest(KernelSourceWriter &w, mlir::Operation *op,
                                  mlir::Region &mask,
-                                 const AttentionRegionInputs &in);
+                                 const AttentionRegionInputs &in,
+                                 const std::string &tileAllKept = "");
+
+// Statements declaring `float s` (the op's scale times `product`, the
+// pair's Q K^T) and `float score` (the score region's value, or s).
+mlir::LogicalResult emitScore(KernelSourceWriter &w, mlir::kiln::AttentionOp op,
+                              const AttentionRegionInputs &in,
+                              const std::string &product);
 
 // The block-skip test at the top of a key/query block pair: every thread
 // evaluates the mask on its share of the (i, j) pairs of the [rows, cols]
 // tile (i = i0 + r < T, j = j0 + c < S) and the block agrees with
-// __syncthreads_or; `onSkip` runs when nothing is kept. Nothing is emitted
-// when the op has no mask (every in-range pair is kept).
+// __syncthreads_or; `onSkip` runs when nothing is kept. With `tileAllKept`,
+// it then declares `const int <tileAllKept>`: whether every in-range pair
+// is kept (__syncthreads_and), so the pairs' own tests can be skipped (the
+// tiles below a causal diagonal). Nothing is emitted when the op has no
+// mask (every in-range pair is kept; callers then pass no tileAllKept to
+// emitMaskTest either).
 mlir::LogicalResult emitBlockSkip(KernelSourceWriter &w, mlir::Operation *op,
                                   mlir::Region &mask,
                                   const AttentionRegionInputs &in,
                                   const Dims &n, int64_t rows, int64_t cols,
-                                  const std::string &onSkip);
+                                  const std::string &onSkip,
+                                  const std::string &tileAllKept = "");
 
 std::string str(int64_t v);
 void lines(KernelSourceWriter &w, llvm::ArrayRef<std::string> text);
@@ -189,6 +206,55 @@ chooseTiles(mlir::Operation *op, const Dims &n, llvm::StringRef pass,
 SharedLayout forwardLayout(const TilePlan &p);
 SharedLayout backwardLayout(const TilePlan &p);
 
+// The mma.sync helpers of the bf16 kernels (kiln_mma_bf16, kiln_ld_pair,
+// 16-byte chunk loads, KILN_UNROLL), once per artifact thanks to a guard;
+// under the host emulation the device-only ones come from
+// test/sim/CudaHostIntrinsics.h.
+void includeMma(KernelSourceWriter &w);
+
+// Building blocks of the mma.sync kernels (CudaAttentionMma.cpp), for
+// 128-thread blocks whose code names the lane's group g = lane / 4 and
+// position t = lane % 4.
+//
+// Row stride of a shared bf16 tile with `cols` columns: padded by 8
+// elements (16 bytes) so that the 8 rows of a fragment read start in
+// different banks.
+int64_t paddedStride(int64_t cols);
+// `const bool name`: whether bf16 rows of `cols` elements at `ptr` allow
+// 16-byte loads (cols a multiple of 8 and ptr 16-byte aligned).
+void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
+                    const std::string &ptr, int64_t cols);
+// Loads rows [row0, row0 + rows) of the bf16 [*, cols] global matrix `src`
+// (element offset `base` of its first row) into shared memory, zero past
+// row `limit` and column `cols`, up to column `colsPadded`: row major into
+// `dst` (stride paddedStride(colsPadded)) and/or transposed into
+// `dstTransposed` (element (r, c) at c * paddedStride(rows) + r); an empty
+// name skips that copy. 16 bytes at a time where the kernel variable `vec`
+// (emitVectorFlag) holds and the chunk is inside the matrix.
+void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
+                    const std::string &dstTransposed, const std::string &src,
+                    const std::string &base, const std::string &row0,
+                    const std::string &vec, int64_t limit, int64_t rows,
+                    int64_t cols, int64_t colsPadded);
+// Sets `uint32_t dst[4]` to the A fragment (16x16, row major) whose element
+// (m, k) is tile[(row + m) * ld + col + k].
+void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
+                   const std::string &tile, const std::string &row,
+                   const std::string &col, int64_t ld);
+// acc (16x8 fp32) += a b, where B's element (k, n) is
+// tile[(row + n) * ld + col + k]: the 8 columns of B are rows of the tile.
+void emitMmaB(KernelSourceWriter &w, const std::string &acc,
+              const std::string &a, const std::string &tile,
+              const std::string &row, const std::string &col, int64_t ld);
+// The A fragment (an initializer of uint32_t[4]) of 16 columns of a warp's
+// fp32 accumulators `acc[tile][4]`: slices 2 kc and 2 kc + 1, rounded to
+// bf16 (the accumulator layout of two 8-column slices is the A layout of
+// one 16-column step).
+std::string packedA(const std::string &acc, const std::string &kc);
+
+// The bf16 forward (CudaAttentionMma.cpp); emitForward calls it for bf16.
+mlir::LogicalResult emitForwardMma(mlir::Operation *op, KernelSourceWriter &w,
+                                   CudaLaunch &launch, int64_t sharedBudget);
 mlir::LogicalResult emitForward(mlir::Operation *op, KernelSourceWriter &w,
                                 CudaLaunch &launch, int64_t sharedBudget);
 mlir::LogicalResult emitBackward(mlir::Operation *op, KernelSourceWriter &w,

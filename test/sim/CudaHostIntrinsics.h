@@ -5,8 +5,8 @@
 // static (one block runs at a time, so a static is that block's shared
 // memory), __constant__ a plain global; threadIdx / blockIdx / blockDim /
 // gridDim (x only: Kiln launches 1-D grids of 1-D blocks); the bit casts,
-// atomics and loads the kernels use; a stand-in for the nvcuda::wmma subset
-// of the bf16 attention kernels; and the barriers and warp shuffles, written
+// atomics and loads the kernels use; stand-ins for the nvcuda::wmma subset
+// and the mma.sync helpers of the bf16 attention kernels; and the barriers and warp shuffles, written
 // over two hooks the including scheduler defines:
 //   void kiln_block_sync();            every live thread of the block
 //   void kiln_warp_sync(unsigned warp); every live lane of warp `warp`
@@ -68,6 +68,20 @@ inline int __syncthreads_or(int predicate) {
     kiln_syncthreads_or_count.store(0);
   kiln_block_sync();
   return any;
+}
+
+// __syncthreads_and: the same with the count of zero predicates.
+inline std::atomic<int> kiln_syncthreads_and_zeros{0};
+inline int __syncthreads_and(int predicate) {
+  if (!predicate)
+    kiln_syncthreads_and_zeros.fetch_add(1);
+  kiln_block_sync();
+  int all = kiln_syncthreads_and_zeros.load() == 0;
+  kiln_block_sync();
+  if (threadIdx.x == 0)
+    kiln_syncthreads_and_zeros.store(0);
+  kiln_block_sync();
+  return all;
 }
 
 // A test-only stand-in for the 16x16x16 subset of nvcuda::wmma the attention
@@ -148,6 +162,61 @@ inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, 
 }
 } // namespace wmma
 } // namespace nvcuda
+// Test-only stand-ins for the mma.sync helpers of the bf16 attention
+// kernels (codegen/CudaAttentionMma.cpp defines them for the GPU).
+// kiln_mma_bf16 is warp-wide, as mma.sync.m16n8k16 is: every lane publishes
+// its fragment registers, the warp meets, and each lane computes its four
+// accumulator elements from the lanes that hold their operands, in the
+// layout of the PTX ISA (A: lane 4 g + t holds rows g, g + 8 and columns
+// 2t, 2t + 1, 2t + 8, 2t + 9 in registers a0 (g, 2t..), a1 (g + 8, 2t..),
+// a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..); B: b0 (k 2t, 2t + 1; n g),
+// b1 (k 2t + 8, 2t + 9; n g); C: c0, c1 (g; 2t, 2t + 1), c2, c3 (g + 8);
+// the low 16 bits hold the lower index). A kernel that indexes a fragment
+// wrongly gets wrong numbers here as on the GPU. k is summed in order in
+// float, as the tensor cores' fp32 accumulation does up to the order.
+#define KILN_UNROLL
+inline uint32_t kiln_mma_slots[1024][6];
+inline float kiln_mma_half(uint32_t reg, int upper) {
+  unsigned int bits = (upper ? reg >> 16 : reg & 0xffffu) << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline void kiln_mma_bf16(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  const unsigned int t = threadIdx.x, warp = t / 32, lane = t % 32, first = warp * 32;
+  for (int r = 0; r < 4; ++r)
+    kiln_mma_slots[t][r] = a[r];
+  kiln_mma_slots[t][4] = b0;
+  kiln_mma_slots[t][5] = b1;
+  kiln_warp_sync(warp);
+  for (int e = 0; e < 4; ++e) {
+    const unsigned int m = lane / 4 + (e >= 2 ? 8 : 0), n = (lane % 4) * 2 + (e & 1);
+    float sum = d[e];
+    for (unsigned int k = 0; k < 16; ++k) {
+      const uint32_t *aLane = kiln_mma_slots[first + (m % 8) * 4 + (k % 8) / 2];
+      const uint32_t *bLane = kiln_mma_slots[first + n * 4 + (k % 8) / 2];
+      sum += kiln_mma_half(aLane[(m >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1) *
+             kiln_mma_half(bLane[4 + (k >= 8 ? 1 : 0)], k & 1);
+    }
+    d[e] = sum;
+  }
+  kiln_warp_sync(warp);
+}
+inline uint32_t kiln_ld_pair(const uint16_t *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+struct kiln_chunk {
+  uint32_t x, y, z, w;
+};
+inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
+  kiln_chunk c;
+  memcpy(&c, p, sizeof c);
+  return c;
+}
+inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
+
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // Every lane publishes its value, then reads its partner's (a double holds

@@ -265,6 +265,12 @@ TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
   expectAttentionMatches(80, "bf16", 3e-2);
 }
 
+// Head dim 256: the forward's 16-key steps (O takes the registers) and the
+// backward's shared-memory roles (the mma.sync ones stop at 128).
+TEST(CudaAttentionEmulated, Bf16HeadDim256) {
+  expectAttentionMatches(256, "bf16", 3e-2);
+}
+
 // The tile plans of a 99 KiB part (sm_86/89/120): smaller tiles, same
 // results within the same tolerances as the default plan.
 TEST(CudaAttentionEmulated, SmallSharedMemoryPlans) {
@@ -414,6 +420,61 @@ func.func @step(%qf: tensor<1x2x20x48xf32>, %kf: tensor<1x1x33x48xf32>, %vf: ten
   ASSERT_EQ(results.size(), 5u);
   for (float l : results[1].f)
     EXPECT_TRUE(std::isfinite(l)); // every row keeps every key
+}
+
+// A causal mask over 150 rows and keys (3 tiles of 64 each way): tiles
+// below the diagonal are kept whole, so the bf16 kernels take their
+// whole-tile path there (no per-pair mask test, `tileAllKept`), tiles on it
+// test every pair, tiles above it are skipped. Head dim 16 (the backward
+// steps 64 at a time); the same tolerance as the other bf16 cases.
+TEST(CudaAttentionEmulated, Bf16CausalTilesKeptWhole) {
+  const std::string module = R"mlir(
+func.func @step(%qf: tensor<1x2x150x16xf32>, %kf: tensor<1x2x150x16xf32>, %vf: tensor<1x2x150x16xf32>,
+                %doutf: tensor<1x2x150x16xf32>)
+    -> (tensor<1x2x150x16xf32>, tensor<1x2x150xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>) {
+  %q = kiln.convert %qf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
+  %k = kiln.convert %kf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
+  %v = kiln.convert %vf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
+  %dout = kiln.convert %doutf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
+  %out, %lse = kiln.attention %q, %k, %v {scale = 0.25 : f32}
+      : (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>)
+      -> (tensor<1x2x150x16xbf16>, tensor<1x2x150xf32>)
+    mask(%b: index, %h: index, %i: index, %j: index) {
+      %keep = arith.cmpi ule, %j, %i : index
+      kiln.yield %keep : i1
+    }
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.25 : f32}
+      : (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150xf32>, tensor<1x2x150x16xbf16>)
+      -> (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>)
+    mask(%b: index, %h: index, %i: index, %j: index) {
+      %keep = arith.cmpi ule, %j, %i : index
+      kiln.yield %keep : i1
+    }
+  %out_r = kiln.convert %out : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
+  %dq_r = kiln.convert %dq : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
+  %dk_r = kiln.convert %dk : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
+  %dv_r = kiln.convert %dv : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
+  return %out_r, %lse, %dq_r, %dk_r, %dv_r
+      : tensor<1x2x150x16xf32>, tensor<1x2x150xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>
+})mlir";
+  KernelRunner cuda(module, KernelBackend::CudaEmulated);
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  int wholeTilePaths = 0;
+  for (const auto &kernel : cuda.kernels())
+    wholeTilePaths += kernel.source.find("if (tileAllKept) kept = 1;") !=
+                      std::string::npos;
+  EXPECT_EQ(wholeTilePaths, 2); // the forward and the backward
+  const int64_t count = 2 * 150 * 16;
+  std::vector<HostTensor> results = expectSame(
+      module,
+      {HostTensor::floats(randomFloats(count, 21, -2, 2)),
+       HostTensor::floats(randomFloats(count, 22, -2, 2)),
+       HostTensor::floats(randomFloats(count, 23)),
+       HostTensor::floats(randomFloats(count, 24))},
+      3e-2, {"out", "lse", "dq", "dk", "dv"});
+  ASSERT_EQ(results.size(), 5u);
+  for (float l : results[1].f)
+    EXPECT_TRUE(std::isfinite(l)); // every row keeps at least its diagonal
 }
 
 // The emitted kernels are deterministic by construction: no floating-point

@@ -1,0 +1,115 @@
+//===- CudaAttentionBackward.h - The emitter of kiln.attention_grad -------===//
+//
+// Internal to codegen/: the kernel of kiln.attention_grad
+// (CudaAttentionBackward.cpp: its design, the shared-memory tiles for fp32
+// and for head dims past 128; CudaAttentionBackwardMma.cpp: the bf16 roles
+// on mma.sync with the tile products in registers). One emitter holds what
+// both share: the launch (role A's dK/dV blocks, then role B's dQ blocks),
+// the capture-gradient workspace and its reduction, the row statistics and
+// the capture pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_CUDAATTENTIONBACKWARD_H
+#define KILN_CODEGEN_CUDAATTENTIONBACKWARD_H
+
+#include "codegen/CudaAttentionKernels.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+namespace kiln {
+namespace cuda_attention {
+
+// Which role-B blocks can add to a floating capture's gradient, and so the
+// part of it one block keeps a partial of: all of it, or the [b] or [h]
+// sub-tensor (dim 0 indexed by the block's b or h) of `count` elements.
+struct CapturePartial {
+  enum Kind { Whole, PerSample, PerHead } kind = Whole;
+  int64_t count = 0;
+};
+
+// The tiles of the mma.sync backward: both roles own 64 rows per block (16
+// per warp: keys in role A, query rows in role B) and step over the other
+// side `inner` at a time (64 for head dims up to 64, else 32: the registers
+// of the dK/dV or dQ accumulators). Head dims past 128 take the shared-
+// memory kernel.
+struct MmaBackwardPlan {
+  int64_t inner = 64;
+  bool captureTiles = false; // role B stores s and dS for the capture pass
+};
+bool mmaBackwardApplies(const TilePlan &p);
+MmaBackwardPlan mmaBackwardPlan(const TilePlan &p, bool captureGradients);
+SharedLayout mmaBackwardLayout(const TilePlan &p, const MmaBackwardPlan &m);
+
+class BackwardEmitter {
+public:
+  BackwardEmitter(mlir::kiln::AttentionGradOp op, KernelSourceWriter &w,
+                  const TilePlan &p)
+      : op(op), w(w), p(p), n(dimsOf(op)),
+        scale(ScalarExprEmitter::floatLiteral(
+            op.getScale().convertToDouble())),
+        in(attentionLoopInputs(w, op.getCaptures())) {}
+
+  // The shared-memory kernel, or with `mma` the mma.sync one; `layout` is
+  // the dynamic shared memory of the chosen plan.
+  mlir::LogicalResult emit(CudaLaunch &launch, const SharedLayout &layout,
+                           const MmaBackwardPlan *mma);
+
+  // Whether the op has a floating capture (so role B walks its pairs).
+  static bool hasCaptureGradients(mlir::kiln::AttentionGradOp op);
+
+private:
+  mlir::LogicalResult emitRowStats(int64_t rows);
+  mlir::LogicalResult emitProducts();
+  // From `float pv, seed, dsv` to their values for the pair (i, j) in
+  // scope: p (times the dropout's z), dS and scale * ds, zeros where not
+  // kept; S and dP of the pair are `sAcc` and `dpAcc`, its row in sLse /
+  // sDi `row`.
+  mlir::LogicalResult emitPairTerms(const std::string &sAcc,
+                                    const std::string &dpAcc,
+                                    const std::string &row,
+                                    const std::string &tileAllKept);
+  mlir::LogicalResult emitPairs();
+  mlir::LogicalResult emitCapturePass(int64_t rows, int64_t cols);
+  mlir::LogicalResult emitRoleA();
+  mlir::LogicalResult emitRoleB();
+  void emitCaptureReduction();
+  mlir::LogicalResult scoreBackward(const CaptureGradHook &hook,
+                                    AttentionRegionEmitter::Backward &out);
+
+  // CudaAttentionBackwardMma.cpp.
+  // The block-skip's whole-tile flag (none without a mask).
+  std::string allKept() {
+    return op.getMask().empty() ? "" : "tileAllKept";
+  }
+  mlir::LogicalResult emitRoleAMma(const MmaBackwardPlan &m);
+  mlir::LogicalResult emitRoleBMma(const MmaBackwardPlan &m);
+  mlir::LogicalResult emitMmaPairs(const std::string &accS,
+                                   const std::string &accDP, int64_t tiles,
+                                   const std::string &i, const std::string &j,
+                                   const std::string &row,
+                                   const std::string &captureIndex);
+
+  mlir::kiln::AttentionGradOp op;
+  KernelSourceWriter &w;
+  TilePlan p;
+  Dims n;
+  std::string scale;
+  AttentionRegionInputs in;
+  int64_t qTiles = 0, kvTiles = 0, blocksA = 0, blocksB = 0;
+  // Floating captures: offset of each one's partial in a block's workspace
+  // slice (-1 for integer captures), the sub-tensor a block keeps, and the
+  // slice's total element count.
+  llvm::SmallVector<int64_t> gradOffset;
+  llvm::SmallVector<CapturePartial> partial;
+  int64_t gradTotal = 0;
+  std::string workspace, done;
+  std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
+  AttentionDropout drop; // the forward's mask, regenerated
+};
+
+} // namespace cuda_attention
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CUDAATTENTIONBACKWARD_H

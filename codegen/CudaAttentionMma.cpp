@@ -1,0 +1,399 @@
+//===- CudaAttentionMma.cpp - bf16 flash attention forward on mma.sync ----===//
+//
+// The bf16 forward of kiln.attention, FlashAttention-2 style: everything a
+// warp computes stays in its registers, in the fragment layout of the
+// tensor cores' mma.sync.m16n8k16 (bf16 in, fp32 accumulate). The fp32
+// forward (CudaAttentionKernels.cpp) keeps CUDA cores so fp32 stays fp32.
+//
+// One block of 4 warps per (b, h, tile of 64 query rows), grid
+// B * H * ceil(T / 64); warp w owns rows [16 w, 16 w + 16) of the tile:
+//  1. The Q tile goes to shared memory once and, for head dims up to 128,
+//     into the warp's A fragments (registers) for the whole key loop; larger
+//     head dims read the fragments from shared memory at each use.
+//  2. For each tile of Bc keys (skipped when the mask keeps none of its
+//     pairs, as in the other kernels): K [Bc, Dp] and V transposed
+//     [Dvp, Bc] to shared memory (16-byte loads where the rows allow;
+//     V transposed so that a B fragment of P V is two 32-bit reads, like K's).
+//     S = Q K^T in the warp's accumulators: thread (g = lane / 4,
+//     t = lane % 4) holds rows g and g + 8, columns 8 n + 2 t, 8 n + 2 t + 1
+//     of each 8-key slice n. The score and mask regions run per element
+//     on those coordinates, the row max is a shuffle over the 4 threads
+//     of a row, and p = exp(score - m) rounded to bf16 is already the A
+//     fragment of P V (the accumulator layout of two 8-key slices is the
+//     A layout of one 16-key step), so P never leaves the registers; O is
+//     rescaled by exp(m_old - m_new) and accumulated in registers.
+//  3. out = O / l and lse = m + log l as in the fp32 kernel (a row that
+//     keeps no key: out 0, lse -inf); each thread's partial l is summed over
+//     its row's 4 threads at the end.
+//
+// Shared rows are padded by 8 elements (16 bytes) so that the 8 rows a
+// fragment read touches start in different banks.
+//
+// Tiles: Bc = 64 keys when Dv <= 128, else 16 (the registers of S and O:
+// head dim 256 leaves 128 per thread to O; the cuda-kernels-attention-*
+// ctest entries check that no arch spills); 32 or 16 when the shared
+// budget allows nothing larger.
+//
+// The mma.sync fragment layouts (PTX ISA, "Matrix Fragments for
+// mma.m16n8k16 with floating point type"): A 16x16 row major, registers
+// a0..a3 hold (row g, cols 2t, 2t+1), (g + 8, 2t..), (g, 2t + 8..),
+// (g + 8, 2t + 8..); B 16x8 "col": b0 (k 2t, 2t+1; col g), b1 (k 2t + 8..);
+// C 16x8: c0, c1 (row g, cols 2t, 2t+1), c2, c3 (row g + 8). The lower
+// 16 bits of a register hold the lower index. The host emulation
+// (test/sim/CudaHostIntrinsics.h) computes the same product from the same
+// layout, so the kernel unit tests and the device simulator check this
+// kernel's indexing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaAttentionKernels.h"
+
+#include "codegen/KernelSourceWriter.h"
+#include "codegen/ScalarExprEmitter.h"
+
+#include "ir/KilnOps.h"
+
+using namespace mlir;
+namespace k = mlir::kiln;
+
+namespace kiln {
+namespace cuda_attention {
+
+void includeMma(KernelSourceWriter &w) {
+  for (const char *line : {
+           "#ifndef KILN_MMA_HELPERS",
+           "#define KILN_MMA_HELPERS",
+           "#ifndef KILN_HOST_EMULATION",
+           "#define KILN_UNROLL _Pragma(\"unroll\")",
+           "// d (16x8 fp32) += a (16x16 bf16, row major) b (16x8 bf16, col "
+           "major)",
+           "__device__ __forceinline__ void kiln_mma_bf16(float* d, const "
+           "uint32_t* a, uint32_t b0, uint32_t b1) {",
+           "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16."
+           "f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, "
+           "%3};\"",
+           "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), "
+           "\"+f\"(d[3])",
+           "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
+           "\"r\"(a[3]), \"r\"(b0), \"r\"(b1));",
+           "}",
+           "// two consecutive bf16 (4-byte aligned) as one register",
+           "__device__ __forceinline__ uint32_t kiln_ld_pair(const uint16_t* "
+           "p) { return *(const uint32_t*)p; }",
+           "typedef uint4 kiln_chunk; // 8 bf16",
+           "__device__ __forceinline__ kiln_chunk kiln_load_chunk(const "
+           "uint16_t* p) { return *(const uint4*)p; }",
+           "__device__ __forceinline__ void kiln_store_chunk(uint16_t* p, "
+           "kiln_chunk c) { *(uint4*)p = c; }",
+           "#endif",
+           "__device__ __forceinline__ uint16_t kiln_chunk_at(kiln_chunk c, "
+           "int q) {",
+           "  const uint32_t word = q < 2 ? c.x : q < 4 ? c.y : q < 6 ? c.z : "
+           "c.w;",
+           "  return (uint16_t)(q & 1 ? word >> 16 : word & 0xffffu);",
+           "}",
+           "__device__ __forceinline__ uint32_t kiln_pack_bf16(float lo, "
+           "float hi) {",
+           "  return (uint32_t)kiln_f32_to_bf16(lo) | "
+           "((uint32_t)kiln_f32_to_bf16(hi) << 16);",
+           "}",
+           "#endif",
+       })
+    w.global(line);
+}
+
+int64_t paddedStride(int64_t cols) { return cols + 8; }
+
+void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
+                    const std::string &dstTransposed, const std::string &src,
+                    const std::string &base, const std::string &row0,
+                    const std::string &vec, int64_t limit, int64_t rows,
+                    int64_t cols, int64_t colsPadded) {
+  const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded),
+                ldT = paddedStride(rows);
+  w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " +
+         str(kThreads) + ")");
+  w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) +
+         ") * 8;");
+  w.line("const int64_t row = " + row0 + " + r;");
+  w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
+         str(cols) + " + c8;");
+  w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " +
+         str(cols) + ")");
+  w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
+  if (!dst.empty())
+    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
+  if (!dstTransposed.empty())
+    w.line("KILN_UNROLL for (int q = 0; q < 8; ++q) " + dstTransposed +
+           "[(c8 + q) * " + str(ldT) + " + r] = kiln_chunk_at(chunk, q);");
+  w.close();
+  w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
+  w.line("const uint16_t x = row < " + str(limit) + " && c8 + q < " +
+         str(cols) + " ? from[q] : (uint16_t)0;");
+  if (!dst.empty())
+    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
+  if (!dstTransposed.empty())
+    w.line(dstTransposed + "[(c8 + q) * " + str(ldT) + " + r] = x;");
+  w.close();
+  w.close();
+}
+
+void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
+                    const std::string &ptr, int64_t cols) {
+  w.line("const bool " + name + " = " +
+         (cols % 8 == 0 ? "((unsigned long long)" + ptr + " & 15) == 0"
+                        : std::string("false")) +
+         ";");
+}
+
+void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
+                   const std::string &tile, const std::string &row,
+                   const std::string &col, int64_t ld) {
+  w.open("");
+  w.line("const uint16_t* ap = " + tile + " + (" + row + ") * " + str(ld) +
+         " + " + col + " + 2 * t;");
+  w.line(dst + "[0] = kiln_ld_pair(ap); " + dst + "[1] = kiln_ld_pair(ap + " +
+         str(8 * ld) + "); " + dst + "[2] = kiln_ld_pair(ap + 8); " + dst +
+         "[3] = kiln_ld_pair(ap + " + str(8 * ld + 8) + ");");
+  w.close();
+}
+
+void emitMmaB(KernelSourceWriter &w, const std::string &acc,
+              const std::string &a, const std::string &tile,
+              const std::string &row, const std::string &col, int64_t ld) {
+  w.line("{ const uint16_t* bp = " + tile + " + (" + row + ") * " + str(ld) +
+         " + " + col + " + 2 * t; kiln_mma_bf16(" + acc + ", " + a +
+         ", kiln_ld_pair(bp), kiln_ld_pair(bp + 8)); }");
+}
+
+std::string packedA(const std::string &acc, const std::string &kc) {
+  auto pair = [&](const std::string &tile, const char *e0, const char *e1) {
+    return "kiln_pack_bf16(" + acc + "[" + tile + "][" + e0 + "], " + acc +
+           "[" + tile + "][" + e1 + "])";
+  };
+  std::string lo = "2 * " + kc, hi = "2 * " + kc + " + 1";
+  return "{" + pair(lo, "0", "1") + ", " + pair(lo, "2", "3") + ", " +
+         pair(hi, "0", "1") + ", " + pair(hi, "2", "3") + "}";
+}
+
+namespace {
+
+// The shared layout of the forward: Q and K row major, V transposed, rows
+// padded.
+SharedLayout mmaForwardLayout(const TilePlan &p) {
+  SharedLayout l;
+  l.add("sQ", "uint16_t", p.Br * paddedStride(p.Dp), 2);
+  l.add("sK", "uint16_t", p.Bc * paddedStride(p.Dp), 2);
+  l.add("sVt", "uint16_t", p.Dvp * paddedStride(p.Bc), 2);
+  return l;
+}
+
+} // namespace
+
+LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
+                             CudaLaunch &launch, int64_t sharedBudget) {
+  auto op = cast<k::AttentionOp>(operation);
+  Dims n = dimsOf(op);
+  TilePlan p;
+  p.bf16 = true;
+  p.Br = kWarps * 16;
+  p.Dp = roundUp16(n.D);
+  p.Dvp = roundUp16(n.Dv);
+  SharedLayout layout;
+  bool fits = false;
+  for (int64_t bc : {64, 32, 16}) {
+    // The registers: O takes Dvp / 2 per thread, S Bc / 2.
+    if (bc > 16 && p.Dvp > 128)
+      continue;
+    p.Bc = bc;
+    layout = mmaForwardLayout(p);
+    if ((fits = layout.size() <= sharedBudget))
+      break;
+  }
+  if (!fits)
+    return op->emitError() << "the CUDA attention forward needs "
+                           << layout.size() << " bytes of shared memory for "
+                           << "head dims " << n.D << "/" << n.Dv
+                           << " (the target archs allow " << sharedBudget
+                           << " dynamic bytes)";
+  const int64_t qTiles = (n.T + p.Br - 1) / p.Br;
+  const int64_t kSteps = p.Dp / 16, nS = p.Bc / 8, pSteps = p.Bc / 16,
+                nO = p.Dvp / 8;
+  const int64_t ldQ = paddedStride(p.Dp), ldV = paddedStride(p.Bc);
+  const bool qInRegisters = p.Dp <= 128;
+  // Tiles the mask keeps whole skip the per-pair mask tests.
+  const std::string allKept = op.getMask().empty() ? "" : "tileAllKept";
+  launch = {static_cast<uint32_t>(n.B * n.H * qTiles),
+            static_cast<uint32_t>(kThreads),
+            static_cast<uint32_t>(layout.size())};
+  includeMma(w);
+
+  AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
+  AttentionDropout drop = emitAttentionDropout(
+      w, op.getDropoutProbability(), op.getRngState(), "cuda");
+  std::string q = w.ptr(op.getQ()), k = w.ptr(op.getK()),
+              v = w.ptr(op.getV());
+  w.line("// flash attention forward: q [" + str(n.B) + ", " + str(n.H) +
+         ", " + str(n.T) + ", " + str(n.D) + "], k/v [" + str(n.B) + ", " +
+         str(n.KVH) + ", " + str(n.S) + ", " + str(n.D) + "/" + str(n.Dv) +
+         "], " + str(n.G) + " query heads per kv head; tiles " + str(p.Br) +
+         " x " + str(p.Bc) + ", bf16 mma.sync, Q fragments in " +
+         (qInRegisters ? "registers" : "shared memory") + ", " +
+         str(layout.size()) + " shared bytes");
+  declareDynamicShared(w);
+  layout.declare(w);
+  lines(w, {
+               "const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
+               "const int g = lane >> 2, t = lane & 3;",
+               "const int64_t bh = blockIdx.x / " + str(qTiles) + ";",
+               "const int64_t b = bh / " + str(n.H) + ", h = bh % " +
+                   str(n.H) + ", kvh = h / " + str(n.G) + ";",
+               "const int64_t i0 = (blockIdx.x % " + str(qTiles) + ") * " +
+                   str(p.Br) + ";",
+               "const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
+                   str(n.S) + ";",
+               "// this thread's two rows of the tile",
+               "const int64_t iRow[2] = {i0 + warp * 16 + g, i0 + warp * 16 "
+               "+ g + 8};",
+               "(void)b; (void)h; // read only by some regions",
+           });
+  emitVectorFlag(w, "vecQ", q, n.D);
+  emitVectorFlag(w, "vecK", k, n.D);
+  emitVectorFlag(w, "vecV", v, n.Dv);
+  emitLoadTile16(w, "sQ", "", q, "bh * " + str(n.T * n.D), "i0", "vecQ", n.T,
+                 p.Br, n.D, p.Dp);
+  w.line("__syncthreads();");
+
+  if (qInRegisters) {
+    w.line("uint32_t qa[" + str(kSteps) + "][4];");
+    w.open("KILN_UNROLL for (int kc = 0; kc < " + str(kSteps) + "; ++kc)");
+    emitFragmentA(w, "qa[kc]", "sQ", "warp * 16 + g", "kc * 16", ldQ);
+    w.close();
+  }
+  lines(w, {
+               "float o[" + str(nO) + "][4];",
+               "KILN_UNROLL for (int d = 0; d < " + str(nO) +
+                   "; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;",
+               "float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};",
+           });
+
+  w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " + str(p.Bc) +
+         ")");
+  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
+                           "continue;", allKept)))
+    return failure();
+  w.line("__syncthreads(); // every warp is done with the previous K and V");
+  emitLoadTile16(w, "sK", "", k, "kvBase * " + str(n.D), "j0", "vecK", n.S,
+                 p.Bc, n.D, p.Dp);
+  emitLoadTile16(w, "", "sVt", v, "kvBase * " + str(n.Dv), "j0", "vecV", n.S,
+                 p.Bc, n.Dv, p.Dvp);
+  w.line("__syncthreads();");
+
+  w.line("// S = Q K^T: this warp's 16 rows, " + str(p.Bc) + " keys");
+  w.line("float st[" + str(nS) + "][4];");
+  w.line("KILN_UNROLL for (int c = 0; c < " + str(nS) +
+         "; ++c) st[c][0] = st[c][1] = st[c][2] = st[c][3] = 0.0f;");
+  w.open("KILN_UNROLL for (int kc = 0; kc < " + str(kSteps) + "; ++kc)");
+  std::string qFrag = "qa[kc]";
+  if (!qInRegisters) {
+    w.line("uint32_t qf[4];");
+    emitFragmentA(w, "qf", "sQ", "warp * 16 + g", "kc * 16", ldQ);
+    qFrag = "qf";
+  }
+  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
+  emitMmaB(w, "st[c]", qFrag, "sK", "c * 8 + g", "kc * 16", ldQ);
+  w.close();
+  w.close();
+
+  w.line("// score and mask per element; -inf where not kept");
+  w.line("float rowMax[2] = {-INFINITY, -INFINITY};");
+  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
+  w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
+  w.line("const int64_t i = iRow[e >> 1], j = j0 + c * 8 + 2 * t + (e & 1);");
+  w.line("float val = -INFINITY;");
+  w.open("if (i < " + str(n.T) + " && j < " + str(n.S) + ")");
+  w.line("int kept = 0;");
+  if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
+    return failure();
+  w.open("if (kept)");
+  if (failed(emitScore(w, op, in, "st[c][e]")))
+    return failure();
+  w.line("val = score;");
+  w.close();
+  w.close();
+  w.line("st[c][e] = val;");
+  w.line("rowMax[e >> 1] = fmaxf(rowMax[e >> 1], val);");
+  w.close();
+  w.close();
+
+  w.line("// online softmax: a row's 4 threads agree on its max");
+  w.line("float corr[2];");
+  w.open("KILN_UNROLL for (int r = 0; r < 2; ++r)");
+  w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
+         "rowMax[r], 1));");
+  w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
+         "rowMax[r], 2));");
+  w.line("const float mNew = fmaxf(m[r], rowMax[r]);");
+  w.line("// no kept key so far: p = 0 and nothing to rescale");
+  w.line("corr[r] = mNew == -INFINITY ? 1.0f : expf(m[r] - mNew);");
+  w.line("m[r] = mNew;");
+  w.line("l[r] *= corr[r];");
+  w.close();
+  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
+  w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
+  w.line("const float val = st[c][e];");
+  w.line("const float pv = val == -INFINITY ? 0.0f : expf(val - m[e >> 1]);");
+  w.line("l[e >> 1] += pv;");
+  // Dropout (the same Philox draw as the CPU kernel and the backward)
+  // weights v by p z; l and lse sum every p.
+  if (drop.enabled) {
+    w.line("const int64_t i = iRow[e >> 1], j = j0 + c * 8 + 2 * t + (e & 1);");
+    w.line("st[c][e] = pv > 0.0f ? pv * " + drop.factor("bh", "i", "j") +
+           " : 0.0f;");
+  } else {
+    w.line("st[c][e] = pv;");
+  }
+  w.close();
+  w.close();
+  w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
+  w.line("o[d][0] *= corr[0]; o[d][1] *= corr[0];");
+  w.line("o[d][2] *= corr[1]; o[d][3] *= corr[1];");
+  w.close();
+
+  w.line("// O += P V: two 8-key slices of P are one A fragment");
+  w.open("KILN_UNROLL for (int kc = 0; kc < " + str(pSteps) + "; ++kc)");
+  w.line("const uint32_t pa[4] = " + packedA("st", "kc") + ";");
+  w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
+  emitMmaB(w, "o[d]", "pa", "sVt", "d * 8 + g", "kc * 16", ldV);
+  w.close();
+  w.close();
+  w.close(); // key tiles
+
+  w.line("// out = O / l (l summed over the row's 4 threads); rows with no "
+         "kept key: out = 0, lse = -inf");
+  w.open("KILN_UNROLL for (int r = 0; r < 2; ++r)");
+  w.line("l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);");
+  w.line("l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);");
+  w.close();
+  w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
+  w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
+  w.line("const int64_t i = iRow[e >> 1];");
+  w.line("const int dv = d * 8 + 2 * t + (e & 1);");
+  w.line("if (i >= " + str(n.T) + " || dv >= " + str(n.Dv) + ") continue;");
+  w.line("const float lr = l[e >> 1];");
+  w.line(w.ptr(op.getOut()) + "[(bh * " + str(n.T) + " + i) * " + str(n.Dv) +
+         " + dv] = kiln_f32_to_bf16(lr > 0.0f ? o[d][e] / lr : 0.0f);");
+  w.close();
+  w.close();
+  w.open("if (t == 0)");
+  w.open("for (int r = 0; r < 2; ++r)");
+  w.line("if (iRow[r] >= " + str(n.T) + ") continue;");
+  w.line(w.ptr(op.getLse()) + "[bh * " + str(n.T) +
+         " + iRow[r]] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;");
+  w.close();
+  w.close();
+  return success();
+}
+
+} // namespace cuda_attention
+} // namespace kiln
