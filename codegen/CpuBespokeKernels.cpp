@@ -389,8 +389,14 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
   w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
-  w.line("float* dx = " + w.ptr(out) + " + n * " + vs + ";");
-  w.line("for (int64_t c = " + cs + "; c < " + vs + "; ++c) dx[c] = 0.0f;");
+  // dx is f32, or bf16 (each element rounded once) where mixed precision
+  // made the gradient its GEMMs' bf16 operand.
+  Type dxType = cast<RankedTensorType>(out.getType()).getElementType();
+  auto store = [&](const std::string &value) {
+    return storeElement(dxType, "dx[c]", value);
+  };
+  w.line(w.cType(out) + "* dx = " + w.ptr(out) + " + n * " + vs + ";");
+  w.line("for (int64_t c = " + cs + "; c < " + vs + "; ++c) " + store("0.0f"));
   w.line("float mx = -INFINITY;");
   w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
   w.line("double sum = 0;");
@@ -400,12 +406,12 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   // A target outside [0, C) contributes a constant 0 to the forward loss,
   // so its row's gradient is 0 too.
   w.open("if (t < 0 || t >= " + cs + ")");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) dx[c] = 0.0f;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) " + store("0.0f"));
   w.close();
   w.open("else");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const float p = expf(x[c] - mx) * inv;");
-  w.line("dx[c] = (p - (c == t ? 1.0f : 0.0f)) * scale;");
+  w.line(store("(p - (c == t ? 1.0f : 0.0f)) * scale"));
   w.close();
   w.close();
   w.endRow("n", v);

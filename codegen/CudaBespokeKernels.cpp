@@ -212,16 +212,60 @@ LogicalResult emitReduceSum(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-// out[i] = one input element (codegen/DataMovement.h)
-// (Perf note: a tiled shared-memory transpose would coalesce both sides.)
+// Elements per 16-byte chunk of a transpose that keeps its innermost dim in
+// place (q/k/v's [B, T, H, D] <-> [B, H, T, D]): each 16 bytes of the
+// output are 16 contiguous bytes of the input when that dim is a whole
+// number of chunks; 0 otherwise.
+int64_t transposeChunk(Operation *op) {
+  auto transpose = dyn_cast<k::TransposeOp>(op);
+  if (!transpose)
+    return 0;
+  ArrayRef<int64_t> perm = transpose.getPermutation();
+  int64_t last = static_cast<int64_t>(perm.size()) - 1;
+  auto type = cast<RankedTensorType>(transpose.getResult().getType());
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  if (last < 0 || perm[last] != last || bits % 8 != 0 || 128 % bits != 0)
+    return 0;
+  int64_t chunk = 128 / bits;
+  return type.getShape()[last] % chunk == 0 ? chunk : 0;
+}
+
+// out[i] = one input element (codegen/DataMovement.h), in 32-bit index
+// arithmetic where the buffers allow it; a transpose that keeps its
+// innermost dim moves 16 bytes per thread and step (when both pointers are
+// 16-byte aligned: a view may start anywhere).
+// (Perf note: a tiled shared-memory transpose would coalesce both sides of
+// the other transposes.)
 LogicalResult emitDataMovement(Operation *op, KernelSourceWriter &w,
                                CudaLaunch &launch, CudaRowFusion *rows) {
   Value out = op->getResult(0);
   int64_t n = numElements(shapeOf(out));
-  launch = {cudaGridFor(n, kCudaBlock), kCudaBlock, 0};
+  const bool index32 =
+      n < (int64_t(1) << 30) && indexFitsInt32(KernelGroup::forOp(op));
+  const std::string index = index32 ? "int" : "int64_t";
   std::string element = movedElement(op, w, "i");
-  openGridStrideLoop(w, n);
+  int64_t chunk = transposeChunk(op);
+  if (chunk == 0) {
+    launch = {cudaGridFor(n, kCudaBlock), kCudaBlock, 0};
+    openGridStrideLoop(w, n, "i", index32);
+    w.line(w.ptr(out) + "[i] = " + element + ";");
+    w.close();
+    return success();
+  }
+  launch = {cudaGridFor(n / chunk, kCudaBlock), kCudaBlock, 0};
+  w.line("// " + str(n / chunk) + " chunks of " + str(chunk) +
+         " elements (16 bytes): the innermost dim moves whole");
+  w.open("if (((unsigned long long)" + w.ptr(op->getOperand(0)) +
+         " & 15) == 0 && ((unsigned long long)" + w.ptr(out) + " & 15) == 0)");
+  openGridStrideLoop(w, n / chunk, "k", index32);
+  w.line("const " + index + " i = k * " + str(chunk) + ";");
+  w.line("kiln_copy16(&" + w.ptr(out) + "[i], &" + element + ");");
+  w.close();
+  w.close();
+  w.open("else");
+  openGridStrideLoop(w, n, "i", index32);
   w.line(w.ptr(out) + "[i] = " + element + ";");
+  w.close();
   w.close();
   return success();
 }
@@ -617,10 +661,16 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
   w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
-  w.line("float* dx = " + w.ptr(out) + " + r * " + vs + ";");
+  // dx is f32, or bf16 (each element rounded once) where mixed precision
+  // made the gradient its GEMMs' bf16 operand.
+  Type dxType = cast<RankedTensorType>(out.getType()).getElementType();
+  auto store = [&](const std::string &value) {
+    return storeElement(dxType, "dx[c]", value);
+  };
+  w.line(w.cType(out) + "* dx = " + w.ptr(out) + " + r * " + vs + ";");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
   w.open("if (t < 0 || t >= " + cs + ")");
-  w.line(columnLoop(v) + " dx[c] = 0.0f;");
+  w.line(columnLoop(v) + " " + store("0.0f"));
   w.close();
   // Uniform across the block (one target per row): no barrier is skipped.
   w.open("else");
@@ -630,8 +680,10 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");
   w.line("const float inv = 1.0f / stats.sum;");
-  w.line(columnLoop(v) + " dx[c] = c < " + cs +
-         " ? (expf(x[c] - mx) * inv - (c == t ? 1.0f : 0.0f)) * scale : 0.0f;");
+  w.line(columnLoop(v) + " " +
+         store("c < " + cs +
+               " ? (expf(x[c] - mx) * inv - (c == t ? 1.0f : 0.0f)) * scale "
+               ": 0.0f"));
   w.close();
   if (failed(endRow(w, rows, "r", v)))
     return failure();

@@ -41,9 +41,15 @@ uint32_t cudaGridFor(int64_t items, uint32_t perBlock,
 // 1024 for rows wider than 8192.
 uint32_t cudaRowThreads(int64_t columns);
 
-// Opens `for (int64_t <index> = global thread; index < n; index += threads)`.
+// Opens `for (int64_t <index> = global thread; index < n; index += threads)`;
+// with `index32`, an `int` index (the caller knows that every index it forms
+// from it stays below 2^31: indexFitsInt32).
 void openGridStrideLoop(KernelSourceWriter &w, int64_t n,
-                        llvm::StringRef index = "i");
+                        llvm::StringRef index = "i", bool index32 = false);
+// Whether every buffer of `group` has fewer than 2^31 elements, so that a
+// pointwise loop's element indices (flat, broadcast or moved: each below its
+// buffer's size) fit an int.
+bool indexFitsInt32(const KernelGroup &group);
 
 // The optimizer ops (accumulate, grad_scale, adam, sgd, sgd_momentum), in
 // CudaOptimizerKernels.cpp.

@@ -3,8 +3,8 @@
 // Pointwise groups become one grid-stride loop over the output, with the same
 // per-element statements as the CPU loop (PointwiseBody):
 //
-//   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < N;
-//        i += gridDim.x * blockDim.x) {
+//   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N;
+//        i += gridDim.x * blockDim.x) {      (int64_t past 2^31 elements)
 //     const float v0 = <load or broadcast load of an input>;
 //     const float v1 = <ScalarExprEmitter expression of op 1 over v0 ...>;
 //     out0[i] = v1;
@@ -55,11 +55,27 @@ uint32_t cudaRowThreads(int64_t columns) {
   return static_cast<uint32_t>(32 * std::clamp<int64_t>(warps, 1, 8));
 }
 
-void openGridStrideLoop(KernelSourceWriter &w, int64_t n, StringRef index) {
+void openGridStrideLoop(KernelSourceWriter &w, int64_t n, StringRef index,
+                        bool index32) {
   std::string i = index.str();
+  if (index32) {
+    w.open("for (int " + i + " = (int)(blockIdx.x * blockDim.x + threadIdx.x); " +
+           i + " < " + std::to_string(n) + "; " + i +
+           " += (int)(gridDim.x * blockDim.x))");
+    return;
+  }
   w.open("for (int64_t " + i +
          " = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; " + i + " < " +
          std::to_string(n) + "; " + i + " += (int64_t)gridDim.x * blockDim.x)");
+}
+
+bool indexFitsInt32(const KernelGroup &group) {
+  auto fits = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape() &&
+           type.getNumElements() < (int64_t(1) << 31);
+  };
+  return llvm::all_of(group.inputs, fits) && llvm::all_of(group.outputs, fits);
 }
 
 namespace {
@@ -78,8 +94,14 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   if (failed(body))
     return failure();
   int64_t n = body->elements;
-  w.line("// " + std::to_string(n) + " elements, grid-stride");
-  openGridStrideLoop(w, n);
+  // 32-bit index arithmetic where every buffer allows it: the coordinates
+  // of broadcasts and transposes are divisions by constants, several times
+  // cheaper in 32 bits than in 64 on the GPU. n < 2^30 keeps the last
+  // stride (at most kCudaMaxGrid * kCudaBlock = 2^19 threads) below 2^31.
+  const bool index32 = n < (int64_t(1) << 30) && indexFitsInt32(group);
+  w.line("// " + std::to_string(n) + " elements, grid-stride" +
+         (index32 ? ", 32-bit index" : ""));
+  openGridStrideLoop(w, n, "i", index32);
   for (const std::string &statement : body->statements)
     w.line(statement);
   for (const std::string &store : body->stores)
@@ -242,6 +264,14 @@ __device__ __forceinline__ uint16_t kiln_f32_to_bf16(float x) {
 __device__ __forceinline__ float kiln_bf16_to_f32(uint16_t h) {
   return __uint_as_float(((unsigned int)h) << 16);
 }
+
+// 16 bytes from `src` to `dst`, both 16-byte aligned, as one vector load and
+// store (the host emulation defines its own).
+#ifndef KILN_HOST_EMULATION
+__device__ __forceinline__ void kiln_copy16(void* dst, const void* src) {
+  *(uint4*)dst = *(const uint4*)src;
+}
+#endif
 
 __device__ __forceinline__ float kiln_gelu(float x) {
   const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));

@@ -26,7 +26,9 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
   // activation go through a kiln.convert that fuses into their prologue).
   // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
   // themselves, and so does kiln.rope (through KernelSourceWriter::load /
-  // store, after --kiln-fuse-rope folds the casts around it). A transpose,
+  // store, after --kiln-fuse-rope folds the casts around it), and
+  // kiln.cross_entropy_grad writes a bf16 gradient of f32 logits (step 7 of
+  // --kiln-mixed-precision) through storeElement. A transpose,
   // slice, pad or concat only moves elements (`out[i] = in[j]`,
   // DataMovement.h), so a bf16 one copies the bits.
   for (Operation *op : group.ops) {
@@ -41,6 +43,9 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
       auto tensor = dyn_cast<RankedTensorType>(t);
       return tensor && tensor.getElementType().isBF16();
     };
+    if (auto grad = dyn_cast<k::CrossEntropyGradOp>(op);
+        grad && !isBf16(grad.getLogits().getType()))
+      continue;
     if (llvm::any_of(op->getOperandTypes(), isBf16) ||
         llvm::any_of(op->getResultTypes(), isBf16))
       return op->emitError()

@@ -41,8 +41,7 @@ def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [
   let hasVerifier = 1;
 }
 
-def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
-    AllTypesMatch<["logits", "result"]>, RowOpInterface]> {
+def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [RowOpInterface]> {
   let summary = "Backward of the mean softmax cross-entropy";
   let description = [{
     `(softmax(logits) - onehot(targets)) * grad / N` where `N` is the number
@@ -51,9 +50,17 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
     gradient of every class `>= C` is exactly 0, so padded rows of a tied
     embedding never receive gradient.
 
+    The result has the logits' shape and, unless another element type
+    follows `->`, their element type; a bf16 result (set by
+    --kiln-mixed-precision when only bf16 GEMMs read the gradient) is the
+    fp32 gradient rounded once, so the fp32 `[N, V]` gradient is never
+    stored.
+
     ```mlir
     %dlogits = kiln.cross_entropy_grad %logits, %targets, %g
         : tensor<2x8x64xf32>, tensor<2x8xi32>
+    %dlogits16 = kiln.cross_entropy_grad %logits, %targets, %g
+        : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets,
@@ -62,7 +69,7 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
-    type($targets)
+    type($targets) custom<ResultTypeIfOther>(ref(type($logits)), type($result))
   }];
   let hasVerifier = 1;
 }

@@ -19,6 +19,21 @@ using namespace mlir::kiln;
 
 #include "ir/KilnInterfaces.cpp.inc"
 
+/// `-> type` after an op's type list, printed only when the result type is
+/// not `other` (the type it defaults to).
+static ParseResult parseResultTypeIfOther(OpAsmParser &parser, Type other,
+                                          Type &result) {
+  result = other;
+  if (succeeded(parser.parseOptionalArrow()))
+    return parser.parseType(result);
+  return success();
+}
+static void printResultTypeIfOther(OpAsmPrinter &printer, Operation *,
+                                   Type other, Type result) {
+  if (result != other)
+    printer << " -> " << result;
+}
+
 #define GET_OP_CLASSES
 #include "ir/KilnOps.cpp.inc"
 
@@ -545,6 +560,11 @@ LogicalResult CrossEntropyGradOp::verify() {
   if (failed(verifyLogitsTargets(*this, getLogits().getType(),
                                  getTargets().getType())))
     return failure();
+  auto logits = cast<RankedTensorType>(getLogits().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (logits.getShape() != result.getShape())
+    return emitOpError() << "result shape " << result
+                         << " differs from the logits' " << logits;
   return verifyValidClasses(*this, getLogits().getType(), getValidClasses());
 }
 

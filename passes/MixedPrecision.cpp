@@ -77,6 +77,12 @@
 //     readers read a widening convert; every f32 kiln.attention_grad reads
 //     the bf16 forms of q, k, v, out, dout and produces bf16 dq, dk, dv
 //     (fp32 readers read their widening).
+//  7. A kiln.cross_entropy_grad whose every reader is its bf16 convert
+//     (the dx and dw GEMMs of the logits) produces bf16 itself: its kernel
+//     rounds each element once, as the convert did, so the values are the
+//     same and the fp32 [N, V] gradient (an [N, V] buffer the size of the
+//     logits, 206 MB per 1,024-row chunk of GPT-2's vocabulary) is never
+//     stored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -227,6 +233,7 @@ public:
     convertAttention();
     convertGemmOperands();
     eraseDeadViews();
+    roundLogitGradients();
   }
 
 private:
@@ -391,6 +398,34 @@ private:
         operand.set(bf16Copy(operand.get()));
       }
     });
+  }
+
+  /// Step 7.
+  void roundLogitGradients() {
+    SmallVector<CrossEntropyGradOp> grads;
+    func.walk([&](CrossEntropyGradOp grad) { grads.push_back(grad); });
+    for (CrossEntropyGradOp grad : grads) {
+      Value result = grad.getResult();
+      if (!isF32Tensor(result) || result.use_empty())
+        continue;
+      auto bf16 = cast<RankedTensorType>(result.getType())
+                      .clone(BFloat16Type::get(result.getContext()));
+      SmallVector<ConvertOp> converts;
+      bool allConverts = true;
+      for (Operation *user : result.getUsers()) {
+        auto convert = dyn_cast<ConvertOp>(user);
+        allConverts &= convert && convert.getResult().getType() == bf16;
+        if (allConverts)
+          converts.push_back(convert);
+      }
+      if (!allConverts)
+        continue;
+      result.setType(bf16);
+      for (ConvertOp convert : converts) {
+        convert.getResult().replaceAllUsesWith(result);
+        convert.erase();
+      }
+    }
   }
 
   /// Records `value` for eraseDeadViews when a view or a widening makes it.

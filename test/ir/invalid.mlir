@@ -379,6 +379,15 @@ func.func @cross_entropy_grad_valid_classes(%l: tensor<2x8x64xf32>, %t: tensor<2
 
 // -----
 
+// Tests that cross_entropy_grad's result has the logits' shape.
+func.func @cross_entropy_grad_result_shape(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>, %g: tensor<f32>) -> tensor<2x8x32xbf16> {
+  // expected-error @+1 {{result shape 'tensor<2x8x32xbf16>' differs from the logits' 'tensor<2x8x64xf32>'}}
+  %0 = kiln.cross_entropy_grad %l, %t, %g : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x32xbf16>
+  return %0 : tensor<2x8x32xbf16>
+}
+
+// -----
+
 // Tests that cross_entropy_grad logits are targets shape + [V].
 func.func @cross_entropy_grad_shapes(%l: tensor<2x8x64xf32>, %t: tensor<8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
   // expected-error @+1 {{logits 'tensor<2x8x64xf32>' must be targets 'tensor<8xi32>' shape + [V]}}

@@ -193,6 +193,15 @@ func.func @padded_loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) -
   return %0, %1 : tensor<f32>, tensor<2x8x64xf32>
 }
 
+// Tests that a cross_entropy_grad of another element type than its logits
+// (bf16, as mixed precision makes it) prints that type after `->`.
+// CHECK-LABEL: func.func @bf16_loss_grad
+func.func @bf16_loss_grad(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>, %g: tensor<f32>) -> tensor<2x8x64xbf16> {
+  // CHECK: kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+  %0 = kiln.cross_entropy_grad %logits, %targets, %g : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+  return %0 : tensor<2x8x64xbf16>
+}
+
 // CHECK-LABEL: func.func @optimizer
 func.func @optimizer(%p: tensor<8x16xf32>, %g: tensor<8x16xf32>, %m: tensor<8x16xf32>,
                      %v: tensor<8x16xf32>, %lr: tensor<f32>, %step: tensor<f32>,

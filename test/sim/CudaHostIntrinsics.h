@@ -216,6 +216,8 @@ inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
   return c;
 }
 inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
+// The prelude's kiln_copy16 (a uint4 load and store on the GPU).
+inline void kiln_copy16(void *dst, const void *src) { memcpy(dst, src, 16); }
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 

@@ -37,7 +37,10 @@
 # launches, bit for bit, and two runs bit for bit); attention-fp32,
 # attention-bf16, tsp (against the CPU references); nccl (data parallelism
 # over one rank through NCCL, bit for bit the model without a mesh); sanitizer
-# (compute-sanitizer memcheck on one eager step); memory (kilnc's planned peak
+# (compute-sanitizer memcheck on one eager step); attention (the generated
+# flash kernels' step time on causal, ALiBi and TSP-bias attention against
+# PyTorch's FlexAttention and cuDNN SDPA at the same shapes,
+# tools/bench/attention_bench.sh and torch_attention.py); memory (kilnc's planned peak
 # against the device memory measured while training); remat (Llama-3 1.2B
 # step time and memory under recompute: a 40 GiB budget at [16, 2048], a
 # 78 GiB budget and full recompute at [64, 2048],
@@ -65,6 +68,11 @@ shift 2
 # The cuDNN comparison's shapes: those whose generated-kernel runs fit the
 # step's time (seq 4096 alone took more than 90 s on an H200).
 cudnn_shapes=(KINDS=causal "SEQS=512 1024 2048" HEAD_DIMS=64)
+# The attention step's grid (Kiln's side compiled by pack, PyTorch's flags
+# naming the same points): custom scores are where the generated kernels
+# run (cuDNN takes plain causal under --attention=auto).
+flex_shapes=(KINDS="causal alibi tsp" "SEQS=1024 2048" HEAD_DIMS=64 STEPS=5 WARMUP=2)
+flex_torch="--kinds causal,alibi,tsp --seqs 1024,2048 --head-dims 64 --backends flex,cudnn --reps 5 --warmup 2"
 
 cases() {
   local tiny="-D n_layer=2 -D batch=4 -D seq=64" tsp="-D batch=16" att="-D batch=2"
@@ -135,6 +143,8 @@ pack() {
        tools/bench/remat_bench.sh > /dev/null)
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
        env "${cudnn_shapes[@]}" tools/bench/cudnn_attention_check.sh > /dev/null)
+    (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
+       env "${flex_shapes[@]}" TARGET=cuda PRECISION=bf16 tools/bench/attention_bench.sh > /dev/null)
     "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
       -o /dev/null > "$dir/plans/gpt2-bf16.txt"
   fi
@@ -396,8 +406,10 @@ run_checks() {
   step tsp 60 parity tsp
   step nccl 60 nccl
   if [ "$sim" = 1 ]; then
-    for s in sanitizer memory remat gpt2 llama; do skip $s "simulator: needs a GPU"; done
+    for s in attention sanitizer memory remat gpt2 llama; do skip $s "simulator: needs a GPU"; done
   else
+    step attention 150 env OUT="$out" "${flex_shapes[@]}" TORCH_ATTENTION_ARGS="$flex_torch" \
+      "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" attention
     step sanitizer 90 sanitizer
     step memory 60 memory
     # gpu_bundle.sh writes $OUT/BENCH.txt with its command, date and GPU.

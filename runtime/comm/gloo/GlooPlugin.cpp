@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -474,5 +475,12 @@ const KilnCommPlugin kPlugin = {
 
 extern "C" __attribute__((visibility("default"))) const KilnCommPlugin *
 kiln_comm_plugin() {
+  // Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer's
+  // end is closed (a rank that died): the default action kills this rank
+  // silently, mid-write, before it can say which rank broke the run.
+  // Ignored, the write fails with EPIPE and Gloo throws, which the run
+  // reports (kiln-run: error: ... rank 1 died or stopped). Python, and so
+  // torchrun's workers, ignore SIGPIPE the same way.
+  ::signal(SIGPIPE, SIG_IGN);
   return &kPlugin;
 }

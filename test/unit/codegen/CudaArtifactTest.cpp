@@ -231,6 +231,60 @@ TEST(CudaKernels, FusedPointwiseGroupHasTheCpuStatements) {
   EXPECT_EQ(statements, 5); // four ops and the store
 }
 
+// Pointwise and data-movement kernels index in 32 bits when every buffer has
+// fewer than 2^31 elements (and the loop fewer than 2^30), in 64 bits
+// otherwise: a broadcast from a [2^31]-element input into a [2, 2^31]
+// output must not wrap. A transpose that keeps its innermost dim (q, k, v's
+// head split) moves 16 bytes at a time; one that does not moves elements.
+TEST(CudaKernels, IndexWidthAndTransposeChunks) {
+  auto context = kiln::test::makeContext();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @small(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+      %0 = kiln.broadcast %b dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+      %1 = kiln.add %x, %0 : tensor<4x8xf32>
+      return %1 : tensor<4x8xf32>
+    }
+    func.func @heads(%q: tensor<2x16x4x64xbf16>) -> tensor<2x4x16x64xbf16> {
+      %0 = kiln.transpose %q permutation = [0, 2, 1, 3] : tensor<2x16x4x64xbf16> -> tensor<2x4x16x64xbf16>
+      return %0 : tensor<2x4x16x64xbf16>
+    }
+    func.func @columns(%a: tensor<8x12xf32>) -> tensor<12x8xf32> {
+      %0 = kiln.transpose %a permutation = [1, 0] : tensor<8x12xf32> -> tensor<12x8xf32>
+      return %0 : tensor<12x8xf32>
+    }
+    func.func @large(%b: tensor<2147483648xf32>) -> tensor<2x2147483648xf32> {
+      %0 = kiln.broadcast %b dims = [1] : tensor<2147483648xf32> -> tensor<2x2147483648xf32>
+      %1 = kiln.exp %0 : tensor<2x2147483648xf32>
+      return %1 : tensor<2x2147483648xf32>
+    })mlir",
+                                                        context.get());
+  ASSERT_TRUE(module);
+  auto kernel = [&](const char *name) {
+    auto func = module->lookupSymbol<mlir::func::FuncOp>(name);
+    kiln::KernelGroup group;
+    for (mlir::Operation &op : func.getBody().front().without_terminator())
+      group.ops.push_back(&op);
+    for (mlir::BlockArgument arg : func.getArguments())
+      group.inputs.push_back(arg);
+    group.outputs = {group.ops.back()->getResult(0)};
+    auto emitted = kiln::CudaKernelEmitter::emit(group);
+    EXPECT_TRUE(mlir::succeeded(emitted)) << name;
+    return mlir::succeeded(emitted) ? *emitted : kiln::CudaKernel();
+  };
+  kiln::CudaKernel small = kernel("small"), heads = kernel("heads"),
+                   columns = kernel("columns"), large = kernel("large");
+  EXPECT_NE(small.source.find("for (int i = "), std::string::npos) << small.source;
+  EXPECT_NE(small.source.find("32-bit index"), std::string::npos);
+  EXPECT_NE(large.source.find("for (int64_t i = "), std::string::npos) << large.source;
+  EXPECT_EQ(large.source.find("32-bit index"), std::string::npos);
+  // [2, 4, 16, 64] bf16: 1024 chunks of 8, one thread each.
+  EXPECT_NE(heads.source.find("for (int k = "), std::string::npos) << heads.source;
+  EXPECT_NE(heads.source.find("kiln_copy16("), std::string::npos);
+  EXPECT_EQ(heads.launch.grid, 4u);
+  EXPECT_NE(columns.source.find("for (int i = "), std::string::npos) << columns.source;
+  EXPECT_EQ(columns.source.find("kiln_copy16("), std::string::npos);
+}
+
 // A group mixing a row op with pointwise ops is a row kernel (RowGroup, as
 // on the CPU); one that cannot be is a diagnostic on the offending op: a
 // prologue value the row op reads must be an output (the row op reads it

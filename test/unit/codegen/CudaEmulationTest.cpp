@@ -103,6 +103,21 @@ TEST(CudaKernelsEmulated, ReductionsAndTranspose) {
                      HostTensor::floats(randomFloats(700, 6))});
 }
 
+// Transposes that keep the innermost dim (q, k, v's head split) move 16
+// bytes at a time: f32 (4 per chunk) and bf16 (8), against the CPU's
+// element loops, same bits.
+TEST(CudaKernelsEmulated, HeadSplitTransposeChunks) {
+  expectSameResults(R"mlir(
+    func.func @step(%a: tensor<2x5x3x8xf32>) -> (tensor<2x3x5x8xf32>, tensor<3x2x5x8xf32>) {
+      %0 = kiln.transpose %a permutation = [0, 2, 1, 3] : tensor<2x5x3x8xf32> -> tensor<2x3x5x8xf32>
+      %ab = kiln.convert %a : tensor<2x5x3x8xf32> -> tensor<2x5x3x8xbf16>
+      %1 = kiln.transpose %ab permutation = [2, 0, 1, 3] : tensor<2x5x3x8xbf16> -> tensor<3x2x5x8xbf16>
+      %2 = kiln.convert %1 : tensor<3x2x5x8xbf16> -> tensor<3x2x5x8xf32>
+      return %0, %2 : tensor<2x3x5x8xf32>, tensor<3x2x5x8xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(240, 13, -3, 3))});
+}
+
 // Out-of-range indices gather zeros and scatter nothing; repeated indices
 // accumulate.
 TEST(CudaKernelsEmulated, EmbeddingAndGrad) {
