@@ -260,6 +260,17 @@ private:
         else
           anyOther = true;
       }
+      // In program order (then operand order), not use-list order: a
+      // module parsed from a dump lists uses in another order than the one
+      // built pass by pass, and the clones must come out the same (x * x of
+      // a widened x: which clone feeds which operand shows in the kernel).
+      llvm::stable_sort(fusable, [&](OpOperand *a, OpOperand *b) {
+        Operation *x = block.findAncestorOpInBlock(*a->getOwner());
+        Operation *y = block.findAncestorOpInBlock(*b->getOwner());
+        if (x != y)
+          return x->isBeforeInBlock(y);
+        return a->getOperandNumber() < b->getOperandNumber();
+      });
       // The original stays with the first reader unless an unfusable op
       // needs it anyway.
       for (auto [i, use] : llvm::enumerate(fusable)) {
