@@ -17,7 +17,8 @@
 //     S = Q K^T in the warp's accumulators: thread (g = lane / 4,
 //     t = lane % 4) holds rows g and g + 8, columns 8 n + 2 t, 8 n + 2 t + 1
 //     of each 8-key slice n. The score and mask regions run per element
-//     on those coordinates, the row max is a shuffle over the 4 threads
+//     on those coordinates (the mask only in tiles the block-skip test did
+//     not find kept whole), the row max is a shuffle over the 4 threads
 //     of a row, and p = exp(score - m) rounded to bf16 is already the A
 //     fragment of P V (the accumulator layout of two 8-key slices is the
 //     A layout of one 16-key step), so P never leaves the registers; O is
