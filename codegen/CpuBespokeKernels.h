@@ -50,12 +50,20 @@ void emitGradScaleStatements(mlir::kiln::GradScaleOp op,
 void emitUpdateScalarStatements(
     mlir::Operation *op, KernelSourceWriter &w,
     llvm::function_ref<std::string(mlir::Value)> name = nullptr);
-// The statements updating element `i`. Expects in scope `i`, `scale`, the
-// scalars above, `p` (the old parameter) and `float pn = p`; assigns `pn`
-// and stores the new parameter and state at [i].
+// The statements updating element `index` (a C expression in scope, `i`
+// by default). Expect in scope `scale`, the scalars above, `p` (the old
+// parameter) and `float pn = p`; assign `pn` and store the new parameter
+// and state at [index] (of `name`'s arrays: the CUDA kernel's register
+// copies of a run of elements, read and stored at [j]).
 void emitUpdateElementStatements(
     mlir::Operation *op, KernelSourceWriter &w,
-    llvm::function_ref<std::string(mlir::Value)> name = nullptr);
+    llvm::function_ref<std::string(mlir::Value)> name = nullptr,
+    llvm::StringRef index = "i");
+// The operands an update reads element by element (the parameter first,
+// then its gradient and state) and the results it writes so (the new
+// parameter and state): the buffers of the parameter's size.
+llvm::SmallVector<mlir::Value> updateElementOperands(mlir::Operation *op);
+llvm::SmallVector<mlir::Value> updateElementResults(mlir::Operation *op);
 // "AdamW over 768 parameters, in place; weight decay 0.1f" (kernel comments).
 std::string updateSummary(mlir::Operation *op);
 

@@ -251,52 +251,74 @@ void emitUpdateScalarStatements(Operation *op, KernelSourceWriter &w,
   w.line("const bool first = " + ptr(sgd.getStep()) + "[0] <= 1.0f;");
 }
 
+SmallVector<Value> updateElementOperands(Operation *op) {
+  if (auto adam = dyn_cast<k::AdamOp>(op))
+    return {adam.getParam(), adam.getGrad(), adam.getM(), adam.getV()};
+  if (auto sgd = dyn_cast<k::SgdOp>(op))
+    return {sgd.getParam(), sgd.getGrad()};
+  auto sgd = cast<k::SgdMomentumOp>(op);
+  return {sgd.getParam(), sgd.getGrad(), sgd.getBuf()};
+}
+
+SmallVector<Value> updateElementResults(Operation *op) {
+  if (auto adam = dyn_cast<k::AdamOp>(op))
+    return {adam.getNewParam(), adam.getNewM(), adam.getNewV()};
+  if (auto sgd = dyn_cast<k::SgdOp>(op))
+    return {sgd.getNewParam()};
+  auto sgd = cast<k::SgdMomentumOp>(op);
+  return {sgd.getNewParam(), sgd.getNewBuf()};
+}
+
 void emitUpdateElementStatements(Operation *op, KernelSourceWriter &w,
-                                 function_ref<std::string(Value)> name) {
-  auto ptr = [&](Value v) { return name ? name(v) : w.ptr(v); };
+                                 function_ref<std::string(Value)> name,
+                                 StringRef index) {
+  // Element `index` of an operand or result.
+  auto at = [&](Value v) {
+    return (name ? name(v) : w.ptr(v)) + "[" + index.str() + "]";
+  };
   if (auto adam = dyn_cast<k::AdamOp>(op)) {
     std::string b1 = literal(adam.getBeta1()), b2 = literal(adam.getBeta2());
     double wd = adam.getWeightDecay().convertToDouble();
     bool decoupled = adam.getDecoupledWeightDecay();
-    w.line("float g = " + ptr(adam.getGrad()) + "[i] * scale;");
+    w.line("float g = " + at(adam.getGrad()) + " * scale;");
     if (wd != 0.0 && !decoupled)
       w.line("g += " + literal(wd) + " * p; // L2, as torch.optim.Adam");
-    w.line("const float m = " + b1 + " * " + ptr(adam.getM()) +
-           "[i] + (1.0f - " + b1 + ") * g;");
-    w.line("const float v = " + b2 + " * " + ptr(adam.getV()) +
-           "[i] + (1.0f - " + b2 + ") * g * g;");
+    w.line("const float m = " + b1 + " * " + at(adam.getM()) + " + (1.0f - " +
+           b1 + ") * g;");
+    w.line("const float v = " + b2 + " * " + at(adam.getV()) + " + (1.0f - " +
+           b2 + ") * g * g;");
     if (wd != 0.0 && decoupled)
       w.line("pn -= lr * " + literal(wd) + " * p; // decoupled (AdamW)");
     w.line("pn -= lr * (m / bc1) / (sqrtf(v / bc2) + " +
            literal(adam.getEpsilon()) + ");");
-    w.line(ptr(adam.getNewParam()) + "[i] = pn;");
-    w.line(ptr(adam.getNewM()) + "[i] = m;");
-    w.line(ptr(adam.getNewV()) + "[i] = v;");
+    w.line(at(adam.getNewParam()) + " = pn;");
+    w.line(at(adam.getNewM()) + " = m;");
+    w.line(at(adam.getNewV()) + " = v;");
     return;
   }
   if (auto sgd = dyn_cast<k::SgdOp>(op)) {
     double wd = sgd.getWeightDecay().convertToDouble();
-    w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
+    w.line("float g = " + at(sgd.getGrad()) + " * scale;");
     if (wd != 0.0)
       w.line("g += " + literal(wd) + " * p;");
     w.line("pn = p - lr * g;");
-    w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
+    w.line(at(sgd.getNewParam()) + " = pn;");
     return;
   }
   auto sgd = cast<k::SgdMomentumOp>(op);
   double wd = sgd.getWeightDecay().convertToDouble();
   std::string mu = literal(sgd.getMomentum());
   std::string damp = literal(1.0 - sgd.getDampening().convertToDouble());
-  w.line("float g = " + ptr(sgd.getGrad()) + "[i] * scale;");
+  w.line("float g = " + at(sgd.getGrad()) + " * scale;");
   if (wd != 0.0)
     w.line("g += " + literal(wd) + " * p;");
-  w.line("const float buf = first ? g : " + mu + " * " + ptr(sgd.getBuf()) +
-         "[i] + " + damp + " * g;");
+  w.line("const float buf = first ? g : " + mu + " * " + at(sgd.getBuf()) +
+         " + " + damp + " * g;");
   w.line(std::string("const float d = ") +
          (sgd.getNesterov() ? "g + " + mu + " * buf" : "buf") + ";");
   w.line("pn = p - lr * d;");
-  w.line(ptr(sgd.getNewParam()) + "[i] = pn;");
-  w.line(ptr(sgd.getNewBuf()) + "[i] = buf;");
+  w.line(at(sgd.getNewParam()) + " = pn;");
+  w.line(at(sgd.getNewBuf()) + " = buf;");
 }
 
 } // namespace kiln

@@ -65,7 +65,6 @@ void includeMma(KernelSourceWriter &w) {
            "#ifndef KILN_MMA_HELPERS",
            "#define KILN_MMA_HELPERS",
            "#ifndef KILN_HOST_EMULATION",
-           "#define KILN_UNROLL _Pragma(\"unroll\")",
            "// d (16x8 fp32) += a (16x16 bf16, row major) b (16x8 bf16, col "
            "major)",
            "__device__ __forceinline__ void kiln_mma_bf16(float* d, const "

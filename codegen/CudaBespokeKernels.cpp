@@ -130,17 +130,17 @@ LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows, StringRef row,
 
 } // namespace
 
-void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
-                   const std::string &out, llvm::function_ref<std::string()> element) {
-  uint32_t grid = cudaGridFor(n, kCudaBlock);
+void beginGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t items) {
+  uint32_t grid = cudaGridFor(items, kCudaBlock);
   launch = {grid, kCudaBlock, 0};
   w.global("__device__ float " + kEntryPlaceholder + "_partial[" + str(grid) + "];");
   w.global("__device__ unsigned int " + kEntryPlaceholder + "_done = 0u;");
   w.line("float acc = 0.0f;");
-  openGridStrideLoop(w, n, "e");
-  std::string summand = element();
-  w.line("acc += " + summand + ";");
-  w.close();
+}
+
+void endGridTotal(KernelSourceWriter &w, const CudaLaunch &launch,
+                  const std::string &out) {
+  const uint32_t grid = launch.grid;
   w.line("acc = kiln_block_sum(acc);");
   w.line("if (threadIdx.x == 0) " + kEntryPlaceholder + "_partial[blockIdx.x] = acc;");
   w.line("if (!kiln_last_block(&" + kEntryPlaceholder + "_done)) return;");
@@ -149,6 +149,16 @@ void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
          kEntryPlaceholder + "_partial[b]);");
   w.line("total = kiln_block_sum(total);");
   w.line("if (threadIdx.x == 0) " + out + "[0] = total;");
+}
+
+void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
+                   const std::string &out, llvm::function_ref<std::string()> element) {
+  beginGridTotal(w, launch, n);
+  openGridStrideLoop(w, n, "e");
+  std::string summand = element();
+  w.line("acc += " + summand + ";");
+  w.close();
+  endGridTotal(w, launch, out);
 }
 
 namespace {

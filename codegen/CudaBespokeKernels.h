@@ -87,7 +87,12 @@ struct CudaRowFusion {
 // The sum of `n` f32 elements into out[0] (a whole-tensor kiln.reduce_sum):
 // a grid-stride loop in which `element()` writes the statements of element
 // `e` and returns the expression to add, block sums, and the last block's
-// sum of those; sets `launch`.
+// sum of those; sets `launch`. Its halves, for a caller writing its own
+// loop over `items` (threads' work items) that adds to `float acc`:
+// beginGridTotal sets `launch` and declares `acc`; endGridTotal sums.
+void beginGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t items);
+void endGridTotal(KernelSourceWriter &w, const CudaLaunch &launch,
+                  const std::string &out);
 void emitGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t n,
                    const std::string &out, llvm::function_ref<std::string()> element);
 

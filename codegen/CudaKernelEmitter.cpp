@@ -85,50 +85,162 @@ CudaKernel withLaunch(CpuKernel kernel, CudaLaunch launch) {
           std::move(kernel.ops), launch, std::move(kernel.scratch)};
 }
 
-// One grid-stride loop over the output, one scalar expression per op.
+// Elements a thread of a lane-staged pointwise kernel moves per iteration:
+// 16 bytes of bf16, 32 of f32.
+constexpr int64_t kPointwiseLanes = 8;
+
+// The most bytes a thread of a lane-staged kernel holds in its register
+// copies (96 registers): a group of many buffers (the parameters' bf16
+// converts, 48 in one kernel) would spill; it has loads enough in flight
+// with one element per thread anyway.
+constexpr int64_t kMaxStagedBytes = 384;
+
+// Whether a lane-staged body can move every buffer it reads plainly or
+// writes in whole runs of kPointwiseLanes elements: the element count a
+// multiple of it, every such element 2 to 8 bytes (a run is then a
+// multiple of 16 bytes, and 16-byte aligned: buffers start on
+// kArenaAlignment; one-byte bools keep the per-element loop), and the
+// copies within kMaxStagedBytes.
+bool canStageLanes(const KernelGroup &group, const PointwiseBody &body) {
+  if (body.elements % kPointwiseLanes != 0)
+    return false;
+  int64_t staged = 0;
+  auto wide = [&](Value v) {
+    std::string type = cElementType(cast<RankedTensorType>(v.getType()).getElementType());
+    int64_t bytes = type == "uint16_t"                      ? 2
+                    : type == "float" || type == "int32_t" ? 4
+                    : type == "int64_t"                     ? 8
+                                                            : 0;
+    staged += bytes * kPointwiseLanes;
+    return bytes != 0;
+  };
+  return llvm::all_of(body.plainInputs, wide) && llvm::all_of(group.outputs, wide) &&
+         staged <= kMaxStagedBytes;
+}
+
+// A pointwise body's loop over its `n` elements, one element per thread
+// (index `i`) or, with `lanes`, kPointwiseLanes consecutive elements per
+// thread: its plain inputs loaded whole into registers (kiln_lanes8,
+// 16-byte vector loads), the statements run on each lane (j), and the
+// outputs in `outputs` stored whole by closeElementLoop. A bf16 kernel with
+// one element per thread issues 2-byte loads, which keep too few bytes in
+// flight to reach the memory bandwidth; the lanes give each load 16.
+struct ElementLoop {
+  bool lanes = false, index32 = false;
+  int64_t items = 0; // threads' work items: elements, or runs of lanes
+};
+
+ElementLoop openElementLoop(KernelSourceWriter &w, const PointwiseBody &body,
+                            ArrayRef<Value> outputs, bool lanes, bool index32) {
+  const int64_t n = body.elements;
+  const std::string per = std::to_string(kPointwiseLanes);
+  ElementLoop loop{lanes, index32, lanes ? n / kPointwiseLanes : n};
+  w.line("// " + std::to_string(n) + " elements" +
+         (lanes ? ", " + per + " consecutive per thread" : "") + ", grid-stride" +
+         (index32 ? ", 32-bit index" : ""));
+  if (!lanes) {
+    openGridStrideLoop(w, n, "i", index32);
+    return loop;
+  }
+  const std::string index = index32 ? "int" : "int64_t";
+  openGridStrideLoop(w, loop.items, "q", index32);
+  w.line("const " + index + " i0 = q * " + per + ";");
+  for (Value v : body.plainInputs)
+    w.line("const kiln_lanes8<" + w.cType(v) + "> " + PointwiseBody::laneCopy(w.ptr(v)) +
+           " = kiln_load_lanes8(" + w.ptr(v) + " + i0);");
+  for (Value v : outputs)
+    w.line("kiln_lanes8<" + w.cType(v) + "> " + PointwiseBody::laneCopy(w.ptr(v)) + ";");
+  w.open("KILN_UNROLL for (int j = 0; j < " + per + "; ++j)");
+  if (body.usesIndex)
+    w.line("const " + index + " i = i0 + j;");
+  return loop;
+}
+
+void closeElementLoop(KernelSourceWriter &w, const ElementLoop &loop,
+                      ArrayRef<Value> outputs) {
+  w.close();
+  if (!loop.lanes)
+    return;
+  for (Value v : outputs)
+    w.line("kiln_store_lanes8(" + w.ptr(v) + " + i0, " + PointwiseBody::laneCopy(w.ptr(v)) +
+           ");");
+  w.close();
+}
+
+// 32-bit index arithmetic where every buffer allows it: the coordinates of
+// broadcasts and transposes are divisions by constants, several times
+// cheaper in 32 bits than in 64 on the GPU. n < 2^30 keeps the last stride
+// (at most kCudaMaxGrid * kCudaBlock = 2^19 threads) below 2^31.
+bool elementIndex32(const KernelGroup &group, int64_t n) {
+  return n < (int64_t(1) << 30) && indexFitsInt32(group);
+}
+
+// The body of `group` (pointwise ops, then for a "sum" group its
+// whole-tensor reduce_sum) staged in lanes where canStageLanes allows, one
+// element per thread otherwise.
+FailureOr<PointwiseBody> buildElementBody(const KernelGroup &group,
+                                          const KernelSourceWriter &w, bool sum,
+                                          bool &lanes) {
+  auto build = [&](StringRef lane) {
+    return sum ? PointwiseBody::buildSum(group, w, "i", lane)
+               : PointwiseBody::build(group, w, "i", lane);
+  };
+  FailureOr<PointwiseBody> body = build("j");
+  if (failed(body))
+    return failure();
+  lanes = canStageLanes(group, *body);
+  return lanes ? body : build("");
+}
+
+// One grid-stride loop over the output, one scalar expression per op, in
+// lanes where the buffers allow (openElementLoop).
 FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   KernelSourceWriter w(group, KernelTarget::Cuda);
   if (failed(w.declareBuffers()))
     return failure();
-  FailureOr<PointwiseBody> body = PointwiseBody::build(group, w, "i");
+  bool lanes = false;
+  FailureOr<PointwiseBody> body = buildElementBody(group, w, /*sum=*/false, lanes);
   if (failed(body))
     return failure();
-  int64_t n = body->elements;
-  // 32-bit index arithmetic where every buffer allows it: the coordinates
-  // of broadcasts and transposes are divisions by constants, several times
-  // cheaper in 32 bits than in 64 on the GPU. n < 2^30 keeps the last
-  // stride (at most kCudaMaxGrid * kCudaBlock = 2^19 threads) below 2^31.
-  const bool index32 = n < (int64_t(1) << 30) && indexFitsInt32(group);
-  w.line("// " + std::to_string(n) + " elements, grid-stride" +
-         (index32 ? ", 32-bit index" : ""));
-  openGridStrideLoop(w, n, "i", index32);
+  ElementLoop loop = openElementLoop(w, *body, group.outputs, lanes,
+                                     elementIndex32(group, body->elements));
   for (const std::string &statement : body->statements)
     w.line(statement);
   for (const std::string &store : body->stores)
     w.line(store);
-  w.close();
-  return withLaunch(w.finish(kCudaBlock), {cudaGridFor(n, kCudaBlock), kCudaBlock, 0});
+  closeElementLoop(w, loop, group.outputs);
+  return withLaunch(w.finish(kCudaBlock),
+                    {cudaGridFor(loop.items, kCudaBlock), kCudaBlock, 0});
 }
 
-// kiln.fusion sum: a grid-stride loop computing each element and adding
-// it to the thread's total, then the block sums and the last block's sum of
-// them, as the CUDA whole-tensor kiln.reduce_sum (emitGridTotal).
+// kiln.fusion sum: the element loop (openElementLoop) computing each element
+// and adding it to the thread's total, in element order, then the block
+// sums and the last block's sum of them, as the CUDA whole-tensor
+// kiln.reduce_sum (beginGridTotal / endGridTotal).
 FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
   KernelSourceWriter w(group, KernelTarget::Cuda);
   if (failed(w.declareBuffers()))
     return failure();
-  FailureOr<PointwiseBody> body = PointwiseBody::buildSum(group, w, "e");
+  bool lanes = false;
+  FailureOr<PointwiseBody> body = buildElementBody(group, w, /*sum=*/true, lanes);
   if (failed(body))
     return failure();
+  SmallVector<Value> stored;
+  for (Value out : group.outputs)
+    if (out != body->total)
+      stored.push_back(out);
   CudaLaunch launch;
   w.line("// " + std::to_string(body->elements) + " elements summed as they are computed");
-  emitGridTotal(w, launch, body->elements, w.ptr(body->total), [&] {
-    for (const std::string &statement : body->statements)
-      w.line(statement);
-    for (const std::string &store : body->stores)
-      w.line(store);
-    return body->summand;
-  });
+  beginGridTotal(w, launch, lanes ? body->elements / kPointwiseLanes : body->elements);
+  ElementLoop loop = openElementLoop(w, *body, stored, lanes,
+                                     elementIndex32(group, body->elements));
+  for (const std::string &statement : body->statements)
+    w.line(statement);
+  for (const std::string &store : body->stores)
+    w.line(store);
+  w.line("acc += " + body->summand + ";");
+  closeElementLoop(w, loop, stored);
+  endGridTotal(w, launch, w.ptr(body->total));
   return withLaunch(w.finish(launch.block), launch);
 }
 
@@ -270,6 +382,29 @@ __device__ __forceinline__ float kiln_bf16_to_f32(uint16_t h) {
 #ifndef KILN_HOST_EMULATION
 __device__ __forceinline__ void kiln_copy16(void* dst, const void* src) {
   *(uint4*)dst = *(const uint4*)src;
+}
+#endif
+
+// A fully unrolled loop (the host emulation defines it empty).
+#ifndef KILN_UNROLL
+#define KILN_UNROLL _Pragma("unroll")
+#endif
+
+// Eight consecutive elements of a buffer held in registers, loaded and
+// stored whole (16-byte aligned: one vector access per 16 bytes), so a
+// bandwidth-bound kernel moves bf16 16 bytes at a time instead of 2. The
+// host emulation defines the loads and stores with memcpy.
+template <typename T> struct alignas(16) kiln_lanes8 {
+  T v[8];
+};
+#ifndef KILN_HOST_EMULATION
+template <typename T>
+__device__ __forceinline__ kiln_lanes8<T> kiln_load_lanes8(const T* p) {
+  return *(const kiln_lanes8<T>*)p;
+}
+template <typename T>
+__device__ __forceinline__ void kiln_store_lanes8(T* p, const kiln_lanes8<T>& x) {
+  *(kiln_lanes8<T>*)p = x;
 }
 #endif
 

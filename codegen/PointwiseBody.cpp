@@ -33,10 +33,12 @@ bool PointwiseBody::isPointwise(Operation *op) {
 namespace {
 
 // The statements of `ops` over `elements` elements and a store for each of
-// `group`'s outputs but `total` (a "sum" kernel's one-element result).
+// `group`'s outputs but `total` (a "sum" kernel's one-element result); with
+// `lane`, plain reads and stores go to the buffers' register copies.
 FailureOr<PointwiseBody> fill(const KernelGroup &group, ArrayRef<Operation *> ops,
                               int64_t elements, Value total, const KernelSourceWriter &w,
-                              StringRef index, PointwiseStatements &code) {
+                              StringRef index, PointwiseStatements &code,
+                              StringRef lane = {}) {
   PointwiseBody body;
   body.elements = elements;
   body.total = total;
@@ -45,10 +47,17 @@ FailureOr<PointwiseBody> fill(const KernelGroup &group, ArrayRef<Operation *> op
       return op->emitError()
              << "pointwise ops of one kernel must all produce "
              << body.elements << " elements";
-  if (failed(emitPointwiseStatements(
-          ops, index, [&](Value v) { return w.ptr(v); }, code)))
+  auto laneElement = [&](Value v) {
+    return PointwiseBody::laneCopy(w.ptr(v)) + ".v[" + lane.str() + "]";
+  };
+  auto pointer = [&](Value v) { return w.ptr(v); };
+  if (failed(lane.empty() ? emitPointwiseStatements(ops, index, pointer, code)
+                          : emitPointwiseStatements(ops, index, pointer, code,
+                                                    laneElement)))
     return failure();
   body.statements.assign(code.lines.begin(), code.lines.end());
+  body.plainInputs = code.plainReads;
+  body.usesIndex = code.usesIndex;
   for (Value out : group.outputs) {
     if (out == total)
       continue;
@@ -56,21 +65,29 @@ FailureOr<PointwiseBody> fill(const KernelGroup &group, ArrayRef<Operation *> op
     if (it == code.vars.end())
       return group.ops.front()->emitError()
              << "a kernel output is not computed by the kernel's ops";
-    body.stores.push_back(w.store(out, index, it->second));
+    body.stores.push_back(
+        lane.empty() ? w.store(out, index, it->second)
+                     : storeElement(cast<RankedTensorType>(out.getType())
+                                        .getElementType(),
+                                    laneElement(out), it->second));
   }
   return body;
 }
 
 } // namespace
 
+std::string PointwiseBody::laneCopy(StringRef pointer) {
+  return pointer.str() + "_l";
+}
+
 FailureOr<PointwiseBody> PointwiseBody::build(const KernelGroup &group,
                                               const KernelSourceWriter &w,
-                                              StringRef index) {
+                                              StringRef index, StringRef lane) {
   if (group.outputs.empty())
     return group.ops.front()->emitError() << "a kernel needs an output";
   PointwiseStatements code;
   return fill(group, group.ops, numElements(shapeOf(group.outputs.front())), Value(), w,
-              index, code);
+              index, code, lane);
 }
 
 bool PointwiseBody::isSumGroup(const KernelGroup &group) {
@@ -83,7 +100,7 @@ bool PointwiseBody::isSumGroup(const KernelGroup &group) {
 
 FailureOr<PointwiseBody> PointwiseBody::buildSum(const KernelGroup &group,
                                                  const KernelSourceWriter &w,
-                                                 StringRef index) {
+                                                 StringRef index, StringRef lane) {
   if (!isSumGroup(group))
     return group.ops.front()->emitError()
            << "a \"sum\" kernel is pointwise ops and then one whole-tensor kiln.reduce_sum";
@@ -91,7 +108,7 @@ FailureOr<PointwiseBody> PointwiseBody::buildSum(const KernelGroup &group,
   PointwiseStatements code;
   FailureOr<PointwiseBody> body =
       fill(group, ArrayRef<Operation *>(group.ops).drop_back(),
-           numElements(shapeOf(sum.getInput())), sum.getResult(), w, index, code);
+           numElements(shapeOf(sum.getInput())), sum.getResult(), w, index, code, lane);
   if (failed(body))
     return failure();
   auto summand = code.vars.find(sum.getInput());

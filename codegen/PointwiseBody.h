@@ -32,6 +32,16 @@ struct PointwiseBody {
   llvm::SmallVector<std::string> stores;      // one `outK[i] = vN;` per output
                                               // (rounded for a bf16 output)
 
+  // The group's inputs read at the element's own index, in first-read order,
+  // and whether the statements compute with the index itself (broadcast
+  // coordinates, iota, causal_mask).
+  llvm::SmallVector<mlir::Value> plainInputs;
+  bool usesIndex = false;
+
+  // The name of the register copy of a buffer's elements that a lane-staged
+  // body reads and writes: "in0_l" for "in0" (a kiln_lanes8 in CUDA).
+  static std::string laneCopy(llvm::StringRef pointer);
+
   // True for the ops that may share one pointwise loop nest with others.
   static bool isPointwise(mlir::Operation *op);
 
@@ -42,16 +52,22 @@ struct PointwiseBody {
 
   // The statements of `group` (all ops pointwise) over the flat output index
   // `index`, reading and writing the pointers `w` declared. Emits an error on
-  // the offending op when the group cannot be one flat loop.
+  // the offending op when the group cannot be one flat loop. With `lane` (a
+  // C index, "j"), plain reads and the stores go to element `lane` of each
+  // buffer's register copy (laneCopy) instead: the caller loads and stores
+  // those copies whole (plainInputs, outputs), a few elements per thread.
   static mlir::FailureOr<PointwiseBody> build(const KernelGroup &group,
                                               const KernelSourceWriter &w,
-                                              llvm::StringRef index);
+                                              llvm::StringRef index,
+                                              llvm::StringRef lane = {});
   // A "sum" group (pointwise ops, then a whole-tensor kiln.reduce_sum of a
   // value they compute): the loop over the sum's input elements, with the
-  // stores of the group's other outputs, `summand` and `total`.
+  // stores of the group's other outputs, `summand` and `total` (`lane` as
+  // for build).
   static mlir::FailureOr<PointwiseBody> buildSum(const KernelGroup &group,
                                                  const KernelSourceWriter &w,
-                                                 llvm::StringRef index);
+                                                 llvm::StringRef index,
+                                                 llvm::StringRef lane = {});
   // Whether `group` is such a group.
   static bool isSumGroup(const KernelGroup &group);
 };

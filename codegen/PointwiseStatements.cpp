@@ -19,6 +19,7 @@
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 namespace k = mlir::kiln;
@@ -75,12 +76,17 @@ std::string broadcastIndex(StringRef index, ArrayRef<int64_t> in,
 LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
                                       StringRef index,
                                       function_ref<std::string(Value)> pointer,
-                                      PointwiseStatements &out) {
+                                      PointwiseStatements &out,
+                                      function_ref<std::string(Value)> plainElement) {
   auto load = [&](Value v) -> std::string {
     auto it = out.vars.find(v);
     if (it != out.vars.end())
       return it->second;
-    return loadElement(elementOf(v), pointer(v) + "[" + index.str() + "]");
+    if (!llvm::is_contained(out.plainReads, v))
+      out.plainReads.push_back(v);
+    return loadElement(elementOf(v), plainElement
+                                         ? plainElement(v)
+                                         : pointer(v) + "[" + index.str() + "]");
   };
   for (Operation *op : ops) {
     if (op->getNumResults() != 1)
@@ -98,6 +104,7 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
                  << "cannot broadcast a value computed in the same kernel";
         expr = out.vars[input];
       } else {
+        out.usesIndex = true;
         expr = loadElement(elementOf(input),
                            pointer(input) + "[" +
                                broadcastIndex(index, shapeOf(input),
@@ -108,6 +115,7 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
     } else if (isSplatConstant(op)) {
       expr = splatLiteral(op);
     } else if (isa<k::IotaOp>(op)) {
+      out.usesIndex = true;
       expr = "(" + type + ")" + index.str();
       if (element.isBF16())
         expr = roundToBf16(expr);
@@ -119,6 +127,7 @@ LogicalResult emitPointwiseStatements(ArrayRef<Operation *> ops,
         return op->emitError() << "causal_mask needs rank >= 2";
       int64_t t = shape[shape.size() - 2], s = shape.back();
       double fill = op->getAttrOfType<FloatAttr>("fill").getValueAsDouble();
+      out.usesIndex = true;
       std::string col = coordinate(index, 1, s, false);
       std::string row = coordinate(index, s, t, shape.size() == 2);
       expr = "((" + col + " > " + row + " + " + std::to_string(s - t) +

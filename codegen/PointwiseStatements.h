@@ -20,6 +20,7 @@
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <string>
@@ -31,20 +32,30 @@ namespace kiln {
 struct PointwiseStatements {
   std::vector<std::string> lines;                // "const float v0 = ...; // kiln.add"
   llvm::DenseMap<mlir::Value, std::string> vars; // value -> its variable
+  // The operands read at the element's own index (`in0[i]`, not through a
+  // broadcast), in the order of their first read.
+  llvm::SmallVector<mlir::Value> plainReads;
+  // Whether a statement computes with the index itself (a broadcast's
+  // coordinates, iota, causal_mask) rather than only reading plainly.
+  bool usesIndex = false;
 };
 
 // Appends one statement per op of `ops` (pointwise, in order, all with the
 // same element count) computing the element at flat index `index` (a C
 // expression) of its result. Operands computed by earlier statements are
 // read from their variables; any other operand `v` is read from the array
-// `pointer(v)` at `index` (at the broadcast index for kiln.broadcast).
+// `pointer(v)` at `index` (at the broadcast index for kiln.broadcast), or,
+// when `plainElement` is given, a plain read is the element text it returns
+// for `v` (a CUDA kernel's register copy of the thread's elements).
 // Emits an error on the offending op and fails for ops it cannot express
 // (a non-pointwise op, a broadcast of a value computed in the chain).
 mlir::LogicalResult
 emitPointwiseStatements(llvm::ArrayRef<mlir::Operation *> ops,
                         llvm::StringRef index,
                         llvm::function_ref<std::string(mlir::Value)> pointer,
-                        PointwiseStatements &out);
+                        PointwiseStatements &out,
+                        llvm::function_ref<std::string(mlir::Value)>
+                            plainElement = nullptr);
 
 } // namespace kiln
 

@@ -218,6 +218,17 @@ inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
 inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
 // The prelude's kiln_copy16 (a uint4 load and store on the GPU).
 inline void kiln_copy16(void *dst, const void *src) { memcpy(dst, src, 16); }
+// The prelude's kiln_load_lanes8 / kiln_store_lanes8 (vector loads and
+// stores of a kiln_lanes8 on the GPU; the struct is the prelude's).
+template <typename T> struct kiln_lanes8;
+template <typename T> inline kiln_lanes8<T> kiln_load_lanes8(const T *p) {
+  kiln_lanes8<T> x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+template <typename T> inline void kiln_store_lanes8(T *p, const kiln_lanes8<T> &x) {
+  memcpy(p, &x, sizeof x);
+}
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 

@@ -217,8 +217,25 @@ TEST(CudaKernels, FusedPointwiseGroupHasTheCpuStatements) {
   ASSERT_TRUE(mlir::succeeded(cuda));
   EXPECT_EQ(cuda->ops, "kiln.broadcast,kiln.add,kiln.gelu,kiln.mul");
   EXPECT_EQ(cuda->entry.rfind("k_broadcast_add_gelu_", 0), 0u) << cuda->entry;
-  EXPECT_EQ(cuda->launch.grid, 1u); // 32 elements
+  EXPECT_EQ(cuda->launch.grid, 1u); // 32 elements, 8 per thread
   EXPECT_EQ(cuda->launch.block, 256u);
+  // Each thread takes 8 consecutive elements: x (read plainly) is loaded
+  // whole into registers and the result stored whole; the statements are
+  // the CPU's with those reads and the store on the register copies. The
+  // broadcast of b reads through the element index.
+  EXPECT_NE(cuda->source.find("kiln_load_lanes8(in0 + i0)"), std::string::npos)
+      << cuda->source;
+  EXPECT_EQ(cuda->source.find("kiln_load_lanes8(in1"), std::string::npos);
+  EXPECT_NE(cuda->source.find("kiln_store_lanes8(out0 + i0, out0_l)"), std::string::npos);
+  EXPECT_NE(cuda->source.find("const int i = i0 + j;"), std::string::npos);
+  auto onLanes = [](std::string line) {
+    for (const char *buffer : {"in0", "out0"}) {
+      std::string from = std::string(buffer) + "[i]";
+      for (size_t at; (at = line.find(from)) != std::string::npos;)
+        line.replace(at, from.size(), std::string(buffer) + "_l.v[j]");
+    }
+    return line;
+  };
   std::istringstream lines(cpu->source);
   int statements = 0;
   for (std::string line; std::getline(lines, line);) {
@@ -226,7 +243,7 @@ TEST(CudaKernels, FusedPointwiseGroupHasTheCpuStatements) {
         line.find("out0[i] = ") == std::string::npos)
       continue;
     ++statements;
-    EXPECT_NE(cuda->source.find(line), std::string::npos) << line;
+    EXPECT_NE(cuda->source.find(onLanes(line)), std::string::npos) << onLanes(line);
   }
   EXPECT_EQ(statements, 5); // four ops and the store
 }
@@ -252,6 +269,10 @@ TEST(CudaKernels, IndexWidthAndTransposeChunks) {
       %0 = kiln.transpose %a permutation = [1, 0] : tensor<8x12xf32> -> tensor<12x8xf32>
       return %0 : tensor<12x8xf32>
     }
+    func.func @odd(%x: tensor<3x5xbf16>) -> tensor<3x5xbf16> {
+      %0 = kiln.exp %x : tensor<3x5xbf16>
+      return %0 : tensor<3x5xbf16>
+    }
     func.func @large(%b: tensor<2147483648xf32>) -> tensor<2x2147483648xf32> {
       %0 = kiln.broadcast %b dims = [1] : tensor<2147483648xf32> -> tensor<2x2147483648xf32>
       %1 = kiln.exp %0 : tensor<2x2147483648xf32>
@@ -272,11 +293,19 @@ TEST(CudaKernels, IndexWidthAndTransposeChunks) {
     return mlir::succeeded(emitted) ? *emitted : kiln::CudaKernel();
   };
   kiln::CudaKernel small = kernel("small"), heads = kernel("heads"),
-                   columns = kernel("columns"), large = kernel("large");
-  EXPECT_NE(small.source.find("for (int i = "), std::string::npos) << small.source;
+                   columns = kernel("columns"), odd = kernel("odd"),
+                   large = kernel("large");
+  // Pointwise loops take 8 consecutive elements per thread (q), each
+  // element's index i = q * 8 + j in the same width.
+  EXPECT_NE(small.source.find("for (int q = "), std::string::npos) << small.source;
+  EXPECT_NE(small.source.find("const int i = i0 + j;"), std::string::npos);
   EXPECT_NE(small.source.find("32-bit index"), std::string::npos);
-  EXPECT_NE(large.source.find("for (int64_t i = "), std::string::npos) << large.source;
+  EXPECT_NE(large.source.find("for (int64_t q = "), std::string::npos) << large.source;
+  EXPECT_NE(large.source.find("const int64_t i = i0 + j;"), std::string::npos);
   EXPECT_EQ(large.source.find("32-bit index"), std::string::npos);
+  // 15 elements are no whole runs of 8: one element per thread.
+  EXPECT_NE(odd.source.find("for (int i = "), std::string::npos) << odd.source;
+  EXPECT_EQ(odd.source.find("kiln_load_lanes8"), std::string::npos);
   // [2, 4, 16, 64] bf16: 1024 chunks of 8, one thread each.
   EXPECT_NE(heads.source.find("for (int k = "), std::string::npos) << heads.source;
   EXPECT_NE(heads.source.find("kiln_copy16("), std::string::npos);

@@ -68,6 +68,28 @@ TEST(CudaKernelsEmulated, Pointwise) {
                      HostTensor::floats(randomFloats(30, 4))});
 }
 
+// Element counts that are whole runs of 8 take 8 consecutive elements per
+// thread (the plain reads and the stores on register copies): ops that
+// compute with the element index itself (causal_mask, iota, a broadcast),
+// bf16 and i32 buffers, and a count over several blocks' worth of runs.
+TEST(CudaKernelsEmulated, LaneStagedPointwise) {
+  expectSameResults(R"mlir(
+    func.func @step(%s: tensor<2x4x8xf32>, %a: tensor<40x128xf32>, %row: tensor<128xf32>)
+        -> (tensor<2x4x8xf32>, tensor<16xi32>, tensor<40x128xf32>, tensor<40x128xf32>) {
+      %0 = kiln.causal_mask %s fill = 0xFF800000 : tensor<2x4x8xf32>
+      %1 = kiln.iota : tensor<16xi32>
+      %ab = kiln.convert %a : tensor<40x128xf32> -> tensor<40x128xbf16>
+      %e = kiln.exp %ab : tensor<40x128xbf16>
+      %ef = kiln.convert %e : tensor<40x128xbf16> -> tensor<40x128xf32>
+      %rb = kiln.broadcast %row dims = [1] : tensor<128xf32> -> tensor<40x128xf32>
+      %m = kiln.mul %a, %rb : tensor<40x128xf32>
+      return %0, %1, %ef, %m : tensor<2x4x8xf32>, tensor<16xi32>, tensor<40x128xf32>, tensor<40x128xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(64, 11)),
+                     HostTensor::floats(randomFloats(5120, 12, -3, 3)),
+                     HostTensor::floats(randomFloats(128, 13))});
+}
+
 // Every loop shape of reduce_sum: one output over several blocks, trailing
 // dims (a warp per output), leading dims and a middle dim (a thread per
 // output); and a transpose.

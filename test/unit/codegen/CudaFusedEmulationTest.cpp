@@ -88,6 +88,35 @@ TEST(CudaFusedKernelsEmulated, ResidualAddLayerNormGelu) {
 // Attention's scale and causal mask before softmax (prologue) and a scaling
 // after it (epilogue); then the backward with its mask and scale after
 // softmax_grad (epilogue). Row 1 is fully masked by its input (all -inf).
+// Thirteen inputs summed by one pointwise kernel: too many buffers for
+// register copies of 8 elements each, so the kernel keeps one element per
+// thread (two inputs get the copies); the same sums either way.
+TEST(CudaFusedKernelsEmulated, PointwiseOfManyBuffers) {
+  std::vector<HostTensor> args;
+  std::string params;
+  for (int i = 0; i < 13; ++i) {
+    params += std::string(i ? ", " : "") + "%x" + std::to_string(i) + ": tensor<4x64xf32>";
+    args.push_back(HostTensor::floats(randomFloats(256, 40 + i)));
+  }
+  std::string many = "func.func @step(" + params + ") -> tensor<4x64xf32> {\n" +
+                     "  %s0 = kiln.add %x0, %x0 : tensor<4x64xf32>\n";
+  for (int i = 1; i < 13; ++i)
+    many += "  %s" + std::to_string(i) + " = kiln.add %s" + std::to_string(i - 1) +
+            ", %x" + std::to_string(i) + " : tensor<4x64xf32>\n";
+  many += "  return %s12 : tensor<4x64xf32>\n}";
+  expectFusedMatchesUnfused(many, args, 1);
+  KernelRunner fused(many, KernelBackend::CudaEmulated, /*fuse=*/true);
+  ASSERT_TRUE(fused.ok()) << fused.error();
+  EXPECT_EQ(fused.kernels().front().source.find("kiln_load_lanes8"), std::string::npos);
+  KernelRunner two("func.func @step(" + params + R"mlir() -> tensor<4x64xf32> {
+      %s = kiln.add %x0, %x1 : tensor<4x64xf32>
+      return %s : tensor<4x64xf32>
+    })mlir",
+                   KernelBackend::CudaEmulated);
+  ASSERT_TRUE(two.ok()) << two.error();
+  EXPECT_NE(two.kernels().front().source.find("kiln_load_lanes8"), std::string::npos);
+}
+
 // Two kernels: the two row kernels; --kiln-fusion folds the splat constants
 // into them as literals (a splat constant is never a buffer).
 TEST(CudaFusedKernelsEmulated, SoftmaxWithPrologueAndEpilogue) {
