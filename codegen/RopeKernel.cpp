@@ -2,6 +2,7 @@
 
 #include "codegen/RopeKernel.h"
 
+#include "codegen/CpuKernelEmitter.h"
 #include "codegen/CudaBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
@@ -35,14 +36,20 @@ std::string rowOffset(llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> d
   return sum + "f";
 }
 
-// The statements for element `i` (a loop variable over the rotated space)
-// of `rope`, reading the table `freq`.
-void writeElement(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq) {
+// The statements for pair `p` (a loop variable over the rotated space's
+// n / 2 pairs) of `rope`, reading the table `freq`: pair p is element
+// i = (p / (D/2)) * D + p % (D/2) and its partner i + D/2, rotated by one
+// angle (one cosf and one sinf for both). `index` is the C type of the
+// index arithmetic ("int" where every offset fits, else "int64_t").
+void writePair(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq,
+               llvm::StringRef index) {
   llvm::SmallVector<int64_t> shape = rope.getRotatedShape();
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t d = shape.back(), t = shape[rank - 2], half = d / 2;
   mlir::Value x = rope.getInput(), y = rope.getResult();
-  w.line("const int64_t f = i % " + str(d) + ";");
+  const std::string ix = index.str();
+  w.line("const " + ix + " f = p % " + str(half) + ";");
+  w.line("const " + ix + " i = p / " + str(half) + " * " + str(d) + " + f;");
   std::string in = "i", out = "i", position = "(i / " + str(d) + ") % " + str(t);
   std::optional<llvm::ArrayRef<int64_t>> inPerm = rope.getInputPermutation(),
                                          outPerm = rope.getResultPermutation();
@@ -51,7 +58,7 @@ void writeElement(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRe
     // and written where the permutations put them.
     llvm::SmallVector<int64_t> rotated = rowMajorStrides(shape);
     for (int64_t k = 0; k + 1 < rank; ++k)
-      w.line("const int64_t c" + str(k) + " = (i / " + str(rotated[k]) + ") % " +
+      w.line("const " + ix + " c" + str(k) + " = (i / " + str(rotated[k]) + ") % " +
              str(shape[k]) + ";");
     llvm::SmallVector<int64_t> identity = llvm::to_vector(llvm::seq<int64_t>(0, rank));
     // Rotated dim k is input dim inPerm[k]; result dim j is rotated dim
@@ -59,23 +66,22 @@ void writeElement(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRe
     llvm::SmallVector<int64_t> resultDimOf(rank);
     for (int64_t j = 0; j < rank; ++j)
       resultDimOf[outPerm ? (*outPerm)[j] : j] = j;
-    w.line("const int64_t in = " +
+    w.line("const " + ix + " in = " +
            rowOffset(rowMajorStrides(shapeOf(x)), inPerm ? *inPerm : llvm::ArrayRef(identity)) +
            ";");
-    w.line("const int64_t out = " + rowOffset(rowMajorStrides(shapeOf(y)), resultDimOf) + ";");
+    w.line("const " + ix + " out = " + rowOffset(rowMajorStrides(shapeOf(y)), resultDimOf) +
+           ";");
     in = "in";
     out = "out";
     position = "c" + str(rank - 2);
   }
-  w.line("const bool low = f < " + str(half) + ";");
-  w.line("const float a = (float)(" + position + ") * " + freq.str() + "[low ? f : f - " +
-         str(half) + "];");
+  std::string partner = " + " + str(half);
+  w.line("const float a = (float)(" + position + ") * " + freq.str() + "[f];");
   w.line("const float c = cosf(a), s = " + std::string(rope.getInverse() ? "-" : "") +
          "sinf(a);");
-  w.line("const float xi = " + w.load(x, in) + ";");
-  w.line("const float xp = low ? " + w.load(x, in + " + " + str(half)) + " : " +
-         w.load(x, in + " - " + str(half)) + ";");
-  w.line(w.store(y, out, "low ? xi * c - xp * s : xi * c + xp * s"));
+  w.line("const float x0 = " + w.load(x, in) + ", x1 = " + w.load(x, in + partner) + ";");
+  w.line(w.store(y, out, "x0 * c - x1 * s"));
+  w.line(w.store(y, out + partner, "x1 * c + x0 * s"));
 }
 
 std::string describe(mlir::kiln::RopeOp rope) {
@@ -92,13 +98,13 @@ std::string describe(mlir::kiln::RopeOp rope) {
 
 mlir::LogicalResult emitRopeCpu(mlir::Operation *op, KernelSourceWriter &w) {
   auto rope = mlir::cast<mlir::kiln::RopeOp>(op);
-  int64_t n = numElements(rope.getRotatedShape());
+  int64_t pairs = numElements(rope.getRotatedShape()) / 2;
   w.line(describe(rope));
   w.line("static const float freq[" + str(rope.getInvFreq().size()) + "] = " +
          frequencyTable(rope) + ";");
-  w.parallelFor(n);
-  w.open("for (int64_t i = 0; i < " + str(n) + "; ++i)");
-  writeElement(rope, w, "freq");
+  w.parallelFor(2 * pairs);
+  w.open("for (int64_t p = 0; p < " + str(pairs) + "; ++p)");
+  writePair(rope, w, "freq", "int64_t");
   w.close();
   return mlir::success();
 }
@@ -106,15 +112,18 @@ mlir::LogicalResult emitRopeCpu(mlir::Operation *op, KernelSourceWriter &w) {
 mlir::LogicalResult emitRopeCuda(mlir::Operation *op, KernelSourceWriter &w,
                                  CudaLaunch &launch) {
   auto rope = mlir::cast<mlir::kiln::RopeOp>(op);
-  int64_t n = numElements(rope.getRotatedShape());
+  int64_t pairs = numElements(rope.getRotatedShape()) / 2;
   std::string freq = std::string(kEntryPlaceholder) + "_freq";
-  // In constant memory: every thread of a warp reads the same few entries.
-  w.global("__constant__ float " + freq + "[" + str(rope.getInvFreq().size()) + "] = " +
+  // In global memory, not __constant__: the lanes of a warp read different
+  // entries (consecutive pairs), which the constant cache would serialize.
+  w.global("__device__ const float " + freq + "[" + str(rope.getInvFreq().size()) + "] = " +
            frequencyTable(rope) + ";");
-  launch = {cudaGridFor(n, kCudaBlock), kCudaBlock, 0};
+  launch = {cudaGridFor(pairs, kCudaBlock), kCudaBlock, 0};
   w.line(describe(rope));
-  openGridStrideLoop(w, n);
-  writeElement(rope, w, freq);
+  // 32-bit offsets where every buffer allows (openGridStrideLoop's bound).
+  const bool index32 = 2 * pairs < (int64_t(1) << 30) && indexFitsInt32(KernelGroup::forOp(op));
+  openGridStrideLoop(w, pairs, "p", index32);
+  writePair(rope, w, freq, index32 ? "int" : "int64_t");
   w.close();
   return mlir::success();
 }
