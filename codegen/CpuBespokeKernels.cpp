@@ -385,6 +385,11 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line("// cross entropy backward of [" + ns + ", " + vs +
          "] logits, classes < " + cs);
   w.line("const float scale = " + w.ptr(grad) + "[0] / " + ns + ".0f;");
+  // With a loss result: each row's loss as cross_entropy's kernel computes
+  // it (the same statistics), summed after the parallel loop in row order.
+  Value loss = op->getNumResults() > 1 ? op->getResult(1) : Value();
+  if (loss)
+    w.line("double* rowLoss = (double*)malloc(" + ns + " * sizeof(double));");
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
@@ -403,6 +408,9 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(x[c] - mx);");
   w.line("const float inv = (float)(1.0 / sum);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
+  if (loss)
+    w.line("rowLoss[n] = (t < 0 || t >= " + cs +
+           ") ? 0.0 : log(sum) + (double)mx - (double)x[t];");
   // A target outside [0, C) contributes a constant 0 to the forward loss,
   // so its row's gradient is 0 too.
   w.open("if (t < 0 || t >= " + cs + ")");
@@ -416,6 +424,12 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.close();
   w.endRow("n", v);
   w.close();
+  if (loss) {
+    w.line("double total = 0;");
+    w.line("for (int64_t n = 0; n < " + ns + "; ++n) total += rowLoss[n];");
+    w.line("free(rowLoss);");
+    w.line(w.ptr(loss) + "[0] = (float)(total / " + ns + ");");
+  }
   return success();
 }
 

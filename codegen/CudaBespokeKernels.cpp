@@ -641,6 +641,25 @@ LogicalResult emitSoftmaxGrad(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
+// The end of a cross-entropy kernel whose row loop (launched as `launch`)
+// added each row's loss to `blockLoss` in row order: thread 0's sum per
+// block, then the last block's sum of those in block order, divided by the
+// `rows`, into loss[0].
+void emitMeanLoss(KernelSourceWriter &w, const CudaLaunch &launch, int64_t rows,
+                  const std::string &loss) {
+  std::string partial = (kEntryPlaceholder + "_partial").str();
+  std::string done = (kEntryPlaceholder + "_done").str();
+  w.global("__device__ float " + partial + "[" + str(launch.grid) + "];");
+  w.global("__device__ unsigned int " + done + " = 0u;");
+  w.line("if (threadIdx.x == 0) " + partial + "[blockIdx.x] = blockLoss;");
+  w.line("if (!kiln_last_block(&" + done + ")) return;");
+  w.line("float total = 0.0f;");
+  w.line("for (int b = threadIdx.x; b < " + str(launch.grid) +
+         "; b += blockDim.x) total += __ldcg(&" + partial + "[b]);");
+  w.line("total = kiln_block_sum(total);");
+  w.line("if (threadIdx.x == 0) " + loss + "[0] = total / " + countLiteral(rows) + ";");
+}
+
 // loss = mean over rows n of logsumexp(logits[n]) - logits[n, target[n]]
 // (0 for a target outside [0, V)). Each block sums its rows' losses in row
 // order; the last block sums the block partials in block order.
@@ -651,13 +670,9 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   auto [n, v] = rowsAndColumns(logits);
   int64_t valid = validClasses(op, v); // < v when pad-dims padded the classes
   std::string vs = str(v), ns = str(n), cs = str(valid);
-  std::string partial = (kEntryPlaceholder + "_partial").str();
-  std::string done = (kEntryPlaceholder + "_done").str();
   w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits");
   w.line("float blockLoss = 0.0f; // thread 0's sum of this block's rows");
   openRowLoop(w, n, v, launch);
-  w.global("__device__ float " + partial + "[" + str(launch.grid) + "];");
-  w.global("__device__ unsigned int " + done + " = 0u;");
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
   w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
@@ -672,30 +687,29 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   if (failed(endRow(w, rows, "r", v)))
     return failure();
   w.close();
-  w.line("if (threadIdx.x == 0) " + partial + "[blockIdx.x] = blockLoss;");
-  w.line("if (!kiln_last_block(&" + done + ")) return;");
-  w.line("float total = 0.0f;");
-  w.line("for (int b = threadIdx.x; b < " + str(launch.grid) +
-         "; b += blockDim.x) total += __ldcg(&" + partial + "[b]);");
-  w.line("total = kiln_block_sum(total);");
-  w.line("if (threadIdx.x == 0) " + w.ptr(loss) + "[0] = total / " +
-         countLiteral(n) + ";");
+  emitMeanLoss(w, launch, n, w.ptr(loss));
   return success();
 }
 
 // dlogits[n, c] = (softmax(logits[n])[c] - (c == target[n])) * grad / N;
 // a row whose target is outside [0, V) gets zeros (its loss is constant).
+// With a loss result, also cross_entropy's loss, with its kernel's bits:
+// the same launch, row statistics and sums (emitMeanLoss).
 LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
                                    CudaLaunch &launch, CudaRowFusion *rows) {
   Value logits = op->getOperand(0), targets = op->getOperand(1),
         grad = op->getOperand(2);
   Value out = op->getResult(0);
+  Value loss = op->getNumResults() > 1 ? op->getResult(1) : Value();
   auto [n, v] = rowsAndColumns(logits);
   int64_t valid = validClasses(op, v); // classes >= valid get gradient 0
   std::string vs = str(v), ns = str(n), cs = str(valid);
-  w.line("// cross entropy backward of [" + ns + ", " + vs + "] logits");
+  w.line("// cross entropy backward of [" + ns + ", " + vs + "] logits" +
+         (loss ? ", and its mean loss" : ""));
   w.line("const float scale = " + w.ptr(grad) + "[0] / " + countLiteral(n) +
          ";");
+  if (loss)
+    w.line("float blockLoss = 0.0f; // thread 0's sum of this block's rows");
   openRowLoop(w, n, v, launch);
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
@@ -718,6 +732,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");
   w.line("const float inv = 1.0f / stats.sum;");
+  if (loss)
+    w.line("blockLoss += logf(stats.sum) + mx - x[t];");
   auto gradient = [&](const std::string &c, const std::string &logit) {
     return (valid < v ? c + " < " + cs + " ? " : std::string()) + "(expf(" + logit +
            " - mx) * inv - (" + c + " == t ? 1.0f : 0.0f)) * scale" +
@@ -738,6 +754,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   if (failed(endRow(w, rows, "r", v)))
     return failure();
   w.close();
+  if (loss)
+    emitMeanLoss(w, launch, n, w.ptr(loss));
   return success();
 }
 

@@ -56,20 +56,31 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [RowOpInterface]> {
     fp32 gradient rounded once, so the fp32 `[N, V]` gradient is never
     stored.
 
+    With a second result `loss` (`with loss` in the syntax), the same
+    kernel also computes `kiln.cross_entropy` of the same logits and
+    targets (identical semantics and, on CUDA, identical bits: the row
+    statistics the gradient needs are the loss's), so a loop that needs
+    both (--kiln-expand-linear-cross-entropy's chunks) reads the logits
+    for them once instead of twice.
+
     ```mlir
     %dlogits = kiln.cross_entropy_grad %logits, %targets, %g
         : tensor<2x8x64xf32>, tensor<2x8xi32>
     %dlogits16 = kiln.cross_entropy_grad %logits, %targets, %g
         : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+    %d, %loss = kiln.cross_entropy_grad %logits, %targets, %g with loss
+        : tensor<2x8x64xf32>, tensor<2x8xi32>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IntTensor:$targets,
                        Kiln_F32Scalar:$grad,
                        OptionalAttr<I64Attr>:$valid_classes);
-  let results = (outs Kiln_FloatTensor:$result);
+  let results = (outs Kiln_FloatTensor:$result,
+                      Optional<Kiln_F32Scalar>:$loss);
   let assemblyFormat = [{
-    $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
-    type($targets) custom<ResultTypeIfOther>(ref(type($logits)), type($result))
+    $logits `,` $targets `,` $grad (`with` `loss` type($loss)^)? attr-dict `:`
+    type($logits) `,` type($targets)
+    custom<ResultTypeIfOther>(ref(type($logits)), type($result))
   }];
   let hasVerifier = 1;
 }

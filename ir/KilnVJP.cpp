@@ -471,9 +471,10 @@ Grads CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
   if (!g)
     return noGrads(*this);
   // valid_classes carries over: padded classes get exactly zero gradient.
-  Value dLogits = b.create<CrossEntropyGradOp>(
-      getLoc(), getLogits().getType(), getLogits(), getTargets(), g,
-      getValidClassesAttr());
+  Value dLogits = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                               /*loss=*/Type(), getLogits(),
+                                               getTargets(), g, getValidClassesAttr())
+                      .getResult();
   return SmallVector<Value>{dLogits, Value()};
 }
 

@@ -39,8 +39,10 @@
 //     expanded separately (G recomputes the logits).
 //  4. The loop, for rows [s, s + n) (the last block may be shorter):
 //       x_c = slice(x), t_c = slice(targets), logits_c = x_c @ w^T
-//       loss += cross_entropy(logits_c, t_c) * n / N
-//       d_c = cross_entropy_grad(logits_c, t_c, grad * n / N)
+//       d_c, l_c = cross_entropy_grad(logits_c, t_c, grad * n / N) with loss
+//       loss += l_c * n / N
+//     (the loss from the gradient's own kernel, which reads the logits once
+//     for both; a loop without the gradient uses cross_entropy),
 //       dx_c = d_c @ w
 //       dw = d_c^T @ x_c (first block), matmul_accumulate(dw, d_c^T, x_c)
 //     and dx = concat(dx_c). cross_entropy's mean over its own n rows,
@@ -200,18 +202,28 @@ Expanded expandChunks(OpBuilder &b, Location loc, Value x, Value w,
     Value xc = b.create<SliceOp>(loc, x, 0, start, end);
     Value tc = b.create<SliceOp>(loc, targets, 0, start, end);
     Value logits = b.create<MatmulOp>(loc, xc, w, false, true);
-    if (wantLoss) {
+    // The chunk's mean loss: from the gradient's own kernel when there is
+    // one (one read of the logits for both), else from cross_entropy.
+    Value chunkLoss, d;
+    if (grad) {
+      Value gc = b.create<MulOp>(loc, grad, weight);
+      auto ceGrad = b.create<CrossEntropyGradOp>(
+          loc, logits.getType(), wantLoss ? Type(scalar) : Type(), logits, tc, gc,
+          validClasses);
+      d = ceGrad.getResult();
+      chunkLoss = ceGrad.getLoss();
+    } else if (wantLoss) {
       auto ce = b.create<CrossEntropyOp>(loc, logits, tc);
       if (validClasses)
         ce.setValidClassesAttr(validClasses);
-      Value term = b.create<MulOp>(loc, ce.getResult(), weight);
+      chunkLoss = ce.getResult();
+    }
+    if (wantLoss) {
+      Value term = b.create<MulOp>(loc, chunkLoss, weight);
       out.loss = out.loss ? b.create<AddOp>(loc, out.loss, term) : term;
     }
     if (!grad)
       continue;
-    Value gc = b.create<MulOp>(loc, grad, weight);
-    Value d = b.create<CrossEntropyGradOp>(loc, logits.getType(), logits, tc,
-                                           gc, validClasses);
     dxParts.push_back(b.create<MatmulOp>(loc, d, w));
     out.dw = out.dw ? b.create<MatmulAccumulateOp>(loc, out.dw, d, xc,
                                                    /*transposeLhs=*/true,

@@ -161,9 +161,11 @@ def KilnExpandLinearCrossEntropy
     After autodiff (and grad-accum), before mixed precision: each
     kiln.linear_cross_entropy and its kiln.linear_cross_entropy_grad become,
     for each block of `chunk_rows` rows of x and targets, the slices of that
-    block, its logits `x_c @ w^T` (one GEMM), `cross_entropy` of them
-    weighted by rows / N, `cross_entropy_grad` with the upstream gradient
-    weighted alike, `dx_c = d_c @ w` and `d_c^T @ x_c` summed into the
+    block, its logits `x_c @ w^T` (one GEMM), `cross_entropy_grad` with the
+    upstream gradient weighted by rows / N and `with loss`: the block's
+    loss from the same kernel (one read of the logits for both; a loop
+    without the gradient uses `cross_entropy`), weighted alike,
+    `dx_c = d_c @ w` and `d_c^T @ x_c` summed into the
     weight gradient by the GEMM itself (kiln.matmul_accumulate); dx is the
     concat of the dx_c. When the grad op's upstream gradient is known where
     the forward op is (the loss's seed constant), both are computed by one

@@ -388,6 +388,15 @@ func.func @cross_entropy_grad_result_shape(%l: tensor<2x8x64xf32>, %t: tensor<2x
 
 // -----
 
+// Tests that cross_entropy_grad's loss result is a scalar f32, as cross_entropy's.
+func.func @cross_entropy_grad_loss_type(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{result #1 must be}}
+  %0, %1 = kiln.cross_entropy_grad %l, %t, %g with loss tensor<2xf32> : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
 // Tests that cross_entropy_grad logits are targets shape + [V].
 func.func @cross_entropy_grad_shapes(%l: tensor<2x8x64xf32>, %t: tensor<8xi32>, %g: tensor<f32>) -> tensor<2x8x64xf32> {
   // expected-error @+1 {{logits 'tensor<2x8x64xf32>' must be targets 'tensor<8xi32>' shape + [V]}}

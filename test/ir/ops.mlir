@@ -193,6 +193,15 @@ func.func @padded_loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) -
   return %0, %1 : tensor<f32>, tensor<2x8x64xf32>
 }
 
+// Tests that a cross_entropy_grad with a loss result (the chunks of a fused
+// linear + cross-entropy) prints `with loss` and the loss's type.
+// CHECK-LABEL: func.func @loss_grad_with_loss
+func.func @loss_grad_with_loss(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>, %g: tensor<f32>) -> (tensor<2x8x64xbf16>, tensor<f32>) {
+  // CHECK: %{{.*}}, %{{.*}} = kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} with loss tensor<f32> {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+  %0, %1 = kiln.cross_entropy_grad %logits, %targets, %g with loss tensor<f32> {valid_classes = 50 : i64} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xbf16>
+  return %0, %1 : tensor<2x8x64xbf16>, tensor<f32>
+}
+
 // Tests that a cross_entropy_grad of another element type than its logits
 // (bf16, as mixed precision makes it) prints that type after `->`.
 // CHECK-LABEL: func.func @bf16_loss_grad

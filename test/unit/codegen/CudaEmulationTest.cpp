@@ -238,6 +238,34 @@ TEST(CudaKernelsEmulated, CrossEntropyPaddedClassesInRuns) {
                      HostTensor::floats({0.5f})});
 }
 
+// cross_entropy_grad `with loss` (the fused classifier's chunks): the
+// gradient as without it, and the loss of cross_entropy's kernel with its
+// bits on either backend (same row statistics and sums), also with an
+// ignored target and padded classes; CUDA against the CPU as above.
+TEST(CudaKernelsEmulated, CrossEntropyGradWithLoss) {
+  const std::string module = R"mlir(
+    func.func @step(%logits: tensor<5x64xf32>, %t: tensor<5xi32>, %g: tensor<f32>)
+        -> (tensor<f32>, tensor<f32>, tensor<5x64xf32>, tensor<5x64xf32>) {
+      %l = kiln.cross_entropy %logits, %t {valid_classes = 60 : i64} : tensor<5x64xf32>, tensor<5xi32>
+      %d, %lg = kiln.cross_entropy_grad %logits, %t, %g with loss tensor<f32> {valid_classes = 60 : i64}
+          : tensor<5x64xf32>, tensor<5xi32>
+      %d0 = kiln.cross_entropy_grad %logits, %t, %g {valid_classes = 60 : i64} : tensor<5x64xf32>, tensor<5xi32>
+      return %l, %lg, %d, %d0 : tensor<f32>, tensor<f32>, tensor<5x64xf32>, tensor<5x64xf32>
+    })mlir";
+  const std::vector<HostTensor> args = {HostTensor::floats(randomFloats(320, 35, -5, 5)),
+                                        HostTensor::ints({0, 59, 61, 7, 30}),
+                                        HostTensor::floats({0.5f})};
+  expectSameResults(module, args);
+  for (KernelBackend backend : {KernelBackend::Cpu, KernelBackend::CudaEmulated}) {
+    KernelRunner runner(module, backend);
+    ASSERT_TRUE(runner.ok()) << runner.error();
+    std::vector<HostTensor> out = runner.run(args);
+    ASSERT_EQ(out.size(), 4u);
+    EXPECT_EQ(out[1].f[0], out[0].f[0]); // bit for bit
+    EXPECT_EQ(out[2].f, out[3].f);
+  }
+}
+
 TEST(CudaKernelsEmulated, CrossEntropyWideRows) {
   expectSameResults(R"mlir(
     func.func @step(%logits: tensor<2x9000xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x9000xf32>) {
