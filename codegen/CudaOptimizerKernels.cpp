@@ -148,11 +148,16 @@ void emitUpdateSegment(Operation *op, KernelSourceWriter &w,
   w.line("return;");
 }
 
+// The blocks an update of `elements` parameters gets: a thread per run of
+// 8 (emitUpdateSegment), at most kCudaMaxGrid.
+uint32_t updateBlocks(int64_t elements) {
+  return cudaGridFor((elements + 7) / 8, kCudaBlock);
+}
+
 // One update op alone: segment 0 is the whole grid.
 LogicalResult emitSingleUpdate(Operation *op, KernelSourceWriter &w,
                                CudaLaunch &launch) {
-  uint32_t grid =
-      cudaGridFor(numElements(shapeOf(op->getOperand(0))), kCudaBlock);
+  uint32_t grid = updateBlocks(numElements(shapeOf(op->getOperand(0))));
   launch = {grid, kCudaBlock, 0};
   declareUpdateScratch(w, grid, 1);
   w.line("// " + updateSummary(op));
@@ -255,7 +260,7 @@ LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
       formulas.push_back(op);
     }
     int64_t n = numElements(shapeOf(op->getOperand(0)));
-    uint32_t count = cudaGridFor(n, kCudaBlock);
+    uint32_t count = updateBlocks(n);
     std::string row = "{" + str(blocks) + "u, " + str(count) + "u, " +
                       str(n) + "u, " + str(formula) + "u";
     SmallVector<Value> slots(op->getOperands());
