@@ -77,12 +77,15 @@
 //     readers read a widening convert; every f32 kiln.attention_grad reads
 //     the bf16 forms of q, k, v, out, dout and produces bf16 dq, dk, dv
 //     (fp32 readers read their widening).
-//  7. A kiln.cross_entropy_grad whose every reader is its bf16 convert
-//     (the dx and dw GEMMs of the logits) produces bf16 itself: its kernel
-//     rounds each element once, as the convert did, so the values are the
-//     same and the fp32 [N, V] gradient (an [N, V] buffer the size of the
-//     logits, 206 MB per 1,024-row chunk of GPT-2's vocabulary) is never
-//     stored.
+//  7. A kiln.cross_entropy_grad or kiln.matmul whose every reader is its
+//     bf16 convert produces bf16 itself: its kernel (or the GEMM's
+//     epilogue) rounds each element once, as the convert did, so the values
+//     are the same and the fp32 tensor is never stored: the logits'
+//     gradient (read by the dx and dw GEMMs; an [N, V] buffer the size of
+//     the logits, 206 MB per 1,024-row chunk of GPT-2's vocabulary) and the
+//     backward GEMM whose only reader is attention_grad's bf16 dout (the
+//     output projection's input gradient, [B, T, C] per layer: its fp32
+//     write, the convert kernel's read and a launch saved).
 //
 //===----------------------------------------------------------------------===//
 
@@ -233,7 +236,7 @@ public:
     convertAttention();
     convertGemmOperands();
     eraseDeadViews();
-    roundLogitGradients();
+    roundResultsReadInBf16();
   }
 
 private:
@@ -401,11 +404,13 @@ private:
   }
 
   /// Step 7.
-  void roundLogitGradients() {
-    SmallVector<CrossEntropyGradOp> grads;
-    func.walk([&](CrossEntropyGradOp grad) { grads.push_back(grad); });
-    for (CrossEntropyGradOp grad : grads) {
-      Value result = grad.getResult();
+  void roundResultsReadInBf16() {
+    SmallVector<Value> results;
+    func.walk([&](Operation *op) {
+      if (isa<CrossEntropyGradOp, MatmulOp>(op))
+        results.push_back(op->getResult(0));
+    });
+    for (Value result : results) {
       if (!isF32Tensor(result) || result.use_empty())
         continue;
       auto bf16 = cast<RankedTensorType>(result.getType())

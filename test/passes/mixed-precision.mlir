@@ -126,6 +126,33 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16
 
 // -----
 
+// Tests that a backward GEMM whose only reader is the next GEMM (through
+// that GEMM's bf16 operand convert) writes bf16 itself (step 7), while the
+// GEMM whose result is returned keeps f32.
+// CHECK-LABEL: func.func @backward_gemm_read_in_bf16
+// CHECK: %[[DH:.*]] = kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<4x16xbf16>, tensor<8x16xbf16> -> tensor<4x8xbf16>
+// CHECK-NOT: kiln.convert %[[DH]]
+// CHECK: %[[DX:.*]] = kiln.matmul %[[DH]], %{{.*}} {transpose_rhs = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xf32>
+// CHECK: return %{{.*}}, %[[DX]]
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @backward_gemm_read_in_bf16(%w1: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1"},
+                                        %w2: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"},
+                                        %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                                        %t: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "x"}) {
+    %h = kiln.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    %logits = kiln.matmul %h, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %loss = kiln.cross_entropy %logits, %t : tensor<4x16xf32>, tensor<4xi32>
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    %dlogits = kiln.cross_entropy_grad %logits, %t, %one : tensor<4x16xf32>, tensor<4xi32>
+    %dh = kiln.matmul %dlogits, %w2 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    %dx = kiln.matmul %dh, %w1 {transpose_rhs = true} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+    return %loss, %dx : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
 // Tests that a logits gradient with an f32 reader besides its GEMM (here
 // returned as is) stays f32 and the GEMM reads its bf16 convert.
 // CHECK-LABEL: func.func @logits_grad_read_in_f32
