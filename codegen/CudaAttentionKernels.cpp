@@ -64,7 +64,8 @@ int64_t roundUp16(int64_t v) { return (v + 15) / 16 * 16; }
 
 FailureOr<PlannedTiles>
 chooseTiles(Operation *op, const Dims &n, StringRef pass, int64_t sharedBudget,
-            function_ref<SharedLayout(const TilePlan &)> layoutOf) {
+            function_ref<SharedLayout(const TilePlan &)> layoutOf,
+            ArrayRef<std::pair<int64_t, int64_t>> tiles) {
   PlannedTiles t;
   t.plan.bf16 = cast<RankedTensorType>(op->getOperand(0).getType())
                     .getElementType()
@@ -75,8 +76,7 @@ chooseTiles(Operation *op, const Dims &n, StringRef pass, int64_t sharedBudget,
     if (dkvInWorkspace && pass != "backward")
       break;
     t.plan.dkvInWorkspace = dkvInWorkspace;
-    for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {64, 32},
-                          {32, 32}, {32, 16}, {16, 16}}) {
+    for (auto [br, bc] : tiles) {
       t.plan.Br = br;
       t.plan.Bc = bc;
       t.layout = layoutOf(t.plan);

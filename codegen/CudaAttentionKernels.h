@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -188,18 +189,22 @@ void lines(KernelSourceWriter &w, llvm::ArrayRef<std::string> text);
 int64_t roundUp16(int64_t v);
 
 // The tile plan of a forward or backward kernel (`pass`): q/k/v's element
-// type, D and Dv padded to 16, and the largest of the tiles 64x64, 64x32,
-// 32x32, 32x16, 16x16 (Br x Bc) whose shared memory, as `layoutOf` lays it
-// out, fits `sharedBudget` bytes; for the backward, when none does, the
-// same again with dkvInWorkspace. When none fits: an error on `op`.
+// type, D and Dv padded to 16, and the first of the `tiles` (Br x Bc;
+// by default 64x64, 64x32, 32x32, 32x16, 16x16, largest first) whose shared
+// memory, as `layoutOf` lays it out, fits `sharedBudget` bytes; for the
+// backward, when none does, the same again with dkvInWorkspace. When none
+// fits: an error on `op`.
 struct PlannedTiles {
   TilePlan plan;
   SharedLayout layout;
 };
+inline constexpr std::pair<int64_t, int64_t> kTileCandidates[] = {
+    {64, 64}, {64, 32}, {32, 32}, {32, 16}, {16, 16}};
 mlir::FailureOr<PlannedTiles>
 chooseTiles(mlir::Operation *op, const Dims &n, llvm::StringRef pass,
             int64_t sharedBudget,
-            llvm::function_ref<SharedLayout(const TilePlan &)> layoutOf);
+            llvm::function_ref<SharedLayout(const TilePlan &)> layoutOf,
+            llvm::ArrayRef<std::pair<int64_t, int64_t>> tiles = kTileCandidates);
 
 // The shared memory layouts of the two kernels (exposed for tests of the
 // tile choice per budget).

@@ -194,28 +194,18 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                              CudaLaunch &launch, int64_t sharedBudget) {
   auto op = cast<k::AttentionOp>(operation);
   Dims n = dimsOf(op);
-  TilePlan p;
-  p.bf16 = true;
-  p.Br = kWarps * 16;
-  p.Dp = roundUp16(n.D);
-  p.Dvp = roundUp16(n.Dv);
-  SharedLayout layout;
-  bool fits = false;
-  for (int64_t bc : {64, 32, 16}) {
-    // The registers: O takes Dvp / 2 per thread, S Bc / 2.
-    if (bc > 16 && p.Dvp > 128)
-      continue;
-    p.Bc = bc;
-    layout = mmaForwardLayout(p);
-    if ((fits = layout.size() <= sharedBudget))
-      break;
-  }
-  if (!fits)
-    return op->emitError() << "the CUDA attention forward needs "
-                           << layout.size() << " bytes of shared memory for "
-                           << "head dims " << n.D << "/" << n.Dv
-                           << " (the target archs allow " << sharedBudget
-                           << " dynamic bytes)";
+  // Br: 16 rows per warp. Bc: 64 keys, 32, 16; past Dv = 128 only 16 (the
+  // registers: O takes Dvp / 2 per thread, S Bc / 2).
+  SmallVector<std::pair<int64_t, int64_t>> tiles;
+  for (int64_t bc : {64, 32, 16})
+    if (bc == 16 || roundUp16(n.Dv) <= 128)
+      tiles.push_back({kWarps * 16, bc});
+  FailureOr<PlannedTiles> planned =
+      chooseTiles(op, n, "forward", sharedBudget, mmaForwardLayout, tiles);
+  if (failed(planned))
+    return failure();
+  const TilePlan &p = planned->plan;
+  const SharedLayout &layout = planned->layout;
   const int64_t qTiles = (n.T + p.Br - 1) / p.Br;
   const int64_t kSteps = p.Dp / 16, nS = p.Bc / 8, pSteps = p.Bc / 16,
                 nO = p.Dvp / 8;
