@@ -210,6 +210,32 @@ TEST(CudaFusedKernelsEmulated, TrailingReduceSumWithPrologue) {
                             1);
 }
 
+// A whole-tensor sum of squares of a value the kernel also stores (the
+// kiln.fusion "sum" of an activation-RMS metric): 8 elements per thread for
+// [40, 64], one per thread for [3, 5]; the same sums as the CPU's.
+TEST(CudaFusedKernelsEmulated, WholeTensorSumStoringItsOperand) {
+  for (const char *shape : {"40x64", "3x5"}) {
+    SCOPED_TRACE(shape);
+    const int elements = std::string(shape) == "40x64" ? 2560 : 15;
+    std::string t = std::string("tensor<") + shape + "xf32>";
+    std::string module = "func.func @step(%a: " + t + ", %b: " + t + ") -> (" + t +
+                         ", tensor<f32>) {\n"
+                         "  %s = kiln.add %a, %b : " + t + "\n"
+                         "  %q = kiln.mul %s, %s : " + t + "\n"
+                         "  %r = kiln.reduce_sum %q dims = [0, 1] : " + t +
+                         " -> tensor<f32>\n"
+                         "  return %s, %r : " + t + ", tensor<f32>\n}";
+    expectFusedMatchesUnfused(module,
+                              {HostTensor::floats(randomFloats(elements, 60)),
+                               HostTensor::floats(randomFloats(elements, 61))},
+                              1);
+    KernelRunner fused(module, KernelBackend::CudaEmulated, /*fuse=*/true);
+    ASSERT_TRUE(fused.ok()) << fused.error();
+    EXPECT_EQ(fused.kernels().front().source.find("kiln_load_lanes8") != std::string::npos,
+              elements % 8 == 0);
+  }
+}
+
 // Three AdamW updates of different sizes (20, 2 and 1 blocks; weight decay
 // on one only) after the clipping scale: the updates become one launch.
 const char *kMultiTensorAdamW = R"mlir(
