@@ -4,7 +4,8 @@
 // writes the body of a single-op kernel into a KernelSourceWriter (target
 // Cuda) whose buffers are the op's distinct operands followed by its results,
 // and sets the launch configuration the body was written for. Also the
-// helpers both CudaBespokeKernels.cpp and CudaOptimizerKernels.cpp use.
+// helpers CudaBespokeKernels.cpp, CudaRowKernels.cpp and
+// CudaOptimizerKernels.cpp share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +84,34 @@ struct CudaRowFusion {
   RowGroup parts;
   bool began = false, ended = false; // set by the row emitter
 };
+
+// Splits a shape into [rows, C] with C the last dimension.
+std::pair<int64_t, int64_t> rowsAndColumns(mlir::Value v);
+
+// How the threads of a row kernel share a row: a whole block (barrier
+// __syncthreads) or one warp (__syncwarp; warps of a block run different
+// rows, so a block-wide barrier would be wrong).
+enum class RowLanes { Block, Warp };
+
+// The fused prologue of row `row` (no-op without `rows`): its elements
+// computed and stored by the row's threads, then a barrier before the row op
+// reads them.
+mlir::LogicalResult beginRow(KernelSourceWriter &w, CudaRowFusion *rows,
+                             llvm::StringRef row, int64_t length,
+                             RowLanes lanes);
+// The fused epilogue of row `row` (no-op without `rows`), after a barrier
+// (the row op's stores of the row are then visible to every thread of it).
+mlir::LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows,
+                           llvm::StringRef row, int64_t length);
+
+// The row ops (layer_norm, rms_norm, softmax, cross_entropy and their
+// gradients), in CudaRowKernels.cpp; with `rows`, the row op of a fused row
+// kernel.
+bool hasRowCudaKernel(mlir::Operation *op);
+mlir::LogicalResult emitRowCudaKernel(mlir::Operation *op,
+                                      KernelSourceWriter &w,
+                                      CudaLaunch &launch,
+                                      CudaRowFusion *rows = nullptr);
 
 // The sum of `n` f32 elements into out[0] (a whole-tensor kiln.reduce_sum):
 // a grid-stride loop in which `element()` writes the statements of element

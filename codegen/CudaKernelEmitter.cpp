@@ -12,7 +12,7 @@
 //
 // launched with 256-thread blocks and at most kCudaMaxGrid blocks. Every
 // other op gets a bespoke kernel from CudaBespokeKernels.cpp /
-// CudaOptimizerKernels.cpp. The other kiln.fusion kinds, as on the CPU:
+// CudaRowKernels.cpp / CudaOptimizerKernels.cpp. The other kiln.fusion kinds, as on the CPU:
 //   - row: the row op's kernel with the pointwise prologue and epilogue
 //     written into its row loop (RowGroup, CudaRowFusion): one block (or
 //     warp) per row computes the prologue's elements of its row, stores the

@@ -14,7 +14,7 @@
 // The groups supported are exactly the CPU emitter's: pointwise groups of any
 // length (a grid-stride loop over PointwiseBody's statements), single-op
 // groups of the ops with a bespoke kernel (CudaBespokeKernels.cpp,
-// CudaOptimizerKernels.cpp), a row op with its pointwise prologue and
+// CudaRowKernels.cpp, CudaOptimizerKernels.cpp), a row op with its pointwise prologue and
 // epilogue (kiln.fusion row), and several optimizer updates in one launch
 // (kiln.fusion optimizer). Every kernel is deterministic: no
 // floating-point atomics; reductions run in a fixed order.
