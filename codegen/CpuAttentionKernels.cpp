@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/AttentionDims.h"
 #include "codegen/AttentionRegionEmitter.h"
 #include "codegen/CpuBespokeKernels.h"
 #include "codegen/KernelSourceWriter.h"
@@ -59,19 +60,7 @@ constexpr int64_t kKeyBlock = 64;
 std::string str(int64_t v) { return std::to_string(v); }
 
 
-// Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
-// v [B, KVH, S, Dv].
-struct Dims {
-  int64_t B, H, T, D, KVH, S, Dv, G;
-};
-
-template <typename OpT>
-Dims dimsOf(OpT op) {
-  ArrayRef<int64_t> q = op.getQ().getType().getShape();
-  ArrayRef<int64_t> k = op.getK().getType().getShape();
-  ArrayRef<int64_t> v = op.getV().getType().getShape();
-  return {q[0], q[1], q[2], q[3], k[1], k[2], v[3], q[1] / k[1]};
-}
+using Dims = AttentionDims;
 
 // Writes `lines` at the current indentation.
 void lines(KernelSourceWriter &w, ArrayRef<std::string> text) {
@@ -105,7 +94,7 @@ void emitRawScore(KernelSourceWriter &w, Value k, int64_t d, double scale) {
 }
 
 LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
-  Dims n = dimsOf(op);
+  Dims n = attentionDims(op);
   double scale = op.getScale().convertToDouble();
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV();
@@ -123,9 +112,11 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.line("float qrow[" + str(n.D) + "], acc[" + str(n.Dv) + "], sc[" +
          str(kKeyBlock) + "];");
   w.open("for (int64_t i = 0; i < " + str(n.T) + "; ++i)");
-  w.line("const int64_t row = bh * " + str(n.T) + " + i;");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i; // of lse");
+  w.line("const int64_t qo = " + n.rowOffset(false, "b", "h", "i", n.D) +
+         ", oo = " + n.rowOffset(false, "b", "h", "i", n.Dv) + ";");
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
-         w.load(q, "row * " + str(n.D) + " + d") + ";");
+         w.load(q, "qo + d") + ";");
   w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) acc[d] = 0.0f;");
   w.line("float m = -INFINITY, l = 0.0f;");
   w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " +
@@ -138,8 +129,8 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.line("sc[jj] = -INFINITY;");
   if (failed(emitMask(w, op, op.getMask(), in, "continue;")))
     return failure();
-  w.line("const int64_t ko = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
-         " + j) * " + str(n.D) + ";");
+  w.line("const int64_t ko = " + n.rowOffset(true, "b", "kvh", "j", n.D) +
+         ";");
   emitRawScore(w, k, n.D, scale);
   if (!op.getScore().empty()) {
     AttentionRegionEmitter score(op.getScore(), "sc_");
@@ -163,8 +154,8 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.line("if (sc[jj] == -INFINITY) continue;");
   w.line("const float p = expf(sc[jj] - mNew);");
   w.line("l += p;");
-  w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
-         " + j0 + jj) * " + str(n.Dv) + ";");
+  w.line("const int64_t vo = " +
+         n.rowOffset(true, "b", "kvh", "j0 + jj", n.Dv) + ";");
   // Dropout scales the weight of v only: l (and so lse) sums every p.
   std::string weight = "p";
   if (drop.enabled) {
@@ -178,7 +169,7 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
   w.close();
   w.line("const float inv = l > 0.0f ? 1.0f / l : 0.0f; // no kept key: 0");
   w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) " +
-         w.store(out, "row * " + str(n.Dv) + " + d", "acc[d] * inv"));
+         w.store(out, "oo + d", "acc[d] * inv"));
   w.line(w.ptr(lse) + "[row] = l > 0.0f ? m + logf(l) : -INFINITY;");
   w.close();
   w.close();
@@ -187,7 +178,7 @@ LogicalResult emitAttentionForward(k::AttentionOp op, KernelSourceWriter &w) {
 
 LogicalResult emitAttentionBackward(k::AttentionGradOp op,
                                     KernelSourceWriter &w) {
-  Dims n = dimsOf(op);
+  Dims n = attentionDims(op);
   double scale = op.getScale().convertToDouble();
   AttentionRegionInputs in = attentionLoopInputs(w, op.getCaptures());
   Value q = op.getQ(), k = op.getK(), v = op.getV(), out = op.getOut();
@@ -249,25 +240,24 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   w.line("const int64_t h = kvh * " + str(n.G) + " + hh, bh = b * " +
          str(n.H) + " + h;");
   w.open("for (int64_t i = 0; i < " + str(n.T) + "; ++i)");
-  w.line("const int64_t row = bh * " + str(n.T) + " + i;");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i; // of lse");
+  w.line("const int64_t qo = " + n.rowOffset(false, "b", "h", "i", n.D) +
+         ", oo = " + n.rowOffset(false, "b", "h", "i", n.Dv) + ";");
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) dq[d] = 0.0f;");
   w.line("const float L = " + w.ptr(lse) + "[row];");
   w.open("if (L != -INFINITY)"); // rows with no kept key: all zero
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) qrow[d] = " +
-         w.load(q, "row * " + str(n.D) + " + d") + ";");
+         w.load(q, "qo + d") + ";");
   w.line("float Di = 0.0f;");
   w.open("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d)");
-  w.line("dorow[d] = " + w.load(dout, "row * " + str(n.Dv) + " + d") + ";");
-  w.line("Di += dorow[d] * " + w.load(out, "row * " + str(n.Dv) + " + d") +
-         ";");
+  w.line("dorow[d] = " + w.load(dout, "oo + d") + ";");
+  w.line("Di += dorow[d] * " + w.load(out, "oo + d") + ";");
   w.close();
   w.open("for (int64_t j = 0; j < " + str(n.S) + "; ++j)");
   if (failed(emitMask(w, op, op.getMask(), in, "continue;")))
     return failure();
-  w.line("const int64_t ko = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
-         " + j) * " + str(n.D) + ";");
-  w.line("const int64_t vo = ((b * " + str(n.KVH) + " + kvh) * " + str(n.S) +
-         " + j) * " + str(n.Dv) + ";");
+  w.line("const int64_t ko = " + n.rowOffset(true, "b", "kvh", "j", n.D) +
+         ", vo = " + n.rowOffset(true, "b", "kvh", "j", n.Dv) + ";");
   emitRawScore(w, k, n.D, scale);
   AttentionRegionEmitter::Backward score;
   if (!op.getScore().empty()) {
@@ -315,14 +305,17 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   w.close(); // j
   w.close(); // finite lse
   w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) " +
-         w.store(op.getDq(), "row * " + str(n.D) + " + d", "dq[d]"));
+         w.store(op.getDq(), "qo + d", "dq[d]"));
   w.close(); // i
   w.close(); // hh
-  w.line("const int64_t kvo = task * " + str(n.S) + ";");
-  w.line("for (int64_t e = 0; e < " + str(n.S * n.D) + "; ++e) " +
-         w.store(op.getDk(), "kvo * " + str(n.D) + " + e", "dkf[e]"));
-  w.line("for (int64_t e = 0; e < " + str(n.S * n.Dv) + "; ++e) " +
-         w.store(op.getDv(), "kvo * " + str(n.Dv) + " + e", "dvf[e]"));
+  w.open("for (int64_t j = 0; j < " + str(n.S) + "; ++j)");
+  w.line("const int64_t ko = " + n.rowOffset(true, "b", "kvh", "j", n.D) +
+         ", vo = " + n.rowOffset(true, "b", "kvh", "j", n.Dv) + ";");
+  w.line("for (int64_t d = 0; d < " + str(n.D) + "; ++d) " +
+         w.store(op.getDk(), "ko + d", "dkf[j * " + str(n.D) + " + d]"));
+  w.line("for (int64_t d = 0; d < " + str(n.Dv) + "; ++d) " +
+         w.store(op.getDv(), "vo + d", "dvf[j * " + str(n.Dv) + " + d]"));
+  w.close();
   w.close(); // task
 
   // Capture gradients: the tasks' partials summed in task order.

@@ -163,14 +163,14 @@ BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
 LogicalResult BackwardEmitter::emitRowStats(int64_t rows) {
   w.open("for (int r = threadIdx.x >> 5; r < " + str(rows) + "; r += " +
          str(kWarps) + ")");
-  w.line("const int64_t row = bh * " + str(n.T) + " + i0 + r;");
+  w.line("const int64_t row = bh * " + str(n.T) + " + i0 + r; // of lse");
+  w.line("const int64_t oo = " + n.rowOffset(false, "b", "h", "i0 + r", n.Dv) +
+         ";");
   w.line("float di = 0.0f;");
   w.line("if (i0 + r < " + str(n.T) + ") for (int d = threadIdx.x & 31; d < " +
          str(n.Dv) + "; d += 32) di += " +
-         toFloat(p, w.ptr(op.getDout()) + "[row * " + str(n.Dv) + " + d]") +
-         " * " + toFloat(p, w.ptr(op.getOut()) + "[row * " + str(n.Dv) +
-                                " + d]") +
-         ";");
+         toFloat(p, w.ptr(op.getDout()) + "[oo + d]") + " * " +
+         toFloat(p, w.ptr(op.getOut()) + "[oo + d]") + ";");
   w.line("di = kiln_warp_sum(di);");
   w.open("if ((threadIdx.x & 31) == 0)");
   w.line("sDi[r] = di;");
@@ -292,7 +292,6 @@ LogicalResult BackwardEmitter::emitRoleA() {
          str(n.KVH) + ";");
   w.line("const int64_t j0 = (blockIdx.x % " + str(kvTiles) + ") * " +
          str(p.Bc) + ";");
-  w.line("const int64_t kvBase = bk * " + str(n.S) + ";");
   if (p.dkvInWorkspace) {
     // The block's dK/dV accumulators in its workspace slice (32-byte
     // aligned for wmma: the slice is a multiple of 16 x 16 floats).
@@ -301,9 +300,9 @@ LogicalResult BackwardEmitter::emitRoleA() {
            str(slice) + ";");
     w.line("float* sdV = sdK + " + str(p.Bc * p.Dp) + ";");
   }
-  emitLoadTile(w, p, "sK", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
+  emitLoadTile(w, p, "sK", w.ptr(op.getK()), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0",
                n.S, p.Bc, n.D, p.Dp);
-  emitLoadTile(w, p, "sV", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
+  emitLoadTile(w, p, "sV", w.ptr(op.getV()), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0",
                n.S, p.Bc, n.Dv, p.Dvp);
   w.line("for (int e = threadIdx.x; e < " + str(p.Bc * p.Dp) + "; e += " +
          str(kThreads) + ") sdK[e] = 0.0f;");
@@ -317,9 +316,9 @@ LogicalResult BackwardEmitter::emitRoleA() {
   if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
                            "continue;")))
     return failure();
-  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), "bh * " + str(n.T * n.D), "i0",
+  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0",
                n.T, p.Br, n.D, p.Dp);
-  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
+  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv),
                "i0", n.T, p.Br, n.Dv, p.Dvp);
   if (failed(emitRowStats(p.Br)))
     return failure();
@@ -343,7 +342,7 @@ LogicalResult BackwardEmitter::emitRoleA() {
            str(kThreads) + ")");
     w.line("const int r = e / " + str(d) + ", d = e % " + str(d) + ";");
     w.line("if (j0 + r < " + str(n.S) + ") " + w.ptr(result) +
-           "[(kvBase + j0 + r) * " + str(d) + " + d] = " +
+           "[" + n.rowOffset(true, "b", "kvh", "j0 + r", d) + " + d] = " +
            fromFloat(p, std::string(acc) + "[r * " + str(dp) + " + d]") +
            ";");
     w.close();
@@ -361,16 +360,14 @@ LogicalResult BackwardEmitter::emitRoleB() {
          ", kvh = h / " + str(n.G) + ";");
   w.line("const int64_t i0 = (tile % " + str(qTiles) + ") * " + str(p.Br) +
          ";");
-  w.line("const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
-         str(n.S) + ";");
   if (gradTotal > 0) {
     w.line("double* cg = " + workspace + " + tile * " + str(gradTotal) + ";");
     w.line("if (threadIdx.x == 0) for (int64_t e = 0; e < " + str(gradTotal) +
            "; ++e) cg[e] = 0.0;");
   }
-  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), "bh * " + str(n.T * n.D), "i0",
+  emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0",
                n.T, p.Br, n.D, p.Dp);
-  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
+  emitLoadTile(w, p, "sdO", w.ptr(op.getDout()), n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv),
                "i0", n.T, p.Br, n.Dv, p.Dvp);
   w.line("for (int e = threadIdx.x; e < " + str(p.Br * p.Dp) + "; e += " +
          str(kThreads) + ") sdQ[e] = 0.0f;");
@@ -382,9 +379,9 @@ LogicalResult BackwardEmitter::emitRoleB() {
   if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
                            "continue;")))
     return failure();
-  emitLoadTile(w, p, "sK", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
+  emitLoadTile(w, p, "sK", w.ptr(op.getK()), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0",
                n.S, p.Bc, n.D, p.Dp);
-  emitLoadTile(w, p, "sV", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
+  emitLoadTile(w, p, "sV", w.ptr(op.getV()), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0",
                n.S, p.Bc, n.Dv, p.Dvp);
   w.line("__syncthreads();");
   if (failed(emitProducts()))
@@ -405,8 +402,8 @@ LogicalResult BackwardEmitter::emitRoleB() {
   w.open("for (int e = threadIdx.x; e < " + str(p.Br * n.D) + "; e += " +
          str(kThreads) + ")");
   w.line("const int r = e / " + str(n.D) + ", d = e % " + str(n.D) + ";");
-  w.line("if (i0 + r < " + str(n.T) + ") " + w.ptr(op.getDq()) + "[(bh * " +
-         str(n.T) + " + i0 + r) * " + str(n.D) + " + d] = " +
+  w.line("if (i0 + r < " + str(n.T) + ") " + w.ptr(op.getDq()) + "[" +
+         n.rowOffset(false, "b", "h", "i0 + r", n.D) + " + d] = " +
          fromFloat(p, "sdQ[r * " + str(p.Dp) + " + d]") + ";");
   w.close();
   return success();

@@ -160,7 +160,6 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
                    str(n.KVH) + ";",
                "const int64_t j0 = (blockIdx.x % " + str(kvTiles) + ") * " +
                    str(kRows) + ";",
-               "const int64_t kvBase = bk * " + str(n.S) + ";",
                "const int64_t jRow[2] = {j0 + warp * 16 + g, j0 + warp * 16 "
                "+ g + 8};",
            });
@@ -168,9 +167,9 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   emitVectorFlag(w, "vecK", w.ptr(op.getK()), n.D);
   emitVectorFlag(w, "vecV", w.ptr(op.getV()), n.Dv);
   emitVectorFlag(w, "vecdO", dout, n.Dv);
-  emitLoadTile16(w, "aK", "", w.ptr(op.getK()), "kvBase * " + str(n.D), "j0",
+  emitLoadTile16(w, "aK", "", w.ptr(op.getK()), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0",
                  "vecK", n.S, kRows, n.D, p.Dp);
-  emitLoadTile16(w, "aV", "", w.ptr(op.getV()), "kvBase * " + str(n.Dv), "j0",
+  emitLoadTile16(w, "aV", "", w.ptr(op.getV()), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0",
                  "vecV", n.S, kRows, n.Dv, p.Dvp);
   zeroAccumulators(w, "dk", p.Dp / 8);
   zeroAccumulators(w, "dv", p.Dvp / 8);
@@ -184,9 +183,9 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
                            "continue;", allKept())))
     return failure();
   w.line("__syncthreads(); // every warp is done with the previous Q and dO");
-  emitLoadTile16(w, "aQ", "aQt", q, "bh * " + str(n.T * n.D), "i0", "vecQ",
+  emitLoadTile16(w, "aQ", "aQt", q, n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", "vecQ",
                  n.T, m.inner, n.D, p.Dp);
-  emitLoadTile16(w, "adO", "adOt", dout, "bh * " + str(n.T * n.Dv), "i0",
+  emitLoadTile16(w, "adO", "adOt", dout, n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv), "i0",
                  "vecdO", n.T, m.inner, n.Dv, p.Dvp);
   if (failed(emitRowStats(m.inner)))
     return failure();
@@ -212,7 +211,7 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
     w.line("const int64_t j = jRow[e >> 1];");
     w.line("const int col = c * 8 + 2 * t + (e & 1);");
     w.line("if (j < " + str(n.S) + " && col < " + str(d) + ") " +
-           w.ptr(result) + "[(kvBase + j) * " + str(d) +
+           w.ptr(result) + "[" + n.rowOffset(true, "b", "kvh", "j", d) +
            " + col] = kiln_f32_to_bf16(" + acc + "[c][e]);");
     w.close();
   };
@@ -237,8 +236,6 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
                    str(n.H) + ", kvh = h / " + str(n.G) + ";",
                "const int64_t i0 = (tile % " + str(qTiles) + ") * " +
                    str(kRows) + ";",
-               "const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
-                   str(n.S) + ";",
                "const int64_t iRow[2] = {i0 + warp * 16 + g, i0 + warp * 16 "
                "+ g + 8};",
                "(void)h;",
@@ -252,9 +249,9 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
   emitVectorFlag(w, "vecdO", w.ptr(op.getDout()), n.Dv);
-  emitLoadTile16(w, "bQ", "", w.ptr(op.getQ()), "bh * " + str(n.T * n.D),
+  emitLoadTile16(w, "bQ", "", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D),
                  "i0", "vecQ", n.T, kRows, n.D, p.Dp);
-  emitLoadTile16(w, "bdO", "", w.ptr(op.getDout()), "bh * " + str(n.T * n.Dv),
+  emitLoadTile16(w, "bdO", "", w.ptr(op.getDout()), n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv),
                  "i0", "vecdO", n.T, kRows, n.Dv, p.Dvp);
   if (failed(emitRowStats(kRows)))
     return failure();
@@ -265,9 +262,9 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
                            "continue;", allKept())))
     return failure();
   w.line("__syncthreads(); // every warp is done with the previous K and V");
-  emitLoadTile16(w, "bK", "bKt", k, "kvBase * " + str(n.D), "j0", "vecK", n.S,
+  emitLoadTile16(w, "bK", "bKt", k, n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0", "vecK", n.S,
                  m.inner, n.D, p.Dp);
-  emitLoadTile16(w, "bV", "", v, "kvBase * " + str(n.Dv), "j0", "vecV", n.S,
+  emitLoadTile16(w, "bV", "", v, n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0", "vecV", n.S,
                  m.inner, n.Dv, p.Dvp);
   w.line("__syncthreads();");
   w.line("// S = Q K^T, dP = dO V^T: the warp's 16 rows x " + str(m.inner) +
@@ -297,7 +294,7 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
   w.line("const int64_t i = iRow[e >> 1];");
   w.line("const int col = c * 8 + 2 * t + (e & 1);");
   w.line("if (i < " + str(n.T) + " && col < " + str(n.D) + ") " +
-         w.ptr(op.getDq()) + "[(bh * " + str(n.T) + " + i) * " + str(n.D) +
+         w.ptr(op.getDq()) + "[" + n.rowOffset(false, "b", "h", "i", n.D) +
          " + col] = kiln_f32_to_bf16(dq[c][e]);");
   w.close();
   return success();

@@ -91,13 +91,6 @@ chooseTiles(Operation *op, const Dims &n, StringRef pass, int64_t sharedBudget,
                          << " dynamic bytes)";
 }
 
-Dims dimsOf(Operation *op) {
-  ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
-  ArrayRef<int64_t> k = shapeOf(op->getOperand(1));
-  ArrayRef<int64_t> v = shapeOf(op->getOperand(2));
-  return {q[0], q[1], q[2], q[3], k[1], k[2], v[3], q[1] / k[1]};
-}
-
 int64_t SharedLayout::add(const std::string &name, const std::string &type,
                           int64_t count, int64_t bytes) {
   int64_t offset = (end + 31) / 32 * 32;
@@ -131,16 +124,16 @@ void includeWmma(KernelSourceWriter &w) {
 
 void emitLoadTile(KernelSourceWriter &w, const TilePlan &plan,
                   const std::string &dst, const std::string &src,
-                  const std::string &base, const std::string &row0,
-                  int64_t limit, int64_t rows, int64_t cols,
-                  int64_t colsPadded) {
+                  const std::string &base, int64_t rowStride,
+                  const std::string &row0, int64_t limit, int64_t rows,
+                  int64_t cols, int64_t colsPadded) {
   w.open("for (int e = threadIdx.x; e < " + str(rows * colsPadded) +
          "; e += " + str(kThreads) + ")");
   w.line("const int r = e / " + str(colsPadded) + ", c = e % " +
          str(colsPadded) + ";");
   w.line("const int64_t row = " + row0 + " + r;");
   w.line(dst + "[e] = row < " + str(limit) + " && c < " + str(cols) + " ? " +
-         src + "[" + base + " + row * " + str(cols) + " + c] : (" +
+         src + "[" + base + " + row * " + str(rowStride) + " + c] : (" +
          plan.elem() + ")0;");
   w.close();
 }
@@ -328,9 +321,7 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
          ", kvh = h / " + str(n.G) + ";");
   w.line("const int64_t i0 = (blockIdx.x % " + str(qTiles) + ") * " +
          str(p.Br) + ";");
-  w.line("const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
-         str(n.S) + ";");
-  emitLoadTile(w, p, "sQ", w.ptr(q), "bh * " + str(n.T * n.D), "i0", n.T,
+  emitLoadTile(w, p, "sQ", w.ptr(q), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", n.T,
                p.Br, n.D, p.Dp);
   w.line("for (int e = threadIdx.x; e < " + str(p.Br * p.Dvp) + "; e += " +
          str(kThreads) + ") sO[e] = 0.0f;");
@@ -346,9 +337,9 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
                            "continue;")))
     return failure();
-  emitLoadTile(w, p, "sK", w.ptr(k), "kvBase * " + str(n.D), "j0", n.S, p.Bc,
+  emitLoadTile(w, p, "sK", w.ptr(k), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0", n.S, p.Bc,
                n.D, p.Dp);
-  emitLoadTile(w, p, "sV", w.ptr(v), "kvBase * " + str(n.Dv), "j0", n.S,
+  emitLoadTile(w, p, "sV", w.ptr(v), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0", n.S,
                p.Bc, n.Dv, p.Dvp);
   w.line("__syncthreads();");
   w.line("// S = Q K^T [" + str(p.Br) + ", " + str(p.Bc) + "]");
@@ -422,7 +413,7 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   w.line("const float l = sL[r];");
   w.line("const float o = l > 0.0f ? sO[r * " + str(p.Dvp) +
          " + d] / l : 0.0f;");
-  std::string idx = "(bh * " + str(n.T) + " + i0 + r) * " + str(n.Dv) + " + d";
+  std::string idx = n.rowOffset(false, "b", "h", "i0 + r", n.Dv) + " + d";
   w.line(w.ptr(out) + "[" + idx + "] = " +
          (p.bf16 ? "kiln_f32_to_bf16(o);" : "o;"));
   w.close();

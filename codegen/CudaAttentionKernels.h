@@ -15,6 +15,7 @@
 #ifndef KILN_CODEGEN_CUDAATTENTIONKERNELS_H
 #define KILN_CODEGEN_CUDAATTENTIONKERNELS_H
 
+#include "codegen/AttentionDims.h"
 #include "codegen/AttentionRegionEmitter.h"
 #include "codegen/CudaKernelEmitter.h"
 
@@ -70,12 +71,9 @@ constexpr int64_t kWarps = kThreads / 32;
 // and kiln-run --compile-only checks static + dynamic against the arch).
 constexpr int64_t kStaticSharedReserve = 1024;
 
-// Shapes of an attention-like op: q [B, H, T, D], k [B, KVH, S, D],
-// v [B, KVH, S, Dv]; G query heads per kv head.
-struct Dims {
-  int64_t B, H, T, D, KVH, S, Dv, G;
-};
-Dims dimsOf(mlir::Operation *op);
+// The op's dims and row addressing (AttentionDims.h).
+using Dims = AttentionDims;
+inline Dims dimsOf(mlir::Operation *op) { return attentionDims(op); }
 
 // How a kernel computes: element type of q/k/v and the tile shapes.
 struct TilePlan {
@@ -125,15 +123,16 @@ void declareDynamicShared(KernelSourceWriter &w);
 // the host emulation, which defines its own test-only nvcuda::wmma).
 void includeWmma(KernelSourceWriter &w);
 
-// Loads rows [row0, row0 + rows) of a [*, cols] global matrix at `src`
-// (element offset `base` of the first row of the whole matrix) into the
-// shared tile `dst` [rows, colsPadded]; rows at or past `limit` and columns
-// past `cols` are zero.
+// Loads rows [row0, row0 + rows) of a global matrix of `cols` columns at
+// `src` (element offset `base` of the first row of the whole matrix, rows
+// `rowStride` elements apart: AttentionDims::headOffset / rowStride) into
+// the shared tile `dst` [rows, colsPadded]; rows at or past `limit` and
+// columns past `cols` are zero.
 void emitLoadTile(KernelSourceWriter &w, const TilePlan &plan,
                   const std::string &dst, const std::string &src,
-                  const std::string &base, const std::string &row0,
-                  int64_t limit, int64_t rows, int64_t cols,
-                  int64_t colsPadded);
+                  const std::string &base, int64_t rowStride,
+                  const std::string &row0, int64_t limit, int64_t rows,
+                  int64_t cols, int64_t colsPadded);
 
 // An operand of a tile product: element (r, c) of the logical matrix is
 // base[r * ld + c] (row major) or base[c * ld + r] (column major).
@@ -229,8 +228,9 @@ int64_t paddedStride(int64_t cols);
 // 16-byte loads (cols a multiple of 8 and ptr 16-byte aligned).
 void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
                     const std::string &ptr, int64_t cols);
-// Loads rows [row0, row0 + rows) of the bf16 [*, cols] global matrix `src`
-// (element offset `base` of its first row) into shared memory, zero past
+// Loads rows [row0, row0 + rows) of the bf16 global matrix `src` of `cols`
+// columns (element offset `base` of its first row, rows `rowStride` elements
+// apart) into shared memory, zero past
 // row `limit` and column `cols`, up to column `colsPadded`: row major into
 // `dst` (stride paddedStride(colsPadded)) and/or transposed into
 // `dstTransposed` (element (r, c) at c * paddedStride(rows) + r); an empty
@@ -238,9 +238,10 @@ void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
 // (emitVectorFlag) holds and the chunk is inside the matrix.
 void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
                     const std::string &dstTransposed, const std::string &src,
-                    const std::string &base, const std::string &row0,
-                    const std::string &vec, int64_t limit, int64_t rows,
-                    int64_t cols, int64_t colsPadded);
+                    const std::string &base, int64_t rowStride,
+                    const std::string &row0, const std::string &vec,
+                    int64_t limit, int64_t rows, int64_t cols,
+                    int64_t colsPadded);
 // Sets `uint32_t dst[4]` to the A fragment (16x16, row major) whose element
 // (m, k) is tile[(row + m) * ld + col + k].
 void emitFragmentA(KernelSourceWriter &w, const std::string &dst,

@@ -106,9 +106,10 @@ int64_t paddedStride(int64_t cols) { return cols + 8; }
 
 void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
                     const std::string &dstTransposed, const std::string &src,
-                    const std::string &base, const std::string &row0,
-                    const std::string &vec, int64_t limit, int64_t rows,
-                    int64_t cols, int64_t colsPadded) {
+                    const std::string &base, int64_t rowStride,
+                    const std::string &row0, const std::string &vec,
+                    int64_t limit, int64_t rows, int64_t cols,
+                    int64_t colsPadded) {
   const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded),
                 ldT = paddedStride(rows);
   w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " +
@@ -117,7 +118,7 @@ void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
          ") * 8;");
   w.line("const int64_t row = " + row0 + " + r;");
   w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
-         str(cols) + " + c8;");
+         str(rowStride) + " + c8;");
   w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " +
          str(cols) + ")");
   w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
@@ -240,8 +241,6 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                    str(n.H) + ", kvh = h / " + str(n.G) + ";",
                "const int64_t i0 = (blockIdx.x % " + str(qTiles) + ") * " +
                    str(p.Br) + ";",
-               "const int64_t kvBase = (b * " + str(n.KVH) + " + kvh) * " +
-                   str(n.S) + ";",
                "// this thread's two rows of the tile",
                "const int64_t iRow[2] = {i0 + warp * 16 + g, i0 + warp * 16 "
                "+ g + 8};",
@@ -250,7 +249,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   emitVectorFlag(w, "vecQ", q, n.D);
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
-  emitLoadTile16(w, "sQ", "", q, "bh * " + str(n.T * n.D), "i0", "vecQ", n.T,
+  emitLoadTile16(w, "sQ", "", q, n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", "vecQ", n.T,
                  p.Br, n.D, p.Dp);
   w.line("__syncthreads();");
 
@@ -273,9 +272,9 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                            "continue;", allKept)))
     return failure();
   w.line("__syncthreads(); // every warp is done with the previous K and V");
-  emitLoadTile16(w, "sK", "", k, "kvBase * " + str(n.D), "j0", "vecK", n.S,
+  emitLoadTile16(w, "sK", "", k, n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0", "vecK", n.S,
                  p.Bc, n.D, p.Dp);
-  emitLoadTile16(w, "", "sVt", v, "kvBase * " + str(n.Dv), "j0", "vecV", n.S,
+  emitLoadTile16(w, "", "sVt", v, n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0", "vecV", n.S,
                  p.Bc, n.Dv, p.Dvp);
   w.line("__syncthreads();");
 
@@ -371,7 +370,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   w.line("const int dv = d * 8 + 2 * t + (e & 1);");
   w.line("if (i >= " + str(n.T) + " || dv >= " + str(n.Dv) + ") continue;");
   w.line("const float lr = l[e >> 1];");
-  w.line(w.ptr(op.getOut()) + "[(bh * " + str(n.T) + " + i) * " + str(n.Dv) +
+  w.line(w.ptr(op.getOut()) + "[" + n.rowOffset(false, "b", "h", "i", n.Dv) +
          " + dv] = kiln_f32_to_bf16(lr > 0.0f ? o[d][e] / lr : 0.0f);");
   w.close();
   w.close();

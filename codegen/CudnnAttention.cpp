@@ -249,7 +249,8 @@ std::optional<CudnnAttentionMask> matchOp(OpT op, std::string &whyNot) {
   if (DictionaryAttr inherent =
           dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
     for (NamedAttribute attr : inherent)
-      if (attr.getName() != "scale" && attr.getName() != "dropout") {
+      if (attr.getName() != "scale" && attr.getName() != "dropout" &&
+          attr.getName() != "layout") {
         whyNot = "attribute '" + attr.getName().str() +
                  "' is not mapped to cuDNN";
         return std::nullopt;
@@ -268,8 +269,9 @@ std::optional<CudnnAttentionMask> matchOp(OpT op, std::string &whyNot) {
   if (Block *maskBlock = op.getMaskBlock()) {
     MaskEvaluator evaluator(*maskBlock, q.getDimSize(0));
     Value keep = maskBlock->getTerminator()->getOperand(0);
-    if (!matchMaskValue(keep, evaluator, q.getDimSize(2), kType.getDimSize(2),
-                        mask, whyNot))
+    unsigned tokens = op.getTokensDim();
+    if (!matchMaskValue(keep, evaluator, q.getDimSize(tokens),
+                        kType.getDimSize(tokens), mask, whyNot))
       return std::nullopt;
   }
   // 5. Captures.
@@ -312,11 +314,13 @@ planCudnnAttention(Operation *op, llvm::function_ref<uint32_t(Value)> bufferOf,
     auto q = cast<RankedTensorType>(attention.getQ().getType());
     auto kType = cast<RankedTensorType>(attention.getK().getType());
     auto vType = cast<RankedTensorType>(attention.getV().getType());
+    unsigned heads = attention.getHeadsDim(), tokens = attention.getTokensDim();
     call.batch = q.getDimSize(0);
-    call.heads = q.getDimSize(1);
-    call.kvHeads = kType.getDimSize(1);
-    call.qLen = q.getDimSize(2);
-    call.kvLen = kType.getDimSize(2);
+    call.heads = q.getDimSize(heads);
+    call.kvHeads = kType.getDimSize(heads);
+    call.qLen = q.getDimSize(tokens);
+    call.kvLen = kType.getDimSize(tokens);
+    call.tokensMajor = attention.isTokensMajor();
     call.headDim = q.getDimSize(3);
     call.valueDim = vType.getDimSize(3);
     call.scale = attention.getScale().convertToFloat();

@@ -198,7 +198,8 @@ Value emitAttentionOp(OpBuilder &b, Location loc, const Node &node,
       // Unset (= 0) without dropout, so the op prints as before.
       node.attention->dropout > 0.0
           ? b.getF32FloatAttr((float)node.attention->dropout)
-          : FloatAttr());
+          : FloatAttr(),
+      kd::AttentionLayoutAttr());
   if (node.attention->score)
     buildRegion(b, loc, op.getScore(), *node.attention->score, true, captures);
   if (node.attention->mask)

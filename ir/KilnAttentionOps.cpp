@@ -100,10 +100,13 @@ static void printAttentionLike(OpT op, OpAsmPrinter &p, unsigned numLeading) {
     p.printOperands(op.getCaptures());
     p << ')';
   }
-  // dropout = 0 (the default, set on every op) is left out of the text.
-  SmallVector<StringRef, 1> elided;
+  // dropout = 0 and layout bhtd (the defaults, set on every op) are left
+  // out of the text.
+  SmallVector<StringRef, 2> elided;
   if (op.getDropoutProbability() == 0.0)
     elided.push_back(op.getDropoutAttrName().getValue());
+  if (!op.isTokensMajor())
+    elided.push_back(op.getLayoutAttrName().getValue());
   p.printOptionalAttrDict(op->getAttrs(), elided);
   p << " : ";
   p.printFunctionalType(op.getOperation());
@@ -128,17 +131,31 @@ void AttentionGradOp::print(OpAsmPrinter &p) {
 // Shape checks
 //===----------------------------------------------------------------------===//
 
-/// q [B, H, T, D], k [B, KVH, S, D], v [B, KVH, S, Dv]; captures of a kind
-/// the kernels read. On success sets the expected out and lse types.
+/// `shape` of a per-head tensor in [B, H, T, D] order: dims 1 and 2 swapped
+/// when `tokensMajor` (layout bthd).
+static SmallVector<int64_t, 4> headsMajor(ArrayRef<int64_t> shape,
+                                          bool tokensMajor) {
+  SmallVector<int64_t, 4> dims(shape);
+  if (tokensMajor)
+    std::swap(dims[1], dims[2]);
+  return dims;
+}
+
+/// q [B, H, T, D], k [B, KVH, S, D], v [B, KVH, S, Dv] (dims 1 and 2 swapped
+/// in layout bthd); captures of a kind the kernels read. On success sets the
+/// expected out and lse types.
 static LogicalResult verifyQKV(Operation *op, RankedTensorType q,
                                RankedTensorType k, RankedTensorType v,
-                               ValueRange captures, RankedTensorType &outType,
+                               ValueRange captures, bool tokensMajor,
+                               RankedTensorType &outType,
                                RankedTensorType &lseType) {
   if (q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType())
     return op->emitOpError() << "needs q, k and v of one element type, found "
                              << q << ", " << k << ", " << v;
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  SmallVector<int64_t, 4> qs = headsMajor(q.getShape(), tokensMajor),
+                          ks = headsMajor(k.getShape(), tokensMajor),
+                          vs = headsMajor(v.getShape(), tokensMajor);
   if (ks[0] != qs[0] || vs[0] != qs[0])
     return op->emitOpError() << "needs one batch size for q, k and v, found "
                              << q << ", " << k << ", " << v;
@@ -161,8 +178,9 @@ static LogicalResult verifyQKV(Operation *op, RankedTensorType q,
                                << capture.getType()
                                << " (expected f32, bf16, i32 or i64 elements)";
   }
-  outType = RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
-                                  q.getElementType());
+  outType = RankedTensorType::get(
+      headsMajor({qs[0], qs[1], qs[2], vs[3]}, tokensMajor),
+      q.getElementType());
   lseType = RankedTensorType::get({qs[0], qs[1], qs[2]},
                                   Float32Type::get(op->getContext()));
   return success();
@@ -201,7 +219,8 @@ static LogicalResult expectType(Operation *op, StringRef what, Type actual,
 LogicalResult AttentionOp::verify() {
   RankedTensorType outType, lseType;
   if (failed(verifyQKV(*this, getQ().getType(), getK().getType(),
-                       getV().getType(), getCaptures(), outType, lseType)) ||
+                       getV().getType(), getCaptures(), isTokensMajor(),
+                       outType, lseType)) ||
       failed(expectType(*this, "result 'out'", getOut().getType(), outType)) ||
       failed(expectType(*this, "result 'lse'", getLse().getType(), lseType)))
     return failure();
@@ -211,7 +230,8 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   RankedTensorType outType, lseType;
   if (failed(verifyQKV(*this, getQ().getType(), getK().getType(),
-                       getV().getType(), getCaptures(), outType, lseType)) ||
+                       getV().getType(), getCaptures(), isTokensMajor(),
+                       outType, lseType)) ||
       failed(expectType(*this, "operand 'out'", getOut().getType(), outType)) ||
       failed(expectType(*this, "operand 'lse'", getLse().getType(), lseType)) ||
       failed(expectType(*this, "operand 'dout'", getDout().getType(),
@@ -373,6 +393,10 @@ static std::pair<Value, int64_t> repeatedHeads(Value kv) {
 /// (nor its gradient summing back over the group).
 LogicalResult AttentionOp::canonicalize(AttentionOp op,
                                         PatternRewriter &rewriter) {
+  // repeatedHeads reads [B, KVH, S, D]; layout bthd comes later (fusion
+  // phase), after this has run.
+  if (op.isTokensMajor())
+    return failure();
   auto [k, kGroup] = repeatedHeads(op.getK());
   auto [v, vGroup] = repeatedHeads(op.getV());
   if (!k || !v || kGroup != vGroup)

@@ -51,9 +51,19 @@ class Kiln_AttentionLikeOp<string mnemonic, list<Trait> traits = []>
       return getDropoutProbability() > 0.0 ? getCaptures().back()
                                            : ::mlir::Value();
     }
+    /// Whether q, k, v, out (and the gradients) are [B, T, H, D] in memory
+    /// (layout bthd) rather than [B, H, T, D].
+    bool isTokensMajor() {
+      return getLayout() == ::mlir::kiln::AttentionLayout::Bthd;
+    }
+    /// The index of the heads dim (1) and of the tokens dim (2) of a
+    /// per-head tensor's type; swapped in layout bthd.
+    unsigned getHeadsDim() { return isTokensMajor() ? 2 : 1; }
+    unsigned getTokensDim() { return isTokensMajor() ? 1 : 2; }
     /// Number of query heads that share one key/value head (H / KVH).
     int64_t getGroupSize() {
-      return getQ().getType().getDimSize(1) / getK().getType().getDimSize(1);
+      return getQ().getType().getDimSize(getHeadsDim()) /
+             getK().getType().getDimSize(getHeadsDim());
     }
   }];
 }
@@ -82,6 +92,12 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
     (`tensor<2xi64>`, a runtime buffer rewritten before every micro-step)
     is then the last capture; regions receive it like any capture.
     `0 <= p < 1`.
+
+    With `layout = #kiln<attention_layout bthd>` the per-head tensors (q,
+    k, v, out) have their heads and tokens dims swapped in the type:
+    q `[B, T, H, D]`, k `[B, S, KVH, D]`, v `[B, S, KVH, Dv]`, out
+    `[B, T, H, Dv]`; the formulas above are unchanged, `lse` stays
+    `[B, H, T]`.
 
     A row with no kept key has `out = 0` and `lse = -inf`. The score region
     receives `(s: f32, b, h, i, j: index, one tensor per capture)` and yields
@@ -121,7 +137,9 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
   let arguments = (ins Kiln_AttentionTensor:$q, Kiln_AttentionTensor:$k,
                        Kiln_AttentionTensor:$v,
                        Variadic<Kiln_Tensor>:$captures, F32Attr:$scale,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+                       DefaultValuedAttr<Kiln_AttentionLayoutAttr,
+                           "::mlir::kiln::AttentionLayout::Bhtd">:$layout);
   let results = (outs Kiln_AttentionTensor:$out,
                       StaticShapeTensorOf<[F32]>:$lse);
   // Without dropout (the attribute stays unset, i.e. 0).
@@ -130,7 +148,7 @@ def Kiln_AttentionOp : Kiln_AttentionLikeOp<"attention", [
                    "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
                    "::mlir::ValueRange":$captures, "::mlir::FloatAttr":$scale), [{
       build($_builder, $_state, out, lse, q, k, v, captures, scale,
-            ::mlir::FloatAttr());
+            ::mlir::FloatAttr(), ::mlir::kiln::AttentionLayoutAttr());
     }]>
   ];
   let extraClassDeclaration = sharedDeclaration;
@@ -174,7 +192,9 @@ def Kiln_AttentionGradOp : Kiln_AttentionLikeOp<"attention_grad"> {
                        StaticShapeTensorOf<[F32]>:$lse,
                        Kiln_AttentionTensor:$dout,
                        Variadic<Kiln_Tensor>:$captures, F32Attr:$scale,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+                       DefaultValuedAttr<Kiln_AttentionLayoutAttr,
+                           "::mlir::kiln::AttentionLayout::Bhtd">:$layout);
   let results = (outs Kiln_AttentionTensor:$dq, Kiln_AttentionTensor:$dk,
                       Kiln_AttentionTensor:$dv,
                       Variadic<Kiln_FloatTensor>:$capture_grads);

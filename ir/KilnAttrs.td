@@ -226,4 +226,34 @@ def Kiln_TrainConfigAttr : Kiln_Attr<"TrainConfig", "train"> {
   }];
 }
 
+def Kiln_AttentionLayout : I32EnumAttr<"AttentionLayout",
+    "memory order of attention's per-head tensors", [
+      I32EnumAttrCase<"Bhtd", 0, "bhtd">,
+      I32EnumAttrCase<"Bthd", 1, "bthd">]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+
+def Kiln_AttentionLayoutAttr : EnumAttr<Kiln_Dialect, Kiln_AttentionLayout,
+                                        "attention_layout"> {
+  let summary = "Memory order of kiln.attention's q, k, v, out and gradients.";
+  let description = [{
+    `bhtd` (the default): `[batch, heads, tokens, head_dim]`; `bthd`:
+    `[batch, tokens, heads, head_dim]`, the order a `[B, T, H*D]` projection
+    already has, so that attention reads the GEMM's output and writes what
+    the next GEMM reads without a transpose (the
+    `--kiln-attention-layout` pass chooses it). The op's semantics are the
+    same; only the dims of the tensor types are ordered differently.
+
+    ```mlir
+    %o, %lse = kiln.attention %q, %k, %v
+        {layout = #kiln<attention_layout bthd>, scale = 0.125 : f32}
+        : (tensor<2x37x4x64xf32>, tensor<2x53x2x64xf32>,
+           tensor<2x53x2x64xf32>)
+        -> (tensor<2x37x4x64xf32>, tensor<2x4x37xf32>)
+    ```
+  }];
+  let assemblyFormat = "$value";
+}
+
 #endif // KILN_ATTRS_TD

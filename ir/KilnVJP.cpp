@@ -503,7 +503,7 @@ Grads AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads) {
       resultTypes.push_back(capture.getType());
   auto grad = b.create<AttentionGradOp>(
       getLoc(), resultTypes, getQ(), getK(), getV(), getOut(), getLse(), g,
-      getCaptures(), getScaleAttr(), getDropoutAttr());
+      getCaptures(), getScaleAttr(), getDropoutAttr(), getLayoutAttr());
   IRMapping mapping;
   getScore().cloneInto(&grad.getScore(), mapping);
   getMask().cloneInto(&grad.getMask(), mapping);

@@ -499,6 +499,41 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnAttentionLayout : Pass<"kiln-attention-layout", "::mlir::ModuleOp"> {
+  let summary = "Attention reads and writes [B, T, H, D]: no head transposes";
+  let description = [{
+    A kiln.attention (and its kiln.attention_grad) of @step and @eval whose
+    per-head operands are each a transpose [0, 2, 1, 3] of a [B, T, H, D]
+    tensor, or a rope's result (through a convert or not), takes the layout
+    bthd: it reads the transposes' inputs (a rope is given a transpose that
+    --kiln-fuse-rope, which runs next, folds into it) and its per-head
+    results come out [B, T, H, D]; the readers that transposed them back
+    read them directly. Eight kernels per layer of a GPT-style model that
+    only moved bytes are gone; every value is the same bits. Runs first in
+    the fusion phase.
+
+    Before:
+    ```mlir
+    %q = kiln.transpose %qp permutation = [0, 2, 1, 3] : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+    %k = kiln.transpose %kp permutation = [0, 2, 1, 3] : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+    %v = kiln.transpose %vp permutation = [0, 2, 1, 3] : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+    %o, %lse = kiln.attention %q, %k, %v {scale = 0.35 : f32}
+        : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+    %y = kiln.transpose %o permutation = [0, 2, 1, 3] : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+    ```
+
+    After:
+    ```mlir
+    %y, %lse = kiln.attention %qp, %kp, %vp {layout = #kiln<attention_layout bthd>, scale = 0.35 : f32}
+        : (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>)
+        -> (tensor<2x16x4x8xbf16>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnFuseRope : Pass<"kiln-fuse-rope", "::mlir::ModuleOp"> {
   let summary = "Folds the transposes and casts around kiln.rope into it";
   let description = [{

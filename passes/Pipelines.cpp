@@ -136,8 +136,11 @@ void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
 }
 
 void buildFusionPhase(OpPassManager &pm) {
+  // Attention reads q, k, v where the projections wrote them ([B, T, H, D])
+  // and writes what the output projection reads: no head transposes.
+  pm.addPass(createKilnAttentionLayout());
   // RoPE takes over the transposes and casts around it (one pass over q
-  // and k each way).
+  // and k each way), including those the attention layout left after it.
   pm.addPass(createKilnFuseRope());
   // GEMMs take their bias / GELU / bias-gradient epilogues first, so that
   // the pointwise and row groups below do not claim those ops.
@@ -192,9 +195,10 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
       {kRematPhaseName, "forward values recomputed in the backward to meet "
                         "the memory budget (--kiln-remat)",
        buildRematPhase},
-      {"fusion", "RoPE with its transposes and casts, GEMM epilogues and ops "
-                 "grouped into kiln.fusion kernels (--kiln-fuse-rope, "
-                 "--kiln-fuse-gemm-epilogue, --kiln-fusion)",
+      {"fusion", "attention on [B, T, H, D] without head transposes, RoPE "
+                 "with its transposes and casts, GEMM epilogues and ops "
+                 "grouped into kiln.fusion kernels (--kiln-attention-layout, "
+                 "--kiln-fuse-rope, --kiln-fuse-gemm-epilogue, --kiln-fusion)",
        ignoringOptions(buildFusionPhase)},
   };
   return phases;

@@ -7,8 +7,8 @@
 //    the first rows would keep no key), a finite scale.
 // 3. Buffers: each index is one of the call's buffers (the cuDNN call must
 //    touch nothing the generated kernel does not), with the dtype and exact
-//    shape the sizes imply; the backward's four extra buffers present exactly
-//    when `backward` is set.
+//    shape the sizes and tokens_major imply; the backward's four extra buffers
+//    present exactly when `backward` is set.
 // 4. Workspace: -1, or a Workspace buffer the KernelCall does not pass (the
 //    memory plan's checker makes it live at this entry only).
 //
@@ -91,8 +91,14 @@ Status checkCudnnAttention(const schema::Artifact &artifact,
     return invalidArgument(where, ": cudnn_attention scale is not finite");
   // 3.
   using schema::DType_BF16;
-  std::vector<int64_t> qShape = {B, H, T, D}, kShape = {B, KVH, S, D},
-                       vShape = {B, KVH, S, Dv}, oShape = {B, H, T, Dv};
+  // Per-head tensors [B, heads, rows, width]; [B, rows, heads, width] with
+  // tokens_major.
+  auto perHead = [&](int64_t heads, int64_t rows, int64_t width) {
+    return a->tokens_major() ? std::vector<int64_t>{B, rows, heads, width}
+                             : std::vector<int64_t>{B, heads, rows, width};
+  };
+  std::vector<int64_t> qShape = perHead(H, T, D), kShape = perHead(KVH, S, D),
+                       vShape = perHead(KVH, S, Dv), oShape = perHead(H, T, Dv);
   KILN_RETURN_IF_ERROR(checkOperand(artifact, call, where, "q", a->q(), DType_BF16, qShape));
   KILN_RETURN_IF_ERROR(checkOperand(artifact, call, where, "k", a->k(), DType_BF16, kShape));
   KILN_RETURN_IF_ERROR(checkOperand(artifact, call, where, "v", a->v(), DType_BF16, vShape));

@@ -103,7 +103,7 @@ std::string serializeArtifact(const StepProgram &program,
               fbb, c->backward, c->batch, c->heads, c->kvHeads, c->qLen,
               c->kvLen, c->headDim, c->valueDim, c->scale, c->causal,
               c->kvLengths, c->q, c->k, c->v, c->out, c->lse, c->dout, c->dq,
-              c->dk, c->dv, c->workspace);
+              c->dk, c->dv, c->workspace, c->tokensMajor);
         op = schema::CreateKernelCallDirect(fbb, s.kernel, &s.buffers, cudnn)
                  .Union();
         kind = schema::Operation_KernelCall;

@@ -80,6 +80,9 @@ struct CudnnAttentionCall {
   // The Workspace buffer reserved for cuDNN's workspace at this entry
   // (the lowering adds it), -1: none.
   int32_t workspace = -1;
+  // The op's layout is bthd: q, k, v, out and the gradients are [B, T, H,
+  // D] in memory.
+  bool tokensMajor = false;
 
   schema::CudnnSdpaShape shape() const {
     return {backward, batch, heads, kvHeads, qLen, kvLen, headDim, valueDim};

@@ -73,7 +73,7 @@ Status CudaBackend::Impl::planEmptyKeys(DeviceCall &call, const schema::CudnnAtt
   using Output = EmptyKeysFill::Output;
   for (const EmptyKeysFill &fill :
        emptyKeysFills(a.backward(), a.batch(), a.heads(), a.kv_heads(), a.q_len(), a.kv_len(),
-                      a.head_dim(), a.value_dim())) {
+                      a.head_dim(), a.value_dim(), a.tokens_major())) {
     EmptyKeysLaunch launch;
     launch.function = fill.f32 ? f32 : bf16;
     launch.f32 = fill.f32;

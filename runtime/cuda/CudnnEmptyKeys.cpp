@@ -50,10 +50,13 @@ extern "C" __global__ void kiln_cudnn_empty_keys_f32(const int *lengths, float *
 
 std::vector<EmptyKeysFill> emptyKeysFills(bool backward, int64_t batch, int64_t heads,
                                           int64_t kvHeads, int64_t qLen, int64_t kvLen,
-                                          int64_t headDim, int64_t valueDim) {
+                                          int64_t headDim, int64_t valueDim,
+                                          bool tokensMajor) {
   using Output = EmptyKeysFill::Output;
   // Query-major outputs (inner 0): whole samples only. dk / dv: also the
-  // key rows at or beyond the sample's length.
+  // key rows at or beyond the sample's length; a key row is `width`
+  // elements, or kvHeads rows of them when the tokens dim comes first.
+  const int64_t keyRows = tokensMajor ? kvHeads : 1;
   auto fill = [&](Output output, bool f32, int64_t perSample, int64_t inner) {
     return EmptyKeysFill{output, f32, perSample, inner, inner ? kvLen : 0,
                          batch * perSample};
@@ -62,8 +65,8 @@ std::vector<EmptyKeysFill> emptyKeysFills(bool backward, int64_t batch, int64_t 
     return {fill(Output::kOut, false, heads * qLen * valueDim, 0),
             fill(Output::kLse, true, heads * qLen, 0)};
   return {fill(Output::kDq, false, heads * qLen * headDim, 0),
-          fill(Output::kDk, false, kvHeads * kvLen * headDim, headDim),
-          fill(Output::kDv, false, kvHeads * kvLen * valueDim, valueDim)};
+          fill(Output::kDk, false, kvHeads * kvLen * headDim, keyRows * headDim),
+          fill(Output::kDv, false, kvHeads * kvLen * valueDim, keyRows * valueDim)};
 }
 
 unsigned emptyKeysGrid(int64_t total) {

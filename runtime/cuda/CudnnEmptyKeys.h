@@ -60,15 +60,17 @@ struct EmptyKeysFill {
   Output output;
   bool f32 = false;      // lse (value -inf); else bf16 zero
   int64_t perSample = 0; // elements of one sample
-  int64_t inner = 0;     // dk / dv: elements of one key row (D or Dv); else 0
+  int64_t inner = 0;     // dk / dv: elements of one key row (D or Dv; KVH * D or
+                         // KVH * Dv with tokens_major); else 0
   int64_t rows = 0;      // dk / dv: key rows S; else 0
   int64_t total = 0;     // elements of the buffer (batch * perSample)
 };
 
-// The fills of one call (sizes as in schema::CudnnAttention).
+// The fills of one call (sizes and layout as in schema::CudnnAttention).
 std::vector<EmptyKeysFill> emptyKeysFills(bool backward, int64_t batch, int64_t heads,
                                           int64_t kvHeads, int64_t qLen, int64_t kvLen,
-                                          int64_t headDim, int64_t valueDim);
+                                          int64_t headDim, int64_t valueDim,
+                                          bool tokensMajor = false);
 
 // Threads per block and blocks of one fill's launch (grid-stride).
 inline constexpr unsigned kEmptyKeysBlock = 256;

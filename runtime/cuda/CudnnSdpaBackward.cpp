@@ -54,20 +54,30 @@ StatusOr<SdpaOperations> buildSdpaBackward(const Cudnn &cudnn,
   const bool padding = a.kv_lengths() >= 0, grouped = KVH != H;
   const std::vector<int64_t> one = {1, 1, 1, 1};
 
-  // Inputs and outputs (every one a Kiln buffer, contiguous).
-  KILN_ASSIGN_OR_RETURN(auto q, g.tensor("Q", kSdpaQ, bf16, {B, H, T, D}));
-  // K stored [B, KVH, S, D], V [B, KVH, S, Dv]: the GEMMs read K^T and V^T.
+  // Inputs and outputs (every one a Kiln buffer: contiguous [B, heads,
+  // rows, width], or [B, rows, heads, width] with tokens_major).
+  const bool tm = a.tokens_major();
+  using sdpa::headStrides;
+  KILN_ASSIGN_OR_RETURN(auto q, g.tensor("Q", kSdpaQ, bf16, {B, H, T, D},
+                                         headStrides(tm, H, T, D)));
+  // K stored [B, KVH, S, D], V [B, KVH, S, Dv] (or tokens first): the GEMMs
+  // read K^T and V^T.
   KILN_ASSIGN_OR_RETURN(auto kT, g.tensor("K^T", kSdpaK, bf16, {B, KVH, D, S},
-                                          {KVH * S * D, S * D, 1, D}));
+                                          sdpa::headStridesTransposed(tm, KVH, S, D)));
   KILN_ASSIGN_OR_RETURN(auto vT, g.tensor("V^T", kSdpaV, bf16, {B, KVH, Dv, S},
-                                          {KVH * S * Dv, S * Dv, 1, Dv}));
-  KILN_ASSIGN_OR_RETURN(auto o, g.tensor("O", kSdpaO, bf16, {B, H, T, Dv}));
-  KILN_ASSIGN_OR_RETURN(auto dO, g.tensor("dO", kSdpaDout, bf16, {B, H, T, Dv}));
+                                          sdpa::headStridesTransposed(tm, KVH, S, Dv)));
+  KILN_ASSIGN_OR_RETURN(auto o, g.tensor("O", kSdpaO, bf16, {B, H, T, Dv},
+                                         headStrides(tm, H, T, Dv)));
+  KILN_ASSIGN_OR_RETURN(auto dO, g.tensor("dO", kSdpaDout, bf16, {B, H, T, Dv},
+                                          headStrides(tm, H, T, Dv)));
   KILN_ASSIGN_OR_RETURN(auto stats, g.tensor("Stats", kSdpaStats, f32, {B, H, T, 1},
                                              {H * T, T, 1, 1}));
-  KILN_ASSIGN_OR_RETURN(auto dQ, g.tensor("dQ", kSdpaDq, bf16, {B, H, T, D}));
-  KILN_ASSIGN_OR_RETURN(auto dK, g.tensor("dK", kSdpaDk, bf16, {B, KVH, S, D}));
-  KILN_ASSIGN_OR_RETURN(auto dV, g.tensor("dV", kSdpaDv, bf16, {B, KVH, S, Dv}));
+  KILN_ASSIGN_OR_RETURN(auto dQ, g.tensor("dQ", kSdpaDq, bf16, {B, H, T, D},
+                                          headStrides(tm, H, T, D)));
+  KILN_ASSIGN_OR_RETURN(auto dK, g.tensor("dK", kSdpaDk, bf16, {B, KVH, S, D},
+                                          headStrides(tm, KVH, S, D)));
+  KILN_ASSIGN_OR_RETURN(auto dV, g.tensor("dV", kSdpaDv, bf16, {B, KVH, S, Dv},
+                                          headStrides(tm, KVH, S, Dv)));
   KILN_ASSIGN_OR_RETURN(auto scale,
                         g.tensor("scale", kSdpaScale, f32, one, one, /*byValue=*/true));
   KILN_ASSIGN_OR_RETURN(auto unit, g.tensor("1", kSdpaOne, f32, one, one, /*byValue=*/true));

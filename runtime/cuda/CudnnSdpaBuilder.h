@@ -24,6 +24,23 @@ inline std::vector<int64_t> contiguous(const std::vector<int64_t> &dims) {
   return strides;
 }
 
+// Strides of a per-head tensor (q, k, v, o and their gradients) read as
+// dims [B, heads, rows, width]: contiguous, or stored [B, rows, heads,
+// width] when `tokensMajor` (schema::CudnnAttention::tokens_major).
+inline std::vector<int64_t> headStrides(bool tokensMajor, int64_t heads, int64_t rows,
+                                        int64_t width) {
+  if (tokensMajor)
+    return {rows * heads * width, width, heads * width, 1};
+  return {heads * rows * width, rows * width, width, 1};
+}
+// The same storage read transposed, as dims [B, heads, width, rows] (K^T,
+// V^T for the GEMMs).
+inline std::vector<int64_t> headStridesTransposed(bool tokensMajor, int64_t heads,
+                                                  int64_t rows, int64_t width) {
+  std::vector<int64_t> s = headStrides(tokensMajor, heads, rows, width);
+  return {s[0], s[1], s[3], s[2]};
+}
+
 class SdpaBuilder {
 public:
   SdpaBuilder(const Cudnn &cudnn, SdpaOperations &out, std::string where)

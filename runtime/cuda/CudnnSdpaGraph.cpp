@@ -18,7 +18,8 @@
 //   P   = e / l                                       bf16 (virtual)
 //   O   = matmul(P, V [B,KVH,S,Dv])                   [B,H,T,Dv] bf16
 // GQA: K and V have KVH heads; cuDNN broadcasts them over H / KVH query heads
-// from the head dims of the tensors. Every descriptor is finalized here:
+// from the head dims of the tensors. With tokens_major (the op's layout
+// bthd) Q, K, V and O keep these dims with [B, T, H, D]-order strides. Every descriptor is finalized here:
 // none of them needs a handle or a GPU.
 //
 //===----------------------------------------------------------------------===//
@@ -108,12 +109,18 @@ StatusOr<SdpaOperations> buildSdpaForward(const Cudnn &cudnn,
   const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   const bool padding = a.kv_lengths() >= 0;
 
-  KILN_ASSIGN_OR_RETURN(auto q, g.tensor("Q", kSdpaQ, bf16, {B, H, T, D}));
-  // K stored [B, KVH, S, D]; the GEMM reads it as K^T [B, KVH, D, S].
-  KILN_ASSIGN_OR_RETURN(auto kT, g.tensor("K^T", kSdpaK, bf16, {B, KVH, D, S},
-                                          {KVH * S * D, S * D, 1, D}));
-  KILN_ASSIGN_OR_RETURN(auto v, g.tensor("V", kSdpaV, bf16, {B, KVH, S, Dv}));
-  KILN_ASSIGN_OR_RETURN(auto o, g.tensor("O", kSdpaO, bf16, {B, H, T, Dv}));
+  const bool tokensMajor = a.tokens_major();
+  KILN_ASSIGN_OR_RETURN(auto q, g.tensor("Q", kSdpaQ, bf16, {B, H, T, D},
+                                         sdpa::headStrides(tokensMajor, H, T, D)));
+  // K stored [B, KVH, S, D] (or [B, S, KVH, D]); the GEMM reads it as K^T
+  // [B, KVH, D, S].
+  KILN_ASSIGN_OR_RETURN(
+      auto kT, g.tensor("K^T", kSdpaK, bf16, {B, KVH, D, S},
+                        sdpa::headStridesTransposed(tokensMajor, KVH, S, D)));
+  KILN_ASSIGN_OR_RETURN(auto v, g.tensor("V", kSdpaV, bf16, {B, KVH, S, Dv},
+                                         sdpa::headStrides(tokensMajor, KVH, S, Dv)));
+  KILN_ASSIGN_OR_RETURN(auto o, g.tensor("O", kSdpaO, bf16, {B, H, T, Dv},
+                                         sdpa::headStrides(tokensMajor, H, T, Dv)));
   KILN_ASSIGN_OR_RETURN(auto stats, g.tensor("Stats", kSdpaStats, f32, {B, H, T, 1},
                                              {H * T, T, 1, 1}));
   KILN_ASSIGN_OR_RETURN(auto scale, g.tensor("scale", kSdpaScale, f32, {1, 1, 1, 1},

@@ -269,3 +269,38 @@ func.func @grad_dropout_no_rng(%q: tensor<1x2x5x8xf32>, %lse: tensor<1x2x5xf32>)
       -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
   return
 }
+
+// -----
+
+// Tests that in layout bthd the heads are dim 2: q [B, T, H, D] with 3
+// heads cannot share k's 2 kv heads.
+func.func @bthd_gqa(%q: tensor<1x5x3x8xf32>, %k: tensor<1x5x2x8xf32>) {
+  // expected-error @+1 {{needs the query heads (3) to be a multiple of the kv heads (2)}}
+  %out, %lse = kiln.attention %q, %k, %k {layout = #kiln<attention_layout bthd>, scale = 1.0 : f32}
+      : (tensor<1x5x3x8xf32>, tensor<1x5x2x8xf32>, tensor<1x5x2x8xf32>)
+      -> (tensor<1x5x3x8xf32>, tensor<1x3x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that in layout bthd out is [B, T, H, Dv] (lse stays [B, H, T]).
+func.func @bthd_out(%q: tensor<1x5x4x8xf32>, %k: tensor<1x7x2x8xf32>) {
+  // expected-error @+1 {{result 'out' has type 'tensor<1x4x5x8xf32>' but expected 'tensor<1x5x4x8xf32>'}}
+  %out, %lse = kiln.attention %q, %k, %k {layout = #kiln<attention_layout bthd>, scale = 1.0 : f32}
+      : (tensor<1x5x4x8xf32>, tensor<1x7x2x8xf32>, tensor<1x7x2x8xf32>)
+      -> (tensor<1x4x5x8xf32>, tensor<1x4x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that attention_grad's gradients follow the layout too: dk has k's
+// [B, S, KVH, D] type.
+func.func @bthd_grad(%q: tensor<1x5x4x8xf32>, %k: tensor<1x7x2x8xf32>, %o: tensor<1x5x4x8xf32>, %lse: tensor<1x4x5xf32>) {
+  // expected-error @+1 {{result 'dk' has type 'tensor<1x2x7x8xf32>' but expected 'tensor<1x7x2x8xf32>'}}
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %k, %o, %lse, %o {layout = #kiln<attention_layout bthd>, scale = 1.0 : f32}
+      : (tensor<1x5x4x8xf32>, tensor<1x7x2x8xf32>, tensor<1x7x2x8xf32>, tensor<1x5x4x8xf32>, tensor<1x4x5xf32>, tensor<1x5x4x8xf32>)
+      -> (tensor<1x5x4x8xf32>, tensor<1x2x7x8xf32>, tensor<1x7x2x8xf32>)
+  return
+}

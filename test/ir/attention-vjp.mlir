@@ -71,3 +71,21 @@ func.func @dropout(
 // CHECK: kiln.attention_grad %{{.*}} captures(%{{.*}}) {dropout = 1.250000e-01 : f32, scale = 2.500000e-01 : f32}
 // CHECK-SAME: tensor<2xi64>)
 // CHECK-SAME: -> (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>)
+
+// -----
+
+// Tests that the backward of a layout-bthd attention has the forward's
+// layout: its gradients come out [B, T, H, D] like q, k and v.
+// CHECK-LABEL: func.func @tokens_major
+// CHECK: kiln.attention_grad %arg0, %arg1, %arg1, %{{.*}}, %{{.*}}, %{{.*}} {layout = #kiln<attention_layout bthd>, scale = 2.500000e-01 : f32}
+// CHECK-SAME: -> (tensor<1x5x2x8xf32>, tensor<1x7x1x8xf32>, tensor<1x7x1x8xf32>)
+func.func @tokens_major(
+    %q: tensor<1x5x2x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "q"},
+    %k: tensor<1x7x1x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "k"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %out, %lse = kiln.attention %q, %k, %k {layout = #kiln<attention_layout bthd>, scale = 0.25 : f32}
+      : (tensor<1x5x2x8xf32>, tensor<1x7x1x8xf32>, tensor<1x7x1x8xf32>)
+      -> (tensor<1x5x2x8xf32>, tensor<1x2x5xf32>)
+  %l = kiln.reduce_sum %out dims = [0, 1, 2, 3] : tensor<1x5x2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

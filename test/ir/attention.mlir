@@ -92,3 +92,20 @@ func.func @grad(%q: tensor<1x2x5x8xf32>, %k: tensor<1x1x7x8xf32>, %v: tensor<1x1
     }
   return %ds : tensor<2xf32>
 }
+
+// -----
+
+// Tests that layout bthd (q [B, T, H, D], k/v [B, S, KVH, D], lse [B, H, T])
+// round-trips and that the default bhtd is left out of the text.
+// CHECK-LABEL: func.func @tokens_major
+// CHECK: kiln.attention %arg0, %arg1, %arg1 {layout = #kiln<attention_layout bthd>, scale = 1.250000e-01 : f32} : (tensor<2x37x4x64xf32>, tensor<2x53x2x64xf32>, tensor<2x53x2x64xf32>) -> (tensor<2x37x4x64xf32>, tensor<2x4x37xf32>)
+// CHECK: kiln.attention %{{.*}} {scale = 1.250000e-01 : f32}
+func.func @tokens_major(%q: tensor<2x37x4x64xf32>, %k: tensor<2x53x2x64xf32>, %q2: tensor<2x4x37x64xf32>, %k2: tensor<2x2x53x64xf32>) {
+  %out, %lse = kiln.attention %q, %k, %k {layout = #kiln<attention_layout bthd>, scale = 0.125 : f32}
+      : (tensor<2x37x4x64xf32>, tensor<2x53x2x64xf32>, tensor<2x53x2x64xf32>)
+      -> (tensor<2x37x4x64xf32>, tensor<2x4x37xf32>)
+  %out2, %lse2 = kiln.attention %q2, %k2, %k2 {layout = #kiln<attention_layout bhtd>, scale = 0.125 : f32}
+      : (tensor<2x4x37x64xf32>, tensor<2x2x53x64xf32>, tensor<2x2x53x64xf32>)
+      -> (tensor<2x4x37x64xf32>, tensor<2x4x37xf32>)
+  return
+}

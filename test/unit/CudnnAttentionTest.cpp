@@ -46,17 +46,22 @@ ArtifactSpec attentionArtifact(const CudnnAttentionSpec &attention) {
   const int64_t B = attention.batch, H = attention.heads, KVH = attention.kvHeads,
                 T = attention.qLen, S = attention.kvLen, D = attention.headDim,
                 Dv = attention.valueDim;
+  // [B, heads, rows, width], or [B, rows, heads, width] with tokens_major.
+  auto perHead = [&](int64_t heads, int64_t rows, int64_t width) {
+    return attention.tokensMajor ? std::vector<int64_t>{B, rows, heads, width}
+                                 : std::vector<int64_t>{B, heads, rows, width};
+  };
   spec.buffers = {{"loss", schema::BufferRole_Loss},
-                  {"q", schema::BufferRole_Activation, bf16, {B, H, T, D}},
-                  {"k", schema::BufferRole_Activation, bf16, {B, KVH, S, D}},
-                  {"v", schema::BufferRole_Activation, bf16, {B, KVH, S, Dv}},
+                  {"q", schema::BufferRole_Activation, bf16, perHead(H, T, D)},
+                  {"k", schema::BufferRole_Activation, bf16, perHead(KVH, S, D)},
+                  {"v", schema::BufferRole_Activation, bf16, perHead(KVH, S, Dv)},
                   {"lens", schema::BufferRole_Activation, schema::DType_I32, {B}},
-                  {"out", schema::BufferRole_Activation, bf16, {B, H, T, Dv}},
+                  {"out", schema::BufferRole_Activation, bf16, perHead(H, T, Dv)},
                   {"lse", schema::BufferRole_Activation, schema::DType_F32, {B, H, T}},
-                  {"dout", schema::BufferRole_Activation, bf16, {B, H, T, Dv}},
-                  {"dq", schema::BufferRole_Activation, bf16, {B, H, T, D}},
-                  {"dk", schema::BufferRole_Activation, bf16, {B, KVH, S, D}},
-                  {"dv", schema::BufferRole_Activation, bf16, {B, KVH, S, Dv}}};
+                  {"dout", schema::BufferRole_Activation, bf16, perHead(H, T, Dv)},
+                  {"dq", schema::BufferRole_Activation, bf16, perHead(H, T, D)},
+                  {"dk", schema::BufferRole_Activation, bf16, perHead(KVH, S, D)},
+                  {"dv", schema::BufferRole_Activation, bf16, perHead(KVH, S, Dv)}};
   // The workspace kilnc reserves for cuDNN, when the spec names it.
   if (attention.workspace == static_cast<int32_t>(kWorkspace))
     spec.buffers.push_back({"cudnn_workspace", schema::BufferRole_Workspace,
@@ -137,6 +142,11 @@ TEST(CudnnAttentionVerifierTest, AcceptsForwardAndBackward) {
   reserved.workspace = kWorkspace;
   Status withWorkspace = load(attentionArtifact(reserved));
   EXPECT_TRUE(withWorkspace.ok()) << withWorkspace.message();
+  // Layout bthd: every per-head buffer [B, T, H, D].
+  CudnnAttentionSpec tokensMajor = backwardSpec();
+  tokensMajor.tokensMajor = true;
+  Status bthd = load(attentionArtifact(tokensMajor));
+  EXPECT_TRUE(bthd.ok()) << bthd.message();
 }
 
 // Loads `spec` and expects an error containing every piece of `expected`.
@@ -199,6 +209,19 @@ TEST(CudnnAttentionVerifierTest, RefusesBadFields) {
   ArtifactSpec passed = attentionArtifact(a);
   passed.schedule[0].buffers.push_back(kWorkspace);
   expectRefused(passed, {"cudnn_attention.workspace is buffer 11", "must not pass it"});
+}
+
+// tokens_major fixes the buffers' shapes: [B, H, T, D] buffers under a
+// tokens_major call (or the reverse) are refused, naming the shape wanted.
+TEST(CudnnAttentionVerifierTest, TokensMajorNeedsTokensMajorBuffers) {
+  CudnnAttentionSpec a = forwardSpec();
+  ArtifactSpec spec = attentionArtifact(a);
+  spec.schedule[0].cudnnAttention->tokensMajor = true;
+  expectRefused(spec, {"q", "[2, 16, 4, 8]"});
+  a.tokensMajor = true;
+  spec = attentionArtifact(a);
+  spec.schedule[0].cudnnAttention->tokensMajor = false;
+  expectRefused(spec, {"q", "[2, 4, 16, 8]"});
 }
 
 // The workspace kilnc reserves (runtime/schema/CudnnWorkspace.h) against
@@ -307,6 +330,12 @@ TEST(CudnnLibraryTest, BuildsEveryForwardDescriptorWithoutAGpu) {
   EXPECT_THAT(*nodes, ElementsAre("matmul Q K^T", "mul scale", "reduce max", "sub max",
                                   "exp", "reduce sum", "log", "add stats", "div sum",
                                   "matmul P V"));
+  // Layout bthd: the same nodes, Q/K/V/O with [B, T, H, D]-order strides.
+  CudnnAttentionSpec tokensMajor = padding;
+  tokensMajor.tokensMajor = true;
+  auto bthd = graphNodes(*cudnn, tokensMajor);
+  ASSERT_TRUE(bthd.ok()) << bthd.status().message();
+  EXPECT_EQ(*bthd, *graphNodes(*cudnn, padding));
 }
 
 TEST(CudnnLibraryTest, CausalWithLongerKeysOffsetsTheRowIndex) {
@@ -388,6 +417,13 @@ TEST(CudnnLibraryTest, BuildsEveryBackwardDescriptorWithoutAGpu) {
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   EXPECT_THAT(*nodes, ::testing::Contains("add row S - T"));
   EXPECT_THAT(*nodes, ::testing::Contains("select padding"));
+  // Layout bthd: the same graph, every per-head descriptor (inputs and
+  // outputs) with [B, T, H, D]-order strides, finalized by cuDNN.
+  CudnnAttentionSpec tokensMajor = both;
+  tokensMajor.tokensMajor = true;
+  auto bthdNodes = graphNodes(*cudnn, tokensMajor);
+  ASSERT_TRUE(bthdNodes.ok()) << bthdNodes.status().message();
+  EXPECT_EQ(*bthdNodes, *nodes);
 
   // Scratch after cuDNN's workspace: softmax_sum (B*H*T f32) and dQ_accum
   // (B*H*T*D f32), each rounded up to 256 bytes (both already are here).

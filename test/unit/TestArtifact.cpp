@@ -116,7 +116,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
         cudnn = schema::CreateCudnnAttention(
             fbb, c->backward, c->batch, c->heads, c->kvHeads, c->qLen, c->kvLen,
             c->headDim, c->valueDim, c->scale, c->causal, c->kvLengths, c->q, c->k,
-            c->v, c->out, c->lse, c->dout, c->dq, c->dk, c->dv, c->workspace);
+            c->v, c->out, c->lse, c->dout, c->dq, c->dk, c->dv, c->workspace,
+            c->tokensMajor);
       auto call = schema::CreateKernelCallDirect(fbb, *s.kernel, &s.buffers, cudnn);
       return schema::CreateStep(fbb, schema::Operation_KernelCall,
                                 call.Union(), location);

@@ -65,6 +65,7 @@ struct CudnnAttentionSpec {
   uint32_t q = 0, k = 0, v = 0, out = 0, lse = 0;
   int32_t dout = -1, dq = -1, dk = -1, dv = -1;
   int32_t workspace = -1;
+  bool tokensMajor = false;
 };
 
 struct StepSpec {

@@ -302,6 +302,96 @@ void replaceAll(std::string &text, const std::string &from,
     text.replace(at, from.size(), to);
 }
 
+// [B, H, T, D] -> [B, T, H, D] of a flat tensor (`back`: the inverse).
+HostTensor swapHeadsAndTokens(const HostTensor &x, int b, int h, int t, int d,
+                              bool back = false) {
+  std::vector<float> y(x.f.size());
+  for (int ib = 0; ib < b; ++ib)
+    for (int ih = 0; ih < h; ++ih)
+      for (int it = 0; it < t; ++it)
+        for (int id = 0; id < d; ++id) {
+          size_t bhtd = ((size_t(ib) * h + ih) * t + it) * d + id;
+          size_t bthd = ((size_t(ib) * t + it) * h + ih) * d + id;
+          y[back ? bhtd : bthd] = x.f[back ? bthd : bhtd];
+        }
+  return HostTensor::floats(std::move(y));
+}
+
+// attentionModule's op in layout bthd: q/out/dout [2, 37, 4, D], k/v
+// [2, 53, 2, D]; lse stays [2, 4, 37].
+std::string tokensMajorModule(int d, const std::string &elem, bool backward) {
+  std::string text = attentionModule(d, elem, backward);
+  std::string dd = std::to_string(d);
+  replaceAll(text, "2x4x37x" + dd + "x", "2x37x4x" + dd + "x");
+  replaceAll(text, "2x2x53x" + dd + "x", "2x53x2x" + dd + "x");
+  replaceAll(text, "{scale = 0.11 : f32}",
+             "{layout = #kiln<attention_layout bthd>, scale = 0.11 : f32}");
+  return text;
+}
+
+// Layout bthd computes what bhtd computes, in the same order: on each
+// backend, the bthd op on the transposed inputs gives the bhtd op's results
+// bit for bit, transposed (lse and the capture gradients as they are). With
+// the CPU-vs-CUDA comparisons above, every kernel's bthd addressing (CPU,
+// CUDA fp32, bf16 mma.sync; vector loads with rows H * D apart) is checked.
+void expectTokensMajorSame(int d, const std::string &elem) {
+  std::vector<HostTensor> args = {
+      HostTensor::floats(randomFloats(2 * 4 * 37 * d, 31, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 32, -2, 2)),
+      HostTensor::floats(randomFloats(2 * 2 * 53 * d, 33)),
+      HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
+      HostTensor::floats(randomFloats(53, 35)),
+      HostTensor::ints({40, 11})};
+  auto query = [&](const HostTensor &x, bool back = false) {
+    return swapHeadsAndTokens(x, 2, 4, 37, d, back);
+  };
+  auto key = [&](const HostTensor &x, bool back = false) {
+    return swapHeadsAndTokens(x, 2, 2, 53, d, back);
+  };
+  for (KernelBackend backend : {KernelBackend::Cpu, KernelBackend::CudaEmulated}) {
+    SCOPED_TRACE(backend == KernelBackend::Cpu ? "cpu" : "cuda");
+    KernelRunner forward(attentionModule(d, elem, false), backend);
+    KernelRunner forwardT(tokensMajorModule(d, elem, false), backend);
+    ASSERT_TRUE(forward.ok()) << forward.error();
+    ASSERT_TRUE(forwardT.ok()) << forwardT.error();
+    std::vector<HostTensor> argsT = args;
+    argsT[0] = query(args[0]);
+    argsT[1] = key(args[1]);
+    argsT[2] = key(args[2]);
+    std::vector<HostTensor> out = forward.run(args), outT = forwardT.run(argsT);
+    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(outT.size(), 2u);
+    EXPECT_EQ(query(outT[0], true).f, out[0].f) << "out";
+    EXPECT_EQ(outT[1].f, out[1].f) << "lse"; // -inf == -inf: keyless rows
+
+    std::vector<HostTensor> bargs = args, bargsT = argsT;
+    HostTensor dout = HostTensor::floats(randomFloats(2 * 4 * 37 * d, 34));
+    for (const HostTensor &x : {out[0], out[1], dout})
+      bargs.push_back(x);
+    for (const HostTensor &x : {outT[0], outT[1], query(dout)})
+      bargsT.push_back(x);
+    KernelRunner backward(attentionModule(d, elem, true), backend);
+    KernelRunner backwardT(tokensMajorModule(d, elem, true), backend);
+    ASSERT_TRUE(backward.ok()) << backward.error();
+    ASSERT_TRUE(backwardT.ok()) << backwardT.error();
+    std::vector<HostTensor> g = backward.run(bargs), gT = backwardT.run(bargsT);
+    ASSERT_EQ(g.size(), 5u);
+    ASSERT_EQ(gT.size(), 5u);
+    EXPECT_EQ(query(gT[0], true).f, g[0].f) << "dq";
+    EXPECT_EQ(key(gT[1], true).f, g[1].f) << "dk";
+    EXPECT_EQ(key(gT[2], true).f, g[2].f) << "dv";
+    EXPECT_EQ(gT[3].f, g[3].f) << "dslope";
+    EXPECT_EQ(gT[4].f, g[4].f) << "dbias";
+  }
+}
+
+TEST(CudaAttentionEmulated, TokensMajorLayoutFp32) { expectTokensMajorSame(80, "f32"); }
+
+TEST(CudaAttentionEmulated, TokensMajorLayoutBf16) {
+  expectTokensMajorSame(80, "bf16");
+  expectTokensMajorSame(72, "bf16"); // padded head dim: partial 16-byte rows
+}
+
 // A TSP-like distance bias: score = s - slope[h] * |xy[b, i] - xy[b, j]|
 // with city coordinates xy [B, 53, 2] (dim 0 indexed by b) and the per-head
 // slope [H] (indexed by h), both learned, in attentionModule's op in fp32

@@ -126,6 +126,31 @@ TEST_F(EmptyKeysTest, FillsSizeEveryOutputBySample) {
   EXPECT_EQ(rt::cuda::emptyKeysGrid(int64_t(1) << 40), 1024u);
 }
 
+// Layout bthd: dk [B, S, KVH, D], so key row j of a sample is its KVH * D
+// elements at [j * KVH * D, (j + 1) * KVH * D): inner KVH * D, rows S; the
+// whole-sample fills keep their sizes (a sample is contiguous either way).
+TEST_F(EmptyKeysTest, TokensMajorKeyRowsSpanEveryKvHead) {
+  auto plain = rt::cuda::emptyKeysFills(true, 3, 4, 2, 5, 7, 8, 16);
+  auto fills = rt::cuda::emptyKeysFills(true, 3, 4, 2, 5, 7, 8, 16, true);
+  ASSERT_EQ(fills.size(), 3u);
+  EXPECT_EQ(fills[1].inner, 2 * 8);
+  EXPECT_EQ(fills[2].inner, 2 * 16);
+  for (size_t f = 0; f < 3; ++f) {
+    EXPECT_EQ(fills[f].perSample, plain[f].perSample);
+    EXPECT_EQ(fills[f].rows, plain[f].rows);
+  }
+  EXPECT_EQ(fills[0].inner, 0);
+  // Element (b, j, kvh, d) of dk is in key row j: (i / inner) % rows.
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t j = 0; j < 7; ++j)
+      for (int64_t kvh = 0; kvh < 2; ++kvh)
+        for (int64_t d = 0; d < 8; ++d) {
+          int64_t i = ((b * 7 + j) * 2 + kvh) * 8 + d;
+          EXPECT_EQ(i / fills[1].inner % fills[1].rows, j);
+          EXPECT_EQ(i / fills[1].perSample, b);
+        }
+}
+
 // Whether element i of `fill`'s output is Kiln's fixed value: a sample
 // without keys, or a dk / dv row of a masked key.
 bool absent(const EmptyKeysFill &fill, const std::vector<int32_t> &lengths, size_t i) {
