@@ -35,9 +35,10 @@ double estimateFlops(Operation *op) {
     return gemmFlops(matmul.getLhs(), matmul.getTransposeLhs(),
                      matmul.getResult());
   if (auto attention = dyn_cast<AttentionOp>(op)) {
-    // out [B, H, Tq, D] from Tk keys: q·kᵀ and p·v, 2·Tk·D each per row.
+    // out [B, H, Tq, D] from Tk keys: q·kᵀ and p·v, 2·Tk·D each per row
+    // (k [B, KVH, Tk, D], or [B, Tk, KVH, D] in layout bthd).
     auto k = cast<RankedTensorType>(attention.getK().getType());
-    int64_t tk = k.getDimSize(k.getRank() - 2);
+    int64_t tk = k.getDimSize(attention.getTokensDim());
     return 4.0 * (double)numElements(attention.getOut()) * (double)tk;
   }
   if (isa<ReshapeOp, ConstantOp>(op))
