@@ -36,7 +36,9 @@ namespace kiln::schema {
 // 10: CollectiveCall.kind (reduce-scatter, all-gather, local shard: ZeRO)
 //     and overlap; Buffer.shard_axis, Buffer.whole_shape.
 // 11: Buffer.shard_dim (tensor parallelism: a block of one dimension)
-constexpr uint32_t kArtifactVersion = 11;
+// 12: CudnnAttention.tokens_major (attention in layout bthd: an older
+//     runtime would give cuDNN contiguous [B, H, T, D] strides).
+constexpr uint32_t kArtifactVersion = 12;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator
