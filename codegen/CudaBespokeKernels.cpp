@@ -10,17 +10,19 @@
 //     combined in block order by the last block (kiln_last_block); trailing
 //     dims reduced: one warp per output; leading dims reduced: one thread per
 //     column walking the rows in order;
-//   - embedding_grad: one thread per (slice of the table's rows, column),
-//     walking the indices in order.
+//   - embedding_grad: one block per range of the table's rows (about a
+//     thousand blocks): it zeroes its rows, then walks the indices in tiles,
+//     compacts the ones in its range in order (a block scan) and adds their
+//     grad rows, threads over the columns;
 // Fused row kernels (kiln.fusion row): a row emitter given a CudaRowFusion
 // writes the prologue at the top of each row (beginRow: the row's threads
 // compute and store it, then a barrier) and the epilogue at the bottom
 // (endRow: a barrier, then the row's threads apply it).
 // Numerics: float accumulation, every sum in a fixed order (no
 // floating-point atomics), so a kernel gives the same bits on every run.
-// Perf notes: leading-dim reduce_sum and embedding_grad use few threads per
-// element (a two-pass split over rows, or sorting indices, would add
-// parallelism).
+// Perf notes: leading-dim reduce_sum uses few threads per element (a
+// two-pass split over rows would add parallelism); embedding_grad's blocks
+// each read every index, and a row hit many times is summed by one block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -272,29 +274,64 @@ LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
   Value out = op->getResult(0);
   auto [v, d] = rowsAndColumns(out);
   int64_t n = numElements(shapeOf(indices));
-  int64_t slices = std::clamp<int64_t>((16384 + d - 1) / d, 1, v);
-  int64_t rowsPerSlice = (v + slices - 1) / slices;
-  int64_t threads = slices * d;
-  launch = {cudaGridFor(threads, kCudaBlock, UINT32_MAX), kCudaBlock, 0};
-  std::string t = w.cType(out);
+  // Blocks own disjoint row ranges, so every element has one writer and
+  // sums its rows in index order. About a thousand blocks: each reads all
+  // n indices (from L2), and a block's hits run in order over its columns.
+  const int64_t blocks = std::min<int64_t>(v, 1024);
+  const int64_t rowsPerBlock = (v + blocks - 1) / blocks;
+  const int64_t perThread = 8, tile = kCudaBlock * perThread;
+  launch = {static_cast<uint32_t>((v + rowsPerBlock - 1) / rowsPerBlock),
+            kCudaBlock, 0};
+  const std::string t = w.cType(out), ds = str(d), threads = str(kCudaBlock);
   w.line("// scatter-add " + str(n) + " rows of grad into [" + str(v) + ", " +
-         str(d) + "]: " + str(slices) + " slices of " + str(rowsPerSlice) +
-         " rows x " + str(d) + " columns");
-  w.line("const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;");
-  w.line("if (tid >= " + str(threads) + ") return;");
-  w.line("const int64_t c = tid % " + str(d) + ";");
-  w.line("const int64_t v0 = (tid / " + str(d) + ") * " + str(rowsPerSlice) +
+         ds + "]: block b owns rows [b * " + str(rowsPerBlock) +
+         ", ...), zeroes them, then adds the grad rows indexed into them in "
+         "index order (tiles of " + str(tile) +
+         " indices, compacted by a block scan)");
+  w.line("__shared__ int hits[" + str(tile) + "];");
+  w.line("__shared__ int scan[" + threads + "];");
+  w.line("const int64_t v0 = (int64_t)blockIdx.x * " + str(rowsPerBlock) +
          ";");
-  w.line("const int64_t v1 = v0 + " + str(rowsPerSlice) + " < " + str(v) +
-         " ? v0 + " + str(rowsPerSlice) + " : " + str(v) + ";");
+  w.line("const int64_t v1 = v0 + " + str(rowsPerBlock) + " < " + str(v) +
+         " ? v0 + " + str(rowsPerBlock) + " : " + str(v) + ";");
+  w.line("const " + w.cType(indices) + "* idx = " + w.ptr(indices) + ";");
   w.line(t + "* dst = " + w.ptr(out) + ";");
-  w.line("for (int64_t row = v0; row < v1; ++row) dst[row * " + str(d) +
-         " + c] = 0;");
-  w.open("for (int64_t n = 0; n < " + str(n) + "; ++n)");
-  w.line("const int64_t row = (int64_t)" + w.ptr(indices) + "[n];");
-  w.line("if (row < v0 || row >= v1) continue;");
-  w.line("dst[row * " + str(d) + " + c] += " + w.ptr(grad) + "[n * " + str(d) +
-         " + c];");
+  w.line("for (int64_t e = threadIdx.x; e < (v1 - v0) * " + ds +
+         "; e += blockDim.x) dst[v0 * " + ds + " + e] = 0;");
+  w.line("__syncthreads(); // zeroed before any thread adds to a row");
+  w.open("for (int64_t base = 0; base < " + str(n) + "; base += " +
+         str(tile) + ")");
+  w.line("// this thread's " + str(perThread) +
+         " consecutive indices of the tile: how many are ours");
+  w.line("const int64_t first = base + (int64_t)threadIdx.x * " +
+         str(perThread) + ";");
+  w.line("int count = 0;");
+  w.line("KILN_UNROLL for (int k = 0; k < " + str(perThread) +
+         "; ++k) if (first + k < " + str(n) + ") { const int64_t row = idx[first "
+         "+ k]; count += row >= v0 && row < v1; }");
+  w.line("// inclusive scan of the counts (Hillis-Steele)");
+  w.line("scan[threadIdx.x] = count;");
+  w.line("__syncthreads();");
+  w.open("for (int offset = 1; offset < " + threads + "; offset <<= 1)");
+  w.line("const int add = (int)threadIdx.x >= offset ? scan[threadIdx.x - "
+         "offset] : 0;");
+  w.line("__syncthreads();");
+  w.line("scan[threadIdx.x] += add;");
+  w.line("__syncthreads();");
+  w.close();
+  w.line("const int total = scan[" + str(kCudaBlock - 1) + "];");
+  w.line("int at = scan[threadIdx.x] - count;");
+  w.line("KILN_UNROLL for (int k = 0; k < " + str(perThread) +
+         "; ++k) if (first + k < " + str(n) + ") { const int64_t row = idx[first "
+         "+ k]; if (row >= v0 && row < v1) hits[at++] = (int)(first + k - base); "
+         "}");
+  w.line("__syncthreads();");
+  w.open("for (int h = 0; h < total; ++h)");
+  w.line("const int64_t m = base + hits[h], row = idx[m];");
+  w.line("for (int64_t c = threadIdx.x; c < " + ds + "; c += blockDim.x) dst[row * " +
+         ds + " + c] += " + w.ptr(grad) + "[m * " + ds + " + c];");
+  w.close();
+  w.line("__syncthreads(); // before the next tile rewrites hits and scan");
   w.close();
   return success();
 }

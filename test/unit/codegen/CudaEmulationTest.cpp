@@ -155,6 +155,42 @@ TEST(CudaKernelsEmulated, EmbeddingAndGrad) {
                      HostTensor::floats(randomFloats(840, 8))});
 }
 
+// embedding_grad over 4500 indices (three tiles of 2048, the last partial)
+// into 24 rows of 40 (24 blocks of one row each: the emulation runs every
+// thread of every block): a hot row hit by every seventh index,
+// out-of-range indices (-1, 24) that scatter nothing, rows never hit
+// (zeros). Each element sums its rows in index order, as the CPU does: the
+// same bits.
+TEST(CudaKernelsEmulated, EmbeddingGradAcrossTiles) {
+  std::vector<int32_t> idx(4500);
+  for (int i = 0; i < 4500; ++i)
+    idx[i] = i % 7 == 0 ? 5 : i % 11 == 0 ? (i % 2 ? -1 : 24) : (i * 37) % 20;
+  KernelRunner cpu(R"mlir(
+    func.func @step(%idx: tensor<4500xi32>, %g: tensor<4500x40xf32>) -> tensor<24x40xf32> {
+      %0 = kiln.embedding_grad %idx, %g : tensor<4500xi32>, tensor<4500x40xf32> -> tensor<24x40xf32>
+      return %0 : tensor<24x40xf32>
+    })mlir",
+                   KernelBackend::Cpu);
+  KernelRunner cuda(R"mlir(
+    func.func @step(%idx: tensor<4500xi32>, %g: tensor<4500x40xf32>) -> tensor<24x40xf32> {
+      %0 = kiln.embedding_grad %idx, %g : tensor<4500xi32>, tensor<4500x40xf32> -> tensor<24x40xf32>
+      return %0 : tensor<24x40xf32>
+    })mlir",
+                    KernelBackend::CudaEmulated);
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  std::vector<HostTensor> args = {HostTensor::ints(idx),
+                                  HostTensor::floats(randomFloats(4500 * 40, 17))};
+  std::vector<HostTensor> expected = cpu.run(args), actual = cuda.run(args);
+  ASSERT_EQ(actual.size(), 1u);
+  ASSERT_EQ(expected.size(), 1u);
+  EXPECT_EQ(actual[0].f, expected[0].f);
+  // Rows 20..23 are never hit: zero, though the arena held other values.
+  for (int e = 20 * 40; e < 24 * 40; ++e)
+    ASSERT_EQ(actual[0].f[e], 0.0f) << e;
+  EXPECT_NE(actual[0].f[5 * 40], 0.0f);
+}
+
 TEST(CudaKernelsEmulated, LayerNormAndGrad) {
   expectSameResults(R"mlir(
     func.func @step(%x: tensor<2x3x80xf32>, %w: tensor<80xf32>, %b: tensor<80xf32>, %dy: tensor<2x3x80xf32>) -> (tensor<2x3x80xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x80xf32>, tensor<80xf32>, tensor<80xf32>) {
