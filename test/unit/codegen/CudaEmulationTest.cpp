@@ -165,18 +165,13 @@ TEST(CudaKernelsEmulated, EmbeddingGradAcrossTiles) {
   std::vector<int32_t> idx(4500);
   for (int i = 0; i < 4500; ++i)
     idx[i] = i % 7 == 0 ? 5 : i % 11 == 0 ? (i % 2 ? -1 : 24) : (i * 37) % 20;
-  KernelRunner cpu(R"mlir(
+  const std::string module = R"mlir(
     func.func @step(%idx: tensor<4500xi32>, %g: tensor<4500x40xf32>) -> tensor<24x40xf32> {
       %0 = kiln.embedding_grad %idx, %g : tensor<4500xi32>, tensor<4500x40xf32> -> tensor<24x40xf32>
       return %0 : tensor<24x40xf32>
-    })mlir",
-                   KernelBackend::Cpu);
-  KernelRunner cuda(R"mlir(
-    func.func @step(%idx: tensor<4500xi32>, %g: tensor<4500x40xf32>) -> tensor<24x40xf32> {
-      %0 = kiln.embedding_grad %idx, %g : tensor<4500xi32>, tensor<4500x40xf32> -> tensor<24x40xf32>
-      return %0 : tensor<24x40xf32>
-    })mlir",
-                    KernelBackend::CudaEmulated);
+    })mlir";
+  KernelRunner cpu(module, KernelBackend::Cpu);
+  KernelRunner cuda(module, KernelBackend::CudaEmulated);
   ASSERT_TRUE(cpu.ok()) << cpu.error();
   ASSERT_TRUE(cuda.ok()) << cuda.error();
   std::vector<HostTensor> args = {HostTensor::ints(idx),
