@@ -15,10 +15,11 @@
 //  1. Each kiln.attention in layout bhtd whose q, k and v are each either a
 //     kiln.transpose with permutation [0, 2, 1, 3] (it reads the
 //     transpose's input) or computed by a kiln.rope, possibly through a
-//     kiln.convert (it reads a new transpose [0, 2, 1, 3] of that value,
-//     one per value, which --kiln-fuse-rope then folds into the rope as its
-//     result_permutation): the same op in layout bthd; its old out is
-//     replaced by transpose(out', [0, 2, 1, 3]), lse as it was.
+//     kiln.convert, and read only by attention ops (it reads a new transpose
+//     [0, 2, 1, 3] of that value, one per value, which --kiln-fuse-rope then
+//     folds into the rope as its result_permutation): the same op in layout
+//     bthd; its old out is replaced by transpose(out', [0, 2, 1, 3]), lse as
+//     it was.
 //  2. Each kiln.attention_grad in layout bhtd whose q, k, v, out and dout
 //     qualify alike (after step 1 its out is such a transpose): the same in
 //     layout bthd; dq, dk and dv are replaced by transposes of the new ones.
@@ -70,23 +71,34 @@ Value swapped(OpBuilder &b, Value value) {
       value, b.getDenseI64ArrayAttr(kSwap));
 }
 
-// Whether `value` ([B, H, T, D]) is a transpose [0, 2, 1, 3] of a [B, T,
-// H, D] tensor, or a rope's result (possibly through a convert), which
-// --kiln-fuse-rope can write transposed at no cost.
-bool hasFreeTokensMajorForm(Value value) {
-  if (auto transpose = value.getDefiningOp<TransposeOp>())
-    return swapsHeadsAndTokens(transpose);
-  Operation *producer = value.getDefiningOp();
-  if (auto convert = dyn_cast_or_null<ConvertOp>(producer))
-    producer = convert.getInput().getDefiningOp();
-  return isa_and_nonnull<RopeOp>(producer);
-}
-
 // The [B, T, H, D] forms of per-head values: a transpose's input, or one
 // new transpose per rope value.
 class TokensMajorForms {
 public:
-  // `value` must have a free form (hasFreeTokensMajorForm).
+  // Whether `value` ([B, H, T, D]) is a transpose [0, 2, 1, 3] of a [B, T,
+  // H, D] tensor, or a rope's result (possibly through a convert), which
+  // --kiln-fuse-rope can write transposed at no cost: only attention ops
+  // (and the transpose made here for it) read the value, and only the
+  // convert reads the rope (its rules 3 and 4 need one reader), so that
+  // transpose is sure to fold.
+  bool hasFreeForm(Value value) const {
+    if (auto transpose = value.getDefiningOp<TransposeOp>())
+      return swapsHeadsAndTokens(transpose);
+    Operation *producer = value.getDefiningOp();
+    if (auto convert = dyn_cast_or_null<ConvertOp>(producer)) {
+      producer = convert.getInput().getDefiningOp();
+      if (producer && !producer->hasOneUse())
+        return false;
+    }
+    Value made = forRope.lookup(value);
+    return isa_and_nonnull<RopeOp>(producer) &&
+           llvm::all_of(value.getUsers(), [&](Operation *user) {
+             return isa<AttentionOp, AttentionGradOp>(user) ||
+                    (made && user == made.getDefiningOp());
+           });
+  }
+
+  // The form of `value`, which must have one (hasFreeForm).
   Value of(OpBuilder &b, Value value) {
     if (auto transpose = value.getDefiningOp<TransposeOp>())
       return transpose.getInput();
@@ -159,11 +171,11 @@ void replaceSwapped(OpBuilder &b, Value old, Value replacement) {
 // Steps 1-2 on `op` (a kiln.attention or kiln.attention_grad in layout
 // bhtd) whose operands `perHeadIn` and first `perHeadOut` results are
 // per-head tensors: the op in layout bthd when every per-head operand has a
-// free [B, T, H, D] form.
+// free [B, T, H, D] form (TokensMajorForms::hasFreeForm).
 void relayout(Operation *op, ArrayRef<unsigned> perHeadIn,
               unsigned perHeadOut, TokensMajorForms &forms) {
   for (unsigned i : perHeadIn)
-    if (!hasFreeTokensMajorForm(op->getOperand(i)))
+    if (!forms.hasFreeForm(op->getOperand(i)))
       return;
   OpBuilder b(op);
   SmallVector<Value> operands(op->getOperands());

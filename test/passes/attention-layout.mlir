@@ -106,3 +106,22 @@ func.func @step(%qp: tensor<1x16x4x8xf32>, %kp: tensor<1x16x4x8xf32>, %vp: tenso
   %y = kiln.transpose %o permutation = [0, 2, 1, 3] : tensor<1x4x16x8xf32> -> tensor<1x16x4x8xf32>
   return %q, %y, %o : tensor<1x4x16x8xf32>, tensor<1x16x4x8xf32>, tensor<1x4x16x8xf32>
 }
+
+// -----
+
+// Tests a rope whose result something else also reads (here the function's
+// result): --kiln-fuse-rope could not fold a transpose after it, so the op
+// keeps layout bhtd rather than add a transpose kernel.
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: attention_layout
+// CHECK: kiln.attention %{{.*}} {scale = 3.500000e-01 : f32}
+func.func @step(%x: tensor<1x4x16x8xbf16>, %kp: tensor<1x16x4x8xbf16>, %vp: tensor<1x16x4x8xbf16>)
+    -> (tensor<1x4x16x8xbf16>, tensor<1x4x16x8xbf16>) {
+  %q = kiln.rope %x {inv_freq = array<f32: 1.0, 0.1, 0.01, 0.001>} : tensor<1x4x16x8xbf16> -> tensor<1x4x16x8xbf16>
+  %k = kiln.transpose %kp permutation = [0, 2, 1, 3] : tensor<1x16x4x8xbf16> -> tensor<1x4x16x8xbf16>
+  %v = kiln.transpose %vp permutation = [0, 2, 1, 3] : tensor<1x16x4x8xbf16> -> tensor<1x4x16x8xbf16>
+  %o, %lse = kiln.attention %q, %k, %v {scale = 0.35 : f32}
+      : (tensor<1x4x16x8xbf16>, tensor<1x4x16x8xbf16>, tensor<1x4x16x8xbf16>)
+      -> (tensor<1x4x16x8xbf16>, tensor<1x4x16xf32>)
+  return %o, %q : tensor<1x4x16x8xbf16>, tensor<1x4x16x8xbf16>
+}
