@@ -563,6 +563,38 @@ def KilnFuseRope : Pass<"kiln-fuse-rope", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnAccumulateGemms : Pass<"kiln-accumulate-gemms", "::mlir::ModuleOp"> {
+  let summary = "Sums of GEMM products added by the GEMMs into one buffer";
+  let description = [{
+    In @step, add(A, B) where B is an f32 matmul product read only by the
+    add (2-D rhs, rows from the lhs's leading dims) and A is another such
+    product (or the previous link of a chain) becomes
+    kiln.matmul_accumulate: B's GEMM adds into A's buffer (beta = 1). The
+    backward's input-gradient sums (q, k, v projections; SwiGLU's w1 and
+    w3) then write one fp32 buffer instead of one per GEMM, and the row
+    kernel that reads the sum reads it once instead of every product. Runs
+    in the fusion phase before --kiln-fuse-gemm-epilogue.
+
+    Before:
+    ```mlir
+    %p = kiln.matmul %dq, %wq {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+    %r = kiln.matmul %dk, %wk {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+    %s = kiln.add %p, %r : tensor<2x4x8xf32>
+    ```
+
+    After:
+    ```mlir
+    %p = kiln.matmul %dq, %wq {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+    %0 = kiln.reshape %p : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    %1 = kiln.reshape %dk : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+    %2 = kiln.matmul_accumulate %0, %1, %wk {transpose_rhs = true} : tensor<8x8xf32>, tensor<8x8xbf16>, tensor<8x8xbf16>
+    %s = kiln.reshape %2 : tensor<8x8xf32> -> tensor<2x4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds bias, GELU and bias-gradient epilogues into their GEMMs";
   let description = [{

@@ -142,6 +142,9 @@ void buildFusionPhase(OpPassManager &pm) {
   // RoPE takes over the transposes and casts around it (one pass over q
   // and k each way), including those the attention layout left after it.
   pm.addPass(createKilnFuseRope());
+  // The backward's sums of input-gradient GEMMs (q/k/v, w1/w3) are added by
+  // the GEMMs into one fp32 buffer (beta = 1).
+  pm.addPass(createKilnAccumulateGemms());
   // GEMMs take their bias / GELU / bias-gradient epilogues first, so that
   // the pointwise and row groups below do not claim those ops.
   pm.addPass(createKilnFuseGemmEpilogue());
@@ -196,9 +199,11 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
                         "the memory budget (--kiln-remat)",
        buildRematPhase},
       {"fusion", "attention on [B, T, H, D] without head transposes, RoPE "
-                 "with its transposes and casts, GEMM epilogues and ops "
-                 "grouped into kiln.fusion kernels (--kiln-attention-layout, "
-                 "--kiln-fuse-rope, --kiln-fuse-gemm-epilogue, --kiln-fusion)",
+                 "with its transposes and casts, sums of GEMMs accumulated by "
+                 "the GEMMs, GEMM epilogues and ops grouped into kiln.fusion "
+                 "kernels (--kiln-attention-layout, --kiln-fuse-rope, "
+                 "--kiln-accumulate-gemms, --kiln-fuse-gemm-epilogue, "
+                 "--kiln-fusion)",
        ignoringOptions(buildFusionPhase)},
   };
   return phases;

@@ -1,0 +1,62 @@
+// RUN: kiln-opt %s --split-input-file --kiln-accumulate-gemms | FileCheck %s
+
+// Tests the q/k/v input-gradient sum of a transformer block: the second and
+// third GEMMs add into the first one's buffer through 2-D views, and the sum
+// is read through a view of the last accumulation.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[P:.*]] = kiln.matmul %arg0, %arg3 {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+// CHECK-NOT: kiln.add
+// CHECK: %[[A0:.*]] = kiln.reshape %[[P]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[K:.*]] = kiln.reshape %arg1 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+// CHECK: %[[S1:.*]] = kiln.matmul_accumulate %[[A0]], %[[K]], %arg4 {transpose_rhs = true} : tensor<8x8xf32>, tensor<8x8xbf16>, tensor<8x8xbf16>
+// CHECK: %[[V1:.*]] = kiln.reshape %[[S1]] : tensor<8x8xf32> -> tensor<2x4x8xf32>
+// CHECK: %[[A1:.*]] = kiln.reshape %[[V1]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[V:.*]] = kiln.reshape %arg2 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+// CHECK: %[[S2:.*]] = kiln.matmul_accumulate %[[A1]], %[[V]], %arg5 {transpose_rhs = true}
+// CHECK: %[[R:.*]] = kiln.reshape %[[S2]] : tensor<8x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NOT: kiln.matmul %
+// CHECK: return %[[R]]
+func.func @step(%dq: tensor<2x4x8xbf16>, %dk: tensor<2x4x8xbf16>, %dv: tensor<2x4x8xbf16>,
+                %wq: tensor<8x8xbf16>, %wk: tensor<8x8xbf16>, %wv: tensor<8x8xbf16>) -> tensor<2x4x8xf32> {
+  %p = kiln.matmul %dq, %wq {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+  %r = kiln.matmul %dk, %wk {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+  %s = kiln.add %p, %r : tensor<2x4x8xf32>
+  %u = kiln.matmul %dv, %wv {transpose_rhs = true} : tensor<2x4x8xbf16>, tensor<8x8xbf16> -> tensor<2x4x8xf32>
+  %t = kiln.add %s, %u : tensor<2x4x8xf32>
+  return %t : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests what stays: a product read twice (its buffer is still needed), a
+// sum with a value that is not a GEMM product (the residual stream) and a
+// batched GEMM (3-D rhs).
+// CHECK-LABEL: func.func @step
+// CHECK-NOT: kiln.matmul_accumulate
+// CHECK: return
+func.func @step(%x: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8x8xf32>,
+                %b3: tensor<2x4x8xf32>, %w3: tensor<2x8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x4x8xf32>) {
+  %p = kiln.matmul %a, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %q = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %s = kiln.add %p, %q : tensor<4x8xf32>
+  %r = kiln.add %x, %q : tensor<4x8xf32>
+  %m = kiln.matmul %b3, %w3 : tensor<2x4x8xf32>, tensor<2x8x8xf32> -> tensor<2x4x8xf32>
+  %n = kiln.matmul %b3, %w3 : tensor<2x4x8xf32>, tensor<2x8x8xf32> -> tensor<2x4x8xf32>
+  %o = kiln.add %m, %n : tensor<2x4x8xf32>
+  return %s, %r, %p, %o : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests a 2-D pair whose first product comes later in the block: the
+// later GEMM (%p here) accumulates into the earlier one's buffer.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[Q:.*]] = kiln.matmul %arg1, %arg2 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = kiln.matmul_accumulate %[[Q]], %arg0, %arg2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @step(%a: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %q = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %p = kiln.matmul %a, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %s = kiln.add %p, %q : tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
