@@ -17,6 +17,8 @@
 
 #include "codegen/CudnnAttention.h"
 
+#include "codegen/AttentionDims.h"
+
 #include "ir/KilnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -269,9 +271,8 @@ std::optional<CudnnAttentionMask> matchOp(OpT op, std::string &whyNot) {
   if (Block *maskBlock = op.getMaskBlock()) {
     MaskEvaluator evaluator(*maskBlock, q.getDimSize(0));
     Value keep = maskBlock->getTerminator()->getOperand(0);
-    unsigned tokens = op.getTokensDim();
-    if (!matchMaskValue(keep, evaluator, q.getDimSize(tokens),
-                        kType.getDimSize(tokens), mask, whyNot))
+    AttentionDims n = attentionDims(op);
+    if (!matchMaskValue(keep, evaluator, n.T, n.S, mask, whyNot))
       return std::nullopt;
   }
   // 5. Captures.
@@ -311,18 +312,15 @@ planCudnnAttention(Operation *op, llvm::function_ref<uint32_t(Value)> bufferOf,
     return std::nullopt;
   CudnnAttentionCall call;
   auto fill = [&](auto attention) {
-    auto q = cast<RankedTensorType>(attention.getQ().getType());
-    auto kType = cast<RankedTensorType>(attention.getK().getType());
-    auto vType = cast<RankedTensorType>(attention.getV().getType());
-    unsigned heads = attention.getHeadsDim(), tokens = attention.getTokensDim();
-    call.batch = q.getDimSize(0);
-    call.heads = q.getDimSize(heads);
-    call.kvHeads = kType.getDimSize(heads);
-    call.qLen = q.getDimSize(tokens);
-    call.kvLen = kType.getDimSize(tokens);
-    call.tokensMajor = attention.isTokensMajor();
-    call.headDim = q.getDimSize(3);
-    call.valueDim = vType.getDimSize(3);
+    AttentionDims n = attentionDims(attention);
+    call.batch = n.B;
+    call.heads = n.H;
+    call.kvHeads = n.KVH;
+    call.qLen = n.T;
+    call.kvLen = n.S;
+    call.tokensMajor = n.tokensMajor;
+    call.headDim = n.D;
+    call.valueDim = n.Dv;
     call.scale = attention.getScale().convertToFloat();
     call.causal = mask->causal;
     if (mask->lengthsCapture)
