@@ -203,7 +203,6 @@ LogicalResult emitNorm(Operation *op, KernelSourceWriter &w) {
   w.open("for (int64_t r = 0; r < " + str(r) + "; ++r)");
   w.beginRow("r", c);
   w.line("const float* x = " + w.ptr(n.x) + " + r * " + cs + ";");
-  w.line("float* y = " + w.ptr(n.y) + " + r * " + cs + ";");
   if (n.centered) {
     w.line("double sum = 0;");
     w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += x[c];");
@@ -220,8 +219,9 @@ LogicalResult emitNorm(Operation *op, KernelSourceWriter &w) {
   w.line("const double rs = 1.0 / sqrt(var + (double)" +
          floatAttrLiteral(op, "epsilon") + ");");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
-  w.line("y[c] = (float)((x[c] - m) * rs) * " + w.ptr(n.weight) + "[c]" +
-         (n.centered ? " + " + w.ptr(n.bias) + "[c]" : std::string()) + ";");
+  w.rowElement(n.y, "r * " + cs + " + c",
+               "(float)((x[c] - m) * rs) * " + w.ptr(n.weight) + "[c]" +
+                   (n.centered ? " + " + w.ptr(n.bias) + "[c]" : std::string()));
   w.close();
   if (n.centered)
     w.line(w.ptr(n.mean) + "[r] = (float)m;");
@@ -248,7 +248,6 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w) {
   w.beginRow("r", c);
   w.line("const float* x = " + w.ptr(n.x) + " + r * " + cs + ";");
   w.line("const float* g = " + w.ptr(n.grad) + " + r * " + cs + ";");
-  w.line("float* dx = " + w.ptr(n.dx) + " + r * " + cs + ";");
   w.line("const double m = " + mean + ";");
   w.line("const double s = " + w.ptr(n.rstd) + "[r];");
   // RMS norm has no mean(dxhat) term: it neither sums nor subtracts one.
@@ -266,8 +265,9 @@ LogicalResult emitNormGrad(Operation *op, KernelSourceWriter &w) {
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
   w.line("const double xhat = (x[c] - m) * s;");
   w.line("const double dxhat = (double)g[c] * " + w.ptr(n.weight) + "[c];");
-  w.line(std::string("dx[c] = (float)(s * (dxhat - ") + (n.centered ? "mean1 - " : "") +
-         "xhat * mean2));");
+  w.rowElement(n.dx, "r * " + cs + " + c",
+               std::string("(float)(s * (dxhat - ") + (n.centered ? "mean1 - " : "") +
+                   "xhat * mean2))");
   w.close();
   w.endRow("r", c);
   w.close();

@@ -129,6 +129,9 @@ FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group) {
   if (failed(w.declareBuffers()))
     return failure();
   bool began = false, ended = false, failedPart = false;
+  // With an element epilogue the row op hands each element of its result 0
+  // to the epilogue as it computes it (rowElement); endRow has nothing left.
+  bool elementEpilogue = parts->elementEpilogue;
   w.setRowHooks(
       [&](StringRef row, int64_t length) {
         began = true;
@@ -136,8 +139,14 @@ FailureOr<CpuKernel> emitRowGroup(const KernelGroup &group) {
       },
       [&](StringRef row, int64_t length) {
         ended = true;
-        failedPart |= failed(emitRowPart(w, group, epilogue, row, length, "0", "1"));
+        if (!elementEpilogue)
+          failedPart |= failed(emitRowPart(w, group, epilogue, row, length, "0", "1"));
       });
+  w.setRowElementHook([&](Value result, StringRef index, StringRef value) {
+    failedPart |= failed(emitRowElement(
+        w, &group, elementEpilogue ? epilogue : ArrayRef<Operation *>(), result, value,
+        RowElementAccess{index.str(), nullptr, nullptr}));
+  });
   if (failed(emitBespokeCpuKernel(rowOp, w)) || failedPart)
     return failure();
   if ((!prologue.empty() && !began) || (!epilogue.empty() && !ended))
@@ -261,6 +270,21 @@ static inline float kiln_bf16_to_f32(uint16_t h) {
   float x;
   memcpy(&x, &bits, sizeof x);
   return x;
+}
+
+// `v` exactly as a store and a reload would give it: the compiler cannot
+// contract the operation that made it with the next one into an FMA (a row
+// op's result handed to its fused epilogue in a register).
+static inline float kiln_no_contract(float v) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#else
+  volatile float stored = v;
+  v = stored;
+#endif
+  return v;
 }
 
 // GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.

@@ -86,12 +86,24 @@ LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows, StringRef row,
   if (!rows)
     return success();
   rows->ended = true;
-  if (rows->parts.epilogue.empty())
+  if (rows->parts.epilogue.empty() || rows->parts.elementEpilogue)
     return success();
   w.line("// fused epilogue, " + str(rows->parts.epilogue.size()) + " ops");
   w.line("__syncthreads();");
   return emitRowPart(w, *rows->group, rows->parts.epilogue, row, length,
                      "threadIdx.x", "blockDim.x");
+}
+
+LogicalResult rowElement(KernelSourceWriter &w, CudaRowFusion *rows, Value result,
+                         StringRef index, StringRef value) {
+  if (!rows) {
+    w.line(w.store(result, index, value));
+    return success();
+  }
+  return emitRowElement(w, rows->group,
+                        rows->parts.elementEpilogue ? ArrayRef<Operation *>(rows->parts.epilogue)
+                                                    : ArrayRef<Operation *>(),
+                        result, value, RowElementAccess{index.str(), nullptr, nullptr});
 }
 
 void beginGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t items) {

@@ -104,6 +104,34 @@ mlir::LogicalResult beginRow(KernelSourceWriter &w, CudaRowFusion *rows,
 mlir::LogicalResult endRow(KernelSourceWriter &w, CudaRowFusion *rows,
                            llvm::StringRef row, int64_t length);
 
+// Result 0 of a row op with an element epilogue (the norms) at flat index
+// `index` of row `row`'s loop, `value` a float C expression: stored, and
+// with `rows` handed to the fused epilogue in a register (emitRowElement;
+// endRow then has nothing left to do).
+mlir::LogicalResult rowElement(KernelSourceWriter &w, CudaRowFusion *rows,
+                               mlir::Value result, llvm::StringRef index,
+                               llvm::StringRef value);
+
+// Helpers of the row kernels (CudaRowKernels.cpp, CudaNormKernels.cpp).
+// "768.0f": a column count as a float literal (for means).
+std::string countLiteral(int64_t v);
+// Op attribute `name` as a double (0 when absent).
+double floatAttr(mlir::Operation *op, llvm::StringRef name);
+// Opens the loop of a row kernel: `for (r = blockIdx.x; r < rows; r +=
+// gridDim.x)`, one block of cudaRowThreads per row; sets the launch.
+void openRowLoop(KernelSourceWriter &w, int64_t rows, int64_t columns,
+                 CudaLaunch &launch);
+// `for (int64_t c = threadIdx.x; c < C; c += blockDim.x)`: a row's columns.
+std::string columnLoop(int64_t columns);
+
+// The norms (layer_norm, rms_norm) and their backwards, CudaNormKernels.cpp.
+mlir::LogicalResult emitNormCudaKernel(mlir::Operation *op, KernelSourceWriter &w,
+                                       CudaLaunch &launch, CudaRowFusion *rows);
+mlir::LogicalResult emitNormGradCudaKernel(mlir::Operation *op,
+                                           KernelSourceWriter &w,
+                                           CudaLaunch &launch,
+                                           CudaRowFusion *rows);
+
 // The row ops (layer_norm, rms_norm, softmax, cross_entropy and their
 // gradients), in CudaRowKernels.cpp; with `rows`, the row op of a fused row
 // kernel.

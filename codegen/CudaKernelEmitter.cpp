@@ -385,6 +385,17 @@ __device__ __forceinline__ void kiln_copy16(void* dst, const void* src) {
 }
 #endif
 
+// `v` exactly as a store and a reload would give it: the compiler cannot
+// contract the operation that made it with the next one into an FMA (a row
+// op's result handed to its fused epilogue in a register). The host
+// emulation defines its own.
+#ifndef KILN_HOST_EMULATION
+__device__ __forceinline__ float kiln_no_contract(float v) {
+  asm("" : "+f"(v));
+  return v;
+}
+#endif
+
 // A fully unrolled loop (the host emulation defines it empty).
 #ifndef KILN_UNROLL
 #define KILN_UNROLL _Pragma("unroll")

@@ -211,7 +211,8 @@ void KernelSourceWriter::line(const llvm::Twine &text) {
 }
 
 void KernelSourceWriter::open(const llvm::Twine &text) {
-  line(text + " {");
+  std::string head = text.str();
+  line(head.empty() ? std::string("{") : head + " {");
   ++indent;
 }
 

@@ -125,7 +125,7 @@ public:
 
   // Appends one line at the current indentation.
   void line(const llvm::Twine &text);
-  // `text {` and one more level of indentation / `}` and one less.
+  // `text {` (a bare `{` for empty text) and one more level of indentation / `}` and one less.
   void open(const llvm::Twine &text);
   void close();
   // `}` followed by `suffix` (e.g. "();" to call a lambda just written).
@@ -154,6 +154,21 @@ public:
     if (rowEpilogue)
       rowEpilogue(row, length);
   }
+  // A row op whose epilogue runs element by element
+  // (RowOpInterface::hasElementEpilogue) calls rowElement in its loop over a
+  // row instead of storing result 0: `value` (a float C expression) is
+  // result 0 at flat index `index`. Without a hook it is stored; a fused
+  // kernel's hook stores it if the kernel writes result 0 and applies the
+  // epilogue to it there (emitRowElement).
+  using RowElementHook = std::function<void(mlir::Value result, llvm::StringRef index,
+                                            llvm::StringRef value)>;
+  void setRowElementHook(RowElementHook hook) { rowElementHook = std::move(hook); }
+  void rowElement(mlir::Value result, llvm::StringRef index, llvm::StringRef value) {
+    if (rowElementHook)
+      rowElementHook(result, index, value);
+    else
+      line(store(result, index, value));
+  }
 
   // The finished kernel: header comment, entry point and body, named after
   // `ops` and the hash of the text. `blockThreads`, on CUDA: the block size
@@ -174,6 +189,7 @@ private:
   std::string body;
   int indent = 1;
   RowHook rowPrologue, rowEpilogue;
+  RowElementHook rowElementHook;
 };
 
 } // namespace kiln

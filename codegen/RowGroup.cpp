@@ -27,6 +27,8 @@ FailureOr<RowGroup> RowGroup::split(const KernelGroup &group) {
   if (!parts.rowOp)
     return group.ops.front()->emitError() << "a row kernel needs a row op";
   Operation *rowOp = parts.rowOp;
+  auto rowInterface = dyn_cast<mlir::kiln::RowOpInterface>(rowOp);
+  parts.elementEpilogue = rowInterface && rowInterface.hasElementEpilogue();
   int64_t n = numElements(shapeOf(rowOp->getOperand(0)));
   auto isBuffer = [&](Value v) {
     return llvm::is_contained(group.inputs, v) ||
@@ -42,7 +44,9 @@ FailureOr<RowGroup> RowGroup::split(const KernelGroup &group) {
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
         bool inPart = def && llvm::is_contained(part, def);
-        if (!inPart && !isBuffer(v))
+        bool inRegister = parts.elementEpilogue && part.data() == parts.epilogue.data() &&
+                          v == rowOp->getResult(0);
+        if (!inPart && !inRegister && !isBuffer(v))
           return op->emitError() << "reads a value the row kernel keeps in "
                                     "no buffer";
       }
@@ -73,6 +77,33 @@ LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
     if (llvm::is_contained(group.outputs, op->getResult(0)))
       w.line(w.store(op->getResult(0), "i", code.vars[op->getResult(0)]));
   w.close();
+  return success();
+}
+
+LogicalResult emitRowElement(KernelSourceWriter &w, const KernelGroup *group,
+                             ArrayRef<Operation *> epilogue, Value result,
+                             StringRef value, const RowElementAccess &at) {
+  auto store = [&](Value v, StringRef text) {
+    return at.store ? at.store(v, text) : w.store(v, at.index, text);
+  };
+  bool bf16 = cast<RankedTensorType>(result.getType()).getElementType().isBF16();
+  w.line("const float rv = kiln_no_contract(" +
+         (bf16 ? roundToBf16(value) : value.str()) + ");");
+  if (!group || llvm::is_contained(group->outputs, result))
+    w.line(store(result, "rv"));
+  if (epilogue.empty())
+    return success();
+  PointwiseStatements code;
+  code.vars[result] = "rv";
+  if (failed(emitPointwiseStatements(
+          epilogue, at.index, [&](Value v) { return w.ptr(v); }, code,
+          at.element ? function_ref<std::string(Value)>(at.element) : nullptr)))
+    return failure();
+  for (const std::string &line : code.lines)
+    w.line(line);
+  for (Operation *op : epilogue)
+    if (llvm::is_contained(group->outputs, op->getResult(0)))
+      w.line(store(op->getResult(0), code.vars[op->getResult(0)]));
   return success();
 }
 

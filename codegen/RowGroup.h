@@ -18,6 +18,9 @@
 
 #include "codegen/CpuKernelEmitter.h"
 
+#include <functional>
+#include <string>
+
 namespace kiln {
 class KernelSourceWriter;
 }
@@ -27,6 +30,10 @@ namespace kiln {
 struct RowGroup {
   mlir::Operation *rowOp = nullptr;
   llvm::SmallVector<mlir::Operation *> prologue, epilogue; // in order
+  // The row op computes its epilogue element by element
+  // (RowOpInterface::hasElementEpilogue, emitRowElement): its result 0 may
+  // then be a value of no buffer (only the epilogue reads it).
+  bool elementEpilogue = false;
 
   // Splits `group` (one non-pointwise op, the rest pointwise); emits an
   // error on the offending op when it is not a legal row kernel.
@@ -46,6 +53,31 @@ mlir::LogicalResult emitRowPart(KernelSourceWriter &w, const KernelGroup &group,
                                 llvm::ArrayRef<mlir::Operation *> ops,
                                 llvm::StringRef row, int64_t length,
                                 llvm::StringRef first, llvm::StringRef step);
+
+// Where a row op that computes its result 0 element by element puts one
+// element: `index` is its flat index (a C expression); `element` gives the
+// text of another buffer's element there, as stored (default:
+// `pointer[index]`; a CUDA kernel's register copy of the thread's elements),
+// and `store` the statement writing a float value to an output's element
+// (default: KernelSourceWriter::store at `index`).
+struct RowElementAccess {
+  std::string index;
+  std::function<std::string(mlir::Value)> element;
+  std::function<std::string(mlir::Value, llvm::StringRef)> store;
+};
+
+// Inside a row op's loop over the elements of a row: result 0 of the row op
+// at one element is `value` (a float C expression). Holds it in a register
+// (`rv`, rounded to bf16 when result 0 is bf16, and kept from being
+// contracted into the next operation, so it is exactly what a store and a
+// reload would give), stores it when `group` is null or writes result 0,
+// then computes `epilogue` (empty, or all of a fused row kernel's epilogue
+// with RowGroup::elementEpilogue) for that element, reading result 0 from
+// the register, and stores what the group writes.
+mlir::LogicalResult emitRowElement(KernelSourceWriter &w, const KernelGroup *group,
+                                   llvm::ArrayRef<mlir::Operation *> epilogue,
+                                   mlir::Value result, llvm::StringRef value,
+                                   const RowElementAccess &at);
 
 // The operands and results of a norm and of its backward, by role, for both
 // targets' norm kernels: layer_norm(x, weight, bias) -> (y, mean, rstd)

@@ -106,6 +106,12 @@ def RowOpInterface : OpInterface<"RowOpInterface"> {
         the same row loop.
       }], "bool", "hasRowEpilogue", (ins), "", [{ return true; }]>,
     InterfaceMethod<[{
+        Whether both backends' kernels apply the epilogue to each element of
+        result 0 as they compute it (the value in a register), so result 0
+        needs a buffer only when something outside the kernel reads it
+        (the norms and their backwards: y and dx).
+      }], "bool", "hasElementEpilogue", (ins), "", [{ return false; }]>,
+    InterfaceMethod<[{
         Whether operand `index` is a learned per-feature scale or shift of a
         normalisation (weight decay skips those unless decay_norms).
       }], "bool", "isNormalizationParameter", (ins "unsigned":$index), "",

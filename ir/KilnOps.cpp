@@ -389,6 +389,8 @@ LogicalResult LayerNormGradOp::verify() {
 
 bool LayerNormOp::isNormalizationParameter(unsigned index) { return index >= 1; }
 bool LayerNormGradOp::isNormalizationParameter(unsigned index) { return index == 1; }
+bool LayerNormOp::hasElementEpilogue() { return true; }
+bool LayerNormGradOp::hasElementEpilogue() { return true; }
 
 //===----------------------------------------------------------------------===//
 // RmsNormOp, RmsNormGradOp
@@ -416,6 +418,7 @@ LogicalResult RmsNormOp::verify() {
 }
 
 bool RmsNormOp::isNormalizationParameter(unsigned index) { return index == 1; }
+bool RmsNormOp::hasElementEpilogue() { return true; }
 
 void RmsNormGradOp::build(OpBuilder &b, OperationState &state, Value input,
                           Value weight, Value rstd, Value grad) {
@@ -440,6 +443,7 @@ LogicalResult RmsNormGradOp::verify() {
 }
 
 bool RmsNormGradOp::isNormalizationParameter(unsigned index) { return index == 1; }
+bool RmsNormGradOp::hasElementEpilogue() { return true; }
 
 bool CrossEntropyOp::hasRowEpilogue() { return false; } // result 0 is the scalar loss
 

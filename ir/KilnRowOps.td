@@ -11,7 +11,7 @@
 
 def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [
     DeclareOpInterfaceMethods<DifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter", "hasElementEpilogue"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let description = [{
     For input `[..., C]`: `mean` and `rstd = 1/sqrt(var + epsilon)` over the
@@ -43,7 +43,7 @@ def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [
 }
 
 def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad", [
-    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter", "hasElementEpilogue"]>]> {
   let summary = "Backward of layer normalisation";
   let description = [{
     Given the forward input, weight, the forward `mean` and `rstd` and the
@@ -78,7 +78,7 @@ def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad", [
 
 def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [
     DeclareOpInterfaceMethods<DifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter", "hasElementEpilogue"]>]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
     For input `[..., C]`: `rstd = 1/sqrt(mean(input^2) + epsilon)` over the
@@ -106,7 +106,7 @@ def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [
 }
 
 def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [
-    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter"]>]> {
+    DeclareOpInterfaceMethods<RowOpInterface, ["isNormalizationParameter", "hasElementEpilogue"]>]> {
   let summary = "Backward of RMS normalisation";
   let description = [{
     Given the forward input, weight and `rstd` and the output gradient,

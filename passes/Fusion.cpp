@@ -145,6 +145,11 @@ bool hasRowEpilogue(Operation *op) {
   return row && row.hasRowEpilogue();
 }
 
+bool hasElementEpilogue(Operation *op) {
+  auto row = dyn_cast<RowOpInterface>(op);
+  return row && row.hasElementEpilogue();
+}
+
 bool isOptimizerUpdate(Operation *op) {
   return isa<AdamOp, SgdOp, SgdMomentumOp>(op);
 }
@@ -650,8 +655,14 @@ private:
         bool readOutside = llvm::any_of(r.getUsers(), [&](Operation *user) {
           return !group.members.contains(user);
         });
+        // A row op's results are written, except a norm's row output that
+        // only its epilogue reads: the kernels apply the epilogue to each
+        // element in a register (RowOpInterface::hasElementEpilogue), so a
+        // block's fp32 y or dx never reaches memory.
+        bool elementOnly = op == group.rowOp && r == op->getResult(0) &&
+                           hasElementEpilogue(op);
         bool writtenByKernel =
-            !isPointwise(op) ||
+            (!isPointwise(op) && !elementOnly) ||
             (group.rowOp && llvm::is_contained(group.rowOp->getOperands(), r));
         if (readOutside || writtenByKernel)
           outputs.push_back(r);

@@ -41,15 +41,17 @@ func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>)
 // -----
 
 // Tests that a row op absorbs its pointwise prologue (the residual add
-// feeding layer_norm): the kernel writes the sum (read later) and all of
-// layer_norm's results, and a pointwise epilogue on the normalized output.
+// feeding layer_norm): the kernel writes the sum (read later), mean and
+// rstd, and a pointwise epilogue on the normalized output, which only the
+// epilogue reads: the kernel hands it over in a register and writes no
+// buffer for it (RowOpInterface::hasElementEpilogue).
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]]:5 = kiln.fusion row (%arg0, %arg1, %arg2, %arg3)
+// CHECK: %[[F:.*]]:4 = kiln.fusion row (%arg0, %arg1, %arg2, %arg3)
 // CHECK: %[[S:.*]] = kiln.add
 // CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = kiln.layer_norm %[[S]]
 // CHECK: %[[G:.*]] = kiln.gelu %[[Y]]
-// CHECK: kiln.yield %[[S]], %[[Y]], %[[MEAN]], %[[RSTD]], %[[G]]
-// CHECK: kiln.matmul %[[F]]#4
+// CHECK: kiln.yield %[[S]], %[[MEAN]], %[[RSTD]], %[[G]]
+// CHECK: kiln.matmul %[[F]]#3
 // CHECK: return %[[F]]#0
 func.func @step(%x: tensor<2x4x8xf32>, %r: tensor<2x4x8xf32>, %w: tensor<8xf32>,
                 %b: tensor<8xf32>, %wm: tensor<8x8xf32>)
@@ -61,6 +63,34 @@ func.func @step(%x: tensor<2x4x8xf32>, %r: tensor<2x4x8xf32>, %w: tensor<8xf32>,
   %g = kiln.gelu %y : tensor<2x4x8xf32>
   %mm = kiln.matmul %g, %wm : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
   return %s, %mm : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests that the normalized output is written when something after the
+// kernel reads it too (here the return), and that softmax, whose kernels
+// store their row before the epilogue reads it, keeps its output as a
+// result even when only its epilogue reads it.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:4 = kiln.fusion row (%arg0, %arg1, %arg2)
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = kiln.layer_norm %arg
+// CHECK: %[[G:.*]] = kiln.gelu %[[Y]]
+// CHECK: kiln.yield %[[Y]], %[[MEAN]], %[[RSTD]], %[[G]]
+// CHECK: %[[P:.*]]:2 = kiln.fusion row (%arg3)
+// CHECK: %[[SM:.*]] = kiln.softmax %arg
+// CHECK: %[[E:.*]] = kiln.exp %[[SM]]
+// CHECK: kiln.yield %[[SM]], %[[E]]
+// CHECK: return %[[F]]#0, %[[F]]#3, %[[P]]#1
+func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>,
+                %a: tensor<4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xf32>) {
+  %y, %mean, %rstd = kiln.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+      : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+      -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+  %g = kiln.gelu %y : tensor<2x4x8xf32>
+  %p = kiln.softmax %a : tensor<4x8xf32>
+  %e = kiln.exp %p : tensor<4x8xf32>
+  return %y, %g, %e : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xf32>
 }
 
 // -----

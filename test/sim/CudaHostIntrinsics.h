@@ -216,6 +216,20 @@ inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
   return c;
 }
 inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
+// The prelude's kiln_no_contract (an empty asm on the GPU): a value the host
+// compiler cannot contract into the next operation either.
+inline float kiln_no_contract(float v) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#else
+  volatile float stored = v;
+  v = stored;
+#endif
+  return v;
+}
+
 // The prelude's kiln_copy16 (a uint4 load and store on the GPU).
 inline void kiln_copy16(void *dst, const void *src) { memcpy(dst, src, 16); }
 // The prelude's kiln_load_lanes8 / kiln_store_lanes8 (vector loads and

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 namespace {
@@ -35,12 +36,21 @@ using kiln::test::KernelRunner;
 using kiln::test::expectClose;
 using kiln::test::randomFloats;
 
+size_t occurrences(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
 // Fuses `module`, checks it became `fusedKernels` kernels (each group one
 // kernel), runs the fused CUDA kernels (emulated) and the fused CPU kernels,
 // and compares both with the unfused CPU kernels.
-void expectFusedMatchesUnfused(const std::string &module,
-                               const std::vector<HostTensor> &args,
-                               size_t fusedKernels) {
+// `cudaSource`, when given, checks the text of the fused CUDA kernels.
+void expectFusedMatchesUnfused(
+    const std::string &module, const std::vector<HostTensor> &args,
+    size_t fusedKernels,
+    std::function<void(const std::string &)> cudaSource = nullptr) {
   KernelRunner reference(module, KernelBackend::Cpu);
   KernelRunner cuda(module, KernelBackend::CudaEmulated, /*fuse=*/true);
   KernelRunner cpu(module, KernelBackend::Cpu, /*fuse=*/true);
@@ -49,6 +59,12 @@ void expectFusedMatchesUnfused(const std::string &module,
   ASSERT_TRUE(cpu.ok()) << cpu.error();
   ASSERT_EQ(cuda.kernels().size(), fusedKernels);
   ASSERT_LT(cuda.kernels().size(), reference.kernels().size());
+  if (cudaSource) {
+    std::string text;
+    for (const auto &kernel : cuda.kernels())
+      text += kernel.source;
+    cudaSource(text);
+  }
   std::vector<HostTensor> expected = reference.run(args);
   {
     SCOPED_TRACE("CUDA fused");
@@ -194,6 +210,103 @@ TEST(CudaFusedKernelsEmulated, LayerNormGradWithPrologueAndEpilogue) {
                              HostTensor::floats(randomFloats(480, 16)),
                              HostTensor::floats(randomFloats(480, 17))},
                             1);
+}
+
+// A Llama block's RMS norm (256 columns: 32 threads of 8 registers, none
+// idle): the residual add of a bf16 branch (prologue; the sum is a result,
+// so the kernel writes it) and the bf16 rounding of the normalized row
+// (epilogue). The fp32 normalized row is read by the epilogue only: the
+// kernel keeps it in registers and writes no buffer for it.
+TEST(CudaFusedKernelsEmulated, RmsNormRowInRegistersWithBf16Epilogue) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<2x3x256xf32>, %h: tensor<2x3x256xf32>, %w: tensor<256xf32>)
+        -> (tensor<2x3x256xf32>, tensor<2x3x256xf32>, tensor<2x3xf32>) {
+      %hb = kiln.convert %h : tensor<2x3x256xf32> -> tensor<2x3x256xbf16>
+      %hw = kiln.convert %hb : tensor<2x3x256xbf16> -> tensor<2x3x256xf32>
+      %s = kiln.add %x, %hw : tensor<2x3x256xf32>
+      %y, %rstd = kiln.rms_norm %s, %w {epsilon = 1.0e-05 : f32}
+          : (tensor<2x3x256xf32>, tensor<256xf32>) -> (tensor<2x3x256xf32>, tensor<2x3xf32>)
+      %yb = kiln.convert %y : tensor<2x3x256xf32> -> tensor<2x3x256xbf16>
+      %yw = kiln.convert %yb : tensor<2x3x256xbf16> -> tensor<2x3x256xf32>
+      return %s, %yw, %rstd : tensor<2x3x256xf32>, tensor<2x3x256xf32>, tensor<2x3xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(1536, 60, -2, 2)),
+                             HostTensor::floats(randomFloats(1536, 61, -1, 1)),
+                             HostTensor::floats(randomFloats(256, 62))},
+                            2, [](const std::string &cuda) {
+                              EXPECT_EQ(occurrences(cuda, "8 columns a thread in registers"), 1u);
+                              // Written: the residual sum, the bf16-rounded row and rstd;
+                              // not the fp32 normalized row.
+                              EXPECT_EQ(occurrences(cuda, "float* out"), 3u) << cuda;
+                              EXPECT_EQ(occurrences(cuda, "kiln_no_contract("), 1u);
+                            });
+}
+
+// The RMS norm backward of a Llama-width row (2048 columns, 256 threads of
+// 8 registers): two gradient paths summed (prologue), dx joining the
+// residual gradient and its bf16 copy for the next GEMM (epilogue); dx
+// itself stays in registers. The weight gradient's column blocks
+// recompute the prologue.
+TEST(CudaFusedKernelsEmulated, RmsNormGradRowInRegisters) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<3x2048xf32>, %w: tensor<2048xf32>, %rstd: tensor<3xf32>,
+                    %ga: tensor<3x2048xf32>, %gb: tensor<3x2048xf32>, %res: tensor<3x2048xf32>)
+        -> (tensor<3x2048xf32>, tensor<3x2048xf32>, tensor<2048xf32>) {
+      %g = kiln.add %ga, %gb : tensor<3x2048xf32>
+      %dx, %dw = kiln.rms_norm_grad %x, %w, %rstd, %g
+          : (tensor<3x2048xf32>, tensor<2048xf32>, tensor<3xf32>, tensor<3x2048xf32>)
+          -> (tensor<3x2048xf32>, tensor<2048xf32>)
+      %o = kiln.add %dx, %res : tensor<3x2048xf32>
+      %ob = kiln.convert %o : tensor<3x2048xf32> -> tensor<3x2048xbf16>
+      %ow = kiln.convert %ob : tensor<3x2048xbf16> -> tensor<3x2048xf32>
+      return %o, %ow, %dw : tensor<3x2048xf32>, tensor<3x2048xf32>, tensor<2048xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(6144, 63, -2, 2)),
+                             HostTensor::floats(randomFloats(2048, 64)),
+                             HostTensor::floats(randomFloats(3, 65, 0.5f, 2)),
+                             HostTensor::floats(randomFloats(6144, 66)),
+                             HostTensor::floats(randomFloats(6144, 67)),
+                             HostTensor::floats(randomFloats(6144, 68))},
+                            1, [](const std::string &cuda) {
+                              EXPECT_EQ(occurrences(cuda, "8 columns a thread in registers"), 1u);
+                              // Written: the prologue's sum (the norm reads it), the
+                              // residual sum, its bf16-rounded copy and dw; not dx.
+                              EXPECT_EQ(occurrences(cuda, "float* out"), 4u) << cuda;
+                              EXPECT_EQ(occurrences(cuda, "the fused prologue, recomputed"), 1u);
+                            });
+}
+
+// Rows of 70 columns (not whole runs of 8: one column per thread, rows
+// reread from memory): the epilogues still read the norms' rows from
+// registers. The forward's normalized row is also a result, so the kernel
+// writes it as well.
+TEST(CudaFusedKernelsEmulated, LayerNormColumnsWithElementEpilogues) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%x: tensor<4x70xf32>, %w: tensor<70xf32>, %b: tensor<70xf32>,
+                    %dy: tensor<4x70xf32>, %res: tensor<4x70xf32>)
+        -> (tensor<4x70xf32>, tensor<4x70xf32>, tensor<4x70xf32>, tensor<70xf32>, tensor<70xf32>) {
+      %y, %mean, %rstd = kiln.layer_norm %x, %w, %b {epsilon = 1.0e-05 : f32}
+          : (tensor<4x70xf32>, tensor<70xf32>, tensor<70xf32>)
+          -> (tensor<4x70xf32>, tensor<4xf32>, tensor<4xf32>)
+      %g = kiln.gelu %y : tensor<4x70xf32>
+      %dx, %dw, %db = kiln.layer_norm_grad %x, %w, %mean, %rstd, %dy
+          : (tensor<4x70xf32>, tensor<70xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x70xf32>)
+          -> (tensor<4x70xf32>, tensor<70xf32>, tensor<70xf32>)
+      %o = kiln.add %dx, %res : tensor<4x70xf32>
+      return %y, %g, %o, %dw, %db : tensor<4x70xf32>, tensor<4x70xf32>, tensor<4x70xf32>, tensor<70xf32>, tensor<70xf32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(280, 69, -1, 3)),
+                             HostTensor::floats(randomFloats(70, 70)),
+                             HostTensor::floats(randomFloats(70, 71)),
+                             HostTensor::floats(randomFloats(280, 72)),
+                             HostTensor::floats(randomFloats(280, 73))},
+                            2, [](const std::string &cuda) {
+                              EXPECT_EQ(occurrences(cuda, "in registers"), 0u);
+                              EXPECT_EQ(occurrences(cuda, "kiln_no_contract("), 2u);
+                              // Written: y, mean, rstd, gelu(y); dw, db and the sum,
+                              // not dx.
+                              EXPECT_EQ(occurrences(cuda, "float* out"), 7u) << cuda;
+                            });
 }
 
 // A product summed over the trailing dim: the warp-per-row reduce_sum with
