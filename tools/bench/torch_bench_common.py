@@ -29,6 +29,9 @@ def parser(description, vocab, dim, layers, heads, batch, seq, steps):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-compile", action="store_true", help="eager (torch < 2 has no compile)")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--kernels", type=int, default=0, metavar="N",
+                   help="after the timing, profile one step and print its N costliest "
+                        "CUDA kernels and the time by kind (GEMM, attention, other)")
     return p
 
 
@@ -44,6 +47,47 @@ def attention_seconds(model, tokens, targets, ctx):
     us = sum(e.self_device_time_total for e in prof.key_averages()
              if any(k in e.key.lower() for k in keys))
     return us / 1e6
+
+
+GEMM_KEYS = ("gemm", "cutlass", "sm90_xmma", "sm80_xmma", "nvjet", "cublas",
+             "aten::mm", "aten::addmm", "aten::bmm")
+ATTENTION_KEYS = ("flash", "fmha", "attention", "sdpa", "cudnn")
+
+
+def print_kernels(step, count, cuda):
+    """One profiled training step (forward, backward, optimizer): its `count`
+    costliest CUDA kernels by self device time (on the CPU: operators by self
+    CPU time), and the totals by kind, so a Kiln --profile table of the same
+    model can be read against it."""
+    from torch.profiler import ProfilerActivity, profile
+    activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+    field = "self_device_time_total" if cuda else "self_cpu_time_total"
+    rows = [(getattr(e, field), e.count, e.key) for e in prof.key_averages()
+            if getattr(e, field) > 0]
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+
+    def kind(key):
+        k = key.lower()
+        if any(a in k for a in ATTENTION_KEYS):
+            return "attention"
+        return "GEMM" if any(g in k for g in GEMM_KEYS) else "other"
+
+    by_kind = {}
+    for us, calls, key in rows:
+        t = by_kind.setdefault(kind(key), [0.0, 0])
+        t[0] += us
+        t[1] += calls
+    print(f"torch {'kernels' if cuda else 'operators'}, one profiled step: "
+          f"{total / 1e3:.3f} ms, " + ", ".join(
+        f"{k} {v[0] / 1e3:.3f} ms ({v[1]} calls)" for k, v in sorted(by_kind.items())))
+    print("   time%      ms  calls  kernel")
+    for us, calls, key in rows[:count]:
+        print(f"  {100 * us / total:5.1f}% {us / 1e3:7.3f} {calls:6d}  {key[:110]}")
 
 
 def train_and_report(a, model, flops_per_step, no_decay=("wte", "wpe")):
@@ -111,3 +155,5 @@ def train_and_report(a, model, flops_per_step, no_decay=("wte", "wpe")):
             result["mfu"] = round(tflops / peak, 4)
         result["attention_ms"] = round(attention_seconds(step_fn, tokens, targets, ctx) * 1e3, 3)
     print(json.dumps(result))
+    if a.kernels > 0:
+        print_kernels(step, a.kernels, cuda)

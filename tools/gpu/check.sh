@@ -41,15 +41,16 @@
 # flash kernels' step time on causal, ALiBi and TSP-bias attention against
 # PyTorch's FlexAttention and cuDNN SDPA at the same shapes,
 # tools/bench/attention_bench.sh and torch_attention.py); memory (kilnc's planned peak
-# against the device memory measured while training); remat (Llama-3 1.2B
-# step time and memory under recompute: a 40 GiB budget at [16, 2048], a
-# 78 GiB budget and full recompute at [64, 2048],
-# tools/bench/remat_bench.sh); gpt2 (GPT-2 124M bf16 tokens/s against
-# torch.compile, tools/bench/gpt2_bench.sh); llama (Llama-3 1.2B bf16
-# [16, 2048] against torch.compile, tools/bench/llama_bench.sh); profile
-# (kiln-run --profile on GPT-2 and Llama bf16: time per kernel and per model
-# line from CUDA events, in steps.log); cudnn (cuDNN against Kiln's kernels,
-# tools/bench/cudnn_attention_check.sh; last, it has run past its limit).
+# against the device memory measured while training); gpt2 (GPT-2 124M bf16
+# tokens/s against torch.compile, tools/bench/gpt2_bench.sh, with PyTorch's
+# costliest kernels of one step); llama (Llama-3 1.2B bf16 [16, 2048] against
+# torch.compile, tools/bench/llama_bench.sh, likewise); profile (kiln-run
+# --profile on GPT-2 and Llama bf16: time per kernel and per model line from
+# CUDA events, in steps.log); remat (Llama-3 1.2B step time and memory under
+# recompute: a 40 GiB budget at [16, 2048], a 78 GiB budget and full
+# recompute at [64, 2048], tools/bench/remat_bench.sh); cudnn (cuDNN against
+# Kiln's kernels, tools/bench/cudnn_attention_check.sh; last, it has run past
+# its limit).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
@@ -406,22 +407,30 @@ run_checks() {
   step tsp 60 parity tsp
   step nccl 60 nccl
   if [ "$sim" = 1 ]; then
-    for s in attention sanitizer memory remat gpt2 llama; do skip $s "simulator: needs a GPU"; done
+    for s in attention sanitizer memory gpt2 llama; do skip $s "simulator: needs a GPU"; done
   else
     step attention 150 env OUT="$out" "${flex_shapes[@]}" TORCH_ATTENTION_ARGS="$flex_torch" \
       "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" attention
     step sanitizer 90 sanitizer
     step memory 60 memory
     # gpu_bundle.sh writes $OUT/BENCH.txt with its command, date and GPU.
+    # PyTorch's side also prints one profiled step's costliest kernels
+    # (--kernels), to read against the profile step's tables.
+    step gpt2 180 env OUT="$out" TORCH_ARGS="--kernels 25" \
+      "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
+    step llama 240 env OUT="$out" TORCH_ARGS="--kernels 25" \
+      "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" llama
+  fi
+  step profile 120 profile
+  if [ "$sim" = 1 ]; then
+    skip remat "simulator: needs a GPU"
+  else
     # The cases the llama step and earlier sessions do not give (no
     # recompute at [16, 2048] is the llama step's; PyTorch's checkpointing
     # was measured on 2026-11-26): five cases and torch overran 240 s twice.
     step remat 220 env OUT="$out" CASES="16:40GiB 64:78GiB 64:full" TORCH_MODES= \
       "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" remat
-    step gpt2 180 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" gpt2
-    step llama 240 env OUT="$out" "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" llama
   fi
-  step profile 120 profile
   if [ "$sim" = 1 ]; then
     skip cudnn "simulator: needs a GPU"
   else
