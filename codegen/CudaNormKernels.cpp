@@ -576,7 +576,7 @@ LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
         }
         auto at = [&](Value v) {
           auto it = prologue.vars.find(v);
-          return it != prologue.vars.end() ? it->second : w.ptr(v) + "[i]";
+          return it != prologue.vars.end() ? it->second : w.load(v, "i");
         };
         w.line("const float g = " + at(grad) + ";");
         w.line(acc[0] + " += g * ((" + at(x) + " - " + rowMean + ") * " +
