@@ -81,11 +81,10 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
 // element added to the total, in the order of the CPU's whole-tensor
 // kiln.reduce_sum (64 fixed chunks in parallel, combined in order; one pass
 // below kParallelWork), so fusing it changes no bit.
-FailureOr<CpuKernel> emitSumGroup(const KernelGroup &group) {
-  KernelSourceWriter w(group);
-  if (failed(w.declareBuffers()))
-    return failure();
-  FailureOr<PointwiseBody> body = PointwiseBody::buildSum(group, w, "r");
+// One chain's total (all of a single sum's kernel; a scope of its own in a
+// multi-tensor one), into the buffers `w` declared.
+LogicalResult emitSumChain(const KernelGroup &chain, KernelSourceWriter &w) {
+  FailureOr<PointwiseBody> body = PointwiseBody::buildSum(chain, w, "r");
   if (failed(body))
     return failure();
   const std::string n = std::to_string(body->elements);
@@ -116,6 +115,31 @@ FailureOr<CpuKernel> emitSumGroup(const KernelGroup &group) {
     w.close();
   }
   w.line(w.ptr(body->total) + "[0] = (float)acc;");
+  return success();
+}
+
+// kiln.fusion sum: per chain (PointwiseBody::sumChains; several in a
+// multi-tensor kernel, one after the other), the pointwise statements of
+// each element, then the element added to the total, in the order of the
+// CPU's whole-tensor kiln.reduce_sum (64 fixed chunks in parallel, combined
+// in order; one pass below kParallelWork), so fusing it changes no bit.
+FailureOr<CpuKernel> emitSumGroup(const KernelGroup &group) {
+  KernelSourceWriter w(group);
+  if (failed(w.declareBuffers()))
+    return failure();
+  SmallVector<KernelGroup> chains = PointwiseBody::sumChains(group);
+  if (chains.size() == 1) {
+    if (failed(emitSumChain(group, w)))
+      return failure();
+    return w.finish();
+  }
+  w.line("// " + std::to_string(chains.size()) + " whole-tensor sums in one kernel");
+  for (const KernelGroup &chain : chains) {
+    w.open("");
+    if (failed(emitSumChain(chain, w)))
+      return failure();
+    w.close();
+  }
   return w.finish();
 }
 

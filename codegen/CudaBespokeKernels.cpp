@@ -106,6 +106,24 @@ LogicalResult rowElement(KernelSourceWriter &w, CudaRowFusion *rows, Value resul
                         result, value, RowElementAccess{index.str(), nullptr, nullptr});
 }
 
+void emitSegmentLookup(KernelSourceWriter &w, ArrayRef<std::string> rows, size_t columns,
+                       StringRef what, StringRef names) {
+  std::string table = (kEntryPlaceholder + "_segments").str();
+  std::string text = "__constant__ unsigned int " + table + "[" + str(rows.size()) + "][" +
+                     str(columns) + "] = {";
+  for (auto [i, row] : llvm::enumerate(rows))
+    text += (i ? ",\n    " : "\n    ") + row;
+  w.global(text + "};");
+  w.line("// " + what.str() + ", each on a segment of the grid (" + table + ": " +
+         names.str() + ")");
+  w.line("int lo = 0, hi = " + str(rows.size() - 1) + ";");
+  w.open("while (lo < hi)");
+  w.line("const int mid = (lo + hi + 1) / 2;");
+  w.line("if (" + table + "[mid][0] <= blockIdx.x) lo = mid; else hi = mid - 1;");
+  w.close();
+  w.line("const unsigned int* row = " + table + "[lo];");
+}
+
 void beginGridTotal(KernelSourceWriter &w, CudaLaunch &launch, int64_t items) {
   uint32_t grid = cudaGridFor(items, kCudaBlock);
   launch = {grid, kCudaBlock, 0};

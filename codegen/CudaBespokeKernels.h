@@ -112,6 +112,15 @@ mlir::LogicalResult rowElement(KernelSourceWriter &w, CudaRowFusion *rows,
                                mlir::Value result, llvm::StringRef index,
                                llvm::StringRef value);
 
+// A multi-tensor kernel's segment table (the optimizer updates, the global
+// norm's sums): `rows` ("{first block, ...}", sorted by first block, each
+// `columns` wide) as a __constant__ array `<entry>_segments`, then the
+// block's binary search for its row, ending with `const unsigned int* row`
+// (its row) in scope. `what` says what the segments run and `names` names
+// the columns, in a comment.
+void emitSegmentLookup(KernelSourceWriter &w, llvm::ArrayRef<std::string> rows,
+                       size_t columns, llvm::StringRef what, llvm::StringRef names);
+
 // Helpers of the row kernels (CudaRowKernels.cpp, CudaNormKernels.cpp).
 // "768.0f": a column count as a float literal (for means).
 std::string countLiteral(int64_t v);

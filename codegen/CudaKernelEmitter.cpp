@@ -217,7 +217,13 @@ FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
 // and adding it to the thread's total, in element order, then the block
 // sums and the last block's sum of them, as the CUDA whole-tensor
 // kiln.reduce_sum (beginGridTotal / endGridTotal).
+FailureOr<CudaKernel> emitMultiSumGroup(const KernelGroup &group,
+                                        ArrayRef<KernelGroup> chains);
+
 FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
+  SmallVector<KernelGroup> chains = PointwiseBody::sumChains(group);
+  if (chains.size() > 1)
+    return emitMultiSumGroup(group, chains);
   KernelSourceWriter w(group, KernelTarget::Cuda);
   if (failed(w.declareBuffers()))
     return failure();
@@ -241,6 +247,128 @@ FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
   w.line("acc += " + body->summand + ";");
   closeElementLoop(w, loop, stored);
   endGridTotal(w, launch, w.ptr(body->total));
+  return withLaunch(w.finish(launch.block), launch);
+}
+
+// Several whole-tensor sums of kernel inputs (the global norm's sum of each
+// gradient's squares) in one launch, each on a segment of the grid: the
+// table holds, per chain, { first block, blocks, loop items, formula,
+// buffers[total, inputs...] }; a block finds its row by binary search and
+// runs the body of its formula (one `case` per distinct chain text, named
+// over the chain's own in<k>), with exactly the blocks, loop and order of
+// the chain's own kernel (emitSumGroup): the same bits.
+FailureOr<CudaKernel> emitMultiSumGroup(const KernelGroup &group,
+                                        ArrayRef<KernelGroup> chains) {
+  // No pointers at function scope: each case declares its chain's own.
+  KernelSourceWriter w(group, KernelTarget::Cuda);
+  auto bufferIndex = [&](Value v) -> int64_t {
+    auto in = llvm::find(group.inputs, v);
+    if (in != group.inputs.end())
+      return in - group.inputs.begin();
+    auto out = llvm::find(group.outputs, v);
+    return out == group.outputs.end()
+               ? -1
+               : int64_t(group.inputs.size() + (out - group.outputs.begin()));
+  };
+  struct Formula {
+    std::string key;
+    const KernelGroup *chain;
+    PointwiseBody body;
+    bool lanes;
+  };
+  std::vector<Formula> formulas;
+  SmallVector<std::string> rows;
+  size_t maxSlots = 0;
+  uint32_t blocks = 0;
+  for (const KernelGroup &chain : chains) {
+    // The chain's text over its own buffer names (in0, in1, ..., out0).
+    KernelSourceWriter own(chain, KernelTarget::Cuda);
+    if (failed(own.declareBuffers()))
+      return failure();
+    bool lanes = false;
+    FailureOr<PointwiseBody> body = buildElementBody(chain, own, /*sum=*/true, lanes);
+    if (failed(body))
+      return failure();
+    if (chain.outputs.size() != 1 || chain.outputs.front() != body->total)
+      return chain.ops.front()->emitError()
+             << "a multi-tensor sum kernel writes each chain's total only";
+    std::string key = lanes ? "lanes\n" : "elements\n";
+    for (const std::string &statement : body->statements)
+      key += statement + "\n";
+    key += "acc += " + body->summand + ";";
+    size_t formula = llvm::find_if(formulas, [&](const Formula &f) { return f.key == key; }) -
+                     formulas.begin();
+    if (formula == formulas.size())
+      formulas.push_back({key, &chain, *body, lanes});
+    int64_t items = lanes ? body->elements / kPointwiseLanes : body->elements;
+    uint32_t count = cudaGridFor(items, kCudaBlock);
+    std::string row = "{" + std::to_string(blocks) + "u, " + std::to_string(count) + "u, " +
+                      std::to_string(items) + "u, " + std::to_string(formula) + "u, " +
+                      std::to_string(bufferIndex(body->total)) + "u";
+    for (Value v : chain.inputs) {
+      int64_t index = bufferIndex(v);
+      if (index < 0)
+        return chain.ops.front()->emitError()
+               << "reads a value that is no buffer of the multi-tensor sum kernel";
+      row += ", " + std::to_string(index) + "u";
+    }
+    maxSlots = std::max(maxSlots, chain.inputs.size() + 1);
+    rows.push_back(row + "}");
+    blocks += count;
+  }
+  std::string partial = (kEntryPlaceholder + "_partial").str();
+  std::string done = (kEntryPlaceholder + "_done").str();
+  w.global("__device__ float " + partial + "[" + std::to_string(blocks) + "];");
+  w.global("__device__ unsigned int " + done + "[" + std::to_string(rows.size()) + "];");
+  emitSegmentLookup(w, rows, 4 + maxSlots,
+                    std::to_string(chains.size()) + " whole-tensor sums in one launch",
+                    "first block, blocks, loop items, formula, buffers: total, inputs");
+  w.line("const unsigned int first = row[0], count = row[1];");
+  w.line("const int64_t items = row[2];");
+  w.line("const int64_t block = (int64_t)blockIdx.x - first;");
+  w.line("float acc = 0.0f;");
+  w.open("switch (row[3])");
+  for (auto [index, f] : llvm::enumerate(formulas)) {
+    w.open("case " + std::to_string(index) + ":");
+    for (auto [k, v] : llvm::enumerate(f.chain->inputs))
+      w.line("const " + w.cType(v) + "* in" + std::to_string(k) + " = (const " + w.cType(v) +
+             "*)buffers[row[" + std::to_string(5 + k) + "]];");
+    std::string loop = "for (int64_t q = block * blockDim.x + threadIdx.x; q < items; "
+                       "q += (int64_t)count * blockDim.x)";
+    w.open(loop);
+    if (f.lanes) {
+      w.line("const int64_t i0 = q * " + std::to_string(kPointwiseLanes) + ";");
+      for (Value v : f.body.plainInputs) {
+        std::string name = "in" + std::to_string(llvm::find(f.chain->inputs, v) -
+                                                 f.chain->inputs.begin());
+        w.line("const kiln_lanes8<" + w.cType(v) + "> " + PointwiseBody::laneCopy(name) +
+               " = kiln_load_lanes8(" + name + " + i0);");
+      }
+      w.open("KILN_UNROLL for (int j = 0; j < " + std::to_string(kPointwiseLanes) + "; ++j)");
+      if (f.body.usesIndex)
+        w.line("const int64_t i = i0 + j;");
+    } else {
+      w.line("const int64_t i = q;");
+    }
+    for (const std::string &statement : f.body.statements)
+      w.line(statement);
+    w.line("acc += " + f.body.summand + ";");
+    if (f.lanes)
+      w.close();
+    w.close();
+    w.line("break;");
+    w.close();
+  }
+  w.close();
+  w.line("acc = kiln_block_sum(acc);");
+  w.line("if (threadIdx.x == 0) " + partial + "[blockIdx.x] = acc;");
+  w.line("if (!kiln_last_of(&" + done + "[lo], count)) return;");
+  w.line("float total = 0.0f;");
+  w.line("for (unsigned int b = threadIdx.x; b < count; b += blockDim.x) total += __ldcg(&" +
+         partial + "[first + b]);");
+  w.line("total = kiln_block_sum(total);");
+  w.line("if (threadIdx.x == 0) ((float*)buffers[row[4]])[0] = total;");
+  CudaLaunch launch{blocks, kCudaBlock, 0};
   return withLaunch(w.finish(launch.block), launch);
 }
 

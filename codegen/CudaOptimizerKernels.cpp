@@ -277,21 +277,9 @@ LogicalResult emitMultiTensorUpdateCudaKernel(const KernelGroup &group,
   }
   launch = {blocks, kCudaBlock, 0};
   declareUpdateScratch(w, blocks, rows.size());
-  std::string table = (kEntryPlaceholder + "_segments").str();
-  std::string text = "__constant__ unsigned int " + table + "[" +
-                     str(rows.size()) + "][" + str(4 + kMaxSlots) + "] = {";
-  for (auto [i, row] : llvm::enumerate(rows))
-    text += (i ? ",\n    " : "\n    ") + row;
-  w.global(text + "};");
-  w.line("// " + str(group.ops.size()) + " optimizer updates in one launch, "
-         "each on a segment of the grid (" + table + ": first block, blocks, "
-         "elements, formula, buffers)");
-  w.line("int lo = 0, hi = " + str(rows.size() - 1) + ";");
-  w.open("while (lo < hi)");
-  w.line("const int mid = (lo + hi + 1) / 2;");
-  w.line("if (" + table + "[mid][0] <= blockIdx.x) lo = mid; else hi = mid - 1;");
-  w.close();
-  w.line("const unsigned int* row = " + table + "[lo];");
+  emitSegmentLookup(w, rows, 4 + kMaxSlots,
+                    str(group.ops.size()) + " optimizer updates in one launch",
+                    "first block, blocks, elements, formula, buffers");
   w.line("const unsigned int first = row[0], count = row[1];");
   w.line("const int64_t n = row[2];");
   w.open("switch (row[3])");

@@ -9,6 +9,9 @@
 
 #include "codegen/PointwiseBody.h"
 
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include "codegen/PointwiseStatements.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -90,12 +93,57 @@ FailureOr<PointwiseBody> PointwiseBody::build(const KernelGroup &group,
               index, code, lane);
 }
 
+namespace {
+bool isTotal(Operation *op) {
+  auto sum = dyn_cast<k::ReduceSumOp>(op);
+  return sum && numElements(shapeOf(sum.getResult())) == 1;
+}
+} // namespace
+
 bool PointwiseBody::isSumGroup(const KernelGroup &group) {
-  if (group.ops.size() < 2)
+  if (group.ops.size() < 2 || !isTotal(group.ops.back()))
     return false;
-  auto sum = dyn_cast<k::ReduceSumOp>(group.ops.back());
-  return sum && numElements(shapeOf(sum.getResult())) == 1 &&
-         llvm::all_of(ArrayRef<Operation *>(group.ops).drop_back(), isPointwise);
+  return llvm::all_of(ArrayRef<Operation *>(group.ops).drop_back(),
+                      [](Operation *op) { return isPointwise(op) || isTotal(op); });
+}
+
+SmallVector<KernelGroup> PointwiseBody::sumChains(const KernelGroup &group) {
+  SmallVector<KernelGroup> chains;
+  llvm::SmallPtrSet<Operation *, 8> taken;
+  for (auto [at, op] : llvm::enumerate(group.ops)) {
+    if (!isTotal(op))
+      continue;
+    // The ops before the sum that it reads, transitively.
+    llvm::SmallPtrSet<Operation *, 8> needed{op};
+    for (size_t i = at; i-- > 0;) {
+      Operation *candidate = group.ops[i];
+      if (taken.contains(candidate))
+        continue;
+      bool read = llvm::any_of(candidate->getUsers(),
+                               [&](Operation *user) { return needed.contains(user); });
+      if (read)
+        needed.insert(candidate);
+    }
+    KernelGroup chain;
+    for (Operation *member : ArrayRef<Operation *>(group.ops).take_front(at + 1))
+      if (needed.contains(member)) {
+        chain.ops.push_back(member);
+        taken.insert(member);
+      }
+    llvm::SetVector<Value> inputs;
+    for (Operation *member : chain.ops)
+      for (Value v : member->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || !needed.contains(def))
+          inputs.insert(v);
+      }
+    chain.inputs.assign(inputs.begin(), inputs.end());
+    for (Value v : group.outputs)
+      if (Operation *def = v.getDefiningOp(); def && needed.contains(def))
+        chain.outputs.push_back(v);
+    chains.push_back(std::move(chain));
+  }
+  return chains;
 }
 
 FailureOr<PointwiseBody> PointwiseBody::buildSum(const KernelGroup &group,

@@ -68,8 +68,14 @@ struct PointwiseBody {
                                                  const KernelSourceWriter &w,
                                                  llvm::StringRef index,
                                                  llvm::StringRef lane = {});
-  // Whether `group` is such a group.
+  // Whether `group` is such a group, or several such chains side by side
+  // (a multi-tensor "sum" kernel: sumChains).
   static bool isSumGroup(const KernelGroup &group);
+  // The chains of a "sum" group: each whole-tensor kiln.reduce_sum with the
+  // ops of the group it reads, in group order, as a group of its own (its
+  // inputs the values it reads from outside the chain, its outputs those of
+  // `group`'s outputs it computes). One chain for a single sum.
+  static llvm::SmallVector<KernelGroup> sumChains(const KernelGroup &group);
 };
 
 } // namespace kiln

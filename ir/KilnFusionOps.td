@@ -28,7 +28,10 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove, SingleBlock]> {
       are written in place into the buffers of the matching operands;
     - `sum`: pointwise ops as `pointwise`, ending with one
       kiln.reduce_sum of a whole f32 tensor they compute to one value: each
-      element is added to the total as it is computed, never stored;
+      element is added to the total as it is computed, never stored; or
+      several such chains, each reading kernel inputs only and writing only
+      its total (the global norm's sum of each gradient's squares: one
+      multi-tensor kernel, a segment of the grid per chain);
     - `gemm`: one kiln.matmul, first, and its epilogue (one GEMM call with
       a cuBLASLt epilogue; the CPU applies it after sgemm), chosen by
       --kiln-fuse-gemm-epilogue: a bias add (kiln.broadcast of a [N] vector

@@ -242,6 +242,7 @@ public:
       else if (isTotalSum(op))
         visitSum(op);
     }
+    gatherArgumentSums();
     for (auto &group : groups)
       if (group->ops.size() >= 2)
         materialize(*group);
@@ -587,6 +588,57 @@ private:
     }
     group->kind = GroupKind::Sum;
     add(group, op);
+  }
+
+  // 3. Whole-tensor sums of arguments only (the global norm's sum of each
+  // gradient's squares) share multi-tensor kernels, up to
+  // maxOptimizerTensors sums each (codegen: one segment of the grid per
+  // sum, the same blocks and order as the sum's own kernel). A sum whose
+  // kernel writes anything but its total stays alone. Their ops move up to
+  // the first one's place (they read arguments only), so each shared kernel
+  // runs before any reader of its totals.
+  void gatherArgumentSums() {
+    auto readsArgumentsOnly = [&](Group *group) {
+      for (Operation *op : group->ops)
+        for (Value v : op->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (def ? !group->members.contains(def) : v.getParentBlock() != &block)
+            return false;
+        }
+      return true;
+    };
+    auto writesTotalOnly = [&](Group *group) {
+      for (Operation *op : group->ops)
+        if (op != group->ops.back() &&
+            llvm::any_of(op->getUsers(),
+                         [&](Operation *user) { return !group->members.contains(user); }))
+          return false;
+      return true;
+    };
+    SmallVector<Group *> sums;
+    for (auto &group : groups)
+      if (group->kind == GroupKind::Sum && group->ops.size() >= 2 &&
+          readsArgumentsOnly(group.get()) && writesTotalOnly(group.get()))
+        sums.push_back(group.get());
+    llvm::sort(sums, [](Group *a, Group *b) {
+      return a->ops.front()->isBeforeInBlock(b->ops.front());
+    });
+    for (size_t first = 0; first < sums.size(); first += maxOptimizerTensors) {
+      size_t end = std::min<size_t>(sums.size(), first + maxOptimizerTensors);
+      if (end - first < 2)
+        break;
+      Group *into = sums[first];
+      Operation *anchor = into->ops.back();
+      for (size_t i = first + 1; i < end; ++i) {
+        for (Operation *op : sums[i]->ops) {
+          op->moveAfter(anchor);
+          anchor = op;
+          add(into, op);
+        }
+        sums[i]->ops.clear();
+        sums[i]->members.clear();
+      }
+    }
   }
 
   // 2c. Updates of one kind share a multi-tensor kernel.

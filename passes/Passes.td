@@ -462,9 +462,12 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
     of the same element count become one loop; a row op (layer_norm,
     layer_norm_grad, softmax, softmax_grad, cross_entropy(_grad), reduce_sum
     over trailing dims) absorbs its pointwise prologue and epilogue; the
-    optimizer updates of @update become multi-tensor kernels. GEMMs,
-    embeddings and transposes stay kernels of their own. A candidate that is
-    refused gets a `kiln.not_fused` attribute saying why.
+    optimizer updates of @update become multi-tensor kernels, and so do the
+    whole-tensor sums of arguments only (the global norm's squares of each
+    gradient). A norm's normalized row (or dx) that only its epilogue reads
+    is no result of its kernel. GEMMs, embeddings and transposes stay
+    kernels of their own. A candidate that is refused gets a
+    `kiln.not_fused` attribute saying why.
 
     Before:
     ```mlir
@@ -477,20 +480,21 @@ def KilnFusion : Pass<"kiln-fusion", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    %f:5 = kiln.fusion row (%x, %y, %w, %b) : (...) -> (...) {
+    %f:4 = kiln.fusion row (%x, %y, %w, %b) : (...) -> (...) {
     ^bb0(%a: tensor<4x8xf32>, %c: tensor<4x8xf32>, %w0: tensor<8xf32>,
          %b0: tensor<8xf32>):
       %s = kiln.add %a, %c : tensor<4x8xf32>
       %n:3 = kiln.layer_norm %s, %w0, %b0 {epsilon = 1.0e-05 : f32} : ...
       %g = kiln.gelu %n#0 : tensor<4x8xf32>
-      kiln.yield %s, %n#0, %n#1, %n#2, %g : ...
+      kiln.yield %s, %n#1, %n#2, %g : ...
     }
     ```
   }];
   let options = [
     Option<"maxOptimizerTensors", "max-optimizer-tensors", "unsigned",
            /*default=*/"64",
-           "Most parameters updated by one multi-tensor optimizer kernel">,
+           "Most parameters one multi-tensor kernel covers (optimizer "
+           "updates; the global norm's sums of squares)">,
     Option<"maxKernelInputs", "max-kernel-inputs", "unsigned",
            /*default=*/"32",
            "Most buffers one pointwise or row kernel reads">,

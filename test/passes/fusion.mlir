@@ -292,3 +292,38 @@ func.func @update(%g: tensor<64x32xf32>) -> tensor<f32> {
   %r = kiln.sqrt %t : tensor<f32>
   return %r : tensor<f32>
 }
+
+// -----
+
+// Tests that whole-tensor sums of arguments only (the global norm's squares
+// of each gradient) share one multi-tensor "sum" kernel, moved up before
+// the first reader of their totals (the adds in between stay after it),
+// while the sum of a GEMM's result keeps a kernel of its own.
+// CHECK-LABEL: func.func @update
+// CHECK: %[[S:.*]]:3 = kiln.fusion sum (%arg0, %arg1, %arg3)
+// CHECK: %[[QA:.*]] = kiln.mul %arg4, %arg4
+// CHECK-NEXT: %[[SA:.*]] = kiln.reduce_sum %[[QA]]
+// CHECK-NEXT: %[[QB:.*]] = kiln.mul %arg5, %arg5
+// CHECK-NEXT: %[[SB:.*]] = kiln.reduce_sum %[[QB]]
+// CHECK-NEXT: %[[QD:.*]] = kiln.mul %arg6, %arg6
+// CHECK-NEXT: %[[SD:.*]] = kiln.reduce_sum %[[QD]]
+// CHECK-NEXT: kiln.yield %[[SA]], %[[SB]], %[[SD]]
+// CHECK: %[[MM:.*]] = kiln.matmul %arg2, %arg2
+// CHECK: %[[SM:.*]] = kiln.fusion sum (%[[MM]])
+// CHECK: %[[U:.*]] = kiln.fusion pointwise (%[[S]]#0, %[[S]]#1, %[[S]]#2)
+// CHECK: return %[[U]], %[[SM]], %[[S]]#1
+func.func @update(%a: tensor<8xf32>, %b: tensor<16xf32>, %c: tensor<4x4xf32>, %d: tensor<4x4xf32>)
+    -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %qa = kiln.mul %a, %a : tensor<8xf32>
+  %sa = kiln.reduce_sum %qa dims = [0] : tensor<8xf32> -> tensor<f32>
+  %qb = kiln.mul %b, %b : tensor<16xf32>
+  %sb = kiln.reduce_sum %qb dims = [0] : tensor<16xf32> -> tensor<f32>
+  %t = kiln.add %sa, %sb : tensor<f32>
+  %mm = kiln.matmul %c, %c : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %qm = kiln.mul %mm, %mm : tensor<4x4xf32>
+  %sm = kiln.reduce_sum %qm dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %qd = kiln.mul %d, %d : tensor<4x4xf32>
+  %sd = kiln.reduce_sum %qd dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %u = kiln.add %t, %sd : tensor<f32>
+  return %u, %sm, %sb : tensor<f32>, tensor<f32>, tensor<f32>
+}

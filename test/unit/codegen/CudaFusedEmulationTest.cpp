@@ -349,6 +349,37 @@ TEST(CudaFusedKernelsEmulated, WholeTensorSumStoringItsOperand) {
   }
 }
 
+// The global norm's sums of squares of four arguments (5000 elements in
+// runs of 8 over several blocks; 300 and 7, one element per thread; and an
+// exp instead of a square: a second formula) share one multi-tensor
+// kernel, a segment of the grid each; the CPU runs them one after the other.
+TEST(CudaFusedKernelsEmulated, WholeTensorSumsOfArgumentsInOneLaunch) {
+  expectFusedMatchesUnfused(R"mlir(
+    func.func @step(%a: tensor<5000xf32>, %b: tensor<4x75xf32>, %c: tensor<7xf32>,
+                    %d: tensor<40x64xf32>)
+        -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) {
+      %qa = kiln.mul %a, %a : tensor<5000xf32>
+      %sa = kiln.reduce_sum %qa dims = [0] : tensor<5000xf32> -> tensor<f32>
+      %qb = kiln.mul %b, %b : tensor<4x75xf32>
+      %sb = kiln.reduce_sum %qb dims = [0, 1] : tensor<4x75xf32> -> tensor<f32>
+      %qc = kiln.mul %c, %c : tensor<7xf32>
+      %sc = kiln.reduce_sum %qc dims = [0] : tensor<7xf32> -> tensor<f32>
+      %ed = kiln.exp %d : tensor<40x64xf32>
+      %sd = kiln.reduce_sum %ed dims = [0, 1] : tensor<40x64xf32> -> tensor<f32>
+      return %sa, %sb, %sc, %sd : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+    })mlir",
+                            {HostTensor::floats(randomFloats(5000, 74)),
+                             HostTensor::floats(randomFloats(300, 75)),
+                             HostTensor::floats(randomFloats(7, 76)),
+                             HostTensor::floats(randomFloats(2560, 77))},
+                            1, [](const std::string &cuda) {
+                              EXPECT_EQ(occurrences(cuda, "4 whole-tensor sums in one launch"), 1u);
+                              // Two formulas (squares in runs of 8 or one element per
+                              // thread; exp in runs of 8).
+                              EXPECT_EQ(occurrences(cuda, "    case "), 3u) << cuda;
+                            });
+}
+
 // Three AdamW updates of different sizes (20, 2 and 1 blocks; weight decay
 // on one only) after the clipping scale: the updates become one launch.
 const char *kMultiTensorAdamW = R"mlir(
