@@ -44,8 +44,8 @@ FailureOr<RowGroup> RowGroup::split(const KernelGroup &group) {
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
         bool inPart = def && llvm::is_contained(part, def);
-        bool inRegister = parts.elementEpilogue && part.data() == parts.epilogue.data() &&
-                          v == rowOp->getResult(0);
+        // Only an epilogue can read it (the prologue runs before the row op).
+        bool inRegister = parts.elementEpilogue && v == rowOp->getResult(0);
         if (!inPart && !inRegister && !isBuffer(v))
           return op->emitError() << "reads a value the row kernel keeps in "
                                     "no buffer";
