@@ -13,7 +13,11 @@
 // Algorithm, for each of @step, @update and @eval (single-block bodies),
 // each kiln.rope until nothing changes:
 //  1. Its input is a widening kiln.convert (bf16 -> f32, exact): the rope
-//     reads the convert's input (loaded and widened in the kernel).
+//     reads the convert's input (loaded and widened in the kernel). Or a
+//     kiln.reshape of one (q's GEMM output [B, T, H*D] viewed as heads):
+//     the rope reads that reshape of the bf16 value (convert and reshape
+//     commute), so the GEMM's bf16 output is never widened into an fp32
+//     copy by a kernel of its own.
 //  2. Its input is a kiln.transpose that keeps the last dim in place, the
 //     rope has no input_permutation yet, and the transpose has no other
 //     reader: the rope reads the transpose's input with input_permutation.
@@ -53,6 +57,13 @@ bool keepsLastDim(ArrayRef<int64_t> permutation) {
          permutation.back() == static_cast<int64_t>(permutation.size()) - 1;
 }
 
+// bf16 -> f32: exact, so reading the bf16 value and widening it in the
+// kernel gives the same numbers.
+bool isWidening(ConvertOp convert) {
+  return getElementTypeOrSelf(convert.getInput()).isBF16() &&
+         getElementTypeOrSelf(convert.getResult()).isF32();
+}
+
 // The rope with `input`, `resultType` and the permutations given, in place of
 // `rope` (whose readers now read the new rope).
 RopeOp rebuild(RopeOp rope, Value input, Type resultType,
@@ -71,9 +82,26 @@ RopeOp foldOnce(RopeOp rope) {
   Type resultType = rope.getType();
   DenseI64ArrayAttr inPerm = rope.getInputPermutationAttr(),
                     outPerm = rope.getResultPermutationAttr();
+  if (auto reshape = input.getDefiningOp<ReshapeOp>()) {
+    auto convert = reshape.getInput().getDefiningOp<ConvertOp>();
+    if (convert && isWidening(convert)) {
+      OpBuilder b(reshape);
+      auto type = RankedTensorType::get(
+          reshape.getType().getShape(),
+          getElementTypeOrSelf(convert.getInput()));
+      Value view = b.create<ReshapeOp>(reshape.getLoc(), type, convert.getInput());
+      RopeOp fused = rebuild(rope, view, resultType, inPerm, outPerm);
+      rope.replaceAllUsesWith(fused.getResult());
+      rope.erase();
+      if (reshape->use_empty())
+        reshape.erase();
+      if (convert->use_empty())
+        convert.erase();
+      return fused;
+    }
+  }
   if (auto convert = input.getDefiningOp<ConvertOp>()) {
-    if (getElementTypeOrSelf(convert.getInput()).isBF16() &&
-        getElementTypeOrSelf(input).isF32()) {
+    if (isWidening(convert)) {
       RopeOp fused =
           rebuild(rope, convert.getInput(), resultType, inPerm, outPerm);
       rope.replaceAllUsesWith(fused.getResult());

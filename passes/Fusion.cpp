@@ -426,10 +426,13 @@ private:
                       StringAttr::get(producer->getContext(), text));
   }
 
-  // 2a. A pointwise op: epilogue of a row group, or vertical fusion.
+  // 2a. A pointwise op: epilogue of a row group, or vertical fusion. When it
+  // reads epilogue values of several row groups (the residual gradient's
+  // add of two norm backwards' dx), it joins the first one it legally can;
+  // the others' values are buffers it reads.
   void visitPointwise(Operation *op) {
     int64_t n = elementsOf(op->getResult(0));
-    Group *row = nullptr;
+    SmallVector<std::pair<Group *, Operation *>> rows; // group, producer
     bool rowOk = true;
     SmallVector<std::pair<Group *, Operation *>> pointwise; // group, producer
     llvm::SmallPtrSet<Value, 4> seen;
@@ -484,24 +487,23 @@ private:
           rowOk = false;
           continue;
         }
-        if (row && row != group) {
-          refuse(producer, op, "it already is the epilogue of another row op");
-          continue;
-        }
-        row = group;
+        if (!llvm::any_of(rows, [&](auto &r) { return r.first == group; }))
+          rows.push_back({group, producer});
         continue;
       }
       if (!llvm::is_contained(pointwise, std::make_pair(group, producer)))
         pointwise.push_back({group, producer});
     }
 
-    if (row && rowOk) {
-      std::string why = whyNot({row}, op);
-      if (why.empty()) {
-        add(row, op);
-        return;
+    if (rowOk) {
+      for (auto [row, producer] : rows) {
+        std::string why = whyNot({row}, op);
+        if (why.empty()) {
+          add(row, op);
+          return;
+        }
+        refuse(producer, op, why);
       }
-      refuse(row->rowOp, op, why);
     }
     SmallVector<Group *> join;
     for (auto [group, producer] : pointwise) {

@@ -15,6 +15,26 @@ func.func @step(%p: tensor<2x16x4x4xf32>) -> tensor<2x4x16x4xbf16> {
 
 // -----
 
+// Tests the forward of q as the model file writes it under bf16: the GEMM
+// writes bf16 [B, T, H*D]; its widening, viewed as heads, is what the rope
+// read. The rope now reads the bf16 view itself (no kernel writes an fp32
+// copy of q); the widening stays for its other reader.
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: %[[W:.*]] = kiln.convert %arg0 : tensor<2x16x16xbf16> -> tensor<2x16x16xf32>
+// CHECK-NEXT: %[[V:.*]] = kiln.reshape %arg0 : tensor<2x16x16xbf16> -> tensor<2x16x4x4xbf16>
+// CHECK-NEXT: %[[Q:.*]] = kiln.rope %[[V]] {input_permutation = array<i64: 0, 2, 1, 3>, inv_freq = array<f32: 1.000000e+00, 1.000000e-01>} : tensor<2x16x4x4xbf16> -> tensor<2x4x16x4xbf16>
+// CHECK-NEXT: return %[[Q]], %[[W]]
+func.func @step(%g: tensor<2x16x16xbf16>) -> (tensor<2x4x16x4xbf16>, tensor<2x16x16xf32>) {
+  %w = kiln.convert %g : tensor<2x16x16xbf16> -> tensor<2x16x16xf32>
+  %p = kiln.reshape %w : tensor<2x16x16xf32> -> tensor<2x16x4x4xf32>
+  %t = kiln.transpose %p permutation = [0, 2, 1, 3] : tensor<2x16x4x4xf32> -> tensor<2x4x16x4xf32>
+  %r = kiln.rope %t {inv_freq = array<f32: 1.0, 0.1>} : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xf32>
+  %q = kiln.convert %r : tensor<2x4x16x4xf32> -> tensor<2x4x16x4xbf16>
+  return %q, %w : tensor<2x4x16x4xbf16>, tensor<2x16x16xf32>
+}
+
+// -----
+
 // Tests the backward: attention's bf16 gradient, widened, rotated back,
 // rounded and transposed to the GEMM's layout, becomes one rope.
 // CHECK-LABEL: func.func @step

@@ -95,6 +95,39 @@ func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>,
 
 // -----
 
+// Tests that a pointwise op reading the epilogue values of two row groups
+// joins the one it legally can: the residual gradient's add of two norm
+// backwards' dx cannot join the first kernel (its sum feeds the GEMM, which
+// runs before the add), so it becomes the second kernel's epilogue, which
+// then writes no dx of its own.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[A:.*]]:2 = kiln.fusion row (%arg0, %arg1, %arg2, %arg3, %arg4)
+// CHECK: %[[DA:.*]], %[[WA:.*]] = kiln.rms_norm_grad
+// CHECK: %[[SA:.*]] = kiln.add %arg{{.*}}, %[[DA]]
+// CHECK: kiln.yield %[[WA]], %[[SA]]
+// CHECK: %[[M:.*]] = kiln.matmul %[[A]]#1
+// CHECK: %[[B:.*]]:2 = kiln.fusion row (%arg0, %arg1, %arg2, %[[M]], %[[A]]#1)
+// CHECK: %[[DB:.*]], %[[WB:.*]] = kiln.rms_norm_grad
+// CHECK: %[[SB:.*]] = kiln.add %arg{{.*}}, %[[DB]]
+// CHECK: kiln.yield %[[WB]], %[[SB]]
+// CHECK: return %[[B]]#1, %[[A]]#0, %[[B]]#0
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %rstd: tensor<4xf32>,
+                %dy: tensor<4x8xf32>, %r: tensor<4x8xf32>, %wm: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %da, %dwa = kiln.rms_norm_grad %x, %w, %rstd, %dy
+      : (tensor<4x8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<8xf32>)
+  %sa = kiln.add %r, %da : tensor<4x8xf32>
+  %m = kiln.matmul %sa, %wm : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %db, %dwb = kiln.rms_norm_grad %x, %w, %rstd, %m
+      : (tensor<4x8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<8xf32>)
+  %sb = kiln.add %sa, %db : tensor<4x8xf32>
+  return %sb, %dwa, %dwb : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // Tests that softmax takes a scaled, masked prologue (splat constant,
 // causal_mask) and keeps the broadcast of a kernel input inside the loop.
 // CHECK-LABEL: func.func @step
