@@ -99,14 +99,23 @@ llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func) {
   // arguments (views and copies of activations for the weight gradients,
   // wherever autodiff and CSE placed them). Constants do not count: the
   // loss's cotangent seed is one, and everything after it is backward.
+  // Nor does the gradient of the fused classifier's chunks: the loss reads
+  // the other result of their kiln.cross_entropy_grad (with loss), which
+  // makes the op forward, but its gradient scales the loss's cotangent (a
+  // constant by then), and everything reading it is backward.
+  auto isForwardValue = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return true;
+    if (!forward.count(def) || def->hasTrait<OpTrait::ConstantLike>())
+      return false;
+    auto ceGrad = dyn_cast<CrossEntropyGradOp>(def);
+    return !ceGrad || v != ceGrad.getResult();
+  };
   for (Operation &op : func.getBody().front().without_terminator()) {
     if (forward.count(&op) || op.getNumOperands() == 0)
       continue;
-    bool onlyForward = llvm::all_of(op.getOperands(), [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return !def || (forward.count(def) &&
-                      !def->hasTrait<OpTrait::ConstantLike>());
-    });
+    bool onlyForward = llvm::all_of(op.getOperands(), isForwardValue);
     if (onlyForward)
       forward.insert(&op);
   }

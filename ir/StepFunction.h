@@ -124,7 +124,9 @@ FailureOr<SmallVector<ParameterArgument>> getParameterArguments(func::FuncOp fun
 /// "metric" results depend on (through operands and values its regions
 /// capture), and the ops that read nothing but those (non-constant) and
 /// arguments, wherever they sit: what can be computed before the loss's
-/// cotangent exists. Every other op of its body is backward work.
+/// cotangent exists (the gradient result of a kiln.cross_entropy_grad the
+/// loss reads, the fused classifier's, is not). Every other op of its body
+/// is backward work.
 llvm::DenseSet<Operation *> getForwardOps(func::FuncOp func);
 
 /// The position (in `position`, each top-level op's index in the body) of

@@ -14,6 +14,16 @@
 //     copies with the same element count share one pointwise kernel (up to
 //     max-optimizer-tensors each), instead of one tiny kernel per parameter.
 //     Nothing else joins such a group.
+//  1d. A fusable op of @step's backward that reads a forward value made by
+//     pointwise ops (at most kMaxRecomputeOps of them, through cheap
+//     widenings) recomputes it from that chain's inputs instead, with
+//     clones placed in front of it, when every input of the chain stays
+//     live until then anyway (an argument, or a value something at or
+//     after the reader reads) and the inputs are no more bytes than the
+//     value the forward would store: SwiGLU's bf16 silu(x w1), whose
+//     backward also reads x w1 itself. The forward kernel then no longer
+//     writes the value (a free recompute: no extra reads, no longer live
+//     range; a few FLOPs per element), and the peak loses it.
 //  2. Walk the body in order; every fusable op joins or starts a group:
 //     a. pointwise op C: joins the groups of its pointwise producers that
 //        loop over the same element count; or, as an epilogue, the row group
@@ -41,6 +51,18 @@
 //     written once either way, and the consumer inside no longer reads it
 //     back (one pass over memory saved). kiln.matmul (a GEMM call),
 //     embedding(_grad) and transpose never join a group.
+//  2e. Sibling pointwise kernels: a pointwise group G that reads a buffer an
+//     earlier pointwise group E over the same elements reads too moves up
+//     to E and joins it (the buffer is read once): when G reads nothing of
+//     E, every other buffer G reads exists before E's kernel (G's ops after
+//     it move up to it; G's outputs are read after G's last op, so after
+//     the joint kernel), the union reads at most max-kernel-inputs buffers,
+//     and G's outputs are no more bytes than the inputs G was the last to
+//     read (which now die at E: the memory live in between does not grow).
+//     SwiGLU's backward: dh * silu(a) and dh * b * silu'(a), two GEMMs
+//     apart, read dh and a once.
+//  2f. Whole-tensor sums of arguments only (the global norm's sum of each
+//     gradient's squares) share multi-tensor kernels.
 //  3. Each refused candidate gets `kiln.not_fused = "into <op> at <loc>:
 //     <reason>"` on the producer (or, for optimizer updates, the update).
 //  4. Every group of two or more ops becomes a kiln.fusion placed at its
@@ -64,6 +86,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -83,6 +106,15 @@ namespace {
 int64_t elementsOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
 }
+
+int64_t bytesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getNumElements() *
+         ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+// Step 1d recomputes at most this many pointwise ops per backward read.
+constexpr size_t kMaxRecomputeOps = 8;
 
 bool isSplatConstant(Operation *op) {
   auto constant = dyn_cast<ConstantOp>(op);
@@ -219,12 +251,13 @@ class FunctionFuser {
 public:
   FunctionFuser(func::FuncOp func, unsigned maxOptimizerTensors,
                 unsigned maxKernelInputs)
-      : block(func.getBody().front()),
+      : func(func), block(func.getBody().front()),
         maxOptimizerTensors(maxOptimizerTensors),
         maxKernelInputs(maxKernelInputs) {}
 
   void run() {
     cloneCheapProducers();
+    recomputeInBackward();
     gatherOptimizerUpdates();
     groupArgumentCopies();
     SmallVector<Operation *> ops;
@@ -242,6 +275,7 @@ public:
       else if (isTotalSum(op))
         visitSum(op);
     }
+    mergeSiblings();
     gatherArgumentSums();
     for (auto &group : groups)
       if (group->ops.size() >= 2)
@@ -284,6 +318,85 @@ private:
           continue;
         OpBuilder builder(use->getOwner());
         use->set(builder.clone(*op)->getResult(0));
+      }
+    }
+  }
+
+  // 1d. The pointwise ops that make `value` from values not made by forward
+  // pointwise ops (its inputs), operands first; false when more than
+  // kMaxRecomputeOps would be needed.
+  bool collectChain(Value value, const llvm::DenseSet<Operation *> &forward,
+                    llvm::SetVector<Operation *> &ops,
+                    llvm::SetVector<Value> &inputs) {
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != &block || !forward.contains(def) ||
+        !isPointwise(def)) {
+      inputs.insert(value);
+      return true;
+    }
+    if (ops.contains(def))
+      return true;
+    if (ops.size() >= kMaxRecomputeOps)
+      return false;
+    for (Value operand : def->getOperands())
+      if (!collectChain(operand, forward, ops, inputs))
+        return false;
+    ops.insert(def);
+    return true;
+  }
+
+  // Whether `value`'s buffer lives until `reader` runs (or later) anyway.
+  bool liveAt(Value value, Operation *reader,
+              const llvm::SetVector<Operation *> &chain) {
+    if (isa<BlockArgument>(value))
+      return true;
+    return llvm::any_of(value.getUsers(), [&](Operation *user) {
+      Operation *top = block.findAncestorOpInBlock(*user);
+      return top && !chain.contains(top) &&
+             (top == reader || reader->isBeforeInBlock(top));
+    });
+  }
+
+  void recomputeInBackward() {
+    if (func.getName() != kStepFunctionName)
+      return;
+    llvm::DenseSet<Operation *> forward = getForwardOps(func);
+    SmallVector<Operation *> readers;
+    for (Operation &op : block.without_terminator())
+      if (!forward.contains(&op) && (isPointwise(&op) || rowLength(&op)))
+        readers.push_back(&op);
+    for (Operation *reader : readers) {
+      for (OpOperand &use : reader->getOpOperands()) {
+        Operation *def = use.get().getDefiningOp();
+        if (!def || !forward.contains(def) || !isPointwise(def) ||
+            (isCheap(def) && !isa<ConvertOp>(def)))
+          continue;
+        llvm::SetVector<Operation *> chain;
+        llvm::SetVector<Value> inputs;
+        if (!collectChain(use.get(), forward, chain, inputs))
+          continue;
+        // The value the forward would keep for this reader: the value read,
+        // or what a widening reads (each reader widens its own copy).
+        Value kept = isCheap(def) ? def->getOperand(0) : use.get();
+        int64_t inputBytes = 0;
+        bool live = true;
+        for (Value input : inputs) {
+          live = live && liveAt(input, reader, chain);
+          inputBytes += bytesOf(input);
+        }
+        if (!live || !chain.contains(kept.getDefiningOp()) ||
+            inputBytes > bytesOf(kept))
+          continue;
+        OpBuilder builder(reader);
+        IRMapping mapping;
+        for (Operation *op : chain)
+          builder.clone(*op, mapping);
+        use.set(mapping.lookup(use.get()));
+        for (Operation *op : llvm::reverse(chain))
+          if (op->use_empty()) {
+            forward.erase(op);
+            op->erase();
+          }
       }
     }
   }
@@ -592,7 +705,7 @@ private:
     add(group, op);
   }
 
-  // 3. Whole-tensor sums of arguments only (the global norm's sum of each
+  // 2f. Whole-tensor sums of arguments only (the global norm's sum of each
   // gradient's squares) share multi-tensor kernels, up to
   // maxOptimizerTensors sums each (codegen: one segment of the grid per
   // sum, the same blocks and order as the sum's own kernel). A sum whose
@@ -639,6 +752,80 @@ private:
         }
         sums[i]->ops.clear();
         sums[i]->members.clear();
+      }
+    }
+  }
+
+  // The buffers `group` reads (splat constants become literals, no buffer).
+  llvm::SetVector<Value> inputsOf(const Group &group) {
+    llvm::SetVector<Value> inputs;
+    for (Operation *op : group.ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!def || (!group.members.contains(def) && !isSplatConstant(def)))
+          inputs.insert(v);
+      }
+    return inputs;
+  }
+
+  // 2e. Whether `later` can move up to `earlier`'s kernel and join it.
+  bool canJoinSibling(const Group &earlier, const Group &later,
+                      const llvm::SetVector<Value> &laterInputs) {
+    Operation *place = earlier.ops.back();
+    llvm::SetVector<Value> inputs = inputsOf(earlier);
+    bool shared = false;
+    int64_t diesEarlier = 0;
+    for (Value v : laterInputs) {
+      Operation *def = v.getDefiningOp();
+      if (def && (earlier.members.contains(def) || !def->isBeforeInBlock(place)))
+        return false;
+      shared = shared || inputs.contains(v);
+      bool lastReader = llvm::all_of(v.getUsers(), [&](Operation *user) {
+        Operation *top = block.findAncestorOpInBlock(*user);
+        return later.members.contains(top) || earlier.members.contains(top);
+      });
+      if (lastReader && !isa<BlockArgument>(v))
+        diesEarlier += bytesOf(v);
+      inputs.insert(v);
+    }
+    if (!shared || inputs.size() > maxKernelInputs)
+      return false;
+    int64_t written = 0;
+    for (Operation *op : later.ops)
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *user) {
+              return !later.members.contains(user);
+            }))
+          written += bytesOf(r);
+    return written <= diesEarlier;
+  }
+
+  void mergeSiblings() {
+    SmallVector<Group *> pointwise;
+    for (auto &group : groups)
+      if (group->kind == GroupKind::Pointwise && !group->ops.empty())
+        pointwise.push_back(group.get());
+    llvm::sort(pointwise, [](Group *a, Group *b) {
+      return a->ops.back()->isBeforeInBlock(b->ops.back());
+    });
+    for (size_t j = 1; j < pointwise.size(); ++j) {
+      Group *later = pointwise[j];
+      llvm::SetVector<Value> laterInputs = inputsOf(*later);
+      for (size_t i = j; i-- > 0;) {
+        Group *earlier = pointwise[i];
+        if (earlier->ops.empty() || earlier->elements != later->elements ||
+            !canJoinSibling(*earlier, *later, laterInputs))
+          continue;
+        Operation *place = earlier->ops.back();
+        Operation *anchor = place;
+        SmallVector<Operation *> members(later->ops);
+        for (Operation *op : members)
+          if (place->isBeforeInBlock(op)) {
+            op->moveAfter(anchor);
+            anchor = op;
+          }
+        merge(earlier, later);
+        break;
       }
     }
   }
@@ -749,6 +936,7 @@ private:
       });
   }
 
+  func::FuncOp func;
   Block &block;
   unsigned maxOptimizerTensors;
   unsigned maxKernelInputs;

@@ -128,6 +128,92 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %rstd: tensor<4xf32>,
 
 // -----
 
+// Tests step 1d: the backward's dh * silu(a) recomputes the stored bf16
+// silu(a) from a, which the backward reads anyway (silu's own gradient), so
+// the forward's kernel writes only its sum, not silu(a).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = kiln.fusion sum (%arg0, %arg1)
+// CHECK: kiln.silu
+// CHECK: kiln.yield %{{.*}} : tensor<f32>
+// CHECK: kiln.fusion pointwise (%arg0)
+// CHECK: kiln.constant dense<1.0
+// CHECK: %[[W:.*]] = kiln.convert %arg{{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK: %[[S:.*]] = kiln.silu %[[W]]
+// CHECK: %[[V:.*]] = kiln.convert %[[S]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: kiln.convert %[[V]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK: kiln.elementwise_grad
+func.func @step(%a: tensor<4x8xbf16>, %b: tensor<4x8xbf16>)
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %wa = kiln.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %s = kiln.silu %wa : tensor<4x8xf32>
+  %v = kiln.convert %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %wv = kiln.convert %v : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %wb = kiln.convert %b : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %h = kiln.mul %wv, %wb : tensor<4x8xf32>
+  %loss = kiln.reduce_sum %h dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
+  %db = kiln.mul %seed, %wv : tensor<4x8xf32>
+  %dv = kiln.mul %seed, %wb : tensor<4x8xf32>
+  %da = kiln.elementwise_grad %wa, %dv {op = "kiln.silu"} : tensor<4x8xf32>
+  return %loss, %db, %da : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that step 1d leaves a stored value alone when recomputing it would
+// keep its input alive longer: a (a GEMM's output) is read by nothing in
+// the backward, so the forward kernel writes silu(a) and the backward
+// reads it.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion sum
+// CHECK: kiln.silu
+// CHECK: kiln.yield %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<f32>
+// CHECK: kiln.fusion pointwise (%[[F]]#0)
+// CHECK-NOT: kiln.silu
+// CHECK: return
+func.func @step(%x: tensor<4x8xbf16>, %w: tensor<8x8xbf16>, %b: tensor<4x8xbf16>)
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  %wa = kiln.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %s = kiln.silu %wa : tensor<4x8xf32>
+  %v = kiln.convert %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %wv = kiln.convert %v : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %wb = kiln.convert %b : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %h = kiln.mul %wv, %wb : tensor<4x8xf32>
+  %loss = kiln.reduce_sum %h dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %seed = kiln.constant dense<1.0> : tensor<4x8xf32>
+  %db = kiln.mul %seed, %wv : tensor<4x8xf32>
+  return %loss, %db : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests step 2e: a * b and a - b, a GEMM apart, become one kernel placed at
+// the first (a and b read once; the second's output is no more bytes than
+// the inputs it was the last to read); a * q, which reads the GEMM's
+// result, stays a kernel of its own.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[A:.*]] = kiln.matmul %arg0, %arg1
+// CHECK: %[[B:.*]] = kiln.matmul %arg0, %arg2
+// CHECK: %[[F:.*]]:2 = kiln.fusion pointwise (%[[A]], %[[B]])
+// CHECK: kiln.mul
+// CHECK: kiln.sub
+// CHECK: %[[Q:.*]] = kiln.matmul %[[F]]#0, %arg1
+// CHECK: %[[T:.*]] = kiln.mul %[[A]], %[[Q]]
+// CHECK: return %[[Q]], %[[F]]#1, %[[T]]
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %u: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %b = kiln.matmul %x, %u : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %p = kiln.mul %a, %b : tensor<4x8xf32>
+  %q = kiln.matmul %p, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = kiln.sub %a, %b : tensor<4x8xf32>
+  %t = kiln.mul %a, %q : tensor<4x8xf32>
+  return %q, %r, %t : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that softmax takes a scaled, masked prologue (splat constant,
 // causal_mask) and keeps the broadcast of a kernel input inside the loop.
 // CHECK-LABEL: func.func @step
