@@ -34,6 +34,10 @@ double estimateFlops(Operation *op) {
   if (auto matmul = dyn_cast<MatmulOp>(op))
     return gemmFlops(matmul.getLhs(), matmul.getTransposeLhs(),
                      matmul.getResult());
+  if (auto accumulate = dyn_cast<MatmulAccumulateOp>(op))
+    return gemmFlops(accumulate.getLhs(), accumulate.getTransposeLhs(),
+                     accumulate.getResult()) +
+           (double)numElements(accumulate.getResult());
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     // out [B, H, Tq, D] from Tk keys: q·kᵀ and p·v, 2·Tk·D each per row
     // (k [B, KVH, Tk, D], or [B, Tk, KVH, D] in layout bthd).

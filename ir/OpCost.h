@@ -1,7 +1,7 @@
 //===- OpCost.h - FLOPs and bytes of one kiln op --------------------------===//
 //
 // The cost model remat and the reports share: an op's floating-point
-// operations (a GEMM 2·M·N·K per batch; attention's two GEMMs 4·Tq·Tk·D per
+// operations (a GEMM 2·M·N·K per batch, plus M·N when it adds into a sum; attention's two GEMMs 4·Tq·Tk·D per
 // head; anything else one per result element) and the bytes of its results.
 // Coarse by design: it ranks choices and reports overheads as a share of the
 // step, it does not predict time.

@@ -82,6 +82,7 @@
 #include "passes/Passes.h"
 
 #include "ir/KilnOps.h"
+#include "ir/OpCost.h"
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
@@ -105,12 +106,6 @@ namespace {
 
 int64_t elementsOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
-}
-
-int64_t bytesOf(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() *
-         ((type.getElementTypeBitWidth() + 7) / 8);
 }
 
 // Step 1d recomputes at most this many pointwise ops per backward read.
@@ -382,10 +377,10 @@ private:
         bool live = true;
         for (Value input : inputs) {
           live = live && liveAt(input, reader, chain);
-          inputBytes += bytesOf(input);
+          inputBytes += tensorBytes(input);
         }
         if (!live || !chain.contains(kept.getDefiningOp()) ||
-            inputBytes > bytesOf(kept))
+            inputBytes > tensorBytes(kept))
           continue;
         OpBuilder builder(reader);
         IRMapping mapping;
@@ -785,7 +780,7 @@ private:
         return later.members.contains(top) || earlier.members.contains(top);
       });
       if (lastReader && !isa<BlockArgument>(v))
-        diesEarlier += bytesOf(v);
+        diesEarlier += tensorBytes(v);
       inputs.insert(v);
     }
     if (!shared || inputs.size() > maxKernelInputs)
@@ -796,7 +791,7 @@ private:
         if (llvm::any_of(r.getUsers(), [&](Operation *user) {
               return !later.members.contains(user);
             }))
-          written += bytesOf(r);
+          written += tensorBytes(r);
     return written <= diesEarlier;
   }
 

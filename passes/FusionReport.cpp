@@ -10,10 +10,15 @@
 #include "passes/FusionReport.h"
 
 #include "ir/KilnOps.h"
+#include "ir/OpCost.h"
 #include "ir/StepFunction.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+#include <vector>
 
 namespace mlir::kiln {
 
@@ -27,6 +32,73 @@ bool isKernel(Operation *op) {
     return value && value.isSplat();
   }
   return true;
+}
+
+bool isGemmCall(Operation *op) {
+  if (auto fusion = dyn_cast<FusionOp>(op))
+    return fusion.getKind() == FusionKind::Gemm;
+  return isa<MatmulOp, MatmulAccumulateOp>(op);
+}
+
+std::string gib(int64_t bytes) {
+  return llvm::formatv("{0:F2} GiB", double(bytes) / double(1ull << 30)).str();
+}
+
+/// The bytes each kernel and GEMM call of `func` moves, counting every buffer
+/// it reads once and every result it writes once (a kernel that rereads a
+/// buffer moves more; an accumulating GEMM reads and writes its sum), and the
+/// largest by model line: what the step costs in memory traffic before it
+/// runs. GEMMs are apart: their time follows their FLOPs.
+void printTraffic(func::FuncOp func, llvm::raw_ostream &os) {
+  int64_t kernelBytes = 0, gemmBytes = 0;
+  double gemmFlops = 0;
+  unsigned kernels = 0, gemms = 0;
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, unsigned>>
+      byLine; // (model line, kind) -> bytes, kernels
+  for (Operation &op : func.getBody().getOps()) {
+    bool gemm = isGemmCall(&op);
+    if (!gemm && !isKernel(&op))
+      continue;
+    int64_t bytes = 0;
+    for (Value v : op.getOperands())
+      bytes += tensorBytes(v);
+    for (Value v : op.getResults())
+      bytes += tensorBytes(v);
+    if (gemm) {
+      gemmBytes += bytes;
+      ++gemms;
+      if (auto fusion = dyn_cast<FusionOp>(op))
+        fusion.getBody().walk([&](Operation *member) {
+          gemmFlops += isa<MatmulOp>(member) ? estimateFlops(member) : 0;
+        });
+      else
+        gemmFlops += estimateFlops(&op);
+      continue;
+    }
+    kernelBytes += bytes;
+    ++kernels;
+    std::string kind = op.getName().getStringRef().str();
+    if (auto fusion = dyn_cast<FusionOp>(op))
+      kind = ("kiln.fusion " + stringifyFusionKind(fusion.getKind())).str();
+    auto &entry = byLine[{modelLocation(op.getLoc()), kind}];
+    entry.first += bytes;
+    ++entry.second;
+  }
+  os << "@" << func.getName()
+     << " memory traffic (each buffer a kernel reads and each result it "
+        "writes counted once): "
+     << kernels << " kernels " << gib(kernelBytes) << ", " << gemms
+     << " GEMM calls " << gib(gemmBytes) << " ("
+     << llvm::formatv("{0:F1}", gemmFlops / 1e12) << " TFLOP)\n";
+  std::vector<std::pair<std::pair<std::string, std::string>,
+                        std::pair<int64_t, unsigned>>>
+      lines(byLine.begin(), byLine.end());
+  llvm::stable_sort(lines, [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  for (const auto &[key, value] : llvm::ArrayRef(lines).take_front(12))
+    os << llvm::formatv("  {0,10}  {1,4} x {2} at {3}\n", gib(value.first),
+                        value.second, key.second, key.first);
 }
 
 } // namespace
@@ -93,6 +165,7 @@ void printFusionReport(ModuleOp module, llvm::raw_ostream &os) {
         os << "    " << member.getName() << " at "
            << modelLocation(member.getLoc()) << "\n";
     }
+    printTraffic(func, os);
     os << "@" << name << " refused candidates:\n";
     func.walk([&](Operation *op) {
       if (auto reason = op->getAttrOfType<StringAttr>(kNotFusedAttrName))
