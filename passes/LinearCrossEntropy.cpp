@@ -18,12 +18,22 @@
 //     are flattened to [N, D] and [N] and the pair becomes
 //     kiln.linear_cross_entropy (valid_classes kept).
 //  2. Chunk rows: the `rows` option, or Liger's rule ceil(N / ceil(V / D))
-//     (a logits chunk about the size of x) but at least 1024 rows (or N):
-//     the chunk's rows are the K of the dw GEMM. On an H100, GPT-2 bf16
-//     [16, 1024] with Liger's 249-row chunks ran that GEMM at 124 TFLOP/s
-//     and stepped in 74.1 ms; 1024 rows 61.8 ms, 2048 rows 61.5 ms (for
-//     +0.4 and +0.9 GiB); Llama-3 1B [16, 2048]: 512 rows 666.6 ms, 1024
-//     rows 634.3 ms (tools/bench/RESULTS.md, 2026-11-26 H100).
+//     (a logits chunk about the size of x) but at least 2048 rows (or N):
+//     the chunk's rows are the K of the dw GEMM, which adds its product into
+//     the fp32 [V, D] sum, reading and writing 8·V·D bytes a chunk for
+//     2·V·D·K FLOPs: K/4 FLOPs a byte, under an H100's ~295 (989 TFLOP/s
+//     over 3.35 TB/s) until K ~ 1200, so below a few thousand rows that
+//     traffic is as long as the GEMM's math. Measured on an H100: GPT-2
+//     bf16 [16, 1024] with Liger's 249-row chunks ran that GEMM at 124
+//     TFLOP/s and stepped in 74.1 ms; 1024 rows 61.8 ms, 2048 rows 61.5 ms
+//     (for +0.4 and +0.9 GiB); Llama-3 1B [16, 2048]: 512 rows 666.6 ms,
+//     1024 rows 634.3 ms (tools/bench/RESULTS.md, 2026-11-26 H100). The
+//     H200 profile of 512-row chunks put each Llama dw GEMM at 0.81 ms for
+//     0.27 TFLOP, what its math (0.34 ms) and its 2 GiB of sum traffic
+//     (0.45 ms) add up to. At 2048 rows the traffic is a third of the call
+//     on an H100 instead of a half (Llama-3 [16, 2048]: +768 MiB planned,
+//     48 GiB less GEMM traffic a step, about 10 ms less by that model; not
+//     yet timed on a GPU).
 //     With `rows` = 0 only logits larger than 64 MiB in fp32 are fused
 //     (small models keep the plain ops, whose single kernel is faster at
 //     that size).
@@ -72,7 +82,7 @@ using namespace mlir::kiln;
 namespace {
 
 constexpr int64_t kAutoFuseLogitsBytes = int64_t(64) << 20;
-constexpr int64_t kMinAutoChunkRows = 1024;
+constexpr int64_t kMinAutoChunkRows = 2048;
 constexpr llvm::StringLiteral kNotFusedLinearAttrName =
     "kiln.not_fused_linear";
 
