@@ -46,7 +46,10 @@
 # costliest kernels of one step); llama (Llama-3 1.2B bf16 [16, 2048] against
 # torch.compile, tools/bench/llama_bench.sh, likewise); profile (kiln-run
 # --profile on GPT-2 and Llama bf16: time per kernel and per model line from
-# CUDA events, in steps.log); remat (Llama-3 1.2B step time and memory under
+# CUDA events, in steps.log); chunks (Llama-3 1.2B bf16 [16, 2048] with the
+# fused classifier's old 1,024-row chunks, to read against the llama step's
+# 2,048: the dw GEMM's fp32 sum traffic, RESULTS.md 2026-11-27 session 15);
+# remat (Llama-3 1.2B step time and memory under
 # recompute: a 40 GiB budget at [16, 2048], a 78 GiB budget and full
 # recompute at [64, 2048], tools/bench/remat_bench.sh); cudnn (cuDNN against
 # Kiln's kernels, tools/bench/cudnn_attention_check.sh; last, it has run past
@@ -54,7 +57,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,49p' "$0" >&2; exit 2; }
+usage() { sed -n '2,56p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -148,6 +151,9 @@ pack() {
        env "${flex_shapes[@]}" TARGET=cuda PRECISION=bf16 tools/bench/attention_bench.sh > /dev/null)
     "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
       -o /dev/null > "$dir/plans/gpt2-bf16.txt"
+    "$kilnc" "$root/models/llama3_1b.kiln" --target=cuda -D precision=bf16 -D batch=16 \
+      -D seq=2048 --cross-entropy-chunk-rows=1024 -o "$dir/artifacts/llama-chunks1024.kart" \
+      > "$dir/plans/llama-chunks1024.txt"
   fi
   "$root/tools/bench/pack_kiln_run.sh" "$kiln_run" "$dir"
   local bytes
@@ -350,6 +356,20 @@ memory() {
   echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
 }
 
+# Llama-3's step with the classifier in 1,024-row chunks (the llama step
+# runs the default, 2,048): the median of 4 steps after 2.
+chunks() {
+  grep -i -m1 "peak" "$dir/plans/llama-chunks1024.txt"
+  "$kiln_run" "$dir/artifacts/llama-chunks1024.kart" --quiet --steps 6 \
+    --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" \
+    --metrics "$out_tmp/chunks.jsonl"
+  python3 - "$out_tmp/chunks.jsonl" <<'PY'
+import json, statistics, sys
+ms = [json.loads(l)["step_ms"] for l in open(sys.argv[1]) if "step_ms" in l][2:]
+print(f"1024-row chunks: median step {statistics.median(ms):.2f} ms over {len(ms)} steps after 2")
+PY
+}
+
 # Where the step's time goes on this GPU: kiln-run --profile (CUDA events per
 # schedule entry) on GPT-2 bf16 and on Llama-3 1B bf16, or tiny_gpt bf16 on
 # the simulator; the tables go to steps.log, GPT-2's trace to trace-gpt2.json.
@@ -393,7 +413,7 @@ run_checks() {
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
   export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager sanitizer memory profile nccl nccl_from_torch
+  export -f probe warm_up parity graph_eager sanitizer memory profile chunks nccl nccl_from_torch
 
   step probe 30 probe
   if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
@@ -423,8 +443,10 @@ run_checks() {
   fi
   step profile 120 profile
   if [ "$sim" = 1 ]; then
+    skip chunks "simulator: needs a GPU"
     skip remat "simulator: needs a GPU"
   else
+    step chunks 90 chunks
     # The cases the llama step and earlier sessions do not give (no
     # recompute at [16, 2048] is the llama step's; PyTorch's checkpointing
     # was measured on 2026-11-26): five cases and torch overran 240 s twice.
