@@ -14,9 +14,11 @@
 //     copies with the same element count share one pointwise kernel (up to
 //     max-optimizer-tensors each), instead of one tiny kernel per parameter.
 //     Nothing else joins such a group.
-//  1d. A fusable op of @step's backward that reads a forward value made by
-//     pointwise ops (at most kMaxRecomputeOps of them, through cheap
-//     widenings) recomputes it from that chain's inputs instead, with
+//  1d. A fusable op of @step's backward that reads a forward bf16 value
+//     made by pointwise ops and rounded (at most kMaxRecomputeOps of them,
+//     through cheap widenings) recomputes it from that chain's inputs
+//     instead (the rounding ends the chain, so the reader gets the very
+//     value the forward would have stored), with
 //     clones placed in front of it, when every input of the chain stays
 //     live until then anyway (an argument, or a value something at or
 //     after the reader reads) and the inputs are no more bytes than the
@@ -106,6 +108,18 @@ namespace {
 
 int64_t elementsOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+// A value rounded to a narrower float by a kiln.convert (a bf16 activation).
+// Step 1d recomputes only those: the rounding ends the recomputed chain, so
+// no FMA contraction can join its last op to the reader's (the reader would
+// then see another value than the one the forward stored).
+bool isNarrowing(Value value) {
+  auto convert = value.getDefiningOp<ConvertOp>();
+  return convert &&
+         cast<RankedTensorType>(convert.getType()).getElementTypeBitWidth() <
+             cast<RankedTensorType>(convert.getInput().getType())
+                 .getElementTypeBitWidth();
 }
 
 // Step 1d recomputes at most this many pointwise ops per backward read.
@@ -380,7 +394,7 @@ private:
           inputBytes += tensorBytes(input);
         }
         if (!live || !chain.contains(kept.getDefiningOp()) ||
-            inputBytes > tensorBytes(kept))
+            !isNarrowing(kept) || inputBytes > tensorBytes(kept))
           continue;
         OpBuilder builder(reader);
         IRMapping mapping;
@@ -751,6 +765,13 @@ private:
     }
   }
 
+  // Where the value of `def` is made: the kernel of its group (placed at the
+  // group's last op) when it is one, else `def` itself.
+  Operation *kernelOf(Operation *def) {
+    Group *group = groupOf(def);
+    return group && group->ops.size() >= 2 ? group->ops.back() : def;
+  }
+
   // The buffers `group` reads (splat constants become literals, no buffer).
   llvm::SetVector<Value> inputsOf(const Group &group) {
     llvm::SetVector<Value> inputs;
@@ -772,7 +793,8 @@ private:
     int64_t diesEarlier = 0;
     for (Value v : laterInputs) {
       Operation *def = v.getDefiningOp();
-      if (def && (earlier.members.contains(def) || !def->isBeforeInBlock(place)))
+      if (def && (earlier.members.contains(def) ||
+                  !kernelOf(def)->isBeforeInBlock(place)))
         return false;
       shared = shared || inputs.contains(v);
       bool lastReader = llvm::all_of(v.getUsers(), [&](Operation *user) {
@@ -818,6 +840,15 @@ private:
           if (place->isBeforeInBlock(op)) {
             op->moveAfter(anchor);
             anchor = op;
+            // A splat constant it reads (no buffer, so not among the inputs
+            // checked) may now come after it: it gets its own copy in front.
+            for (OpOperand &use : op->getOpOperands()) {
+              Operation *def = use.get().getDefiningOp();
+              if (def && isSplatConstant(def) && !def->isBeforeInBlock(op)) {
+                OpBuilder builder(op);
+                use.set(builder.clone(*def)->getResult(0));
+              }
+            }
           }
         merge(earlier, later);
         break;

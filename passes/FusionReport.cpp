@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -60,7 +61,7 @@ void printTraffic(func::FuncOp func, llvm::raw_ostream &os) {
     if (!gemm && !isKernel(&op))
       continue;
     int64_t bytes = 0;
-    for (Value v : op.getOperands())
+    for (Value v : llvm::SetVector<Value>(op.operand_begin(), op.operand_end()))
       bytes += tensorBytes(v);
     for (Value v : op.getResults())
       bytes += tensorBytes(v);

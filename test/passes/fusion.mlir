@@ -214,6 +214,48 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %u: tensor<8x8xf32>)
 
 // -----
 
+// Tests that step 2e leaves a sibling alone when a buffer it reads is made
+// by a kernel placed after the first sibling's: k1 * k1 and its add with m
+// form one kernel at the add, so a + k1 cannot move up to a * a.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[P:.*]] = kiln.mul %[[A:.*]], %[[A]]
+// CHECK: %[[M:.*]] = kiln.matmul %[[P]]
+// CHECK: %[[K:.*]]:2 = kiln.fusion pointwise (%arg1, %[[M]])
+// CHECK: kiln.add %[[A]], %[[K]]#0
+func.func @step(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %k1 = kiln.mul %y, %y : tensor<4x8xf32>
+  %p = kiln.mul %a, %a : tensor<4x8xf32>
+  %m = kiln.matmul %p, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %k2 = kiln.add %k1, %m : tensor<4x8xf32>
+  %n = kiln.matmul %k2, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = kiln.add %a, %k1 : tensor<4x8xf32>
+  return %n, %r, %m : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a sibling moved up by step 2e keeps the splat constant its
+// broadcast reads defined before it.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[C:.*]] = kiln.constant dense<2.0
+// CHECK: kiln.fusion pointwise (%{{.*}}, %[[C]])
+// CHECK: kiln.mul
+// CHECK: kiln.broadcast
+// CHECK: kiln.add
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %p = kiln.mul %a, %a : tensor<4x8xf32>
+  %q = kiln.matmul %p, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %c = kiln.constant dense<2.0> : tensor<8xf32>
+  %cb = kiln.broadcast %c dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %r = kiln.add %a, %cb : tensor<4x8xf32>
+  return %q, %r : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that softmax takes a scaled, masked prologue (splat constant,
 // causal_mask) and keeps the broadcast of a kernel input inside the loop.
 // CHECK-LABEL: func.func @step
