@@ -159,21 +159,24 @@ LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w) {
   return success();
 }
 
-// out = zeros [V, D]; out[indices[n], :] += grad[n, :] for n in order.
-// Threads own disjoint column blocks, so there are no races and each element
-// accumulates in the same order on every run.
+// out = zeros [V, D] (or acc, whose buffer out is); out[indices[n], :] +=
+// grad[n, :] for n in order. Threads own disjoint column blocks, so there
+// are no races and each element accumulates in the same order on every run.
 LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w) {
-  Value indices = op->getOperand(0), grad = op->getOperand(1);
+  auto scatter = cast<k::EmbeddingGradOp>(op);
+  Value indices = scatter.getIndices(), grad = scatter.getGrad();
   Value out = op->getResult(0);
   auto [v, d] = rowsAndColumns(out);
   int64_t n = numElements(shapeOf(indices));
   int64_t blocks = (d + 63) / 64;
   std::string t = w.cType(out);
   w.line("// scatter-add " + str(n) + " rows of grad into [" + str(v) + ", " +
-         str(d) + "]");
-  w.parallelFor(v * d);
-  w.line("for (int64_t e = 0; e < " + str(v * d) + "; ++e) " + w.ptr(out) +
-         "[e] = 0;");
+         str(d) + "]" + (scatter.getAcc() ? ", which holds acc" : ""));
+  if (!scatter.getAcc()) {
+    w.parallelFor(v * d);
+    w.line("for (int64_t e = 0; e < " + str(v * d) + "; ++e) " + w.ptr(out) +
+           "[e] = 0;");
+  }
   w.parallelFor(n * d);
   w.open("for (int64_t b = 0; b < " + str(blocks) + "; ++b)");
   w.line("const int64_t c0 = b * 64;");

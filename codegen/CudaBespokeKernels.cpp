@@ -293,14 +293,16 @@ LogicalResult emitEmbedding(Operation *op, KernelSourceWriter &w,
   return success();
 }
 
-// out = zeros [V, D]; out[indices[n], :] += grad[n, :] for n in order.
+// out = zeros [V, D] (or acc, whose buffer out is); out[indices[n], :] +=
+// grad[n, :] for n in order.
 // Deterministic without atomics: thread (slice s, column c) owns column c of
 // the vocabulary rows [s * rows, (s + 1) * rows): it zeroes them, then walks
 // all N indices in order and adds the rows that fall in its slice. Slices
 // exist only to give the GPU enough threads (D alone is too few).
 LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
                                 CudaLaunch &launch, CudaRowFusion *rows) {
-  Value indices = op->getOperand(0), grad = op->getOperand(1);
+  auto scatter = cast<k::EmbeddingGradOp>(op);
+  Value indices = scatter.getIndices(), grad = scatter.getGrad();
   Value out = op->getResult(0);
   auto [v, d] = rowsAndColumns(out);
   int64_t n = numElements(shapeOf(indices));
@@ -326,9 +328,13 @@ LogicalResult emitEmbeddingGrad(Operation *op, KernelSourceWriter &w,
          " ? v0 + " + str(rowsPerBlock) + " : " + str(v) + ";");
   w.line("const " + w.cType(indices) + "* idx = " + w.ptr(indices) + ";");
   w.line(t + "* dst = " + w.ptr(out) + ";");
-  w.line("for (int64_t e = threadIdx.x; e < (v1 - v0) * " + ds +
-         "; e += blockDim.x) dst[v0 * " + ds + " + e] = 0;");
-  w.line("__syncthreads(); // zeroed before any thread adds to a row");
+  if (scatter.getAcc()) {
+    w.line("// dst holds acc: the rows are added onto it");
+  } else {
+    w.line("for (int64_t e = threadIdx.x; e < (v1 - v0) * " + ds +
+           "; e += blockDim.x) dst[v0 * " + ds + " + e] = 0;");
+    w.line("__syncthreads(); // zeroed before any thread adds to a row");
+  }
   w.open("for (int64_t base = 0; base < " + str(n) + "; base += " +
          str(tile) + ")");
   w.line("// this thread's " + str(perThread) +

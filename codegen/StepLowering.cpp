@@ -360,6 +360,8 @@ static std::optional<unsigned> inPlaceOperand(Operation *op, unsigned i) {
     inPlace = {{0, 0}, {1, 2}}; // param, momentum buffer
   else if (isa<k::SgdOp, k::AccumulateOp>(op))
     inPlace = {{0, 0}}; // param / accumulator
+  else if (auto scatter = dyn_cast<k::EmbeddingGradOp>(op); scatter && scatter.getAcc())
+    inPlace = {{0, 2}}; // rows added into acc
   auto match =
       llvm::find_if(inPlace, [&](auto pair) { return pair.first == i; });
   if (match == inPlace.end())

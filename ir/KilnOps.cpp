@@ -296,6 +296,9 @@ LogicalResult EmbeddingGradOp::verify() {
   if (grad != expected)
     return emitOpError() << "grad type " << grad << " should be " << expected
                          << " (indices shape + [D])";
+  if (getAcc() && getAcc().getType() != result)
+    return emitOpError() << "acc type " << getAcc().getType()
+                         << " should be the result's, " << result;
   return success();
 }
 

@@ -41,7 +41,7 @@
 //                                       bool transposeRhs = false) [infers]
 //   EmbeddingOp                        (loc, Value table, Value indices) [infers]
 //   EmbeddingGradOp                    (loc, Type tableType, Value indices,
-//                                       Value grad)
+//                                       Value grad[, Value acc])
 //   LayerNormOp                        (loc, Value input, Value weight,
 //                                       Value bias, float epsilon = 1e-5f)
 //                                       [infers output, mean, rstd]

@@ -436,22 +436,35 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [
 }
 
 def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad"> {
-  let summary = "Scatter-add of gradient rows into a zero table";
+  let summary = "Scatter-add of gradient rows into a zero table (or into acc)";
   let description = [{
     The VJP of `kiln.embedding` for its table: starts from a zero `[V, D]`
-    tensor and adds `grad[..., :]` into row `indices[...]`.
+    tensor and adds `grad[..., :]` into row `indices[...]`, in index order.
+    With `plus %acc` it starts from `acc` instead and the result reuses
+    acc's buffer (acc may have no later reader): a tied embedding's gradient
+    adds its rows into the classifier's weight gradient without a zeroed
+    table and an add (--kiln-accumulate-gemms).
 
     ```mlir
     %dwte = kiln.embedding_grad %tokens, %g : tensor<2x8xi32>,
         tensor<2x8x16xf32> -> tensor<64x16xf32>
+    %sum = kiln.embedding_grad %tokens, %g plus %dw : tensor<2x8xi32>,
+        tensor<2x8x16xf32>, tensor<64x16xf32> -> tensor<64x16xf32>
     ```
   }];
-  let arguments = (ins Kiln_IntTensor:$indices, Kiln_FloatTensor:$grad);
+  let arguments = (ins Kiln_IntTensor:$indices, Kiln_FloatTensor:$grad,
+                       Optional<StaticShapeTensorOf<[F32]>>:$acc);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
-    $indices `,` $grad attr-dict `:` type($indices) `,` type($grad) `->`
-    type($result)
+    $indices `,` $grad (`plus` $acc^)? attr-dict `:` type($indices) `,`
+    type($grad) (`,` type($acc)^)? `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$tableType, "::mlir::Value":$indices,
+                   "::mlir::Value":$grad), [{
+      build($_builder, $_state, tableType, indices, grad, ::mlir::Value());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

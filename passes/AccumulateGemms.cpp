@@ -22,10 +22,17 @@
 //     reshape(lhs) [M, K], rhs)) placed at S, and B is erased. When both
 //     operands qualify as B, the later matmul becomes the accumulation (the
 //     earlier one stays where it ran).
+//  4. Otherwise, when one operand is a kiln.embedding_grad read only by S
+//     and the other an f32 value read only by S (a tied embedding's
+//     classifier weight gradient): S becomes that embedding_grad adding its
+//     rows into the other operand (`plus`, in its buffer), so no table is
+//     zeroed, stored and read back by an add ([V, D] fp32, three times).
 // Numerics: the sum is formed in the GEMM's fp32 epilogue (C + the fp32
 // accumulator) instead of an fp32 add of the stored product: the same
 // arithmetic up to the GEMM's own summation order (cuBLASLt may choose
-// another algorithm with beta = 1; sgemm adds into C block by block).
+// another algorithm with beta = 1; sgemm adds into C block by block). The
+// embedding rows are added one by one onto the other gradient instead of
+// onto zero, then added: the same terms, summed in another order.
 // Runs in the fusion phase after --kiln-fuse-rope and before
 // --kiln-fuse-gemm-epilogue (these GEMMs have no epilogue).
 //
@@ -120,6 +127,31 @@ bool accumulate(AddOp add) {
   return true;
 }
 
+// Step 4 on `add`; true when rewritten.
+bool accumulateRows(AddOp add) {
+  Value lhs = add.getLhs(), rhs = add.getRhs();
+  if (!isF32Tensor(add.getResult()) || lhs == rhs)
+    return false;
+  auto readOnlyBySum = [&](Value v) {
+    return v.hasOneUse() && *v.getUsers().begin() == add.getOperation();
+  };
+  for (auto [rows, acc] : {std::pair(lhs, rhs), std::pair(rhs, lhs)}) {
+    auto scatter = rows.getDefiningOp<EmbeddingGradOp>();
+    if (!scatter || scatter.getAcc() || !readOnlyBySum(rows) ||
+        !readOnlyBySum(acc) || acc.getType() != add.getType())
+      continue;
+    OpBuilder b(add);
+    auto summed = b.create<EmbeddingGradOp>(scatter.getLoc(), add.getType(),
+                                            scatter.getIndices(),
+                                            scatter.getGrad(), acc);
+    add.replaceAllUsesWith(summed.getResult());
+    add.erase();
+    scatter.erase();
+    return true;
+  }
+  return false;
+}
+
 struct AccumulateGemmsPass
     : public mlir::kiln::impl::KilnAccumulateGemmsBase<AccumulateGemmsPass> {
   void runOnOperation() override {
@@ -129,7 +161,8 @@ struct AccumulateGemmsPass
     SmallVector<AddOp> adds;
     func.walk([&](AddOp add) { adds.push_back(add); });
     for (AddOp add : adds)
-      accumulate(add);
+      if (!accumulate(add))
+        accumulateRows(add);
   }
 };
 

@@ -576,8 +576,11 @@ def KilnAccumulateGemms : Pass<"kiln-accumulate-gemms", "::mlir::ModuleOp"> {
     kiln.matmul_accumulate: B's GEMM adds into A's buffer (beta = 1). The
     backward's input-gradient sums (q, k, v projections; SwiGLU's w1 and
     w3) then write one fp32 buffer instead of one per GEMM, and the row
-    kernel that reads the sum reads it once instead of every product. Runs
-    in the fusion phase before --kiln-fuse-gemm-epilogue.
+    kernel that reads the sum reads it once instead of every product. An
+    add of a kiln.embedding_grad and another f32 value, each read only by
+    the add (a tied embedding's two weight gradients), becomes the
+    embedding_grad adding its rows into that value (`plus`, in its buffer).
+    Runs in the fusion phase before --kiln-fuse-gemm-epilogue.
 
     Before:
     ```mlir

@@ -225,6 +225,15 @@ func.func @embedding_grad_grad(%i: tensor<2x8xi32>, %g: tensor<2x8x16xf32>) -> t
 
 // -----
 
+// Tests that the table embedding_grad adds its rows into has the result's type.
+func.func @embedding_grad_acc(%i: tensor<2x8xi32>, %g: tensor<2x8x16xf32>, %acc: tensor<32x16xf32>) -> tensor<64x16xf32> {
+  // expected-error @+1 {{acc type 'tensor<32x16xf32>' should be the result's, 'tensor<64x16xf32>'}}
+  %0 = kiln.embedding_grad %i, %g plus %acc : tensor<2x8xi32>, tensor<2x8x16xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}
+
+// -----
+
 // Tests that layer_norm normalises a non-scalar.
 func.func @layer_norm_rank(%x: tensor<f32>, %w: tensor<1xf32>) {
   // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}

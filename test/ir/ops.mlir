@@ -110,7 +110,9 @@ func.func @embedding(%wte: tensor<64x16xf32>, %tokens: tensor<2x8xi32>) -> (tens
   %0 = kiln.embedding %wte, %tokens : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
   // CHECK: kiln.embedding_grad %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<64x16xf32>
   %1 = kiln.embedding_grad %tokens, %0 : tensor<2x8xi32>, tensor<2x8x16xf32> -> tensor<64x16xf32>
-  return %0, %1 : tensor<2x8x16xf32>, tensor<64x16xf32>
+  // CHECK: kiln.embedding_grad %{{.*}}, %{{.*}} plus %{{.*}} : tensor<2x8xi32>, tensor<2x8x16xf32>, tensor<64x16xf32> -> tensor<64x16xf32>
+  %2 = kiln.embedding_grad %tokens, %0 plus %1 : tensor<2x8xi32>, tensor<2x8x16xf32>, tensor<64x16xf32> -> tensor<64x16xf32>
+  return %0, %2 : tensor<2x8x16xf32>, tensor<64x16xf32>
 }
 
 // CHECK-LABEL: func.func @norms

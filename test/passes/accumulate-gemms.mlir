@@ -60,3 +60,29 @@ func.func @step(%a: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -
   %s = kiln.add %p, %q : tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests a tied embedding's gradient: the classifier's weight gradient (a
+// matmul_accumulate of the chunks) plus the embedding's scatter of rows
+// becomes one embedding_grad adding its rows into that gradient's buffer;
+// an embedding_grad whose table gradient something else also reads stays
+// as it is.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[DW:.*]] = kiln.matmul_accumulate
+// CHECK-NOT: kiln.add
+// CHECK: %[[G:.*]] = kiln.embedding_grad %arg3, %arg4 plus %[[DW]] : tensor<2x3xi32>, tensor<2x3x4xf32>, tensor<16x4xf32> -> tensor<16x4xf32>
+// CHECK: %[[E:.*]] = kiln.embedding_grad %arg3, %arg4 : tensor<2x3xi32>, tensor<2x3x4xf32> -> tensor<16x4xf32>
+// CHECK: %[[S:.*]] = kiln.add %[[E]], %arg5
+// CHECK: return %[[G]], %[[S]], %[[E]]
+func.func @step(%acc: tensor<16x4xf32>, %d: tensor<6x16xbf16>, %x: tensor<6x4xbf16>,
+                %tokens: tensor<2x3xi32>, %g: tensor<2x3x4xf32>, %y: tensor<16x4xf32>)
+    -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) {
+  %dw = kiln.matmul_accumulate %acc, %d, %x {transpose_lhs = true}
+      : tensor<16x4xf32>, tensor<6x16xbf16>, tensor<6x4xbf16>
+  %rows = kiln.embedding_grad %tokens, %g : tensor<2x3xi32>, tensor<2x3x4xf32> -> tensor<16x4xf32>
+  %sum = kiln.add %dw, %rows : tensor<16x4xf32>
+  %rows2 = kiln.embedding_grad %tokens, %g : tensor<2x3xi32>, tensor<2x3x4xf32> -> tensor<16x4xf32>
+  %sum2 = kiln.add %rows2, %y : tensor<16x4xf32>
+  return %sum, %sum2, %rows2 : tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>
+}
