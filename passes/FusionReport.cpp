@@ -1,7 +1,8 @@
 //===- FusionReport.cpp - What --kiln-fusion grouped and what it refused --===//
 //
 // Counts kernels the way codegen plans them: every op is one kernel except
-// reshapes (views), non-splat constants (buffers) and matmuls (GEMM calls);
+// reshapes (views), non-splat constants (buffers) and matmuls and
+// matmul_accumulates (GEMM calls);
 // a kiln.fusion is one kernel for all its members, except kind "gemm": one
 // GEMM call, its epilogue ops costing no kernel.
 //
@@ -26,7 +27,7 @@ namespace mlir::kiln {
 namespace {
 
 bool isKernel(Operation *op) {
-  if (isa<ReshapeOp, MatmulOp, YieldOp, func::ReturnOp>(op))
+  if (isa<ReshapeOp, MatmulOp, MatmulAccumulateOp, YieldOp, func::ReturnOp>(op))
     return false;
   if (auto constant = dyn_cast<ConstantOp>(op)) {
     auto value = constant->getAttrOfType<DenseElementsAttr>("value");
@@ -132,7 +133,7 @@ void printFusionReport(ModuleOp module, llvm::raw_ostream &os) {
       continue;
     unsigned fused = 0, unfused = 0, gemms = 0, fusions = 0, epilogues = 0;
     for (Operation &op : func.getBody().getOps()) {
-      if (isa<MatmulOp>(op))
+      if (isa<MatmulOp, MatmulAccumulateOp>(op))
         ++gemms;
       if (auto fusion = dyn_cast<FusionOp>(op)) {
         // A "gemm" kernel is a GEMM call: its epilogue ops cost no kernel.
