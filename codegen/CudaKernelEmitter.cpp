@@ -177,10 +177,12 @@ bool elementIndex32(const KernelGroup &group, int64_t n) {
 
 // The body of `group` (pointwise ops, then for a "sum" group its
 // whole-tensor reduce_sum) staged in lanes where canStageLanes allows, one
-// element per thread otherwise.
+// element per thread otherwise, over `w`'s buffers (declared here).
 FailureOr<PointwiseBody> buildElementBody(const KernelGroup &group,
-                                          const KernelSourceWriter &w, bool sum,
+                                          KernelSourceWriter &w, bool sum,
                                           bool &lanes) {
+  if (failed(w.declareBuffers()))
+    return failure();
   auto build = [&](StringRef lane) {
     return sum ? PointwiseBody::buildSum(group, w, "i", lane)
                : PointwiseBody::build(group, w, "i", lane);
@@ -196,8 +198,6 @@ FailureOr<PointwiseBody> buildElementBody(const KernelGroup &group,
 // lanes where the buffers allow (openElementLoop).
 FailureOr<CudaKernel> emitPointwiseGroup(const KernelGroup &group) {
   KernelSourceWriter w(group, KernelTarget::Cuda);
-  if (failed(w.declareBuffers()))
-    return failure();
   bool lanes = false;
   FailureOr<PointwiseBody> body = buildElementBody(group, w, /*sum=*/false, lanes);
   if (failed(body))
@@ -225,8 +225,6 @@ FailureOr<CudaKernel> emitSumGroup(const KernelGroup &group) {
   if (chains.size() > 1)
     return emitMultiSumGroup(group, chains);
   KernelSourceWriter w(group, KernelTarget::Cuda);
-  if (failed(w.declareBuffers()))
-    return failure();
   bool lanes = false;
   FailureOr<PointwiseBody> body = buildElementBody(group, w, /*sum=*/true, lanes);
   if (failed(body))
@@ -283,8 +281,6 @@ FailureOr<CudaKernel> emitMultiSumGroup(const KernelGroup &group,
   for (const KernelGroup &chain : chains) {
     // The chain's text over its own buffer names (in0, in1, ..., out0).
     KernelSourceWriter own(chain, KernelTarget::Cuda);
-    if (failed(own.declareBuffers()))
-      return failure();
     bool lanes = false;
     FailureOr<PointwiseBody> body = buildElementBody(chain, own, /*sum=*/true, lanes);
     if (failed(body))
