@@ -1,5 +1,8 @@
 //===- Fusion.cpp - Groups of kiln ops that become one kernel -------------===//
 //
+// Steps 1 and 1d (recompute in the reader) are in FusionRecompute.cpp; the
+// predicates saying what can be fused are in FusableOps.h.
+//
 // Algorithm, for each of @step, @update and @eval (single-block bodies):
 //  1. Cheap producers (splat constants, iota, broadcasts) read by several
 //     fusable ops are cloned in front of each fusable reader: recomputing
@@ -80,6 +83,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/FusableOps.h"
+#include "passes/FusionRecompute.h"
 #include "passes/FusionReport.h"
 #include "passes/Passes.h"
 
@@ -89,7 +94,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -103,81 +107,9 @@ namespace mlir::kiln {
 
 using namespace mlir;
 using namespace mlir::kiln;
+using namespace mlir::kiln::fusion;
 
 namespace {
-
-int64_t elementsOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getNumElements();
-}
-
-// A value rounded to a narrower float by a kiln.convert (a bf16 activation).
-// Step 1d recomputes only those: the rounding ends the recomputed chain, so
-// no FMA contraction can join its last op to the reader's (the reader would
-// then see another value than the one the forward stored).
-bool isNarrowing(Value value) {
-  auto convert = value.getDefiningOp<ConvertOp>();
-  return convert &&
-         cast<RankedTensorType>(convert.getType()).getElementTypeBitWidth() <
-             cast<RankedTensorType>(convert.getInput().getType())
-                 .getElementTypeBitWidth();
-}
-
-// Step 1d recomputes at most this many pointwise ops per backward read.
-constexpr size_t kMaxRecomputeOps = 8;
-
-bool isSplatConstant(Operation *op) {
-  auto constant = dyn_cast<ConstantOp>(op);
-  if (!constant)
-    return false;
-  auto value = constant->getAttrOfType<DenseElementsAttr>("value");
-  return value && value.isSplat();
-}
-
-// Ops codegen can emit as one scalar expression of a flat loop.
-bool isPointwise(Operation *op) {
-  if (op->getNumResults() != 1)
-    return false;
-  if (isa<BroadcastOp, IotaOp, CausalMaskOp>(op) || isSplatConstant(op))
-    return true;
-  Dialect *dialect = op->getDialect();
-  return op->hasTrait<OpTrait::Elementwise>() && dialect &&
-         dialect->getNamespace() == KilnDialect::getDialectNamespace();
-}
-
-// Producers cheaper to recompute in each reader's loop than to store. A
-// widening convert (bf16 -> f32) too: each reader then loads the bf16
-// activation itself, instead of an fp32 copy kept alive until the backward.
-bool isCheap(Operation *op) {
-  if (auto convert = dyn_cast<ConvertOp>(op))
-    return convert.getInput().getType().getElementType().isBF16() &&
-           convert.getType().getElementType().isF32();
-  return isSplatConstant(op) || isa<IotaOp, BroadcastOp>(op);
-}
-
-// The elements of a row op's row tensor (operand 0) that one iteration of
-// its row loop covers; nullopt for ops that are not row ops (reduce_sum is
-// one only over trailing dims with more than one output).
-std::optional<int64_t> rowLength(Operation *op) {
-  if (auto row = dyn_cast<RowOpInterface>(op))
-    return row.getRowLength();
-  if (auto sum = dyn_cast<ReduceSumOp>(op)) {
-    ArrayRef<int64_t> shape =
-        cast<RankedTensorType>(sum.getInput().getType()).getShape();
-    ArrayRef<int64_t> dims = sum.getDims();
-    int64_t rank = shape.size();
-    if (dims.empty() || elementsOf(sum.getResult()) <= 1)
-      return std::nullopt;
-    int64_t first = rank - static_cast<int64_t>(dims.size());
-    int64_t length = 1;
-    for (auto [j, d] : llvm::enumerate(dims)) {
-      if (d != first + static_cast<int64_t>(j))
-        return std::nullopt;
-      length *= shape[d];
-    }
-    return length;
-  }
-  return std::nullopt;
-}
 
 // Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
 // the same row loop.
@@ -265,8 +197,8 @@ public:
         maxKernelInputs(maxKernelInputs) {}
 
   void run() {
-    cloneCheapProducers();
-    recomputeInBackward();
+    cloneCheapProducers(block);
+    recomputeInBackward(func);
     gatherOptimizerUpdates();
     groupArgumentCopies();
     SmallVector<Operation *> ops;
@@ -293,123 +225,6 @@ public:
   }
 
 private:
-  // 1. One clone per fusable reader of a shared cheap producer.
-  void cloneCheapProducers() {
-    SmallVector<Operation *> cheap;
-    for (Operation &op : block.without_terminator())
-      if (isCheap(&op) && !op.hasOneUse() && !op.use_empty())
-        cheap.push_back(&op);
-    for (Operation *op : cheap) {
-      SmallVector<OpOperand *> fusable;
-      bool anyOther = false;
-      for (OpOperand &use : op->getUses()) {
-        Operation *user = use.getOwner();
-        if (isPointwise(user) || rowLength(user))
-          fusable.push_back(&use);
-        else
-          anyOther = true;
-      }
-      // In program order (then operand order), not use-list order: a
-      // module parsed from a dump lists uses in another order than the one
-      // built pass by pass, and the clones must come out the same (x * x of
-      // a widened x: which clone feeds which operand shows in the kernel).
-      llvm::stable_sort(fusable, [&](OpOperand *a, OpOperand *b) {
-        Operation *x = block.findAncestorOpInBlock(*a->getOwner());
-        Operation *y = block.findAncestorOpInBlock(*b->getOwner());
-        if (x != y)
-          return x->isBeforeInBlock(y);
-        return a->getOperandNumber() < b->getOperandNumber();
-      });
-      // The original stays with the first reader unless an unfusable op
-      // needs it anyway.
-      for (auto [i, use] : llvm::enumerate(fusable)) {
-        if (i == 0 && !anyOther)
-          continue;
-        OpBuilder builder(use->getOwner());
-        use->set(builder.clone(*op)->getResult(0));
-      }
-    }
-  }
-
-  // 1d. The pointwise ops that make `value` from values not made by forward
-  // pointwise ops (its inputs), operands first; false when more than
-  // kMaxRecomputeOps would be needed.
-  bool collectChain(Value value, const llvm::DenseSet<Operation *> &forward,
-                    llvm::SetVector<Operation *> &ops,
-                    llvm::SetVector<Value> &inputs) {
-    Operation *def = value.getDefiningOp();
-    if (!def || def->getBlock() != &block || !forward.contains(def) ||
-        !isPointwise(def)) {
-      inputs.insert(value);
-      return true;
-    }
-    if (ops.contains(def))
-      return true;
-    if (ops.size() >= kMaxRecomputeOps)
-      return false;
-    for (Value operand : def->getOperands())
-      if (!collectChain(operand, forward, ops, inputs))
-        return false;
-    ops.insert(def);
-    return true;
-  }
-
-  // Whether `value`'s buffer lives until `reader` runs (or later) anyway.
-  bool liveAt(Value value, Operation *reader,
-              const llvm::SetVector<Operation *> &chain) {
-    if (isa<BlockArgument>(value))
-      return true;
-    return llvm::any_of(value.getUsers(), [&](Operation *user) {
-      Operation *top = block.findAncestorOpInBlock(*user);
-      return top && !chain.contains(top) &&
-             (top == reader || reader->isBeforeInBlock(top));
-    });
-  }
-
-  void recomputeInBackward() {
-    if (func.getName() != kStepFunctionName)
-      return;
-    llvm::DenseSet<Operation *> forward = getForwardOps(func);
-    SmallVector<Operation *> readers;
-    for (Operation &op : block.without_terminator())
-      if (!forward.contains(&op) && (isPointwise(&op) || rowLength(&op)))
-        readers.push_back(&op);
-    for (Operation *reader : readers) {
-      for (OpOperand &use : reader->getOpOperands()) {
-        Operation *def = use.get().getDefiningOp();
-        if (!def || !forward.contains(def) || !isPointwise(def) ||
-            (isCheap(def) && !isa<ConvertOp>(def)))
-          continue;
-        llvm::SetVector<Operation *> chain;
-        llvm::SetVector<Value> inputs;
-        if (!collectChain(use.get(), forward, chain, inputs))
-          continue;
-        // The value the forward would keep for this reader: the value read,
-        // or what a widening reads (each reader widens its own copy).
-        Value kept = isCheap(def) ? def->getOperand(0) : use.get();
-        int64_t inputBytes = 0;
-        bool live = true;
-        for (Value input : inputs) {
-          live = live && liveAt(input, reader, chain);
-          inputBytes += tensorBytes(input);
-        }
-        if (!live || !chain.contains(kept.getDefiningOp()) ||
-            !isNarrowing(kept) || inputBytes > tensorBytes(kept))
-          continue;
-        OpBuilder builder(reader);
-        IRMapping mapping;
-        for (Operation *op : chain)
-          builder.clone(*op, mapping);
-        use.set(mapping.lookup(use.get()));
-        for (Operation *op : llvm::reverse(chain))
-          if (op->use_empty()) {
-            forward.erase(op);
-            op->erase();
-          }
-      }
-    }
-  }
-
   // 1b. Pure ops: moving an update up past ops it does not read keeps the
   // function's meaning.
   void gatherOptimizerUpdates() {
