@@ -19,6 +19,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/AttentionDispatch.h"
+#include "runtime/GemmAlgorithms.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/Status.h"
 #include "runtime/metrics/ScheduleProfile.h"
@@ -62,6 +63,8 @@ struct BackendOptions {
   // Overlapped collectives (CollectiveCall.overlap) run beside the entries
   // after them; false: each where the schedule puts it (--no-comm-overlap).
   bool commOverlap = true;
+  // CUDA: which of cuBLASLt's algorithms each GEMM runs (GemmAlgorithms.h).
+  GemmAlgorithms gemmAlgorithms = GemmAlgorithms::kHeuristic;
 };
 
 // Bytes written into a buffer from the host before a program runs.

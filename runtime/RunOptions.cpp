@@ -305,6 +305,15 @@ const std::vector<Flag> &flags() {
          KILN_ASSIGN_OR_RETURN(o.attention, parseAttentionDispatch(v));
          return okStatus();
        }},
+      {"--gemm-algos", "G",
+       "CUDA: which cuBLASLt algorithm each GEMM runs: heuristic (default:\n"
+       "the heuristic's first, as cuBLAS and PyTorch) or timed (up to 8 of the\n"
+       "heuristic's timed on the real buffers at the first step, the fastest\n"
+       "kept when 3% faster; kept in the kernel cache for later runs)",
+       true, [](RunOptions &o, const std::string &v) -> Status {
+         KILN_ASSIGN_OR_RETURN(o.gemmAlgorithms, parseGemmAlgorithms(v));
+         return okStatus();
+       }},
       {"--tf32", nullptr,
        "CUDA: run fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative\n"
        "error)", true, [](RunOptions &o, const std::string &) {

@@ -12,6 +12,7 @@
 #define KILN_RUNTIME_RUNOPTIONS_H
 
 #include "runtime/AttentionDispatch.h"
+#include "runtime/GemmAlgorithms.h"
 #include "runtime/LrSchedule.h"
 #include "runtime/Status.h"
 
@@ -78,6 +79,7 @@ struct RunOptions {
                              // default: the artifact's archs)
   bool tf32 = false;         // --tf32: fp32 GEMMs on TF32 tensor cores
   AttentionDispatch attention = AttentionDispatch::kAuto; // --attention auto|kiln|cudnn
+  GemmAlgorithms gemmAlgorithms = GemmAlgorithms::kHeuristic; // --gemm-algos
 };
 
 struct ParsedCommandLine {

@@ -324,13 +324,12 @@ Status TrainingRun::start() {
       console);
   const ComputePrecision precision = matmulPrecision(*artifact, options_.tf32);
 
-  KILN_ASSIGN_OR_RETURN(
-      session_, TrainingSession::create(std::move(artifact), options_.seed,
-                                        BackendOptions{options_.tf32, options_.attention,
-                                                       comm_.get(),
-                                                       comm_ ? &mesh_ : nullptr,
-                                                       env_.localRank,
-                                                       options_.commOverlap}));
+  BackendOptions backendOptions{options_.tf32,         options_.attention,
+                                comm_.get(),           comm_ ? &mesh_ : nullptr,
+                                env_.localRank,        options_.commOverlap};
+  backendOptions.gemmAlgorithms = options_.gemmAlgorithms;
+  KILN_ASSIGN_OR_RETURN(session_, TrainingSession::create(std::move(artifact), options_.seed,
+                                                          backendOptions));
   // The GPU's name picks its datasheet peak (the user's --peak-tflops wins).
   const std::string device = session_->backend().deviceName();
   const std::optional<std::string_view> gpu =

@@ -2,6 +2,9 @@
 
 #include "runtime/cuda/CublasLt.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace kiln::rt::cuda {
 
 #define KILN_STRINGIZE_EXPANDED(x) KILN_STRINGIZE(x)
@@ -159,10 +162,20 @@ StatusOr<std::unique_ptr<GemmPlan>>
 GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
                  size_t workspaceBytes, std::string where,
                  const ColumnMajorEpilogue &epilogue, CUdeviceptr bias,
-                 CUdeviceptr aux) {
+                 CUdeviceptr aux, int candidates) {
   std::unique_ptr<GemmPlan> plan(new GemmPlan(lt));
   plan->where_ = std::move(where);
   plan->beta_ = gemm.accumulate ? 1.0f : 0.0f;
+  auto matrix = [](const ColumnMajorMatrix &x) {
+    return detail::concat(x.rows, "x", x.cols, x.bf16 ? " bf16" : " f32", " ld ", x.ld,
+                          " stride ", x.stride);
+  };
+  plan->signature_ = detail::concat(
+      "m ", gemm.m, " n ", gemm.n, " k ", gemm.k, " batch ", gemm.batch, " op ",
+      gemm.transFirst ? "T" : "N", gemm.transSecond ? "T" : "N", " a ", matrix(gemm.first),
+      " b ", matrix(gemm.second), " c ", matrix(gemm.result), " beta ", plan->beta_,
+      " epilogue ", ltEpilogueName(epilogue.kind), epilogue.biasBf16 ? " bf16 bias" : "",
+      tf32 ? " tf32" : " fp32-compute");
   const std::string &w = plan->where_;
   if (gemm.batch > INT32_MAX)
     return invalidArgument(w, ": GEMM batch ", gemm.batch,
@@ -194,28 +207,50 @@ GemmPlan::create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
   cublasStatus_t set = lt.cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
       sizeof(maxWorkspace));
-  cublasLtMatmulHeuristicResult_t result{};
+  const int requested = std::max(candidates, 1);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(requested));
   int found = 0;
   cublasStatus_t heuristic =
       set != CUBLAS_STATUS_SUCCESS
           ? set
           : lt.cublasLtMatmulAlgoGetHeuristic(
                 lt.handle(), plan->desc_, plan->first_, plan->second_,
-                plan->result_, plan->result_, preference, 1, &result, &found);
+                plan->result_, plan->result_, preference, requested,
+                results.data(), &found);
   lt.cublasLtMatmulPreferenceDestroy(preference);
+  if (heuristic == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < std::min(found, requested); ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+          results[i].workspaceSize <= workspaceBytes)
+        plan->algos_.push_back(results[i].algo);
   // No algorithm: NOT_SUPPORTED from the heuristic (what cuBLASLt returns
   // for a combination it has no kernel for) or an empty result. Unavailable,
   // so that the caller may plan the GEMM without its epilogue instead.
   if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (heuristic == CUBLAS_STATUS_SUCCESS &&
-       (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)))
+      (heuristic == CUBLAS_STATUS_SUCCESS && plan->algos_.empty()))
     return unavailable(w, ": cuBLASLt has no algorithm for this GEMM (m=",
                        gemm.m, " n=", gemm.n, " k=", gemm.k, " batch=",
                        gemm.batch, ", column-major view, epilogue ",
                        ltEpilogueName(epilogue.kind), ")");
   KILN_RETURN_IF_ERROR(lt.check(heuristic, "cublasLtMatmulAlgoGetHeuristic", w));
-  plan->algo_ = result.algo;
   return plan;
+}
+
+std::string GemmPlan::algorithmText(size_t index) const {
+  std::string text;
+  char word[17];
+  for (uint64_t value : algos_[index].data) {
+    std::snprintf(word, sizeof(word), "%016llx", static_cast<unsigned long long>(value));
+    text += word;
+  }
+  return text;
+}
+
+std::optional<size_t> GemmPlan::findAlgorithm(const std::string &text) const {
+  for (size_t i = 0; i < algos_.size(); ++i)
+    if (algorithmText(i) == text)
+      return i;
+  return std::nullopt;
 }
 
 GemmPlan::~GemmPlan() {
@@ -229,9 +264,9 @@ GemmPlan::~GemmPlan() {
     lt_.cublasLtMatmulDescDestroy(desc_);
 }
 
-Status GemmPlan::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                     CUdeviceptr workspace, size_t workspaceBytes,
-                     CUstream stream) const {
+Status GemmPlan::runCandidate(size_t index, CUdeviceptr a, CUdeviceptr b,
+                              CUdeviceptr c, CUdeviceptr workspace,
+                              size_t workspaceBytes, CUstream stream) const {
   const float alpha = 1.0f;
   // cuBLAS' first operand is the artifact's B, its second the artifact's A
   // (GemmLayout.h); C is both the input (read only when beta = 1) and the
@@ -241,7 +276,7 @@ Status GemmPlan::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
                          reinterpret_cast<const void *>(b), first_,
                          reinterpret_cast<const void *>(a), second_, &beta_,
                          reinterpret_cast<const void *>(c), result_,
-                         reinterpret_cast<void *>(c), result_, &algo_,
+                         reinterpret_cast<void *>(c), result_, &algos_[index],
                          reinterpret_cast<void *>(workspace), workspaceBytes,
                          stream),
       "cublasLtMatmul", where_);

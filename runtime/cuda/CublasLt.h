@@ -6,6 +6,9 @@
 // cuBLASLt's heuristic picks for the shared workspace, so a step only calls
 // cublasLtMatmul (which a CUDA graph can capture); a GemmCall's epilogue
 // (bias, GELU, their gradients) is a cuBLASLt epilogue of the same call.
+// A plan may keep several of the heuristic's algorithms (its candidates,
+// best first) so that kiln-run --gemm-algos=timed can time them on the
+// device and keep the fastest (GemmTuning.cpp).
 // Only runtime/cuda/*.cpp
 // include this header: it pulls in cublasLt.h.
 //
@@ -22,7 +25,9 @@
 #include <cuda.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::rt::cuda {
 
@@ -66,7 +71,8 @@ private:
 // CUBLASLT_EPILOGUE_<name> of `kind` ("GELU_AUX_BIAS"), for messages.
 const char *ltEpilogueName(LtEpilogue kind);
 
-// One GemmCall made ready to run: descriptors and the chosen algorithm.
+// One GemmCall made ready to run: descriptors, the heuristic's candidate
+// algorithms and the chosen one (the heuristic's first until choose()).
 // create() fails with kUnavailable when cuBLASLt has no algorithm for it.
 class GemmPlan {
 public:
@@ -75,19 +81,40 @@ public:
   // CUBLAS_COMPUTE_32F_FAST_TF32 instead of full fp32.
   // `epilogue` (GemmLayout.h) with the device addresses of its bias and
   // aux buffers (0 when it has none): fixed for the arena's lifetime, so
-  // they are descriptor attributes set here.
+  // they are descriptor attributes set here. `candidates` (>= 1): how many
+  // of the heuristic's algorithms to keep, each within `workspaceBytes`.
   static StatusOr<std::unique_ptr<GemmPlan>>
   create(const CublasLt &lt, const ColumnMajorGemm &gemm, bool tf32,
          size_t workspaceBytes, std::string where,
          const ColumnMajorEpilogue &epilogue = {}, CUdeviceptr bias = 0,
-         CUdeviceptr aux = 0);
+         CUdeviceptr aux = 0, int candidates = 1);
   ~GemmPlan();
 
-  // C = op(A) op(B) (C += it when the GEMM accumulates) on `stream`;
-  // pointers are the device addresses of the GemmCall's a, b and c buffers.
+  // C = op(A) op(B) (C += it when the GEMM accumulates) on `stream` with the
+  // chosen algorithm; pointers are the device addresses of the GemmCall's
+  // a, b and c buffers.
   Status run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
              CUdeviceptr workspace, size_t workspaceBytes,
-             CUstream stream) const;
+             CUstream stream) const {
+    return runCandidate(chosen_, a, b, c, workspace, workspaceBytes, stream);
+  }
+  // The same with candidate `index` (< candidates()).
+  Status runCandidate(size_t index, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                      CUdeviceptr workspace, size_t workspaceBytes,
+                      CUstream stream) const;
+
+  size_t candidates() const { return algos_.size(); }
+  size_t chosen() const { return chosen_; }
+  void choose(size_t index) { chosen_ = index; }
+  // Candidate `index`'s opaque algorithm as hex (cublasLtMatmulAlgo_t's
+  // words), and the index of a candidate with that text, if any: what the
+  // tuning cache stores and finds again.
+  std::string algorithmText(size_t index) const;
+  std::optional<size_t> findAlgorithm(const std::string &text) const;
+  bool accumulates() const { return beta_ != 0.0f; }
+  // What makes two GEMMs alike for cuBLASLt (shapes, layouts, types,
+  // transposes, epilogue, compute type), as text: the tuning cache's key.
+  const std::string &signature() const { return signature_; }
 
 private:
   explicit GemmPlan(const CublasLt &lt) : lt_(lt) {}
@@ -95,7 +122,9 @@ private:
   std::string where_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, result_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
+  std::vector<cublasLtMatmulAlgo_t> algos_; // the heuristic's order
+  size_t chosen_ = 0;
+  std::string signature_;
   float beta_ = 0.0f; // 1 when the GEMM adds into C (accumulate)
 };
 

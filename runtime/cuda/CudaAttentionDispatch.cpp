@@ -4,6 +4,8 @@
 // carry a cudnn_attention get a cuDNN plan under --attention=auto|cudnn, the
 // key-length clamp and empty-sample fix-ups around it (CudnnEmptyKeys.h),
 // and, under auto, both are timed on the first run and the faster is kept.
+// That first run (decideCalls) also times the GEMMs' algorithms under
+// --gemm-algos=timed (GemmTuning.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -234,7 +236,7 @@ Status CudaBackend::Impl::planCudnnAttention() {
   return okStatus();
 }
 
-Status CudaBackend::Impl::decideAttention(ProgramKind kind) {
+Status CudaBackend::Impl::decideCalls(ProgramKind kind) {
   DeviceProgram &program = programs[static_cast<int>(kind)];
   const CudaDriver &d = *driver;
   // Host timing around a synchronized stream: a few reps after a warm-up
@@ -272,10 +274,13 @@ Status CudaBackend::Impl::decideAttention(ProgramKind kind) {
   // the synchronization after it, on the host clock, the timing reps in the
   // gaps between.
   TraceRecorder *traced = trace && trace->active() ? trace : nullptr;
+  GemmTuningTally gemmTally;
   double programStart = traced ? traced->now() : 0;
   for (size_t i = 0; i < program.calls.size(); ++i) {
     DeviceCall &call = program.calls[i];
-    if (call.undecided) {
+    if (call.undecided && call.gemm) {
+      KILN_RETURN_IF_ERROR(tuneGemm(call, gemmTally));
+    } else if (call.undecided) {
       KILN_ASSIGN_OR_RETURN(double kernelMs, timeMs(call, false));
       StatusOr<double> cudnnMs = timeMs(call, true);
       call.undecided = false;
@@ -308,12 +313,14 @@ Status CudaBackend::Impl::decideAttention(ProgramKind kind) {
   }
   if (traced)
     traced->program(kind, programStart, traced->now(),
-                    "host clock: the first run, attention timed against cuDNN");
+                    "host clock: the first run, attention timed against cuDNN and "
+                    "GEMM algorithms timed");
   for (const Tally &t : tallies)
     note(detail::concat(program.name, ": ", t.what, ", ", t.calls, " calls: cuDNN ",
                         t.cudnnMs / t.calls, " ms, generated ", t.kernelMs / t.calls,
                         " ms (mean) -> cuDNN for ", t.cudnnChosen, ", generated for ",
                         t.calls - t.cudnnChosen));
+  KILN_RETURN_IF_ERROR(finishGemmTuning(program, gemmTally));
   program.undecided = false;
   return eager ? okStatus() : capture(program);
 }

@@ -304,6 +304,9 @@ Status CudaBackend::Impl::resolvePrograms() {
       }
       call.where = detail::concat(dp.name, " entry ", i, " (GEMM at ", location, ")");
       KILN_RETURN_IF_ERROR(planGemm(call, *step.op_as_GemmCall(), location, fallbacks));
+      call.gemmResultBytes = bytes(step.op_as_GemmCall()->c());
+      if (call.gemm->candidates() > 1)
+        call.undecided = dp.undecided = true; // timed at the first run
     }
   }
   // Said once per run: slower than the fused epilogue, never wrong.
@@ -370,9 +373,11 @@ Status CudaBackend::Impl::planGemm(DeviceCall &call, const schema::GemmCall &g,
   ColumnMajorEpilogue epilogue = toColumnMajorEpilogue(g, layout.result.bf16);
   CUdeviceptr bias = g.bias() >= 0 ? devicePointer(g.bias()) : 0;
   CUdeviceptr aux = g.aux() >= 0 ? devicePointer(g.aux()) : 0;
+  const int candidates =
+      options.gemmAlgorithms == GemmAlgorithms::kTimed ? kGemmCandidates : 1;
   StatusOr<std::unique_ptr<GemmPlan>> plan =
       GemmPlan::create(*cublas, layout, options.tf32, kGemmWorkspaceBytes,
-                       call.where, epilogue, bias, aux);
+                       call.where, epilogue, bias, aux, candidates);
   if (plan.ok() || epilogue.kind == LtEpilogue::Default ||
       plan.status().code() != StatusCode::kUnavailable) {
     KILN_ASSIGN_OR_RETURN(call.gemm, std::move(plan));
@@ -382,7 +387,8 @@ Status CudaBackend::Impl::planGemm(DeviceCall &call, const schema::GemmCall &g,
   // formulas as Kiln kernels on the same stream.
   KILN_ASSIGN_OR_RETURN(call.gemm,
                         GemmPlan::create(*cublas, layout, options.tf32,
-                                         kGemmWorkspaceBytes, call.where));
+                                         kGemmWorkspaceBytes, call.where, {}, 0, 0,
+                                         candidates));
   const CudaDriver &d = *driver;
   if (!epilogueModule) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Nvrtc> nvrtc, Nvrtc::load());
@@ -517,15 +523,15 @@ CudaBackend::create(const Artifact &artifact, const BackendOptions &options) {
   KILN_RETURN_IF_ERROR(impl->resolvePrograms());
   if (impl->nccl && (options.communicator ? options.communicator->rank() : 0) == 0)
     // Once per run, as the other choices made at start-up.
-    std::fprintf(stderr, "kiln-run: collectives: %s over %d rank%s, on the step's stream%s\n",
-                 impl->nccl->describe().c_str(), artifact.ranks(),
+    std::fprintf(stderr, "kiln-run: collectives: %s over %lld rank%s, on the step's stream%s\n",
+                 impl->nccl->describe().c_str(), static_cast<long long>(artifact.ranks()),
                  artifact.ranks() == 1 ? "" : "s",
                  impl->commStream ? " (gradient buckets on a stream of their own, beside "
                                     "the backward)"
                                   : "");
   KILN_RETURN_IF_ERROR(impl->planCudnnAttention());
   // A program with an undecided attention call is captured after its first
-  // run (decideAttention), with the faster of the two in it.
+  // run (decideCalls), with the faster of the two in it.
   if (!impl->eager)
     for (DeviceProgram &program : impl->programs)
       if (program.present && !program.undecided)

@@ -79,7 +79,10 @@ struct DeviceCall {
   long long batch = 0;
   int kvLen = 0;
   bool useCudnn = false;
+  // Decided at the program's first run: cuDNN or the kernel (attention
+  // under --attention=auto), or the GEMM's algorithm (--gemm-algos=timed).
   bool undecided = false;
+  size_t gemmResultBytes = 0; // GemmCall: bytes of C (a scratch C for timing)
   // CollectiveCall: its buffers, all-reduced in place through NCCL; or a
   // reduce-scatter, all-gather (NCCL) or local shard (a device copy) from
   // collective[0] into collective[1].
@@ -103,6 +106,14 @@ struct DeviceProgram {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   bool undecided = false; // a call is undecided: capture after the first run
+};
+
+// --gemm-algos=timed at one program's first run (GemmTuning.cpp).
+struct GemmTuningTally {
+  int timed = 0, changed = 0, cached = 0, skipped = 0;
+  double heuristicMs = 0, chosenMs = 0; // summed over the timed GEMMs
+  // The largest gains: (ms saved, what) of the changed GEMMs.
+  std::vector<std::pair<double, std::string>> gains;
 };
 
 // The whole training step (Backend::runTrainingStep) as one CUDA graph: the
@@ -132,6 +143,15 @@ struct CudaBackend::Impl {
   std::unique_ptr<Cudnn> cudnn;      // only when an attention call may use it
   CUdeviceptr cudnnWorkspace = 0;    // outside the arena: shared by the cuDNN plans
                                      // whose reservation is too small (one stream)
+  // --gemm-algos=timed: the choices of earlier runs on this machine
+  // (signature -> algorithm, GemmTuning.cpp), loaded at the first decision;
+  // `gemmChoicesAdded` when this run added some to save.
+  std::map<std::string, std::string> gemmChoices;
+  bool gemmChoicesLoaded = false, gemmChoicesAdded = false;
+  // A C for timing an accumulating GEMM's candidates (they add into C), freed
+  // after the program's first run; 0 when none.
+  CUdeviceptr tuningScratch = 0;
+  size_t tuningScratchBytes = 0;
   std::vector<CUdeviceptr> seqLenBuffers; // [B] i32 q_len per padding plan
   CUdevice device = 0;
   CUcontext context = nullptr;
@@ -209,10 +229,18 @@ struct CudaBackend::Impl {
   Status planEmptyKeys(DeviceCall &call, const schema::CudnnAttention &a);
   // cuDNN plans for the calls with a cudnn_attention (--attention).
   Status planCudnnAttention();
-  // Times the kernel and cuDNN for each undecided call of the program on the
-  // real buffers, keeps the faster, runs the program once (in the trace when
-  // the step is traced, marked as host-timed).
-  Status decideAttention(ProgramKind kind);
+  // Times the kernel and cuDNN for each undecided attention call of the
+  // program on the real buffers, keeps the faster, runs the program once (in
+  // the trace when the step is traced, marked as host-timed).
+  // And for undecided GEMMs, tuneGemm. Then captures the program.
+  Status decideCalls(ProgramKind kind);
+  // --gemm-algos=timed for one GEMM: its choice from gemmChoices, else its
+  // candidates timed on its buffers (an accumulating one on tuningScratch),
+  // the fastest chosen when it beats the first by kGemmTimedMargin.
+  Status tuneGemm(DeviceCall &call, GemmTuningTally &tally);
+  // After a program's first run: the tally on stderr, new choices saved,
+  // the scratch freed.
+  Status finishGemmTuning(const DeviceProgram &program, const GemmTuningTally &tally);
   Status capture(DeviceProgram &program);
   // Captures `plan` (whose shape is `key`) as stepGraph.
   Status captureStep(const TrainingStepPlan &plan, std::vector<int64_t> key);

@@ -223,7 +223,7 @@ Status CudaBackend::run(ProgramKind kind) {
     return failedPrecondition("the artifact has no '", program.name, "' program");
   nvtx::ScopedRange range(program.name);
   if (program.undecided) {
-    KILN_RETURN_IF_ERROR(m.decideAttention(kind));
+    KILN_RETURN_IF_ERROR(m.decideCalls(kind));
   } else if (m.timed()) {
     KILN_RETURN_IF_ERROR(m.runProfiled(kind));
   } else if (m.eager) {

@@ -15,6 +15,10 @@
 // every operand in device memory (else INVALID_VALUE, naming it on stderr).
 // KILN_SIM_CUBLASLT_NO_EPILOGUES=1 makes the heuristic refuse every
 // epilogue (NOT_SUPPORTED), as a cuBLASLt without those kernels would.
+// The heuristic offers kSimAlgorithms algorithms (KILN_SIM_CUBLASLT_ALGOS=N
+// sets how many), all computing the same D; KILN_SIM_CUBLASLT_SLOW_ALGO=I
+// makes the I-th (from 0) sleep kSlowAlgorithmMs per call, so a test can
+// see the runtime time them and keep a faster one (--gemm-algos=timed).
 // Not simulated, refused with NOT_SUPPORTED and a line on stderr where a real
 // cuBLASLt might run them: other types, ReLU epilogues, device pointer modes,
 // other orders and batch modes, FP8 scaling, fill modes. No alignment or
@@ -26,6 +30,8 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -33,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -49,6 +56,18 @@ namespace {
 
 constexpr uint64_t kHandleTag = 0x4b696c6e53696d48ull; // "KilnSimH"
 constexpr uint64_t kAlgoTag = 0x4b696c6e53696d41ull;   // "KilnSimA"
+constexpr int kSimAlgorithms = 3;
+constexpr int kSlowAlgorithmMs = 5;
+
+// An integer environment variable, `fallback` when unset or not a number.
+int envInt(const char *name, int fallback) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return fallback;
+  char *end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  return *end == '\0' ? static_cast<int>(value) : fallback;
+}
 
 // cublasLtMatrixLayoutAttribute_t's values, each field of the attribute's
 // documented type (its size is what SetAttribute accepts). ORDER,
@@ -738,13 +757,18 @@ KILN_SIM_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
       none && std::strcmp(none, "1") == 0 &&
       g.desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  cublasLtMatmulHeuristicResult_t &result = heuristicResultsArray[0];
-  std::memset(&result, 0, sizeof(result));
-  result.algo.data[0] = kAlgoTag; // cublasLtMatmul ignores the algorithm
-  result.workspaceSize = 0;
-  result.state = CUBLAS_STATUS_SUCCESS;
-  result.wavesCount = 1.0f;
-  *returnAlgoCount = 1;
+  const int offered = std::max(1, envInt("KILN_SIM_CUBLASLT_ALGOS", kSimAlgorithms));
+  const int count = std::min(requestedAlgoCount, offered);
+  for (int i = 0; i < count; ++i) {
+    cublasLtMatmulHeuristicResult_t &result = heuristicResultsArray[i];
+    std::memset(&result, 0, sizeof(result));
+    result.algo.data[0] = kAlgoTag; // every algorithm computes the same D
+    result.algo.data[1] = static_cast<uint64_t>(i);
+    result.workspaceSize = 0;
+    result.state = CUBLAS_STATUS_SUCCESS;
+    result.wavesCount = 1.0f;
+  }
+  *returnAlgoCount = count;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -758,7 +782,6 @@ KILN_SIM_EXPORT cublasStatus_t cublasLtMatmul(
     const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
     cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
     void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
-  (void)algo;
   if (!validHandle(lightHandle))
     return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!computeDesc || !Adesc || !Bdesc || !Ddesc || !alpha || !beta)
@@ -785,9 +808,14 @@ KILN_SIM_EXPORT cublasStatus_t cublasLtMatmul(
     return CUBLAS_STATUS_INVALID_VALUE;
   // Batch entries run in order: with a zero bias or aux batch stride the
   // last entry's outputs remain, where a GPU's order is unspecified.
+  const bool slow = algo && algo->data[0] == kAlgoTag &&
+                    static_cast<int64_t>(algo->data[1]) ==
+                        envInt("KILN_SIM_CUBLASLT_SLOW_ALGO", -1);
   CUresult queued = kiln::sim::enqueue(
       stream,
-      [g] {
+      [g, slow] {
+        if (slow)
+          std::this_thread::sleep_for(std::chrono::milliseconds(kSlowAlgorithmMs));
         for (int32_t entry = 0; entry < g.d.batchCount; ++entry)
           runBatchEntry(g, entry);
       },

@@ -49,6 +49,9 @@
 # CUDA events, in steps.log); chunks (Llama-3 1.2B bf16 [16, 2048] with the
 # fused classifier's old 1,024-row chunks, to read against the llama step's
 # 2,048: the dw GEMM's fp32 sum traffic, RESULTS.md 2026-11-27 session 15);
+# gemm-algos (GPT-2 and Llama-3 bf16 with kiln-run --gemm-algos=timed: the
+# GEMMs whose timed algorithm beats cuBLASLt's heuristic, and the median step
+# to read against the gpt2 and llama steps'; tiny_gpt bf16 on the simulator);
 # remat (Llama-3 1.2B step time and memory under
 # recompute: a 40 GiB budget at [16, 2048], a 78 GiB budget and full
 # recompute at [64, 2048], tools/bench/remat_bench.sh); cudnn (cuDNN against
@@ -57,7 +60,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,56p' "$0" >&2; exit 2; }
+usage() { sed -n '2,59p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -363,11 +366,41 @@ chunks() {
   "$kiln_run" "$dir/artifacts/llama-chunks1024.kart" --quiet --steps 6 \
     --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" \
     --metrics "$out_tmp/chunks.jsonl"
-  python3 - "$out_tmp/chunks.jsonl" <<'PY'
+  median_step "$out_tmp/chunks.jsonl" "1024-row chunks"
+}
+
+# The median step_ms of a --metrics file after its first 2 steps.
+median_step() {
+  python3 - "$1" "$2" <<'PY'
 import json, statistics, sys
 ms = [json.loads(l)["step_ms"] for l in open(sys.argv[1]) if "step_ms" in l][2:]
-print(f"1024-row chunks: median step {statistics.median(ms):.2f} ms over {len(ms)} steps after 2")
+print(f"{sys.argv[2]}: median step {statistics.median(ms):.2f} ms over {len(ms)} steps after 2")
 PY
+}
+
+# GEMM algorithms timed on the device (kiln-run --gemm-algos=timed, its
+# choices into this run's kernel cache): GPT-2 and Llama-3 bf16 for 6 steps,
+# the gains kiln-run prints and the median step against the gpt2 and llama
+# steps' (cuBLASLt's heuristic); tiny_gpt bf16 on the simulator.
+gemm_algos() {
+  if [ "${KILN_GPU_CHECK_SIM:-0}" = 1 ]; then
+    local run_args
+    run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3)
+    # shellcheck disable=SC2086
+    "$kiln_run" "$dir/artifacts/tiny-bf16.kart" $run_args --gemm-algos=timed --quiet
+    return
+  fi
+  local name shard
+  for name in gpt2 llama3_1b; do
+    if [ $name = gpt2 ]; then
+      shard=$(ls "$dir"/artifacts/random_tokens_50257.bin)
+    else
+      shard=$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)
+    fi
+    "$kiln_run" "$(ls "$dir"/artifacts/$name-cuda-bf16-*.kart | head -1)" --quiet --steps 6 \
+      --gemm-algos=timed --data "$shard" --metrics "$out_tmp/$name-timed.jsonl"
+    median_step "$out_tmp/$name-timed.jsonl" "$name, --gemm-algos=timed"
+  done
 }
 
 # Where the step's time goes on this GPU: kiln-run --profile (CUDA events per
@@ -413,7 +446,8 @@ run_checks() {
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
   export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager sanitizer memory profile chunks nccl nccl_from_torch
+  export -f probe warm_up parity graph_eager sanitizer memory profile chunks nccl nccl_from_torch \
+    median_step gemm_algos
 
   step probe 30 probe
   if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
@@ -444,9 +478,11 @@ run_checks() {
   step profile 120 profile
   if [ "$sim" = 1 ]; then
     skip chunks "simulator: needs a GPU"
+    step gemm-algos 60 gemm_algos
     skip remat "simulator: needs a GPU"
   else
     step chunks 90 chunks
+    step gemm-algos 120 gemm_algos
     # The cases the llama step and earlier sessions do not give (no
     # recompute at [16, 2048] is the llama step's; PyTorch's checkpointing
     # was measured on 2026-11-26): five cases and torch overran 240 s twice.
