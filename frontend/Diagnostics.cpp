@@ -14,8 +14,9 @@ namespace kiln {
 SourceFile::SourceFile(std::string path, std::string text)
     : path_(std::move(path)), text_(std::move(text)) {
   lineStarts_.push_back(0);
+  // Lines end at "\n", "\r\n" or a lone "\r" (as the lexer counts them).
   for (uint32_t i = 0, e = text_.size(); i < e; ++i)
-    if (text_[i] == '\n')
+    if (text_[i] == '\n' || (text_[i] == '\r' && (i + 1 == e || text_[i + 1] != '\n')))
       lineStarts_.push_back(i + 1);
 }
 

@@ -103,7 +103,10 @@ static bool isIdentChar(char c) {
 void Lexer::advance() {
   if (pos_ >= text_.size())
     return;
-  if (text_[pos_] == '\n') {
+  // A line ends at '\n', or at a '\r' not followed by one (old Mac files);
+  // SourceFile's line starts count the same way.
+  if (text_[pos_] == '\n' ||
+      (text_[pos_] == '\r' && (pos_ + 1 == text_.size() || text_[pos_ + 1] != '\n'))) {
     ++line_;
     col_ = 1;
   } else {
@@ -116,7 +119,7 @@ void Lexer::skipSpaceAndComments() {
   while (pos_ < text_.size()) {
     char c = peek();
     if (c == '#') {
-      while (pos_ < text_.size() && peek() != '\n')
+      while (pos_ < text_.size() && peek() != '\n' && peek() != '\r')
         advance();
     } else if (std::isspace((unsigned char)c)) {
       advance();

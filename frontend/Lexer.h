@@ -74,7 +74,12 @@ struct Token {
 class Lexer {
 public:
   Lexer(const SourceFile &file, DiagnosticPrinter &diag)
-      : text_(file.text()), diag_(diag) {}
+      : text_(file.text()), diag_(diag) {
+    // A UTF-8 byte order mark (what some Windows editors write first) is
+    // not part of the text; columns count from after it.
+    if (text_.compare(0, 3, "\xEF\xBB\xBF") == 0)
+      pos_ = 3;
+  }
 
   /// Returns the next token; a malformed one is reported and returned as
   /// TokenKind::Error.

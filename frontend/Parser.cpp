@@ -64,6 +64,17 @@ std::optional<ModuleAST> parseModelFile(const SourceFile &file,
   return parser.parseModule();
 }
 
+bool Parser::checkUnfinishedLine() {
+  if (!tok_.is(TokenKind::Equal) || !prev_.is(TokenKind::Identifier) ||
+      prev_.loc.line <= beforePrev_.loc.line)
+    return true;
+  return fail(beforePrev_.loc,
+              "expected an operand after '" + beforePrev_.text + "' at the end of line " +
+                  std::to_string(beforePrev_.loc.line) + "; '" + prev_.text +
+                  "' on the next line was read as it, and the '=' after it cannot continue "
+                  "the expression (is this line unfinished?)");
+}
+
 bool Parser::canNest(SourceLoc loc) {
   if (!nesting_.atLimit())
     return true;
@@ -174,7 +185,7 @@ bool Parser::parseConfig(ModuleAST &m) {
       !expect(TokenKind::Equal, "'=' after the config name"))
     return false;
   c.value = parseExpr();
-  if (!c.value)
+  if (!c.value || !checkUnfinishedLine())
     return false;
   m.configs.push_back(std::move(c));
   return true;
@@ -348,7 +359,7 @@ bool Parser::parseStmt(std::vector<Stmt> &out) {
       return false;
   }
   s.value = parseExpr();
-  if (!s.value)
+  if (!s.value || !checkUnfinishedLine())
     return false;
   out.push_back(std::move(s));
   return true;
@@ -644,6 +655,10 @@ ExprPtr Parser::parsePower() {
   ExprPtr base = parsePostfix();
   if (!base || !tok_.is(TokenKind::StarStar))
     return base;
+  // a ** b ** c is a ** (b ** c): each link nests one level deeper.
+  if (!canNest(tok_.loc))
+    return nullptr;
+  RecursionDepth::Scope level(nesting_);
   auto e = std::make_unique<Expr>(Expr::Kind::Binary, tok_.loc);
   e->op = '^';
   consume();
@@ -727,6 +742,10 @@ ExprPtr Parser::parsePrimary() {
     return checkDepth(std::move(e));
   }
   case TokenKind::KwRepeat: {
+    // The count is an expression and may itself be a `repeat`.
+    if (!canNest(loc))
+      return nullptr;
+    RecursionDepth::Scope level(nesting_);
     auto e = std::make_unique<Expr>(Expr::Kind::Repeat, loc);
     consume();
     ExprPtr count = parseUnary();
@@ -750,7 +769,14 @@ ExprPtr Parser::parsePrimary() {
     return checkDepth(std::move(e));
   }
   default:
-    fail(loc, "expected an expression, found " + describeCurrent());
+    // A line that ends where an operand is due: say so there, not at the
+    // next line's first token.
+    if (prev_.loc.isValid() && loc.line > prev_.loc.line)
+      fail(prev_.loc, "expected an expression after '" + prev_.text + "' at the end of line " +
+                          std::to_string(prev_.loc.line) + ", found " + describeCurrent() +
+                          (tok_.is(TokenKind::Eof) ? "" : " on line " + std::to_string(loc.line)));
+    else
+      fail(loc, "expected an expression, found " + describeCurrent());
     return nullptr;
   }
 }

@@ -36,7 +36,16 @@ public:
 
 private:
   // Token stream.
-  void consume() { tok_ = lexer_.next(); }
+  void consume() {
+    beforePrev_ = std::move(prev_);
+    prev_ = std::move(tok_);
+    tok_ = lexer_.next();
+  }
+  /// After a statement's expression: an '=' next, with the expression's
+  /// last token alone at the start of a later line than the operator before
+  /// it, means that line ended unfinished (`x = a +` then `y = ...`): says
+  /// so at that operator and returns false.
+  bool checkUnfinishedLine();
   bool consumeIf(TokenKind k) {
     if (!tok_.is(k))
       return false;
@@ -98,6 +107,7 @@ private:
   RecursionDepth nesting_{kMaxNesting};
   DiagnosticPrinter &diag_;
   Token tok_;
+  Token prev_, beforePrev_; // the two tokens before tok_ (checkUnfinishedLine)
   bool failed_ = false;
 };
 

@@ -111,6 +111,9 @@ using namespace mlir::kiln::fusion;
 
 namespace {
 
+// The most ops one fused kernel holds (whyNot).
+constexpr size_t kMaxKernelOps = 512;
+
 // Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
 // the same row loop.
 bool hasRowEpilogue(Operation *op) {
@@ -308,6 +311,16 @@ private:
   // every value of theirs read outside must be read after `consumer`, and a
   // pointwise or row kernel reads at most maxKernelInputs buffers.
   std::string whyNot(ArrayRef<Group *> candidates, Operation *consumer) {
+    // A bound on a kernel's ops keeps this test, which walks the candidates'
+    // ops, from making the pass quadratic in a long chain (and the kernel's
+    // source from growing without end); real kernels hold a few dozen.
+    size_t ops = 1;
+    for (Group *group : candidates)
+      ops += group->ops.size();
+    if (ops > kMaxKernelOps)
+      return ("the kernel would hold " + Twine(ops) + " ops, more than " +
+              Twine(kMaxKernelOps))
+          .str();
     auto inside = [&](Operation *op) {
       return op == consumer ||
              llvm::any_of(candidates,

@@ -77,11 +77,13 @@ constexpr size_t kMaxRecomputeOps = 8;
 
 // 1d. The pointwise ops that make `value` from values not made by forward
 // pointwise ops (its inputs), operands first; false when more than
-// kMaxRecomputeOps would be needed.
+// kMaxRecomputeOps would be needed. `depth` counts the ops above `value` on
+// the way down, so a long chain stops at that bound too (the ops are
+// inserted on the way back up).
 bool collectChain(Block &block, Value value,
                   const llvm::DenseSet<Operation *> &forward,
                   llvm::SetVector<Operation *> &ops,
-                  llvm::SetVector<Value> &inputs) {
+                  llvm::SetVector<Value> &inputs, size_t depth = 0) {
   Operation *def = value.getDefiningOp();
   if (!def || def->getBlock() != &block || !forward.contains(def) ||
       !isPointwise(def)) {
@@ -90,10 +92,10 @@ bool collectChain(Block &block, Value value,
   }
   if (ops.contains(def))
     return true;
-  if (ops.size() >= kMaxRecomputeOps)
+  if (ops.size() >= kMaxRecomputeOps || depth >= kMaxRecomputeOps)
     return false;
   for (Value operand : def->getOperands())
-    if (!collectChain(block, operand, forward, ops, inputs))
+    if (!collectChain(block, operand, forward, ops, inputs, depth + 1))
       return false;
   ops.insert(def);
   return true;
