@@ -171,9 +171,19 @@ Artifact::loadBytes(std::vector<uint8_t> bytes, std::string displayName) {
   // The integrity trailer: any flipped byte is caught here, before the
   // structure and contents are read (runtime/schema/ArtifactChecksum.h).
   uint64_t stored = 0;
-  if (!schema::readChecksumTrailer(bytes.data(), bytes.size(), stored))
+  if (!schema::readChecksumTrailer(bytes.data(), bytes.size(), stored)) {
+    // A trailer before the end: bytes were appended, not lost.
+    const char *magic = schema::kChecksumMagic;
+    auto last = std::find_end(bytes.begin(), bytes.end(), magic,
+                              magic + sizeof(schema::kChecksumMagic));
+    size_t end = static_cast<size_t>(last - bytes.begin()) + schema::kChecksumTrailerBytes;
+    if (last != bytes.end() && end < bytes.size())
+      return dataLoss(prefix, bytes.size() - end,
+                      " stray bytes follow the checksum trailer that ends every "
+                      "artifact; something appended to the file after kilnc wrote it");
     return dataLoss(prefix, "truncated (the checksum trailer kilnc writes at "
                             "the end of every artifact is missing)");
+  }
   bytes.resize(bytes.size() - schema::kChecksumTrailerBytes);
   uint64_t computed = schema::artifactChecksum(bytes.data(), bytes.size());
   if (computed != stored)

@@ -48,7 +48,9 @@ bool writeAll(int fd, const char *data, size_t size) {
 } // namespace
 
 StatusOr<std::vector<uint8_t>> readFileBytes(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a named pipe opens at once (and fails the regular-file
+  // check below) instead of waiting for a writer; regular files ignore it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT)
       return notFound(path, ": no such file");

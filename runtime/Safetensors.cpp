@@ -228,7 +228,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   file.path_ = path;
 
   // --- Map the file. ---
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a named pipe opens at once (and fails the regular-file
+  // check below) instead of waiting for a writer; regular files ignore it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT)
       return notFound(path, ": no such file");

@@ -238,6 +238,8 @@ private:
   std::vector<std::vector<int32_t>> savedBatchData_;
   TrainingProgress done_;                 // after the last completed step
   std::optional<TrainingProgress> beforeBadRun_; // before the first skipped step in a row
+  bool dataFailed_ = false; // runStep's error came from reading the batch
+  int64_t checkpointedStep_ = -1; // the step of the last checkpoint written
   int64_t skippedInARow_ = 0;
   TrainSummary summary_;
   double totalSeconds_ = 0;
@@ -272,13 +274,18 @@ Status TrainingRun::start() {
         CheckpointStore::open(options_.checkpointDir,
                               static_cast<int>(options_.keepCheckpoints)));
     store_.emplace(std::move(store));
-    if (options_.resume) {
-      KILN_ASSIGN_OR_RETURN(std::optional<CheckpointInfo> latest, store_->latest());
-      if (latest) {
-        KILN_ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
-                              CheckpointStore::load(latest->path));
-        resumeFrom.emplace(std::move(loaded));
-      }
+    KILN_ASSIGN_OR_RETURN(std::optional<CheckpointInfo> latest, store_->latest());
+    if (latest && !options_.resume)
+      // A fresh run here would prune the other run's checkpoints with its
+      // own (--keep-checkpoints counts the newest steps of both), and a
+      // later --resume would pick whichever step is higher.
+      return failedPrecondition(
+          "--checkpoint-dir ", options_.checkpointDir, " already holds checkpoints (the newest: ",
+          latest->path, "); add --resume to continue that run, or give an empty or new "
+          "directory to start another");
+    if (latest) {
+      KILN_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, CheckpointStore::load(latest->path));
+      resumeFrom.emplace(std::move(loaded));
     }
   }
   // Data first (cheap, and the usual mistakes), at the position of the
@@ -359,14 +366,24 @@ Status TrainingRun::start() {
                                                            options_));
     info(detail::concat("resumed from ", resumeFrom->path, " (step ", done_.step,
                         ", ", done_.updates, " updates)"));
+    checkpointedStep_ = done_.step;
     for (const std::string &difference :
          runConfigDifferences(*resumeFrom, options_))
       std::fprintf(stderr, "kiln-run: warning: %s\n", difference.c_str());
   } else if (options_.resume) {
     info("no checkpoint in " + options_.checkpointDir + ": starting fresh");
   } else if (!options_.initFrom.empty()) {
-    KILN_RETURN_IF_ERROR(loadParameters(options_.initFrom, *session_));
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> unused,
+                          loadParameters(options_.initFrom, *session_));
     info("parameters from " + options_.initFrom);
+    if (!unused.empty() && env_.rank == 0)
+      std::fprintf(stderr,
+                   "kiln-run: warning: %s: %zu tensor%s the model has no parameter for "
+                   "%s not loaded: %s%s\n",
+                   options_.initFrom.c_str(), unused.size(), unused.size() == 1 ? "" : "s",
+                   unused.size() == 1 ? "was" : "were", unused[0].c_str(),
+                   unused.size() > 1 ? detail::concat(", ... (", unused.size() - 1, " more)").c_str()
+                                     : "");
   }
   if (!options_.saveInitPath.empty()) {
     KILN_RETURN_IF_ERROR(gatherShards(session_->roles().parameters)); // ZeRO-3's
@@ -406,8 +423,12 @@ Status TrainingRun::runStep(int64_t step) {
       KILN_RETURN_IF_ERROR(session_->stageMicroStep(tspInputs(tspBatch_)));
     } else {
       // Zeros stand in for the batch of an artifact without inputs.
-      if (loader_)
-        KILN_RETURN_IF_ERROR(loader_->next(tokens_.data(), targets_.data()));
+      if (loader_) {
+        Status read = loader_->next(tokens_.data(), targets_.data());
+        // Before this step's update: the state is still done_'s.
+        dataFailed_ = !read.ok();
+        KILN_RETURN_IF_ERROR(read);
+      }
       KILN_RETURN_IF_ERROR(
           session_->stageMicroStep(tokens_.data(), targets_.data()));
     }
@@ -497,6 +518,7 @@ Status TrainingRun::checkpoint(const TrainingProgress &progress) {
   session_->releaseShards();
   KILN_ASSIGN_OR_RETURN(CheckpointInfo info, std::move(written));
   this->info(detail::concat("checkpoint: ", info.path));
+  checkpointedStep_ = progress.step;
   return okStatus();
 }
 
@@ -536,6 +558,16 @@ StatusOr<TrainSummary> TrainingRun::run() {
   summary_.lead = env_.rank == 0;
   summary_.kernelCacheHit = session_->backend().kernelLoad().cacheHit;
   summary_.kernelLoadSeconds = session_->backend().kernelLoad().seconds;
+  if (done_.step >= options_.steps) {
+    // A finished run resumed again (a scheduler relaunching a job): say so
+    // rather than report a loss no step computed.
+    summary_.steps = done_.step;
+    summary_.stopReason = detail::concat(
+        "nothing to train: the checkpoint is at step ", done_.step, ", --steps is ",
+        options_.steps, " (raise --steps to train further)");
+    progress_->finish();
+    return summary_;
+  }
   StopSignals signals;
   for (int64_t step = done_.step + 1; step <= options_.steps; ++step) {
     TrainingProgress before = done_;
@@ -545,7 +577,21 @@ StatusOr<TrainSummary> TrainingRun::run() {
       trace_->beginStep(step);
     {
       nvtx::ScopedRange range("training step " + std::to_string(step));
-      KILN_RETURN_IF_ERROR(runStep(step));
+      Status ran = runStep(step);
+      if (!ran.ok() && dataFailed_ && store_ && !comm_ && done_.step > checkpointedStep_ &&
+          done_.step > 0) {
+        // Bad data found mid-run (an id past the vocabulary, a shard
+        // rewritten under the run): keep the steps done so far. One process
+        // only: other ranks would wait in the checkpoint's collectives.
+        Status saved = checkpoint(done_);
+        return Status(ran.code(), ran.message() +
+                                      (saved.ok() ? detail::concat("; checkpoint of step ",
+                                                                   done_.step, " written")
+                                                  : "; the checkpoint of step " +
+                                                        std::to_string(done_.step) +
+                                                        " failed too: " + saved.message()));
+      }
+      KILN_RETURN_IF_ERROR(ran);
     }
     if (traced)
       trace_->endStep(session_->backend().devicePeakBytes().value_or(peakResidentBytes()));
@@ -595,7 +641,11 @@ StatusOr<TrainSummary> TrainingRun::run() {
         signal = SIGTERM;
     }
     bool last = step == options_.steps;
-    bool periodic = options_.checkpointEvery > 0 && step % options_.checkpointEvery == 0;
+    // Not within a run of skipped steps: should it reach --max-skipped-steps,
+    // the checkpoint from before its first is the newest one (the one
+    // --resume takes), as the stop message says.
+    bool periodic = options_.checkpointEvery > 0 && step % options_.checkpointEvery == 0 &&
+                    skippedInARow_ == 0;
     if (store_ && (last || periodic || signal))
       KILN_RETURN_IF_ERROR(checkpoint(done_));
     if (signal && !last) {

@@ -5,10 +5,32 @@
 #include "runtime/Hash.h"
 
 #include <cstdio>
+#include <set>
+#include <tuple>
 
 namespace kiln::rt {
 
 namespace {
+
+// The tensors of `file` that are none of `expected`.
+std::vector<std::string> tensorsBeyond(const SafetensorsFile &file,
+                                       const std::set<std::string> &expected) {
+  std::vector<std::string> extra;
+  for (const SafetensorsEntry &entry : file.entries())
+    if (!expected.count(entry.name))
+      extra.push_back(entry.name);
+  return extra;
+}
+
+// "'a', 'b', 'c' and 4 more".
+std::string listNames(const std::vector<std::string> &names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 3; ++i)
+    text += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 3)
+    text += detail::concat(" and ", names.size() - 3, " more");
+  return text;
+}
 
 // "adam_m.wte": how optimizer state is named in optimizer.safetensors.
 std::string stateTensorName(const schema::Buffer &buffer) {
@@ -218,6 +240,23 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
                               dataInfo->value("spec", ""), "', this one '",
                               options.dataPath, "'; its data position would be "
                               "meaningless");
+  // Exactly this model's tensors: one the model lacks means the files are
+  // another model's (or were edited), not this run's state.
+  std::set<std::string> parameterNames, stateNames;
+  for (uint32_t p : session.roles().parameters)
+    parameterNames.insert(bufferName(artifact.buffer(p)));
+  for (uint32_t s : session.roles().optimizerState)
+    stateNames.insert(stateTensorName(artifact.buffer(s)));
+  for (auto [file, expected, name] :
+       {std::tuple{&checkpoint.model, &parameterNames, kCheckpointModelFile},
+        std::tuple{&checkpoint.optimizer, &stateNames, kCheckpointOptimizerFile}}) {
+    std::vector<std::string> extra = tensorsBeyond(*file, *expected);
+    if (!extra.empty())
+      return failedPrecondition(checkpoint.path, "/", name, ": holds ", extra.size(),
+                                " tensor", extra.size() == 1 ? "" : "s",
+                                " this model does not have (", listNames(extra),
+                                "); refusing to resume from another model's state");
+  }
   // Tensors hold the user's shapes (a padded buffer's logical region).
   for (uint32_t p : session.roles().parameters)
     KILN_RETURN_IF_ERROR(session.checkTensor(
@@ -252,7 +291,8 @@ std::vector<std::string> runConfigDifferences(const LoadedCheckpoint &checkpoint
   return differences;
 }
 
-Status loadParameters(const std::string &path, TrainingSession &session) {
+StatusOr<std::vector<std::string>> loadParameters(const std::string &path,
+                                                  TrainingSession &session) {
   KILN_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const Artifact &artifact = session.artifact();
   // Check every tensor first, so a bad file changes nothing. Tensors have the
@@ -260,10 +300,13 @@ Status loadParameters(const std::string &path, TrainingSession &session) {
   for (uint32_t p : session.roles().parameters)
     KILN_RETURN_IF_ERROR(
         session.checkTensor(file, bufferName(artifact.buffer(p)), p));
-  for (uint32_t p : session.roles().parameters)
+  std::set<std::string> names;
+  for (uint32_t p : session.roles().parameters) {
     KILN_RETURN_IF_ERROR(
         session.readTensor(file, bufferName(artifact.buffer(p)), p));
-  return okStatus();
+    names.insert(bufferName(artifact.buffer(p)));
+  }
+  return tensorsBeyond(file, names);
 }
 
 } // namespace kiln::rt

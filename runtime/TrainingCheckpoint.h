@@ -72,7 +72,10 @@ std::vector<std::string> runConfigDifferences(const LoadedCheckpoint &checkpoint
 
 // --init-from: every parameter from `path` (a model.safetensors), by name;
 // a missing tensor, another dtype or shape is an error naming the file.
-Status loadParameters(const std::string &path, TrainingSession &session);
+// Returns the names of the file's tensors the model has no parameter for
+// (a deeper model's layers, say), which the caller reports.
+StatusOr<std::vector<std::string>> loadParameters(const std::string &path,
+                                                  TrainingSession &session);
 
 } // namespace kiln::rt
 

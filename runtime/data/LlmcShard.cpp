@@ -51,7 +51,10 @@ StatusOr<LlmcShardLayout> parseLlmcShardHeader(const uint8_t *bytes,
   // 64-bit arithmetic: a count near 2^31 times 4 bytes must not wrap.
   uint64_t expectedSize =
       kLlmcHeaderBytes + uint64_t(count < 0 ? 0 : count) * layout.tokenBytes;
-  if (count < 0 || expectedSize != size)
+  if (count < 0)
+    return dataLoss("data file ", path, ": llm.c token shard header says ", count,
+                    " tokens, a negative count");
+  if (expectedSize != size)
     return dataLoss("data file ", path, ": llm.c token shard header says ",
                     count, " tokens (", expectedSize,
                     " bytes), but the file has ", size, " bytes");

@@ -3,7 +3,10 @@
 #include "runtime/data/MappedFile.h"
 
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +16,18 @@
 namespace kiln::rt::data {
 
 namespace {
+
+// The jump target of this thread's readMappedSafely, null outside one.
+thread_local sigjmp_buf *busErrorJump = nullptr;
+struct sigaction previousBusAction;
+
+void onBusError(int signal, siginfo_t *, void *) {
+  if (sigjmp_buf *jump = busErrorJump)
+    siglongjmp(*jump, 1);
+  // Not a guarded read: what SIGBUS did before (by default, end the
+  // process), once the faulting access runs again.
+  ::sigaction(signal, &previousBusAction, nullptr);
+}
 
 // Closes the descriptor on every path out of open(); the mapping outlives it.
 struct FileDescriptor {
@@ -25,8 +40,30 @@ struct FileDescriptor {
 
 } // namespace
 
+bool readMappedSafely(void (*fn)(void *), void *context) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = onBusError;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &previousBusAction);
+  });
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 1) != 0) {
+    busErrorJump = nullptr;
+    return false;
+  }
+  busErrorJump = &jump;
+  fn(context);
+  busErrorJump = nullptr;
+  return true;
+}
+
 StatusOr<MappedFile> MappedFile::open(const std::string &path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a named pipe opens at once (and fails the regular-file
+  // check below) instead of waiting for a writer; regular files ignore it.
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (file.fd < 0) {
     int error = errno;
     if (error == ENOENT)

@@ -3,7 +3,8 @@
 // Token files are mapped, not read: a multi-GB glob of shards then costs
 // address space but no RAM, pages are faulted in as windows are read, and the
 // kernel drops them again under memory pressure. The mapping is private and
-// read-only, so the runtime can never write to a user's data.
+// read-only, so the runtime can never write to a user's data. A file cut
+// short under its mapping is an error, not a crash (readMappedSafely).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,14 @@
 #include <string>
 
 namespace kiln::rt::data {
+
+// Runs fn(context), which reads mapped files on this thread, and returns
+// false, with fn cut short, when a read touched a page past the end of its
+// file: the file shrank after it was mapped (a shard rewritten in place while
+// training), which the kernel reports as SIGBUS. fn must not own anything
+// with a destructor (it is left by siglongjmp). A SIGBUS outside such a call
+// keeps its default action.
+bool readMappedSafely(void (*fn)(void *), void *context);
 
 class MappedFile {
 public:

@@ -2,6 +2,10 @@
 
 #include "runtime/data/TokenWindows.h"
 
+#include "runtime/data/MappedFile.h"
+
+#include <sys/stat.h>
+
 #include <algorithm>
 
 namespace kiln::rt::data {
@@ -44,25 +48,63 @@ TokenWindows::Location TokenWindows::locate(uint64_t window) const {
   return location;
 }
 
+namespace {
+
+// What the guarded copy of one window reads and writes (readMappedSafely:
+// nothing here has a destructor).
+struct WindowCopy {
+  const TokenCorpus *corpus;
+  size_t file;
+  int64_t first, seq, vocab;
+  int32_t *inputs, *targets;
+  int64_t badOffset = -1; // the first id not below vocab
+  uint32_t badId = 0;
+  int64_t reached = 0; // the offset being read (where a SIGBUS stopped it)
+};
+
+void copyWindow(void *context) {
+  WindowCopy &c = *static_cast<WindowCopy *>(context);
+  for (int64_t t = 0; t <= c.seq; ++t) {
+    c.reached = c.first + t;
+    uint32_t id = c.corpus->token(c.file, c.reached);
+    if (static_cast<int64_t>(id) >= c.vocab) {
+      c.badOffset = c.reached;
+      c.badId = id;
+      return;
+    }
+    if (t < c.seq)
+      c.inputs[t] = static_cast<int32_t>(id);
+    if (t > 0)
+      c.targets[t - 1] = static_cast<int32_t>(id);
+  }
+}
+
+} // namespace
+
 Status TokenWindows::read(uint64_t window, int32_t *inputs,
                           int32_t *targets) const {
   if (window >= size())
     return internalError("window ", window, " out of range (", size(),
                          " windows)");
   Location at = locate(window);
-  for (int64_t t = 0; t <= seq_; ++t) {
-    int64_t offset = at.firstToken + t;
-    uint32_t id = corpus_.token(at.file, offset);
-    if (static_cast<int64_t>(id) >= vocab_)
-      return invalidArgument(
-          "data file ", corpus_.filePath(at.file), ": token id ", id, " at ",
-          corpus_.describeOffset(at.file, offset),
-          " is not below the model's vocabulary size ", vocab_);
-    if (t < seq_)
-      inputs[t] = static_cast<int32_t>(id);
-    if (t > 0)
-      targets[t - 1] = static_cast<int32_t>(id);
+  WindowCopy copy{&corpus_, at.file, at.firstToken, seq_, vocab_, inputs, targets};
+  if (!readMappedSafely(copyWindow, &copy)) {
+    const std::string &path = corpus_.filePath(at.file);
+    struct stat info;
+    std::string now = ::stat(path.c_str(), &info) == 0
+                          ? detail::concat("is ", static_cast<long long>(info.st_size),
+                                           " bytes now")
+                          : std::string("is gone");
+    return dataLoss("data file ", path, ": cannot read ",
+                    corpus_.describeOffset(at.file, copy.reached),
+                    ": the file was cut short after it was opened (it ", now,
+                    "); was it rewritten while training?");
   }
+  if (copy.badOffset >= 0)
+    return invalidArgument(
+        "data file ", corpus_.filePath(at.file), ": token id ", copy.badId, " at ",
+        corpus_.describeOffset(at.file, copy.badOffset),
+        " is not below the model's vocabulary size ", vocab_);
   return okStatus();
 }
 

@@ -86,6 +86,18 @@ std::vector<uint8_t> reseal(std::vector<uint8_t> bytes) {
   return bytes;
 }
 
+// Bytes after the trailer (an artifact appended to, or two concatenated):
+// said as such, not as a truncation.
+TEST(ArtifactTest, BytesAfterTheTrailer) {
+  std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
+  bytes.insert(bytes.end(), {'x', 'y', 'z'});
+  auto artifact = Artifact::loadBytes(bytes, "model.kart");
+  ASSERT_FALSE(artifact.ok());
+  EXPECT_EQ(artifact.status().message(),
+            "model.kart: 3 stray bytes follow the checksum trailer that ends every "
+            "artifact; something appended to the file after kilnc wrote it");
+}
+
 TEST(ArtifactTest, TruncatedFile) {
   std::vector<uint8_t> bytes = serializeArtifact(bigramArtifact(2, 4, 16));
   for (size_t keep : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 8}) {

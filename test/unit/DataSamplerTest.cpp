@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <unistd.h>
 
 namespace kiln::rt::test {
 namespace {
@@ -134,6 +135,31 @@ TEST(DataWindowsTest, TokenAboveVocabularyNamesFileAndOffset) {
   status = sampler->fill(batchTokens.data(), batchTargets.data());
   EXPECT_THAT(status.message(), HasSubstr("token id 300 at token offset 5"));
   EXPECT_EQ(sampler->position(), (DataPosition{0, 0}));
+}
+
+// A shard rewritten shorter while training (a tokenizer job writing in
+// place): its mapping's pages past the new end raise SIGBUS on read, which
+// must come back as an error naming the file, not end the process. The
+// shard is a few pages long so that the truncation leaves whole pages of
+// the mapping without file behind them.
+TEST(DataWindowsTest, ShardCutShortWhileMappedIsAnError) {
+  std::string dir = makeTempDir();
+  const std::string path = dir + "/a.bin";
+  writeFile(path, llmcShardBytes(countingTokens(20000)));
+  TokenWindows windows = openWindows(path, 64);
+  std::vector<int32_t> in(64), out(64);
+  ASSERT_TRUE(windows.read(200, in.data(), out.data()).ok());
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  Status status = windows.read(200, in.data(), out.data()); // tokens 12800..12864
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(),
+              HasSubstr("data file " + path + ": cannot read token offset 12800 (byte "
+                        "offset 26624): the file was cut short after it was opened (it "
+                        "is 4096 bytes now)"));
+  // Reads before the cut still work, and a later fault is caught again.
+  EXPECT_TRUE(windows.read(0, in.data(), out.data()).ok());
+  EXPECT_FALSE(windows.read(250, in.data(), out.data()).ok());
 }
 
 TEST(DataShuffleTest, PermutationIsABijectionForAnySize) {

@@ -73,6 +73,8 @@ int main(int argc, char **argv) {
     std::fprintf(summary->failed ? stderr : stdout, "kiln-run: %s%s\n",
                  summary->failed ? "error: " : "",
                  summary->stopReason.c_str());
+  if (summary->stepsThisRun == 0)
+    return 0; // resumed at --steps: nothing ran, nothing to report
   std::printf("final loss %.6f after %lld steps, %.0f tokens/s, %.1f samples/s",
               summary->finalLoss, static_cast<long long>(summary->steps),
               summary->tokensPerSecond, summary->samplesPerSecond);
