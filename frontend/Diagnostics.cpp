@@ -51,6 +51,10 @@ void DiagnosticPrinter::note(SourceLoc loc, const std::string &msg) {
   emit(loc, "note", msg);
 }
 
+void DiagnosticPrinter::warning(SourceLoc loc, const std::string &msg) {
+  emit(loc, "warning", msg);
+}
+
 void DiagnosticPrinter::emit(SourceLoc loc, const char *kind,
                              const std::string &msg) {
   if (!loc.isValid()) {

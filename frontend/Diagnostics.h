@@ -65,6 +65,8 @@ public:
   void error(SourceLoc loc, const std::string &msg);
   /// A follow-up `note:` (e.g. "previous definition is here").
   void note(SourceLoc loc, const std::string &msg);
+  /// Compilation goes on; the message says what may not be what was meant.
+  void warning(SourceLoc loc, const std::string &msg);
 
   bool hadError() const { return errorCount_ != 0; }
   unsigned errorCount() const { return errorCount_; }

@@ -65,6 +65,12 @@ bool Sema::error(SourceLoc loc, const std::string &msg) {
 
 bool Sema::declareName(const std::string &name, SourceLoc loc,
                        const char *kind) {
+  if (name == "inf") {
+    diag_.error(loc, std::string("a ") + kind +
+                         " cannot be named 'inf': that is the builtin infinity (as in "
+                         "-inf), which the name would hide");
+    return false;
+  }
   auto [it, inserted] = symbols_.emplace(name, Symbol{kind, loc});
   if (inserted)
     return true;
@@ -85,6 +91,11 @@ bool Sema::declareAll() {
   if (!declareTrainSettings())
     return false;
   for (const BlockDecl &b : module_.blocks) {
+    if (isBuiltin(b.name)) {
+      diag_.error(b.loc, "block '" + b.name + "' has the name of a builtin function, "
+                         "which its calls would hide; rename the block");
+      return false;
+    }
     if (!declareName(b.name, b.loc, "block") || !checkBlockDecl(b))
       return false;
     blocks_[b.name] = &b;
@@ -99,10 +110,37 @@ bool Sema::declareAll() {
   return true;
 }
 
+bool Sema::checkAssignedNames(const Stmt &s, const Scope *block) {
+  if (s.isReturn)
+    return true;
+  for (size_t i = 0; i <= s.moreNames.size(); ++i) {
+    const std::string &name = i ? s.moreNames[i - 1] : s.name;
+    SourceLoc loc = i ? s.moreNameLocs[i - 1] : s.loc;
+    for (size_t j = 0; j < i; ++j)
+      if ((j ? s.moreNames[j - 1] : s.name) == name)
+        return error(loc, "'" + name + "' is assigned twice in one statement");
+    if (name == "inf")
+      return error(loc, "cannot assign to 'inf', the builtin infinity (as in -inf)");
+    if (block && block->params.count(name))
+      return error(loc, "cannot assign to parameter '" + name + "'");
+    auto sym = symbols_.find(name);
+    if (sym != symbols_.end())
+      return error(loc, "cannot assign to " + std::string(sym->second.kind) + " '" +
+                            name + "'");
+  }
+  return true;
+}
+
 /// A block's arguments and parameters share one namespace.
 bool Sema::checkBlockDecl(const BlockDecl &block) {
   std::map<std::string, std::pair<const char *, SourceLoc>> names;
   auto add = [&](const std::string &name, SourceLoc loc, const char *kind) {
+    if (name == "inf") {
+      diag_.error(loc, std::string("a block ") + kind +
+                           " cannot be named 'inf': that is the builtin infinity (as in "
+                           "-inf), which the name would hide");
+      return false;
+    }
     auto [it, inserted] = names.emplace(name, std::make_pair(kind, loc));
     if (inserted)
       return true;
@@ -217,14 +255,8 @@ bool Sema::runTopLevel() {
 
   const Stmt *lossStmt = nullptr;
   for (const Stmt &s : module_.stmts) {
-    for (size_t i = 0; i <= s.moreNames.size(); ++i) {
-      const std::string &name = i ? s.moreNames[i - 1] : s.name;
-      auto sym = symbols_.find(name);
-      if (sym != symbols_.end())
-        return error(i ? s.moreNameLocs[i - 1] : s.loc,
-                     "cannot assign to " + std::string(sym->second.kind) +
-                         " '" + name + "'");
-    }
+    if (!checkAssignedNames(s, nullptr))
+      return false;
     currentStmtOffset_ = s.loc.offset;
     std::optional<std::vector<Value>> v = evaluateStatement(s, top);
     if (!v)

@@ -91,6 +91,10 @@ private:
   bool declareName(const std::string &name, SourceLoc loc, const char *kind);
   bool declareAll();
   bool checkBlockDecl(const BlockDecl &block);
+  // The names statement `s` assigns: each once, none 'inf', none a config,
+  // input, block or model parameter, nor (in a block, `block` its scope)
+  // one of the block's parameters.
+  bool checkAssignedNames(const Stmt &s, const Scope *block);
   // The train section (SemaTrain.cpp).
   bool declareTrainSettings();
   bool evaluateTrain();

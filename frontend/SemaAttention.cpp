@@ -28,12 +28,61 @@ namespace kiln {
 struct Sema::AttentionLowering {
   bool inScore = false;
   std::vector<int> captures; // graph nodes, in first-use order
+  // The extents of b, h, i, j (ScalarExpr::var 1..4): batch, query heads,
+  // query and key positions.
+  int64_t extent[5] = {0, 0, 0, 0, 0};
 };
 
 namespace {
 
 using SE = ScalarExpr;
 using SEPtr = std::shared_ptr<ScalarExpr>;
+
+// The values an integer scalar expression takes as b, h, i, j range over
+// their extents, when +, -, *, min, max and constants of them bound it
+// (interval arithmetic: the bounds may be loose, never too tight); nullopt
+// for anything else (a captured tensor's element, a division).
+std::optional<std::pair<double, double>> rangeOf(const SE &x, const int64_t *extent) {
+  switch (x.kind) {
+  case SE::Kind::Const:
+    return std::make_pair(x.value, x.value);
+  case SE::Kind::Var:
+    if (x.var < 1 || x.var > 4 || extent[x.var] <= 0)
+      return std::nullopt;
+    return std::make_pair(0.0, double(extent[x.var] - 1));
+  case SE::Kind::Unary:
+    if (x.op != '-')
+      return std::nullopt;
+    if (auto r = rangeOf(*x.operands[0], extent))
+      return std::make_pair(-r->second, -r->first);
+    return std::nullopt;
+  case SE::Kind::Binary:
+  case SE::Kind::Call: {
+    bool binary = x.kind == SE::Kind::Binary;
+    if (x.operands.size() != 2 ||
+        (binary ? (x.op != '+' && x.op != '-' && x.op != '*')
+                : (x.fn != "min" && x.fn != "max")))
+      return std::nullopt;
+    auto a = rangeOf(*x.operands[0], extent), b = rangeOf(*x.operands[1], extent);
+    if (!a || !b)
+      return std::nullopt;
+    if (!binary)
+      return x.fn == "min" ? std::make_pair(std::min(a->first, b->first),
+                                            std::min(a->second, b->second))
+                           : std::make_pair(std::max(a->first, b->first),
+                                            std::max(a->second, b->second));
+    if (x.op == '+')
+      return std::make_pair(a->first + b->first, a->second + b->second);
+    if (x.op == '-')
+      return std::make_pair(a->first - b->second, a->second - b->first);
+    double p[] = {a->first * b->first, a->first * b->second, a->second * b->first,
+                  a->second * b->second};
+    return std::make_pair(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+  }
+  default:
+    return std::nullopt;
+  }
+}
 
 SEPtr makeExpr(SE::Kind kind, SE::Type type) {
   auto e = std::make_shared<ScalarExpr>();
@@ -228,6 +277,23 @@ std::shared_ptr<ScalarExpr> Sema::lowerScalar(const Expr &e, Scope &scope,
                           std::to_string(type.shape[d]));
         return nullptr;
       }
+      // An index the kernel clamps to [0, size - 1]: out of range for every
+      // (b, h, i, j) is a mistake; for some, likely one (or a read where
+      // the mask discards the score), said as a warning.
+      if (auto r = rangeOf(*index, state.extent)) {
+        double size = double(type.shape[d]);
+        std::string span = "index ranges from " + std::to_string((long long)r->first) +
+                           " to " + std::to_string((long long)r->second) +
+                           " over b, h, i, j, outside dimension " + std::to_string(d) +
+                           "'s 0.." + std::to_string(type.shape[d] - 1);
+        if (r->second < 0 || r->first >= size) {
+          error(ie.loc, span + " for all of them");
+          return nullptr;
+        }
+        if (r->first < 0 || r->second >= size)
+          diag_.warning(ie.loc, span + " for some; an out-of-range index reads the "
+                                       "nearest element");
+      }
       read->operands.push_back(std::move(index));
     }
     auto it = std::find(state.captures.begin(), state.captures.end(),
@@ -417,6 +483,10 @@ std::optional<Value> Sema::evaluateAttention(const Expr &e, Scope &scope) {
   }
 
   AttentionLowering state;
+  state.extent[1] = q[0]; // b
+  state.extent[2] = q[1]; // h (query heads)
+  state.extent[3] = q[2]; // i
+  state.extent[4] = k[2]; // j
   auto info = std::make_shared<AttentionInfo>();
   info->dropout = dropoutValue;
   if (score) {

@@ -565,14 +565,8 @@ std::optional<Value> Sema::callBlock(const BlockDecl &block, const Expr &call,
       error(s.loc, "statement after 'return' in block '" + block.name + "'");
       return leave(), std::nullopt;
     }
-    for (size_t i = 0; !s.isReturn && i <= s.moreNames.size(); ++i) {
-      const std::string &name = i ? s.moreNames[i - 1] : s.name;
-      if (scope.params.count(name)) {
-        error(i ? s.moreNameLocs[i - 1] : s.loc,
-              "cannot assign to parameter '" + name + "'");
-        return leave(), std::nullopt;
-      }
-    }
+    if (!checkAssignedNames(s, &scope))
+      return leave(), std::nullopt;
     std::optional<std::vector<Value>> v = evaluateStatement(s, scope);
     if (!v)
       return leave(), std::nullopt;
