@@ -157,7 +157,7 @@ struct StepGraph {
   /// "Block.0-2 full, Block.3 selective" (ranges of equal tiers).
   std::string describe(int plan) const {
     if (instances.empty())
-      return "no blocks";
+      return "no block instances to recompute";
     std::string text;
     for (size_t i = 0; i < instances.size();) {
       size_t j = i;
@@ -452,11 +452,12 @@ void KilnRemat::runOnOperation() {
             least = p;
         }
         if (*peak > budget) {
+          // Bytes too: a small model's budget and peak round to 0.00 MiB.
           emitError(nowhere)
-              << "memory budget " << formatMiB(budget)
-              << " cannot be met: the least achievable peak is "
-              << formatMiB(evaluations[least].peak) << " ("
-              << graph->describe(least) << ")\n"
+              << "memory budget " << formatMiB(budget) << " (" << budget
+              << " bytes) cannot be met: the least achievable peak is "
+              << formatMiB(evaluations[least].peak) << " (" << evaluations[least].peak
+              << " bytes; " << graph->describe(least) << ")\n"
               << evaluations[least].liveAtPeak;
           return signalPassFailure();
         }
