@@ -53,6 +53,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <cstdlib>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -239,6 +240,7 @@ private:
   TrainingProgress done_;                 // after the last completed step
   std::optional<TrainingProgress> beforeBadRun_; // before the first skipped step in a row
   bool dataFailed_ = false; // runStep's error came from reading the batch
+  DataIdentity dataIdentity_; // what --data resolved to (checkpoints record it)
   int64_t checkpointedStep_ = -1; // the step of the last checkpoint written
   int64_t skippedInARow_ = 0;
   TrainSummary summary_;
@@ -302,6 +304,15 @@ Status TrainingRun::start() {
                         static_cast<int>(artifact->axisRanks("data"))};
   KILN_ASSIGN_OR_RETURN(
       data_, openTrainingData(*artifact, options_, position, shard));
+  if (data_.train && !data_.train->windows().corpus().isRandom()) {
+    const data::TokenCorpus &corpus = data_.train->windows().corpus();
+    for (size_t f = 0; f < corpus.numFiles(); ++f) {
+      char *resolved = ::realpath(corpus.filePath(f).c_str(), nullptr);
+      dataIdentity_.files.push_back(resolved ? resolved : corpus.filePath(f));
+      std::free(resolved);
+    }
+    dataIdentity_.tokens = corpus.totalTokens();
+  }
   if (data_.tsp && !options_.saveBatchesPath.empty())
     return invalidArgument("--save-batches writes token batches; it is not "
                            "supported with --data ", options_.dataPath, " yet");
@@ -363,7 +374,7 @@ Status TrainingRun::start() {
   }
   if (resumeFrom) {
     KILN_ASSIGN_OR_RETURN(done_, restoreTrainingCheckpoint(*resumeFrom, *session_,
-                                                           options_));
+                                                           options_, dataIdentity_));
     info(detail::concat("resumed from ", resumeFrom->path, " (step ", done_.step,
                         ", ", done_.updates, " updates)"));
     checkpointedStep_ = done_.step;
@@ -514,7 +525,7 @@ Status TrainingRun::checkpoint(const TrainingProgress &progress) {
     return okStatus();
   }
   StatusOr<CheckpointInfo> written =
-      saveTrainingCheckpoint(*store_, *session_, options_, progress);
+      saveTrainingCheckpoint(*store_, *session_, options_, progress, dataIdentity_);
   session_->releaseShards();
   KILN_ASSIGN_OR_RETURN(CheckpointInfo info, std::move(written));
   this->info(detail::concat("checkpoint: ", info.path));

@@ -152,7 +152,8 @@ std::string trainingStateHash(const Artifact &artifact) {
 StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
                                                 const TrainingSession &session,
                                                 const RunOptions &options,
-                                                const TrainingProgress &progress) {
+                                                const TrainingProgress &progress,
+                                                const DataIdentity &data) {
   const Artifact &artifact = session.artifact();
   // Checkpoints hold only the user's region of a padded buffer, so padding
   // that training moved (a compiler bug: pad-dims proved no gradient reaches
@@ -179,7 +180,11 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
   contents.trainerState = {
       {"updates", progress.updates},
       {"seed", options.seed},
-      {"data", {{"spec", options.dataPath}, {"position", progress.data.toJson()}}},
+      {"data",
+       {{"spec", options.dataPath},
+        {"position", progress.data.toJson()},
+        {"files", data.files},
+        {"tokens", data.tokens}}},
       {"artifact", {{"path", artifact.name()},
                     {"hash", artifactHash(artifact)},
                     {"target", targetOf(artifact)},
@@ -192,8 +197,8 @@ StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
 }
 
 StatusOr<TrainingProgress>
-restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
-                          TrainingSession &session, const RunOptions &options) {
+restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint, TrainingSession &session,
+                          const RunOptions &options, const DataIdentity &data) {
   const Artifact &artifact = session.artifact();
   const nlohmann::json &state = checkpoint.trainerState;
   const std::string where = checkpoint.path + "/" + kCheckpointTrainerStateFile;
@@ -235,11 +240,29 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
   KILN_ASSIGN_OR_RETURN(progress.data, checkpointDataPosition(checkpoint));
   KILN_ASSIGN_OR_RETURN(const nlohmann::json *dataInfo,
                         member(state, "data", where));
-  if (dataInfo->value("spec", "") != options.dataPath)
-    return failedPrecondition(where, ": the run read --data '",
-                              dataInfo->value("spec", ""), "', this one '",
+  // The same files and tokens (however --data spells them), else the same
+  // spec for data that has no files; checkpoints from before files were
+  // recorded compare the spec.
+  const std::string spec = dataInfo->value("spec", "");
+  const bool recorded = dataInfo->contains("files") && (*dataInfo)["files"].is_array();
+  if (recorded && !data.files.empty()) {
+    std::vector<std::string> files;
+    for (const nlohmann::json &f : (*dataInfo)["files"])
+      files.push_back(f.is_string() ? f.get<std::string>() : std::string("?"));
+    int64_t tokens = dataInfo->value("tokens", int64_t{-1});
+    if (files != data.files || tokens != data.tokens)
+      return failedPrecondition(
+          where, ": the run read ", files.size(), " file", files.size() == 1 ? "" : "s",
+          " of ", tokens, " tokens (--data '", spec, "'", files.empty() ? "" : ", " + files[0],
+          files.size() > 1 ? ", ..." : "", "); this one's --data '", options.dataPath,
+          "' is ", data.files.size(), " file", data.files.size() == 1 ? "" : "s", " of ",
+          data.tokens, " tokens (", data.files[0], data.files.size() > 1 ? ", ..." : "",
+          "): other data, so its data position would be meaningless");
+  } else if (spec != options.dataPath) {
+    return failedPrecondition(where, ": the run read --data '", spec, "', this one '",
                               options.dataPath, "'; its data position would be "
                               "meaningless");
+  }
   // Exactly this model's tensors: one the model lacks means the files are
   // another model's (or were edited), not this run's state.
   std::set<std::string> parameterNames, stateNames;

@@ -52,17 +52,28 @@ std::string artifactHash(const Artifact &artifact);
 // one backend resumes on the other.
 std::string trainingStateHash(const Artifact &artifact);
 
-// Writes the session's parameters, optimizer state and `progress`.
+// What --data resolved to: the files' real paths and their token count
+// (empty for random tokens and TSP instances, which the spec alone names).
+// It tells the same data spelled another way ('./train.bin') from other data
+// behind the same spelling (a file replaced, a glob matching more shards).
+struct DataIdentity {
+  std::vector<std::string> files;
+  int64_t tokens = 0;
+};
+
+// Writes the session's parameters, optimizer state, `progress` and `data`.
 StatusOr<CheckpointInfo> saveTrainingCheckpoint(CheckpointStore &store,
                                                 const TrainingSession &session,
                                                 const RunOptions &options,
-                                                const TrainingProgress &progress);
+                                                const TrainingProgress &progress,
+                                                const DataIdentity &data);
 
-// Checks `checkpoint` against the session's artifact and `options`, then
-// overwrites parameters and optimizer state from it; returns its progress.
+// Checks `checkpoint` against the session's artifact, `options` and the data
+// this run opened, then overwrites parameters and optimizer state from it;
+// returns its progress.
 StatusOr<TrainingProgress>
-restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint,
-                          TrainingSession &session, const RunOptions &options);
+restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint, TrainingSession &session,
+                          const RunOptions &options, const DataIdentity &data);
 
 // The run flags (schedule, data format, ...) that differ from those the
 // checkpoint was written with, one sentence each: resuming with them is
