@@ -142,7 +142,11 @@ Token Lexer::lexNumber() {
     while (std::isdigit((unsigned char)peek()))
       advance();
   }
-  if (peek() == 'e' || peek() == 'E') {
+  // An exponent needs its digits: `1EiB` is a (bad) unit, not `1E` + `iB`.
+  bool exponentDigits =
+      std::isdigit((unsigned char)peek(1)) ||
+      ((peek(1) == '+' || peek(1) == '-') && std::isdigit((unsigned char)peek(2)));
+  if ((peek() == 'e' || peek() == 'E') && exponentDigits) {
     sawExp = true;
     advance();
     if (peek() == '+' || peek() == '-')

@@ -147,11 +147,13 @@ bool Sema::evaluateTrainNumber(const char *key, Number &out) {
       fromOverride.empty() ? "" : " (from " + fromOverride + ")";
   std::string k = key;
   if (k == "memory_budget") {
-    if (!v->isInteger || v->intValue < 0)
+    // 1e9 is a whole number too, written as a float.
+    double bytes = v->isInteger ? double(v->intValue) : v->value;
+    if (bytes < 0 || bytes != std::floor(bytes) || bytes >= 9.2e18)
       return error(loc, "'memory_budget' must be a whole number of bytes, "
                         "with a unit if you like (60GiB; 0: no budget), got " +
                             v->str() + origin);
-    out = *v;
+    out = v->isInteger ? *v : Number::ofInt(static_cast<int64_t>(bytes));
     return true;
   }
   if (k == "zero") {
