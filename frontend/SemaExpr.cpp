@@ -338,12 +338,18 @@ std::optional<Value> Sema::evaluateIndex(const Expr &e, Scope &scope) {
                                   formatShape(typeOf(*t).shape));
     return std::nullopt;
   }
-  if (!index->isTensor() || typeOf(index->node).element != ElementType::I32) {
+  if (!index->isTensor()) {
+    // A number picks no rows: gathers take a tensor of row ids (a row is
+    // table[iota(...)], or slice(table, 0, r, r + 1)).
+    error(e.operands[1]->loc,
+          "gather needs an integer tensor of row ids, got the number " +
+              index->number.str() + " (for one row, slice(table, 0, r, r + 1))");
+    return std::nullopt;
+  }
+  if (typeOf(index->node).element != ElementType::I32) {
     error(e.operands[1]->loc,
           "gather with a non-integer index: the index must be an integer "
-          "tensor, got " +
-              (index->isTensor() ? formatType(typeOf(index->node))
-                                 : "the number " + index->number.str()));
+          "tensor, got " + formatType(typeOf(index->node)));
     return std::nullopt;
   }
   // Indices known at compile time (iota(n), possibly reshaped) must name
