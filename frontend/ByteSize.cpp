@@ -2,7 +2,10 @@
 
 #include "frontend/ByteSize.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 
 namespace kiln {
 
@@ -32,6 +35,28 @@ std::optional<int64_t> scaleByUnit(double number, int64_t unitBytes) {
   if (!std::isfinite(bytes) || bytes < 0 || bytes >= 9223372036854775808.0)
     return std::nullopt;
   return (int64_t)bytes;
+}
+
+std::optional<int64_t> parseByteSize(const std::string &text) {
+  size_t unitStart = text.size();
+  while (unitStart > 0 && std::isalpha(static_cast<unsigned char>(text[unitStart - 1])))
+    --unitStart;
+  const std::string number = text.substr(0, unitStart), unit = text.substr(unitStart);
+  int64_t unitBytes = 1;
+  if (!unit.empty()) {
+    std::optional<int64_t> bytes = bytesPerUnit(unit);
+    if (!bytes)
+      return std::nullopt;
+    unitBytes = *bytes;
+  }
+  if (number.empty())
+    return std::nullopt;
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(number.c_str(), &end);
+  if (errno != 0 || *end != '\0' || (unit.empty() && value != std::floor(value)))
+    return std::nullopt;
+  return scaleByUnit(value, unitBytes);
 }
 
 const char *byteUnitList() {

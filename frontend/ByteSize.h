@@ -24,6 +24,10 @@ std::optional<int64_t> bytesPerUnit(const std::string &unit);
 /// bytes; nullopt when the product is negative or beyond int64.
 std::optional<int64_t> scaleByUnit(double number, int64_t unitBytes);
 
+/// A byte size as kilnc's flags take it: a number with an optional unit
+/// ("60GiB", "1.5TB", "8e9"), whole bytes; nullopt when `text` is not one.
+std::optional<int64_t> parseByteSize(const std::string &text);
+
 /// The byte units, for messages: "KiB, MiB, GiB, TiB, KB, MB, GB or TB".
 const char *byteUnitList();
 

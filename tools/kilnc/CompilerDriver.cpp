@@ -18,6 +18,7 @@
 #include "tools/kilnc/CompilerDriver.h"
 
 #include "codegen/Codegen.h"
+#include "frontend/ByteSize.h"
 #include "frontend/Frontend.h"
 #include "ir/KilnDialect.h"
 #include "ir/StepFunction.h"
@@ -292,6 +293,20 @@ int runCompiler(const DriverOptions &options) {
     const char *key, *flag;
     const std::string &value;
   };
+  // Their values are checked here, so that a mistake is named as the flag
+  // the user typed (the frontend would name the -D it becomes).
+  if (!options.memoryBudget.empty() && !parseByteSize(options.memoryBudget)) {
+    llvm::errs() << "kilnc: error: --memory-budget=" << options.memoryBudget
+                 << ": not a byte size (a whole number of bytes, or a number with a unit: "
+                 << byteUnitList() << "; e.g. 60GiB)\n";
+    return kUsageError;
+  }
+  if (!options.remat.empty() &&
+      !llvm::is_contained({"auto", "none", "selective", "full"}, options.remat)) {
+    llvm::errs() << "kilnc: error: --remat=" << options.remat
+                 << ": unknown mode (expected auto, none, selective or full)\n";
+    return kUsageError;
+  }
   for (const Spelling &s : {Spelling{"memory_budget", "--memory-budget", options.memoryBudget},
                             Spelling{"remat", "--remat", options.remat}}) {
     if (s.value.empty())
