@@ -91,7 +91,8 @@ bool Sema::declareAll() {
   if (!declareTrainSettings())
     return false;
   for (const BlockDecl &b : module_.blocks) {
-    if (isBuiltin(b.name)) {
+    // attention and rope are dispatched before blocks, the others after.
+    if (isBuiltin(b.name) || b.name == "attention" || b.name == "rope") {
       diag_.error(b.loc, "block '" + b.name + "' has the name of a builtin function, "
                          "which its calls would hide; rename the block");
       return false;
@@ -123,6 +124,10 @@ bool Sema::checkAssignedNames(const Stmt &s, const Scope *block) {
       return error(loc, "cannot assign to 'inf', the builtin infinity (as in -inf)");
     if (block && block->params.count(name))
       return error(loc, "cannot assign to parameter '" + name + "'");
+    // A block's own argument (or a value it assigned already) shadows any
+    // top-level name: `x = x @ w` on an argument x is the usual pattern.
+    if (block && block->vars.count(name))
+      continue;
     auto sym = symbols_.find(name);
     if (sym != symbols_.end())
       return error(loc, "cannot assign to " + std::string(sym->second.kind) + " '" +

@@ -27,6 +27,7 @@
 
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -238,6 +239,7 @@ private:
   // Train settings naming a choice (precision, remat): `-D key=NAME` and
   // the `key = NAME` statement of the train section.
   std::map<std::string, std::string> nameOverrides_;
+  std::set<uint32_t> warnedAt_; // offsets of the warnings given (one each)
   std::map<std::string, const Setting *> nameSettings_;
   std::vector<ExprPtr> defaultSettings_; // clip/grad_accum when not written
   std::map<std::string, SourceLoc> metricNames_; // full name -> statement

@@ -290,7 +290,8 @@ std::shared_ptr<ScalarExpr> Sema::lowerScalar(const Expr &e, Scope &scope,
           error(ie.loc, span + " for all of them");
           return nullptr;
         }
-        if (r->first < 0 || r->second >= size)
+        // Once per place in the file, however many block instances run it.
+        if ((r->first < 0 || r->second >= size) && warnedAt_.insert(ie.loc.offset).second)
           diag_.warning(ie.loc, span + " for some; an out-of-range index reads the "
                                        "nearest element");
       }

@@ -78,8 +78,9 @@ constexpr size_t kMaxRecomputeOps = 8;
 // 1d. The pointwise ops that make `value` from values not made by forward
 // pointwise ops (its inputs), operands first; false when more than
 // kMaxRecomputeOps would be needed. `depth` counts the ops above `value` on
-// the way down, so a long chain stops at that bound too (the ops are
-// inserted on the way back up).
+// the way down (they are inserted on the way back up), so a linear chain
+// meets the bound too: before, only collected siblings counted, and a chain
+// of any length was recomputed (and recursed once per op).
 bool collectChain(Block &block, Value value,
                   const llvm::DenseSet<Operation *> &forward,
                   llvm::SetVector<Operation *> &ops,
@@ -92,7 +93,8 @@ bool collectChain(Block &block, Value value,
   }
   if (ops.contains(def))
     return true;
-  if (ops.size() >= kMaxRecomputeOps || depth >= kMaxRecomputeOps)
+  // This op, the `depth` above it and the `ops` collected already.
+  if (ops.size() + depth >= kMaxRecomputeOps)
     return false;
   for (Value operand : def->getOperands())
     if (!collectChain(block, operand, forward, ops, inputs, depth + 1))

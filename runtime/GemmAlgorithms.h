@@ -8,7 +8,8 @@
 //              XLA's GEMM autotuner does), and the fastest is kept when it
 //              beats the heuristic's first by kGemmTimedMargin; the choices
 //              are kept in the kernel cache (per GPU and GEMM), so later runs
-//              on this machine start with them and stay bit-identical.
+//              on this machine start with them and stay bit-identical
+//              (GemmTuning.cpp says the one exception).
 // The CPU backend has one GEMM (OpenBLAS) and ignores it.
 //
 //===----------------------------------------------------------------------===//

@@ -205,6 +205,9 @@ private:
   Status report(int64_t step, double seconds, bool skipped);
   StatusOr<double> validate();
   Status checkpoint(const TrainingProgress &progress);
+  // `status` of a step or its report; when it is a data error (dataFailed_),
+  // first checkpoints done_ (with a --checkpoint-dir, one process), saying so.
+  Status keepProgressAfter(Status status);
   // session_->gatherShards(), its bytes kept apart from the step's.
   Status gatherShards(const std::vector<uint32_t> &buffers);
   Status saveDebugFiles(int64_t step);
@@ -460,8 +463,9 @@ Status TrainingRun::runStep(int64_t step) {
 StatusOr<double> TrainingRun::validate() {
   double total = 0;
   for (int64_t m = 0; m < options_.valBatches; ++m) {
-    KILN_RETURN_IF_ERROR(
-        data_.validation->fill(m, tokens_.data(), targets_.data()));
+    Status read = data_.validation->fill(m, tokens_.data(), targets_.data());
+    dataFailed_ = !read.ok();
+    KILN_RETURN_IF_ERROR(read);
     KILN_ASSIGN_OR_RETURN(double loss,
                           session_->runEval(tokens_.data(), targets_.data()));
     total += loss;
@@ -511,6 +515,23 @@ Status TrainingRun::gatherShards(const std::vector<uint32_t> &buffers) {
   KILN_RETURN_IF_ERROR(session_->gatherShards(buffers));
   gatheredBytes_ += mesh_.communicatedBytes() - before;
   return okStatus();
+}
+
+Status TrainingRun::keepProgressAfter(Status status) {
+  if (status.ok() || !dataFailed_ || !store_ || comm_ || done_.step <= checkpointedStep_ ||
+      done_.step == 0)
+    return status;
+  // Bad data found mid-run (an id past the vocabulary, a shard rewritten
+  // under the run), by a step's batch (before its update) or by validation
+  // (after the step): done_ is the state either way. One process only: other
+  // ranks would wait in the checkpoint's collectives.
+  Status saved = checkpoint(done_);
+  return Status(status.code(),
+                status.message() + (saved.ok() ? detail::concat("; checkpoint of step ",
+                                                                done_.step, " written")
+                                               : "; the checkpoint of step " +
+                                                     std::to_string(done_.step) +
+                                                     " failed too: " + saved.message()));
 }
 
 Status TrainingRun::checkpoint(const TrainingProgress &progress) {
@@ -588,21 +609,7 @@ StatusOr<TrainSummary> TrainingRun::run() {
       trace_->beginStep(step);
     {
       nvtx::ScopedRange range("training step " + std::to_string(step));
-      Status ran = runStep(step);
-      if (!ran.ok() && dataFailed_ && store_ && !comm_ && done_.step > checkpointedStep_ &&
-          done_.step > 0) {
-        // Bad data found mid-run (an id past the vocabulary, a shard
-        // rewritten under the run): keep the steps done so far. One process
-        // only: other ranks would wait in the checkpoint's collectives.
-        Status saved = checkpoint(done_);
-        return Status(ran.code(), ran.message() +
-                                      (saved.ok() ? detail::concat("; checkpoint of step ",
-                                                                   done_.step, " written")
-                                                  : "; the checkpoint of step " +
-                                                        std::to_string(done_.step) +
-                                                        " failed too: " + saved.message()));
-      }
-      KILN_RETURN_IF_ERROR(ran);
+      KILN_RETURN_IF_ERROR(keepProgressAfter(runStep(step)));
     }
     if (traced)
       trace_->endStep(session_->backend().devicePeakBytes().value_or(peakResidentBytes()));
@@ -625,7 +632,7 @@ StatusOr<TrainSummary> TrainingRun::run() {
       skippedInARow_ = 0;
     }
     KILN_RETURN_IF_ERROR(saveDebugFiles(step));
-    KILN_RETURN_IF_ERROR(report(step, seconds, skipped));
+    KILN_RETURN_IF_ERROR(keepProgressAfter(report(step, seconds, skipped)));
 
     if (skippedInARow_ >= options_.maxSkippedSteps) {
       summary_.failed = true;

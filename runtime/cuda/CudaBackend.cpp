@@ -71,6 +71,8 @@ CudaBackend::Impl::~Impl() {
     driver->cuMemFree(p);
   if (cudnnWorkspace)
     driver->cuMemFree(cudnnWorkspace);
+  if (tuningScratch) // a GEMM timing that failed before freeing it
+    driver->cuMemFree(tuningScratch);
   for (CUmodule module : modules)
     driver->cuModuleUnload(module);
   if (emptyKeysModule)

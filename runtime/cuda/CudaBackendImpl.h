@@ -144,10 +144,10 @@ struct CudaBackend::Impl {
   CUdeviceptr cudnnWorkspace = 0;    // outside the arena: shared by the cuDNN plans
                                      // whose reservation is too small (one stream)
   // --gemm-algos=timed: the choices of earlier runs on this machine
-  // (signature -> algorithm, GemmTuning.cpp), loaded at the first decision;
-  // `gemmChoicesAdded` when this run added some to save.
-  std::map<std::string, std::string> gemmChoices;
-  bool gemmChoicesLoaded = false, gemmChoicesAdded = false;
+  // (signature -> algorithm, GemmTuning.cpp), loaded at the first decision,
+  // and those this run made, to save.
+  std::map<std::string, std::string> gemmChoices, gemmChoicesMade;
+  bool gemmChoicesLoaded = false;
   // A C for timing an accumulating GEMM's candidates (they add into C), freed
   // after the program's first run; 0 when none.
   CUdeviceptr tuningScratch = 0;

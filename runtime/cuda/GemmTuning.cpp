@@ -20,7 +20,9 @@
 // ones are merged into `gemm-algos.tsv` in the kernel cache directory
 // (JitCache::cudaCacheDir: one "device \t signature \t algorithm" line per
 // GEMM, written to a temporary file and renamed), so later runs start with
-// them and compute bit-identical results. A line that does not parse is
+// them and compute bit-identical results (an accumulating GEMM left at the
+// heuristic's pick for want of memory for its scratch is not recorded: a
+// later run with more free memory times it). A line that does not parse is
 // skipped (the GEMM is timed again); a cache that cannot be written is said
 // once and does not stop training.
 //
@@ -32,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -97,8 +100,11 @@ Status CudaBackend::Impl::tuneGemm(DeviceCall &call, GemmTuningTally &tally) {
         ++tally.skipped; // the heuristic's first, untimed
         return okStatus();
       }
-      KILN_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&tuningScratch, call.gemmResultBytes),
-                                   "cuMemAlloc", " (GEMM tuning scratch)"));
+      if (d.cuMemAlloc(&tuningScratch, call.gemmResultBytes) != CUDA_SUCCESS) {
+        tuningScratch = 0; // free memory went to someone else meanwhile
+        ++tally.skipped;
+        return okStatus();
+      }
       tuningScratchBytes = call.gemmResultBytes;
     }
     c = tuningScratch;
@@ -106,14 +112,20 @@ Status CudaBackend::Impl::tuneGemm(DeviceCall &call, GemmTuningTally &tally) {
   CUevent start = nullptr, stop = nullptr;
   KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(&start, 0), "cuEventCreate"));
   Status status = d.check(d.cuEventCreate(&stop, 0), "cuEventCreate");
-  std::vector<double> ms(plan.candidates(), 0.0);
+  // A candidate cuBLASLt refuses at launch is out of the race (infinite
+  // time); the heuristic's first must run, as it will in every step.
+  std::vector<double> ms(plan.candidates(), std::numeric_limits<double>::infinity());
   for (size_t i = 0; status.ok() && i < plan.candidates(); ++i) {
     auto once = [&] {
       return plan.runCandidate(i, call.a, call.b, c, workspace, kGemmWorkspaceBytes, stream);
     };
-    status = once(); // warm-up: the first launch of a kernel loads it
-    if (status.ok())
-      status = d.check(d.cuEventRecord(start, stream), "cuEventRecord");
+    Status launched = once(); // warm-up: the first launch of a kernel loads it
+    if (!launched.ok()) {
+      if (i == 0)
+        status = launched;
+      continue;
+    }
+    status = d.check(d.cuEventRecord(start, stream), "cuEventRecord");
     for (int r = 0; status.ok() && r < kReps; ++r)
       status = once();
     if (status.ok())
@@ -124,14 +136,15 @@ Status CudaBackend::Impl::tuneGemm(DeviceCall &call, GemmTuningTally &tally) {
     float elapsed = 0;
     if (status.ok())
       status = d.check(d.cuEventElapsedTime(&elapsed, start, stop), "cuEventElapsedTime");
-    ms[i] = static_cast<double>(elapsed) / kReps;
+    if (status.ok())
+      ms[i] = static_cast<double>(elapsed) / kReps;
   }
   if (stop)
     d.cuEventDestroy(stop);
   d.cuEventDestroy(start);
   KILN_RETURN_IF_ERROR(status);
   size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
-  if (ms[best] > kGemmTimedMargin * ms[0])
+  if (!(ms[best] <= kGemmTimedMargin * ms[0]))
     best = 0;
   plan.choose(best);
   ++tally.timed;
@@ -145,7 +158,7 @@ Status CudaBackend::Impl::tuneGemm(DeviceCall &call, GemmTuningTally &tally) {
                                           plan.candidates(), ")")});
   }
   gemmChoices[key] = plan.algorithmText(best);
-  gemmChoicesAdded = true;
+  gemmChoicesMade[key] = plan.algorithmText(best);
   return okStatus();
 }
 
@@ -178,14 +191,15 @@ Status CudaBackend::Impl::finishGemmTuning(const DeviceProgram &program,
   std::sort(gains.begin(), gains.end(), [](const auto &x, const auto &y) { return x.first > y.first; });
   for (size_t i = 0; i < std::min<size_t>(gains.size(), 3); ++i)
     note("  " + gains[i].second);
-  if (!gemmChoicesAdded)
+  if (gemmChoicesMade.empty())
     return okStatus();
-  gemmChoicesAdded = false;
-  // Merge with what other runs wrote meanwhile, then replace the file whole.
+  // This run's choices over what the file holds now (other runs may have
+  // written meanwhile), then the file replaced whole.
   const std::string path = cachePath();
   std::map<std::string, std::string> merged = readChoices(path);
-  for (const auto &[key, algo] : gemmChoices)
+  for (const auto &[key, algo] : gemmChoicesMade)
     merged[key] = algo;
+  gemmChoicesMade.clear();
   const std::string temp = detail::concat(path, ".tmp.", ::getpid());
   std::ostringstream text;
   for (const auto &[key, algo] : merged)

@@ -21,12 +21,16 @@ namespace {
 thread_local sigjmp_buf *busErrorJump = nullptr;
 struct sigaction previousBusAction;
 
-void onBusError(int signal, siginfo_t *, void *) {
-  if (sigjmp_buf *jump = busErrorJump)
+void onBusError(int signal, siginfo_t *info, void *) {
+  // A fault (si_code > 0) in a guarded read: the mapped file is shorter.
+  sigjmp_buf *jump = busErrorJump;
+  if (jump && info && info->si_code > 0)
     siglongjmp(*jump, 1);
-  // Not a guarded read: what SIGBUS did before (by default, end the
-  // process), once the faulting access runs again.
+  // Anything else does what SIGBUS did before (by default, end the
+  // process): a fault when its access runs again, a kill -BUS at once.
   ::sigaction(signal, &previousBusAction, nullptr);
+  if (!info || info->si_code <= 0)
+    ::raise(signal);
 }
 
 // Closes the descriptor on every path out of open(); the mapping outlives it.

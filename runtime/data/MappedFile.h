@@ -24,7 +24,8 @@ namespace kiln::rt::data {
 // file: the file shrank after it was mapped (a shard rewritten in place while
 // training), which the kernel reports as SIGBUS. fn must not own anything
 // with a destructor (it is left by siglongjmp). A SIGBUS outside such a call
-// keeps its default action.
+// keeps its default action. A file cut inside a page still reads zeros up to
+// that page's end (the kernel maps whole pages): only reads beyond it fault.
 bool readMappedSafely(void (*fn)(void *), void *context);
 
 class MappedFile {

@@ -143,23 +143,31 @@ TEST(DataWindowsTest, TokenAboveVocabularyNamesFileAndOffset) {
 // shard is a few pages long so that the truncation leaves whole pages of
 // the mapping without file behind them.
 TEST(DataWindowsTest, ShardCutShortWhileMappedIsAnError) {
+  // Cut to one page; the window read lies two pages past it whatever the
+  // page size (uint16 tokens after the 1024-byte header).
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const int64_t firstToken = (3 * page - 1024) / 2 / 64 * 64 + 64; // a window start
+  const int64_t tokens = firstToken + 4 * page;
   std::string dir = makeTempDir();
   const std::string path = dir + "/a.bin";
-  writeFile(path, llmcShardBytes(countingTokens(20000)));
+  writeFile(path, llmcShardBytes(countingTokens(tokens)));
   TokenWindows windows = openWindows(path, 64);
   std::vector<int32_t> in(64), out(64);
-  ASSERT_TRUE(windows.read(200, in.data(), out.data()).ok());
-  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
-  Status status = windows.read(200, in.data(), out.data()); // tokens 12800..12864
+  const uint64_t window = static_cast<uint64_t>(firstToken / 64);
+  ASSERT_TRUE(windows.read(window, in.data(), out.data()).ok());
+  ASSERT_EQ(::truncate(path.c_str(), page), 0);
+  Status status = windows.read(window, in.data(), out.data());
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), StatusCode::kDataLoss);
   EXPECT_THAT(status.message(),
-              HasSubstr("data file " + path + ": cannot read token offset 12800 (byte "
-                        "offset 26624): the file was cut short after it was opened (it "
-                        "is 4096 bytes now)"));
+              HasSubstr("data file " + path + ": cannot read token offset " +
+                        std::to_string(firstToken) + " (byte offset " +
+                        std::to_string(1024 + 2 * firstToken) +
+                        "): the file was cut short after it was opened (it is " +
+                        std::to_string(page) + " bytes now)"));
   // Reads before the cut still work, and a later fault is caught again.
   EXPECT_TRUE(windows.read(0, in.data(), out.data()).ok());
-  EXPECT_FALSE(windows.read(250, in.data(), out.data()).ok());
+  EXPECT_FALSE(windows.read(window + 1, in.data(), out.data()).ok());
 }
 
 TEST(DataShuffleTest, PermutationIsABijectionForAnySize) {
