@@ -7,11 +7,15 @@
 
 #include "runtime/FileIO.h"
 
+#include "runtime/Hash.h"
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +81,34 @@ StatusOr<std::vector<uint8_t>> readFileBytes(const std::string &path) {
   }
   ::close(fd);
   return bytes;
+}
+
+StatusOr<std::string> fileContentHash(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return invalidArgument(path, ": cannot open (", errnoText(), ")");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalidArgument(path, ": not a regular file");
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  uint64_t hash = contentHash64(nullptr, 0);
+  if (size > 0) {
+    void *mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapped == MAP_FAILED) {
+      std::string why = errnoText();
+      ::close(fd);
+      return internalError(path, ": cannot map ", size, " bytes (", why, ")");
+    }
+    ::madvise(mapped, size, MADV_SEQUENTIAL);
+    hash = contentHash64(mapped, size);
+    ::munmap(mapped, size);
+  }
+  ::close(fd);
+  char text[32];
+  std::snprintf(text, sizeof(text), "ch64:%016llx", static_cast<unsigned long long>(hash));
+  return std::string(text);
 }
 
 Status writeFileAtomically(const std::string &path,

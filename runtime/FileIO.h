@@ -23,6 +23,10 @@ namespace kiln::rt {
 // Reads all bytes of `path`. Errors name the path and the OS reason.
 StatusOr<std::vector<uint8_t>> readFileBytes(const std::string &path);
 
+// contentHash64 (Hash.h) of the file's bytes, as "ch64:<16 hex digits>";
+// read through a mapping, so a file of many GB costs no RAM.
+StatusOr<std::string> fileContentHash(const std::string &path);
+
 // Writes the concatenation of `chunks` to `path` via a temp file in the same
 // directory, fsync, rename, and fsync of the directory.
 Status writeFileAtomically(const std::string &path,

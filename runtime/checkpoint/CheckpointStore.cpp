@@ -5,7 +5,8 @@
 //   1. remove .tmp-* debris left by killed runs;
 //   2. write model, optimizer and trainer state into DIR/.tmp-step-N-<pid>,
 //      each through writeFileAtomically (fsync of file and directory);
-//   3. write COMMITTED (step and each file's byte size), fsynced;
+//   3. write COMMITTED (step, each file's byte size and content hash),
+//      fsynced; load() checks both;
 //   4. if step-N exists, rename it to .tmp-delete-step-N-<pid>;
 //   5. rename the temp directory to step-N and fsync DIR — the commit;
 //   6. remove the replaced directory, then prune to the newest K.
@@ -168,11 +169,17 @@ Status CheckpointStore::writeCheckpointFiles(
   KILN_ASSIGN_OR_RETURN(std::string stateText, dumpJson(statePath, state));
   KILN_RETURN_IF_ERROR(writeFileAtomically(statePath, {stateText}));
 
-  // The marker records what a complete checkpoint looks like.
-  json marker = {{"step", contents.step}, {"files", json::object()}};
+  // The marker records what a complete checkpoint looks like: each file's
+  // size (a truncation) and content hash (a flipped byte, read back from
+  // what was written).
+  json marker = {{"step", contents.step},
+                 {"files", json::object()},
+                 {"checksums", json::object()}};
   for (const std::string &path : {modelPath, optimizerPath, statePath}) {
     KILN_ASSIGN_OR_RETURN(uint64_t size, fileSize(path));
+    KILN_ASSIGN_OR_RETURN(std::string checksum, fileContentHash(path));
     marker["files"][path.substr(tmp.size() + 1)] = size;
+    marker["checksums"][path.substr(tmp.size() + 1)] = checksum;
   }
   std::string markerText = marker.dump() + "\n";
   KILN_RETURN_IF_ERROR(writeFileAtomically(
@@ -279,6 +286,18 @@ StatusOr<LoadedCheckpoint> CheckpointStore::load(const std::string &path) {
     if (size != expected->get<uint64_t>())
       return dataLoss(filePath, ": has ", size, " bytes, but ", markerPath,
                       " recorded ", expected->get<uint64_t>());
+    // Markers written before checksums were recorded have none.
+    auto checksums = marker.find("checksums");
+    if (checksums == marker.end() || !checksums->is_object())
+      continue;
+    auto recorded = checksums->find(name);
+    if (recorded == checksums->end() || !recorded->is_string())
+      return dataLoss(markerPath, ": no checksum recorded for ", name);
+    KILN_ASSIGN_OR_RETURN(std::string checksum, fileContentHash(filePath));
+    if (checksum != recorded->get<std::string>())
+      return dataLoss(filePath, ": its content hash is ", checksum, " but ", markerPath,
+                      " recorded ", recorded->get<std::string>(),
+                      ": the file changed after the checkpoint was written");
   }
 
   LoadedCheckpoint loaded;

@@ -228,6 +228,43 @@ TEST_F(CheckpointStoreTest, DirectoryWithoutMarkerIsNotUsed) {
                   "marker)");
 }
 
+// Rewrites the content hashes `ckpt`'s COMMITTED records to what its files
+// hold now: a file garbled by a buggy writer rather than by the disk, so that
+// the checks behind the hash are what fires.
+void resealMarker(const std::string &ckpt) {
+  auto marker = readFileBytes(ckpt + "/COMMITTED");
+  ASSERT_TRUE(marker.ok());
+  json m = json::parse(marker->begin(), marker->end());
+  for (auto &[name, hash] : m["checksums"].items()) {
+    auto now = fileContentHash(ckpt + "/" + name);
+    ASSERT_TRUE(now.ok()) << now.status().message();
+    hash = *now;
+  }
+  writeFile(ckpt + "/COMMITTED", m.dump());
+}
+
+TEST_F(CheckpointStoreTest, FlippedBitCaughtByTheContentHash) {
+  CheckpointStore store = openStore(3);
+  saveStep(store, 3);
+  std::string ckpt = dir + "/step-00000003";
+  for (const char *name : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"}) {
+    std::string path = ckpt + "/" + name;
+    auto bytes = readFileBytes(path);
+    ASSERT_TRUE(bytes.ok());
+    std::vector<uint8_t> original = *bytes;
+    (*bytes)[bytes->size() - 3] ^= 0x10; // same size, near the end
+    writeFile(path, *bytes);
+    auto loaded = CheckpointStore::load(ckpt);
+    ASSERT_FALSE(loaded.ok()) << name;
+    EXPECT_THAT(loaded.status().message(),
+                ::testing::StartsWith(path + ": its content hash is ch64:"));
+    EXPECT_THAT(loaded.status().message(),
+                HasSubstr("the file changed after the checkpoint was written"));
+    writeFile(path, original);
+  }
+  EXPECT_TRUE(CheckpointStore::load(ckpt).ok());
+}
+
 TEST_F(CheckpointStoreTest, ForeignOrGarbledTrainerStateRefused) {
   CheckpointStore store = openStore(3);
   saveStep(store, 3);
@@ -241,6 +278,7 @@ TEST_F(CheckpointStoreTest, ForeignOrGarbledTrainerStateRefused) {
   auto replaceState = [&](std::string text) {
     text.resize(original->size(), ' ');
     writeFile(statePath, text);
+    resealMarker(ckpt);
     auto loaded = CheckpointStore::load(ckpt);
     EXPECT_FALSE(loaded.ok());
     EXPECT_THAT(loaded.status().message(), ::testing::StartsWith(statePath));
@@ -273,6 +311,7 @@ TEST_F(CheckpointStoreTest, CorruptTensorFileNamedOnLoad) {
   ASSERT_TRUE(bytes.ok());
   (*bytes)[8] = '#'; // the header's opening brace; same size
   writeFile(modelPath, *bytes);
+  resealMarker(dir + "/step-00000003");
   auto loaded = CheckpointStore::load(dir + "/step-00000003");
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(loaded.status().message(),
