@@ -45,8 +45,23 @@ static bool fitsInt(double v) {
   return std::fabs(v) < 9.0e15; // exactly representable, far from overflow
 }
 
+static std::optional<Number> foldFinite(char op, Number a, Number b, std::string &err);
+
 std::optional<Number> foldBinary(char op, Number a, Number b,
                                  std::string &err) {
+  std::optional<Number> r = foldFinite(op, a, b, err);
+  // Finite operands with an infinite result: 10 ** 400 would reach a kernel
+  // as inf (a scale, an eps) with no word said.
+  if (r && !std::isfinite(r->value) && std::isfinite(a.value) && std::isfinite(b.value)) {
+    err = "the constant overflows: " + a.str() + " " + (op == '^' ? std::string("**") : std::string(1, op)) +
+          " " + b.str() + " is beyond the largest double";
+    return std::nullopt;
+  }
+  return r;
+}
+
+// The operation itself; foldBinary checks the result is finite.
+static std::optional<Number> foldFinite(char op, Number a, Number b, std::string &err) {
   bool ints = a.isInteger && b.isInteger;
   switch (op) {
   case '+':

@@ -204,7 +204,9 @@ CheckpointStore::save(const CheckpointContents &contents) {
   Status written = writeCheckpointFiles(tmp, contents);
   if (!written.ok()) {
     (void)removeRecursively(tmp); // best effort; the error is `written`
-    return written;
+    // The message names the file in the temporary directory, which is gone
+    // now: say which checkpoint it was and that nothing of it remains.
+    return written.withPrefix("checkpoint " + final + " not written (nothing of it kept): ");
   }
 
   // Commit. An existing checkpoint of this step moves aside first: rename

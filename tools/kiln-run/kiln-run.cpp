@@ -18,6 +18,7 @@
 #include "runtime/Version.h"
 #include "runtime/cuda/CompileCheck.h"
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ int reportError(const kiln::rt::Status &status) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A write past the file-size limit (ulimit -f) fails with EFBIG, which the
+  // writers report naming the file, instead of killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = kiln::rt::parseRunCommandLine(args);
   if (!parsed.ok()) {
