@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -111,11 +112,52 @@ StatusOr<std::string> fileContentHash(const std::string &path) {
   return std::string(text);
 }
 
+namespace {
+
+// Writes `chunks` into `path` as it is: a device, pipe or terminal.
+Status writeInPlace(const std::string &path, const std::vector<std::string_view> &chunks) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0)
+    return invalidArgument(path, ": cannot open for writing (", errnoText(), ")");
+  for (std::string_view chunk : chunks)
+    if (!writeAll(fd, chunk.data(), chunk.size())) {
+      std::string reason = errnoText();
+      ::close(fd);
+      return invalidArgument(path, ": write failed (", reason, ")");
+    }
+  if (::close(fd) != 0)
+    return invalidArgument(path, ": write failed (", errnoText(), ")");
+  return okStatus();
+}
+
+} // namespace
+
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &chunks) {
+  // What is replaced: a regular file (or nothing) by renaming a temp file
+  // over it. Anything else is written in place: renaming over /dev/null
+  // would replace the device with a regular file (as root, for everyone),
+  // and /dev/stdout, /proc/self/fd/N name an open file, not a place. A
+  // symlink stays: the file it names is replaced.
+  struct stat st;
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    return invalidArgument(path, ": is a directory");
+  if ((exists && !S_ISREG(st.st_mode)) || path.rfind("/dev/", 0) == 0 ||
+      path.rfind("/proc/", 0) == 0)
+    return writeInPlace(path, chunks);
+  std::string target = path;
+  struct stat link;
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    char *resolved = ::realpath(path.c_str(), nullptr);
+    if (!resolved) // a dangling link: create its target through it
+      return writeInPlace(path, chunks);
+    target = resolved;
+    std::free(resolved);
+  }
   // The temp name carries the pid so concurrent writers (two kiln-run
   // processes filling the same kernel cache) never share a temp file.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = target + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return invalidArgument(path, ": cannot create (", errnoText(), ")");
@@ -132,13 +174,13 @@ Status writeFileAtomically(const std::string &path,
     ::unlink(tmp.c_str());
     return invalidArgument(path, ": fsync failed (", reason, ")");
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
     std::string reason = errnoText();
     ::unlink(tmp.c_str());
     return invalidArgument(path, ": rename failed (", reason, ")");
   }
   // Persist the directory entry too, or a crash can lose the rename.
-  return syncDirectory(parentDirectory(path));
+  return syncDirectory(parentDirectory(target));
 }
 
 Status createDirectories(const std::string &dir) {

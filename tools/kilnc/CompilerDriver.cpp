@@ -28,6 +28,7 @@
 #include "passes/CollectiveReport.h"
 #include "passes/RematReport.h"
 #include "passes/ShardingReport.h"
+#include "runtime/FileIO.h"
 #include "runtime/cpu/KernelCompiler.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -68,35 +69,17 @@ namespace {
 constexpr const char *kArtifactPhase = "artifact";
 constexpr const char *kFusionPhase = "fusion";
 
-/// Writes `contents` to `path` through a temporary file renamed into place.
+/// Writes `contents` to `path` through a temporary file renamed into place
+/// (a device such as /dev/null is written in place: runtime/FileIO.h).
 LogicalResult writeFileAtomically(StringRef path, StringRef contents) {
-  std::string temporary = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(temporary, ec);
-    if (!ec) {
-      os << contents;
-      os.close();
-      if (os.has_error()) {
-        ec = os.error();
-        os.clear_error();
-      }
-    }
-    if (ec) {
-      llvm::errs() << "kilnc: error: cannot write '" << path << "': " << ec.message() << "\n";
-      llvm::sys::fs::remove(temporary);
-      return failure();
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
-    llvm::errs() << "kilnc: error: cannot write '" << path << "': " << ec.message() << "\n";
-    llvm::sys::fs::remove(temporary);
-    return failure();
-  }
-  return success();
+  ::kiln::rt::Status written = ::kiln::rt::writeFileAtomically(
+      path.str(), {std::string_view(contents.data(), contents.size())});
+  if (written.ok())
+    return success();
+  llvm::errs() << "kilnc: error: " << written.message() << "\n"; // names the path
+  return failure();
 }
 
-/// Prints `module` to `path` ("-" = stdout).
 /// Prints `module` to `path` ("-": stdout). `withLocations`: every op's
 /// model-file location inline (`loc("models/gpt2.kiln":41:9)`), as the phase
 /// dumps print them, so `--compile-from` of a dump reports the model's lines.
