@@ -128,32 +128,53 @@ Status checkLaunch(const Artifact &artifact, const LaunchEnv &env) {
       ranks, " --no-python kiln-run ...`)");
 }
 
-// What every rank must agree on before the first step.
-struct RankIdentity {
-  uint64_t artifactHash;
-  uint64_t seed;
-  int64_t steps;
-};
-
+// What every rank must agree on before the first step: the artifact, then
+// each flag that changes what the ranks compute or when they meet in a
+// collective (a checkpoint gathers ZeRO's shards), and the checkpoint each
+// resumes from (a rank that sees none, a node-local directory, would train
+// fresh weights beside the others'). Each is compared by its hash, so the
+// message names the flags that differ.
 Status checkRanksAgree(Communicator &comm, const Artifact &artifact,
-                       const RunOptions &options) {
+                       const RunOptions &o, int64_t resumedStep) {
+  const std::pair<const char *, std::string> fields[] = {
+      {"--seed", std::to_string(o.seed)},
+      {"--steps", std::to_string(o.steps)},
+      {"--lr / --schedule / --warmup / --decay-steps / --min-lr-ratio / --decay-fraction",
+       detail::concat(o.schedule.peak, " ", lrScheduleKindName(o.schedule.kind), " ",
+                      o.schedule.warmup, " ", o.schedule.total, " ", o.schedule.minRatio,
+                      " ", o.schedule.decayFraction)},
+      {"--data / --data-format", o.dataPath + " " + o.dataFormat},
+      {"--val-data / --val-fraction / --val-every / --val-batches",
+       detail::concat(o.valDataPath, " ", o.valFraction, " ", o.valEvery, " ", o.valBatches)},
+      {"--checkpoint-every / --keep-checkpoints / --resume",
+       detail::concat(o.checkpointEvery, " ", o.keepCheckpoints, " ", o.resume)},
+      {"--max-skipped-steps", std::to_string(o.maxSkippedSteps)},
+      {"the checkpoint it resumes from (a --checkpoint-dir every rank must see alike)",
+       resumedStep < 0 ? std::string("none") : std::to_string(resumedStep)},
+  };
+  constexpr size_t kFields = sizeof(fields) / sizeof(fields[0]);
+  uint64_t mine[kFields + 1];
   Fnv1a64 hash;
   hash.update(artifact.bytes().data(), artifact.bytes().size());
-  RankIdentity mine{hash.digest(), options.seed, options.steps};
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> all,
-                        comm.allGather(&mine, sizeof mine));
+  mine[0] = hash.digest();
+  for (size_t f = 0; f < kFields; ++f)
+    mine[f + 1] = fnv1a64(fields[f].second);
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> all, comm.allGather(mine, sizeof mine));
   for (int r = 0; r < comm.size(); ++r) {
-    RankIdentity other;
-    std::memcpy(&other, all.data() + r * sizeof other, sizeof other);
-    if (other.artifactHash != mine.artifactHash)
+    uint64_t other[kFields + 1];
+    std::memcpy(other, all.data() + r * sizeof other, sizeof other);
+    if (other[0] != mine[0])
       return failedPrecondition("rank ", r, " runs a different artifact than rank ",
                                 comm.rank(), " (", artifact.name(),
                                 "): every rank must run the same file");
-    if (other.seed != mine.seed || other.steps != mine.steps)
-      return failedPrecondition(
-          "rank ", r, " has --seed ", other.seed, " --steps ", other.steps,
-          " but rank ", comm.rank(), " has --seed ", mine.seed, " --steps ",
-          mine.steps, ": every rank must get the same flags");
+    std::string differ;
+    for (size_t f = 0; f < kFields; ++f)
+      if (other[f + 1] != mine[f + 1])
+        differ += (differ.empty() ? "" : "; ") + std::string(fields[f].first) +
+                  " (here: " + fields[f].second + ")";
+    if (!differ.empty())
+      return failedPrecondition("rank ", r, " and rank ", comm.rank(), " differ in ", differ,
+                                ": every rank must get the same flags");
   }
   return okStatus();
 }
@@ -258,7 +279,6 @@ Status TrainingRun::start() {
   if (env_.distributed()) {
     KILN_ASSIGN_OR_RETURN(comm_,
                           openCommunicator(env_, options_.commTimeout));
-    KILN_RETURN_IF_ERROR(checkRanksAgree(*comm_, *artifact, options_));
     mesh_.world = comm_.get();
     KILN_RETURN_IF_ERROR(openAxisCommunicators(*artifact, env_.rank, mesh_));
     if (env_.rank != 0) {
@@ -293,6 +313,9 @@ Status TrainingRun::start() {
       resumeFrom.emplace(std::move(loaded));
     }
   }
+  if (comm_)
+    KILN_RETURN_IF_ERROR(
+        checkRanksAgree(*comm_, *artifact, options_, resumeFrom ? resumeFrom->step : -1));
   // Data first (cheap, and the usual mistakes), at the position of the
   // checkpoint when resuming: read it before the session exists.
   data::DataPosition position;

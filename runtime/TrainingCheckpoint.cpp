@@ -209,19 +209,15 @@ restoreTrainingCheckpoint(const LoadedCheckpoint &checkpoint, TrainingSession &s
   KILN_ASSIGN_OR_RETURN(std::string hash,
                         stringMember(*artifactInfo, "hash", where));
   // Another artifact is accepted only when it is the same model and train
-  // settings compiled for the other backend (a CUDA run continued on the
-  // CPU, or the reverse) or for another number of data-parallel ranks with
-  // the same global batch (2 ranks of batch 4 continued as 1 of batch 8):
-  // the same state, other kernels. The data position is global either way.
-  const std::string target = targetOf(artifact);
+  // settings (the state hash) compiled otherwise: for the other backend (a
+  // CUDA run continued on the CPU, or the reverse), for another number of
+  // data-parallel ranks with the same global batch (2 ranks of batch 4
+  // continued as 1 of batch 8), for another ZeRO stage (checkpoints hold
+  // whole tensors whatever the stage): the same state, other kernels. The
+  // data position is global either way.
   const bool sameState =
       artifactInfo->value("state_hash", "") == trainingStateHash(artifact);
-  const bool otherBackend =
-      artifactInfo->value("target", target) != target && sameState;
-  const bool otherRanks = artifactInfo->value("ranks", int64_t{1}) !=
-                              artifact.ranks() &&
-                          sameState;
-  if (hash != artifactHash(artifact) && !otherBackend && !otherRanks)
+  if (hash != artifactHash(artifact) && !sameState)
     return failedPrecondition(
         where, ": written by another artifact (", hash, ", ",
         artifactInfo->value("path", "?"), "), not ", artifact.name(), " (",

@@ -67,6 +67,8 @@ std::string withThousandsSeparators(int64_t n) {
 namespace {
 
 constexpr const char *kArtifactPhase = "artifact";
+// The module attribute naming the last phase that ran (in every dump).
+constexpr const char *kPhaseAttrName = "kiln.phase";
 constexpr const char *kFusionPhase = "fusion";
 
 /// Writes `contents` to `path` through a temporary file renamed into place
@@ -318,6 +320,26 @@ int runCompiler(const DriverOptions &options) {
       return kUserError;
     if (failed(verify(*module)))
       return kUserError;
+    // Each dump names the phase it follows (kPhaseAttrName). Resuming
+    // before it would run phases twice (sharding splits the split parameters
+    // again) and build a wrong artifact without a word: an error. Resuming
+    // after it skips phases, which is right when their passes were run by
+    // hand (kiln-opt --kiln-autodiff on the eval dump) and wrong otherwise:
+    // a warning.
+    if (auto after = (*module)->getAttrOfType<StringAttr>(kPhaseAttrName);
+        after && isKnownPhase(after.getValue().str()) &&
+        after.getValue() != options.compileFrom) {
+      if (phaseIndex(after.getValue().str()) > phaseIndex(options.compileFrom)) {
+        llvm::errs() << "kilnc: error: " << options.inputPath << " is the IR after phase '"
+                     << after.getValue() << "', which --compile-from=" << options.compileFrom
+                     << " would run again: use --compile-from=" << after.getValue() << "\n";
+        return kUsageError;
+      }
+      llvm::errs() << "kilnc: warning: " << options.inputPath << " is the IR after phase '"
+                   << after.getValue() << "'; --compile-from=" << options.compileFrom
+                   << " skips the phases between (right only if their passes were run on it "
+                      "by hand, e.g. with kiln-opt)\n";
+    }
   } else {
     FrontendOptions frontendOptions{options.inputPath, overrides};
     TimingScope frontendTimer = rootTimer.nest("frontend");
@@ -418,6 +440,7 @@ int runCompiler(const DriverOptions &options) {
       phase.build(pm, phaseOptions);
     if (failed(pm.run(*module)))
       return kUserError;
+    (*module)->setAttr(kPhaseAttrName, StringAttr::get(&context, phase.name));
     if (!options.dumpPhasesTo.empty() &&
         failed(printModule(*module, dumpPath(index, phase.name), /*withLocations=*/true)))
       return kUserError;
