@@ -5,6 +5,7 @@
 #include "runtime/data/DataFormat.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -404,6 +405,20 @@ Status checkCombination(const RunOptions &o,
     return invalidArgument("--val-data and --val-fraction exclude each other");
   if (o.valEvery > 0 && o.valDataPath.empty() && o.valFraction == 0)
     return invalidArgument("--val-every needs --val-data or --val-fraction");
+  if (!o.tracePath.empty() && o.traceFirst > o.steps)
+    return invalidArgument("--trace-steps ", o.traceFirst, "..", o.traceLast,
+                           " starts after the last step (--steps ", o.steps,
+                           "): the trace would be empty");
+  // Two outputs in one file: the later write would replace the other.
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--metrics", &o.metricsPath},       {"--trace", &o.tracePath},
+      {"--save-init", &o.saveInitPath},    {"--save-grads", &o.saveGradsPath},
+      {"--save-batches", &o.saveBatchesPath}};
+  for (size_t i = 0; i < std::size(outputs); ++i)
+    for (size_t j = i + 1; j < std::size(outputs); ++j)
+      if (!outputs[i].second->empty() && *outputs[i].second == *outputs[j].second)
+        return invalidArgument(outputs[i].first, " and ", outputs[j].first, " both write ",
+                               *outputs[i].second, "; give each its own file");
   return validateLrSchedule(o.schedule);
 }
 

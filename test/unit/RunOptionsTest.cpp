@@ -140,6 +140,11 @@ TEST(RunOptionsTest, UsageErrors) {
        "--val-data and --val-fraction exclude each other"},
       {{"m.kart", "--steps", "1", "--val-every", "5"},
        "--val-every needs --val-data or --val-fraction"},
+      {{"m.kart", "--steps", "5", "--trace", "t.json", "--trace-steps", "10..20"},
+       "--trace-steps 10..20 starts after the last step (--steps 5): the trace would be "
+       "empty"},
+      {{"m.kart", "--steps", "2", "--metrics", "same.json", "--trace", "same.json"},
+       "--metrics and --trace both write same.json; give each its own file"},
       {{"m.kart", "--steps", "10", "--schedule", "cosine", "--warmup", "10"},
        "--warmup 10 leaves no steps to decay over"},
       {{"m.kart", "--steps", "10", "--schedule", "step"},
