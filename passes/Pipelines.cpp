@@ -12,6 +12,8 @@
 #include "passes/Pipelines.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -230,6 +232,26 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
 }
 
 namespace {
+// Stands in for the pipeline when its options are wrong: the registry's
+// builder cannot fail, so the run does, with the reason on the module.
+struct FailingPass : public PassWrapper<FailingPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FailingPass)
+  explicit FailingPass(std::string reason) : reason(std::move(reason)) {}
+  void runOnOperation() override {
+    getOperation().emitError() << reason;
+    signalPassFailure();
+  }
+  std::string reason;
+};
+
+// "kiln, pad-dims, ..., fusion": the phases, for messages.
+std::string phaseList() {
+  std::string text;
+  for (const CompilerPhase &phase : getCompilerPhases())
+    text += (text.empty() ? "" : ", ") + phase.name.str();
+  return text;
+}
+
 struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
   Option<std::string> lastPhase{
@@ -240,13 +262,15 @@ struct TrainingPipelineOptions
 } // namespace
 
 void registerKilnPipelines() {
+  static const std::string description =
+      "Every Kiln phase in order: " + phaseList() + " (last-phase=NAME stops early)";
   PassPipelineRegistration<TrainingPipelineOptions>(
-      "kiln-training-pipeline",
-      "Every Kiln phase in order: kiln (cleanup), pad-dims, "
-      "attention-match, sharding, eval, autodiff, grad-accum, mixed-precision, "
-      "optimizer, fusion (last-phase=NAME stops early)",
+      "kiln-training-pipeline", description,
       [](OpPassManager &pm, const TrainingPipelineOptions &options) {
-        (void)buildTrainingPipeline(pm, options.lastPhase);
+        if (failed(buildTrainingPipeline(pm, options.lastPhase)))
+          pm.addPass(std::make_unique<FailingPass>(
+              "kiln-training-pipeline: unknown last-phase '" + options.lastPhase +
+              "' (phases: " + phaseList() + ")"));
       });
 }
 

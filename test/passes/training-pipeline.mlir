@@ -1,5 +1,8 @@
 // RUN: kiln-opt %s --kiln-training-pipeline=last-phase=optimizer | FileCheck %s
 // RUN: kiln-opt %s --kiln-training-pipeline | FileCheck %s --check-prefix=FUSED
+// RUN: not kiln-opt %s --kiln-training-pipeline=last-phase=bogus 2>&1 | FileCheck %s --check-prefix=BOGUS
+// An unknown last-phase is an error naming the phases (it ran only the first).
+// BOGUS: error: kiln-training-pipeline: unknown last-phase 'bogus' (phases: kiln, pad-dims, attention-match, sharding, eval, autodiff, grad-accum, mixed-precision, optimizer, data-parallel, remat, fusion)
 
 // Tests that the pipeline up to the optimizer (cleanup, eval clone, autodiff,
 // accumulation, optimizer, each followed by canonicalize/CSE) turns a forward loss into the
