@@ -8,6 +8,8 @@
 
 #include "ir/KilnOps.h"
 
+#include <string>
+
 namespace mlir::kiln::fusion {
 
 int64_t elementsOf(Value v) {
@@ -59,6 +61,55 @@ std::optional<int64_t> rowLength(Operation *op) {
     return length;
   }
   return std::nullopt;
+}
+
+// Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
+// the same row loop.
+bool hasRowEpilogue(Operation *op) {
+  auto row = dyn_cast<RowOpInterface>(op);
+  return row && row.hasRowEpilogue();
+}
+
+bool hasElementEpilogue(Operation *op) {
+  auto row = dyn_cast<RowOpInterface>(op);
+  return row && row.hasElementEpilogue();
+}
+
+bool isOptimizerUpdate(Operation *op) {
+  return isa<AdamOp, SgdOp, SgdMomentumOp>(op);
+}
+
+// Why an op never joins a group, or "" for ops that are simply not fusable.
+std::string whyStandalone(Operation *op) {
+  if (isa<MatmulOp>(op))
+    return "kiln.matmul is a GEMM call and stays a kernel of its own";
+  if (auto fusion = dyn_cast<FusionOp>(op); fusion && fusion.getKind() == FusionKind::Gemm)
+    return "a GEMM with its epilogue (kiln.fusion \"gemm\") is one GEMM "
+           "call and stays a kernel of its own";
+  if (isa<EmbeddingOp, EmbeddingGradOp>(op))
+    return op->getName().getStringRef().str() +
+           " gathers rows by index and stays a kernel of its own";
+  if (isa<TransposeOp, SliceOp, PadOp, ConcatOp>(op))
+    return op->getName().getStringRef().str() +
+           " moves elements between dimensions and stays a kernel of its own";
+  return "";
+}
+
+// A kiln.convert rounding a function argument to bf16 (step 1c).
+bool isArgumentCopy(Operation *op, Block &block) {
+  auto convert = dyn_cast<ConvertOp>(op);
+  if (!convert || !convert.getType().getElementType().isBF16())
+    return false;
+  auto arg = dyn_cast<BlockArgument>(convert.getInput());
+  return arg && arg.getOwner() == &block;
+}
+
+// A kiln.reduce_sum of a whole f32 tensor to one value (the global norm's
+// sum of squares of each gradient).
+bool isTotalSum(Operation *op) {
+  auto sum = dyn_cast<ReduceSumOp>(op);
+  return sum && elementsOf(sum.getResult()) == 1 && elementsOf(sum.getInput()) > 1 &&
+         cast<RankedTensorType>(sum.getInput().getType()).getElementType().isF32();
 }
 
 } // namespace mlir::kiln::fusion

@@ -114,47 +114,6 @@ namespace {
 // The most ops one fused kernel holds (whyNot).
 constexpr size_t kMaxKernelOps = 512;
 
-// Row ops whose result 0 is row-shaped, so pointwise ops on it can run in
-// the same row loop.
-bool hasRowEpilogue(Operation *op) {
-  auto row = dyn_cast<RowOpInterface>(op);
-  return row && row.hasRowEpilogue();
-}
-
-bool hasElementEpilogue(Operation *op) {
-  auto row = dyn_cast<RowOpInterface>(op);
-  return row && row.hasElementEpilogue();
-}
-
-bool isOptimizerUpdate(Operation *op) {
-  return isa<AdamOp, SgdOp, SgdMomentumOp>(op);
-}
-
-// Why an op never joins a group, or "" for ops that are simply not fusable.
-std::string whyStandalone(Operation *op) {
-  if (isa<MatmulOp>(op))
-    return "kiln.matmul is a GEMM call and stays a kernel of its own";
-  if (auto fusion = dyn_cast<FusionOp>(op); fusion && fusion.getKind() == FusionKind::Gemm)
-    return "a GEMM with its epilogue (kiln.fusion \"gemm\") is one GEMM "
-           "call and stays a kernel of its own";
-  if (isa<EmbeddingOp, EmbeddingGradOp>(op))
-    return op->getName().getStringRef().str() +
-           " gathers rows by index and stays a kernel of its own";
-  if (isa<TransposeOp, SliceOp, PadOp, ConcatOp>(op))
-    return op->getName().getStringRef().str() +
-           " moves elements between dimensions and stays a kernel of its own";
-  return "";
-}
-
-// A kiln.convert rounding a function argument to bf16 (step 1c).
-bool isArgumentCopy(Operation *op, Block &block) {
-  auto convert = dyn_cast<ConvertOp>(op);
-  if (!convert || !convert.getType().getElementType().isBF16())
-    return false;
-  auto arg = dyn_cast<BlockArgument>(convert.getInput());
-  return arg && arg.getOwner() == &block;
-}
-
 // ArgumentCopies: step 1c's groups (a pointwise kernel for codegen).
 // Sum: step 2d's groups (a whole-tensor kiln.reduce_sum and the pointwise
 // ops computing its input, summed as they are computed).
@@ -173,14 +132,6 @@ FusionKind kindOf(GroupKind kind) {
     return FusionKind::Sum;
   }
   llvm_unreachable("every group kind is a fusion kind");
-}
-
-// A kiln.reduce_sum of a whole f32 tensor to one value (the global norm's
-// sum of squares of each gradient).
-bool isTotalSum(Operation *op) {
-  auto sum = dyn_cast<ReduceSumOp>(op);
-  return sum && elementsOf(sum.getResult()) == 1 && elementsOf(sum.getInput()) > 1 &&
-         cast<RankedTensorType>(sum.getInput().getType()).getElementType().isF32();
 }
 
 struct Group {
