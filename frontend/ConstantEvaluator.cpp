@@ -153,19 +153,15 @@ bool ConstantEvaluator::declare(const std::string &name, SourceLoc loc,
 static std::optional<Number> parseOverride(const std::string &text) {
   if (text.empty())
     return std::nullopt;
+  // A byte size (a number and a unit), as kilnc's --memory-budget reads it.
+  size_t digitsEnd = text.find_last_of("0123456789.");
+  if (digitsEnd != std::string::npos && digitsEnd + 1 < text.size() &&
+      bytesPerUnit(text.substr(digitsEnd + 1))) {
+    std::optional<int64_t> bytes = parseByteSize(text);
+    return bytes ? std::optional<Number>(Number::ofInt(*bytes)) : std::nullopt;
+  }
   errno = 0;
   char *end = nullptr;
-  size_t digitsEnd = text.find_last_of("0123456789.");
-  if (digitsEnd != std::string::npos && digitsEnd + 1 < text.size()) {
-    if (std::optional<int64_t> unit = bytesPerUnit(text.substr(digitsEnd + 1))) {
-      double d = std::strtod(text.c_str(), &end);
-      if (errno != 0 || end != text.c_str() + digitsEnd + 1)
-        return std::nullopt;
-      std::optional<int64_t> bytes = scaleByUnit(d, *unit);
-      return bytes ? std::optional<Number>(Number::ofInt(*bytes))
-                   : std::nullopt;
-    }
-  }
   long long i = std::strtoll(text.c_str(), &end, 10);
   // LLONG_MIN has no negation (and LLONG_MIN / -1 traps): like any integer
   // beyond what a literal can spell, it is read as a float.
