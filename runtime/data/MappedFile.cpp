@@ -53,8 +53,11 @@ bool readMappedSafely(void (*fn)(void *), void *context) {
     sigemptyset(&action.sa_mask);
     ::sigaction(SIGBUS, &action, &previousBusAction);
   });
+  // No signal mask to save (savesigs 0: no system call per read): the
+  // handler runs with SA_NODEFER and an empty sa_mask, so it leaves the mask
+  // as it found it.
   sigjmp_buf jump;
-  if (sigsetjmp(jump, 1) != 0) {
+  if (sigsetjmp(jump, 0) != 0) {
     busErrorJump = nullptr;
     return false;
   }
