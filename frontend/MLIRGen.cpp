@@ -22,8 +22,6 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <set>
-
 using namespace mlir;
 namespace kd =
     mlir::kiln; // the dialect; `kiln` alone is the frontend namespace
@@ -69,9 +67,6 @@ private:
   Value emitNode(const Node &n, Location l);
   void setFunctionAttributes(func::FuncOp func);
   void setModuleAttributes(ModuleOp module);
-  /// The block instances ("Block.0") of the nodes the loss and the metrics
-  /// depend on.
-  std::set<std::string> liveInstances() const;
 
   MLIRContext &ctx_;
   OpBuilder b_;
@@ -259,35 +254,13 @@ void MLIRGen::setModuleAttributes(ModuleOp module) {
     if (!mesh.empty())
       module->setAttr(kd::kMeshAttrName, mesh.getDictionary(&ctx_));
   }
-  // The recompute the model file sets per block instance (the remat phase),
-  // for the instances the loss or a metric uses: an unused call's ops are
-  // dead code, gone before remat, with nothing to recompute.
-  std::set<std::string> live = liveInstances();
-  NamedAttrList overrides;
-  for (const auto &[instance, tier] : graph_.rematOverrides)
-    if (live.count(instance))
+  // The recompute the model file sets per block instance (the remat phase).
+  if (!graph_.rematOverrides.empty()) {
+    NamedAttrList overrides;
+    for (const auto &[instance, tier] : graph_.rematOverrides)
       overrides.append(instance, b_.getStringAttr(tier));
-  if (!overrides.empty())
     module->setAttr(kd::kRematOverridesAttrName, overrides.getDictionary(&ctx_));
-}
-
-std::set<std::string> MLIRGen::liveInstances() const {
-  std::vector<bool> live(graph_.nodes.size(), false);
-  std::vector<int> work{graph_.loss};
-  for (const MetricInfo &m : graph_.metrics)
-    work.push_back(m.node);
-  std::set<std::string> instances;
-  while (!work.empty()) {
-    int n = work.back();
-    work.pop_back();
-    if (live[n])
-      continue;
-    live[n] = true;
-    const Node &node = graph_.nodes[n];
-    instances.insert(node.callInstances.begin(), node.callInstances.end());
-    work.insert(work.end(), node.operands.begin(), node.operands.end());
   }
-  return instances;
 }
 
 OwningOpRef<ModuleOp> MLIRGen::emit() {

@@ -362,11 +362,10 @@ void KilnRemat::runOnOperation() {
                            << " is not none, pointwise, selective or full";
         return signalPassFailure();
       }
-      if (!llvm::is_contained(graph->instances, entry.getName().str())) {
-        module.emitError() << kRematOverridesAttrName << ": no block instance '"
-                           << entry.getName() << "' in @step's forward";
-        return signalPassFailure();
-      }
+      // An instance absent from the forward has nothing to recompute: a
+      // call whose result nothing uses is dead code, and a call computing
+      // what another already computes (the same block body on the same
+      // input) was merged into it by CSE. Its override applies to nothing.
     }
   int last = graph->numPlans();
   bool needPeaks = budget > 0 || sweep;
