@@ -151,10 +151,17 @@ class Program:
         self.blocks = []            # (kiln lines, torch lines) of each block
         self.tokens = None          # (batch, seq) when the model reads tokens
         self.flags = []             # kilnc options drawn for this seed
+        self.metrics = []           # (name, torch expression)
         if parent:
             self.r, self.torch_rng, self.ns = parent.r, parent.torch_rng, parent.ns
+            self.large, self.MAX_ELEMS = parent.large, parent.MAX_ELEMS
         else:
             self.r = random.Random(seed)
+            # One seed in five: long rows (1000-2049 wide) and larger tensors,
+            # where row kernels take several passes or blocks per row.
+            self.large = self.r.random() < 0.2
+            if self.large:
+                self.MAX_ELEMS = 40000
             self.torch_rng = torch.Generator().manual_seed(seed)
             self.ns = {}
             exec(PRELUDE, self.ns)  # noqa: S102
@@ -165,7 +172,8 @@ class Program:
     def dim(self, big=False):
         small = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17]
         if big and self.r.random() < 0.3:
-            return self.r.choice([31, 33, 64, 100, 130, 257])
+            wide = [31, 33, 64, 100, 130, 257]
+            return self.r.choice(wide + [1000, 1031, 2049] if self.large else wide)
         return self.r.choice(small)
 
     def shape(self, rank):
@@ -367,9 +375,12 @@ class Program:
 
     def op_reduce(self, x):
         r = len(x.shape)
+        kx, tx = self.ref(x)
+        if r and self.r.random() < 0.2:  # to a scalar, which broadcasts later
+            fn = self.r.choice(["sum", "mean"])
+            return self.emit(f"{fn}({kx})", f"torch.{fn}({tx})", (), [x])
         if r < 2:
             return None
-        kx, tx = self.ref(x)
         dims = sorted(self.r.sample(range(r), self.r.randint(1, r - 1)))
         spell = [d - r if self.r.random() < 0.3 else d for d in dims]
         out = [x.shape[d] for d in range(r) if d not in dims]
@@ -526,24 +537,34 @@ class Program:
             return None
         kx, tx = self.ref(x)
         kvh = self.r.choice([d for d in range(1, H + 1) if H % d == 0])
-        kv = []
-        for _ in range(2):
-            if kvh == H and self.r.random() < 0.3:
-                kv.append(x)
-            else:
-                kv.append(self.param([B, kvh, T, D])[0])
-        (kk, tk), (kv_, tv) = self.ref(kv[0]), self.ref(kv[1])
         mask = self.r.choice([None, ("j <= i", "j <= i"),
                               ("j <= i and i - j < 3", "(j <= i) & (i - j < 3)"),
                               ("i == j or j < 2", "(i == j) | (j < 2)")])
+        # Keys as many as the queries, or (where every row keeps a key) another
+        # count: a longer context, or fewer keys than queries.
+        S = T
+        if self.r.random() < 0.3 and (mask is None or mask[0] == "j <= i"):
+            S = self.r.choice([1, 2, 7, T + 3, 2 * T + 1])
+        kv = []
+        for _ in range(2):
+            if kvh == H and S == T and self.r.random() < 0.3:
+                kv.append(x)
+            else:
+                kv.append(self.param([B, kvh, S, D])[0])
+        (kk, tk), (kv_, tv) = self.ref(kv[0]), self.ref(kv[1])
         score = self.r.choice([None, ("s * 0.5", "s * 0.5"),
                                ("tanh(s / 2) * 2", "torch.tanh(s / 2) * 2"),
-                               "bias", "slope"])
+                               "bias", "slope", "batch_bias"])
         used = [x] + kv
         if score == "bias":
-            bias, _ = self.param([H, T, T])
+            bias, _ = self.param([H, T, S])
             kb, tb = self.ref(bias)
             score = (f"s + {kb}[h, i, j]", f"s + {tb}[h, i, j]")
+            used.append(bias)
+        elif score == "batch_bias":
+            bias, _ = self.param([B, T, S], std=0.5)
+            kb, tb = self.ref(bias)
+            score = (f"s * {kb}[b, i, j]", f"s * {tb}[b, i, j]")
             used.append(bias)
         elif score == "slope":
             slope, _ = self.param([H], std=0.5)
@@ -689,7 +710,7 @@ class Program:
             p, _ = self.param(self.shape(self.r.randint(1, 4)))
             kp, tp = self.ref(p)
             self.emit(f"{kp} * 1.0", f"{tp} * 1.0", p.shape, [])
-        target = self.r.randint(4, 16)
+        target = self.r.randint(4, 16 if self.r.random() < 0.7 else 32)
         names, weights = zip(*self.OPS)
         tries = 0
         while self.n < target and tries < 200:
@@ -698,7 +719,19 @@ class Program:
             x = self.pick()
             op(x)
         self.finish_loss()
+        self.draw_metrics()
         self.draw_flags()
+
+    def draw_metrics(self):
+        """`metric mK = EXPR` of a few values: kiln-run reports them."""
+        scalars = [v for v in self.values if v.uses][-8:]
+        for v in self.r.sample(scalars, min(len(scalars), self.r.choice([0, 0, 1, 2]))):
+            kv, tv = self.ref(v)
+            name = f"m{len(self.metrics)}"
+            fn = self.r.choice(["mean", "sum"])
+            self.kiln.append(f"metric {name} = {fn}({kv})" if v.shape else
+                             f"metric {name} = {kv}")
+            self.metrics.append((name, f"torch.{fn}({tv})" if v.shape else tv))
 
     def draw_flags(self):
         """kilnc options that change how the same model is compiled."""
@@ -752,7 +785,9 @@ class Program:
         lines = []
         for _, torch_def in self.blocks:
             lines += torch_def + [""]
-        return "\n".join(lines + self.torch) + "\n"
+        lines += self.torch
+        lines += [f"{name} = {expr}" for name, expr in self.metrics]
+        return "\n".join(lines) + "\n"
 
 
 def _broadcast(*shapes):
@@ -785,7 +820,8 @@ def evaluate(prog, init, grads, dtype):
     loss = ns["loss"]
     grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
     return loss.item(), {name: (g if g is not None else torch.zeros_like(params[name])).double()
-                         for name, g in zip(params, grads)}
+                         for name, g in zip(params, grads)}, \
+        {name: ns[name].item() for name, _ in prog.metrics}
 
 
 def rel_err(got, ref, floor):
@@ -796,10 +832,11 @@ def rel_err(got, ref, floor):
     return diff / max(scale, 1e-30), scale
 
 
-def check(prog, init, grads, kiln_loss):
-    """(ok, report lines)."""
-    ref_loss, ref_grads = evaluate(prog, init, grads, torch.float64)
-    f32_loss, f32_grads = evaluate(prog, init, grads, torch.float32)
+def check(prog, init, grads, record):
+    """(ok, report lines); record: kiln-run's first --metrics line."""
+    kiln_loss = record["loss"]
+    ref_loss, ref_grads, ref_metrics = evaluate(prog, init, grads, torch.float64)
+    f32_loss, f32_grads, f32_metrics = evaluate(prog, init, grads, torch.float32)
     lines, ok = [], True
 
     def judge(what, kiln_err, f32_err, scale):
@@ -810,13 +847,23 @@ def check(prog, init, grads, kiln_loss):
         lines.append(f"  {what}: kiln rel {kiln_err:.2e}, torch fp32 rel {f32_err:.2e}, "
                      f"bound {bound:.2e} {'ok' if good else 'MISMATCH'}")
 
-    def loss_err(x):
-        return abs(x - ref_loss) / max(abs(ref_loss), 1e-30)
+    def scalar_err(x, ref):
+        return abs(x - ref) / max(abs(ref), 1e-30)
 
     if not math.isfinite(kiln_loss):
         return False, [f"  loss: kiln {kiln_loss}, reference {ref_loss}"]
-    judge(f"loss ({kiln_loss:.7g} vs {ref_loss:.7g})", loss_err(kiln_loss), loss_err(f32_loss),
-          abs(ref_loss))
+    judge(f"loss ({kiln_loss:.7g} vs {ref_loss:.7g})", scalar_err(kiln_loss, ref_loss),
+          scalar_err(f32_loss, ref_loss), abs(ref_loss))
+    for name, ref in ref_metrics.items():
+        # kiln-run writes metric NAME as act_rms/NAME (its TensorBoard tag).
+        got = record.get(f"act_rms/{name}")
+        if got is None:
+            ok = False
+            lines.append(f"  metric {name}: missing from --metrics")
+            continue
+        # The metrics file keeps 9 significant digits: 1e-8 of rounding more.
+        judge(f"metric {name} ({got:.7g} vs {ref:.7g})", scalar_err(got, ref),
+              scalar_err(f32_metrics[name], ref) + 1e-8, abs(ref))
     # A gradient a thousand times smaller than the largest is a cancellation
     # of terms of the larger scale (a scale the next op normalizes away, as
     # layer_norm(x * w) does to w): float32 resolves it only to the larger
@@ -880,9 +927,9 @@ def run_seed(seed, targets, tools, work, keep):
         if rc != 0:
             failures.append(f"{target}: kiln-run exited {rc} (see {target}.run.log)")
             continue
-        kiln_loss = json.loads(open(files["jsonl"]).readline())["loss"]
+        record = json.loads(open(files["jsonl"]).readline())
         ok, lines = check(prog, read_safetensors(files["init"]),
-                          read_safetensors(files["grads"]), kiln_loss)
+                          read_safetensors(files["grads"]), record)
         if not ok:
             failures.append(f"{target}: disagrees with PyTorch\n" + "\n".join(lines))
     if not failures and not keep:
