@@ -892,7 +892,38 @@ def run(cmd, env, log):
     return p.returncode
 
 
-def run_seed(seed, targets, tools, work, keep):
+def roundtrip_phases(prog, target, tools, env, d, art):
+    """Every phase's dump (--dump-phases-to), compiled from there
+    (--compile-from), gives the direct compile's artifact byte for byte: the
+    dumps print every op and attribute the later phases read."""
+    dumps = os.path.join(d, f"{target}.phases")
+    model = os.path.join(d, "model.kiln")
+    common = [f"--target={target}"] + prog.flags
+    rc = run([tools["kilnc"], model, f"--dump-phases-to={dumps}", "-o",
+              os.path.join(d, f"{target}.dumped.kart")] + common,
+             env, os.path.join(d, f"{target}.dump.log"))
+    if rc != 0:
+        return [f"{target}: kilnc --dump-phases-to exited {rc} (see {target}.dump.log)"]
+    failures = []
+    for name in sorted(os.listdir(dumps)):
+        if not name.endswith(".mlir") or "-" not in name:
+            continue
+        phase = name[name.index("-") + 1:-len(".mlir")]
+        if phase == "artifact":
+            continue
+        out = os.path.join(d, f"{target}.from-{phase}.kart")
+        log = os.path.join(d, f"{target}.from-{phase}.log")
+        # --remat is compiled into the dump (kilnc refuses it with one).
+        rc = run([tools["kilnc"], f"--compile-from={phase}", os.path.join(dumps, name), "-o", out]
+                 + [f for f in common if not f.startswith("--remat")], env, log)
+        if rc != 0:
+            failures.append(f"{target}: kilnc --compile-from={phase} exited {rc} (see {log})")
+        elif open(out, "rb").read() != open(art, "rb").read():
+            failures.append(f"{target}: the artifact compiled from the {phase} dump differs")
+    return failures
+
+
+def run_seed(seed, targets, tools, work, keep, roundtrip=False):
     prog = Program(seed)
     try:
         prog.generate()
@@ -918,6 +949,8 @@ def run_seed(seed, targets, tools, work, keep):
         if rc != 0:
             failures.append(f"{target}: kilnc exited {rc} (see {target}.kilnc.log)")
             continue
+        if roundtrip:
+            failures += roundtrip_phases(prog, target, tools, env, d, art)
         files = {k: os.path.join(d, f"{target}.{k}") for k in ("init", "grads", "jsonl")}
         rc = run([tools["kiln-run"], art, "--steps", "1", "--seed", str(seed % 1000 + 1),
                   "--save-init", files["init"], "--save-grads", files["grads"],
@@ -946,6 +979,8 @@ def main():
     ap.add_argument("--work", default="/tmp/kiln-fuzz")
     ap.add_argument("--keep", action="store_true", help="keep passing seeds' directories too")
     ap.add_argument("--show", type=int, help="print one seed's model and PyTorch program")
+    ap.add_argument("--roundtrip", action="store_true",
+                    help="also compile from every phase's dump: the same artifact")
     a = ap.parse_args()
     if a.show is not None:
         prog = Program(a.show)
@@ -980,7 +1015,7 @@ def main():
         tools["sim"] = shutil.copytree(tools["sim"], os.path.join(snapshot, "sim-lib"))
     failed, start = [], time.time()
     for seed in seeds:
-        failures, n = run_seed(seed, targets, tools, a.work, a.keep)
+        failures, n = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip)
         status = "ok" if not failures else "FAIL"
         print(f"seed {seed}: {n} statements, {status}", flush=True)
         for f in failures:
