@@ -498,8 +498,11 @@ private:
   // maxOptimizerTensors sums each (codegen: one segment of the grid per
   // sum, the same blocks and order as the sum's own kernel). A sum whose
   // kernel writes anything but its total stays alone. Their ops move up to
-  // the first one's place (they read arguments only), so each shared kernel
-  // runs before any reader of its totals.
+  // the earliest total's place (they read arguments only), so each shared
+  // kernel runs before any reader of its totals. Ordered by the totals, not
+  // by the groups' first ops: a group may begin with a splat constant of
+  // its own placed early (cloned per reader, step 1), and a total moved
+  // down past a reader of it broke dominance (tools/fuzz/kiln_fuzz.py).
   void gatherArgumentSums() {
     auto readsArgumentsOnly = [&](Group *group) {
       for (Operation *op : group->ops)
@@ -524,7 +527,7 @@ private:
           readsArgumentsOnly(group.get()) && writesTotalOnly(group.get()))
         sums.push_back(group.get());
     llvm::sort(sums, [](Group *a, Group *b) {
-      return a->ops.front()->isBeforeInBlock(b->ops.front());
+      return a->ops.back()->isBeforeInBlock(b->ops.back());
     });
     for (size_t first = 0; first < sums.size(); first += maxOptimizerTensors) {
       size_t end = std::min<size_t>(sums.size(), first + maxOptimizerTensors);

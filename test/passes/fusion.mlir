@@ -488,3 +488,29 @@ func.func @update(%a: tensor<8xf32>, %b: tensor<16xf32>, %c: tensor<4x4xf32>, %d
   %u = kiln.add %t, %sd : tensor<f32>
   return %u, %sm, %sb : tensor<f32>, tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that the shared "sum" kernel goes where the earliest total was, not
+// where the earliest group begins: %b's group starts with its splat
+// constant, placed early and cloned per reader (the second reader is the
+// mul after both sums), but its total comes after %a's, whose reader (the
+// div) sits between the two sums. The kernel placed at %b's total came after
+// that div: "operand #0 does not dominate this use" (a random model of
+// tools/fuzz/kiln_fuzz.py).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[S:.*]]:2 = kiln.fusion sum
+// CHECK: kiln.fusion pointwise (%[[S]]#0)
+// CHECK: return
+func.func @step(%a: tensor<8xf32>, %b: tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>) {
+  %cb = kiln.constant dense<1.000000e+00> : tensor<16xf32>
+  %ca = kiln.constant dense<1.000000e+00> : tensor<8xf32>
+  %n = kiln.constant dense<4.800000e+01> : tensor<f32>
+  %xa = kiln.mul %a, %ca : tensor<8xf32>
+  %sa = kiln.reduce_sum %xa dims = [0] : tensor<8xf32> -> tensor<f32>
+  %m = kiln.div %sa, %n : tensor<f32>
+  %xb = kiln.mul %b, %cb : tensor<16xf32>
+  %sb = kiln.reduce_sum %xb dims = [0] : tensor<16xf32> -> tensor<f32>
+  %g = kiln.mul %b, %cb : tensor<16xf32>
+  return %m, %sb, %g : tensor<f32>, tensor<f32>, tensor<16xf32>
+}
