@@ -598,14 +598,19 @@ LogicalResult StepLowering::planReturn(func::FuncOp func,
                                 "artifact";
 
     // A result needs a buffer of its own: copy when the value lives in an
-    // argument, a constant, a view, or a buffer that is already a result.
+    // argument, a constant, a view, a buffer that is already a result, or
+    // the storage of a view of another shape (an all-reduce in place on a
+    // reshape: tensor parallelism's gradient of a [13, 1] parameter, summed
+    // as [13] and viewed back; the other programs read the [13, 1] buffer).
+    auto type = cast<RankedTensorType>(value.getType());
     if (buffers[index].role != schema::BufferRole_Activation ||
-        buffers[index].aliasOf >= 0) {
-      FailureOr<EmittedKernel> copy =
-          kernels.emitCopy(cast<RankedTensorType>(value.getType()));
+        buffers[index].aliasOf >= 0 ||
+        ArrayRef<int64_t>(buffers[index].shape) != type.getShape()) {
+      FailureOr<EmittedKernel> copy = kernels.emitCopy(type);
       if (failed(copy))
         return ret.emitError() << "cannot copy result " << i;
       PlannedBuffer buffer = buffers[index];
+      buffer.shape.assign(type.getShape().begin(), type.getShape().end());
       buffer.aliasOf = -1;
       buffer.init.reset();
       buffer.constantData.clear();
