@@ -170,9 +170,11 @@ class Program:
         self.flags = []             # kilnc options drawn for this seed
         self.metrics = []           # (name, torch expression)
         self.precision = "fp32"
+        self.mesh = {}              # e.g. {"data": 2, "model": 2}: several ranks
         if parent:
             self.r, self.torch_rng, self.ns = parent.r, parent.torch_rng, parent.ns
             self.large, self.MAX_ELEMS = parent.large, parent.MAX_ELEMS
+            self.mesh = parent.mesh
         else:
             self.r = random.Random(seed)
             # One seed in five: long rows (1000-2049 wide) and larger tensors,
@@ -206,6 +208,12 @@ class Program:
         if std is None:
             std = self.r.choice([0.5, 1.0])
         init = "ones" if ones else f"normal({std})"
+        even = [k for k, n in enumerate(shape) if n % 2 == 0]
+        if "model" in self.mesh and even and self.r.random() < 0.5:
+            # Tensor parallel: one even dim split over 'model'.
+            split = self.r.choice(even)
+            init += " shard [" + ", ".join("model" if k == split else "_"
+                                           for k in range(len(shape))) + "]"
         self.kiln_head.append(f"param {name} [{', '.join(map(str, shape))}] = {init}")
         self.params.append((name, tuple(shape), None if ones else std))
         self.ns["P"][name] = self.sample(shape, std)
@@ -685,6 +693,8 @@ class Program:
         """input tokens/targets [batch, seq] and an embedding: the model reads
         bytes of a text (vocabulary 256) and its loss has a cross_entropy."""
         batch, seq = self.r.choice([1, 2, 3]), self.r.choice([3, 5, 8, 13])
+        if "data" in self.mesh:  # every rank reads batch / ranks sequences
+            batch = self.mesh["data"] * self.r.choice([1, 2])
         self.tokens = (batch, seq)
         self.ns["TOK"] = torch.randint(0, 256, (batch, seq))
         self.ns["TGT"] = torch.randint(0, 256, (batch, seq))
@@ -800,6 +810,8 @@ class Program:
         batch, seq = self.tokens or (1, 1)
         lines += ["", "train {", f"  batch = {batch}", f"  seq = {seq}"]
         lines += [f"  precision = {self.precision}"] if self.precision != "fp32" else []
+        if self.mesh:
+            lines += ["  mesh = [" + ", ".join(f"{k} = {v}" for k, v in self.mesh.items()) + "]"]
         lines += ["}", ""]
         return "\n".join(lines)
 
@@ -967,13 +979,14 @@ def roundtrip_phases(prog, target, tools, env, d, art):
     return failures
 
 
-def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"):
+def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None):
     prog = Program(seed)
     prog.precision = precision
+    prog.mesh = mesh or {}
     try:
         prog.generate()
     except Exception as e:  # the generator's own bug: reported, the run goes on
-        return [f"generator error: {type(e).__name__}: {e}"], prog.n
+        return [f"generator error: {type(e).__name__}: {e}"], prog.n, []
     d = os.path.join(work, f"seed{seed}")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -982,7 +995,11 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
     with open(os.path.join(d, "oracle.py"), "w") as f:
         f.write(PRELUDE + "\n# P: the parameters (--save-init), float64 with requires_grad\n"
                 + prog.torch_source())
-    failures = []
+    failures, refusals = [], []
+    ranks = math.prod(prog.mesh.values()) if prog.mesh else 1
+    launch = [] if ranks == 1 else [
+        "env", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+        "OMPI_MCA_rmaps_base_oversubscribe=1", "OMP_NUM_THREADS=1", "mpirun", "-np", str(ranks)]
     for target in targets:
         env = dict(os.environ)
         env["KILN_CACHE_DIR"] = os.path.join(work, f"cache-{target}")
@@ -992,12 +1009,16 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
         rc = run([tools["kilnc"], os.path.join(d, "model.kiln"), f"--target={target}", "-o", art]
                  + prog.flags, env, os.path.join(d, f"{target}.kilnc.log"))
         if rc != 0:
+            log = open(os.path.join(d, f"{target}.kilnc.log")).read()
+            if prog.mesh and rc == 1 and " error: " in log and "internal error" not in log:
+                refusals.append(f"{target}: refused: " + log.split(" error: ", 1)[1].split("\n")[0])
+                continue
             failures.append(f"{target}: kilnc exited {rc} (see {target}.kilnc.log)")
             continue
         if roundtrip:
             failures += roundtrip_phases(prog, target, tools, env, d, art)
         files = {k: os.path.join(d, f"{target}.{k}") for k in ("init", "grads", "jsonl")}
-        rc = run([tools["kiln-run"], art, "--steps", "1", "--seed", str(seed % 1000 + 1),
+        rc = run(launch + [tools["kiln-run"], art, "--steps", "1", "--seed", str(seed % 1000 + 1),
                   "--save-init", files["init"], "--save-grads", files["grads"],
                   "--metrics", files["jsonl"], "--quiet"]
                  + (["--data", TEXT] if prog.tokens else []),
@@ -1012,7 +1033,7 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
             failures.append(f"{target}: disagrees with PyTorch\n" + "\n".join(lines))
     if not failures and not keep:
         shutil.rmtree(d)
-    return failures, prog.n
+    return failures, prog.n, refusals
 
 
 def main():
@@ -1027,6 +1048,10 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="the models' precision (bf16: checked against PyTorch with every "
                     "value and gradient rounded to bfloat16, 4x its error, at least 5e-2)")
+    ap.add_argument("--mesh", default="",
+                    help="several ranks over MPI, e.g. 'data=2', 'model=2' or 'data=2,model=2': "
+                    "parameters split over 'model' at random, batches over 'data'; a clear "
+                    "kilnc error on a split it does not support counts as refused, not failed")
     ap.add_argument("--roundtrip", action="store_true",
                     help="also compile from every phase's dump: the same artifact")
     a = ap.parse_args()
@@ -1042,6 +1067,12 @@ def main():
     else:
         seeds = [int(s) for s in a.seeds.split(",")]
     targets = a.targets.split(",")
+    mesh = {}
+    for axis in filter(None, a.mesh.split(",")):
+        name, _, size = axis.partition("=")
+        if name not in ("data", "model") or not size.isdigit() or int(size) < 2:
+            ap.error(f"--mesh: '{axis}' is not data=N or model=N with N >= 2")
+        mesh[name] = int(size)
     for t in targets:
         if t not in ("cpu", "cuda"):
             ap.error(f"unknown target '{t}' (cpu or cuda)")
@@ -1059,18 +1090,32 @@ def main():
     os.makedirs(snapshot)
     for k in ("kilnc", "kiln-run"):
         tools[k] = shutil.copy2(tools[k], os.path.join(snapshot, k))
+    # kiln-run's plugins (MPI, Gloo), found in lib/ beside it.
+    plugins = os.path.join(os.path.dirname(a.kiln_run), "..", "lib")
+    if os.path.isdir(plugins):
+        os.makedirs(os.path.join(snapshot, "lib"))
+        for name in os.listdir(plugins):
+            if name.startswith("libkiln_") and name.endswith(".so"):
+                shutil.copy2(os.path.join(plugins, name), os.path.join(snapshot, "lib", name))
     if "cuda" in targets:
         tools["sim"] = shutil.copytree(tools["sim"], os.path.join(snapshot, "sim-lib"))
-    failed, start = [], time.time()
+    failed, refused_seeds, start = [], [], time.time()
     for seed in seeds:
-        failures, n = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip, a.precision)
-        status = "ok" if not failures else "FAIL"
+        failures, n, refused = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip,
+                                        a.precision, mesh)
+        status = "FAIL" if failures else "refused" if refused else "ok"
         print(f"seed {seed}: {n} statements, {status}", flush=True)
+        for f in refused:
+            print("  " + f, flush=True)
         for f in failures:
             print("  " + f.replace("\n", "\n  "), flush=True)
         if failures:
             failed.append(seed)
-    print(f"{len(seeds) - len(failed)} passed, {len(failed)} failed "
+        elif refused:
+            refused_seeds.append(seed)
+    passed = len(seeds) - len(failed) - len(refused_seeds)
+    print(f"{passed} passed, {len(failed)} failed"
+          + (f", {len(refused_seeds)} refused" if refused_seeds else "") + " "
           f"({time.time() - start:.0f} s; failing seeds in {a.work}: {failed})")
     return 1 if failed else 0
 
