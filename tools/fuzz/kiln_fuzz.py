@@ -147,6 +147,10 @@ def numel(shape):
 class Value:
     def __init__(self, name, shape):
         self.name, self.shape, self.uses = name, tuple(shape), 0
+        # A softmax's rows sum to 1: sum() of it is a constant, whose
+        # gradient is 0 up to rounding (bf16's stored probabilities make
+        # that rounding 1e-5, nothing to compare), so the loss squares it.
+        self.normalized = False
 
 
 class Program:
@@ -420,8 +424,12 @@ class Program:
             return None
         kx, tx = self.ref(x)
         if len(x.shape) >= 2 and x.shape[-1] == x.shape[-2] and self.r.random() < 0.5:
-            return self.emit(f"softmax(causal_mask({kx}))", f"causal_softmax({tx})", x.shape, [x])
-        return self.emit(f"softmax({kx})", f"torch.softmax({tx}, -1)", x.shape, [x])
+            out = self.emit(f"softmax(causal_mask({kx}))", f"causal_softmax({tx})", x.shape, [x])
+        else:
+            out = self.emit(f"softmax({kx})", f"torch.softmax({tx}, -1)", x.shape, [x])
+        if out:
+            out.normalized = True
+        return out
 
     def op_norm(self, x):
         if not x.shape or x.shape[-1] < 2:
@@ -790,7 +798,7 @@ class Program:
             if not v.shape:
                 terms_k.append(f"{kv} * {c}")
                 terms_t.append(f"{tv} * {c}")
-            elif self.r.random() < 0.5:
+            elif self.r.random() < 0.5 and not v.normalized:
                 terms_k.append(f"sum({kv}) * {c}")
                 terms_t.append(f"torch.sum({tv}) * {c}")
             else:
