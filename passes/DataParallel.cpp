@@ -40,6 +40,7 @@
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDATAPARALLEL
@@ -173,9 +174,15 @@ struct KilnDataParallelPass
         (ranks == 1 ? " rank" : " ranks") +
         ", as soon as the backward finishes them");
     Block &body = step.front();
+    // Each value is averaged once: two parameters may have one gradient
+    // value (unused ones share CSE's zero constant; `a + b` gives a and b the
+    // same), and an all-reduce updates its operands in place, so a value
+    // listed twice was a buffer reduced twice in one call. A constant is
+    // the same on every rank: its mean is itself.
+    llvm::DenseMap<Value, Value> averaged;
     for (ArrayRef<unsigned> bucket : results) {
       // After every op that defines or reads one of the bucket's values.
-      SmallVector<Value> values;
+      llvm::SetVector<Value> values;
       Operation *last = nullptr;
       auto later = [&](Operation *op) {
         op = body.findAncestorOpInBlock(*op);
@@ -184,21 +191,28 @@ struct KilnDataParallelPass
       };
       for (unsigned r : bucket) {
         Value v = ret.getOperand(r);
-        values.push_back(v);
+        if (averaged.count(v) || v.getDefiningOp<ConstantOp>() || !values.insert(v))
+          continue;
         if (Operation *def = v.getDefiningOp())
           later(def);
         for (Operation *user : v.getUsers())
           later(user);
       }
+      if (values.empty())
+        continue;
       if (last)
         b.setInsertionPointAfter(last);
       else
         b.setInsertionPointToStart(&body);
-      auto reduce = b.create<AllReduceOp>(step.getLoc(), values, Reduction::Mean,
-                                          kDataAxisName, reason);
-      for (auto [k, r] : llvm::enumerate(bucket))
-        ret.setOperand(r, reduce.getResult(k));
+      auto reduce = b.create<AllReduceOp>(step.getLoc(), values.getArrayRef(),
+                                          Reduction::Mean, kDataAxisName, reason);
+      for (auto [k, v] : llvm::enumerate(values))
+        averaged[v] = reduce.getResult(k);
     }
+    for (ArrayRef<unsigned> bucket : results)
+      for (unsigned r : bucket)
+        if (Value mean = averaged.lookup(ret.getOperand(r)))
+          ret.setOperand(r, mean);
     return success();
   }
 

@@ -89,3 +89,43 @@ module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
     return %g, %loss : tensor<16xf32>, tensor<f32>
   }
 }
+
+// -----
+
+// Tests that the step's buckets average each gradient value once: a and b
+// have one gradient value (b's is a's), u and v CSE's zero constant, which is
+// the same on every rank and is not reduced at all. The value listed twice
+// was one buffer twice in an in-place all-reduce, which kiln-run refused
+// ("CollectiveCall lists buffer 3 twice"; tools/fuzz/kiln_fuzz.py --mesh
+// data=2).
+// CHECK-LABEL: func.func @step
+// CHECK: %[[Z:.*]] = kiln.constant
+// CHECK: %[[G:.*]] = kiln.mul
+// CHECK-NEXT: %[[R:.*]] = kiln.all_reduce mean %[[G]] over "data" {reason = "data parallel: mean of the gradients over 2 ranks, as soon as the backward finishes them"} : tensor<4xf32>
+// CHECK-NEXT: return %{{.*}}, %[[R]], %[[R]], %[[Z]], %[[Z]]
+// SMALL-LABEL: func.func @step
+module attributes {kiln.mesh = {data = 2 : i64}} {
+  func.func @step(%a: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "a"},
+                  %b: tensor<4xf32> {kiln.role = #kiln.role<param>, kiln.name = "b"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "a"},
+          tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "b"},
+          tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "u"},
+          tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "v"}) {
+    %z = kiln.constant dense<0.0> : tensor<4xf32>
+    %s = kiln.add %a, %b : tensor<4xf32>
+    %l = kiln.reduce_sum %s dims = [0] : tensor<4xf32> -> tensor<f32>
+    %g = kiln.mul %s, %s : tensor<4xf32>
+    return %l, %g, %g, %z, %z : tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  func.func @update(%ga: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "a"},
+                    %gb: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "b"},
+                    %gu: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "u"},
+                    %gv: tensor<4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "v"},
+                    %loss: tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"})
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<f32>) {
+    %x = kiln.add %ga, %gb : tensor<4xf32>
+    %y = kiln.add %gu, %gv : tensor<4xf32>
+    return %x, %y, %loss : tensor<4xf32>, tensor<4xf32>, tensor<f32>
+  }
+}
