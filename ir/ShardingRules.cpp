@@ -100,19 +100,23 @@ ShardingRule rowRule(Operation *op, int64_t whole, StringRef why) {
   Dims dims = addDimFactors(rule, x.getRank(), why, [&](int64_t d) {
     return d >= x.getRank() - whole;
   });
-  auto map = [&](RankedTensorType t) -> Dims {
+  // Other operands are weights over the normalized dims; other results are
+  // per-row statistics (layer_norm's mean and rstd). Told apart by position,
+  // not by rank: a [rows, C] input has both of rank 1 (mean [rows] was
+  // given C's factor, and a row-split input left it whole on every rank).
+  auto map = [&](RankedTensorType t, bool operand) -> Dims {
     if (t.getRank() == x.getRank())
       return dims;
-    if (t.getRank() == whole) // a weight over the normalized dims
+    if (operand && t.getRank() == whole)
       return Dims(dims.end() - whole, dims.end());
-    if (t.getRank() == x.getRank() - whole) // per-row statistics
+    if (!operand && t.getRank() == x.getRank() - whole)
       return Dims(dims.begin(), dims.end() - whole);
     return Dims(t.getRank(), -1);
   };
   for (Value v : op->getOperands())
-    rule.addOperand(map(typeOf(v)));
+    rule.addOperand(map(typeOf(v), /*operand=*/true));
   for (Value v : op->getResults())
-    rule.addResult(map(typeOf(v)));
+    rule.addResult(map(typeOf(v), /*operand=*/false));
   return rule;
 }
 
