@@ -175,10 +175,11 @@ class Program:
         self.metrics = []           # (name, torch expression)
         self.precision = "fp32"
         self.mesh = {}              # e.g. {"data": 2, "model": 2}: several ranks
+        self.grad_accum = 1         # micro-batches per step
         if parent:
             self.r, self.torch_rng, self.ns = parent.r, parent.torch_rng, parent.ns
             self.large, self.MAX_ELEMS = parent.large, parent.MAX_ELEMS
-            self.mesh = parent.mesh
+            self.mesh, self.grad_accum = parent.mesh, parent.grad_accum
         else:
             self.r = random.Random(seed)
             # One seed in five: long rows (1000-2049 wide) and larger tensors,
@@ -740,10 +741,10 @@ class Program:
     # -- the whole model ---------------------------------------------------
 
     def generate(self):
-        # Token inputs, except over several data ranks: each reads its own
-        # rows, and --save-grads keeps rank 0's only, so the oracle would not
-        # know the whole batch.
-        if self.r.random() < 0.35 and "data" not in self.mesh:
+        # Token inputs, except over several data ranks or micro-batches:
+        # each reads its own rows, and --save-grads keeps the first rows
+        # only, so the oracle would not know the whole batch.
+        if self.r.random() < 0.35 and "data" not in self.mesh and self.grad_accum == 1:
             self.start_tokens()
         for _ in range(self.r.randint(1, 3)):
             p, _ = self.param(self.shape(self.r.randint(1, 4)))
@@ -821,6 +822,8 @@ class Program:
         lines += [f"  precision = {self.precision}"] if self.precision != "fp32" else []
         if self.mesh:
             lines += ["  mesh = [" + ", ".join(f"{k} = {v}" for k, v in self.mesh.items()) + "]"]
+        if self.grad_accum > 1:
+            lines += [f"  grad_accum = {self.grad_accum}"]
         lines += ["}", ""]
         return "\n".join(lines)
 
@@ -988,10 +991,12 @@ def roundtrip_phases(prog, target, tools, env, d, art):
     return failures
 
 
-def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None):
+def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None,
+             grad_accum=1):
     prog = Program(seed)
     prog.precision = precision
     prog.mesh = mesh or {}
+    prog.grad_accum = grad_accum
     try:
         prog.generate()
     except Exception as e:  # the generator's own bug: reported, the run goes on
@@ -1061,6 +1066,9 @@ def main():
                     help="several ranks over MPI, e.g. 'data=2', 'model=2' or 'data=2,model=2': "
                     "parameters split over 'model' at random, batches over 'data'; a clear "
                     "kilnc error on a split it does not support counts as refused, not failed")
+    ap.add_argument("--grad-accum", type=int, default=1,
+                    help="micro-batches per step (models without token inputs: each "
+                    "micro-batch the whole loss, the mean of their gradients the same)")
     ap.add_argument("--roundtrip", action="store_true",
                     help="also compile from every phase's dump: the same artifact")
     a = ap.parse_args()
@@ -1111,7 +1119,7 @@ def main():
     failed, refused_seeds, start = [], [], time.time()
     for seed in seeds:
         failures, n, refused = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip,
-                                        a.precision, mesh)
+                                        a.precision, mesh, a.grad_accum)
         status = "FAIL" if failures else "refused" if refused else "ok"
         print(f"seed {seed}: {n} statements, {status}", flush=True)
         for f in refused:
