@@ -295,12 +295,16 @@ Status CudaBackend::Impl::resolvePrograms() {
             forkEvents.push_back(*e);
           }
         }
+        // A local shard is a copy of this rank's block, of any element
+        // type (an i32 iota split over 'model'): its counts are bytes.
+        bool localShard = cc->kind() == schema::CollectiveKind_LocalShard;
         for (uint32_t b : *cc->buffers()) {
-          if (artifact.buffer(b).dtype() != schema::DType_F32)
+          if (!localShard && artifact.buffer(b).dtype() != schema::DType_F32)
             return failedPrecondition(call.where, ": ", artifact.describeBuffer(b),
                                       " is not f32; NCCL's collectives here are f32");
-          call.collective.push_back(
-              NcclBuffer{devicePointer(b), static_cast<size_t>(bytes(b) / sizeof(float))});
+          call.collective.push_back(NcclBuffer{
+              devicePointer(b),
+              static_cast<size_t>(localShard ? bytes(b) : bytes(b) / sizeof(float))});
         }
         continue;
       }
@@ -438,12 +442,11 @@ Status CudaBackend::Impl::runCollective(const DeviceCall &call, CUstream on) con
                                call.where);
   case schema::CollectiveKind_AllGather:
     return nccl->allGather(in.data, out.data, in.count, on, call.where);
-  default: // LocalShard: this rank's slice, copied on the stream
+  default: // LocalShard: this rank's slice, copied on the stream (counts in bytes)
     return driver->check(
         driver->cuMemcpyDtoDAsync(out.data,
-                                  in.data + static_cast<CUdeviceptr>(nccl->rank()) *
-                                                out.count * sizeof(float),
-                                  out.count * sizeof(float), on),
+                                  in.data + static_cast<CUdeviceptr>(nccl->rank()) * out.count,
+                                  out.count, on),
         "cuMemcpyDtoDAsync", " for " + call.where);
   }
 }

@@ -33,7 +33,8 @@ class Communicator;
 
 namespace kiln::rt::cuda {
 
-// One buffer of a CollectiveCall: `count` floats at `data`, reduced in place.
+// One buffer of a CollectiveCall: `count` floats at `data`, reduced in place
+// (a local shard's copy, of any element type: `count` bytes).
 struct NcclBuffer {
   CUdeviceptr data = 0;
   size_t count = 0;

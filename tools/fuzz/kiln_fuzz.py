@@ -1019,6 +1019,7 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
         env["KILN_CACHE_DIR"] = os.path.join(work, f"cache-{target}")
         if target == "cuda":
             env["KILN_CUDA_LIB_DIR"] = tools["sim"]
+            env["KILN_SIM_DEVICES"] = str(ranks)  # one simulated GPU per rank
         art = os.path.join(d, f"{target}.kart")
         rc = run([tools["kilnc"], os.path.join(d, "model.kiln"), f"--target={target}", "-o", art]
                  + prog.flags, env, os.path.join(d, f"{target}.kilnc.log"))
