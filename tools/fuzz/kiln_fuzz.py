@@ -89,8 +89,9 @@ def rope(x, theta):
 
 
 def causal_softmax(x):
-    t = x.shape[-1]
-    keep = torch.ones(t, t, dtype=torch.bool).tril()
+    # causal_mask of [.., T, S]: -inf where j > i + (S - T).
+    t, s = x.shape[-2], x.shape[-1]
+    keep = torch.ones(t, s, dtype=torch.bool).tril(s - t)
     return torch.softmax(x.masked_fill(~keep, float("-inf")), -1)
 
 
@@ -424,7 +425,7 @@ class Program:
         if not x.shape:
             return None
         kx, tx = self.ref(x)
-        if len(x.shape) >= 2 and x.shape[-1] == x.shape[-2] and self.r.random() < 0.5:
+        if len(x.shape) >= 2 and x.shape[-1] >= x.shape[-2] and self.r.random() < 0.5:
             out = self.emit(f"softmax(causal_mask({kx}))", f"causal_softmax({tx})", x.shape, [x])
         else:
             out = self.emit(f"softmax({kx})", f"torch.softmax({tx}, -1)", x.shape, [x])
@@ -540,6 +541,15 @@ class Program:
             num = self.r.choice(["0", "1.5", "-0.25"])
             return num, num, None
 
+        kcond, tcond = f"{kx} {cmp} {c}", f"{tx} {cmp} {c}"
+        roll = self.r.random()
+        if roll < 0.2:  # and / or with a second comparison of x
+            d = round(self.r.uniform(-0.6, 0.6), 3)
+            join = self.r.choice([("and", "&"), ("or", "|")])
+            kcond = f"{kcond} {join[0]} {kx} < {d}"
+            tcond = f"({tcond}) {join[1]} ({tx} < {d})"
+        elif roll < 0.3:
+            kcond, tcond = f"not ({kcond})", f"~({tcond})"
         ka, ta, va = branch(x.shape)
         kb, tb, vb = branch(x.shape, *([va.shape] if va else []))
         out = _broadcast(x.shape, *[v.shape for v in (va, vb) if v])
@@ -548,8 +558,17 @@ class Program:
         if va is None and vb is None:
             return None
         used = [x] + [v for v in (va, vb) if v]
-        return self.emit(f"where({kx} {cmp} {c}, {ka}, {kb})",
-                         f"wh({tx} {cmp} {c}, {ta}, {tb})", out, used)
+        return self.emit(f"where({kcond}, {ka}, {kb})", f"wh({tcond}, {ta}, {tb})", out, used)
+
+    def op_positions(self, x):
+        """x times (or plus) float(iota(n)) along its last dim, or rms(x)."""
+        kx, tx = self.ref(x)
+        if not x.shape or self.r.random() < 0.3:
+            return self.emit(f"rms({kx})", f"torch.sqrt(torch.mean({tx} * {tx}))", (), [x])
+        n = x.shape[-1]
+        op = self.r.choice(["*", "+"])
+        return self.emit(f"{kx} {op} float(iota({n})) * 0.1",
+                         f"{tx} {op} torch.arange({n}, dtype={tx}.dtype) * 0.1", x.shape, [x])
 
     def op_rope(self, x):
         if len(x.shape) < 2 or x.shape[-1] % 2:
@@ -736,7 +755,8 @@ class Program:
            ("op_reshape", 1), ("op_reduce", 1), ("op_softmax", 1), ("op_norm", 2),
            ("op_slice", 1), ("op_concat", 1), ("op_split", 1), ("op_expand", 1),
            ("op_where", 1), ("op_rope", 1), ("op_gather", 0.3), ("op_attention", 2),
-           ("op_make4d", 0.4), ("op_hand_attention", 0.7), ("op_block", 1)]
+           ("op_make4d", 0.4), ("op_hand_attention", 0.7), ("op_block", 1),
+           ("op_positions", 0.5)]
 
     # -- the whole model ---------------------------------------------------
 
