@@ -2,8 +2,11 @@
 
 #include "runtime/cpu/HostProcess.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,9 +16,59 @@ extern char **environ;
 
 namespace kiln::rt::cpu {
 
+namespace {
+
+// The host tools running now (0: a free slot). A SIGTERM, SIGINT or SIGHUP
+// that ends kiln-run while they run (a scheduler's job kill during a cold
+// kernel compile) would otherwise leave a compiler per core running, orphans
+// of init, for as long as the compile takes: the signal ends them too.
+constexpr int kMaxChildren = 64;
+std::atomic<pid_t> gChildren[kMaxChildren];
+
+void endChildrenAndDie(int signal) {
+  // Each child leads a process group of its own: the compiler driver and
+  // the cc1plus and as it runs (a driver killed alone leaves them running).
+  for (std::atomic<pid_t> &slot : gChildren)
+    if (pid_t pid = slot.load(); pid > 0)
+      ::kill(-pid, SIGTERM);
+  // Then what the signal did before: terminate.
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+// Once, for each of the signals whose action is still the default: a
+// handler installed by the run (StopSignals' checkpoint-and-stop) or an
+// ignored SIGHUP (nohup) is left as it is.
+void endChildrenOnSignals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int signal : {SIGTERM, SIGINT, SIGHUP}) {
+      struct sigaction current = {};
+      if (::sigaction(signal, nullptr, &current) != 0 || current.sa_handler != SIG_DFL)
+        continue;
+      struct sigaction action = {};
+      action.sa_handler = endChildrenAndDie;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(signal, &action, nullptr);
+    }
+  });
+}
+
+int track(pid_t pid) {
+  for (int i = 0; i < kMaxChildren; ++i) {
+    pid_t free = 0;
+    if (gChildren[i].compare_exchange_strong(free, pid))
+      return i;
+  }
+  return -1; // more at once than slots: this one is not ended by a signal
+}
+
+} // namespace
+
 StatusOr<ProcessResult> runHostProcess(const std::vector<std::string> &argv) {
   if (argv.empty() || argv[0].empty())
     return invalidArgument("no program to run");
+  endChildrenOnSignals();
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     return internalError("pipe failed: ", std::strerror(errno));
@@ -32,9 +85,16 @@ StatusOr<ProcessResult> runHostProcess(const std::vector<std::string> &argv) {
     args.push_back(const_cast<char *>(arg.c_str()));
   args.push_back(nullptr);
 
+  // Its own process group (see endChildrenAndDie).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+
   pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(),
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attributes, args.data(),
                           environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (rc != 0) {
@@ -42,6 +102,7 @@ StatusOr<ProcessResult> runHostProcess(const std::vector<std::string> &argv) {
     return unavailable("cannot run '", argv[0], "': ", std::strerror(rc));
   }
 
+  int slot = track(pid);
   ProcessResult result;
   char buffer[4096];
   while (true) {
@@ -56,9 +117,14 @@ StatusOr<ProcessResult> runHostProcess(const std::vector<std::string> &argv) {
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR)
+    if (errno != EINTR) {
+      if (slot >= 0)
+        gChildren[slot].store(0);
       return internalError("waitpid failed: ", std::strerror(errno));
+    }
   }
+  if (slot >= 0)
+    gChildren[slot].store(0);
   if (WIFEXITED(status))
     result.exitCode = WEXITSTATUS(status);
   else if (WIFSIGNALED(status))
