@@ -7,6 +7,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
+
 using namespace mlir;
 
 namespace kiln {
@@ -135,11 +137,29 @@ std::string roundToBf16(StringRef value) {
   return "kiln_bf16_to_f32(kiln_f32_to_bf16(" + value.str() + "))";
 }
 
+// A name or a number, or one parenthesized expression: safe as an operand.
+static bool isAtomic(StringRef text) {
+  if (llvm::all_of(text, [](char c) { return std::isalnum((unsigned char)c) || c == '_'; }))
+    return true;
+  if (!text.starts_with("("))
+    return false;
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    depth += text[i] == '(' ? 1 : text[i] == ')' ? -1 : 0;
+    if (depth == 0)
+      return i == text.size() - 1; // the first '(' closes at the end
+  }
+  return false;
+}
+
 std::string coordinate(StringRef index, int64_t stride, int64_t size,
                        bool outermost) {
   if (size == 1)
     return "0";
-  std::string s = index.str();
+  // An index expression (the CPU row kernel's `r * 5 + c`) in parentheses:
+  // else `r * 5 + c % 5` takes c's remainder alone (a causal_mask or a
+  // broadcast read in a row kernel's epilogue saw other elements).
+  std::string s = isAtomic(index) ? index.str() : "(" + index.str() + ")";
   if (stride != 1)
     s = "(" + s + " / " + std::to_string(stride) + ")";
   if (!outermost)
