@@ -281,7 +281,7 @@ bool Sema::runTopLevel() {
     return error(lossStmt->loc, "the loss must be a scalar tensor, got the "
                                 "number " +
                                     loss.number.str());
-  const TensorType &t = typeOf(loss.node);
+  const TensorType t = typeOf(loss.node);
   if (t.rank() != 0 || !t.isFloat())
     return error(lossStmt->loc, "the loss must be a scalar (shape []) f32 "
                                 "tensor, got " +

@@ -249,7 +249,7 @@ std::shared_ptr<ScalarExpr> Sema::lowerScalar(const Expr &e, Scope &scope,
                                 "number " + t->number.str());
       return nullptr;
     }
-    const TensorType &type = typeOf(t->node);
+    const TensorType type = typeOf(t->node);
     size_t count = e.operands.size() - 1;
     if ((int64_t)count != type.rank() && !(count == 0 && type.rank() == 0)) {
       error(e.loc, "wrong number of indices: a " + formatType(type) +

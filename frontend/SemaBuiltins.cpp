@@ -218,7 +218,7 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
         requireFloatTensor(*x, argLoc(0), "the argument of '" + fn + "'");
     if (!t)
       return std::nullopt;
-    const TensorType &type = typeOf(*t);
+    const TensorType type = typeOf(*t);
     if (fn == "gelu")
       return tensor(NodeKind::Gelu, {*t}, type);
     if (fn == "softmax") {
@@ -478,7 +478,7 @@ std::optional<Value> Sema::evaluateBuiltin(const Expr &e, Scope &scope) {
         requireIntTensor(*y, argLoc(1), "cross_entropy targets");
     if (!targets)
       return std::nullopt;
-    const TensorType &lt = typeOf(*logits);
+    const TensorType lt = typeOf(*logits);
     if (lt.rank() < 1) {
       error(argLoc(0), "cross_entropy logits need rank >= 1 [..., vocab]");
       return std::nullopt;

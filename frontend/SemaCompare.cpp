@@ -71,7 +71,7 @@ std::optional<Value> Sema::evaluateBooleanOperator(const Expr &e,
       }
     if (e.op == '!') {
       // not a = where(a, false, true)
-      const TensorType &t = typeOf(args[0].node);
+      const TensorType t = typeOf(args[0].node);
       int f = addSplat(0, t, e.loc), tr = addSplat(1, t, e.loc);
       return Value::ofTensor(
           addNode(NodeKind::Select, {args[0].node, f, tr}, t, e.loc));
@@ -109,7 +109,7 @@ std::optional<Value> Sema::evaluateBooleanOperator(const Expr &e,
                 formatType(typeOf(args[i].node)));
       return std::nullopt;
     }
-  const TensorType &like = typeOf(a.isTensor() ? a.node : b.node);
+  const TensorType like = typeOf(a.isTensor() ? a.node : b.node);
   auto splatFor = [&](const Value &v, SourceLoc loc) -> std::optional<int> {
     if (v.isTensor())
       return v.node;
@@ -213,7 +213,7 @@ std::optional<Value> Sema::evaluateToFloat(const Expr &e, Scope &scope) {
     return std::nullopt;
   if (!x->isTensor())
     return Value::ofNumber(Number::ofFloat(x->number.value));
-  const TensorType &t = typeOf(x->node);
+  const TensorType t = typeOf(x->node);
   if (t.isFloat())
     return x;
   if (t.isBool()) {

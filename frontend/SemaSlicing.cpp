@@ -129,7 +129,7 @@ std::optional<Value> Sema::evaluateConcat(const Expr &e, Scope &scope) {
   TensorType out = first;
   out.shape[*dim] = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const TensorType &t = typeOf(parts[i]);
+    const TensorType t = typeOf(parts[i]);
     bool agrees = t.element == first.element && t.rank() == first.rank();
     for (int64_t d = 0; agrees && d < t.rank(); ++d)
       agrees = d == *dim || t.shape[d] == first.shape[d];

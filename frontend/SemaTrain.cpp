@@ -422,7 +422,7 @@ bool Sema::recordMetric(const Stmt &s, const Value &v,
     return error(s.loc, "metric '" + s.name +
                             "' must be a scalar tensor, got the number " +
                             v.number.str());
-  const TensorType &t = typeOf(v.node);
+  const TensorType t = typeOf(v.node);
   if (t.rank() != 0 || !t.isFloat())
     return error(s.value->loc,
                  "metric '" + s.name + "' must be a scalar (shape []) f32 "
