@@ -5,16 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
-// The generated kernels are compiled with -march=native (KernelCompiler.cpp),
-// so on a CPU with FMA the host compiler contracts a * b + c inside the GELU
-// formulas into one FMA. The GELU loops here get an FMA clone, picked at load
-// time on exactly those CPUs, so fused and unfused artifacts agree to the
-// bit (test/e2e/fusion_equivalence.test) rather than to an ulp per op.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KILN_AS_GENERATED_KERNELS __attribute__((target_clones("fma", "default")))
-#else
-#define KILN_AS_GENERATED_KERNELS
-#endif
+// Compiled with -ffp-contract=off (runtime/CMakeLists.txt), as the generated
+// kernels are (KernelCompiler.cpp): no a * b + c of the GELU formulas is
+// contracted into one FMA on either side, so fused and unfused artifacts
+// agree to the bit (test/e2e/fusion_equivalence.test) on any CPU.
 
 namespace kiln::rt::cpu {
 
@@ -56,7 +50,6 @@ inline float geluGrad(float x, float g) {
 }
 
 // C = gelu(C [+ bias]) over [m, n], the gelu input kept in aux when given.
-KILN_AS_GENERATED_KERNELS
 void geluRows(float *c, const float *bias, float *aux, int64_t m, int64_t n) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -68,7 +61,6 @@ void geluRows(float *c, const float *bias, float *aux, int64_t m, int64_t n) {
 }
 
 // C = gelu_grad(aux, C) over `count` elements.
-KILN_AS_GENERATED_KERNELS
 void geluGradElements(float *c, const float *aux, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     c[i] = geluGrad(aux[i], c[i]);
@@ -76,9 +68,9 @@ void geluGradElements(float *c, const float *aux, int64_t count) {
 
 } // namespace
 
-KILN_AS_GENERATED_KERNELS float geluTanh(float x) { return gelu(x); }
+float geluTanh(float x) { return gelu(x); }
 
-KILN_AS_GENERATED_KERNELS float geluTanhGrad(float x, float g) {
+float geluTanhGrad(float x, float g) {
   return geluGrad(x, g);
 }
 

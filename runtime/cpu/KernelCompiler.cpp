@@ -118,7 +118,16 @@ KernelCompilerOptions KernelCompilerOptions::fromEnvironment() {
     options.cacheDir = std::string(home && *home ? home : "/tmp") +
                        "/.cache/kiln";
   }
-  options.flags = {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"};
+  // -ffp-contract=off: every float operation is rounded as the kernel
+  // writes it, never contracted with the next into one FMA. Otherwise the
+  // bits of a value depend on which kernel computes it (a * b + c contracts
+  // when fusion puts both ops in one loop, not when a * b is stored between
+  // two kernels), so recompute (remat), fusion and the GEMM epilogue
+  // (GemmEpilogue.cpp, compiled the same way) would change the training's
+  // bits. The CPU backend is the reference: the same model gives the same
+  // bits however it is scheduled.
+  options.flags = {"-O3", "-march=native", "-ffp-contract=off", "-fopenmp",
+                   "-shared", "-fPIC"};
   return options;
 }
 

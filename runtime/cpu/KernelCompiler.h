@@ -32,7 +32,7 @@ struct KernelCompilerOptions {
   std::vector<std::string> flags;
 
   // $CXX (or "c++"), $KILN_CACHE_DIR (or ~/.cache/kiln), the contract flags
-  // -O3 -march=native -fopenmp -shared -fPIC.
+  // -O3 -march=native -ffp-contract=off -fopenmp -shared -fPIC.
   static KernelCompilerOptions fromEnvironment();
 };
 

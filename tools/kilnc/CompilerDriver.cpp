@@ -198,7 +198,7 @@ LogicalResult dumpKernels(const std::vector<EmittedKernel> &kernels, StringRef d
     how += "#   " + host.compiler + " " + llvm::join(host.flags, " ") + " UNIT.cpp -o UNIT.so\n";
     how += "# One dumped kernel (it includes " + prelude + "), e.g. to read its assembly:\n";
     how += host.compiler + " " + llvm::join(host.flags, " ") + " KERNEL.cpp -o KERNEL.so\n";
-    how += host.compiler + " -O3 -march=native -fopenmp -S KERNEL.cpp -o KERNEL.s\n";
+    how += host.compiler + " -O3 -march=native -ffp-contract=off -fopenmp -S KERNEL.cpp -o KERNEL.s\n";
   }
   if (failed(write("COMPILE.txt", how)))
     return failure();
