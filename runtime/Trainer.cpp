@@ -358,10 +358,13 @@ Status TrainingRun::start() {
     for (int64_t m = 0; m < options_.valBatches; ++m)
       KILN_RETURN_IF_ERROR(
           data_.validation->fill(m, tokens_.data(), targets_.data()));
-  KILN_RETURN_IF_ERROR(openReportFiles(
-      options_,
-      resumeFrom ? std::optional<int64_t>(resumeFrom->step) : std::nullopt,
-      files_));
+  // A finished run resumed again trains nothing (run() says so): it opens
+  // no report file, so TensorBoard shows no empty run and no JSONL is made.
+  if (!resumeFrom || resumeFrom->step < options_.steps)
+    KILN_RETURN_IF_ERROR(openReportFiles(
+        options_,
+        resumeFrom ? std::optional<int64_t>(resumeFrom->step) : std::nullopt,
+        files_));
   KILN_ASSIGN_OR_RETURN(ConsoleEnvironment console, ConsoleEnvironment::current());
   progress_ = std::make_unique<ProgressPrinter>(
       out_, ::isatty(::fileno(out_)) != 0, options_.steps, options_.logEvery,
@@ -586,10 +589,23 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       KILN_ASSIGN_OR_RETURN(TensorView view, session_->tensorView(g));
       tensors.push_back(std::move(view));
     }
+    // The gradients are the data axis' mean, so the batch is the global
+    // one: every data rank's rows, in the order of the ranks along the axis.
+    std::vector<uint8_t> globalTokens, globalTargets;
     std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
     if (!data_.tsp) {
-      tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens_.data()});
-      tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets_.data()});
+      const void *tokens = tokens_.data(), *targets = targets_.data();
+      if (artifact.dataRanks() > 1) {
+        Communicator *data = mesh_.forAxis("data");
+        const size_t bytes = tokens_.size() * sizeof(int32_t);
+        KILN_ASSIGN_OR_RETURN(globalTokens, data->allGather(tokens_.data(), bytes));
+        KILN_ASSIGN_OR_RETURN(globalTargets, data->allGather(targets_.data(), bytes));
+        tokens = globalTokens.data();
+        targets = globalTargets.data();
+        batchShape[0] *= artifact.dataRanks();
+      }
+      tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens});
+      tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets});
     } else { // the (last) micro-batch of step 1, for an oracle to rerun it
       const int64_t rows = artifact.batch();
       const int64_t nMax = int64_t(tspBatch_.targets.size()) / rows;
