@@ -21,6 +21,7 @@
 #include "frontend/ByteSize.h"
 #include "frontend/Frontend.h"
 #include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
 #include "passes/AttentionReport.h"
 #include "passes/FusionReport.h"
@@ -109,6 +110,24 @@ std::string defaultArtifactPath(StringRef input) {
 
 bool isKnownPhase(StringRef name) {
   return name == kArtifactPhase || mlir::kiln::lookupCompilerPhase(name);
+}
+
+/// Whether `module` has a mesh with a data axis of several ranks but no
+/// collective over it. In a dump after data-parallel that is a mesh added by
+/// hand after the phase that averages the gradients over it: each rank of
+/// the artifact would train alone on its rows, without a word.
+bool dataAxisWithoutCollectives(ModuleOp module) {
+  auto mesh = module->getAttrOfType<DictionaryAttr>(mlir::kiln::kMeshAttrName);
+  auto data = mesh ? mesh.getAs<IntegerAttr>("data") : nullptr;
+  if (!data || data.getInt() < 2)
+    return false;
+  WalkResult found = module.walk([](Operation *op) -> WalkResult {
+    auto axis = op->getAttrOfType<StringAttr>("axis");
+    return mlir::kiln::isCollective(op) && axis && axis.getValue() == "data"
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  return !found.wasInterrupted();
 }
 
 /// Pipeline order: "frontend" 0, the pass phases 1.., "artifact" last.
@@ -339,6 +358,16 @@ int runCompiler(const DriverOptions &options) {
                    << after.getValue() << "'; --compile-from=" << options.compileFrom
                    << " skips the phases between (right only if their passes were run on it "
                       "by hand, e.g. with kiln-opt)\n";
+    }
+    if (phaseIndex(options.compileFrom) >= phaseIndex("data-parallel") &&
+        dataAxisWithoutCollectives(*module)) {
+      llvm::errs() << "kilnc: error: " << options.inputPath
+                   << " has a mesh with a data axis but no collective over it: phase "
+                      "'data-parallel', which averages the gradients over that axis, ran "
+                      "before it had one, so each rank would train alone on its rows. Put "
+                      "the mesh in the model's train section (or -D mesh=...), or in a dump "
+                      "of an earlier phase\n";
+      return kUsageError;
     }
   } else {
     FrontendOptions frontendOptions{options.inputPath, overrides};
