@@ -51,10 +51,13 @@ class Program:
         self.precision = "fp32"
         self.mesh = {}              # e.g. {"data": 2, "model": 2}: several ranks
         self.grad_accum = 1         # micro-batches per step
+        self.allow_dropout = False  # attention may drop (no PyTorch oracle then)
+        self.dropout = False        # some attention drops: checked against itself only
         if parent:
             self.r, self.torch_rng, self.ns = parent.r, parent.torch_rng, parent.ns
             self.large, self.MAX_ELEMS = parent.large, parent.MAX_ELEMS
             self.mesh, self.grad_accum = parent.mesh, parent.grad_accum
+            self.allow_dropout = parent.allow_dropout
         else:
             self.r = random.Random(seed)
             # One seed in five: long rows (1000-2049 wide) and larger tensors,
@@ -509,6 +512,14 @@ class Program:
             args.append(f"mask = {mask[0]}")
         if scale:
             args.append(f"scale = {scale}")
+        # Dropout has no PyTorch twin (Kiln's Philox masks): a program with it
+        # is only checked against itself (kiln_fuzz.py --same-bits).
+        if self.allow_dropout and self.r.random() < 0.6:
+            args.append(f"dropout = {self.r.choice([0.1, 0.5])}")
+            root = self
+            while root.parent:
+                root = root.parent
+            root.dropout = True
         tscore = f"lambda s, b, h, i, j: {score[1] if score else 's'}"
         tmask = f"lambda b, h, i, j: {mask[1] if mask else 'None'}"
         return self.emit(f"attention({', '.join(args)})",
@@ -635,10 +646,9 @@ class Program:
     # -- the whole model ---------------------------------------------------
 
     def generate(self):
-        # Token inputs, except over several data ranks or micro-batches:
-        # each reads its own rows, and --save-grads keeps the first rows
-        # only, so the oracle would not know the whole batch.
-        if self.r.random() < 0.35 and "data" not in self.mesh and self.grad_accum == 1:
+        # Token inputs, except over several micro-batches: --save-grads keeps
+        # the last one's rows only (over data ranks it keeps every rank's).
+        if self.r.random() < 0.35 and self.grad_accum == 1:
             self.start_tokens()
         for _ in range(self.r.randint(1, 3)):
             p, _ = self.param(self.shape(self.r.randint(1, 4)))

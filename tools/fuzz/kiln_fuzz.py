@@ -2,6 +2,7 @@
 """Differential fuzzing of kilnc and kiln-run against PyTorch in float64.
 
   kiln_fuzz.py [--seeds 0:200] [--targets cpu,cuda] [--work DIR] [--keep]
+               [--same-bits remat,resume,zero,overlap,graph]
                [--kilnc build/bin/kilnc] [--kiln-run build/bin/kiln-run] [--show SEED]
 
 Each seed draws a random model in Kiln's language -- unary math, broadcasting
@@ -30,6 +31,13 @@ wrong index, a dropped term or a wrong broadcast is off by order 1.
 generator.py draws the models (Program), oracle_ops.py holds the PyTorch
 helpers their programs call; this file runs kilnc and kiln-run and checks.
 
+--same-bits adds checks whose only oracle is the model itself, what Kiln
+promises to compute to the same bits however it is scheduled (same_bits.py:
+remat modes, checkpoint and resume, ZeRO stages, the all-reduce's overlap,
+CUDA graphs); attention may then drop probabilities too (Philox masks,
+which recompute and a resumed run must draw again the same), and a model
+that does is checked these ways only.
+
 A failing seed leaves its directory (model.kiln, oracle.py, the logs) under
 --work and is printed with what disagreed; `--show SEED` prints the model and
 the PyTorch program without running anything. Exit status: 0 when every seed
@@ -40,7 +48,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -52,10 +59,25 @@ sys.path.insert(0, os.path.join(ROOT, "test", "e2e", "Inputs"))
 from tiny_gpt_oracle import read_safetensors  # noqa: E402  (the tree's one reader)
 sys.path.insert(0, HERE)
 from generator import PRELUDE, Program  # noqa: E402
-TEXT = "/usr/share/common-licenses/GPL-3"  # the token inputs' bytes (Debian's base-files)
+import same_bits  # noqa: E402
+from runs import compile_model, run, train  # noqa: E402
 
 
 def evaluate(prog, init, grads, dtype, rounded=False):
+    """(loss, gradients, metrics) of the PyTorch program at the saved
+    parameters and batch. Over data ranks the batch is every rank's rows
+    (--save-grads gathers them): the program runs on each rank's rows, the
+    loss and gradients are their mean (what the ranks' all-reduce makes), the
+    metrics rank 0's (kiln-run reports rank 0's)."""
+    if prog.tokens and grads["input:tokens"].shape[0] > prog.tokens[0]:
+        rows = prog.tokens[0]
+        parts = [evaluate(prog, init, {"input:tokens": grads["input:tokens"][r:r + rows],
+                                       "input:targets": grads["input:targets"][r:r + rows]},
+                          dtype, rounded)
+                 for r in range(0, grads["input:tokens"].shape[0], rows)]
+        loss = sum(p[0] for p in parts) / len(parts)
+        mean = {name: sum(p[1][name] for p in parts) / len(parts) for name in parts[0][1]}
+        return loss, mean, parts[0][2]
     ns = {}
     exec(PRELUDE, ns)  # noqa: S102
     params = {name: init[name].to(dtype).requires_grad_() for name, _, _ in prog.params}
@@ -145,12 +167,6 @@ def check(prog, init, grads, record):
     return ok, lines
 
 
-def run(cmd, env, log):
-    with open(log, "w") as f:
-        p = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=600)
-    return p.returncode
-
-
 def roundtrip_phases(prog, target, tools, env, d, art):
     """Every phase's dump (--dump-phases-to), compiled from there
     (--compile-from), gives the direct compile's artifact byte for byte: the
@@ -183,11 +199,12 @@ def roundtrip_phases(prog, target, tools, env, d, art):
 
 
 def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None,
-             grad_accum=1):
+             grad_accum=1, bits_checks=()):
     prog = Program(seed)
     prog.precision = precision
     prog.mesh = mesh or {}
     prog.grad_accum = grad_accum
+    prog.allow_dropout = bool(bits_checks)
     try:
         prog.generate()
     except Exception as e:  # the generator's own bug: reported, the run goes on
@@ -212,8 +229,7 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
             env["KILN_CUDA_LIB_DIR"] = tools["sim"]
             env["KILN_SIM_DEVICES"] = str(ranks)  # one simulated GPU per rank
         art = os.path.join(d, f"{target}.kart")
-        rc = run([tools["kilnc"], os.path.join(d, "model.kiln"), f"--target={target}", "-o", art]
-                 + prog.flags, env, os.path.join(d, f"{target}.kilnc.log"))
+        rc = compile_model(tools, env, d, target, art, prog.flags)
         if rc != 0:
             log = open(os.path.join(d, f"{target}.kilnc.log")).read()
             if prog.mesh and rc == 1 and " error: " in log and "internal error" not in log:
@@ -224,13 +240,14 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
         if roundtrip:
             failures += roundtrip_phases(prog, target, tools, env, d, art)
         files = {k: os.path.join(d, f"{target}.{k}") for k in ("init", "grads", "jsonl")}
-        rc = run(launch + [tools["kiln-run"], art, "--steps", "1", "--seed", str(seed % 1000 + 1),
-                  "--save-init", files["init"], "--save-grads", files["grads"],
-                  "--metrics", files["jsonl"], "--quiet"]
-                 + (["--data", TEXT] if prog.tokens else []),
-                 env, os.path.join(d, f"{target}.run.log"))
+        rc = train(prog, launch, tools, art, env, d, target, steps=1,
+                   extra=["--save-init", files["init"]])
         if rc != 0:
             failures.append(f"{target}: kiln-run exited {rc} (see {target}.run.log)")
+            continue
+        for name in bits_checks:
+            failures += same_bits.CHECKS[name](prog, launch, tools, env, d, target, art)
+        if prog.dropout:  # no PyTorch twin of Kiln's dropout masks
             continue
         record = json.loads(open(files["jsonl"]).readline())
         ok, lines = check(prog, read_safetensors(files["init"]),
@@ -263,6 +280,10 @@ def main():
                     "micro-batch the whole loss, the mean of their gradients the same)")
     ap.add_argument("--roundtrip", action="store_true",
                     help="also compile from every phase's dump: the same artifact")
+    ap.add_argument("--same-bits", default="",
+                    help="comma-separated checks against the model itself (same_bits.py): "
+                    + ", ".join(same_bits.CHECKS) + "; attention may then drop (those models "
+                    "are checked only so)")
     a = ap.parse_args()
     if a.show is not None:
         prog = Program(a.show)
@@ -282,6 +303,10 @@ def main():
         if name not in ("data", "model") or not size.isdigit() or int(size) < 2:
             ap.error(f"--mesh: '{axis}' is not data=N or model=N with N >= 2")
         mesh[name] = int(size)
+    bits_checks = tuple(filter(None, a.same_bits.split(",")))
+    for name in bits_checks:
+        if name not in same_bits.CHECKS:
+            ap.error(f"--same-bits: unknown check '{name}' ({', '.join(same_bits.CHECKS)})")
     for t in targets:
         if t not in ("cpu", "cuda"):
             ap.error(f"unknown target '{t}' (cpu or cuda)")
@@ -311,7 +336,7 @@ def main():
     failed, refused_seeds, start = [], [], time.time()
     for seed in seeds:
         failures, n, refused = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip,
-                                        a.precision, mesh, a.grad_accum)
+                                        a.precision, mesh, a.grad_accum, bits_checks)
         status = "FAIL" if failures else "refused" if refused else "ok"
         print(f"seed {seed}: {n} statements, {status}", flush=True)
         for f in refused:
