@@ -646,9 +646,10 @@ class Program:
     # -- the whole model ---------------------------------------------------
 
     def generate(self):
-        # Token inputs, except over several micro-batches: --save-grads keeps
-        # the last one's rows only (over data ranks it keeps every rank's).
-        if self.r.random() < 0.35 and self.grad_accum == 1:
+        # Token inputs, except over several micro-batches on several data
+        # ranks: --save-batches (each micro-batch) is rank 0's alone, and
+        # --save-grads (every rank's rows) holds the last micro-batch.
+        if self.r.random() < 0.35 and (self.grad_accum == 1 or "data" not in self.mesh):
             self.start_tokens()
         for _ in range(self.r.randint(1, 3)):
             p, _ = self.param(self.shape(self.r.randint(1, 4)))

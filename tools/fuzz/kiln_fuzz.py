@@ -63,33 +63,48 @@ import same_bits  # noqa: E402
 from runs import compile_model, run, train  # noqa: E402
 
 
-def evaluate(prog, init, grads, dtype, rounded=False):
+def micro_batches(prog, grads, saved):
+    """The (tokens, targets) batches step 1 trained on and which one the
+    metrics report. Over data ranks --save-grads holds every rank's rows
+    (the ranks' losses and gradients are averaged; kiln-run reports rank 0's
+    metrics); with micro-batches, --save-batches holds each (their losses
+    and gradients are averaged; the metrics report the last)."""
+    if not prog.tokens:
+        return [(None, None)], 0
+    if prog.grad_accum > 1:
+        return [(saved[f"step.1.{k}.tokens"], saved[f"step.1.{k}.targets"])
+                for k in range(prog.grad_accum)], prog.grad_accum - 1
+    rows = prog.tokens[0]
+    tokens, targets = grads["input:tokens"], grads["input:targets"]
+    return [(tokens[r:r + rows], targets[r:r + rows])
+            for r in range(0, tokens.shape[0], rows)], 0
+
+
+def evaluate(prog, init, batches, dtype, rounded=False):
     """(loss, gradients, metrics) of the PyTorch program at the saved
-    parameters and batch. Over data ranks the batch is every rank's rows
-    (--save-grads gathers them): the program runs on each rank's rows, the
-    loss and gradients are their mean (what the ranks' all-reduce makes), the
-    metrics rank 0's (kiln-run reports rank 0's)."""
-    if prog.tokens and grads["input:tokens"].shape[0] > prog.tokens[0]:
-        rows = prog.tokens[0]
-        parts = [evaluate(prog, init, {"input:tokens": grads["input:tokens"][r:r + rows],
-                                       "input:targets": grads["input:targets"][r:r + rows]},
-                          dtype, rounded)
-                 for r in range(0, grads["input:tokens"].shape[0], rows)]
-        loss = sum(p[0] for p in parts) / len(parts)
-        mean = {name: sum(p[1][name] for p in parts) / len(parts) for name in parts[0][1]}
-        return loss, mean, parts[0][2]
-    ns = {}
-    exec(PRELUDE, ns)  # noqa: S102
-    params = {name: init[name].to(dtype).requires_grad_() for name, _, _ in prog.params}
-    ns["P"] = {k: ns["rb"](v) for k, v in params.items()} if rounded else params
-    if prog.tokens:  # the batch kiln-run trained on (--save-grads keeps it)
-        ns["TOK"], ns["TGT"] = grads["input:tokens"].long(), grads["input:targets"].long()
-    exec(prog.torch_source(rounded), ns)  # noqa: S102
-    loss = ns["loss"]
-    grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
-    return loss.item(), {name: (g if g is not None else torch.zeros_like(params[name])).double()
-                         for name, g in zip(params, grads)}, \
-        {name: ns[name].item() for name, _ in prog.metrics}
+    parameters: the mean loss and gradients over `batches` (micro_batches'
+    list), the metrics of the one it names."""
+    batches, metrics_of = batches
+    parts = []
+    for tokens, targets in batches:
+        ns = {}
+        exec(PRELUDE, ns)  # noqa: S102
+        params = {name: init[name].to(dtype).requires_grad_() for name, _, _ in prog.params}
+        ns["P"] = {k: ns["rb"](v) for k, v in params.items()} if rounded else params
+        if tokens is not None:
+            ns["TOK"], ns["TGT"] = tokens.long(), targets.long()
+        exec(prog.torch_source(rounded), ns)  # noqa: S102
+        loss = ns["loss"]
+        grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        parts.append((loss.item(),
+                      {name: (g if g is not None else torch.zeros_like(params[name])).double()
+                       for name, g in zip(params, grads)},
+                      {name: ns[name].item() for name, _ in prog.metrics}))
+    if len(parts) == 1:
+        return parts[0]
+    return (sum(p[0] for p in parts) / len(parts),
+            {name: sum(p[1][name] for p in parts) / len(parts) for name in parts[0][1]},
+            parts[metrics_of][2])
 
 
 def rel_err(got, ref, floor):
@@ -100,14 +115,15 @@ def rel_err(got, ref, floor):
     return diff / max(scale, 1e-30), scale
 
 
-def check(prog, init, grads, record):
+def check(prog, init, grads, record, saved_batches=None):
     """(ok, report lines); record: kiln-run's first --metrics line."""
     kiln_loss = record["loss"]
-    ref_loss, ref_grads, ref_metrics = evaluate(prog, init, grads, torch.float64)
+    batches = micro_batches(prog, grads, saved_batches)
+    ref_loss, ref_grads, ref_metrics = evaluate(prog, init, batches, torch.float64)
     bf16 = prog.precision == "bf16"
     # The calibration: PyTorch in float32, or (bf16) in float64 with every
     # value and gradient rounded to bfloat16.
-    f32_loss, f32_grads, f32_metrics = evaluate(prog, init, grads,
+    f32_loss, f32_grads, f32_metrics = evaluate(prog, init, batches,
                                                 torch.float64 if bf16 else torch.float32, bf16)
     # bf16: the emulation rounds at statement boundaries, kiln where its
     # kernels store bf16 (GEMM operands, attention's dq, dk, dv), so their
@@ -239,9 +255,12 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
             continue
         if roundtrip:
             failures += roundtrip_phases(prog, target, tools, env, d, art)
-        files = {k: os.path.join(d, f"{target}.{k}") for k in ("init", "grads", "jsonl")}
+        files = {k: os.path.join(d, f"{target}.{k}")
+                 for k in ("init", "grads", "jsonl", "batches")}
+        accumulates_tokens = prog.tokens and prog.grad_accum > 1
         rc = train(prog, launch, tools, art, env, d, target, steps=1,
-                   extra=["--save-init", files["init"]])
+                   extra=["--save-init", files["init"]]
+                   + (["--save-batches", files["batches"]] if accumulates_tokens else []))
         if rc != 0:
             failures.append(f"{target}: kiln-run exited {rc} (see {target}.run.log)")
             continue
@@ -251,7 +270,8 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
             continue
         record = json.loads(open(files["jsonl"]).readline())
         ok, lines = check(prog, read_safetensors(files["init"]),
-                          read_safetensors(files["grads"]), record)
+                          read_safetensors(files["grads"]), record,
+                          read_safetensors(files["batches"]) if accumulates_tokens else None)
         if not ok:
             failures.append(f"{target}: disagrees with PyTorch\n" + "\n".join(lines))
     if not failures and not keep:
@@ -276,8 +296,8 @@ def main():
                     "parameters split over 'model' at random, batches over 'data'; a clear "
                     "kilnc error on a split it does not support counts as refused, not failed")
     ap.add_argument("--grad-accum", type=int, default=1,
-                    help="micro-batches per step (models without token inputs: each "
-                    "micro-batch the whole loss, the mean of their gradients the same)")
+                    help="micro-batches per step (token inputs: --save-batches keeps each, "
+                    "the oracle averages their losses and gradients; not with --mesh data)")
     ap.add_argument("--roundtrip", action="store_true",
                     help="also compile from every phase's dump: the same artifact")
     ap.add_argument("--same-bits", default="",
