@@ -34,7 +34,8 @@
 # cache); gemm (a GEMM-only model's --check-grads); tiny-fp32, tiny-tf32,
 # tiny-bf16 (tiny_gpt against the CPU references: initial bytes, losses,
 # gradient norms, validation loss); graph-eager (graph replay against eager
-# launches, bit for bit, and two runs bit for bit); attention-fp32,
+# launches, bit for bit, and two runs bit for bit); remat-bits (tiny_gpt fp32
+# under remat = full against none, bit for bit); attention-fp32,
 # attention-bf16, tsp (against the CPU references); nccl (data parallelism
 # over one rank through NCCL, bit for bit the model without a mesh); sanitizer
 # (compute-sanitizer memcheck on one eager step); attention (the generated
@@ -140,6 +141,12 @@ pack() {
     "$kilnc" "$(model_of tiny-bf16)" $tiny_defines -D 'mesh=[data = 1]' -D zero=$zero \
       --target=cuda -o "$dir/artifacts/nccl-zero$zero.kart" > "$dir/plans/nccl-zero$zero.txt"
   done
+  # The tiny fp32 model recomputing every block (the step remat-bits).
+  local fp32_defines
+  fp32_defines=$(grep "^tiny-fp32|" "$dir/cases.txt" | cut -d'|' -f2)
+  # shellcheck disable=SC2086  # a list of flags
+  "$kilnc" "$(model_of tiny-fp32)" $fp32_defines --remat=full --target=cuda \
+    -o "$dir/artifacts/tiny-fp32-remat.kart" > "$dir/plans/tiny-fp32-remat.txt"
   cp "$here/compare_metrics.py" "$dir/"
   if [ "$size" = gpu ]; then
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
@@ -334,6 +341,24 @@ graph_eager() {
   echo "eager: bit-identical to the graph"
 }
 
+# Recompute is the same pure ops on the same operands, so remat = full
+# trains to remat = none's bits, as on the CPU (remat.test) -- unless the
+# device's compiler contracts a * b + c differently in the kernels recompute
+# regroups (NVRTC contracts by default; the CPU kernels are compiled with
+# -ffp-contract=off).
+remat_bits() {
+  local run_args
+  run_args=$(grep "^tiny-fp32|" "$dir/cases.txt" | cut -d'|' -f3)
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-fp32.kart" $run_args --metrics "$out_tmp/none.jsonl" --quiet
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-fp32-remat.kart" $run_args \
+    --metrics "$out_tmp/full.jsonl" --quiet
+  python3 "$dir/compare_metrics.py" "$out_tmp/none.jsonl" "$out_tmp/full.jsonl" \
+    loss=0 grad_norm=0 update_norm=0
+  echo "remat = full: bit-identical to remat = none"
+}
+
 sanitizer() {
   local tool run_args
   tool=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -446,7 +471,7 @@ run_checks() {
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
   export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager sanitizer memory profile chunks nccl nccl_from_torch \
+  export -f probe warm_up parity graph_eager remat_bits sanitizer memory profile chunks nccl nccl_from_torch \
     median_step gemm_algos
 
   step probe 30 probe
@@ -456,6 +481,7 @@ run_checks() {
   if [ "$sim" = 1 ]; then skip tiny-tf32 "simulator: tf32 not modelled by the CPU"; else step tiny-tf32 60 parity tiny-fp32 tf32; fi
   step tiny-bf16 60 parity tiny-bf16
   step graph-eager 90 graph_eager
+  step remat-bits 60 remat_bits
   step attention-fp32 60 parity attention-fp32
   step attention-bf16 60 parity attention-bf16
   step tsp 60 parity tsp
