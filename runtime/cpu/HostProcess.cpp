@@ -54,13 +54,47 @@ void endChildrenOnSignals() {
   });
 }
 
-int track(pid_t pid) {
-  for (int i = 0; i < kMaxChildren; ++i) {
-    pid_t free = 0;
-    if (gChildren[i].compare_exchange_strong(free, pid))
-      return i;
+// A running child in a slot of gChildren from construction until it is
+// reaped (the destructor frees the slot, on every return).
+class TrackedChild {
+public:
+  explicit TrackedChild(pid_t pid) {
+    for (int i = 0; i < kMaxChildren && slot_ < 0; ++i) {
+      pid_t free = 0;
+      if (gChildren[i].compare_exchange_strong(free, pid))
+        slot_ = i;
+    }
+    // More at once than slots: this one is not ended by a signal.
   }
-  return -1; // more at once than slots: this one is not ended by a signal
+  ~TrackedChild() {
+    if (slot_ >= 0)
+      gChildren[slot_].store(0);
+  }
+  TrackedChild(const TrackedChild &) = delete;
+  TrackedChild &operator=(const TrackedChild &) = delete;
+
+private:
+  int slot_ = -1;
+};
+
+// Reads the child's output from `fd` (closing it) until it ends, then reaps
+// it: its wait status in `status`. It is tracked until reaped.
+Status collectChild(pid_t pid, int fd, std::string &output, int &status) {
+  TrackedChild tracked(pid);
+  char buffer[4096];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    output.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return internalError("waitpid failed: ", std::strerror(errno));
+  return okStatus();
 }
 
 } // namespace
@@ -102,29 +136,9 @@ StatusOr<ProcessResult> runHostProcess(const std::vector<std::string> &argv) {
     return unavailable("cannot run '", argv[0], "': ", std::strerror(rc));
   }
 
-  int slot = track(pid);
   ProcessResult result;
-  char buffer[4096];
-  while (true) {
-    ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    result.output.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      if (slot >= 0)
-        gChildren[slot].store(0);
-      return internalError("waitpid failed: ", std::strerror(errno));
-    }
-  }
-  if (slot >= 0)
-    gChildren[slot].store(0);
+  KILN_RETURN_IF_ERROR(collectChild(pid, fds[0], result.output, status));
   if (WIFEXITED(status))
     result.exitCode = WEXITSTATUS(status);
   else if (WIFSIGNALED(status))
