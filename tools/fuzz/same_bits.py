@@ -22,12 +22,7 @@ import re
 import torch
 
 from runs import compile_model, train, training_metrics
-
-
-
-def _read_safetensors(path):
-    from tiny_gpt_oracle import read_safetensors  # on kiln_fuzz.py's path
-    return read_safetensors(path)
+from tiny_gpt_oracle import read_safetensors  # on kiln_fuzz.py's path
 
 
 def _variants(prog, launch, tools, env, d, target, art, variants):
@@ -140,9 +135,9 @@ def zero(prog, launch, tools, env, d, target, art):
             "the losses and gradient norms": [
                 {k: r[k] for k in ("loss", "grad_norm")}
                 for r in training_metrics(os.path.join(d, f"{tag}.jsonl"))],
-            "the first step's gradients": _read_safetensors(os.path.join(d, f"{tag}.grads")),
-            "the parameters": _read_safetensors(os.path.join(last, "model.safetensors")),
-            "the optimizer state": _read_safetensors(os.path.join(last, "optimizer.safetensors"))}
+            "the first step's gradients": read_safetensors(os.path.join(d, f"{tag}.grads")),
+            "the parameters": read_safetensors(os.path.join(last, "model.safetensors")),
+            "the optimizer state": read_safetensors(os.path.join(last, "optimizer.safetensors"))}
     for a, b in ((0, 1), (2, 3)):
         if a not in runs or b not in runs:
             continue
