@@ -53,6 +53,7 @@ class Program:
         self.grad_accum = 1         # micro-batches per step
         self.allow_dropout = False  # attention may drop (no PyTorch oracle then)
         self.dropout = False        # some attention drops: checked against itself only
+        self.comparisons = []       # (torch value, operator, threshold) of where() conditions
         if parent:
             self.r, self.torch_rng, self.ns = parent.r, parent.torch_rng, parent.ns
             self.large, self.MAX_ELEMS = parent.large, parent.MAX_ELEMS
@@ -419,9 +420,13 @@ class Program:
             return num, num, None
 
         kcond, tcond = f"{kx} {cmp} {c}", f"{tx} {cmp} {c}"
+        if not self.parent:  # (a block's names are its function's)
+            self.comparisons.append((tx, cmp, c))
         roll = self.r.random()
         if roll < 0.2:  # and / or with a second comparison of x
             d = round(self.r.uniform(-0.6, 0.6), 3)
+            if not self.parent:
+                self.comparisons.append((tx, "<", d))
             join = self.r.choice([("and", "&"), ("or", "|")])
             kcond = f"{kcond} {join[0]} {kx} < {d}"
             tcond = f"({tcond}) {join[1]} ({tx} < {d})"
