@@ -315,7 +315,7 @@ ConstantEvaluator::evaluatePositiveInt(const Expr &e, const std::string &what) {
         e.kind == Expr::Kind::Name ? overrideOf(e.name) : "";
     // A product of integers past fitsInt's bound is folded as a float: say
     // that its "1.8e+19" is a too-large integer, not a fraction.
-    const bool wholeButHuge = !v->isInteger && std::isfinite(v->value) &&
+    const bool wholeButHuge = !v->isInteger && v->value > 0 && std::isfinite(v->value) &&
                               v->value == std::floor(v->value) && !fitsInt(v->value);
     diag_.error(e.loc, what + " must be a positive integer, got " + v->str() +
                            (wholeButHuge ? " (too large: constants compute integers "

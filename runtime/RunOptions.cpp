@@ -265,8 +265,9 @@ const std::vector<Flag> &flags() {
        true, setString(&RunOptions::saveInitPath)},
       {"--save-grads", "FILE",
        "write the first step's gradients and its batch (input:tokens,\n"
-       "input:targets: the global batch, every data rank's rows; TSP\n"
-       "data: input:coords/lengths/targets) to FILE.safetensors", true,
+       "input:targets; TSP data: input:coords/lengths/targets) to\n"
+       "FILE.safetensors: every data rank's rows, of the last micro-batch\n"
+       "with grad_accum > 1", true,
        setString(&RunOptions::saveGradsPath)},
       {"--save-batches", "FILE",
        "write every micro-batch the run read (step.S.K.tokens/.targets) to\n"

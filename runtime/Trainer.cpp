@@ -590,31 +590,43 @@ Status TrainingRun::saveDebugFiles(int64_t step) {
       tensors.push_back(std::move(view));
     }
     // The gradients are the data axis' mean, so the batch is the global
-    // one: every data rank's rows, in the order of the ranks along the axis.
-    std::vector<uint8_t> globalTokens, globalTargets;
-    std::vector<int64_t> batchShape = {artifact.batch(), artifact.seq()};
-    if (!data_.tsp) {
-      const void *tokens = tokens_.data(), *targets = targets_.data();
-      if (artifact.dataRanks() > 1) {
-        Communicator *data = mesh_.forAxis("data");
-        const size_t bytes = tokens_.size() * sizeof(int32_t);
-        KILN_ASSIGN_OR_RETURN(globalTokens, data->allGather(tokens_.data(), bytes));
-        KILN_ASSIGN_OR_RETURN(globalTargets, data->allGather(targets_.data(), bytes));
-        tokens = globalTokens.data();
-        targets = globalTargets.data();
-        batchShape[0] *= artifact.dataRanks();
+    // one: every data rank's rows, in the order of the ranks along the axis
+    // (with grad_accum > 1, of the last micro-batch: --save-batches keeps
+    // each). Each input is gathered whole (rows first), its shape's first
+    // dimension times the data ranks.
+    const int64_t ranks = artifact.dataRanks();
+    std::vector<std::vector<uint8_t>> gathered;
+    auto input = [&](const char *name, TensorDType dtype, std::vector<int64_t> shape,
+                     const void *rows, size_t bytes) -> Status {
+      if (ranks > 1) {
+        KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> all,
+                              mesh_.forAxis("data")->allGather(rows, bytes));
+        gathered.push_back(std::move(all));
+        rows = gathered.back().data();
+        shape[0] *= ranks;
       }
-      tensors.push_back({"input:tokens", TensorDType::kI32, batchShape, tokens});
-      tensors.push_back({"input:targets", TensorDType::kI32, batchShape, targets});
-    } else { // the (last) micro-batch of step 1, for an oracle to rerun it
-      const int64_t rows = artifact.batch();
+      tensors.push_back({name, dtype, std::move(shape), rows});
+      return okStatus();
+    };
+    gathered.reserve(3); // (the views point into its elements)
+    const int64_t rows = artifact.batch();
+    if (!data_.tsp) {
+      const size_t bytes = tokens_.size() * sizeof(int32_t);
+      KILN_RETURN_IF_ERROR(input("input:tokens", TensorDType::kI32, {rows, artifact.seq()},
+                                 tokens_.data(), bytes));
+      KILN_RETURN_IF_ERROR(input("input:targets", TensorDType::kI32, {rows, artifact.seq()},
+                                 targets_.data(), bytes));
+    } else {
       const int64_t nMax = int64_t(tspBatch_.targets.size()) / rows;
-      tensors.push_back({"input:coords", TensorDType::kF32, {rows, nMax, 2},
-                         tspBatch_.coords.data()});
-      tensors.push_back({"input:lengths", TensorDType::kI32, {rows},
-                         tspBatch_.lengths.data()});
-      tensors.push_back({"input:targets", TensorDType::kI32, {rows, nMax},
-                         tspBatch_.targets.data()});
+      KILN_RETURN_IF_ERROR(input("input:coords", TensorDType::kF32, {rows, nMax, 2},
+                                 tspBatch_.coords.data(),
+                                 tspBatch_.coords.size() * sizeof(float)));
+      KILN_RETURN_IF_ERROR(input("input:lengths", TensorDType::kI32, {rows},
+                                 tspBatch_.lengths.data(),
+                                 tspBatch_.lengths.size() * sizeof(int32_t)));
+      KILN_RETURN_IF_ERROR(input("input:targets", TensorDType::kI32, {rows, nMax},
+                                 tspBatch_.targets.data(),
+                                 tspBatch_.targets.size() * sizeof(int32_t)));
     }
     Status written =
         env_.rank == 0 ? writeSafetensors(options_.saveGradsPath, tensors) : okStatus();

@@ -420,13 +420,11 @@ class Program:
             return num, num, None
 
         kcond, tcond = f"{kx} {cmp} {c}", f"{tx} {cmp} {c}"
-        if not self.parent:  # (a block's names are its function's)
-            self.comparisons.append((tx, cmp, c))
+        comparisons = [(tx, cmp, c)]
         roll = self.r.random()
         if roll < 0.2:  # and / or with a second comparison of x
             d = round(self.r.uniform(-0.6, 0.6), 3)
-            if not self.parent:
-                self.comparisons.append((tx, "<", d))
+            comparisons.append((tx, "<", d))
             join = self.r.choice([("and", "&"), ("or", "|")])
             kcond = f"{kcond} {join[0]} {kx} < {d}"
             tcond = f"({tcond}) {join[1]} ({tx} < {d})"
@@ -440,7 +438,10 @@ class Program:
         if va is None and vb is None:
             return None
         used = [x] + [v for v in (va, vb) if v]
-        return self.emit(f"where({kcond}, {ka}, {kb})", f"wh({tcond}, {ta}, {tb})", out, used)
+        out = self.emit(f"where({kcond}, {ka}, {kb})", f"wh({tcond}, {ta}, {tb})", out, used)
+        if out is not None and not self.parent:  # (a block's names are its function's)
+            self.comparisons += comparisons
+        return out
 
     def op_positions(self, x):
         """x times (or plus) float(iota(n)) along its last dim, or rms(x)."""

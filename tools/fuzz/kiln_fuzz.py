@@ -49,6 +49,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -128,8 +129,10 @@ def with_threshold_moved(prog, init, batches, which, sign):
     scale = eval(expr, ns).abs().max().item()  # noqa: S307
     c2 = c + sign * 2 ** -8 * max(abs(c), 2 ** -3 * scale)
     moved = copy.copy(prog)
-    moved.torch = [line.replace(f"{expr} {cmp} {c}", f"{expr} {cmp} {c2!r}")
-                   for line in prog.torch]
+    # The exact comparison, not one whose threshold merely starts the same
+    # ("t3 < 0.5" in "t3 < 0.55").
+    pattern = re.compile(re.escape(f"{expr} {cmp} {c}") + r"(?![\d.e])")
+    moved.torch = [pattern.sub(f"{expr} {cmp} {c2!r}", line) for line in prog.torch]
     return moved
 
 
@@ -144,81 +147,85 @@ def rel_err(got, ref, floor):
 def check(prog, init, grads, record, saved_batches=None):
     """(ok, report lines); record: kiln-run's first --metrics line."""
     kiln_loss = record["loss"]
+    if not math.isfinite(kiln_loss):
+        return False, [f"  loss: kiln {kiln_loss}"]
     batches = micro_batches(prog, grads, saved_batches)
-    ref_loss, ref_grads, ref_metrics = evaluate(prog, init, batches, torch.float64)
     bf16 = prog.precision == "bf16"
     # The calibration: PyTorch in float32, or (bf16) in float64 with every
     # value and gradient rounded to bfloat16.
-    f32_loss, f32_grads, f32_metrics = evaluate(prog, init, batches,
-                                                torch.float64 if bf16 else torch.float32, bf16)
+    calibration = evaluate(prog, init, batches, torch.float64 if bf16 else torch.float32, bf16)
     # bf16: the emulation rounds at statement boundaries, kiln where its
     # kernels store bf16 (GEMM operands, attention's dq, dk, dv), so their
     # errors differ in detail; 5e-2 is llama_oracle.test's bf16 gradient
     # tolerance, and a wrong op is off by order 1.
     factor, least = (4, 5e-2) if bf16 else (16, 1e-4)
-    lines, ok = [], True
-
-    def judge(what, kiln_err, f32_err, scale):
-        nonlocal ok
-        bound = max(factor * f32_err, least)
-        good = kiln_err <= bound or scale < 1e-12
-        ok &= good
-        lines.append(f"  {what}: kiln rel {kiln_err:.2e}, torch {'bf16' if bf16 else 'fp32'} "
-                     f"rel {f32_err:.2e}, bound {bound:.2e} {'ok' if good else 'MISMATCH'}")
+    lines, missing = [], []
+    for name in calibration[2]:
+        # kiln-run writes metric NAME as act_rms/NAME (its TensorBoard tag).
+        if f"act_rms/{name}" not in record:
+            missing.append(f"  metric {name}: missing from --metrics")
+    for name, g in calibration[1].items():
+        if name not in grads:
+            missing.append(f"  grad {name}: missing from --save-grads")
+        elif tuple(grads[name].shape) != tuple(g.shape):
+            missing.append(f"  grad {name}: shape {tuple(grads[name].shape)}, "
+                           f"expected {tuple(g.shape)}")
+    if missing:
+        return False, missing
 
     def scalar_err(x, ref):
         return abs(x - ref) / max(abs(ref), 1e-30)
 
-    if not math.isfinite(kiln_loss):
-        return False, [f"  loss: kiln {kiln_loss}, reference {ref_loss}"]
-    judge(f"loss ({kiln_loss:.7g} vs {ref_loss:.7g})", scalar_err(kiln_loss, ref_loss),
-          scalar_err(f32_loss, ref_loss), abs(ref_loss))
-    for name, ref in ref_metrics.items():
-        # kiln-run writes metric NAME as act_rms/NAME (its TensorBoard tag).
-        got = record.get(f"act_rms/{name}")
-        if got is None:
-            ok = False
-            lines.append(f"  metric {name}: missing from --metrics")
-            continue
-        # The metrics file keeps 9 significant digits: 1e-8 of rounding more.
-        judge(f"metric {name} ({got:.7g} vs {ref:.7g})", scalar_err(got, ref),
-              scalar_err(f32_metrics[name], ref) + 1e-8, abs(ref))
-    # A gradient a hundred times smaller than the largest is a cancellation
-    # of terms of the larger scale (a scale the next op normalizes away, as
-    # layer_norm(x * w) does to w; a sum of softmax rows, whose gradient is
-    # 0 up to rounding): each side resolves it only to the larger scale's
-    # rounding, and PyTorch may happen to get 0 exactly, so that scale,
-    # divided by 100, is its floor (also bf16's: 8 bits, llama_oracle.test's
-    # floor). A wrong gradient of such a tensor shows when it is off by more
-    # than 1e-6 of the largest (1e-4 of the floor).
-    floor = 1e-2 * max(
-        (g.abs().max().item() for g in ref_grads.values() if g.numel()), default=0.0)
-    for name, ref in ref_grads.items():
-        if name not in grads:
-            ok = False
-            lines.append(f"  grad {name}: missing from --save-grads")
-            continue
-        got = grads[name]
-        if tuple(got.shape) != tuple(ref.shape):
-            ok = False
-            lines.append(f"  grad {name}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}")
-            continue
-        kerr, scale = rel_err(got, ref, floor)
-        ferr, _ = rel_err(f32_grads[name], ref, floor)
-        judge(f"grad {name} {list(ref.shape)}", kerr, ferr, scale)
-    if bf16 and not ok and prog.comparisons:
-        # The exact computation with its where() thresholds moved by bf16's
-        # rounding: Kiln agreeing with one of them took another branch at an
-        # element that near its threshold, which says nothing about Kiln.
+    def judge(reference, report):
+        """Whether Kiln's loss, metrics and gradients are within the bound of
+        `reference` (loss, gradients, metrics); `report`: one line each."""
+        ref_loss, ref_grads, ref_metrics = reference
+        f32_loss, f32_grads, f32_metrics = calibration
+        # A gradient a hundred times smaller than the largest is a
+        # cancellation of terms of the larger scale (a scale the next op
+        # normalizes away, as layer_norm(x * w) does to w; a sum of softmax
+        # rows, whose gradient is 0 up to rounding): each side resolves it
+        # only to the larger scale's rounding, and PyTorch may happen to get
+        # 0 exactly, so that scale, divided by 100, is its floor (also
+        # bf16's: 8 bits, llama_oracle.test's floor). A wrong gradient of
+        # such a tensor shows when it is off by more than 1e-6 of the largest
+        # (1e-4 of the floor).
+        floor = 1e-2 * max(
+            (g.abs().max().item() for g in ref_grads.values() if g.numel()), default=0.0)
+        items = [(f"loss ({kiln_loss:.7g} vs {ref_loss:.7g})", scalar_err(kiln_loss, ref_loss),
+                  scalar_err(f32_loss, ref_loss), abs(ref_loss))]
+        for name, ref in ref_metrics.items():
+            got = record[f"act_rms/{name}"]
+            # The metrics file keeps 9 significant digits: 1e-8 of rounding more.
+            items.append((f"metric {name} ({got:.7g} vs {ref:.7g})", scalar_err(got, ref),
+                          scalar_err(f32_metrics[name], ref) + 1e-8, abs(ref)))
+        for name, ref in ref_grads.items():
+            kerr, scale = rel_err(grads[name], ref, floor)
+            items.append((f"grad {name} {list(ref.shape)}", kerr,
+                          rel_err(f32_grads[name], ref, floor)[0], scale))
+        all_good = True
+        for what, kiln_err, f32_err, scale in items:
+            bound = max(factor * f32_err, least)
+            good = kiln_err <= bound or scale < 1e-12
+            all_good &= good
+            if report:
+                lines.append(f"  {what}: kiln rel {kiln_err:.2e}, torch "
+                             f"{'bf16' if bf16 else 'fp32'} rel {f32_err:.2e}, bound {bound:.2e} "
+                             f"{'ok' if good else 'MISMATCH'}")
+        return all_good
+
+    ok = judge(evaluate(prog, init, batches, torch.float64), report=True)
+    if bf16 and not ok:
+        # The exact computation with a where() threshold moved by bf16's
+        # rounding: Kiln agreeing with it on everything took another branch
+        # at an element that near its threshold, which says nothing of Kiln.
         for which, sign in itertools.product(range(len(prog.comparisons)), (1, -1)):
             moved = with_threshold_moved(prog, init, batches, which, sign)
-            _, moved_grads, _ = evaluate(moved, init, batches, torch.float64)
-            if all(rel_err(grads[n], g, floor)[0] <= max(factor * rel_err(f32_grads[n], ref_grads[n],
-                                                                           floor)[0], least)
-                   for n, g in moved_grads.items()):
+            if judge(evaluate(moved, init, batches, torch.float64), report=False):
                 expr, cmp, c = prog.comparisons[which]
-                lines.append(f"  (not counted: the exact gradients with where()'s {expr} {cmp} {c} "
-                             f"moved {'up' if sign > 0 else 'down'} by a bf16 ulp agree)")
+                lines.append(f"  (not counted: the exact computation with where()'s "
+                             f"{expr} {cmp} {c} moved {'up' if sign > 0 else 'down'} by a bf16 "
+                             "ulp agrees on the loss, every metric and every gradient)")
                 ok = True
                 break
     return ok, lines
@@ -255,13 +262,22 @@ def roundtrip_phases(prog, target, tools, env, d, art):
     return failures
 
 
-def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None,
-             grad_accum=1, bits_checks=()):
+def program(seed, targets, precision="fp32", mesh=None, grad_accum=1, bits_checks=()):
+    """The seed's Program, not yet generated: the options change what it
+    draws. Attention may drop probabilities when a --same-bits check applies
+    on every target (dropout has no PyTorch twin)."""
     prog = Program(seed)
     prog.precision = precision
     prog.mesh = mesh or {}
     prog.grad_accum = grad_accum
-    prog.allow_dropout = bool(bits_checks)
+    prog.allow_dropout = any(all(same_bits.applies(name, prog.mesh, t) for t in targets)
+                             for name in bits_checks)
+    return prog
+
+
+def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None,
+             grad_accum=1, bits_checks=()):
+    prog = program(seed, targets, precision, mesh, grad_accum, bits_checks)
     try:
         prog.generate()
     except Exception as e:  # the generator's own bug: reported, the run goes on
@@ -328,7 +344,8 @@ def main():
     ap.add_argument("--kiln-run", default=os.path.join(ROOT, "build", "bin", "kiln-run"))
     ap.add_argument("--work", default="/tmp/kiln-fuzz")
     ap.add_argument("--keep", action="store_true", help="keep passing seeds' directories too")
-    ap.add_argument("--show", type=int, help="print one seed's model and PyTorch program")
+    ap.add_argument("--show", type=int, help="print one seed's model and PyTorch program "
+                    "(as the other options make it)")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="the models' precision (bf16: checked against PyTorch with every "
                     "value and gradient rounded to bfloat16, 4x its error, at least 5e-2)")
@@ -346,12 +363,6 @@ def main():
                     + ", ".join(same_bits.CHECKS) + "; attention may then drop (those models "
                     "are checked only so)")
     a = ap.parse_args()
-    if a.show is not None:
-        prog = Program(a.show)
-        prog.generate()
-        print(prog.kiln_source())
-        print("# PyTorch\n" + prog.torch_source())
-        return 0
     if ":" in a.seeds:
         lo, hi = map(int, a.seeds.split(":"))
         seeds = range(lo, hi)
@@ -371,6 +382,12 @@ def main():
     for t in targets:
         if t not in ("cpu", "cuda"):
             ap.error(f"unknown target '{t}' (cpu or cuda)")
+    if a.show is not None:
+        prog = program(a.show, targets, a.precision, mesh, a.grad_accum, bits_checks)
+        prog.generate()
+        print(prog.kiln_source())
+        print("# PyTorch\n" + prog.torch_source())
+        return 0
     sim = os.environ.get("KILN_CUDA_LIB_DIR") or os.path.join(ROOT, "build", "sim", "lib")
     tools = {"kilnc": a.kilnc, "kiln-run": a.kiln_run, "sim": sim}
     for k, p in tools.items():

@@ -151,3 +151,9 @@ def zero(prog, launch, tools, env, d, target, art):
 
 
 CHECKS = {"remat": remat, "resume": resume, "zero": zero, "overlap": overlap, "graph": graph}
+
+
+def applies(name, mesh, target):
+    """Whether check NAME compares anything for a model over MESH on TARGET."""
+    return {"zero": "data" in mesh, "overlap": "data" in mesh,
+            "graph": target == "cuda"}.get(name, True)

@@ -35,7 +35,7 @@
 # tiny-bf16 (tiny_gpt against the CPU references: initial bytes, losses,
 # gradient norms, validation loss); graph-eager (graph replay against eager
 # launches, bit for bit, and two runs bit for bit); remat-bits (tiny_gpt fp32
-# under remat = full against none, bit for bit); attention-fp32,
+# under remat = full against no recompute, bit for bit); attention-fp32,
 # attention-bf16, tsp (against the CPU references); nccl (data parallelism
 # over one rank through NCCL, bit for bit the model without a mesh); sanitizer
 # (compute-sanitizer memcheck on one eager step); attention (the generated
@@ -61,7 +61,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
-usage() { sed -n '2,59p' "$0" >&2; exit 2; }
+usage() { sed -n '2,60p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
 shift 2
@@ -342,7 +342,8 @@ graph_eager() {
 }
 
 # Recompute is the same pure ops on the same operands, so remat = full
-# trains to remat = none's bits, as on the CPU (remat.test) -- unless the
+# trains to the bits of the default plan (no budget: nothing recomputed), as
+# on the CPU (remat.test) -- unless the
 # device's compiler contracts a * b + c differently in the kernels recompute
 # regroups (NVRTC contracts by default; the CPU kernels are compiled with
 # -ffp-contract=off).
@@ -356,7 +357,7 @@ remat_bits() {
     --metrics "$out_tmp/full.jsonl" --quiet
   python3 "$dir/compare_metrics.py" "$out_tmp/none.jsonl" "$out_tmp/full.jsonl" \
     loss=0 grad_norm=0 update_norm=0
-  echo "remat = full: bit-identical to remat = none"
+  echo "remat = full: bit-identical to no recompute"
 }
 
 sanitizer() {
