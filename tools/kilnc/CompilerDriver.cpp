@@ -118,12 +118,12 @@ bool isKnownPhase(StringRef name) {
 /// the artifact would train alone on its rows, without a word.
 bool dataAxisWithoutCollectives(ModuleOp module) {
   auto mesh = module->getAttrOfType<DictionaryAttr>(mlir::kiln::kMeshAttrName);
-  auto data = mesh ? mesh.getAs<IntegerAttr>("data") : nullptr;
+  auto data = mesh ? mesh.getAs<IntegerAttr>(mlir::kiln::kDataAxisName) : nullptr;
   if (!data || data.getInt() < 2)
     return false;
   WalkResult found = module.walk([](Operation *op) -> WalkResult {
     auto axis = op->getAttrOfType<StringAttr>("axis");
-    return mlir::kiln::isCollective(op) && axis && axis.getValue() == "data"
+    return mlir::kiln::isCollective(op) && axis && axis.getValue() == mlir::kiln::kDataAxisName
                ? WalkResult::interrupt()
                : WalkResult::advance();
   });
