@@ -45,7 +45,6 @@ passed, 1 otherwise.
 """
 import argparse
 import copy
-import itertools
 import json
 import math
 import os
@@ -63,7 +62,7 @@ from tiny_gpt_oracle import read_safetensors  # noqa: E402  (the tree's one read
 sys.path.insert(0, HERE)
 from generator import PRELUDE, Program  # noqa: E402
 import same_bits  # noqa: E402
-from runs import compile_model, run, train  # noqa: E402
+from runs import compile_model, run, snapshot_tools, train  # noqa: E402
 
 
 def micro_batches(prog, grads, saved):
@@ -83,20 +82,28 @@ def micro_batches(prog, grads, saved):
             for r in range(0, tokens.shape[0], rows)], 0
 
 
+def run_program(prog, params, batch, rounded=False):
+    """The namespace after the PyTorch program ran on `params` (name ->
+    tensor) and `batch` (tokens, targets or None); `rounded`: bf16 emulated."""
+    ns = {}
+    exec(PRELUDE, ns)  # noqa: S102
+    ns["P"] = {k: ns["rb"](v) for k, v in params.items()} if rounded else params
+    tokens, targets = batch
+    if tokens is not None:
+        ns["TOK"], ns["TGT"] = tokens.long(), targets.long()
+    exec(prog.torch_source(rounded), ns)  # noqa: S102
+    return ns
+
+
 def evaluate(prog, init, batches, dtype, rounded=False):
     """(loss, gradients, metrics) of the PyTorch program at the saved
     parameters: the mean loss and gradients over `batches` (micro_batches'
     list), the metrics of the one it names."""
     batches, metrics_of = batches
     parts = []
-    for tokens, targets in batches:
-        ns = {}
-        exec(PRELUDE, ns)  # noqa: S102
+    for batch in batches:
         params = {name: init[name].to(dtype).requires_grad_() for name, _, _ in prog.params}
-        ns["P"] = {k: ns["rb"](v) for k, v in params.items()} if rounded else params
-        if tokens is not None:
-            ns["TOK"], ns["TGT"] = tokens.long(), targets.long()
-        exec(prog.torch_source(rounded), ns)  # noqa: S102
+        ns = run_program(prog, params, batch, rounded)
         loss = ns["loss"]
         grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
         parts.append((loss.item(),
@@ -110,30 +117,26 @@ def evaluate(prog, init, batches, dtype, rounded=False):
             parts[metrics_of][2])
 
 
-def with_threshold_moved(prog, init, batches, which, sign):
-    """A copy of `prog` whose where() threshold number `which` (of those
-    outside blocks) is moved by a bf16 ulp (`sign` +1 or -1): 2^-8 of the
-    threshold, or for one near 0 of an eighth of the compared value's largest
-    element. bf16 rounding can put an element that near its threshold on the
-    other side, and the branch it takes moves a gradient by order 1; the
-    exact computation with the threshold moved takes that branch."""
-    expr, cmp, c = prog.comparisons[which]
-    ns = {}
-    exec(PRELUDE, ns)  # noqa: S102
-    ns["P"] = {name: init[name].double() for name, _, _ in prog.params}
-    tokens, targets = batches[0][0]
-    if tokens is not None:
-        ns["TOK"], ns["TGT"] = tokens.long(), targets.long()
+def threshold_moves(prog, init, batches):
+    """(what, copy of `prog`) with one where() threshold (of those outside
+    blocks) moved by a bf16 ulp up or down: 2^-8 of the threshold, or for
+    one near 0 of an eighth of the compared value's largest element. bf16
+    rounding can put an element that near its threshold on the other side,
+    and the branch it takes moves a gradient by order 1; the exact
+    computation with the threshold moved takes that branch."""
     with torch.no_grad():
-        exec(prog.torch_source(), ns)  # noqa: S102
-    scale = eval(expr, ns).abs().max().item()  # noqa: S307
-    c2 = c + sign * 2 ** -8 * max(abs(c), 2 ** -3 * scale)
-    moved = copy.copy(prog)
-    # The exact comparison, not one whose threshold merely starts the same
-    # ("t3 < 0.5" in "t3 < 0.55").
-    pattern = re.compile(re.escape(f"{expr} {cmp} {c}") + r"(?![\d.e])")
-    moved.torch = [pattern.sub(f"{expr} {cmp} {c2!r}", line) for line in prog.torch]
-    return moved
+        ns = run_program(prog, {name: init[name].double() for name, _, _ in prog.params},
+                         batches[0][0])
+    for expr, cmp, c in prog.comparisons:
+        scale = eval(expr, ns).abs().max().item()  # noqa: S307
+        # The exact comparison, not one whose threshold merely starts the
+        # same ("t3 < 0.5" in "t3 < 0.55").
+        pattern = re.compile(re.escape(f"{expr} {cmp} {c}") + r"(?![\d.e])")
+        for sign, direction in ((1, "up"), (-1, "down")):
+            c2 = c + sign * 2 ** -8 * max(abs(c), 2 ** -3 * scale)
+            moved = copy.copy(prog)
+            moved.torch = [pattern.sub(f"{expr} {cmp} {c2!r}", line) for line in prog.torch]
+            yield f"where()'s {expr} {cmp} {c} moved {direction} by a bf16 ulp", moved
 
 
 def rel_err(got, ref, floor):
@@ -219,13 +222,10 @@ def check(prog, init, grads, record, saved_batches=None):
         # The exact computation with a where() threshold moved by bf16's
         # rounding: Kiln agreeing with it on everything took another branch
         # at an element that near its threshold, which says nothing of Kiln.
-        for which, sign in itertools.product(range(len(prog.comparisons)), (1, -1)):
-            moved = with_threshold_moved(prog, init, batches, which, sign)
+        for what, moved in threshold_moves(prog, init, batches):
             if judge(evaluate(moved, init, batches, torch.float64), report=False):
-                expr, cmp, c = prog.comparisons[which]
-                lines.append(f"  (not counted: the exact computation with where()'s "
-                             f"{expr} {cmp} {c} moved {'up' if sign > 0 else 'down'} by a bf16 "
-                             "ulp agrees on the loss, every metric and every gradient)")
+                lines.append(f"  (not counted: the exact computation with {what} agrees on "
+                             "the loss, every metric and every gradient)")
                 ok = True
                 break
     return ok, lines
@@ -395,22 +395,9 @@ def main():
             ap.error(f"{p} does not exist (build first, or --kilnc / --kiln-run, or "
                      "KILN_CUDA_LIB_DIR for the simulator's libraries)")
     os.makedirs(a.work, exist_ok=True)
-    # Run copies, so that rebuilding while a long run goes on changes nothing
-    # under it (and is not refused a busy executable).
-    snapshot = os.path.join(a.work, "tools")
-    shutil.rmtree(snapshot, ignore_errors=True)
-    os.makedirs(snapshot)
-    for k in ("kilnc", "kiln-run"):
-        tools[k] = shutil.copy2(tools[k], os.path.join(snapshot, k))
-    # kiln-run's plugins (MPI, Gloo), found in lib/ beside it.
-    plugins = os.path.join(os.path.dirname(a.kiln_run), "..", "lib")
-    if os.path.isdir(plugins):
-        os.makedirs(os.path.join(snapshot, "lib"))
-        for name in os.listdir(plugins):
-            if name.startswith("libkiln_") and name.endswith(".so"):
-                shutil.copy2(os.path.join(plugins, name), os.path.join(snapshot, "lib", name))
+    tools.update(snapshot_tools(a.work, tools["kilnc"], tools["kiln-run"]))
     if "cuda" in targets:
-        tools["sim"] = shutil.copytree(tools["sim"], os.path.join(snapshot, "sim-lib"))
+        tools["sim"] = shutil.copytree(tools["sim"], os.path.join(a.work, "tools", "sim-lib"))
     failed, refused_seeds, start = [], [], time.time()
     for seed in seeds:
         failures, n, refused = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip,

@@ -36,7 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TEXT = "/usr/share/common-licenses/GPL-3"
+sys.path.insert(0, HERE)
+from runs import TEXT, snapshot_tools  # noqa: E402
 CRASH = ("Assertion", "LLVM ERROR", "Stack dump", "PLEASE submit", "internal error",
          "AddressSanitizer")
 WORDS = ["(", ")", "[", "]", "{", "}", ",", "=", "@", "+", "*", "-", "/", "x", "repeat",
@@ -149,16 +150,7 @@ def main():
     a = ap.parse_args()
     lo, hi = map(int, a.seeds.split(":"))
     os.makedirs(a.work, exist_ok=True)
-    # Copies, so that a rebuild during a long run changes nothing under it.
-    snapshot = os.path.join(a.work, "tools")
-    shutil.rmtree(snapshot, ignore_errors=True)
-    os.makedirs(os.path.join(snapshot, "bin"))
-    tools = {k: shutil.copy2(p, os.path.join(snapshot, "bin", k))
-             for k, p in (("kilnc", a.kilnc), ("kiln-run", a.kiln_run))}
-    plugins = os.path.join(os.path.dirname(a.kiln_run), "..", "lib")
-    if os.path.isdir(plugins):
-        shutil.copytree(plugins, os.path.join(snapshot, "lib"),
-                        ignore=lambda _, names: [n for n in names if not n.startswith("libkiln_")])
+    tools = snapshot_tools(a.work, a.kilnc, a.kiln_run)
     env = dict(os.environ, KILN_CACHE_DIR=os.path.join(a.work, "cache"))
     if a.kind == "source":
         inputs = sorted(glob.glob(os.path.join(ROOT, "models", "*.kiln"))

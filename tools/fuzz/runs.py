@@ -1,6 +1,7 @@
 """Running kilnc and kiln-run for the fuzzer (kiln_fuzz.py, same_bits.py)."""
 import json
 import os
+import shutil
 import subprocess
 
 TEXT = "/usr/share/common-licenses/GPL-3"  # the token inputs' bytes (Debian's base-files)
@@ -37,3 +38,20 @@ def training_metrics(path):
     """Every step's --metrics record, less the wall-clock fields."""
     return [{k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK}
             for line in open(path) if line.strip()]
+
+
+def snapshot_tools(work, kilnc, kiln_run):
+    """Copies of kilnc and kiln-run, with kiln-run's plugins (MPI, Gloo: the
+    libkiln_*.so in lib/ beside its folder), in WORK/tools: a rebuild while a
+    long run goes on changes nothing under it (nor is refused a busy
+    executable). {"kilnc": path, "kiln-run": path}."""
+    snapshot = os.path.join(work, "tools")
+    shutil.rmtree(snapshot, ignore_errors=True)
+    os.makedirs(os.path.join(snapshot, "lib"))
+    tools = {k: shutil.copy2(p, os.path.join(snapshot, k))
+             for k, p in (("kilnc", kilnc), ("kiln-run", kiln_run))}
+    plugins = os.path.join(os.path.dirname(kiln_run), "..", "lib")
+    for name in os.listdir(plugins) if os.path.isdir(plugins) else []:
+        if name.startswith("libkiln_") and name.endswith(".so"):
+            shutil.copy2(os.path.join(plugins, name), os.path.join(snapshot, "lib", name))
+    return tools
