@@ -25,7 +25,8 @@ namespace kiln::rt::data {
 // training), which the kernel reports as SIGBUS. fn must not own anything
 // with a destructor (it is left by siglongjmp). A SIGBUS outside such a call
 // keeps its default action. A file cut inside a page still reads zeros up to
-// that page's end (the kernel maps whole pages): only reads beyond it fault.
+// that page's end (the kernel maps whole pages): only reads beyond it fault,
+// so a reader also checks the file's size after reading (TokenWindows).
 bool readMappedSafely(void (*fn)(void *), void *context);
 
 class MappedFile {

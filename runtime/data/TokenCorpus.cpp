@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <glob.h>
+#include <sys/stat.h>
 
 namespace kiln::rt::data {
 
@@ -110,6 +111,17 @@ uint32_t TokenCorpus::token(size_t file, int64_t index) const {
     return randomToken(state_->randomKey, static_cast<uint64_t>(index),
                        state_->randomVocab);
   return state_->files[file].token(index);
+}
+
+int64_t TokenCorpus::tokensOnDiskNow(size_t file) const {
+  if (state_->random)
+    return kRandomCorpusTokens;
+  const TokenFile &f = state_->files[file];
+  struct stat info;
+  if (::stat(f.path().c_str(), &info) != 0)
+    return -1;
+  int64_t tokenBytes = static_cast<int64_t>(info.st_size) - f.byteOffset(0);
+  return std::max<int64_t>(0, tokenBytes / f.tokenBytes());
 }
 
 std::string TokenCorpus::describeOffset(size_t file, int64_t index) const {

@@ -81,6 +81,20 @@ void copyWindow(void *context) {
 
 } // namespace
 
+// The error of a window that reads past the end of its file as it is now.
+Status TokenWindows::cutShort(size_t file, int64_t index) const {
+  const std::string &path = corpus_.filePath(file);
+  struct stat info;
+  std::string now = ::stat(path.c_str(), &info) == 0
+                        ? detail::concat("is ", static_cast<long long>(info.st_size),
+                                         " bytes now")
+                        : std::string("is gone");
+  return dataLoss("data file ", path, ": cannot read ",
+                  corpus_.describeOffset(file, index),
+                  ": the file was cut short after it was opened (it ", now,
+                  "); was it rewritten while training?");
+}
+
 Status TokenWindows::read(uint64_t window, int32_t *inputs,
                           int32_t *targets) const {
   if (window >= size())
@@ -88,18 +102,13 @@ Status TokenWindows::read(uint64_t window, int32_t *inputs,
                          " windows)");
   Location at = locate(window);
   WindowCopy copy{&corpus_, at.file, at.firstToken, seq_, vocab_, inputs, targets};
-  if (!readMappedSafely(copyWindow, &copy)) {
-    const std::string &path = corpus_.filePath(at.file);
-    struct stat info;
-    std::string now = ::stat(path.c_str(), &info) == 0
-                          ? detail::concat("is ", static_cast<long long>(info.st_size),
-                                           " bytes now")
-                          : std::string("is gone");
-    return dataLoss("data file ", path, ": cannot read ",
-                    corpus_.describeOffset(at.file, copy.reached),
-                    ": the file was cut short after it was opened (it ", now,
-                    "); was it rewritten while training?");
-  }
+  if (!readMappedSafely(copyWindow, &copy))
+    return cutShort(at.file, copy.reached);
+  // A file cut inside a page faults only past that page: the rest of the
+  // page reads zeros. So the file must still hold the whole window now.
+  int64_t onDisk = corpus_.tokensOnDiskNow(at.file);
+  if (onDisk < at.firstToken + seq_ + 1)
+    return cutShort(at.file, std::max(onDisk, at.firstToken));
   if (copy.badOffset >= 0)
     return invalidArgument(
         "data file ", corpus_.filePath(at.file), ": token id ", copy.badId, " at ",

@@ -59,10 +59,14 @@ public:
   Location locate(uint64_t window) const;
 
   // Writes the seq inputs and seq targets of window `window`. An id >= vocab
-  // is an error naming the file and token offset.
+  // is an error naming the file and token offset; so is a file cut short
+  // since it was opened (a fault past its end, or zeros read from the
+  // rest of its last page: its size is checked after each window).
   Status read(uint64_t window, int32_t *inputs, int32_t *targets) const;
 
 private:
+  Status cutShort(size_t file, int64_t index) const;
+
   TokenWindows(TokenCorpus corpus, int64_t seq, int64_t vocab)
       : corpus_(std::move(corpus)), seq_(seq), vocab_(vocab) {}
 

@@ -170,6 +170,39 @@ TEST(DataWindowsTest, ShardCutShortWhileMappedIsAnError) {
   EXPECT_FALSE(windows.read(window + 1, in.data(), out.data()).ok());
 }
 
+// A shard cut inside the page a window reads: the rest of that page reads
+// zeros without a fault (the mapping has whole pages), so only the file's
+// size tells. Zeros are valid token ids: without the size check the window
+// would train on them.
+TEST(DataWindowsTest, ShardCutInsideAPageWhileMappedIsAnError) {
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const int64_t tokens = 4 * page;
+  std::string dir = makeTempDir();
+  const std::string path = dir + "/a.bin";
+  writeFile(path, llmcShardBytes(countingTokens(tokens)));
+  TokenWindows windows = openWindows(path, 64);
+  // The window of token page (byte 1024 + 2 page, inside the third page);
+  // the cut keeps its first 10 tokens.
+  const int64_t firstToken = page / 64 * 64;
+  const uint64_t window = static_cast<uint64_t>(firstToken / 64);
+  const int64_t cutBytes = 1024 + 2 * (firstToken + 10);
+  ASSERT_NE(cutBytes % page, 0); // inside a page: no fault on the rest
+  std::vector<int32_t> in(64), out(64);
+  ASSERT_TRUE(windows.read(window, in.data(), out.data()).ok());
+  ASSERT_EQ(::truncate(path.c_str(), cutBytes), 0);
+  Status status = windows.read(window, in.data(), out.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(),
+              HasSubstr("data file " + path + ": cannot read token offset " +
+                        std::to_string(firstToken + 10) + " (byte offset " +
+                        std::to_string(cutBytes) +
+                        "): the file was cut short after it was opened (it is " +
+                        std::to_string(cutBytes) + " bytes now)"));
+  // A window wholly before the cut still reads.
+  EXPECT_TRUE(windows.read(window - 1, in.data(), out.data()).ok());
+}
+
 TEST(DataShuffleTest, PermutationIsABijectionForAnySize) {
   for (uint64_t size : {1ull, 2ull, 3ull, 4ull, 5ull, 7ull, 16ull, 17ull,
                         100ull, 1000ull, 4097ull}) {
