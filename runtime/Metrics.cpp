@@ -81,9 +81,9 @@ std::vector<MetricField> stepMetricFields(const StepMetrics &m) {
     add("param_norm", "train/param_norm", *m.paramNorm);
   if (std::optional<double> ratio = m.updateRatio())
     add("update_ratio", "train/update_ratio", *ratio);
-  for (const NamedScalar &rms : m.activationRms) {
-    std::string name = "act_rms/" + rms.name;
-    fields.push_back(MetricField{name, name, rms.value, K::kReal});
+  for (const NamedScalar &metric : m.modelMetrics) {
+    std::string name = "metric/" + metric.name;
+    fields.push_back(MetricField{name, name, metric.value, K::kReal});
   }
   add("step_ms", "perf/step_ms", m.stepMs);
   add("tokens", "perf/tokens_per_step", double(m.tokensPerStep), K::kInteger);

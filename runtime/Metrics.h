@@ -17,7 +17,7 @@
 //   update_norm         train/update_norm      when measured
 //   param_norm          train/param_norm       when measured
 //   update_ratio        train/update_ratio     when both norms are measured
-//   act_rms/<name>      act_rms/<name>         one per chosen layer
+//   metric/<name>       metric/<name>          one per `metric` line of the model
 //   step_ms             perf/step_ms           always
 //   tokens              perf/tokens_per_step   always
 //   tokens_per_s        perf/tokens_per_s      always
@@ -26,9 +26,10 @@
 //   skipped             train/skipped (0 / 1)  always
 //   val_loss            val/loss               on steps where validation ran
 //
-// Activation RMS values are flat keys "act_rms/<name>" in JSON too (not a
-// nested object), so a JSON key and its TensorBoard tag read the same and
-// `jq '."act_rms/blocks.0.mlp"'` finds them. Absent metrics are omitted from
+// The model's `metric NAME = EXPR` lines (activation RMS, a logit mean,
+// whatever the model file computes) are flat keys "metric/<name>" in JSON
+// too (not a nested object), so a JSON key and its TensorBoard tag read the
+// same and `jq '."metric/Block.0.resid_rms"'` finds them. Absent metrics are omitted from
 // both sinks; non-finite values (a diverged loss) are JSON null.
 //
 //===----------------------------------------------------------------------===//
@@ -47,8 +48,8 @@
 
 namespace kiln::rt {
 
-// A metric identified by a name chosen at run time, e.g. the activation RMS
-// of the layer "blocks.0.attn".
+// A metric identified by a name chosen at run time: a model's `metric` line,
+// e.g. "Block.0.resid_rms".
 struct NamedScalar {
   std::string name;
   double value = 0;
@@ -61,9 +62,9 @@ struct StepMetrics {
   std::optional<double> gradNorm;   // global L2 norm of the gradients
   std::optional<double> updateNorm; // L2 norm of this step's parameter update
   std::optional<double> paramNorm;  // L2 norm of the parameters
-  std::vector<NamedScalar> activationRms; // RMS of chosen layers' outputs
-  double stepMs = 0;                      // wall time of the step
-  int64_t tokensPerStep = 0;              // batch * seq (* accumulation)
+  std::vector<NamedScalar> modelMetrics; // the model's `metric` lines
+  double stepMs = 0;                     // wall time of the step
+  int64_t tokensPerStep = 0;             // batch * seq (* accumulation)
   double tokensPerSecond = 0;
   std::optional<double> mfu; // model FLOPs utilization in [0, 1]
   std::optional<int64_t> peakMemoryBytes;

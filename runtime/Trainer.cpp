@@ -512,7 +512,7 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   if (std::optional<float> v = session_->paramNorm())
     m.paramNorm = *v;
   for (auto &[name, value] : session_->metrics())
-    m.activationRms.push_back({name, value});
+    m.modelMetrics.push_back({name, value});
   m.stepMs = seconds * 1e3;
   m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum() *
                     artifact.dataRanks();

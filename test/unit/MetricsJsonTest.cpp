@@ -38,7 +38,7 @@ TEST(MetricsJsonTest, AllFields) {
   m.gradNorm = 1.25;
   m.updateNorm = 0.5;
   m.paramNorm = 100;
-  m.activationRms = {{"blocks.0.attn", 0.75}, {"final_norm", 1.5}};
+  m.modelMetrics = {{"blocks.0.attn", 0.75}, {"final_norm", 1.5}};
   m.mfu = 0.375;
   m.peakMemoryBytes = int64_t(5) << 32; // beyond 32 bits, written exactly
   m.skipped = true;
@@ -46,7 +46,7 @@ TEST(MetricsJsonTest, AllFields) {
   EXPECT_EQ(metricsJsonLine(m),
             "{\"step\":7,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":1.25,"
             "\"update_norm\":0.5,\"param_norm\":100,\"update_ratio\":0.005,"
-            "\"act_rms/blocks.0.attn\":0.75,\"act_rms/final_norm\":1.5,"
+            "\"metric/blocks.0.attn\":0.75,\"metric/final_norm\":1.5,"
             "\"step_ms\":12.5,\"tokens\":1024,\"tokens_per_s\":81920,"
             "\"mfu\":0.375,\"peak_memory_bytes\":21474836480,"
             "\"skipped\":true,\"val_loss\":2.25}");
@@ -80,9 +80,9 @@ TEST(MetricsJsonTest, UpdateRatioNeedsBothNorms) {
 
 TEST(MetricsJsonTest, LayerNamesAreEscaped) {
   StepMetrics m = basicStep();
-  m.activationRms = {{"we\"ird\\na\tme", 1}};
+  m.modelMetrics = {{"we\"ird\\na\tme", 1}};
   EXPECT_THAT(metricsJsonLine(m),
-              HasSubstr("\"act_rms/we\\\"ird\\\\na\\u0009me\":1,"));
+              HasSubstr("\"metric/we\\\"ird\\\\na\\u0009me\":1,"));
 }
 
 TEST(MetricsJsonTest, ValLossOnlyWhenValidationRan) {
@@ -99,7 +99,7 @@ TEST(MetricsMappingTest, TensorBoardTagsMatchJsonKeys) {
   m.gradNorm = 1.25;
   m.updateNorm = 0.5;
   m.paramNorm = 100;
-  m.activationRms = {{"blocks.3.mlp", 0.75}};
+  m.modelMetrics = {{"blocks.3.mlp", 0.75}};
   m.mfu = 0.4;
   m.peakMemoryBytes = 1 << 20;
   m.skipped = true;
@@ -111,7 +111,7 @@ TEST(MetricsMappingTest, TensorBoardTagsMatchJsonKeys) {
       {"train/update_norm", 0.5},
       {"train/param_norm", 100},
       {"train/update_ratio", 0.005},
-      {"act_rms/blocks.3.mlp", 0.75},
+      {"metric/blocks.3.mlp", 0.75},
       {"perf/step_ms", 12.5},
       {"perf/tokens_per_step", 1024},
       {"perf/tokens_per_s", 81920},

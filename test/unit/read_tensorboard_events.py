@@ -33,7 +33,7 @@ def expected_scalars():
             ("train/loss", 5.5 / (step % 1000 + 1)),
             ("train/lr", 3e-4),
             ("train/grad_norm", 1.0 + 0.1 * (step % 7)),
-            ("act_rms/blocks.0.attn", 0.25 * (step % 5 + 1)),
+            ("metric/blocks.0.attn", 0.25 * (step % 5 + 1)),
             ("perf/step_ms", 12.5),
             ("perf/tokens_per_step", 4096.0),
             ("perf/tokens_per_s", 4096 / 0.0125),

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     m.loss = 5.5 / double(step % 1000 + 1); // not float32-exact: rounding
     m.lr = 3e-4;
     m.gradNorm = 1.0 + 0.1 * double(step % 7);
-    m.activationRms = {{"blocks.0.attn", 0.25 * double(step % 5 + 1)}};
+    m.modelMetrics = {{"blocks.0.attn", 0.25 * double(step % 5 + 1)}};
     m.stepMs = 12.5;
     m.tokensPerStep = 4096;
     m.tokensPerSecond = 4096 / 0.0125;

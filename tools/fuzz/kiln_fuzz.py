@@ -164,8 +164,8 @@ def check(prog, init, grads, record, saved_batches=None):
     factor, least = (4, 5e-2) if bf16 else (16, 1e-4)
     lines, missing = [], []
     for name in calibration[2]:
-        # kiln-run writes metric NAME as act_rms/NAME (its TensorBoard tag).
-        if f"act_rms/{name}" not in record:
+        # kiln-run writes metric NAME as metric/NAME (its TensorBoard tag).
+        if f"metric/{name}" not in record:
             missing.append(f"  metric {name}: missing from --metrics")
     for name, g in calibration[1].items():
         if name not in grads:
@@ -198,7 +198,7 @@ def check(prog, init, grads, record, saved_batches=None):
         items = [(f"loss ({kiln_loss:.7g} vs {ref_loss:.7g})", scalar_err(kiln_loss, ref_loss),
                   scalar_err(f32_loss, ref_loss), abs(ref_loss))]
         for name, ref in ref_metrics.items():
-            got = record[f"act_rms/{name}"]
+            got = record[f"metric/{name}"]
             # The metrics file keeps 9 significant digits: 1e-8 of rounding more.
             items.append((f"metric {name} ({got:.7g} vs {ref:.7g})", scalar_err(got, ref),
                           scalar_err(f32_metrics[name], ref) + 1e-8, abs(ref)))

@@ -9,7 +9,7 @@ file_version record "brain.Event:2", its scalar tags are exactly the tags of the
 JSON keys the records hold (the table in runtime/Metrics.h), and every tag has an
 event at exactly the steps whose record has the key, with the record's value
 rounded to float32 (TensorBoard's simple_value). Values kiln-run holds as float32
-(loss, norms, activation RMS, lr, counts) must match exactly; those it computes in
+(loss, norms, the model's metrics, lr, counts) must match exactly; those it computes in
 double (update_ratio, step_ms, tokens_per_s, mfu, val_loss) may differ by one
 float32 ulp, since the JSON's 9 significant digits can round across a float32
 midpoint. Prints the tags, one a line, then "tensorboard: PASS".
@@ -23,7 +23,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-# JSON key -> TensorBoard tag; act_rms/<name> keys are their own tags.
+# JSON key -> TensorBoard tag; metric/<name> keys are their own tags.
 TAGS = {
     "loss": "train/loss",
     "lr": "train/lr",
@@ -43,7 +43,7 @@ COMPUTED_IN_DOUBLE = {"update_ratio", "step_ms", "tokens_per_s", "mfu", "val_los
 
 
 def tag_of(key):
-    return key if key.startswith("act_rms/") else TAGS[key]
+    return key if key.startswith("metric/") else TAGS[key]
 
 
 def main():

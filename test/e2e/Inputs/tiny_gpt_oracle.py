@@ -4,7 +4,7 @@ Loads the initial parameters kiln-run used (--save-init), the first batch and th
 gradients kiln computed for it (--save-grads), every micro-batch it read
 (--save-batches) and its per-step records (--metrics JSONL), then checks in float64:
   1. the loss of step 1, every parameter gradient, the global gradient norm and
-     the reported activation RMS metrics of step 1,
+     the reported metrics (activation RMS) of step 1,
   2. the learning rate and the loss of each of the first N steps, training the
      same model with torch.optim (AdamW, Adam or SGD with momentum/Nesterov),
      torch's clip_grad_norm_, gradient accumulation over K micro-batches (mean
@@ -370,13 +370,13 @@ def main():
     failures += err > a.tolerance
     worst = 0.0
     for name, value in metrics.items():
-        key = f"act_rms/{name}"
+        key = f"metric/{name}"
         if key not in records[0]:
             print(f"FAIL: metric {key} missing from the JSONL")
             failures += 1
             continue
         worst = max(worst, abs(records[0][key] - value) / value)
-    print(f"metrics: {len(metrics)} activation RMS values, worst relative error {worst:.2e}")
+    print(f"metrics: {len(metrics)} metric values, worst relative error {worst:.2e}")
     failures += worst > a.tolerance
 
     # 2. The first N steps with torch.optim.
