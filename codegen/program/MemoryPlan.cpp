@@ -216,21 +216,18 @@ MemoryPlan planArena(const StepProgram &program) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return slots[a].size > slots[b].size;
   });
-  std::vector<size_t> placed;
+  // Placed slots by offset, so the ones a slot conflicts with come in
+  // offset order without a sort per slot (slots at one offset never
+  // conflict with each other, so their order among themselves is moot).
+  std::vector<const Slot *> placed;
   int64_t regionBytes = 0;
   for (size_t s : order) {
     Slot &slot = slots[s];
-    std::vector<const Slot *> conflicts;
-    for (size_t o : placed) {
-      const Slot &other = slots[o];
-      if (other.program == slot.program && other.first <= slot.last &&
-          slot.first <= other.last)
-        conflicts.push_back(&other);
-    }
-    std::sort(conflicts.begin(), conflicts.end(),
-              [](const Slot *a, const Slot *b) { return a->offset < b->offset; });
     int64_t end = 0, best = -1, bestGap = INT64_MAX;
-    for (const Slot *other : conflicts) {
+    for (const Slot *other : placed) {
+      if (other->program != slot.program || other->first > slot.last ||
+          slot.first > other->last)
+        continue;
       int64_t gap = other->offset - end;
       if (gap >= slot.size && gap < bestGap) {
         best = end;
@@ -240,7 +237,11 @@ MemoryPlan planArena(const StepProgram &program) {
     }
     slot.offset = best >= 0 ? best : end;
     regionBytes = std::max(regionBytes, slot.offset + slot.size);
-    placed.push_back(s);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), slot.offset,
+                                   [](int64_t offset, const Slot *other) {
+                                     return offset < other->offset;
+                                   }),
+                  &slot);
   }
   for (uint32_t i = 0; i < n; ++i)
     if (storage[i] == i && slotIndex[slotOf[i]] >= 0)
