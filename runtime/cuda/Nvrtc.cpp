@@ -162,8 +162,14 @@ std::vector<std::string> Nvrtc::options(const std::string &arch) {
   // -arch=sm_XX (a real architecture, not compute_XX) makes NVRTC run ptxas
   // and return SASS in a CUBIN; -Xptxas -v adds the resource report to the
   // log; -lineinfo keeps source lines for profilers and traces at no runtime
-  // cost.
-  std::vector<std::string> options = {"-arch=" + arch, "--std=c++17",
+  // cost. --fmad=false: a * b + c is a rounded product and a rounded sum,
+  // never one FMA, as the CPU kernels are compiled (-ffp-contract=off): how
+  // fusion or recompute groups the ops into kernels decides what a compiler
+  // could contract, so with contraction a value's bits would depend on the
+  // grouping (remat = full against none, fused against unfused). The math
+  // library's own fmaf calls are explicit and stay FMAs; the kernels are
+  // bandwidth-bound or tensor-core-bound, not bound by these few flops.
+  std::vector<std::string> options = {"-arch=" + arch, "--std=c++17", "--fmad=false",
                                       "-Xptxas", "-v", "-lineinfo"};
   std::string include = cudaIncludeDir();
   if (!include.empty())

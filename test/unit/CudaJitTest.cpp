@@ -127,6 +127,32 @@ TEST_F(CudaJitTest, EveryCompileCarriesThePtxasReport) {
   }
 }
 
+// Kiln's kernels never contract a * b + c into one FMA (Nvrtc::options'
+// --fmad=false), so a value's bits do not depend on which kernel fusion or
+// recompute put its ops in. The same expression compiled with Kiln's
+// options gives the same CUBIN as the product and sum rounded one by one
+// (__fmul_rn, __fadd_rn: never contracted), and not the CUBIN of an
+// explicit fmaf (which it would be with contraction on, NVRTC's default).
+TEST_F(CudaJitTest, KernelsDoNotContractMultiplyAdd) {
+  auto kernel = [](const std::string &expression) {
+    return "extern \"C\" __global__ void mad(void* const* __restrict__ buffers) {\n"
+           "  const float* a = static_cast<const float*>(buffers[0]);\n"
+           "  float* d = static_cast<float*>(buffers[1]);\n"
+           "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "  d[i] = " + expression + ";\n"
+           "}\n";
+  };
+  auto cubin = [&](const std::string &expression) {
+    auto out = nvrtc_->compile(kernel(expression), "mad.cu", "sm_90a");
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? out->cubin : std::vector<uint8_t>{};
+  };
+  std::vector<uint8_t> plain = cubin("a[i] * a[i + 1] + a[i + 2]");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain, cubin("__fadd_rn(__fmul_rn(a[i], a[i + 1]), a[i + 2])"));
+  EXPECT_NE(plain, cubin("fmaf(a[i], a[i + 1], a[i + 2])"));
+}
+
 TEST_F(CudaJitTest, SecondLookupIsAWarmCacheHit) {
   JitCache cache(*nvrtc_, dir_);
   std::string source = doublingKernel("twice");

@@ -343,10 +343,9 @@ graph_eager() {
 
 # Recompute is the same pure ops on the same operands, so remat = full
 # trains to the bits of the default plan (no budget: nothing recomputed), as
-# on the CPU (remat.test) -- unless the
-# device's compiler contracts a * b + c differently in the kernels recompute
-# regroups (NVRTC contracts by default; the CPU kernels are compiled with
-# -ffp-contract=off).
+# on the CPU (remat.test): the kernels are compiled with --fmad=false
+# (runtime/cuda/Nvrtc.cpp), so no a * b + c is contracted differently in the
+# kernels recompute regroups.
 remat_bits() {
   local run_args
   run_args=$(grep "^tiny-fp32|" "$dir/cases.txt" | cut -d'|' -f3)
