@@ -49,6 +49,8 @@
 
 #include "codegen/CudaAttentionKernels.h"
 
+#include <cassert>
+
 #include "codegen/KernelSourceWriter.h"
 #include "codegen/ScalarExprEmitter.h"
 
@@ -80,6 +82,10 @@ void includeMma(KernelSourceWriter &w) {
            "// two consecutive bf16 (4-byte aligned) as one register",
            "__device__ __forceinline__ uint32_t kiln_ld_pair(const uint16_t* "
            "p) { return *(const uint32_t*)p; }",
+           "// two bf16 (lo at p, hi at p + 1; 4-byte aligned) as one store",
+           "__device__ __forceinline__ void kiln_st_pair(uint16_t* p, "
+           "uint16_t lo, uint16_t hi) { *(uint32_t*)p = (uint32_t)lo | "
+           "((uint32_t)hi << 16); }",
            "typedef uint4 kiln_chunk; // 8 bf16",
            "__device__ __forceinline__ kiln_chunk kiln_load_chunk(const "
            "uint16_t* p) { return *(const uint4*)p; }",
@@ -104,6 +110,15 @@ void includeMma(KernelSourceWriter &w) {
 
 int64_t paddedStride(int64_t cols) { return cols + 8; }
 
+// Row major only: thread e copies chunk (r, c8) = (e / chunks, e % chunks),
+// so 8 threads write one row's 128 bytes (no bank conflict). With a
+// transposed copy, that mapping put a warp's 16-bit column stores into 2
+// banks (element (r, c) at c * ldT + r, ldT words a multiple of 32 per 8
+// columns): an 8-way conflict on each of the chunk's 8 stores, more shared
+// wavefronts than all of the tile's mma.sync operand reads. So there thread
+// e copies rows r, r + 1 of one column chunk, r = 2 (e % (rows / 2)), and
+// writes each column's two elements as one 32-bit word: a warp's 32 words
+// of a column are consecutive (32 banks), and the stores are half as many.
 void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
                     const std::string &dstTransposed, const std::string &src,
                     const std::string &base, int64_t rowStride,
@@ -112,29 +127,61 @@ void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
                     int64_t colsPadded) {
   const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded),
                 ldT = paddedStride(rows);
-  w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " +
+  const std::string inCols = "c8 + q < " + str(cols);
+  if (dstTransposed.empty()) {
+    w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " +
+           str(kThreads) + ")");
+    w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) +
+           ") * 8;");
+    w.line("const int64_t row = " + row0 + " + r;");
+    w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
+           str(rowStride) + " + c8;");
+    w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " +
+           str(cols) + ")");
+    w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
+    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
+    w.close();
+    w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
+    w.line("const uint16_t x = row < " + str(limit) + " && " + inCols +
+           " ? from[q] : (uint16_t)0;");
+    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
+    w.close();
+    w.close();
+    return;
+  }
+  assert(rows % 2 == 0 && "tiles have a multiple of 16 rows");
+  const int64_t pairs = rows / 2;
+  w.open("for (int e = threadIdx.x; e < " + str(pairs * chunks) + "; e += " +
          str(kThreads) + ")");
-  w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) +
-         ") * 8;");
+  w.line("const int r = 2 * (e % " + str(pairs) + "), c8 = (e / " +
+         str(pairs) + ") * 8;");
   w.line("const int64_t row = " + row0 + " + r;");
   w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
          str(rowStride) + " + c8;");
-  w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " +
+  w.line("uint16_t* to = " + dstTransposed + " + c8 * " + str(ldT) + " + r;");
+  w.open("if (" + vec + " && row + 1 < " + str(limit) + " && c8 + 8 <= " +
          str(cols) + ")");
-  w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
-  if (!dst.empty())
-    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
-  if (!dstTransposed.empty())
-    w.line("KILN_UNROLL for (int q = 0; q < 8; ++q) " + dstTransposed +
-           "[(c8 + q) * " + str(ldT) + " + r] = kiln_chunk_at(chunk, q);");
+  w.line("const kiln_chunk lo = kiln_load_chunk(from), hi = "
+         "kiln_load_chunk(from + " +
+         str(rowStride) + ");");
+  if (!dst.empty()) {
+    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, lo);");
+    w.line("kiln_store_chunk(" + dst + " + (r + 1) * " + str(ld) +
+           " + c8, hi);");
+  }
+  w.line("KILN_UNROLL for (int q = 0; q < 8; ++q) kiln_st_pair(to + q * " +
+         str(ldT) + ", kiln_chunk_at(lo, q), kiln_chunk_at(hi, q));");
   w.close();
   w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
-  w.line("const uint16_t x = row < " + str(limit) + " && c8 + q < " +
-         str(cols) + " ? from[q] : (uint16_t)0;");
-  if (!dst.empty())
-    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
-  if (!dstTransposed.empty())
-    w.line(dstTransposed + "[(c8 + q) * " + str(ldT) + " + r] = x;");
+  w.line("const uint16_t x0 = row < " + str(limit) + " && " + inCols +
+         " ? from[q] : (uint16_t)0;");
+  w.line("const uint16_t x1 = row + 1 < " + str(limit) + " && " + inCols +
+         " ? from[" + str(rowStride) + " + q] : (uint16_t)0;");
+  if (!dst.empty()) {
+    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x0;");
+    w.line(dst + "[(r + 1) * " + str(ld) + " + c8 + q] = x1;");
+  }
+  w.line("kiln_st_pair(to + q * " + str(ldT) + ", x0, x1);");
   w.close();
   w.close();
 }

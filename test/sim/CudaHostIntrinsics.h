@@ -207,6 +207,10 @@ inline uint32_t kiln_ld_pair(const uint16_t *p) {
   memcpy(&v, p, sizeof v);
   return v;
 }
+inline void kiln_st_pair(uint16_t *p, uint16_t lo, uint16_t hi) {
+  const uint32_t v = uint32_t(lo) | uint32_t(hi) << 16;
+  memcpy(p, &v, sizeof v);
+}
 struct kiln_chunk {
   uint32_t x, y, z, w;
 };

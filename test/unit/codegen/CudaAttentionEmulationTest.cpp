@@ -265,6 +265,13 @@ TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
   expectAttentionMatches(80, "bf16", 3e-2);
 }
 
+// Head dim 20, not a multiple of 8: no row allows 16-byte loads, so every
+// tile is copied element by element, the transposed ones (V in the forward;
+// Q, dO and K in the backward) two rows at a time like the vector path.
+TEST(CudaAttentionEmulated, Bf16HeadDimNotAMultipleOf8) {
+  expectAttentionMatches(20, "bf16", 3e-2);
+}
+
 // Head dim 256: the forward's 16-key steps (O takes the registers) and the
 // backward's shared-memory roles (the mma.sync ones stop at 128).
 TEST(CudaAttentionEmulated, Bf16HeadDim256) {
