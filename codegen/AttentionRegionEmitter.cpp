@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -230,6 +231,12 @@ AttentionRegionEmitter::emitOp(Operation &op,
 FailureOr<SmallVector<std::string>>
 AttentionRegionEmitter::emitForward(const AttentionRegionInputs &inputs,
                                     StringRef result) {
+  return emitValue(inputs, block.getTerminator()->getOperand(0), result);
+}
+
+FailureOr<SmallVector<std::string>>
+AttentionRegionEmitter::emitValue(const AttentionRegionInputs &inputs,
+                                  Value value, StringRef result) {
   names.clear();
   extractIndex.clear();
   counter = 0;
@@ -240,14 +247,118 @@ AttentionRegionEmitter::emitForward(const AttentionRegionInputs &inputs,
     names[block.getArgument(first++)] = inputs.s;
   for (const std::string &index : indices)
     names[block.getArgument(first++)] = index;
+  // The ops `value` depends on (all of them for the yielded value: the
+  // backward names every op's result).
+  bool yielded = value == block.getTerminator()->getOperand(0);
+  llvm::SmallPtrSet<Operation *, 16> needed;
+  for (SmallVector<Value> work{value}; !work.empty();)
+    if (Operation *def = work.pop_back_val().getDefiningOp();
+        def && needed.insert(def).second)
+      llvm::append_range(work, def->getOperands());
   SmallVector<std::string> out;
   for (Operation &op : block.without_terminator())
-    if (failed(emitOp(op, inputs, out)))
+    if ((yielded || needed.contains(&op)) && failed(emitOp(op, inputs, out)))
       return failure();
-  Value yielded = block.getTerminator()->getOperand(0);
-  out.push_back(std::string(isScore ? "const float " : "const int ") +
-                result.str() + " = " + name(yielded) + ";");
+  out.push_back("const " + scalarCType(value.getType()) + " " + result.str() +
+                " = " + name(value) + ";");
   return out;
+}
+
+namespace {
+
+// How a mask value depends on i and j (block arguments 2 and 3).
+enum class IndexForm { Free, Linear, Other };
+
+IndexForm combine(IndexForm a, IndexForm b) {
+  if (a == IndexForm::Other || b == IndexForm::Other)
+    return IndexForm::Other;
+  return a == IndexForm::Linear || b == IndexForm::Linear ? IndexForm::Linear
+                                                          : IndexForm::Free;
+}
+
+IndexForm indexForm(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getArgNumber() == 2 || arg.getArgNumber() == 3
+               ? IndexForm::Linear
+               : IndexForm::Free;
+  Operation *op = v.getDefiningOp();
+  SmallVector<IndexForm, 2> forms;
+  IndexForm all = IndexForm::Free;
+  for (Value operand : op->getOperands()) {
+    forms.push_back(indexForm(operand));
+    all = combine(all, forms.back());
+  }
+  if (all != IndexForm::Linear)
+    return all;
+  // A linear operand stays linear through sums, differences, products with
+  // a value free of i and j, and casts (C computes them in int64_t, where
+  // they neither wrap nor truncate); anything else makes another form.
+  if (isa<arith::AddIOp, arith::SubIOp>(op))
+    return IndexForm::Linear;
+  if (isa<arith::MulIOp>(op))
+    return forms[0] == IndexForm::Free || forms[1] == IndexForm::Free
+               ? IndexForm::Linear
+               : IndexForm::Other;
+  bool fromBool = op->getOperand(0).getType().isInteger(1);
+  if (!fromBool &&
+      (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+           arith::ExtUIOp>(op) ||
+       (isa<arith::TruncIOp>(op) && !v.getType().isInteger(1))))
+    return IndexForm::Linear;
+  return IndexForm::Other;
+}
+
+// Whether `v` is never negative: indices, non-negative constants, and their
+// casts, sums and products.
+bool nonNegative(Value v) {
+  if (isa<BlockArgument>(v))
+    return v.getType().isIndex();
+  Operation *op = v.getDefiningOp();
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto i = dyn_cast<IntegerAttr>(constant.getValue());
+    return i && !i.getType().isInteger(1) && !i.getValue().isNegative();
+  }
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+          arith::AddIOp, arith::MulIOp>(op))
+    return !op->getOperand(0).getType().isInteger(1) &&
+           llvm::all_of(op->getOperands(), nonNegative);
+  return false;
+}
+
+bool collectTests(Value v, SmallVector<LinearMaskTest> &tests) {
+  Operation *op = v.getDefiningOp();
+  if (op && isa<arith::AndIOp>(op))
+    return collectTests(op->getOperand(0), tests) &&
+           collectTests(op->getOperand(1), tests);
+  if (indexForm(v) == IndexForm::Free) {
+    tests.push_back({v, true, true}); // the same on every pair
+    return true;
+  }
+  auto cmp = dyn_cast_or_null<arith::CmpIOp>(op);
+  if (!cmp || indexForm(cmp.getLhs()) == IndexForm::Other ||
+      indexForm(cmp.getRhs()) == IndexForm::Other)
+    return false;
+  using P = arith::CmpIPredicate;
+  P p = cmp.getPredicate();
+  bool isUnsigned = p == P::ult || p == P::ule || p == P::ugt || p == P::uge;
+  if (isUnsigned && !(nonNegative(cmp.getLhs()) && nonNegative(cmp.getRhs())))
+    return false;
+  tests.push_back({v, p != P::ne, p != P::eq});
+  return true;
+}
+
+} // namespace
+
+std::optional<SmallVector<LinearMaskTest>> linearMaskTests(Region &mask) {
+  if (mask.empty())
+    return std::nullopt;
+  Block &block = mask.front();
+  if (block.getNumArguments() < 4 || block.getArgument(0).getType().isF32())
+    return std::nullopt; // not a mask region
+  SmallVector<LinearMaskTest> tests;
+  if (!collectTests(block.getTerminator()->getOperand(0), tests))
+    return std::nullopt;
+  return tests;
 }
 
 void AttentionRegionEmitter::markActive() {

@@ -24,6 +24,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -70,6 +71,25 @@ AttentionDropout emitAttentionDropout(KernelSourceWriter &w, double p,
                                       mlir::Value rngState,
                                       const std::string &target);
 
+// A mask region that keeps (i, j) when every one of `tests` holds (their
+// arith.andi), each test an i1 value of the region that compares two sides
+// whose difference is c_i i + c_j j + r, with c_i, c_j and r free of i and j
+// (they may read b, h and captures). Over a rectangle of (i, j) such a
+// difference takes its least and greatest values at the corners, so the
+// four corners decide a whole tile: a test with <, <=, >, >= or == that
+// holds at all four holds on the tile, and one with <, <=, >, >= or != that
+// fails at all four fails on the tile. Unsigned comparisons count as signed
+// ones when both sides are sums and products of indices and non-negative
+// constants.
+struct LinearMaskTest {
+  mlir::Value test;
+  bool holdsIfAtCorners;  // holds at the 4 corners => holds on the tile
+  bool failsIfAtCorners;  // fails at the 4 corners => fails on the tile
+};
+// The tests of `mask`, or std::nullopt when it is not such a conjunction.
+std::optional<llvm::SmallVector<LinearMaskTest>>
+linearMaskTests(mlir::Region &mask);
+
 class AttentionRegionEmitter {
 public:
   // `region` is a score or mask region of an attention op; `prefix` makes
@@ -81,6 +101,12 @@ public:
   // offending op for an op or type it cannot translate.
   mlir::FailureOr<llvm::SmallVector<std::string>>
   emitForward(const AttentionRegionInputs &inputs, llvm::StringRef result);
+
+  // As emitForward, setting `result` to `value`, a value of the region,
+  // from the statements of the ops it depends on only.
+  mlir::FailureOr<llvm::SmallVector<std::string>>
+  emitValue(const AttentionRegionInputs &inputs, mlir::Value value,
+            llvm::StringRef result);
 
   // The score's backward in two parts: `forward` (as emitForward, setting
   // `result`), and `reverse`, to be placed after it once the caller has

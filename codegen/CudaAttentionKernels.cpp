@@ -246,8 +246,52 @@ LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
                             const std::string &tileAllKept) {
   if (mask.empty())
     return success();
-  w.line("// skip the tile when the mask keeps none of its pairs");
   const bool all = !tileAllKept.empty();
+  if (std::optional<SmallVector<LinearMaskTest>> tests = linearMaskTests(mask)) {
+    // Every thread decides the same from the tile's corners. The barrier
+    // stays, as the pair-by-pair test's __syncthreads_or was one: a kernel
+    // whose every tile is skipped reads, after its loop, shared memory that
+    // other threads wrote before it (the fp32 backward's zeroed dK and dV).
+    w.line("// skip the tile when the mask keeps none of its pairs, decided "
+           "at the tile's corners (a conjunction of tests linear in i, j)");
+    w.line("int anyKept = 1, allKept = 1;");
+    w.open("");
+    w.line("const int64_t iLast = (i0 + " + str(rows) + " < " + str(n.T) +
+           " ? i0 + " + str(rows) + " : " + str(n.T) + ") - 1;");
+    w.line("const int64_t jLast = (j0 + " + str(cols) + " < " + str(n.S) +
+           " ? j0 + " + str(cols) + " : " + str(n.S) + ") - 1;");
+    for (const LinearMaskTest &test : *tests) {
+      AttentionRegionEmitter emitter(mask, "mk_");
+      FailureOr<SmallVector<std::string>> text =
+          emitter.emitValue(in, test.test, "holds");
+      if (failed(text))
+        return op->emitError() << "cannot emit the mask region of the CUDA "
+                                  "attention kernel";
+      w.open("");
+      w.line("int corners = 0; // of the 4 where this test holds");
+      w.open("for (int corner = 0; corner < 4; ++corner)");
+      w.line("const int64_t " + in.i + " = corner & 1 ? iLast : i0, " + in.j +
+             " = corner & 2 ? jLast : j0;");
+      w.line("(void)" + in.i + "; (void)" + in.j + "; // a test may read one");
+      lines(w, *text);
+      w.line("corners += holds;");
+      w.close();
+      if (test.failsIfAtCorners)
+        w.line("anyKept &= corners > 0;");
+      w.line(test.holdsIfAtCorners ? "allKept &= corners == 4;"
+                                   : "allKept = 0;");
+      w.close();
+    }
+    w.close();
+    w.line("__syncthreads();");
+    w.line("if (!anyKept) " + onSkip);
+    if (all)
+      w.line("const int " + tileAllKept + " = allKept;");
+    else
+      w.line("(void)allKept;");
+    return success();
+  }
+  w.line("// skip the tile when the mask keeps none of its pairs");
   w.line(all ? "int anyKept = 0, allKept = 1;" : "int anyKept = 0;");
   w.open("for (int e = threadIdx.x; e < " + str(rows * cols) + "; e += " +
          str(kThreads) + ")");

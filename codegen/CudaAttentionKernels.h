@@ -167,15 +167,17 @@ mlir::LogicalResult emitScore(KernelSourceWriter &w, mlir::kiln::AttentionOp op,
                               const AttentionRegionInputs &in,
                               const std::string &product);
 
-// The block-skip test at the top of a key/query block pair: every thread
-// evaluates the mask on its share of the (i, j) pairs of the [rows, cols]
-// tile (i = i0 + r < T, j = j0 + c < S) and the block agrees with
-// __syncthreads_or; `onSkip` runs when nothing is kept. With `tileAllKept`,
-// it then declares `const int <tileAllKept>`: whether every in-range pair
-// is kept (__syncthreads_and), so the pairs' own tests can be skipped (the
-// tiles below a causal diagonal). Nothing is emitted when the op has no
-// mask (every in-range pair is kept; callers then pass no tileAllKept to
-// emitMaskTest either).
+// The block-skip test at the top of a key/query block pair over the (i, j)
+// pairs of the [rows, cols] tile (i = i0 + r < T, j = j0 + c < S); `onSkip`
+// runs when nothing is kept. A mask of tests linear in i and j
+// (linearMaskTests) is decided at the tile's four corners by every thread
+// alike, then a barrier; any other mask is evaluated by every thread on its
+// share of the pairs and the block agrees with __syncthreads_or. With
+// `tileAllKept`, it then declares `const int <tileAllKept>`: whether every
+// in-range pair is kept (a linear mask: when that follows from the corners),
+// so the pairs' own tests can be skipped (the tiles below a causal
+// diagonal). Nothing is emitted when the op has no mask (every in-range pair
+// is kept; callers then pass no tileAllKept to emitMaskTest either).
 mlir::LogicalResult emitBlockSkip(KernelSourceWriter &w, mlir::Operation *op,
                                   mlir::Region &mask,
                                   const AttentionRegionInputs &in,

@@ -65,7 +65,8 @@ using kiln::test::randomFloats;
 // converted in and the results converted out, identically on both
 // backends).
 std::string attentionModule(int d, const std::string &elem, bool backward,
-                            const std::string &scoreBody = "") {
+                            const std::string &scoreBody = "",
+                            const std::string &maskBody = "") {
   std::string text = R"mlir(
 func.func @step(%qf: tensor<2x4x37xDxf32>, %kf: tensor<2x2x53xDxf32>, %vf: tensor<2x2x53xDxf32>,
                 %slope: tensor<4xf32>, %bias: tensor<53xf32>, %len: tensor<2xi32>EXTRA_ARGS)
@@ -161,7 +162,7 @@ MASK
   replace("CONVERT_OUT", convertOut);
   replace("BODY", backward ? grad : forward);
   replace("SCORE", scoreBody.empty() ? score : scoreBody);
-  replace("MASK", mask);
+  replace("MASK", maskBody.empty() ? mask : maskBody);
   if (elem != "bf16") {
     // No conversions: the arguments and results are the op's own values.
     for (const auto &[name, dims] : in)
@@ -270,6 +271,84 @@ TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
 // Q, dO and K in the backward) two rows at a time like the vector path.
 TEST(CudaAttentionEmulated, Bf16HeadDimNotAMultipleOf8) {
   expectAttentionMatches(20, "bf16", 3e-2);
+}
+
+// Counts the attention kernels of `module` whose block-skip test decides a
+// tile at its corners (linearMaskTests) and those that test every pair.
+std::pair<int, int> blockSkipTests(const std::string &module) {
+  KernelRunner cuda(module, KernelBackend::CudaEmulated);
+  EXPECT_TRUE(cuda.ok()) << cuda.error();
+  std::pair<int, int> counts{0, 0};
+  for (const auto &kernel : cuda.kernels()) {
+    const std::string &text = kernel.source;
+    const std::string corners = "// skip the tile when the mask keeps none of "
+                                "its pairs, decided at the tile's corners";
+    for (size_t at = text.find("// skip the tile"); at != std::string::npos;
+         at = text.find("// skip the tile", at + 1))
+      ++(text.compare(at, corners.size(), corners) == 0 ? counts.first
+                                                         : counts.second);
+  }
+  return counts;
+}
+
+// The default mask (j < len[b] and j + 3 <= i, an unsigned comparison of
+// non-negative sides) is linear in i and j: every kernel decides its tiles
+// at their corners, so the other cases here test that rule against the CPU.
+// A mask with a test that is not linear ((i + j) % 3 != 0 beside j <= i
+// and j < len[b])
+// tests every pair of a tile; both backends agree on it too (row 0 keeps
+// no key: out 0, lse -inf).
+TEST(CudaAttentionEmulated, BlockSkipAtCornersOnlyForLinearMasks) {
+  for (bool backward : {false, true})
+    EXPECT_EQ(blockSkipTests(attentionModule(64, "bf16", backward)).second, 0);
+  EXPECT_GT(blockSkipTests(attentionModule(64, "bf16", false)).first, 0);
+  const std::string mask = R"(      %ii = arith.index_cast %i : index to i64
+      %jj = arith.index_cast %j : index to i64
+      %sum = arith.addi %ii, %jj : i64
+      %three = arith.constant 3 : i64
+      %rem = arith.remsi %sum, %three : i64
+      %zero = arith.constant 0 : i64
+      %apart = arith.cmpi ne, %rem, %zero : i64
+      %causal = arith.cmpi sle, %jj, %ii : i64
+      %n = tensor.extract %c2[%b] : tensor<2xi32>
+      %n64 = arith.extsi %n : i32 to i64
+      %inlen = arith.cmpi slt, %jj, %n64 : i64
+      %both = arith.andi %apart, %causal : i1
+      %keep = arith.andi %both, %inlen : i1
+      kiln.yield %keep : i1)";
+  for (const std::string elem : {"f32", "bf16"}) {
+    SCOPED_TRACE(elem);
+    const double tolerance = elem == "bf16" ? 3e-2 : 5e-5;
+    std::pair<int, int> forward =
+        blockSkipTests(attentionModule(64, elem, false, "", mask));
+    std::pair<int, int> backward =
+        blockSkipTests(attentionModule(64, elem, true, "", mask));
+    EXPECT_EQ(forward.first + backward.first, 0);
+    EXPECT_GT(forward.second, 0);
+    EXPECT_GT(backward.second, 0);
+    std::vector<HostTensor> args = {
+        HostTensor::floats(randomFloats(2 * 4 * 37 * 64, 31, -2, 2)),
+        HostTensor::floats(randomFloats(2 * 2 * 53 * 64, 32, -2, 2)),
+        HostTensor::floats(randomFloats(2 * 2 * 53 * 64, 33)),
+        HostTensor::floats({0.05f, 0.2f, 0.0f, 0.5f}),
+        HostTensor::floats(randomFloats(53, 35)),
+        HostTensor::ints({40, 11})};
+    std::vector<HostTensor> out =
+        expectSame(attentionModule(64, elem, false, "", mask), args,
+                   tolerance, {"out", "lse"});
+    ASSERT_EQ(out.size(), 2u);
+    for (int bh = 0; bh < 8; ++bh)
+      EXPECT_EQ(out[1].f[bh * 37], -INFINITY);
+    KernelRunner cpuForward(attentionModule(64, elem, false, "", mask),
+                            KernelBackend::Cpu);
+    ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
+    std::vector<HostTensor> cpuOut = cpuForward.run(args);
+    args.push_back(cpuOut[0]);
+    args.push_back(cpuOut[1]);
+    args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * 64, 34)));
+    expectSame(attentionModule(64, elem, true, "", mask), args, tolerance,
+               {"dq", "dk", "dv", "dslope", "dbias"});
+  }
 }
 
 // Head dim 256: the forward's 16-key steps (O takes the registers) and the
