@@ -208,7 +208,7 @@ LogicalResult dumpKernels(const std::vector<EmittedKernel> &kernels, StringRef d
       how += "#   " + llvm::join(::kiln::rt::cuda::Nvrtc::options(arch), " ") + "\n";
     how += "# One dumped kernel (it includes " + prelude + ") with nvcc, for cuobjdump or Nsight Compute:\n";
     for (const std::string &arch : codegen.cudaArchs)
-      how += "nvcc -cubin -arch=" + arch + " --std=c++17 -lineinfo -Xptxas -v KERNEL.cu -o KERNEL." + arch +
+      how += "nvcc -cubin -arch=" + arch + " --std=c++17 --fmad=false -lineinfo -Xptxas -v KERNEL.cu -o KERNEL." + arch +
              ".cubin\n";
   } else {
     ::kiln::rt::cpu::KernelCompilerOptions host = ::kiln::rt::cpu::KernelCompilerOptions::fromEnvironment();

@@ -598,41 +598,50 @@ func.func @step(%qf: tensor<1x2x20x48xf32>, %kf: tensor<1x1x33x48xf32>, %vf: ten
     EXPECT_TRUE(std::isfinite(l)); // every row keeps every key
 }
 
+// Attention over q, k, v, dout [2, 2, 150, 16] in bf16 (150 rows and keys:
+// 3 tiles of 64 each way) with the mask region `mask` (statements ending in
+// kiln.yield of an i1), forward and backward in one function: returns out,
+// lse, dq, dk, dv (f32).
+std::string maskedBf16Module(const std::string &mask) {
+  std::string text = R"mlir(
+func.func @step(%qf: tensor<2x2x150x16xf32>, %kf: tensor<2x2x150x16xf32>, %vf: tensor<2x2x150x16xf32>,
+                %doutf: tensor<2x2x150x16xf32>)
+    -> (tensor<2x2x150x16xf32>, tensor<2x2x150xf32>, tensor<2x2x150x16xf32>, tensor<2x2x150x16xf32>, tensor<2x2x150x16xf32>) {
+  %q = kiln.convert %qf : tensor<2x2x150x16xf32> -> tensor<2x2x150x16xbf16>
+  %k = kiln.convert %kf : tensor<2x2x150x16xf32> -> tensor<2x2x150x16xbf16>
+  %v = kiln.convert %vf : tensor<2x2x150x16xf32> -> tensor<2x2x150x16xbf16>
+  %dout = kiln.convert %doutf : tensor<2x2x150x16xf32> -> tensor<2x2x150x16xbf16>
+  %out, %lse = kiln.attention %q, %k, %v {scale = 0.25 : f32}
+      : (tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>)
+      -> (tensor<2x2x150x16xbf16>, tensor<2x2x150xf32>)
+    mask(%b: index, %h: index, %i: index, %j: index) {
+MASK
+    }
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.25 : f32}
+      : (tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>, tensor<2x2x150xf32>, tensor<2x2x150x16xbf16>)
+      -> (tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>, tensor<2x2x150x16xbf16>)
+    mask(%b: index, %h: index, %i: index, %j: index) {
+MASK
+    }
+  %out_r = kiln.convert %out : tensor<2x2x150x16xbf16> -> tensor<2x2x150x16xf32>
+  %dq_r = kiln.convert %dq : tensor<2x2x150x16xbf16> -> tensor<2x2x150x16xf32>
+  %dk_r = kiln.convert %dk : tensor<2x2x150x16xbf16> -> tensor<2x2x150x16xf32>
+  %dv_r = kiln.convert %dv : tensor<2x2x150x16xbf16> -> tensor<2x2x150x16xf32>
+  return %out_r, %lse, %dq_r, %dk_r, %dv_r
+      : tensor<2x2x150x16xf32>, tensor<2x2x150xf32>, tensor<2x2x150x16xf32>, tensor<2x2x150x16xf32>, tensor<2x2x150x16xf32>
+})mlir";
+  replaceAll(text, "MASK", mask);
+  return text;
+}
+
 // A causal mask over 150 rows and keys (3 tiles of 64 each way): tiles
 // below the diagonal are kept whole, so the bf16 kernels take their
 // whole-tile path there (no per-pair mask test, `tileAllKept`), tiles on it
 // test every pair, tiles above it are skipped. Head dim 16 (the backward
 // steps 64 at a time); the same tolerance as the other bf16 cases.
 TEST(CudaAttentionEmulated, Bf16CausalTilesKeptWhole) {
-  const std::string module = R"mlir(
-func.func @step(%qf: tensor<1x2x150x16xf32>, %kf: tensor<1x2x150x16xf32>, %vf: tensor<1x2x150x16xf32>,
-                %doutf: tensor<1x2x150x16xf32>)
-    -> (tensor<1x2x150x16xf32>, tensor<1x2x150xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>) {
-  %q = kiln.convert %qf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
-  %k = kiln.convert %kf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
-  %v = kiln.convert %vf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
-  %dout = kiln.convert %doutf : tensor<1x2x150x16xf32> -> tensor<1x2x150x16xbf16>
-  %out, %lse = kiln.attention %q, %k, %v {scale = 0.25 : f32}
-      : (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>)
-      -> (tensor<1x2x150x16xbf16>, tensor<1x2x150xf32>)
-    mask(%b: index, %h: index, %i: index, %j: index) {
-      %keep = arith.cmpi ule, %j, %i : index
-      kiln.yield %keep : i1
-    }
-  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.25 : f32}
-      : (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150xf32>, tensor<1x2x150x16xbf16>)
-      -> (tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>, tensor<1x2x150x16xbf16>)
-    mask(%b: index, %h: index, %i: index, %j: index) {
-      %keep = arith.cmpi ule, %j, %i : index
-      kiln.yield %keep : i1
-    }
-  %out_r = kiln.convert %out : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
-  %dq_r = kiln.convert %dq : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
-  %dk_r = kiln.convert %dk : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
-  %dv_r = kiln.convert %dv : tensor<1x2x150x16xbf16> -> tensor<1x2x150x16xf32>
-  return %out_r, %lse, %dq_r, %dk_r, %dv_r
-      : tensor<1x2x150x16xf32>, tensor<1x2x150xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>, tensor<1x2x150x16xf32>
-})mlir";
+  const std::string module = maskedBf16Module(R"(      %keep = arith.cmpi ule, %j, %i : index
+      kiln.yield %keep : i1)");
   KernelRunner cuda(module, KernelBackend::CudaEmulated);
   ASSERT_TRUE(cuda.ok()) << cuda.error();
   int wholeTilePaths = 0;
@@ -640,7 +649,7 @@ func.func @step(%qf: tensor<1x2x150x16xf32>, %kf: tensor<1x2x150x16xf32>, %vf: t
     wholeTilePaths += kernel.source.find("if (tileAllKept) kept = 1;") !=
                       std::string::npos;
   EXPECT_EQ(wholeTilePaths, 2); // the forward and the backward
-  const int64_t count = 2 * 150 * 16;
+  const int64_t count = 2 * 2 * 150 * 16;
   std::vector<HostTensor> results = expectSame(
       module,
       {HostTensor::floats(randomFloats(count, 21, -2, 2)),
@@ -651,6 +660,68 @@ func.func @step(%qf: tensor<1x2x150x16xf32>, %kf: tensor<1x2x150x16xf32>, %vf: t
   ASSERT_EQ(results.size(), 5u);
   for (float l : results[1].f)
     EXPECT_TRUE(std::isfinite(l)); // every row keeps at least its diagonal
+}
+
+// Masks linear in i and j on maskedBf16Module's 3 x 3 tiles, so the corner
+// rule meets every kind of tile: kept whole, cut by a test, skipped. The CPU
+// kernels test every pair: both must agree (the tolerance of the other bf16
+// cases). Among the masks: a test with a coefficient (2 j); one free of i and
+// j that skips every tile of batch entry 1 (its dK and dV then come from the
+// zeroed accumulators alone); a != test, which never decides a whole tile
+// kept (j = i + 10 crosses tiles between their corners), and an == test,
+// which never decides one skipped, for the same reason. The fp32 kernels'
+// corner rule runs in the cases above (their mask is linear, and in
+// Fp32HeadDim72Padded some blocks skip every tile).
+TEST(CudaAttentionEmulated, LinearMasksMatchTheCpu) {
+  // Every case reads i and j as i64 (%ii, %jj); each defines what else it
+  // reads (the region holds no unused value: its C would not compile).
+  const std::string indices = R"(      %ii = arith.index_cast %i : index to i64
+      %jj = arith.index_cast %j : index to i64
+)";
+  struct Case {
+    const char *name, *body;
+  };
+  const Case cases[] = {
+      {"j <= i + 5", R"(      %c5 = arith.constant 5 : i64
+      %i5 = arith.addi %ii, %c5 : i64
+      %keep = arith.cmpi sle, %jj, %i5 : i64)"},
+      {"j <= i and i - j < 40", R"(      %c40 = arith.constant 40 : i64
+      %causal = arith.cmpi sle, %jj, %ii : i64
+      %d = arith.subi %ii, %jj : i64
+      %near = arith.cmpi slt, %d, %c40 : i64
+      %keep = arith.andi %causal, %near : i1)"},
+      {"2 j >= i - 30", R"(      %c2 = arith.constant 2 : i64
+      %c30 = arith.constant 30 : i64
+      %j2 = arith.muli %c2, %jj : i64
+      %i30 = arith.subi %ii, %c30 : i64
+      %keep = arith.cmpi sge, %j2, %i30 : i64)"},
+      {"j <= i and b == 0", R"(      %bb = arith.index_cast %b : index to i64
+      %c0 = arith.constant 0 : i64
+      %causal = arith.cmpi sle, %jj, %ii : i64
+      %first = arith.cmpi eq, %bb, %c0 : i64
+      %keep = arith.andi %causal, %first : i1)"},
+      {"j != i + 10", R"(      %c10 = arith.constant 10 : i64
+      %i10 = arith.addi %ii, %c10 : i64
+      %keep = arith.cmpi ne, %jj, %i10 : i64)"},
+      {"i == j + 10", R"(      %c10 = arith.constant 10 : i64
+      %j10 = arith.addi %jj, %c10 : i64
+      %keep = arith.cmpi eq, %ii, %j10 : i64)"},
+  };
+  const int64_t count = 2 * 2 * 150 * 16;
+  const std::vector<HostTensor> args = {
+      HostTensor::floats(randomFloats(count, 41, -2, 2)),
+      HostTensor::floats(randomFloats(count, 42, -2, 2)),
+      HostTensor::floats(randomFloats(count, 43)),
+      HostTensor::floats(randomFloats(count, 44))};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string text =
+        maskedBf16Module(indices + c.body + "\n      kiln.yield %keep : i1");
+    std::pair<int, int> paths = blockSkipTests(text);
+    EXPECT_GT(paths.first, 0); // the corner rule
+    EXPECT_EQ(paths.second, 0);
+    expectSame(text, args, 3e-2, {"out", "lse", "dq", "dk", "dv"});
+  }
 }
 
 // The emitted kernels are deterministic by construction: no floating-point
