@@ -91,6 +91,8 @@ StatusOr<MappedFile> MappedFile::open(const std::string &path) {
 
   MappedFile mapped;
   mapped.size_ = static_cast<size_t>(info.st_size);
+  mapped.device_ = static_cast<uint64_t>(info.st_dev);
+  mapped.inode_ = static_cast<uint64_t>(info.st_ino);
   if (mapped.size_ == 0)
     return mapped; // mmap rejects length 0; an empty file has no bytes
   void *address =
@@ -104,13 +106,17 @@ StatusOr<MappedFile> MappedFile::open(const std::string &path) {
 
 MappedFile::MappedFile(MappedFile &&other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      device_(std::exchange(other.device_, 0)),
+      inode_(std::exchange(other.inode_, 0)) {}
 
 MappedFile &MappedFile::operator=(MappedFile &&other) noexcept {
   if (this != &other) {
     unmap();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    device_ = std::exchange(other.device_, 0);
+    inode_ = std::exchange(other.inode_, 0);
   }
   return *this;
 }

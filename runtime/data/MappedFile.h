@@ -44,12 +44,17 @@ public:
 
   const uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
+  // The mapped file's identity (st_dev, st_ino when it was opened): the
+  // mapping keeps reading that file even once its path names another.
+  uint64_t device() const { return device_; }
+  uint64_t inode() const { return inode_; }
 
 private:
   void unmap();
 
   const uint8_t *data_ = nullptr;
   size_t size_ = 0;
+  uint64_t device_ = 0, inode_ = 0;
 };
 
 } // namespace kiln::rt::data

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <glob.h>
-#include <sys/stat.h>
 
 namespace kiln::rt::data {
 
@@ -116,12 +115,7 @@ uint32_t TokenCorpus::token(size_t file, int64_t index) const {
 int64_t TokenCorpus::tokensOnDiskNow(size_t file) const {
   if (state_->random)
     return kRandomCorpusTokens;
-  const TokenFile &f = state_->files[file];
-  struct stat info;
-  if (::stat(f.path().c_str(), &info) != 0)
-    return -1;
-  int64_t tokenBytes = static_cast<int64_t>(info.st_size) - f.byteOffset(0);
-  return std::max<int64_t>(0, tokenBytes / f.tokenBytes());
+  return state_->files[file].tokensOnDiskNow();
 }
 
 std::string TokenCorpus::describeOffset(size_t file, int64_t index) const {

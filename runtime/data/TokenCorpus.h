@@ -50,9 +50,9 @@ public:
   // Token `index` of file `file`, as stored (before any vocabulary check).
   uint32_t token(size_t file, int64_t index) const;
 
-  // How many of `file`'s tokens its file on disk holds now (stat), or -1
-  // when the file is gone; random tokens: fileTokens(). A file cut short
-  // after it was mapped holds fewer than fileTokens().
+  // How many of `file`'s tokens its mapped file holds now
+  // (TokenFile::tokensOnDiskNow): fewer than fileTokens() once it was cut
+  // short; random tokens: fileTokens().
   int64_t tokensOnDiskNow(size_t file) const;
 
   // Where token `index` of `file` is, for messages: "token offset 7 (byte

@@ -4,6 +4,10 @@
 
 #include "runtime/data/LlmcShard.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+
 namespace kiln::rt::data {
 
 namespace {
@@ -99,6 +103,16 @@ StatusOr<TokenFile> TokenFile::open(const std::string &path,
   file.tokens_ = mapping.data() + file.headerBytes_;
   file.mapping_ = std::move(mapping);
   return file;
+}
+
+int64_t TokenFile::tokensOnDiskNow() const {
+  struct stat info;
+  if (::stat(path_.c_str(), &info) != 0 ||
+      static_cast<uint64_t>(info.st_dev) != mapping_.device() ||
+      static_cast<uint64_t>(info.st_ino) != mapping_.inode())
+    return tokenCount_;
+  int64_t bytes = static_cast<int64_t>(info.st_size) - headerBytes_;
+  return std::clamp<int64_t>(bytes / tokenBytes_, 0, tokenCount_);
 }
 
 } // namespace kiln::rt::data

@@ -55,6 +55,13 @@ public:
     }
   }
 
+  // How many tokens the mapped file holds now: fewer than size() when it was
+  // cut short since it was opened (the same file, by st_dev and st_ino, is
+  // still at path()). A path that names another file now (a shard replaced
+  // by rename) or nothing (deleted) leaves the mapping reading the old file,
+  // whole: size().
+  int64_t tokensOnDiskNow() const;
+
   // Byte offset of token `index` in the file (header included), for errors.
   int64_t byteOffset(int64_t index) const {
     return headerBytes_ + index * tokenBytes_;

@@ -203,6 +203,29 @@ TEST(DataWindowsTest, ShardCutInsideAPageWhileMappedIsAnError) {
   EXPECT_TRUE(windows.read(window - 1, in.data(), out.data()).ok());
 }
 
+// A shard replaced by rename (a new, shorter file at its path) or deleted
+// is no cut: the mapping still reads the file it was opened on, whole, and
+// the size check looks only at that file (by st_dev and st_ino).
+TEST(DataWindowsTest, ShardReplacedOrDeletedWhileMappedStillReads) {
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  std::string dir = makeTempDir();
+  const std::string path = dir + "/a.bin";
+  writeFile(path, llmcShardBytes(countingTokens(4 * page)));
+  TokenWindows windows = openWindows(path, 64);
+  const uint64_t window = static_cast<uint64_t>(page / 64);
+  std::vector<int32_t> in(64), out(64), before(64);
+  ASSERT_TRUE(windows.read(window, before.data(), out.data()).ok());
+  writeFile(dir + "/short.bin", llmcShardBytes(countingTokens(100, 7)));
+  ASSERT_EQ(::rename((dir + "/short.bin").c_str(), path.c_str()), 0);
+  Status status = windows.read(window, in.data(), out.data());
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(in, before);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  status = windows.read(window, in.data(), out.data());
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(in, before);
+}
+
 TEST(DataShuffleTest, PermutationIsABijectionForAnySize) {
   for (uint64_t size : {1ull, 2ull, 3ull, 4ull, 5ull, 7ull, 16ull, 17ull,
                         100ull, 1000ull, 4097ull}) {
