@@ -173,7 +173,8 @@ std::string KernelCompiler::translationUnit(const schema::Artifact &artifact,
 
 std::vector<std::string> KernelCompiler::translationUnitParts(const schema::Artifact &artifact,
                                                               size_t parts,
-                                                              bool withLocations) {
+                                                              bool withLocations,
+                                                              std::vector<uint32_t> *firstKernels) {
   uint32_t count = artifact.kernels() ? artifact.kernels()->size() : 0;
   std::vector<std::string> kernels;
   size_t total = 0;
@@ -185,6 +186,8 @@ std::vector<std::string> KernelCompiler::translationUnitParts(const schema::Arti
   std::vector<std::string> units;
   size_t done = 0;
   std::string unit = unitHeader(artifact);
+  if (firstKernels)
+    *firstKernels = {0};
   for (uint32_t i = 0; i < count; ++i) {
     unit += kernels[i];
     done += kernels[i].size();
@@ -194,6 +197,8 @@ std::vector<std::string> KernelCompiler::translationUnitParts(const schema::Arti
     if (i + 1 < count && share && units.size() + 1 < parts && count - i - 1 >= parts - units.size() - 1) {
       units.push_back(std::move(unit));
       unit = unitHeader(artifact);
+      if (firstKernels)
+        firstKernels->push_back(i + 1);
     }
   }
   units.push_back(std::move(unit));

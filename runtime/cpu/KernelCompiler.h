@@ -87,10 +87,12 @@ public:
   // the prelude (contiguous runs of kernels, in order; fewer units when
   // there are fewer kernels): what a cold load compiles side by side, one
   // compiler per core (here then linked into one library; NVRTC's parts
-  // are loaded as modules of their own, runtime/cuda/JitCache.h).
+  // are loaded as modules of their own, runtime/cuda/JitCache.h). With
+  // `firstKernels`, the index of each unit's first kernel goes there.
   static std::vector<std::string> translationUnitParts(const schema::Artifact &artifact,
                                                        size_t parts,
-                                                       bool withLocations = true);
+                                                       bool withLocations = true,
+                                                       std::vector<uint32_t> *firstKernels = nullptr);
 
 private:
   StatusOr<std::string> compilerIdentity();

@@ -170,6 +170,8 @@ Status CudaBackend::Impl::loadKernels() {
   StatusOr<JitArtifact> cached = cache.compileArtifact(
       artifact, arch, JitCache::kArtifactParts, ::isatty(STDERR_FILENO) ? stderr : nullptr);
   KILN_ASSIGN_OR_RETURN(JitArtifact jit, std::move(cached));
+  for (uint32_t k = 0; k < load.kernels; ++k)
+    kernelParts.push_back(jit.partOf(k));
   for (const JitModule &part : jit.parts) {
     CUmodule module = nullptr;
     KILN_RETURN_IF_ERROR(d.check(d.cuModuleLoadData(&module, part.cubin.data()),
@@ -206,15 +208,11 @@ Status CudaBackend::Impl::resolvePrograms() {
       "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)"));
   for (size_t k = 0; k < functions.size(); ++k) {
     const schema::Kernel &kernel = *root.kernels()->Get(k);
-    // The kernel is in one part's module: the first that has the entry.
-    CUresult found = CUDA_ERROR_NOT_FOUND;
-    for (CUmodule module : modules) {
-      found = d.cuModuleGetFunction(&functions[k], module, kernel.entry()->c_str());
-      if (found != CUDA_ERROR_NOT_FOUND)
-        break;
-    }
+    // The kernel is in its part's module (asking the others would be an API
+    // error each, which compute-sanitizer reports).
     KILN_RETURN_IF_ERROR(d.check(
-        found, "cuModuleGetFunction",
+        d.cuModuleGetFunction(&functions[k], modules[kernelParts[k]], kernel.entry()->c_str()),
+        "cuModuleGetFunction",
         detail::concat(" for '", kernel.entry()->str(), "' at ",
                        kernel.location() ? kernel.location()->str() : "?")));
     int staticShared = 0;

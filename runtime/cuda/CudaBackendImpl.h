@@ -160,6 +160,7 @@ struct CudaBackend::Impl {
   // BackendOptions::commOverlap).
   CUstream commStream = nullptr;
   std::vector<CUmodule> modules; // one per part of the JIT compile (JitCache.h)
+  std::vector<size_t> kernelParts; // the part (module) of each of the artifact's kernels
   CUmodule emptyKeysModule = nullptr; // CudnnEmptyKeys.h, compiled on demand
   CUmodule epilogueModule = nullptr;  // GemmEpilogueFallback.h, on demand
   std::string arch;                   // NVRTC's target for this device

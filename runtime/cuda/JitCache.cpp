@@ -6,6 +6,7 @@
 #include "runtime/Hash.h"
 #include "runtime/cpu/KernelCompiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -172,8 +173,10 @@ StatusOr<JitArtifact> JitCache::compileArtifact(const Artifact &artifact,
                                                 FILE *progress) const {
   auto start = std::chrono::steady_clock::now();
   std::string model = artifact.root().model() ? artifact.root().model()->str() : "kernels";
+  std::vector<uint32_t> firstKernels;
   std::vector<std::string> units =
-      cpu::KernelCompiler::translationUnitParts(artifact.root(), parts, /*withLocations=*/false);
+      cpu::KernelCompiler::translationUnitParts(artifact.root(), parts, /*withLocations=*/false,
+                                                &firstKernels);
   if (progress) {
     size_t cold = 0;
     for (const std::string &unit : units)
@@ -216,6 +219,7 @@ StatusOr<JitArtifact> JitCache::compileArtifact(const Artifact &artifact,
     result.cacheHit = result.cacheHit && part->cacheHit;
     result.parts.push_back(std::move(*part));
   }
+  result.firstKernels = std::move(firstKernels);
   result.seconds = secondsSince(start);
   return result;
 }
@@ -225,6 +229,12 @@ size_t JitArtifact::cubinBytes() const {
   for (const JitModule &part : parts)
     bytes += part.cubin.size();
   return bytes;
+}
+
+size_t JitArtifact::partOf(uint32_t kernel) const {
+  // The last part whose first kernel is at or before `kernel`.
+  auto after = std::upper_bound(firstKernels.begin(), firstKernels.end(), kernel);
+  return after == firstKernels.begin() ? 0 : size_t(after - firstKernels.begin()) - 1;
 }
 
 const KernelResources *JitArtifact::resources(const std::string &entry) const {

@@ -52,9 +52,12 @@ struct JitModule {
 struct JitArtifact {
   std::string arch;
   std::vector<JitModule> parts;
+  std::vector<uint32_t> firstKernels; // of each part: parts hold contiguous runs
   bool cacheHit = false; // every part read from the cache
   double seconds = 0;    // wall time of all lookups (+ compiles)
   size_t cubinBytes() const;
+  // The part that holds the artifact's kernel `kernel`.
+  size_t partOf(uint32_t kernel) const;
   // The resources of `entry` from the report of the part that has it.
   const KernelResources *resources(const std::string &entry) const;
   // "<cacheDir>/<key>.cubin" of the first part, "and N more".

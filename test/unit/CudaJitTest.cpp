@@ -462,14 +462,17 @@ TEST_F(CudaJitTest, ArtifactCompilesInPartsCachedEachOnItsOwn) {
   ASSERT_TRUE(cold.ok()) << cold.status().message();
   ASSERT_EQ(cold->parts.size(), 3u);
   EXPECT_FALSE(cold->cacheHit);
-  for (const char *entry : {"k0", "k1", "k2", "k3"}) {
+  const std::vector<std::string> entries = {"k0", "k1", "k2", "k3"};
+  for (uint32_t k = 0; k < entries.size(); ++k) {
     int in = 0;
     for (const JitModule &part : cold->parts) {
       expectCubin(part.cubin);
-      in += part.resources(entry) ? 1 : 0;
+      in += part.resources(entries[k]) ? 1 : 0;
     }
-    EXPECT_EQ(in, 1) << entry;
-    EXPECT_NE(cold->resources(entry), nullptr) << entry;
+    EXPECT_EQ(in, 1) << entries[k];
+    EXPECT_NE(cold->resources(entries[k]), nullptr) << entries[k];
+    // partOf names that part: the backend asks no other module for it.
+    EXPECT_NE(cold->parts[cold->partOf(k)].resources(entries[k]), nullptr) << entries[k];
   }
   auto warm = cache.compileArtifact(*four, "sm_90a", 3);
   ASSERT_TRUE(warm.ok());

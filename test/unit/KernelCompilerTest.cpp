@@ -152,8 +152,21 @@ TEST(KernelCompilerTest, PartsHoldEveryKernelOnce) {
   }
   std::unique_ptr<Artifact> artifact = load(spec);
   for (size_t parts : {1u, 2u, 3u, 8u}) {
-    std::vector<std::string> units = cpu::KernelCompiler::translationUnitParts(artifact->root(), parts);
+    std::vector<uint32_t> firstKernels;
+    std::vector<std::string> units = cpu::KernelCompiler::translationUnitParts(
+        artifact->root(), parts, /*withLocations=*/true, &firstKernels);
     EXPECT_EQ(units.size(), std::min<size_t>(parts, 5)) << parts;
+    // Each unit holds exactly the kernels from its first to the next unit's:
+    // the CUDA backend asks only that part's module for them.
+    ASSERT_EQ(firstKernels.size(), units.size()) << parts;
+    for (size_t u = 0; u < units.size(); ++u) {
+      uint32_t end = u + 1 < units.size() ? firstKernels[u + 1] : spec.kernels.size();
+      for (uint32_t k = 0; k < spec.kernels.size(); ++k) {
+        bool inUnit = k >= firstKernels[u] && k < end;
+        EXPECT_EQ(units[u].find("void " + spec.kernels[k].entry + "(") != std::string::npos, inUnit)
+            << "kernel " << k << " in unit " << u << " of " << parts;
+      }
+    }
     std::string all;
     for (const std::string &unit : units) {
       EXPECT_NE(unit.find("// the prelude"), std::string::npos);

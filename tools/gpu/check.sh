@@ -166,11 +166,14 @@ pack() {
       > "$dir/plans/llama-chunks1024.txt"
   fi
   "$root/tools/bench/pack_kiln_run.sh" "$kiln_run" "$dir"
-  local bytes
+  # The device tool carries the bundle with the repository's tracked files:
+  # 64 MiB in all.
+  local bytes tracked
   bytes=$(du -sb "$dir" | cut -f1)
-  echo "pack: $dir is $(( bytes / 1024 / 1024 )) MiB ($(ls "$dir/artifacts" | grep -c '\.kart$') artifacts, $size shapes)"
-  if [ "$bytes" -gt $(( 64 * 1024 * 1024 )) ]; then
-    echo "check.sh: $dir is over the 64 MiB the device tool carries" >&2
+  tracked=$(cd "$root" && git ls-files -z | xargs -0 du -cb -- | tail -1 | cut -f1)
+  echo "pack: $dir is $(( bytes / 1024 / 1024 )) MiB ($(ls "$dir/artifacts" | grep -c '\.kart$') artifacts, $size shapes), $(( (bytes + tracked) / 1024 / 1024 )) MiB with the tracked files"
+  if [ $(( bytes + tracked )) -gt $(( 64 * 1024 * 1024 )) ]; then
+    echo "check.sh: $dir and the tracked files are over the 64 MiB the device tool carries" >&2
     exit 1
   fi
 }
@@ -363,8 +366,12 @@ sanitizer() {
   local tool run_args
   tool=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   run_args=$(grep "^tiny-bf16|" "$dir/cases.txt" | cut -d'|' -f3 | sed 's/--steps [0-9]*/--steps 1/')
+  # The wrapper unpacks the libraries packed gzipped; the sanitizer then runs
+  # the binary itself, with the wrapper's library path.
+  "$dir/bin/kiln-run" --help > /dev/null 2>&1 || true
   # shellcheck disable=SC2086
-  KILN_CUDA_EAGER=1 "$tool" --tool memcheck --error-exitcode 3 --log-file "$out/sanitizer.txt" \
+  LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_CUDA_EAGER=1 \
+    "$tool" --tool memcheck --error-exitcode 3 --log-file "$out/sanitizer.txt" \
     "$dir/bin/kiln-run.real" "$dir/artifacts/tiny-bf16.kart" $run_args --quiet
 }
 
