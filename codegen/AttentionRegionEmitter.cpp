@@ -379,6 +379,31 @@ void AttentionRegionEmitter::markActive() {
   }
 }
 
+unsigned AttentionRegionEmitter::indexUses(Value v) {
+  if (auto found = uses.find(v); found != uses.end())
+    return found->second;
+  unsigned result = 0;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    // (s,) b, h, i, j, captures...
+    bool hasScore = block.getArgument(0).getType().isF32();
+    unsigned number = arg.getArgNumber(), i = hasScore ? 3 : 2;
+    if (hasScore && number == 0)
+      result = kIndexUsesJ;
+    else if (number == i)
+      result = kIndexUsesI;
+    else if (number == i + 1)
+      result = kIndexUsesJ;
+  } else {
+    // A read of a capture depends on its indices; any other op on its
+    // operands (the region is one block: no loops, no cycles).
+    for (Value operand : v.getDefiningOp()->getOperands())
+      if (operand.getParentBlock() == &block)
+        result |= indexUses(operand);
+  }
+  uses[v] = result;
+  return result;
+}
+
 FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward(
     const AttentionRegionInputs &inputs, StringRef result, StringRef seed,
     StringRef ds, const CaptureGradHook &captureGrad) {
@@ -425,8 +450,11 @@ FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward
       // capture[index] += a
       auto arg = cast<BlockArgument>(extract.getTensor());
       unsigned numLeading = block.getArgument(0).getType().isF32() ? 5 : 4;
+      unsigned indexUse = 0;
+      for (Value index : extract.getIndices())
+        indexUse |= indexUses(index);
       out.push_back(captureGrad(arg.getArgNumber() - numLeading,
-                                extractIndex[&op], a));
+                                extractIndex[&op], a, indexUse));
     } else if (n == "arith.addf") { // d(l + r) = (a, a)
       add(in(0), a);
       add(in(1), a);

@@ -40,11 +40,20 @@ struct AttentionRegionInputs {
       readCapture;
 };
 
+// What the flat index of a capture read depends on among the values that
+// vary within one (b, h) slab: the query index i, the key index j, or the
+// score s (an index computed from it varies pair by pair like j).
+enum CaptureIndexUses : unsigned {
+  kIndexUsesI = 1,
+  kIndexUsesJ = 2, // j, s, or both
+};
+
 // Writes the statement accumulating `adjoint` (a float expression) into the
-// gradient of element `flatIndex` of floating capture `capture`.
+// gradient of element `flatIndex` of floating capture `capture`; `uses`
+// (CaptureIndexUses bits) says which of i and j the element depends on.
 using CaptureGradHook = std::function<std::string(
     unsigned capture, const std::string &flatIndex,
-    const std::string &adjoint)>;
+    const std::string &adjoint, unsigned uses)>;
 
 class KernelSourceWriter;
 
@@ -127,6 +136,8 @@ private:
                              llvm::SmallVector<std::string> &out);
   std::string name(mlir::Value v);
   void markActive();
+  // CaptureIndexUses bits of `v` (memoized in `uses`).
+  unsigned indexUses(mlir::Value v);
 
   mlir::Block &block;
   std::string prefix;
@@ -135,6 +146,7 @@ private:
   llvm::DenseMap<mlir::Operation *, std::string> extractIndex;
   // Float values that depend on s or on a floating capture.
   llvm::DenseSet<mlir::Value> active;
+  llvm::DenseMap<mlir::Value, unsigned> uses;
   unsigned counter = 0;
 };
 

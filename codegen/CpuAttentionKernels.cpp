@@ -263,7 +263,7 @@ LogicalResult emitAttentionBackward(k::AttentionGradOp op,
   if (!op.getScore().empty()) {
     AttentionRegionEmitter emitter(op.getScore(), "sc_");
     CaptureGradHook hook = [&](unsigned c, const std::string &index,
-                               const std::string &adjoint) {
+                               const std::string &adjoint, unsigned) {
       return "cg[" + str(gradOffset[c]) + " + " + index + "] += (double)" +
              adjoint + ";";
     };

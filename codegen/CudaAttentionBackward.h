@@ -71,7 +71,18 @@ private:
                                     const std::string &row,
                                     const std::string &tileAllKept);
   mlir::LogicalResult emitPairs();
+  // Capture gradients (CudaAttentionBackward.cpp's header says how they
+  // are summed): the role-B block's setup (zeroed slice `cg`, row sums),
+  // the passes over one tile, and the row sums' adds after the last tile.
+  mlir::LogicalResult classifyCaptureReads();
+  void emitCaptureSetup();
   mlir::LogicalResult emitCapturePass(int64_t rows, int64_t cols);
+  void emitCaptureFlush(int64_t rows);
+  // Threads below `threads` add `value` to cg[at] (none where at < 0): in
+  // parallel when no two targets are equal, else one thread after another.
+  void emitOrderedAdds(int64_t threads, const std::string &value,
+                       const std::string &at);
+  std::string captureTarget(unsigned capture, const std::string &index);
   mlir::LogicalResult emitRoleA();
   mlir::LogicalResult emitRoleB();
   void emitCaptureReduction();
@@ -104,6 +115,15 @@ private:
   llvm::SmallVector<int64_t> gradOffset;
   llvm::SmallVector<CapturePartial> partial;
   int64_t gradTotal = 0;
+  // Each read of a floating capture in the score, in the order the reverse
+  // pass meets them: summed along the tile's rows (its element does not
+  // depend on j), its columns (depends on j, not i), or pair by pair.
+  enum class CaptureRead { Row, Column, Pair };
+  llvm::SmallVector<CaptureRead> captureReads;
+  bool hasRead(CaptureRead kind) const {
+    return llvm::is_contained(captureReads, kind);
+  }
+  bool perSampleCaptures = false;
   std::string workspace, done;
   std::string dkvWorkspace; // role A's accumulators when dkvInWorkspace
   AttentionDropout drop; // the forward's mask, regenerated

@@ -240,11 +240,7 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
                "+ g + 8};",
                "(void)h;",
            });
-  if (gradTotal > 0) {
-    w.line("double* cg = " + workspace + " + tile * " + str(gradTotal) + ";");
-    w.line("if (threadIdx.x == 0) for (int64_t e = 0; e < " + str(gradTotal) +
-           "; ++e) cg[e] = 0.0;");
-  }
+  emitCaptureSetup();
   emitVectorFlag(w, "vecQ", w.ptr(op.getQ()), n.D);
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
@@ -289,6 +285,7 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
   w.line("// dQ += (scale ds) K");
   emitAccumulate(w, "dq", p.Dp / 8, "dp", m.inner / 16, "bKt", ldInner);
   w.close(); // key tiles
+  emitCaptureFlush(kRows);
   w.open("KILN_UNROLL for (int c = 0; c < " + str(p.Dp / 8) +
          "; ++c) KILN_UNROLL for (int e = 0; e < 4; ++e)");
   w.line("const int64_t i = iRow[e >> 1];");

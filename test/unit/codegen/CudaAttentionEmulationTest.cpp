@@ -210,7 +210,8 @@ std::vector<HostTensor> expectSame(const std::string &module,
 }
 
 void expectAttentionMatches(int d, const std::string &elem, double tolerance,
-                            int64_t sharedBudget = -1) {
+                            int64_t sharedBudget = -1,
+                            const std::string &scoreBody = "") {
   std::vector<HostTensor> args = {
       HostTensor::floats(randomFloats(2 * 4 * 37 * d, 1, -2, 2)),
       HostTensor::floats(randomFloats(2 * 2 * 53 * d, 2, -2, 2)),
@@ -219,7 +220,7 @@ void expectAttentionMatches(int d, const std::string &elem, double tolerance,
       HostTensor::floats(randomFloats(53, 5)),
       // sample 0 sees 40 keys (its last key tile is skipped), sample 1 11.
       HostTensor::ints({40, 11})};
-  std::vector<HostTensor> fwd = expectSame(attentionModule(d, elem, false), args,
+  std::vector<HostTensor> fwd = expectSame(attentionModule(d, elem, false, scoreBody), args,
                                            tolerance, {"out", "lse"},
                                            sharedBudget);
   ASSERT_EQ(fwd.size(), 2u);
@@ -232,14 +233,14 @@ void expectAttentionMatches(int d, const std::string &elem, double tolerance,
     }
 
   // The backward of the CPU forward's out and lse on both backends.
-  KernelRunner cpuForward(attentionModule(d, elem, false), KernelBackend::Cpu);
+  KernelRunner cpuForward(attentionModule(d, elem, false, scoreBody), KernelBackend::Cpu);
   ASSERT_TRUE(cpuForward.ok()) << cpuForward.error();
   std::vector<HostTensor> cpuOut = cpuForward.run(args);
   args.push_back(cpuOut[0]);
   args.push_back(cpuOut[1]);
   args.push_back(HostTensor::floats(randomFloats(2 * 4 * 37 * d, 4)));
   std::vector<HostTensor> bwd =
-      expectSame(attentionModule(d, elem, true), args, tolerance,
+      expectSame(attentionModule(d, elem, true, scoreBody), args, tolerance,
                  {"dq", "dk", "dv", "dslope", "dbias"}, sharedBudget);
   ASSERT_EQ(bwd.size(), 5u);
   // Rows without a key get zero dq.
@@ -259,6 +260,37 @@ void expectAttentionMatches(int d, const std::string &elem, double tolerance,
 }
 
 TEST(CudaAttentionEmulated, Fp32HeadDim80) { expectAttentionMatches(80, "f32", 5e-5); }
+
+// Capture reads of each kind the backward sums its own way
+// (CudaAttentionBackward.cpp): slope[h] and bias[i / 3] do not depend on j
+// (row sums, equal targets across rows: added one row after another),
+// bias[j / 2] depends on j only (column sums, two columns per target), and
+// bias[(i + j) % 53] on both (thread 0, pair by pair). The fp32 and the
+// bf16 mma.sync backwards, against the CPU's pair-by-pair sums.
+const char *kEveryCaptureReadScore = R"(      %sl = tensor.extract %c0[%h] : tensor<4xf32>
+      %c53 = arith.constant 53 : index
+      %ij = arith.addi %i, %j : index
+      %p = arith.remui %ij, %c53 : index
+      %bp = tensor.extract %c1[%p] : tensor<53xf32>
+      %c2i = arith.constant 2 : index
+      %jh = arith.divui %j, %c2i : index
+      %bj = tensor.extract %c1[%jh] : tensor<53xf32>
+      %c3i = arith.constant 3 : index
+      %it = arith.divui %i, %c3i : index
+      %bi = tensor.extract %c1[%it] : tensor<53xf32>
+      %pen = arith.mulf %sl, %bp : f32
+      %t = arith.subf %s, %pen : f32
+      %t2 = arith.addf %t, %bj : f32
+      %r = arith.subf %t2, %bi : f32
+      kiln.yield %r : f32)";
+
+TEST(CudaAttentionEmulated, CaptureReadsOfEveryKindFp32) {
+  expectAttentionMatches(64, "f32", 5e-5, -1, kEveryCaptureReadScore);
+}
+
+TEST(CudaAttentionEmulated, CaptureReadsOfEveryKindBf16) {
+  expectAttentionMatches(64, "bf16", 3e-2, -1, kEveryCaptureReadScore);
+}
 
 TEST(CudaAttentionEmulated, Fp32HeadDim72Padded) { expectAttentionMatches(72, "f32", 5e-5); }
 
