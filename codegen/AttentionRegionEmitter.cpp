@@ -388,7 +388,7 @@ unsigned AttentionRegionEmitter::indexUses(Value v) {
     bool hasScore = block.getArgument(0).getType().isF32();
     unsigned number = arg.getArgNumber(), i = hasScore ? 3 : 2;
     if (hasScore && number == 0)
-      result = kIndexUsesJ;
+      result = kIndexUsesI | kIndexUsesJ;
     else if (number == i)
       result = kIndexUsesI;
     else if (number == i + 1)

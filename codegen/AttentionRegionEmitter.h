@@ -41,11 +41,11 @@ struct AttentionRegionInputs {
 };
 
 // What the flat index of a capture read depends on among the values that
-// vary within one (b, h) slab: the query index i, the key index j, or the
-// score s (an index computed from it varies pair by pair like j).
+// vary within one (b, h) slab: the query index i and the key index j (the
+// score s varies with both, so an index computed from it uses both).
 enum CaptureIndexUses : unsigned {
   kIndexUsesI = 1,
-  kIndexUsesJ = 2, // j, s, or both
+  kIndexUsesJ = 2,
 };
 
 // Writes the statement accumulating `adjoint` (a float expression) into the

@@ -117,8 +117,9 @@ TEST(CudaAttentionEmulated, Fp32HeadDim80) { expectAttentionMatches(80, "f32", 5
 // (CudaAttentionBackward.cpp): slope[h] and bias[i / 3] do not depend on j
 // (row sums, equal targets across rows: added one row after another),
 // bias[j / 2] depends on j only (column sums, two columns per target), and
-// bias[(i + j) % 53] on both (thread 0, pair by pair). The fp32 and the
-// bf16 mma.sync backwards, against the CPU's pair-by-pair sums.
+// bias[(i + j) % 53] on both, and bias[s > 0 ? 7 : 3] on the score, which
+// varies with both (thread 0, pair by pair). The fp32 and the bf16 mma.sync
+// backwards, against the CPU's pair-by-pair sums.
 const char *kEveryCaptureReadScore = R"(      %sl = tensor.extract %c0[%h] : tensor<4xf32>
       %c53 = arith.constant 53 : index
       %ij = arith.addi %i, %j : index
@@ -134,7 +135,13 @@ const char *kEveryCaptureReadScore = R"(      %sl = tensor.extract %c0[%h] : ten
       %t = arith.subf %s, %pen : f32
       %t2 = arith.addf %t, %bj : f32
       %r = arith.subf %t2, %bi : f32
-      kiln.yield %r : f32)";
+      %zero = arith.constant 0.0 : f32
+      %pos = arith.cmpf ogt, %s, %zero : f32
+      %c7 = arith.constant 7 : index
+      %s3 = arith.select %pos, %c7, %c3i : index
+      %bs = tensor.extract %c1[%s3] : tensor<53xf32>
+      %r2 = arith.addf %r, %bs : f32
+      kiln.yield %r2 : f32)";
 
 TEST(CudaAttentionEmulated, CaptureReadsOfEveryKindFp32) {
   expectAttentionMatches(64, "f32", 5e-5, -1, kEveryCaptureReadScore);
