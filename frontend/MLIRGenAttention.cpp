@@ -76,7 +76,15 @@ public:
 
 private:
   Value emitBinary(const ScalarExpr &e) {
-    Value l = emit(*e.operands[0]), r = emit(*e.operands[1]);
+    // x ** 2 is one multiply, as kiln.square outside regions: powf costs
+    // tens of instructions per pair (a distance bias squares two per pair).
+    const ScalarExpr &power = *e.operands[1];
+    if (e.op == '^' && power.kind == ScalarExpr::Kind::Const &&
+        power.value == 2.0) {
+      Value x = emit(*e.operands[0]);
+      return b.create<arith::MulFOp>(loc, x, x);
+    }
+    Value l = emit(*e.operands[0]), r = emit(power);
     bool isFloat = isa<FloatType>(l.getType());
     switch (e.op) {
     case '+':
