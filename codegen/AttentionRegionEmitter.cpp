@@ -237,6 +237,20 @@ AttentionRegionEmitter::emitForward(const AttentionRegionInputs &inputs,
 FailureOr<SmallVector<std::string>>
 AttentionRegionEmitter::emitValue(const AttentionRegionInputs &inputs,
                                   Value value, StringRef result) {
+  return emitValueSplit(inputs, value, result, nullptr);
+}
+
+FailureOr<SmallVector<std::string>> AttentionRegionEmitter::emitForwardHoisted(
+    const AttentionRegionInputs &inputs, StringRef result,
+    SmallVector<std::string> &invariant) {
+  return emitValueSplit(inputs, block.getTerminator()->getOperand(0), result,
+                        &invariant);
+}
+
+FailureOr<SmallVector<std::string>>
+AttentionRegionEmitter::emitValueSplit(const AttentionRegionInputs &inputs,
+                                       Value value, StringRef result,
+                                       SmallVector<std::string> *invariant) {
   names.clear();
   extractIndex.clear();
   counter = 0;
@@ -256,8 +270,25 @@ AttentionRegionEmitter::emitValue(const AttentionRegionInputs &inputs,
         def && needed.insert(def).second)
       llvm::append_range(work, def->getOperands());
   SmallVector<std::string> out;
+  // Ops are met in block order, so an operand's op is decided first.
+  llvm::SmallPtrSet<Operation *, 16> hoistedOps;
+  auto hoisted = [&](Operation &op) {
+    if (!invariant || isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp,
+                          arith::RemUIOp>(op))
+      return false;
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && def->getBlock() == &block && !hoistedOps.contains(def))
+        return false;
+    if (!llvm::all_of(op.getResults(),
+                      [&](Value r) { return indexUses(r) == 0; }))
+      return false;
+    hoistedOps.insert(&op);
+    return true;
+  };
   for (Operation &op : block.without_terminator())
-    if ((yielded || needed.contains(&op)) && failed(emitOp(op, inputs, out)))
+    if ((yielded || needed.contains(&op)) &&
+        failed(emitOp(op, inputs, hoisted(op) ? *invariant : out)))
       return failure();
   out.push_back("const " + scalarCType(value.getType()) + " " + result.str() +
                 " = " + name(value) + ";");
@@ -406,8 +437,10 @@ unsigned AttentionRegionEmitter::indexUses(Value v) {
 
 FailureOr<AttentionRegionEmitter::Backward> AttentionRegionEmitter::emitBackward(
     const AttentionRegionInputs &inputs, StringRef result, StringRef seed,
-    StringRef ds, const CaptureGradHook &captureGrad) {
-  FailureOr<SmallVector<std::string>> forward = emitForward(inputs, result);
+    StringRef ds, const CaptureGradHook &captureGrad,
+    SmallVector<std::string> *invariant) {
+  FailureOr<SmallVector<std::string>> forward = emitValueSplit(
+      inputs, block.getTerminator()->getOperand(0), result, invariant);
   if (failed(forward))
     return failure();
   Backward backward{std::move(*forward), {}};

@@ -117,6 +117,16 @@ public:
   emitValue(const AttentionRegionInputs &inputs, mlir::Value value,
             llvm::StringRef result);
 
+  // As emitForward, with the statements of the values that depend on none
+  // of s, i and j (slope[h], exp(-8 (h + 1) / H): the same for every pair
+  // of one (b, h)) apart in `invariant`, to be placed once ahead of the
+  // pairs, in a scope enclosing the returned per-pair statements. Integer
+  // divisions stay per pair (a divisor that only kept pairs reach may be 0).
+  mlir::FailureOr<llvm::SmallVector<std::string>>
+  emitForwardHoisted(const AttentionRegionInputs &inputs,
+                     llvm::StringRef result,
+                     llvm::SmallVector<std::string> &invariant);
+
   // The score's backward in two parts: `forward` (as emitForward, setting
   // `result`), and `reverse`, to be placed after it once the caller has
   // computed `seed` = dL/dscore (a float expression), which declares
@@ -125,10 +135,13 @@ public:
   struct Backward {
     llvm::SmallVector<std::string> forward, reverse;
   };
+  // With `invariant`, the forward's statements free of s, i and j go there
+  // (as emitForwardHoisted).
   mlir::FailureOr<Backward>
   emitBackward(const AttentionRegionInputs &inputs, llvm::StringRef result,
                llvm::StringRef seed, llvm::StringRef ds,
-               const CaptureGradHook &captureGrad);
+               const CaptureGradHook &captureGrad,
+               llvm::SmallVector<std::string> *invariant = nullptr);
 
 private:
   mlir::LogicalResult emitOp(mlir::Operation &op,
@@ -136,6 +149,11 @@ private:
                              llvm::SmallVector<std::string> &out);
   std::string name(mlir::Value v);
   void markActive();
+  // With `invariant`, the statements of ops free of s, i and j go there.
+  mlir::FailureOr<llvm::SmallVector<std::string>>
+  emitValueSplit(const AttentionRegionInputs &inputs, mlir::Value value,
+                 llvm::StringRef result,
+                 llvm::SmallVector<std::string> *invariant);
   // CaptureIndexUses bits of `v` (memoized in `uses`).
   unsigned indexUses(mlir::Value v);
 

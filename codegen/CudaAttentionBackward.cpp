@@ -150,7 +150,8 @@ CapturePartial capturePartial(k::AttentionGradOp op, unsigned c,
 
 LogicalResult
 BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
-                               AttentionRegionEmitter::Backward &out) {
+                               AttentionRegionEmitter::Backward &out,
+                               SmallVector<std::string> *invariant) {
   if (op.getScore().empty()) {
     out.forward = {"const float score = s;"};
     out.reverse = {"const float ds = dS;"};
@@ -158,7 +159,7 @@ BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
   }
   AttentionRegionEmitter emitter(op.getScore(), "sc_");
   FailureOr<AttentionRegionEmitter::Backward> text =
-      emitter.emitBackward(in, "score", "dS", "ds", hook);
+      emitter.emitBackward(in, "score", "dS", "ds", hook, invariant);
   if (failed(text))
     return op->emitError() << "cannot differentiate the score region in the "
                               "CUDA attention kernel";
@@ -204,12 +205,14 @@ LogicalResult BackwardEmitter::emitPairTerms(const std::string &sAcc,
                                              const std::string &row,
                                              const std::string &tileAllKept) {
   AttentionRegionEmitter::Backward score;
-  // Capture gradients are summed by emitCapturePass, in order.
+  // Capture gradients are summed by emitCapturePass, in order. The terms
+  // free of s, i and j are emitScoreInvariants'.
   CaptureGradHook none = [](unsigned, const std::string &,
                             const std::string &adjoint, unsigned) {
     return "(void)(" + adjoint + ");";
   };
-  if (failed(scoreBackward(none, score)))
+  SmallVector<std::string> hoisted;
+  if (failed(scoreBackward(none, score, &hoisted)))
     return failure();
   w.line("const float L = sLse[" + row + "];");
   w.line("(void)i; // read only by some regions");
@@ -252,6 +255,22 @@ LogicalResult BackwardEmitter::emitPairs() {
   w.line("sdS[e] = " + fromFloat(p, "dsv") + ";");
   w.line("sdP[e] = seed;");
   w.close();
+  return success();
+}
+
+LogicalResult BackwardEmitter::emitScoreInvariants() {
+  CaptureGradHook none = [](unsigned, const std::string &,
+                            const std::string &adjoint, unsigned) {
+    return "(void)(" + adjoint + ");";
+  };
+  AttentionRegionEmitter::Backward unused;
+  SmallVector<std::string> invariant;
+  if (failed(scoreBackward(none, unused, &invariant)))
+    return failure();
+  if (invariant.empty())
+    return success();
+  w.line("// the score's terms that are the same for every pair of (b, h)");
+  lines(w, invariant);
   return success();
 }
 
@@ -441,6 +460,8 @@ LogicalResult BackwardEmitter::emitRoleA() {
   w.open("for (int64_t hh = 0; hh < " + str(n.G) + "; ++hh)");
   w.line("const int64_t h = kvh * " + str(n.G) + " + hh, bh = b * " +
          str(n.H) + " + h;");
+  if (failed(emitScoreInvariants()))
+    return failure();
   w.open("for (int64_t i0 = 0; i0 < " + str(n.T) + "; i0 += " + str(p.Br) +
          ")");
   if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
@@ -490,6 +511,8 @@ LogicalResult BackwardEmitter::emitRoleB() {
          ", kvh = h / " + str(n.G) + ";");
   w.line("const int64_t i0 = (tile % " + str(qTiles) + ") * " + str(p.Br) +
          ";");
+  if (failed(emitScoreInvariants()))
+    return failure();
   emitCaptureSetup();
   emitLoadTile(w, p, "sQ", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0",
                n.T, p.Br, n.D, p.Dp);

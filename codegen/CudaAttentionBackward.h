@@ -86,8 +86,14 @@ private:
   mlir::LogicalResult emitRoleA();
   mlir::LogicalResult emitRoleB();
   void emitCaptureReduction();
+  // The score's backward statements; with `invariant`, those of its
+  // forward free of s, i and j go there instead (emitScoreInvariants).
   mlir::LogicalResult scoreBackward(const CaptureGradHook &hook,
-                                    AttentionRegionEmitter::Backward &out);
+                                    AttentionRegionEmitter::Backward &out,
+                                    llvm::SmallVector<std::string> *invariant = nullptr);
+  // The score's statements that are the same for every pair of one (b, h),
+  // once where h is set: emitPairTerms leaves them out.
+  mlir::LogicalResult emitScoreInvariants();
 
   // CudaAttentionBackwardMma.cpp.
   // The block-skip's whole-tile flag (none without a mask).

@@ -177,6 +177,8 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   w.line("const int64_t h = kvh * " + str(n.G) + " + hh, bh = b * " +
          str(n.H) + " + h;");
   w.line("(void)h;");
+  if (failed(emitScoreInvariants()))
+    return failure();
   w.open("for (int64_t i0 = 0; i0 < " + str(n.T) + "; i0 += " +
          str(m.inner) + ")");
   if (failed(emitBlockSkip(w, op, op.getMask(), in, n, m.inner, kRows,
@@ -240,6 +242,8 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
                "+ g + 8};",
                "(void)h;",
            });
+  if (failed(emitScoreInvariants()))
+    return failure();
   emitCaptureSetup();
   emitVectorFlag(w, "vecQ", w.ptr(op.getQ()), n.D);
   emitVectorFlag(w, "vecK", k, n.D);

@@ -219,9 +219,25 @@ LogicalResult emitMaskTest(KernelSourceWriter &w, Operation *op, Region &mask,
   return success();
 }
 
+namespace {
+// The score region's statements: per pair, and free of s, i and j.
+LogicalResult scoreStatements(k::AttentionOp op, const AttentionRegionInputs &in,
+                              SmallVector<std::string> &pair,
+                              SmallVector<std::string> &invariant) {
+  AttentionRegionEmitter score(op.getScore(), "sc_");
+  FailureOr<SmallVector<std::string>> text =
+      score.emitForwardHoisted(in, "score", invariant);
+  if (failed(text))
+    return op->emitError() << "cannot emit the score region of the CUDA "
+                              "attention kernel";
+  pair = std::move(*text);
+  return success();
+}
+} // namespace
+
 LogicalResult emitScore(KernelSourceWriter &w, k::AttentionOp op,
                         const AttentionRegionInputs &in,
-                        const std::string &product) {
+                        const std::string &product, bool hoisted) {
   w.line("const float s = " +
          ScalarExprEmitter::floatLiteral(op.getScale().convertToDouble()) +
          " * " + product + ";");
@@ -230,12 +246,26 @@ LogicalResult emitScore(KernelSourceWriter &w, k::AttentionOp op,
     w.line("const float score = s;");
     return success();
   }
-  AttentionRegionEmitter score(op.getScore(), "sc_");
-  FailureOr<SmallVector<std::string>> text = score.emitForward(in, "score");
-  if (failed(text))
-    return op->emitError() << "cannot emit the score region of the CUDA "
-                              "attention kernel";
-  lines(w, *text);
+  SmallVector<std::string> pair, invariant;
+  if (failed(scoreStatements(op, in, pair, invariant)))
+    return failure();
+  if (!hoisted)
+    lines(w, invariant);
+  lines(w, pair);
+  return success();
+}
+
+LogicalResult emitScoreInvariants(KernelSourceWriter &w, k::AttentionOp op,
+                                  const AttentionRegionInputs &in) {
+  if (op.getScore().empty())
+    return success();
+  SmallVector<std::string> pair, invariant;
+  if (failed(scoreStatements(op, in, pair, invariant)))
+    return failure();
+  if (invariant.empty())
+    return success();
+  w.line("// the score's terms that are the same for every pair of (b, h)");
+  lines(w, invariant);
   return success();
 }
 
@@ -365,6 +395,8 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
          ", kvh = h / " + str(n.G) + ";");
   w.line("const int64_t i0 = (blockIdx.x % " + str(qTiles) + ") * " +
          str(p.Br) + ";");
+  if (failed(emitScoreInvariants(w, op, in)))
+    return failure();
   emitLoadTile(w, p, "sQ", w.ptr(q), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", n.T,
                p.Br, n.D, p.Dp);
   w.line("for (int e = threadIdx.x; e < " + str(p.Br * p.Dvp) + "; e += " +
@@ -405,7 +437,8 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   if (failed(emitMaskTest(w, op, op.getMask(), in)))
     return failure();
   w.open("if (kept)");
-  if (failed(emitScore(w, op, in, "sS[r * " + str(p.Bc) + " + c]")))
+  if (failed(emitScore(w, op, in, "sS[r * " + str(p.Bc) + " + c]",
+                       /*hoisted=*/true)))
     return failure();
   w.line("val = score;");
   w.close();

@@ -293,6 +293,8 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                "+ g + 8};",
                "(void)b; (void)h; // read only by some regions",
            });
+  if (failed(emitScoreInvariants(w, op, in)))
+    return failure();
   emitVectorFlag(w, "vecQ", q, n.D);
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
@@ -352,7 +354,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
     return failure();
   w.open("if (kept)");
-  if (failed(emitScore(w, op, in, "st[c][e]")))
+  if (failed(emitScore(w, op, in, "st[c][e]", /*hoisted=*/true)))
     return failure();
   w.line("val = score;");
   w.close();
