@@ -148,6 +148,15 @@ CapturePartial capturePartial(k::AttentionGradOp op, unsigned c,
 } // namespace
 
 
+namespace {
+// A hook that evaluates a capture read's adjoint and drops it.
+CaptureGradHook ignoreCaptureGrads() {
+  return [](unsigned, const std::string &, const std::string &adjoint, unsigned) {
+    return "(void)(" + adjoint + ");";
+  };
+}
+} // namespace
+
 LogicalResult
 BackwardEmitter::scoreBackward(const CaptureGradHook &hook,
                                AttentionRegionEmitter::Backward &out,
@@ -207,12 +216,8 @@ LogicalResult BackwardEmitter::emitPairTerms(const std::string &sAcc,
   AttentionRegionEmitter::Backward score;
   // Capture gradients are summed by emitCapturePass, in order. The terms
   // free of s, i and j are emitScoreInvariants'.
-  CaptureGradHook none = [](unsigned, const std::string &,
-                            const std::string &adjoint, unsigned) {
-    return "(void)(" + adjoint + ");";
-  };
   SmallVector<std::string> hoisted;
-  if (failed(scoreBackward(none, score, &hoisted)))
+  if (failed(scoreBackward(ignoreCaptureGrads(), score, &hoisted)))
     return failure();
   w.line("const float L = sLse[" + row + "];");
   w.line("(void)i; // read only by some regions");
@@ -259,18 +264,11 @@ LogicalResult BackwardEmitter::emitPairs() {
 }
 
 LogicalResult BackwardEmitter::emitScoreInvariants() {
-  CaptureGradHook none = [](unsigned, const std::string &,
-                            const std::string &adjoint, unsigned) {
-    return "(void)(" + adjoint + ");";
-  };
   AttentionRegionEmitter::Backward unused;
   SmallVector<std::string> invariant;
-  if (failed(scoreBackward(none, unused, &invariant)))
+  if (failed(scoreBackward(ignoreCaptureGrads(), unused, &invariant)))
     return failure();
-  if (invariant.empty())
-    return success();
-  w.line("// the score's terms that are the same for every pair of (b, h)");
-  lines(w, invariant);
+  writeScoreInvariants(w, invariant);
   return success();
 }
 

@@ -262,11 +262,16 @@ LogicalResult emitScoreInvariants(KernelSourceWriter &w, k::AttentionOp op,
   SmallVector<std::string> pair, invariant;
   if (failed(scoreStatements(op, in, pair, invariant)))
     return failure();
-  if (invariant.empty())
-    return success();
-  w.line("// the score's terms that are the same for every pair of (b, h)");
-  lines(w, invariant);
+  writeScoreInvariants(w, invariant);
   return success();
+}
+
+void writeScoreInvariants(KernelSourceWriter &w, ArrayRef<std::string> invariant) {
+  if (invariant.empty())
+    return;
+  w.line("// the score's terms that are the same for every pair of (b, h)");
+  for (const std::string &line : invariant)
+    w.line(line);
 }
 
 LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,

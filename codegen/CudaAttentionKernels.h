@@ -173,6 +173,9 @@ mlir::LogicalResult emitScore(KernelSourceWriter &w, mlir::kiln::AttentionOp op,
 mlir::LogicalResult emitScoreInvariants(KernelSourceWriter &w,
                                         mlir::kiln::AttentionOp op,
                                         const AttentionRegionInputs &in);
+// Writes those statements (nothing when there are none).
+void writeScoreInvariants(KernelSourceWriter &w,
+                          llvm::ArrayRef<std::string> invariant);
 
 // The block-skip test at the top of a key/query block pair over the (i, j)
 // pairs of the [rows, cols] tile (i = i0 + r < T, j = j0 + c < S); `onSkip`
