@@ -368,8 +368,10 @@ LogicalResult BackwardEmitter::emitCapturePass(int64_t rows, int64_t cols) {
       return sum + str(k) + " += (double)" + adjoint + "; " + sum + "At" +
              str(k) + " = " + target + ";";
     };
+    // The terms free of s, i and j are role B's (emitScoreInvariants).
     AttentionRegionEmitter::Backward score;
-    if (failed(scoreBackward(hook, score)))
+    SmallVector<std::string> hoisted;
+    if (failed(scoreBackward(hook, score, &hoisted)))
       return failure();
     w.line(head);
     w.open(loop);
