@@ -253,6 +253,13 @@ void learnRankEndpoints() {
   }
 }
 
+std::string brokenWith(const char *what, size_t rank, const std::string &endpoint,
+                       const std::string &text) {
+  return std::string("Gloo's ") + what + " failed: the connection with rank " +
+         std::to_string(rank) + " (" + endpoint + ") broke: rank " + std::to_string(rank) +
+         " died or stopped (" + text + ")";
+}
+
 // Gloo's error for a failed collective, naming the rank whose connection
 // broke when the error names one of its endpoints.
 std::string collectiveError(const char *what, const std::exception &e) {
@@ -267,10 +274,20 @@ std::string collectiveError(const char *what, const std::exception &e) {
           (at + endpoint.size() < text.size() &&
            std::isdigit(static_cast<unsigned char>(text[at + endpoint.size()]))))
         continue;
-      return std::string("Gloo's ") + what + " failed: the connection with rank " +
-             std::to_string(r) + " (" + endpoint + ") broke: rank " + std::to_string(r) +
-             " died or stopped (" + text + ")";
+      return brokenWith(what, r, endpoint, text);
     }
+  }
+  // The far end Gloo names may be the other rank's ephemeral port (the end
+  // that connected, not the one it listens on: which of the two connects
+  // varies from run to run). With two ranks a connection closed or reset by
+  // its peer can only be the other rank's.
+  bool closedByPeer = text.find("closed by peer") != std::string::npos ||
+                      text.find("reset by peer") != std::string::npos ||
+                      text.find("Broken pipe") != std::string::npos;
+  if (context->size == 2 && closedByPeer) {
+    size_t other = context->rank == 0 ? 1 : 0;
+    if (other < rankEndpoints.size() && !rankEndpoints[other].empty())
+      return brokenWith(what, other, rankEndpoints[other].front(), text);
   }
   return std::string("Gloo's ") + what + " failed (a rank died?): " + text;
 }
