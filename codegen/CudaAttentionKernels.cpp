@@ -237,7 +237,7 @@ LogicalResult scoreStatements(k::AttentionOp op, const AttentionRegionInputs &in
 
 LogicalResult emitScore(KernelSourceWriter &w, k::AttentionOp op,
                         const AttentionRegionInputs &in,
-                        const std::string &product, bool hoisted) {
+                        const std::string &product) {
   w.line("const float s = " +
          ScalarExprEmitter::floatLiteral(op.getScale().convertToDouble()) +
          " * " + product + ";");
@@ -249,8 +249,6 @@ LogicalResult emitScore(KernelSourceWriter &w, k::AttentionOp op,
   SmallVector<std::string> pair, invariant;
   if (failed(scoreStatements(op, in, pair, invariant)))
     return failure();
-  if (!hoisted)
-    lines(w, invariant);
   lines(w, pair);
   return success();
 }
@@ -442,8 +440,7 @@ LogicalResult emitForward(Operation *operation, KernelSourceWriter &w,
   if (failed(emitMaskTest(w, op, op.getMask(), in)))
     return failure();
   w.open("if (kept)");
-  if (failed(emitScore(w, op, in, "sS[r * " + str(p.Bc) + " + c]",
-                       /*hoisted=*/true)))
+  if (failed(emitScore(w, op, in, "sS[r * " + str(p.Bc) + " + c]")))
     return failure();
   w.line("val = score;");
   w.close();

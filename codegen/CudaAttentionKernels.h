@@ -162,12 +162,12 @@ mlir::LogicalResult emitMaskTest(KernelSourceWriter &w, mlir::Operation *op,
                                  const std::string &tileAllKept = "");
 
 // Statements declaring `float s` (the op's scale times `product`, the
-// pair's Q K^T) and `float score` (the score region's value, or s). With
-// `hoisted`, the region's statements free of s, i and j are left out:
-// emitScoreInvariants wrote them once, in an enclosing scope.
+// pair's Q K^T) and `float score` (the score region's value, or s). The
+// region's statements free of s, i and j are left out: emitScoreInvariants
+// writes them once, in an enclosing scope.
 mlir::LogicalResult emitScore(KernelSourceWriter &w, mlir::kiln::AttentionOp op,
                               const AttentionRegionInputs &in,
-                              const std::string &product, bool hoisted = false);
+                              const std::string &product);
 // The score region's statements that are the same for every pair of one
 // (b, h) (AttentionRegionEmitter::emitForwardHoisted), once per block.
 mlir::LogicalResult emitScoreInvariants(KernelSourceWriter &w,

@@ -354,7 +354,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
     return failure();
   w.open("if (kept)");
-  if (failed(emitScore(w, op, in, "st[c][e]", /*hoisted=*/true)))
+  if (failed(emitScore(w, op, in, "st[c][e]")))
     return failure();
   w.line("val = score;");
   w.close();
