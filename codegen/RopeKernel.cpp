@@ -11,11 +11,15 @@
 
 #include "llvm/ADT/Sequence.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 namespace kiln {
 
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
+
+mlir::Type elementOf(mlir::Value v) { return mlir::getElementTypeOrSelf(v.getType()); }
 
 // `{f0, f1, ...}`: the frequency table as float literals.
 std::string frequencyTable(mlir::kiln::RopeOp rope) {
@@ -36,13 +40,17 @@ std::string rowOffset(llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> d
   return sum + "f";
 }
 
-// The statements for pair `p` (a loop variable over the rotated space's
-// n / 2 pairs) of `rope`, reading the table `freq`: pair p is element
-// i = (p / (D/2)) * D + p % (D/2) and its partner i + D/2, rotated by one
-// angle (one cosf and one sinf for both). `index` is the C type of the
-// index arithmetic ("int" where every offset fits, else "int64_t").
-void writePair(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq,
-               llvm::StringRef index) {
+// Where one pair of `rope` is read and written: statements defining its
+// feature index `f` (of D/2) and the offsets of its first element in the
+// input and the result, from `p` (a pair index over the rotated space's
+// n / 2 pairs: pair p is element i = (p / (D/2)) * D + p % (D/2), its
+// partner i + D/2). `index` is the C type of the index arithmetic ("int"
+// where every offset fits, else "int64_t").
+struct PairPlace {
+  std::string in, out, position; // C expressions
+};
+
+PairPlace writePairPlace(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef index) {
   llvm::SmallVector<int64_t> shape = rope.getRotatedShape();
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t d = shape.back(), t = shape[rank - 2], half = d / 2;
@@ -50,38 +58,100 @@ void writePair(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef f
   const std::string ix = index.str();
   w.line("const " + ix + " f = p % " + str(half) + ";");
   w.line("const " + ix + " i = p / " + str(half) + " * " + str(d) + " + f;");
-  std::string in = "i", out = "i", position = "(i / " + str(d) + ") % " + str(t);
   std::optional<llvm::ArrayRef<int64_t>> inPerm = rope.getInputPermutation(),
                                          outPerm = rope.getResultPermutation();
-  if (inPerm || outPerm) {
-    // Coordinates in the rotated space; the input and the result are read
-    // and written where the permutations put them.
-    llvm::SmallVector<int64_t> rotated = rowMajorStrides(shape);
-    for (int64_t k = 0; k + 1 < rank; ++k)
-      w.line("const " + ix + " c" + str(k) + " = (i / " + str(rotated[k]) + ") % " +
-             str(shape[k]) + ";");
-    llvm::SmallVector<int64_t> identity = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-    // Rotated dim k is input dim inPerm[k]; result dim j is rotated dim
-    // outPerm[j], so rotated dim k is result dim j where outPerm[j] = k.
-    llvm::SmallVector<int64_t> resultDimOf(rank);
-    for (int64_t j = 0; j < rank; ++j)
-      resultDimOf[outPerm ? (*outPerm)[j] : j] = j;
-    w.line("const " + ix + " in = " +
-           rowOffset(rowMajorStrides(shapeOf(x)), inPerm ? *inPerm : llvm::ArrayRef(identity)) +
-           ";");
-    w.line("const " + ix + " out = " + rowOffset(rowMajorStrides(shapeOf(y)), resultDimOf) +
-           ";");
-    in = "in";
-    out = "out";
-    position = "c" + str(rank - 2);
+  if (!inPerm && !outPerm)
+    return {"i", "i", "(i / " + str(d) + ") % " + str(t)};
+  // Coordinates in the rotated space; the input and the result are read and
+  // written where the permutations put them.
+  llvm::SmallVector<int64_t> rotated = rowMajorStrides(shape);
+  for (int64_t k = 0; k + 1 < rank; ++k)
+    w.line("const " + ix + " c" + str(k) + " = (i / " + str(rotated[k]) + ") % " +
+           str(shape[k]) + ";");
+  llvm::SmallVector<int64_t> identity = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  // Rotated dim k is input dim inPerm[k]; result dim j is rotated dim
+  // outPerm[j], so rotated dim k is result dim j where outPerm[j] = k.
+  llvm::SmallVector<int64_t> resultDimOf(rank);
+  for (int64_t j = 0; j < rank; ++j)
+    resultDimOf[outPerm ? (*outPerm)[j] : j] = j;
+  w.line("const " + ix + " in = " +
+         rowOffset(rowMajorStrides(shapeOf(x)), inPerm ? *inPerm : llvm::ArrayRef(identity)) +
+         ";");
+  w.line("const " + ix + " out = " + rowOffset(rowMajorStrides(shapeOf(y)), resultDimOf) +
+         ";");
+  return {"in", "out", "c" + str(rank - 2)};
+}
+
+// `c` and `s`, the cosine and sine of `angle` (a C expression; the sine
+// negated for the inverse rotation): on CUDA one sincosf (one range
+// reduction for both). A pair (x0, x1) becomes (x0 c - x1 s, x1 c + x0 s).
+void writeAngle(mlir::kiln::RopeOp rope, KernelSourceWriter &w, bool cuda,
+                llvm::StringRef angle) {
+  const std::string minus = rope.getInverse() ? "-" : "";
+  w.line("const float a = " + angle.str() + ";");
+  if (!cuda) {
+    w.line("const float c = cosf(a), s = " + minus + "sinf(a);");
+    return;
   }
-  std::string partner = " + " + str(half);
-  w.line("const float a = (float)(" + position + ") * " + freq.str() + "[f];");
-  w.line("const float c = cosf(a), s = " + std::string(rope.getInverse() ? "-" : "") +
-         "sinf(a);");
-  w.line("const float x0 = " + w.load(x, in) + ", x1 = " + w.load(x, in + partner) + ";");
-  w.line(w.store(y, out, "x0 * c - x1 * s"));
-  w.line(w.store(y, out + partner, "x1 * c + x0 * s"));
+  w.line("float c, s;");
+  w.line("sincosf(a, &s, &c);");
+  if (!minus.empty())
+    w.line("s = -s;");
+}
+
+// The statements for pair `p` of `rope`, reading the table `freq`.
+void writePair(mlir::kiln::RopeOp rope, KernelSourceWriter &w, bool cuda, llvm::StringRef freq,
+               llvm::StringRef index) {
+  PairPlace at = writePairPlace(rope, w, index);
+  const std::string partner = " + " + str(rope.getRotatedShape().back() / 2);
+  mlir::Value x = rope.getInput(), y = rope.getResult();
+  writeAngle(rope, w, cuda, "(float)(" + at.position + ") * " + freq.str() + "[f]");
+  w.line("const float x0 = " + w.load(x, at.in) + ", x1 = " + w.load(x, at.in + partner) + ";");
+  w.line(w.store(y, at.out, "x0 * c - x1 * s"));
+  w.line(w.store(y, at.out + partner, "x1 * c + x0 * s"));
+}
+
+// Pairs a CUDA thread rotates at once: kRopeRun consecutive features f and
+// their partners, loaded and stored as kiln_lanes8 (16-byte vector
+// accesses instead of 2-byte ones, and the offsets computed once for 8
+// pairs).
+constexpr int64_t kRopeRun = 8;
+
+// Whether runs apply: D/2 a multiple of kRopeRun (a run stays in one row,
+// and every run starts a multiple of 8 elements into its row, rows being
+// multiples of D apart: 16-byte aligned when the buffer is) and both
+// element types 2 or 4 bytes.
+bool ropeRuns(mlir::kiln::RopeOp rope) {
+  auto laneable = [](mlir::Value v) {
+    unsigned bits = elementOf(v).getIntOrFloatBitWidth();
+    return bits == 16 || bits == 32;
+  };
+  return (rope.getRotatedShape().back() / 2) % kRopeRun == 0 && laneable(rope.getInput()) &&
+         laneable(rope.getResult());
+}
+
+// The statements for run `r` (pairs 8r .. 8r + 7) of `rope`.
+void writeRun(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq,
+              llvm::StringRef index) {
+  w.line("const " + index.str() + " p = r * " + str(kRopeRun) + ";");
+  PairPlace at = writePairPlace(rope, w, index);
+  const std::string partner = " + " + str(rope.getRotatedShape().back() / 2);
+  mlir::Value x = rope.getInput(), y = rope.getResult();
+  const std::string xt = w.cType(x), yt = w.cType(y);
+  const std::string xp = w.ptr(x), yp = w.ptr(y);
+  w.line("const kiln_lanes8<" + xt + "> xa = kiln_load_lanes8(" + xp + " + " + at.in +
+         "), xb = kiln_load_lanes8(" + xp + " + " + at.in + partner + ");");
+  w.line("kiln_lanes8<" + yt + "> ya, yb;");
+  w.line("const float t = (float)(" + at.position + ");");
+  w.open("KILN_UNROLL for (int j = 0; j < " + str(kRopeRun) + "; ++j)");
+  writeAngle(rope, w, /*cuda=*/true, "t * " + freq.str() + "[f + j]");
+  w.line("const float x0 = " + loadElement(elementOf(x), "xa.v[j]") +
+         ", x1 = " + loadElement(elementOf(x), "xb.v[j]") + ";");
+  w.line(storeElement(elementOf(y), "ya.v[j]", "x0 * c - x1 * s"));
+  w.line(storeElement(elementOf(y), "yb.v[j]", "x1 * c + x0 * s"));
+  w.close();
+  w.line("kiln_store_lanes8(" + yp + " + " + at.out + ", ya);");
+  w.line("kiln_store_lanes8(" + yp + " + " + at.out + partner + ", yb);");
 }
 
 std::string describe(mlir::kiln::RopeOp rope) {
@@ -104,7 +174,7 @@ mlir::LogicalResult emitRopeCpu(mlir::Operation *op, KernelSourceWriter &w) {
          frequencyTable(rope) + ";");
   w.parallelFor(2 * pairs);
   w.open("for (int64_t p = 0; p < " + str(pairs) + "; ++p)");
-  writePair(rope, w, "freq", "int64_t");
+  writePair(rope, w, /*cuda=*/false, "freq", "int64_t");
   w.close();
   return mlir::success();
 }
@@ -118,13 +188,30 @@ mlir::LogicalResult emitRopeCuda(mlir::Operation *op, KernelSourceWriter &w,
   // entries (consecutive pairs), which the constant cache would serialize.
   w.global("__device__ const float " + freq + "[" + str(rope.getInvFreq().size()) + "] = " +
            frequencyTable(rope) + ";");
-  launch = {cudaGridFor(pairs, kCudaBlock), kCudaBlock, 0};
   w.line(describe(rope));
   // 32-bit offsets where every buffer allows (openGridStrideLoop's bound).
   const bool index32 = 2 * pairs < (int64_t(1) << 30) && indexFitsInt32(KernelGroup::forOp(op));
+  const std::string index = index32 ? "int" : "int64_t";
+  const bool runs = ropeRuns(rope);
+  launch = {cudaGridFor(runs ? pairs / kRopeRun : pairs, kCudaBlock), kCudaBlock, 0};
+  if (runs) {
+    // Runs of 8 pairs where both buffers are 16-byte aligned (a view may
+    // start anywhere), one pair per step otherwise.
+    w.line("// runs of " + str(kRopeRun) + " pairs per thread where both buffers are 16-byte "
+           "aligned");
+    w.open("if (((unsigned long long)" + w.ptr(rope.getInput()) +
+           " & 15) == 0 && ((unsigned long long)" + w.ptr(rope.getResult()) + " & 15) == 0)");
+    openGridStrideLoop(w, pairs / kRopeRun, "r", index32);
+    writeRun(rope, w, freq, index);
+    w.close();
+    w.close();
+    w.open("else");
+  }
   openGridStrideLoop(w, pairs, "p", index32);
-  writePair(rope, w, freq, index32 ? "int" : "int64_t");
+  writePair(rope, w, /*cuda=*/true, freq, index);
   w.close();
+  if (runs)
+    w.close();
   return mlir::success();
 }
 

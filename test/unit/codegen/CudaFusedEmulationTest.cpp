@@ -427,26 +427,54 @@ std::vector<HostTensor> adamWArgs(float gradNorm) {
 // GEMM layout; backward widen -> inverse rope -> round -> transpose is one
 // kernel writing it. (The outer converts make the bf16 values f32 results
 // the test can read.) Unfused: 10 kernels; fused: the 2 ropes and the 3
-// converts around them.
+// converts around them. q is [2, 6, 3, D] in the GEMM's layout, with D / 2
+// frequencies `invFreq`.
+void expectRopeFusionMatches(int64_t d, const std::string &invFreq,
+                             std::function<void(const std::string &)> cudaSource = nullptr) {
+  const std::string bthd = "2x6x3x" + std::to_string(d), bhtd = "2x3x6x" + std::to_string(d);
+  std::string module = R"mlir(
+    func.func @step(%p: tensor<BTHDxf32>, %g: tensor<BHTDxf32>)
+        -> (tensor<BHTDxf32>, tensor<BTHDxf32>) {
+      %t = kiln.transpose %p permutation = [0, 2, 1, 3] : tensor<BTHDxf32> -> tensor<BHTDxf32>
+      %r = kiln.rope %t {inv_freq = array<f32: FREQ>} : tensor<BHTDxf32> -> tensor<BHTDxf32>
+      %q = kiln.convert %r : tensor<BHTDxf32> -> tensor<BHTDxbf16>
+      %qf = kiln.convert %q : tensor<BHTDxbf16> -> tensor<BHTDxf32>
+      %gn = kiln.convert %g : tensor<BHTDxf32> -> tensor<BHTDxbf16>
+      %gw = kiln.convert %gn : tensor<BHTDxbf16> -> tensor<BHTDxf32>
+      %gr = kiln.rope %gw {inv_freq = array<f32: FREQ>, inverse = true} : tensor<BHTDxf32> -> tensor<BHTDxf32>
+      %gb = kiln.convert %gr : tensor<BHTDxf32> -> tensor<BHTDxbf16>
+      %gt = kiln.transpose %gb permutation = [0, 2, 1, 3] : tensor<BHTDxbf16> -> tensor<BTHDxbf16>
+      %gf = kiln.convert %gt : tensor<BTHDxbf16> -> tensor<BTHDxf32>
+      return %qf, %gf : tensor<BHTDxf32>, tensor<BTHDxf32>
+    })mlir";
+  for (auto [key, value] : {std::pair<std::string, std::string>{"BTHD", bthd}, {"BHTD", bhtd},
+                            {"FREQ", invFreq}})
+    for (size_t at = module.find(key); at != std::string::npos; at = module.find(key, at))
+      module.replace(at, key.size(), value);
+  const int n = static_cast<int>(2 * 6 * 3 * d);
+  expectFusedMatchesUnfused(module,
+                            {HostTensor::floats(randomFloats(n, 40, -2, 2)),
+                             HostTensor::floats(randomFloats(n, 41, -2, 2))},
+                            5, cudaSource);
+}
+
+// D = 8: four pairs a row, one pair per CUDA thread.
 TEST(CudaFusedKernelsEmulated, RopeWithItsTransposesAndCasts) {
-  expectFusedMatchesUnfused(R"mlir(
-    func.func @step(%p: tensor<2x6x3x8xf32>, %g: tensor<2x3x6x8xf32>)
-        -> (tensor<2x3x6x8xf32>, tensor<2x6x3x8xf32>) {
-      %t = kiln.transpose %p permutation = [0, 2, 1, 3] : tensor<2x6x3x8xf32> -> tensor<2x3x6x8xf32>
-      %r = kiln.rope %t {inv_freq = array<f32: 1.0, 0.3, 0.09, 0.027>} : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xf32>
-      %q = kiln.convert %r : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
-      %qf = kiln.convert %q : tensor<2x3x6x8xbf16> -> tensor<2x3x6x8xf32>
-      %gn = kiln.convert %g : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
-      %gw = kiln.convert %gn : tensor<2x3x6x8xbf16> -> tensor<2x3x6x8xf32>
-      %gr = kiln.rope %gw {inv_freq = array<f32: 1.0, 0.3, 0.09, 0.027>, inverse = true} : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xf32>
-      %gb = kiln.convert %gr : tensor<2x3x6x8xf32> -> tensor<2x3x6x8xbf16>
-      %gt = kiln.transpose %gb permutation = [0, 2, 1, 3] : tensor<2x3x6x8xbf16> -> tensor<2x6x3x8xbf16>
-      %gf = kiln.convert %gt : tensor<2x6x3x8xbf16> -> tensor<2x6x3x8xf32>
-      return %qf, %gf : tensor<2x3x6x8xf32>, tensor<2x6x3x8xf32>
-    })mlir",
-                            {HostTensor::floats(randomFloats(288, 40, -2, 2)),
-                             HostTensor::floats(randomFloats(288, 41, -2, 2))},
-                            5);
+  expectRopeFusionMatches(8, "1.0, 0.3, 0.09, 0.027", [](const std::string &cuda) {
+    EXPECT_EQ(occurrences(cuda, "runs of 8 pairs"), 0u);
+  });
+}
+
+// D = 32: sixteen pairs a row, runs of 8 pairs per CUDA thread (16-byte
+// loads of the bf16 input and stores of the bf16 result, the offsets once a
+// run), each run's first feature at 0 or 8 of its row.
+TEST(CudaFusedKernelsEmulated, RopeInRunsOfEightPairs) {
+  std::string freq;
+  for (int f = 0; f < 16; ++f)
+    freq += (f ? ", " : "") + std::to_string(std::pow(0.6, f));
+  expectRopeFusionMatches(32, freq, [](const std::string &cuda) {
+    EXPECT_EQ(occurrences(cuda, "runs of 8 pairs per thread"), 2u);
+  });
 }
 
 TEST(CudaFusedKernelsEmulated, MultiTensorAdamW) {
