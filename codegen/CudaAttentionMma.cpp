@@ -11,19 +11,26 @@
 //     into the warp's A fragments (registers) for the whole key loop; larger
 //     head dims read the fragments from shared memory at each use.
 //  2. For each tile of Bc keys (skipped when the mask keeps none of its
-//     pairs, as in the other kernels): K [Bc, Dp] and V transposed
-//     [Dvp, Bc] to shared memory (16-byte loads where the rows allow;
-//     V transposed so that a B fragment of P V is two 32-bit reads, like K's).
+//     pairs, as in the other kernels), software-pipelined over two shared
+//     stages: while the warps compute on one tile, the next kept tile's K
+//     [Bc, Dp] and V [Bc, Dvp] (both row major) travel to the other stage
+//     by cp.async (no registers; rows past the keys zero-filled by the
+//     copy), so the loads of a tile overlap the tensor-core work of the one
+//     before. B fragments come from shared memory by ldmatrix: K's as
+//     stored, V's transposed by ldmatrix.trans (four 8x8 matrices, the
+//     fragments of two mma.sync, per instruction).
 //     S = Q K^T in the warp's accumulators: thread (g = lane / 4,
 //     t = lane % 4) holds rows g and g + 8, columns 8 n + 2 t, 8 n + 2 t + 1
 //     of each 8-key slice n. The score and mask regions run per element
 //     on those coordinates (the mask only in tiles the block-skip test did
-//     not find kept whole), the row max is a shuffle over the 4 threads
-//     of a row, and p = exp(score - m) rounded to bf16 is already the A
+//     not find kept whole; bounds tests only where T or S is not a whole
+//     number of tiles), the score is kept in base 2 (times log2 e, so each
+//     probability is one exp2), the row max is a shuffle over the 4 threads
+//     of a row, and p = exp2(score - m) rounded to bf16 is already the A
 //     fragment of P V (the accumulator layout of two 8-key slices is the
 //     A layout of one 16-key step), so P never leaves the registers; O is
-//     rescaled by exp(m_old - m_new) and accumulated in registers.
-//  3. out = O / l and lse = m + log l as in the fp32 kernel (a row that
+//     rescaled by exp2(m_old - m_new) and accumulated in registers.
+//  3. out = O / l and lse = m ln 2 + log l as in the fp32 kernel (a row that
 //     keeps no key: out 0, lse -inf); each thread's partial l is summed over
 //     its row's 4 threads at the end.
 //
@@ -86,6 +93,46 @@ void includeMma(KernelSourceWriter &w) {
            "__device__ __forceinline__ void kiln_st_pair(uint16_t* p, "
            "uint16_t lo, uint16_t hi) { *(uint32_t*)p = (uint32_t)lo | "
            "((uint32_t)hi << 16); }",
+           "// the shared-window address of a generic pointer into shared "
+           "memory",
+           "__device__ __forceinline__ uint32_t kiln_shared_address(const "
+           "void* p) {",
+           "  uint32_t a;",
+           "  asm(\"{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, "
+           "s; }\" : \"=r\"(a) : \"l\"(p));",
+           "  return a;",
+           "}",
+           "// four 8x8 bf16 matrices from shared memory, lane l giving row l "
+           "% 8 of matrix l / 8; lane 4 g + t gets (g, 2t..2t+1) of each",
+           "__device__ __forceinline__ void kiln_ldmatrix_x4(uint32_t* r, "
+           "const uint16_t* row) {",
+           "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, "
+           "%1, %2, %3}, [%4];\" : \"=r\"(r[0]), \"=r\"(r[1]), "
+           "\"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_shared_address(row)));",
+           "}",
+           "// the same, each matrix transposed: lane 4 g + t gets (2t, g), "
+           "(2t + 1, g)",
+           "__device__ __forceinline__ void kiln_ldmatrix_x4_trans(uint32_t* "
+           "r, const uint16_t* row) {",
+           "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+           "{%0, %1, %2, %3}, [%4];\" : \"=r\"(r[0]), \"=r\"(r[1]), "
+           "\"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(kiln_shared_address(row)));",
+           "}",
+           "// 16 bytes global -> shared without registers, the bytes past "
+           "`bytes` (0 or 16) zeroed; lands by kiln_cp_async_wait",
+           "__device__ __forceinline__ void kiln_cp_async16(void* dst, const "
+           "void* src, int bytes) {",
+           "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" "
+           ":: \"r\"(kiln_shared_address(dst)), \"l\"(src), \"r\"(bytes) "
+           ": \"memory\");",
+           "}",
+           "__device__ __forceinline__ void kiln_cp_async_commit() { asm "
+           "volatile(\"cp.async.commit_group;\" ::: \"memory\"); }",
+           "// every committed group but the newest `pending` has landed (for "
+           "this thread: a barrier follows)",
+           "template <int pending> __device__ __forceinline__ void "
+           "kiln_cp_async_wait() { asm volatile(\"cp.async.wait_group %0;\" "
+           ":: \"n\"(pending) : \"memory\"); }",
            "typedef uint4 kiln_chunk; // 8 bf16",
            "__device__ __forceinline__ kiln_chunk kiln_load_chunk(const "
            "uint16_t* p) { return *(const uint4*)p; }",
@@ -109,6 +156,12 @@ void includeMma(KernelSourceWriter &w) {
 }
 
 int64_t paddedStride(int64_t cols) { return cols + 8; }
+
+namespace {
+// log2(e) and ln(2) as float literals: the forward keeps scores in base 2.
+constexpr const char *kLog2e = "1.44269504f";
+constexpr const char *kLn2 = "0.693147181f";
+} // namespace
 
 // Row major only: thread e copies chunk (r, c8) = (e / chunks, e % chunks),
 // so 8 threads write one row's 128 bytes (no bank conflict). With a
@@ -186,6 +239,33 @@ void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
   w.close();
 }
 
+// A row-major tile copied with cp.async (16 bytes a thread and step, no
+// registers; it lands at kiln_cp_async_wait): thread e copies chunk
+// (r, c8) = (e / chunks, e % chunks), rows past `limit` zero-filled by the
+// copy itself. Where `vec` is false (a source not 16-byte aligned, or
+// columns not a multiple of 8) and in the padding columns the chunk is
+// stored element by element at once instead.
+void emitAsyncTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                     const std::string &base, int64_t rowStride, const std::string &row0,
+                     const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
+                     int64_t colsPadded) {
+  const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded);
+  w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " + str(kThreads) + ")");
+  w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) + ") * 8;");
+  w.line("const int64_t row = " + row0 + " + r;");
+  w.line("const uint16_t* from = " + src + " + " + base + " + row * " + str(rowStride) + " + c8;");
+  w.line("uint16_t* to = " + dst + " + r * " + str(ld) + " + c8;");
+  w.open("if (" + vec + " && c8 + 8 <= " + str(cols) + ")");
+  w.line("const bool inside = row < " + str(limit) + ";");
+  w.line("kiln_cp_async16(to, inside ? from : " + src + ", inside ? 16 : 0);");
+  w.close();
+  w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
+  w.line("to[q] = row < " + str(limit) + " && c8 + q < " + str(cols) +
+         " ? from[q] : (uint16_t)0;");
+  w.close();
+  w.close();
+}
+
 void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
                     const std::string &ptr, int64_t cols) {
   w.line("const bool " + name + " = " +
@@ -226,14 +306,40 @@ std::string packedA(const std::string &acc, const std::string &kc) {
 
 namespace {
 
-// The shared layout of the forward: Q and K row major, V transposed, rows
-// padded.
+// Key tiles in flight: the one computed on and the next one, copied
+// meanwhile.
+constexpr int64_t kForwardStages = 2;
+
+// The shared layout of the forward: Q, and kForwardStages K and V tiles,
+// all row major, rows padded.
 SharedLayout mmaForwardLayout(const TilePlan &p) {
   SharedLayout l;
   l.add("sQ", "uint16_t", p.Br * paddedStride(p.Dp), 2);
-  l.add("sK", "uint16_t", p.Bc * paddedStride(p.Dp), 2);
-  l.add("sVt", "uint16_t", p.Dvp * paddedStride(p.Bc), 2);
+  l.add("sK", "uint16_t", kForwardStages * p.Bc * paddedStride(p.Dp), 2);
+  l.add("sV", "uint16_t", kForwardStages * p.Bc * paddedStride(p.Dvp), 2);
   return l;
+}
+
+// `var` (an int64_t the caller declared) advanced by whole tiles of `cols`
+// keys to the first tile at or after it that the mask keeps a pair of (or
+// past the keys); `allVar`, when given, set to whether the mask keeps that
+// tile whole. The block-skip test of every kernel (emitBlockSkip) decides
+// each tile, the same for every thread.
+LogicalResult emitNextKeptTile(KernelSourceWriter &w, Operation *op, const AttentionRegionInputs &in,
+                               const Dims &n, int64_t rows, int64_t cols, const std::string &var,
+                               const std::string &allVar) {
+  auto attention = cast<k::AttentionOp>(op);
+  w.open("for (; " + var + " < " + str(n.S) + "; " + var + " += " + str(cols) + ")");
+  w.line("const int64_t j0 = " + var + ";");
+  w.line("(void)j0;");
+  if (failed(emitBlockSkip(w, op, attention.getMask(), in, n, rows, cols, "continue;",
+                           allVar.empty() ? "" : "keptWhole")))
+    return failure();
+  if (!allVar.empty())
+    w.line(allVar + " = keptWhole;");
+  w.line("break;");
+  w.close();
+  return success();
 }
 
 } // namespace
@@ -257,7 +363,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   const int64_t qTiles = (n.T + p.Br - 1) / p.Br;
   const int64_t kSteps = p.Dp / 16, nS = p.Bc / 8, pSteps = p.Bc / 16,
                 nO = p.Dvp / 8;
-  const int64_t ldQ = paddedStride(p.Dp), ldV = paddedStride(p.Bc);
+  const int64_t ldQ = paddedStride(p.Dp), ldK = paddedStride(p.Dp), ldV = paddedStride(p.Dvp);
   const bool qInRegisters = p.Dp <= 128;
   // Tiles the mask keeps whole skip the per-pair mask tests.
   const std::string allKept = op.getMask().empty() ? "" : "tileAllKept";
@@ -315,19 +421,49 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                "float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};",
            });
 
-  w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " + str(p.Bc) +
-         ")");
-  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, p.Br, p.Bc,
-                           "continue;", allKept)))
+  // The key tiles, software-pipelined: while the warps compute on one
+  // stage, the next kept tile's K and V are on their way to the other
+  // (cp.async); one barrier before computing (the copies every thread
+  // waited for are visible) and one after (the stage is free to refill).
+  const int64_t stageK = p.Bc * ldK, stageV = p.Bc * ldV;
+  auto issueTile = [&](const std::string &j, const std::string &stage) {
+    emitAsyncTile16(w, "sK + " + stage + " * " + str(stageK), k,
+                    n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), j, "vecK", n.S,
+                    p.Bc, n.D, p.Dp);
+    emitAsyncTile16(w, "sV + " + stage + " * " + str(stageV), v,
+                    n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), j, "vecV", n.S,
+                    p.Bc, n.Dv, p.Dvp);
+  };
+  const std::string nextAll = allKept.empty() ? "" : "nextAllKept";
+  w.line("// the first tile the mask keeps a pair of, on its way to stage 0");
+  w.line("int64_t jNext = 0;");
+  if (!nextAll.empty())
+    w.line("int " + nextAll + " = 1;");
+  if (failed(emitNextKeptTile(w, op, in, n, p.Br, p.Bc, "jNext", nextAll)))
     return failure();
-  w.line("__syncthreads(); // every warp is done with the previous K and V");
-  emitLoadTile16(w, "sK", "", k, n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0", "vecK", n.S,
-                 p.Bc, n.D, p.Dp);
-  emitLoadTile16(w, "", "sVt", v, n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0", "vecV", n.S,
-                 p.Bc, n.Dv, p.Dvp);
+  w.open("if (jNext < " + str(n.S) + ")");
+  issueTile("jNext", "0");
+  w.close();
+  w.line("kiln_cp_async_commit();");
+  w.line("int stage = 0;");
+  w.open("for (int64_t j0 = jNext; j0 < " + str(n.S) + "; j0 = jNext, stage ^= 1)");
+  if (!allKept.empty())
+    w.line("const int " + allKept + " = " + nextAll + ";");
+  w.line("// the next kept tile to the other stage, then wait for this one");
+  w.line("jNext = j0 + " + str(p.Bc) + ";");
+  if (failed(emitNextKeptTile(w, op, in, n, p.Br, p.Bc, "jNext", nextAll)))
+    return failure();
+  w.open("if (jNext < " + str(n.S) + ")");
+  issueTile("jNext", "(stage ^ 1)");
+  w.close();
+  w.line("kiln_cp_async_commit();");
+  w.line("kiln_cp_async_wait<1>();");
   w.line("__syncthreads();");
+  w.line("const uint16_t* sKs = sK + stage * " + str(stageK) + ";");
+  w.line("const uint16_t* sVs = sV + stage * " + str(stageV) + ";");
 
-  w.line("// S = Q K^T: this warp's 16 rows, " + str(p.Bc) + " keys");
+  w.line("// S = Q K^T: this warp's 16 rows, " + str(p.Bc) +
+         " keys; each ldmatrix gives the B fragments of two 8-key slices");
   w.line("float st[" + str(nS) + "][4];");
   w.line("KILN_UNROLL for (int c = 0; c < " + str(nS) +
          "; ++c) st[c][0] = st[c][1] = st[c][2] = st[c][3] = 0.0f;");
@@ -338,25 +474,37 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
     emitFragmentA(w, "qf", "sQ", "warp * 16 + g", "kc * 16", ldQ);
     qFrag = "qf";
   }
-  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
-  emitMmaB(w, "st[c]", qFrag, "sK", "c * 8 + g", "kc * 16", ldQ);
+  w.open("KILN_UNROLL for (int cc = 0; cc < " + str(nS / 2) + "; ++cc)");
+  w.line("uint32_t kb[4];");
+  w.line("kiln_ldmatrix_x4(kb, sKs + ((2 * cc + (lane >> 4)) * 8 + (lane & 7)) * " + str(ldK) +
+         " + kc * 16 + ((lane >> 3) & 1) * 8);");
+  w.line("kiln_mma_bf16(st[2 * cc], " + qFrag + ", kb[0], kb[1]);");
+  w.line("kiln_mma_bf16(st[2 * cc + 1], " + qFrag + ", kb[2], kb[3]);");
   w.close();
   w.close();
 
-  w.line("// score and mask per element; -inf where not kept");
+  // Bounds tests only where a tile can pass the end of the queries or keys.
+  std::string inBounds;
+  if (n.T % p.Br != 0)
+    inBounds = "i < " + str(n.T);
+  if (n.S % p.Bc != 0)
+    inBounds += (inBounds.empty() ? "" : " && ") + std::string("j < ") + str(n.S);
+  w.line("// score and mask per element; -inf where not kept. Scores are kept "
+         "in base 2 (times log2 e) so that each probability is one exp2");
   w.line("float rowMax[2] = {-INFINITY, -INFINITY};");
   w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
   w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
-  w.line("const int64_t i = iRow[e >> 1], j = j0 + c * 8 + 2 * t + (e & 1);");
+  w.line("const int i = (int)iRow[e >> 1], j = (int)j0 + c * 8 + 2 * t + (e & 1);");
+  w.line("(void)i; (void)j; // read only by some regions");
   w.line("float val = -INFINITY;");
-  w.open("if (i < " + str(n.T) + " && j < " + str(n.S) + ")");
+  w.open(inBounds.empty() ? std::string() : "if (" + inBounds + ")");
   w.line("int kept = 0;");
   if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
     return failure();
   w.open("if (kept)");
   if (failed(emitScore(w, op, in, "st[c][e]")))
     return failure();
-  w.line("val = score;");
+  w.line("val = score * " + std::string(kLog2e) + ";");
   w.close();
   w.close();
   w.line("st[c][e] = val;");
@@ -373,14 +521,14 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
          "rowMax[r], 2));");
   w.line("const float mNew = fmaxf(m[r], rowMax[r]);");
   w.line("// no kept key so far: p = 0 and nothing to rescale");
-  w.line("corr[r] = mNew == -INFINITY ? 1.0f : expf(m[r] - mNew);");
+  w.line("corr[r] = mNew == -INFINITY ? 1.0f : exp2f(m[r] - mNew);");
   w.line("m[r] = mNew;");
   w.line("l[r] *= corr[r];");
   w.close();
   w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
   w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
   w.line("const float val = st[c][e];");
-  w.line("const float pv = val == -INFINITY ? 0.0f : expf(val - m[e >> 1]);");
+  w.line("const float pv = val == -INFINITY ? 0.0f : exp2f(val - m[e >> 1]);");
   w.line("l[e >> 1] += pv;");
   // Dropout (the same Philox draw as the CPU kernel and the backward)
   // weights v by p z; l and lse sum every p.
@@ -398,14 +546,21 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   w.line("o[d][2] *= corr[1]; o[d][3] *= corr[1];");
   w.close();
 
-  w.line("// O += P V: two 8-key slices of P are one A fragment");
+  w.line("// O += P V: two 8-key slices of P are one A fragment; each "
+         "ldmatrix.trans gives the B fragments of two 8-column slices of V");
   w.open("KILN_UNROLL for (int kc = 0; kc < " + str(pSteps) + "; ++kc)");
   w.line("const uint32_t pa[4] = " + packedA("st", "kc") + ";");
-  w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
-  emitMmaB(w, "o[d]", "pa", "sVt", "d * 8 + g", "kc * 16", ldV);
+  w.open("KILN_UNROLL for (int dd = 0; dd < " + str(nO / 2) + "; ++dd)");
+  w.line("uint32_t vb[4];");
+  w.line("kiln_ldmatrix_x4_trans(vb, sVs + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * " +
+         str(ldV) + " + (2 * dd + (lane >> 4)) * 8);");
+  w.line("kiln_mma_bf16(o[2 * dd], pa, vb[0], vb[1]);");
+  w.line("kiln_mma_bf16(o[2 * dd + 1], pa, vb[2], vb[3]);");
   w.close();
   w.close();
+  w.line("__syncthreads(); // every warp is done with this stage");
   w.close(); // key tiles
+  w.line("kiln_cp_async_wait<0>();");
 
   w.line("// out = O / l (l summed over the row's 4 threads); rows with no "
          "kept key: out = 0, lse = -inf");
@@ -427,7 +582,8 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   w.open("for (int r = 0; r < 2; ++r)");
   w.line("if (iRow[r] >= " + str(n.T) + ") continue;");
   w.line(w.ptr(op.getLse()) + "[bh * " + str(n.T) +
-         " + iRow[r]] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;");
+         " + iRow[r]] = l[r] > 0.0f ? m[r] * " + std::string(kLn2) +
+         " + logf(l[r]) : -INFINITY;");
   w.close();
   w.close();
   return success();

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -220,6 +221,82 @@ inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
   return c;
 }
 inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, warp-wide: lane l gives
+// the address of row l % 8 of 8x8 matrix l / 8 (8 consecutive bf16), the
+// warp meets, and lane 4 g + t receives in register m the elements (g, 2t)
+// and (g, 2t + 1) of matrix m, or with .trans (2t, g) and (2t + 1, g); the
+// lower index in the low 16 bits. A kernel that gives a wrong row address
+// or reads a wrong register gets wrong numbers here as on the GPU.
+inline const uint16_t *kiln_ldmatrix_rows[1024];
+inline void kiln_ldmatrix_x4_impl(uint32_t *r, const uint16_t *row, bool trans) {
+  const unsigned int t = threadIdx.x, warp = t / 32, lane = t % 32, first = warp * 32;
+  const unsigned int g = lane / 4, q = lane % 4;
+  kiln_ldmatrix_rows[t] = row;
+  kiln_warp_sync(warp);
+  for (unsigned int m = 0; m < 4; ++m) {
+    const uint16_t **rows = kiln_ldmatrix_rows + first + 8 * m;
+    const uint16_t lo = trans ? rows[2 * q][g] : rows[g][2 * q];
+    const uint16_t hi = trans ? rows[2 * q + 1][g] : rows[g][2 * q + 1];
+    r[m] = uint32_t(lo) | uint32_t(hi) << 16;
+  }
+  kiln_warp_sync(warp);
+}
+inline void kiln_ldmatrix_x4(uint32_t *r, const uint16_t *row) {
+  kiln_ldmatrix_x4_impl(r, row, false);
+}
+inline void kiln_ldmatrix_x4_trans(uint32_t *r, const uint16_t *row) {
+  kiln_ldmatrix_x4_impl(r, row, true);
+}
+
+// cp.async.cg (16 bytes, global to shared, the bytes past `bytes` zeroed),
+// commit_group and wait_group, per thread. A copy lands in shared memory
+// only when a wait_group retires its group, not when it is issued: a kernel
+// that reads a tile before waiting for it (or, after its own wait, before
+// the barrier that orders the other threads' waits) reads stale bytes here,
+// as it may on the GPU. (The sources are inputs the kernel never writes, so
+// reading them late reads the same bytes.)
+struct KilnCpAsync {
+  void *dst;
+  const void *src;
+  int bytes;
+};
+inline KilnCpAsync kiln_cp_async_queue[1024][64]; // per thread, in issue order
+inline int kiln_cp_async_issued[1024], kiln_cp_async_group_end[1024][8],
+    kiln_cp_async_groups[1024];
+inline void kiln_cp_async16(void *dst, const void *src, int bytes) {
+  const unsigned int t = threadIdx.x;
+  if (kiln_cp_async_issued[t] == 64 || kiln_cp_async_groups[t] == 8)
+    abort(); // more in flight than this stand-in holds
+  kiln_cp_async_queue[t][kiln_cp_async_issued[t]++] = {dst, src, bytes};
+}
+inline void kiln_cp_async_commit() {
+  const unsigned int t = threadIdx.x;
+  if (kiln_cp_async_groups[t] == 8)
+    abort();
+  kiln_cp_async_group_end[t][kiln_cp_async_groups[t]++] = kiln_cp_async_issued[t];
+}
+// Retires every committed group but the newest `pending`.
+template <int pending> inline void kiln_cp_async_wait() {
+  const unsigned int t = threadIdx.x;
+  const int groups = kiln_cp_async_groups[t];
+  if (groups <= pending)
+    return;
+  const int retire = kiln_cp_async_group_end[t][groups - pending - 1];
+  for (int c = 0; c < retire; ++c) {
+    const KilnCpAsync &copy = kiln_cp_async_queue[t][c];
+    memcpy(copy.dst, copy.src, copy.bytes);
+    memset(static_cast<char *>(copy.dst) + copy.bytes, 0, 16 - copy.bytes);
+  }
+  // The groups left move to the front.
+  const int left = kiln_cp_async_issued[t] - retire;
+  for (int c = 0; c < left; ++c)
+    kiln_cp_async_queue[t][c] = kiln_cp_async_queue[t][retire + c];
+  for (int g = 0; g < pending; ++g)
+    kiln_cp_async_group_end[t][g] = kiln_cp_async_group_end[t][groups - pending + g] - retire;
+  kiln_cp_async_issued[t] = left;
+  kiln_cp_async_groups[t] = pending;
+}
+
 // The prelude's kiln_no_contract (an empty asm on the GPU): a value the host
 // compiler cannot contract into the next operation either.
 inline float kiln_no_contract(float v) {
