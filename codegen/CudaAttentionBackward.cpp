@@ -739,9 +739,12 @@ LogicalResult emitBackward(Operation *operation, KernelSourceWriter &w,
   if (mmaBackwardApplies(mmaTiles)) {
     MmaBackwardPlan m = mmaBackwardPlan(
         mmaTiles, BackwardEmitter::hasCaptureGradients(op));
-    SharedLayout layout = mmaBackwardLayout(mmaTiles, m);
-    if (layout.size() <= sharedBudget)
-      return BackwardEmitter(op, w, mmaTiles).emit(launch, layout, &m);
+    for (int64_t stages : {2, 1}) {
+      m.stages = stages;
+      SharedLayout layout = mmaBackwardLayout(mmaTiles, m);
+      if (layout.size() <= sharedBudget)
+        return BackwardEmitter(op, w, mmaTiles).emit(launch, layout, &m);
+    }
   }
   FailureOr<PlannedTiles> tiles =
       chooseTiles(op, n, "backward", sharedBudget, backwardLayout);

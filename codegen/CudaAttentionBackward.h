@@ -36,6 +36,10 @@ struct CapturePartial {
 // memory kernel.
 struct MmaBackwardPlan {
   int64_t inner = 64;
+  // Tiles of the inner loop in shared memory at once: 2 overlaps the copy
+  // of the next with the computation on this one (emitTilePipeline); 1
+  // where two do not fit the shared-memory budget.
+  int64_t stages = 2;
   bool captureTiles = false; // role B stores s and dS for the capture pass
 };
 bool mmaBackwardApplies(const TilePlan &p);
@@ -101,6 +105,7 @@ private:
     return op.getMask().empty() ? "" : "tileAllKept";
   }
   mlir::LogicalResult emitRoleAMma(const MmaBackwardPlan &m);
+  void emitTileRowStats(int64_t rows, int64_t ld);
   mlir::LogicalResult emitRoleBMma(const MmaBackwardPlan &m);
   mlir::LogicalResult emitMmaPairs(const std::string &accS,
                                    const std::string &accDP, int64_t tiles,

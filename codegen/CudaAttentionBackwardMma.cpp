@@ -7,22 +7,29 @@
 // (CudaAttentionMma.cpp describes it), as FlashAttention-2's backward:
 //
 //  A. 64 keys per block, warp w's 16 of them in the rows of its
-//     accumulators. For each query head of the group and each step of
-//     `inner` query rows: Q and dO to shared memory both row major (the B
-//     operands of S^T = K Q^T and dP^T = V dO^T) and transposed (the B
-//     operands of dK += dS^T Q and dV += P^T dO); per element of S^T, with
+//     accumulators, K and V in shared memory for the whole block. For each
+//     query head of the group, the steps of `inner` query rows are
+//     software-pipelined (emitTilePipeline): Q, dO and O of the next kept
+//     step, and its lse, travel to shared memory by cp.async while this
+//     one is computed. The step's D_i = dO_i . O_i come from those tiles
+//     (128 / inner threads a row). S^T = K Q^T and dP^T = V dO^T read Q's
+//     and dO's rows as B's columns (ldmatrix); per element of S^T, with
 //     lse_i and D_i from shared memory, p and scale * ds in place of S^T
-//     and dP^T, then converted to A fragments as the forward does with P.
-//     dK and dV accumulate in registers and are written once.
-//  B. 64 query rows per block, warp w's 16 in its rows: S = Q K^T and
-//     dP = dO V^T per step of `inner` keys, ds in place of dP, then
-//     dQ += (scale ds) K with K transposed in shared memory. With floating
-//     captures, s and dS also go to shared memory for the ordered capture
-//     pass of the shared-memory kernel.
+//     and dP^T, then converted to A fragments as the forward does with P;
+//     dK += dS^T Q and dV += P^T dO read the same row-major Q and dO
+//     transposed (ldmatrix.trans), so no transposed copy is made. dK and
+//     dV accumulate in registers and are written once.
+//  B. 64 query rows per block, warp w's 16 in its rows, Q, dO, lse and D_i
+//     loaded once: S = Q K^T and dP = dO V^T per pipelined step of `inner`
+//     keys (K and V by cp.async), ds in place of dP, then dQ += (scale ds) K
+//     with K read transposed by ldmatrix.trans. With floating captures, s
+//     and dS also go to shared memory for the ordered capture pass of the
+//     shared-memory kernel.
 //
-// K and V (role A), Q and dO (role B) fragments are read from shared memory
-// at each use: each is one 4-register read reused across a whole row of
-// products, and registers go to the accumulators.
+// Two stages where the shared-memory budget allows, else one (each step
+// copied, then computed). K and V (role A), Q and dO (role B) fragments are
+// read from shared memory at each use: each is one 4-register read reused
+// across a whole row of products, and registers go to the accumulators.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,29 +57,32 @@ void zeroAccumulators(KernelSourceWriter &w, const std::string &name,
 }
 
 // acc[c] += A(warp's 16 rows of `aTile`) B(rows c * 8.. of `bTile`) over
-// `depth` (a multiple of 16) for c < tiles.
+// `depth` (a multiple of 16) for c < tiles (even): B's columns are rows of
+// the row-major `bTile`, two 8-row slices per ldmatrix.
 void emitProductsInto(KernelSourceWriter &w, const std::string &acc,
                       int64_t tiles, const std::string &aTile,
                       const std::string &bTile, int64_t depth, int64_t ld) {
   w.open("KILN_UNROLL for (int kc = 0; kc < " + str(depth / 16) + "; ++kc)");
   w.line("uint32_t a[4];");
   emitFragmentA(w, "a", aTile, "warp * 16 + g", "kc * 16", ld);
-  w.open("KILN_UNROLL for (int c = 0; c < " + str(tiles) + "; ++c)");
-  emitMmaB(w, acc + "[c]", "a", bTile, "c * 8 + g", "kc * 16", ld);
+  w.open("KILN_UNROLL for (int cc = 0; cc < " + str(tiles / 2) + "; ++cc)");
+  emitMmaBPair(w, acc + "[2 * cc]", acc + "[2 * cc + 1]", "a", bTile, "cc * 16", "kc * 16", ld);
   w.close();
   w.close();
 }
 
 // acc[d] += A(columns of the warp's accumulators `from`) B where B's
-// columns are rows d * 8.. of `bTile` (a transposed tile of `steps` * 16
-// columns), for d < tiles.
+// element (k, n) is bTile[k * ld + 8 d + n] (the row-major tile whose rows
+// are the accumulators' columns, read transposed by ldmatrix.trans), for
+// d < tiles (even).
 void emitAccumulate(KernelSourceWriter &w, const std::string &acc,
                     int64_t tiles, const std::string &from, int64_t steps,
                     const std::string &bTile, int64_t ld) {
   w.open("KILN_UNROLL for (int kc = 0; kc < " + str(steps) + "; ++kc)");
   w.line("const uint32_t a[4] = " + packedA(from, "kc") + ";");
-  w.open("KILN_UNROLL for (int d = 0; d < " + str(tiles) + "; ++d)");
-  emitMmaB(w, acc + "[d]", "a", bTile, "d * 8 + g", "kc * 16", ld);
+  w.open("KILN_UNROLL for (int dd = 0; dd < " + str(tiles / 2) + "; ++dd)");
+  emitMmaBPairTransposed(w, acc + "[2 * dd]", acc + "[2 * dd + 1]", "a", bTile, "kc * 16",
+                         "dd * 16", ld);
   w.close();
   w.close();
 }
@@ -95,20 +105,19 @@ SharedLayout mmaBackwardLayout(const TilePlan &p, const MmaBackwardPlan &m) {
   l.add("sLse", "float", kRows, 4);
   l.add("sDi", "float", kRows, 4);
   int64_t roles = l.mark();
-  // role A
+  // role A: its keys once, then per stage a query tile's Q, dO, O, lse
   l.add("aK", "uint16_t", kRows * paddedStride(p.Dp), 2);
   l.add("aV", "uint16_t", kRows * paddedStride(p.Dvp), 2);
-  l.add("aQ", "uint16_t", m.inner * paddedStride(p.Dp), 2);
-  l.add("aQt", "uint16_t", p.Dp * paddedStride(m.inner), 2);
-  l.add("adO", "uint16_t", m.inner * paddedStride(p.Dvp), 2);
-  l.add("adOt", "uint16_t", p.Dvp * paddedStride(m.inner), 2);
+  l.add("aQ", "uint16_t", m.stages * m.inner * paddedStride(p.Dp), 2);
+  l.add("adO", "uint16_t", m.stages * m.inner * paddedStride(p.Dvp), 2);
+  l.add("aO", "uint16_t", m.stages * m.inner * paddedStride(p.Dvp), 2);
+  l.add("aLse", "float", m.stages * m.inner, 4);
   l.rewind(roles);
-  // role B
+  // role B: its query rows once, then per stage a key tile's K, V
   l.add("bQ", "uint16_t", kRows * paddedStride(p.Dp), 2);
   l.add("bdO", "uint16_t", kRows * paddedStride(p.Dvp), 2);
-  l.add("bK", "uint16_t", m.inner * paddedStride(p.Dp), 2);
-  l.add("bKt", "uint16_t", p.Dp * paddedStride(m.inner), 2);
-  l.add("bV", "uint16_t", m.inner * paddedStride(p.Dvp), 2);
+  l.add("bK", "uint16_t", m.stages * m.inner * paddedStride(p.Dp), 2);
+  l.add("bV", "uint16_t", m.stages * m.inner * paddedStride(p.Dvp), 2);
   if (m.captureTiles) {
     l.add("sS", "float", kRows * m.inner, 4);
     l.add("sdP", "float", kRows * m.inner, 4);
@@ -147,9 +156,9 @@ LogicalResult BackwardEmitter::emitMmaPairs(const std::string &accS,
 }
 
 LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
-  const int64_t ldD = paddedStride(p.Dp), ldDv = paddedStride(p.Dvp),
-                ldInner = paddedStride(m.inner), steps = m.inner / 8;
-  std::string q = w.ptr(op.getQ()), dout = w.ptr(op.getDout());
+  const int64_t ldD = paddedStride(p.Dp), ldDv = paddedStride(p.Dvp), steps = m.inner / 8;
+  const int64_t stageQ = m.inner * ldD, stageO = m.inner * ldDv;
+  std::string q = w.ptr(op.getQ()), dout = w.ptr(op.getDout()), out = w.ptr(op.getOut());
   lines(w, {
                "// role A: dK, dV of 64 keys (warp w: keys 16 w..), " +
                    str(m.inner) + " query rows at a time",
@@ -167,9 +176,10 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   emitVectorFlag(w, "vecK", w.ptr(op.getK()), n.D);
   emitVectorFlag(w, "vecV", w.ptr(op.getV()), n.Dv);
   emitVectorFlag(w, "vecdO", dout, n.Dv);
-  emitLoadTile16(w, "aK", "", w.ptr(op.getK()), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0",
+  emitVectorFlag(w, "vecO", out, n.Dv);
+  emitLoadTile16(w, "aK", w.ptr(op.getK()), n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0",
                  "vecK", n.S, kRows, n.D, p.Dp);
-  emitLoadTile16(w, "aV", "", w.ptr(op.getV()), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0",
+  emitLoadTile16(w, "aV", w.ptr(op.getV()), n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0",
                  "vecV", n.S, kRows, n.Dv, p.Dvp);
   zeroAccumulators(w, "dk", p.Dp / 8);
   zeroAccumulators(w, "dv", p.Dvp / 8);
@@ -179,33 +189,49 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   w.line("(void)h;");
   if (failed(emitScoreInvariants()))
     return failure();
-  w.open("for (int64_t i0 = 0; i0 < " + str(n.T) + "; i0 += " +
-         str(m.inner) + ")");
-  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, m.inner, kRows,
-                           "continue;", allKept())))
+  TilePipeline pipeline;
+  pipeline.corner = "i0";
+  pipeline.limit = n.T;
+  pipeline.step = m.inner;
+  pipeline.stages = m.stages;
+  pipeline.allKept = allKept();
+  pipeline.findKept = [&](const std::string &var, const std::string &allVar) {
+    return emitNextKeptTile(w, op, op.getMask(), in, n, m.inner, kRows, var, "i0", n.T, allVar);
+  };
+  pipeline.issue = [&](const std::string &i, const std::string &stage) {
+    emitAsyncTile16(w, "aQ + " + stage + " * " + str(stageQ), q,
+                    n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), i, "vecQ", n.T,
+                    m.inner, n.D, p.Dp);
+    emitAsyncTile16(w, "adO + " + stage + " * " + str(stageO), dout,
+                    n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv), i, "vecdO",
+                    n.T, m.inner, n.Dv, p.Dvp);
+    emitAsyncTile16(w, "aO + " + stage + " * " + str(stageO), out,
+                    n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv), i, "vecO", n.T,
+                    m.inner, n.Dv, p.Dvp);
+    emitAsyncFloats(w, "aLse + " + stage + " * " + str(m.inner), w.ptr(op.getLse()),
+                    "bh * " + str(n.T) + " + " + i, i, m.inner, n.T);
+  };
+  pipeline.body = [&]() -> LogicalResult {
+    w.line("const uint16_t* sQs = aQ + stage * " + str(stageQ) + ";");
+    w.line("const uint16_t* sdOs = adO + stage * " + str(stageO) + ";");
+    emitTileRowStats(m.inner, ldDv);
+    w.line("// S^T = K Q^T, dP^T = V dO^T: the warp's 16 keys x " + str(m.inner) +
+           " query rows");
+    zeroAccumulators(w, "st", steps);
+    zeroAccumulators(w, "dpt", steps);
+    emitProductsInto(w, "st", steps, "aK", "sQs", p.Dp, ldD);
+    emitProductsInto(w, "dpt", steps, "aV", "sdOs", p.Dvp, ldDv);
+    w.line("__syncthreads(); // sLse and sDi of the tile complete");
+    if (failed(emitMmaPairs("st[c][e]", "dpt[c][e]", steps, "i0 + c * 8 + 2 * t + (e & 1)",
+                            "jRow[e >> 1]", "c * 8 + 2 * t + (e & 1)", "")))
+      return failure();
+    w.line("// dV += P^T dO, dK += (scale ds)^T Q");
+    emitAccumulate(w, "dv", p.Dvp / 8, "st", m.inner / 16, "sdOs", ldDv);
+    emitAccumulate(w, "dk", p.Dp / 8, "dpt", m.inner / 16, "sQs", ldD);
+    return success();
+  };
+  if (failed(emitTilePipeline(w, pipeline)))
     return failure();
-  w.line("__syncthreads(); // every warp is done with the previous Q and dO");
-  emitLoadTile16(w, "aQ", "aQt", q, n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", "vecQ",
-                 n.T, m.inner, n.D, p.Dp);
-  emitLoadTile16(w, "adO", "adOt", dout, n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv), "i0",
-                 "vecdO", n.T, m.inner, n.Dv, p.Dvp);
-  if (failed(emitRowStats(m.inner)))
-    return failure();
-  w.line("__syncthreads();");
-  w.line("// S^T = K Q^T, dP^T = V dO^T: the warp's 16 keys x " +
-         str(m.inner) + " query rows");
-  zeroAccumulators(w, "st", steps);
-  zeroAccumulators(w, "dpt", steps);
-  emitProductsInto(w, "st", steps, "aK", "aQ", p.Dp, ldD);
-  emitProductsInto(w, "dpt", steps, "aV", "adO", p.Dvp, ldDv);
-  if (failed(emitMmaPairs("st[c][e]", "dpt[c][e]", steps,
-                          "i0 + c * 8 + 2 * t + (e & 1)", "jRow[e >> 1]",
-                          "c * 8 + 2 * t + (e & 1)", "")))
-    return failure();
-  w.line("// dV += P^T dO, dK += (scale ds)^T Q");
-  emitAccumulate(w, "dv", p.Dvp / 8, "st", m.inner / 16, "adOt", ldInner);
-  emitAccumulate(w, "dk", p.Dp / 8, "dpt", m.inner / 16, "aQt", ldInner);
-  w.close(); // query tiles
   w.close(); // query heads of the group
   auto write = [&](Value result, const char *acc, int64_t d, int64_t tiles) {
     w.open("KILN_UNROLL for (int c = 0; c < " + str(tiles) +
@@ -222,9 +248,39 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   return success();
 }
 
+// Role A's row statistics of the query tile in this stage, from shared
+// memory: D_i = dO_i . O_i (128 / rows threads a row, each over pairs of
+// columns, summed by shuffles; the padding columns are zeros) into sDi, and
+// the stage's lse into sLse (-inf past the queries, which skips their
+// pairs).
+void BackwardEmitter::emitTileRowStats(int64_t rows, int64_t ld) {
+  const int64_t per = kThreads / rows;
+  w.line("// D_i = dO_i . O_i and lse_i of the tile's rows");
+  w.open("");
+  w.line("const uint16_t* sOs = aO + stage * " + str(rows * ld) + ";");
+  w.line("const int r = threadIdx.x / " + str(per) + ", part = threadIdx.x % " + str(per) + ";");
+  w.line("float di = 0.0f;");
+  w.open("KILN_UNROLL for (int d = 2 * part; d < " + str(p.Dvp) + "; d += " + str(2 * per) +
+         ")");
+  w.line("const uint32_t x = kiln_ld_pair(sdOs + r * " + str(ld) +
+         " + d), y = kiln_ld_pair(sOs + r * " + str(ld) + " + d);");
+  w.line("di += kiln_bf16_to_f32((uint16_t)(x & 0xffffu)) * kiln_bf16_to_f32((uint16_t)(y & "
+         "0xffffu)) + kiln_bf16_to_f32((uint16_t)(x >> 16)) * kiln_bf16_to_f32((uint16_t)(y >> "
+         "16));");
+  w.close();
+  for (int64_t offset = per / 2; offset >= 1; offset /= 2)
+    w.line("di += __shfl_xor_sync(0xffffffffu, di, " + str(offset) + ");");
+  w.open("if (part == 0)");
+  w.line("sDi[r] = di;");
+  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? aLse[stage * " + str(rows) +
+         " + r] : -INFINITY;");
+  w.close();
+  w.close();
+}
+
 LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
-  const int64_t ldD = paddedStride(p.Dp), ldDv = paddedStride(p.Dvp),
-                ldInner = paddedStride(m.inner), steps = m.inner / 8;
+  const int64_t ldD = paddedStride(p.Dp), ldDv = paddedStride(p.Dvp), steps = m.inner / 8;
+  const int64_t stageK = m.inner * ldD, stageV = m.inner * ldDv;
   std::string k = w.ptr(op.getK()), v = w.ptr(op.getV());
   lines(w, {
                "// role B: dQ (and capture gradients) of 64 query rows "
@@ -249,46 +305,42 @@ LogicalResult BackwardEmitter::emitRoleBMma(const MmaBackwardPlan &m) {
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
   emitVectorFlag(w, "vecdO", w.ptr(op.getDout()), n.Dv);
-  emitLoadTile16(w, "bQ", "", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D),
+  emitLoadTile16(w, "bQ", w.ptr(op.getQ()), n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D),
                  "i0", "vecQ", n.T, kRows, n.D, p.Dp);
-  emitLoadTile16(w, "bdO", "", w.ptr(op.getDout()), n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv),
+  emitLoadTile16(w, "bdO", w.ptr(op.getDout()), n.headOffset(false, "b", "h", n.Dv), n.rowStride(false, n.Dv),
                  "i0", "vecdO", n.T, kRows, n.Dv, p.Dvp);
   if (failed(emitRowStats(kRows)))
     return failure();
   zeroAccumulators(w, "dq", p.Dp / 8);
-  w.open("for (int64_t j0 = 0; j0 < " + str(n.S) + "; j0 += " + str(m.inner) +
-         ")");
-  if (failed(emitBlockSkip(w, op, op.getMask(), in, n, kRows, m.inner,
-                           "continue;", allKept())))
-    return failure();
-  w.line("__syncthreads(); // every warp is done with the previous K and V");
-  emitLoadTile16(w, "bK", "bKt", k, n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), "j0", "vecK", n.S,
-                 m.inner, n.D, p.Dp);
-  emitLoadTile16(w, "bV", "", v, n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), "j0", "vecV", n.S,
-                 m.inner, n.Dv, p.Dvp);
-  w.line("__syncthreads();");
-  w.line("// S = Q K^T, dP = dO V^T: the warp's 16 rows x " + str(m.inner) +
-         " keys");
-  zeroAccumulators(w, "st", steps);
-  zeroAccumulators(w, "dp", steps);
-  emitProductsInto(w, "st", steps, "bQ", "bK", p.Dp, ldD);
-  emitProductsInto(w, "dp", steps, "bdO", "bV", p.Dvp, ldDv);
-  std::string captureIndex =
-      m.captureTiles ? "(warp * 16 + g + (e >> 1) * 8) * " + str(m.inner) +
-                           " + c * 8 + 2 * t + (e & 1)"
-                     : "";
-  if (failed(emitMmaPairs("st[c][e]", "dp[c][e]", steps, "iRow[e >> 1]",
-                          "j0 + c * 8 + 2 * t + (e & 1)",
-                          "warp * 16 + g + (e >> 1) * 8", captureIndex)))
-    return failure();
-  if (m.captureTiles) {
-    w.line("__syncthreads(); // sS and sdP complete");
-    if (failed(emitCapturePass(kRows, m.inner)))
+  TilePipeline pipeline = keyTilePipeline(w, op, op.getMask(), in, n, kRows, m.inner, m.stages,
+                                          allKept(), k, v, "bK", "bV", p.Dp, p.Dvp);
+  pipeline.body = [&]() -> LogicalResult {
+    w.line("const uint16_t* sKs = bK + stage * " + str(stageK) + ";");
+    w.line("const uint16_t* sVs = bV + stage * " + str(stageV) + ";");
+    w.line("// S = Q K^T, dP = dO V^T: the warp's 16 rows x " + str(m.inner) + " keys");
+    zeroAccumulators(w, "st", steps);
+    zeroAccumulators(w, "dp", steps);
+    emitProductsInto(w, "st", steps, "bQ", "sKs", p.Dp, ldD);
+    emitProductsInto(w, "dp", steps, "bdO", "sVs", p.Dvp, ldDv);
+    std::string captureIndex =
+        m.captureTiles ? "(warp * 16 + g + (e >> 1) * 8) * " + str(m.inner) +
+                             " + c * 8 + 2 * t + (e & 1)"
+                       : "";
+    if (failed(emitMmaPairs("st[c][e]", "dp[c][e]", steps, "iRow[e >> 1]",
+                            "j0 + c * 8 + 2 * t + (e & 1)", "warp * 16 + g + (e >> 1) * 8",
+                            captureIndex)))
       return failure();
-  }
-  w.line("// dQ += (scale ds) K");
-  emitAccumulate(w, "dq", p.Dp / 8, "dp", m.inner / 16, "bKt", ldInner);
-  w.close(); // key tiles
+    if (m.captureTiles) {
+      w.line("__syncthreads(); // sS and sdP complete");
+      if (failed(emitCapturePass(kRows, m.inner)))
+        return failure();
+    }
+    w.line("// dQ += (scale ds) K");
+    emitAccumulate(w, "dq", p.Dp / 8, "dp", m.inner / 16, "sKs", ldD);
+    return success();
+  };
+  if (failed(emitTilePipeline(w, pipeline)))
+    return failure();
   emitCaptureFlush(kRows);
   w.open("KILN_UNROLL for (int c = 0; c < " + str(p.Dp / 8) +
          "; ++c) KILN_UNROLL for (int e = 0; e < 4; ++e)");

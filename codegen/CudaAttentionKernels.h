@@ -25,6 +25,7 @@
 #include "mlir/Support/LogicalResult.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -223,7 +224,7 @@ SharedLayout forwardLayout(const TilePlan &p);
 SharedLayout backwardLayout(const TilePlan &p);
 
 // The mma.sync helpers of the bf16 kernels (kiln_mma_bf16, kiln_ld_pair,
-// 16-byte chunk loads, KILN_UNROLL), once per artifact thanks to a guard;
+// ldmatrix, cp.async, 16-byte chunk loads, KILN_UNROLL), once per artifact thanks to a guard;
 // under the host emulation the device-only ones come from
 // test/sim/CudaHostIntrinsics.h.
 void includeMma(KernelSourceWriter &w);
@@ -242,28 +243,87 @@ void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
                     const std::string &ptr, int64_t cols);
 // Loads rows [row0, row0 + rows) of the bf16 global matrix `src` of `cols`
 // columns (element offset `base` of its first row, rows `rowStride` elements
-// apart) into shared memory, zero past
-// row `limit` and column `cols`, up to column `colsPadded`: row major into
-// `dst` (stride paddedStride(colsPadded)) and/or transposed into
-// `dstTransposed` (element (r, c) at c * paddedStride(rows) + r); an empty
-// name skips that copy. 16 bytes at a time where the kernel variable `vec`
+// apart) into shared memory, row major into `dst` (stride
+// paddedStride(colsPadded)), zero past row `limit` and column `cols`, up to
+// column `colsPadded`; 16 bytes at a time where the kernel variable `vec`
 // (emitVectorFlag) holds and the chunk is inside the matrix.
-void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
-                    const std::string &dstTransposed, const std::string &src,
-                    const std::string &base, int64_t rowStride,
-                    const std::string &row0, const std::string &vec,
-                    int64_t limit, int64_t rows, int64_t cols,
+void emitLoadTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                    const std::string &base, int64_t rowStride, const std::string &row0,
+                    const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
                     int64_t colsPadded);
 // Sets `uint32_t dst[4]` to the A fragment (16x16, row major) whose element
 // (m, k) is tile[(row + m) * ld + col + k].
 void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
                    const std::string &tile, const std::string &row,
                    const std::string &col, int64_t ld);
-// acc (16x8 fp32) += a b, where B's element (k, n) is
-// tile[(row + n) * ld + col + k]: the 8 columns of B are rows of the tile.
-void emitMmaB(KernelSourceWriter &w, const std::string &acc,
-              const std::string &a, const std::string &tile,
-              const std::string &row, const std::string &col, int64_t ld);
+// acc0, acc1 (16x8 fp32 each) += a b0, a b1 where b0's element (k, n) is
+// tile[(row + n) * ld + col + k] and b1's tile[(row + 8 + n) * ld + col + k]
+// (two 8-row slices of a row-major tile as B's columns), both read by one
+// ldmatrix. `row` and `col` multiples of 8, rows 16-byte aligned.
+void emitMmaBPair(KernelSourceWriter &w, const std::string &acc0, const std::string &acc1,
+                  const std::string &a, const std::string &tile, const std::string &row,
+                  const std::string &col, int64_t ld);
+// The same with b0's element (k, n) at tile[(row + k) * ld + col + n] and
+// b1's at tile[(row + k) * ld + col + 8 + n]: 16 rows of a row-major tile
+// as B's depth, two 8-column slices as its columns (ldmatrix.trans).
+void emitMmaBPairTransposed(KernelSourceWriter &w, const std::string &acc0,
+                            const std::string &acc1, const std::string &a,
+                            const std::string &tile, const std::string &row,
+                            const std::string &col, int64_t ld);
+// emitLoadTile16's row-major copy by cp.async: it lands at the kernel's
+// next kiln_cp_async_wait that retires its group (rows past `limit`
+// zero-filled by the copy; unaligned sources and padding columns stored at
+// once instead).
+void emitAsyncTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                     const std::string &base, int64_t rowStride, const std::string &row0,
+                     const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
+                     int64_t colsPadded);
+// `count` floats src[first + r] to dst[r] by 4-byte cp.async, 0 where
+// row0 + r >= limit.
+void emitAsyncFloats(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                     const std::string &first, const std::string &row0, int64_t count,
+                     int64_t limit);
+// Advances `var` (an int64_t the caller declared, the tile corner `corner`,
+// "i0" or "j0", of a rows x cols tile) by whole tiles to the first tile at
+// or after it that `mask` keeps a pair of, or to `limit`; `allVar`, when
+// given, set to whether the mask keeps that tile whole. Each tile is
+// decided by emitBlockSkip, the same for every thread: a software pipeline
+// knows the next tile to copy before computing the current one.
+mlir::LogicalResult emitNextKeptTile(KernelSourceWriter &w, mlir::Operation *op,
+                                     mlir::Region &mask, const AttentionRegionInputs &in,
+                                     const Dims &n, int64_t rows, int64_t cols,
+                                     const std::string &var, const std::string &corner,
+                                     int64_t limit, const std::string &allVar);
+// A loop over the tiles of one side (queries: corner "i0"; keys: "j0") that
+// copies each kept tile into shared memory by cp.async and computes on it:
+// with two stages the next kept tile's copies are issued before this one's
+// computation, so they overlap it; with one, each tile is copied, then
+// computed. The loop keeps `int stage` (the stage of the current tile) and
+// declares `allKept` (when not empty) from findKept's verdict.
+struct TilePipeline {
+  std::string corner;
+  int64_t limit = 0, step = 0, stages = 2;
+  std::string allKept;
+  // Advances the int64_t named by its first argument to a kept tile
+  // (emitNextKeptTile), setting the int named by the second when not empty.
+  std::function<mlir::LogicalResult(const std::string &, const std::string &)> findKept;
+  // Issues the copies of the tile at the corner expression into the stage
+  // expression (no commit).
+  std::function<void(const std::string &, const std::string &)> issue;
+  // The computation on the tile at `corner` in `stage`.
+  std::function<mlir::LogicalResult()> body;
+};
+mlir::LogicalResult emitTilePipeline(KernelSourceWriter &w, const TilePipeline &pl);
+// The pipeline over key tiles of `cols` keys (corner j0) for blocks of
+// `rows` query rows: the block-skip test of `mask`, K and V (pointers `k`
+// and `v`, kernel flags vecK / vecV) copied into the stages of the shared
+// tiles `kTile` and `vTile`. The caller sets the body.
+TilePipeline keyTilePipeline(KernelSourceWriter &w, mlir::Operation *op, mlir::Region &mask,
+                             const AttentionRegionInputs &in, const Dims &n, int64_t rows,
+                             int64_t cols, int64_t stages, const std::string &allKept,
+                             const std::string &k, const std::string &v,
+                             const std::string &kTile, const std::string &vTile, int64_t Dp,
+                             int64_t Dvp);
 // The A fragment (an initializer of uint32_t[4]) of 16 columns of a warp's
 // fp32 accumulators `acc[tile][4]`: slices 2 kc and 2 kc + 1, rounded to
 // bf16 (the accumulator layout of two 8-column slices is the A layout of

@@ -89,10 +89,6 @@ void includeMma(KernelSourceWriter &w) {
            "// two consecutive bf16 (4-byte aligned) as one register",
            "__device__ __forceinline__ uint32_t kiln_ld_pair(const uint16_t* "
            "p) { return *(const uint32_t*)p; }",
-           "// two bf16 (lo at p, hi at p + 1; 4-byte aligned) as one store",
-           "__device__ __forceinline__ void kiln_st_pair(uint16_t* p, "
-           "uint16_t lo, uint16_t hi) { *(uint32_t*)p = (uint32_t)lo | "
-           "((uint32_t)hi << 16); }",
            "// the shared-window address of a generic pointer into shared "
            "memory",
            "__device__ __forceinline__ uint32_t kiln_shared_address(const "
@@ -126,6 +122,13 @@ void includeMma(KernelSourceWriter &w) {
            ":: \"r\"(kiln_shared_address(dst)), \"l\"(src), \"r\"(bytes) "
            ": \"memory\");",
            "}",
+           "// 4 bytes the same way (cp.async.ca: 16 bytes is .cg's only size)",
+           "__device__ __forceinline__ void kiln_cp_async4(void* dst, const "
+           "void* src, int bytes) {",
+           "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\" "
+           ":: \"r\"(kiln_shared_address(dst)), \"l\"(src), \"r\"(bytes) "
+           ": \"memory\");",
+           "}",
            "__device__ __forceinline__ void kiln_cp_async_commit() { asm "
            "volatile(\"cp.async.commit_group;\" ::: \"memory\"); }",
            "// every committed group but the newest `pending` has landed (for "
@@ -139,12 +142,6 @@ void includeMma(KernelSourceWriter &w) {
            "__device__ __forceinline__ void kiln_store_chunk(uint16_t* p, "
            "kiln_chunk c) { *(uint4*)p = c; }",
            "#endif",
-           "__device__ __forceinline__ uint16_t kiln_chunk_at(kiln_chunk c, "
-           "int q) {",
-           "  const uint32_t word = q < 2 ? c.x : q < 4 ? c.y : q < 6 ? c.z : "
-           "c.w;",
-           "  return (uint16_t)(q & 1 ? word >> 16 : word & 0xffffu);",
-           "}",
            "__device__ __forceinline__ uint32_t kiln_pack_bf16(float lo, "
            "float hi) {",
            "  return (uint32_t)kiln_f32_to_bf16(lo) | "
@@ -163,78 +160,25 @@ constexpr const char *kLog2e = "1.44269504f";
 constexpr const char *kLn2 = "0.693147181f";
 } // namespace
 
-// Row major only: thread e copies chunk (r, c8) = (e / chunks, e % chunks),
-// so 8 threads write one row's 128 bytes (no bank conflict). With a
-// transposed copy, that mapping put a warp's 16-bit column stores into 2
-// banks (element (r, c) at c * ldT + r, ldT words a multiple of 32 per 8
-// columns): an 8-way conflict on each of the chunk's 8 stores, more shared
-// wavefronts than all of the tile's mma.sync operand reads. So there thread
-// e copies rows r, r + 1 of one column chunk, r = 2 (e % (rows / 2)), and
-// writes each column's two elements as one 32-bit word: a warp's 32 words
-// of a column are consecutive (32 banks), and the stores are half as many.
-void emitLoadTile16(KernelSourceWriter &w, const std::string &dst,
-                    const std::string &dstTransposed, const std::string &src,
-                    const std::string &base, int64_t rowStride,
-                    const std::string &row0, const std::string &vec,
-                    int64_t limit, int64_t rows, int64_t cols,
+// Thread e copies chunk (r, c8) = (e / chunks, e % chunks), so 8 threads
+// write one row's 128 bytes (no bank conflict).
+void emitLoadTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                    const std::string &base, int64_t rowStride, const std::string &row0,
+                    const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
                     int64_t colsPadded) {
-  const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded),
-                ldT = paddedStride(rows);
-  const std::string inCols = "c8 + q < " + str(cols);
-  if (dstTransposed.empty()) {
-    w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " +
-           str(kThreads) + ")");
-    w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) +
-           ") * 8;");
-    w.line("const int64_t row = " + row0 + " + r;");
-    w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
-           str(rowStride) + " + c8;");
-    w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " +
-           str(cols) + ")");
-    w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
-    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
-    w.close();
-    w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
-    w.line("const uint16_t x = row < " + str(limit) + " && " + inCols +
-           " ? from[q] : (uint16_t)0;");
-    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
-    w.close();
-    w.close();
-    return;
-  }
-  assert(rows % 2 == 0 && "tiles have a multiple of 16 rows");
-  const int64_t pairs = rows / 2;
-  w.open("for (int e = threadIdx.x; e < " + str(pairs * chunks) + "; e += " +
-         str(kThreads) + ")");
-  w.line("const int r = 2 * (e % " + str(pairs) + "), c8 = (e / " +
-         str(pairs) + ") * 8;");
+  const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded);
+  w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " + str(kThreads) + ")");
+  w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) + ") * 8;");
   w.line("const int64_t row = " + row0 + " + r;");
-  w.line("const uint16_t* from = " + src + " + " + base + " + row * " +
-         str(rowStride) + " + c8;");
-  w.line("uint16_t* to = " + dstTransposed + " + c8 * " + str(ldT) + " + r;");
-  w.open("if (" + vec + " && row + 1 < " + str(limit) + " && c8 + 8 <= " +
-         str(cols) + ")");
-  w.line("const kiln_chunk lo = kiln_load_chunk(from), hi = "
-         "kiln_load_chunk(from + " +
-         str(rowStride) + ");");
-  if (!dst.empty()) {
-    w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, lo);");
-    w.line("kiln_store_chunk(" + dst + " + (r + 1) * " + str(ld) +
-           " + c8, hi);");
-  }
-  w.line("KILN_UNROLL for (int q = 0; q < 8; ++q) kiln_st_pair(to + q * " +
-         str(ldT) + ", kiln_chunk_at(lo, q), kiln_chunk_at(hi, q));");
+  w.line("const uint16_t* from = " + src + " + " + base + " + row * " + str(rowStride) + " + c8;");
+  w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " + str(cols) + ")");
+  w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
+  w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
   w.close();
   w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
-  w.line("const uint16_t x0 = row < " + str(limit) + " && " + inCols +
+  w.line("const uint16_t x = row < " + str(limit) + " && c8 + q < " + str(cols) +
          " ? from[q] : (uint16_t)0;");
-  w.line("const uint16_t x1 = row + 1 < " + str(limit) + " && " + inCols +
-         " ? from[" + str(rowStride) + " + q] : (uint16_t)0;");
-  if (!dst.empty()) {
-    w.line(dst + "[r * " + str(ld) + " + c8 + q] = x0;");
-    w.line(dst + "[(r + 1) * " + str(ld) + " + c8 + q] = x1;");
-  }
-  w.line("kiln_st_pair(to + q * " + str(ldT) + ", x0, x1);");
+  w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
   w.close();
   w.close();
 }
@@ -286,14 +230,6 @@ void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
   w.close();
 }
 
-void emitMmaB(KernelSourceWriter &w, const std::string &acc,
-              const std::string &a, const std::string &tile,
-              const std::string &row, const std::string &col, int64_t ld) {
-  w.line("{ const uint16_t* bp = " + tile + " + (" + row + ") * " + str(ld) +
-         " + " + col + " + 2 * t; kiln_mma_bf16(" + acc + ", " + a +
-         ", kiln_ld_pair(bp), kiln_ld_pair(bp + 8)); }");
-}
-
 std::string packedA(const std::string &acc, const std::string &kc) {
   auto pair = [&](const std::string &tile, const char *e0, const char *e1) {
     return "kiln_pack_bf16(" + acc + "[" + tile + "][" + e0 + "], " + acc +
@@ -302,6 +238,141 @@ std::string packedA(const std::string &acc, const std::string &kc) {
   std::string lo = "2 * " + kc, hi = "2 * " + kc + " + 1";
   return "{" + pair(lo, "0", "1") + ", " + pair(lo, "2", "3") + ", " +
          pair(hi, "0", "1") + ", " + pair(hi, "2", "3") + "}";
+}
+
+void emitMmaBPair(KernelSourceWriter &w, const std::string &acc0, const std::string &acc1,
+                  const std::string &a, const std::string &tile, const std::string &row,
+                  const std::string &col, int64_t ld) {
+  w.open("");
+  w.line("uint32_t bf[4];");
+  w.line("kiln_ldmatrix_x4(bf, " + tile + " + ((" + row + ") + (lane >> 4) * 8 + (lane & 7)) * " +
+         str(ld) + " + " + col + " + ((lane >> 3) & 1) * 8);");
+  w.line("kiln_mma_bf16(" + acc0 + ", " + a + ", bf[0], bf[1]);");
+  w.line("kiln_mma_bf16(" + acc1 + ", " + a + ", bf[2], bf[3]);");
+  w.close();
+}
+
+void emitMmaBPairTransposed(KernelSourceWriter &w, const std::string &acc0,
+                            const std::string &acc1, const std::string &a,
+                            const std::string &tile, const std::string &row,
+                            const std::string &col, int64_t ld) {
+  w.open("");
+  w.line("uint32_t bf[4];");
+  w.line("kiln_ldmatrix_x4_trans(bf, " + tile + " + ((" + row +
+         ") + ((lane >> 3) & 1) * 8 + (lane & 7)) * " + str(ld) + " + " + col +
+         " + (lane >> 4) * 8);");
+  w.line("kiln_mma_bf16(" + acc0 + ", " + a + ", bf[0], bf[1]);");
+  w.line("kiln_mma_bf16(" + acc1 + ", " + a + ", bf[2], bf[3]);");
+  w.close();
+}
+
+void emitAsyncFloats(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                     const std::string &first, const std::string &row0, int64_t count,
+                     int64_t limit) {
+  w.open("for (int r = threadIdx.x; r < " + str(count) + "; r += " + str(kThreads) + ")");
+  w.line("const bool inside = " + row0 + " + r < " + str(limit) + ";");
+  w.line("kiln_cp_async4(" + dst + " + r, inside ? " + src + " + " + first + " + r : " + src +
+         ", inside ? 4 : 0);");
+  w.close();
+}
+
+LogicalResult emitNextKeptTile(KernelSourceWriter &w, Operation *op, Region &mask,
+                               const AttentionRegionInputs &in, const Dims &n, int64_t rows,
+                               int64_t cols, const std::string &var, const std::string &corner,
+                               int64_t limit, const std::string &allVar) {
+  const int64_t step = corner == "i0" ? rows : cols;
+  w.open("for (; " + var + " < " + str(limit) + "; " + var + " += " + str(step) + ")");
+  w.line("const int64_t " + corner + " = " + var + ";");
+  w.line("(void)" + corner + ";");
+  if (failed(emitBlockSkip(w, op, mask, in, n, rows, cols, "continue;",
+                           allVar.empty() ? "" : "keptWhole")))
+    return failure();
+  if (!allVar.empty())
+    w.line(allVar + " = keptWhole;");
+  w.line("break;");
+  w.close();
+  return success();
+}
+
+LogicalResult emitTilePipeline(KernelSourceWriter &w, const TilePipeline &pl) {
+  const std::string c = pl.corner, next = c + "Next", limit = str(pl.limit),
+                    step = str(pl.step);
+  const bool all = !pl.allKept.empty();
+  w.line("// " + std::string(pl.stages == 2
+                                 ? "tiles software-pipelined over two stages: the next kept "
+                                   "tile is copied while this one is computed"
+                                 : "one stage: each tile copied, then computed"));
+  w.line("int64_t " + next + " = 0;");
+  if (all)
+    w.line("int nextAllKept = 1;");
+  if (failed(pl.findKept(next, all ? "nextAllKept" : "")))
+    return failure();
+  if (pl.stages == 2) {
+    w.open("if (" + next + " < " + limit + ")");
+    pl.issue(next, "0");
+    w.close();
+    w.line("kiln_cp_async_commit();");
+    w.line("int stage = 0;");
+    w.open("for (int64_t " + c + " = " + next + "; " + c + " < " + limit + "; " + c + " = " +
+           next + ", stage ^= 1)");
+  } else {
+    w.line("const int stage = 0;");
+    w.open("for (int64_t " + c + " = " + next + "; " + c + " < " + limit + "; " + c + " = " +
+           next + ")");
+  }
+  if (all)
+    w.line("const int " + pl.allKept + " = nextAllKept;");
+  w.line(next + " = " + c + " + " + step + ";");
+  if (pl.stages == 2) {
+    if (failed(pl.findKept(next, all ? "nextAllKept" : "")))
+      return failure();
+    w.open("if (" + next + " < " + limit + ")");
+    pl.issue(next, "(stage ^ 1)");
+    w.close();
+    w.line("kiln_cp_async_commit();");
+    w.line("kiln_cp_async_wait<1>(); // this tile's copies have landed");
+  } else {
+    pl.issue(c, "0");
+    w.line("kiln_cp_async_commit();");
+    w.line("kiln_cp_async_wait<0>();");
+  }
+  w.line("__syncthreads(); // ... every thread's");
+  if (failed(pl.body()))
+    return failure();
+  w.line("__syncthreads(); // every warp is done with this stage");
+  if (pl.stages == 1 && failed(pl.findKept(next, all ? "nextAllKept" : "")))
+    return failure();
+  w.close();
+  w.line("kiln_cp_async_wait<0>();");
+  return success();
+}
+
+TilePipeline keyTilePipeline(KernelSourceWriter &w, Operation *op, Region &mask,
+                             const AttentionRegionInputs &in, const Dims &n, int64_t rows,
+                             int64_t cols, int64_t stages, const std::string &allKept,
+                             const std::string &k, const std::string &v,
+                             const std::string &kTile, const std::string &vTile, int64_t Dp,
+                             int64_t Dvp) {
+  TilePipeline pl;
+  pl.corner = "j0";
+  pl.limit = n.S;
+  pl.step = cols;
+  pl.stages = stages;
+  pl.allKept = allKept;
+  pl.findKept = [&w, op, &mask, in, n, rows, cols](const std::string &var,
+                                                   const std::string &allVar) {
+    return emitNextKeptTile(w, op, mask, in, n, rows, cols, var, "j0", n.S, allVar);
+  };
+  const int64_t stageK = cols * paddedStride(Dp), stageV = cols * paddedStride(Dvp);
+  pl.issue = [=, &w](const std::string &j, const std::string &stage) {
+    emitAsyncTile16(w, kTile + " + " + stage + " * " + str(stageK), k,
+                    n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), j, "vecK", n.S,
+                    cols, n.D, Dp);
+    emitAsyncTile16(w, vTile + " + " + stage + " * " + str(stageV), v,
+                    n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), j, "vecV", n.S,
+                    cols, n.Dv, Dvp);
+  };
+  return pl;
 }
 
 namespace {
@@ -318,28 +389,6 @@ SharedLayout mmaForwardLayout(const TilePlan &p) {
   l.add("sK", "uint16_t", kForwardStages * p.Bc * paddedStride(p.Dp), 2);
   l.add("sV", "uint16_t", kForwardStages * p.Bc * paddedStride(p.Dvp), 2);
   return l;
-}
-
-// `var` (an int64_t the caller declared) advanced by whole tiles of `cols`
-// keys to the first tile at or after it that the mask keeps a pair of (or
-// past the keys); `allVar`, when given, set to whether the mask keeps that
-// tile whole. The block-skip test of every kernel (emitBlockSkip) decides
-// each tile, the same for every thread.
-LogicalResult emitNextKeptTile(KernelSourceWriter &w, Operation *op, const AttentionRegionInputs &in,
-                               const Dims &n, int64_t rows, int64_t cols, const std::string &var,
-                               const std::string &allVar) {
-  auto attention = cast<k::AttentionOp>(op);
-  w.open("for (; " + var + " < " + str(n.S) + "; " + var + " += " + str(cols) + ")");
-  w.line("const int64_t j0 = " + var + ";");
-  w.line("(void)j0;");
-  if (failed(emitBlockSkip(w, op, attention.getMask(), in, n, rows, cols, "continue;",
-                           allVar.empty() ? "" : "keptWhole")))
-    return failure();
-  if (!allVar.empty())
-    w.line(allVar + " = keptWhole;");
-  w.line("break;");
-  w.close();
-  return success();
 }
 
 } // namespace
@@ -404,7 +453,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   emitVectorFlag(w, "vecQ", q, n.D);
   emitVectorFlag(w, "vecK", k, n.D);
   emitVectorFlag(w, "vecV", v, n.Dv);
-  emitLoadTile16(w, "sQ", "", q, n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", "vecQ", n.T,
+  emitLoadTile16(w, "sQ", q, n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), "i0", "vecQ", n.T,
                  p.Br, n.D, p.Dp);
   w.line("__syncthreads();");
 
@@ -421,146 +470,109 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
                "float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};",
            });
 
-  // The key tiles, software-pipelined: while the warps compute on one
-  // stage, the next kept tile's K and V are on their way to the other
-  // (cp.async); one barrier before computing (the copies every thread
-  // waited for are visible) and one after (the stage is free to refill).
+  // The key tiles, software-pipelined (emitTilePipeline): while the warps
+  // compute on one stage, the next kept tile's K and V are on their way to
+  // the other by cp.async.
   const int64_t stageK = p.Bc * ldK, stageV = p.Bc * ldV;
-  auto issueTile = [&](const std::string &j, const std::string &stage) {
-    emitAsyncTile16(w, "sK + " + stage + " * " + str(stageK), k,
-                    n.headOffset(true, "b", "kvh", n.D), n.rowStride(true, n.D), j, "vecK", n.S,
-                    p.Bc, n.D, p.Dp);
-    emitAsyncTile16(w, "sV + " + stage + " * " + str(stageV), v,
-                    n.headOffset(true, "b", "kvh", n.Dv), n.rowStride(true, n.Dv), j, "vecV", n.S,
-                    p.Bc, n.Dv, p.Dvp);
+  TilePipeline pipeline = keyTilePipeline(w, op, op.getMask(), in, n, p.Br, p.Bc,
+                                          kForwardStages, allKept, k, v, "sK", "sV", p.Dp, p.Dvp);
+  pipeline.body = [&]() -> LogicalResult {
+    w.line("const uint16_t* sKs = sK + stage * " + str(stageK) + ";");
+    w.line("const uint16_t* sVs = sV + stage * " + str(stageV) + ";");
+
+    w.line("// S = Q K^T: this warp's 16 rows, " + str(p.Bc) +
+           " keys; each ldmatrix gives the B fragments of two 8-key slices");
+    w.line("float st[" + str(nS) + "][4];");
+    w.line("KILN_UNROLL for (int c = 0; c < " + str(nS) +
+           "; ++c) st[c][0] = st[c][1] = st[c][2] = st[c][3] = 0.0f;");
+    w.open("KILN_UNROLL for (int kc = 0; kc < " + str(kSteps) + "; ++kc)");
+    std::string qFrag = "qa[kc]";
+    if (!qInRegisters) {
+      w.line("uint32_t qf[4];");
+      emitFragmentA(w, "qf", "sQ", "warp * 16 + g", "kc * 16", ldQ);
+      qFrag = "qf";
+    }
+    w.open("KILN_UNROLL for (int cc = 0; cc < " + str(nS / 2) + "; ++cc)");
+    emitMmaBPair(w, "st[2 * cc]", "st[2 * cc + 1]", qFrag, "sKs", "cc * 16", "kc * 16", ldK);
+    w.close();
+    w.close();
+
+    // Bounds tests only where a tile can pass the end of the queries or keys.
+    std::string inBounds;
+    if (n.T % p.Br != 0)
+      inBounds = "i < " + str(n.T);
+    if (n.S % p.Bc != 0)
+      inBounds += (inBounds.empty() ? "" : " && ") + std::string("j < ") + str(n.S);
+    w.line("// score and mask per element; -inf where not kept. Scores are kept "
+           "in base 2 (times log2 e) so that each probability is one exp2");
+    w.line("float rowMax[2] = {-INFINITY, -INFINITY};");
+    w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
+    w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
+    w.line("const int i = (int)iRow[e >> 1], j = (int)j0 + c * 8 + 2 * t + (e & 1);");
+    w.line("(void)i; (void)j; // read only by some regions");
+    w.line("float val = -INFINITY;");
+    w.open(inBounds.empty() ? std::string() : "if (" + inBounds + ")");
+    w.line("int kept = 0;");
+    if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
+      return failure();
+    w.open("if (kept)");
+    if (failed(emitScore(w, op, in, "st[c][e]")))
+      return failure();
+    w.line("val = score * " + std::string(kLog2e) + ";");
+    w.close();
+    w.close();
+    w.line("st[c][e] = val;");
+    w.line("rowMax[e >> 1] = fmaxf(rowMax[e >> 1], val);");
+    w.close();
+    w.close();
+
+    w.line("// online softmax: a row's 4 threads agree on its max");
+    w.line("float corr[2];");
+    w.open("KILN_UNROLL for (int r = 0; r < 2; ++r)");
+    w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
+           "rowMax[r], 1));");
+    w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
+           "rowMax[r], 2));");
+    w.line("const float mNew = fmaxf(m[r], rowMax[r]);");
+    w.line("// no kept key so far: p = 0 and nothing to rescale");
+    w.line("corr[r] = mNew == -INFINITY ? 1.0f : exp2f(m[r] - mNew);");
+    w.line("m[r] = mNew;");
+    w.line("l[r] *= corr[r];");
+    w.close();
+    w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
+    w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
+    w.line("const float val = st[c][e];");
+    w.line("const float pv = val == -INFINITY ? 0.0f : exp2f(val - m[e >> 1]);");
+    w.line("l[e >> 1] += pv;");
+    // Dropout (the same Philox draw as the CPU kernel and the backward)
+    // weights v by p z; l and lse sum every p.
+    if (drop.enabled) {
+      w.line("const int64_t i = iRow[e >> 1], j = j0 + c * 8 + 2 * t + (e & 1);");
+      w.line("st[c][e] = pv > 0.0f ? pv * " + drop.factor("bh", "i", "j") +
+             " : 0.0f;");
+    } else {
+      w.line("st[c][e] = pv;");
+    }
+    w.close();
+    w.close();
+    w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
+    w.line("o[d][0] *= corr[0]; o[d][1] *= corr[0];");
+    w.line("o[d][2] *= corr[1]; o[d][3] *= corr[1];");
+    w.close();
+
+    w.line("// O += P V: two 8-key slices of P are one A fragment; each "
+           "ldmatrix.trans gives the B fragments of two 8-column slices of V");
+    w.open("KILN_UNROLL for (int kc = 0; kc < " + str(pSteps) + "; ++kc)");
+    w.line("const uint32_t pa[4] = " + packedA("st", "kc") + ";");
+    w.open("KILN_UNROLL for (int dd = 0; dd < " + str(nO / 2) + "; ++dd)");
+    emitMmaBPairTransposed(w, "o[2 * dd]", "o[2 * dd + 1]", "pa", "sVs", "kc * 16", "dd * 16",
+                           ldV);
+    w.close();
+    w.close();
+    return success();
   };
-  const std::string nextAll = allKept.empty() ? "" : "nextAllKept";
-  w.line("// the first tile the mask keeps a pair of, on its way to stage 0");
-  w.line("int64_t jNext = 0;");
-  if (!nextAll.empty())
-    w.line("int " + nextAll + " = 1;");
-  if (failed(emitNextKeptTile(w, op, in, n, p.Br, p.Bc, "jNext", nextAll)))
+  if (failed(emitTilePipeline(w, pipeline)))
     return failure();
-  w.open("if (jNext < " + str(n.S) + ")");
-  issueTile("jNext", "0");
-  w.close();
-  w.line("kiln_cp_async_commit();");
-  w.line("int stage = 0;");
-  w.open("for (int64_t j0 = jNext; j0 < " + str(n.S) + "; j0 = jNext, stage ^= 1)");
-  if (!allKept.empty())
-    w.line("const int " + allKept + " = " + nextAll + ";");
-  w.line("// the next kept tile to the other stage, then wait for this one");
-  w.line("jNext = j0 + " + str(p.Bc) + ";");
-  if (failed(emitNextKeptTile(w, op, in, n, p.Br, p.Bc, "jNext", nextAll)))
-    return failure();
-  w.open("if (jNext < " + str(n.S) + ")");
-  issueTile("jNext", "(stage ^ 1)");
-  w.close();
-  w.line("kiln_cp_async_commit();");
-  w.line("kiln_cp_async_wait<1>();");
-  w.line("__syncthreads();");
-  w.line("const uint16_t* sKs = sK + stage * " + str(stageK) + ";");
-  w.line("const uint16_t* sVs = sV + stage * " + str(stageV) + ";");
-
-  w.line("// S = Q K^T: this warp's 16 rows, " + str(p.Bc) +
-         " keys; each ldmatrix gives the B fragments of two 8-key slices");
-  w.line("float st[" + str(nS) + "][4];");
-  w.line("KILN_UNROLL for (int c = 0; c < " + str(nS) +
-         "; ++c) st[c][0] = st[c][1] = st[c][2] = st[c][3] = 0.0f;");
-  w.open("KILN_UNROLL for (int kc = 0; kc < " + str(kSteps) + "; ++kc)");
-  std::string qFrag = "qa[kc]";
-  if (!qInRegisters) {
-    w.line("uint32_t qf[4];");
-    emitFragmentA(w, "qf", "sQ", "warp * 16 + g", "kc * 16", ldQ);
-    qFrag = "qf";
-  }
-  w.open("KILN_UNROLL for (int cc = 0; cc < " + str(nS / 2) + "; ++cc)");
-  w.line("uint32_t kb[4];");
-  w.line("kiln_ldmatrix_x4(kb, sKs + ((2 * cc + (lane >> 4)) * 8 + (lane & 7)) * " + str(ldK) +
-         " + kc * 16 + ((lane >> 3) & 1) * 8);");
-  w.line("kiln_mma_bf16(st[2 * cc], " + qFrag + ", kb[0], kb[1]);");
-  w.line("kiln_mma_bf16(st[2 * cc + 1], " + qFrag + ", kb[2], kb[3]);");
-  w.close();
-  w.close();
-
-  // Bounds tests only where a tile can pass the end of the queries or keys.
-  std::string inBounds;
-  if (n.T % p.Br != 0)
-    inBounds = "i < " + str(n.T);
-  if (n.S % p.Bc != 0)
-    inBounds += (inBounds.empty() ? "" : " && ") + std::string("j < ") + str(n.S);
-  w.line("// score and mask per element; -inf where not kept. Scores are kept "
-         "in base 2 (times log2 e) so that each probability is one exp2");
-  w.line("float rowMax[2] = {-INFINITY, -INFINITY};");
-  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
-  w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
-  w.line("const int i = (int)iRow[e >> 1], j = (int)j0 + c * 8 + 2 * t + (e & 1);");
-  w.line("(void)i; (void)j; // read only by some regions");
-  w.line("float val = -INFINITY;");
-  w.open(inBounds.empty() ? std::string() : "if (" + inBounds + ")");
-  w.line("int kept = 0;");
-  if (failed(emitMaskTest(w, op, op.getMask(), in, allKept)))
-    return failure();
-  w.open("if (kept)");
-  if (failed(emitScore(w, op, in, "st[c][e]")))
-    return failure();
-  w.line("val = score * " + std::string(kLog2e) + ";");
-  w.close();
-  w.close();
-  w.line("st[c][e] = val;");
-  w.line("rowMax[e >> 1] = fmaxf(rowMax[e >> 1], val);");
-  w.close();
-  w.close();
-
-  w.line("// online softmax: a row's 4 threads agree on its max");
-  w.line("float corr[2];");
-  w.open("KILN_UNROLL for (int r = 0; r < 2; ++r)");
-  w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
-         "rowMax[r], 1));");
-  w.line("rowMax[r] = fmaxf(rowMax[r], __shfl_xor_sync(0xffffffffu, "
-         "rowMax[r], 2));");
-  w.line("const float mNew = fmaxf(m[r], rowMax[r]);");
-  w.line("// no kept key so far: p = 0 and nothing to rescale");
-  w.line("corr[r] = mNew == -INFINITY ? 1.0f : exp2f(m[r] - mNew);");
-  w.line("m[r] = mNew;");
-  w.line("l[r] *= corr[r];");
-  w.close();
-  w.open("KILN_UNROLL for (int c = 0; c < " + str(nS) + "; ++c)");
-  w.open("KILN_UNROLL for (int e = 0; e < 4; ++e)");
-  w.line("const float val = st[c][e];");
-  w.line("const float pv = val == -INFINITY ? 0.0f : exp2f(val - m[e >> 1]);");
-  w.line("l[e >> 1] += pv;");
-  // Dropout (the same Philox draw as the CPU kernel and the backward)
-  // weights v by p z; l and lse sum every p.
-  if (drop.enabled) {
-    w.line("const int64_t i = iRow[e >> 1], j = j0 + c * 8 + 2 * t + (e & 1);");
-    w.line("st[c][e] = pv > 0.0f ? pv * " + drop.factor("bh", "i", "j") +
-           " : 0.0f;");
-  } else {
-    w.line("st[c][e] = pv;");
-  }
-  w.close();
-  w.close();
-  w.open("KILN_UNROLL for (int d = 0; d < " + str(nO) + "; ++d)");
-  w.line("o[d][0] *= corr[0]; o[d][1] *= corr[0];");
-  w.line("o[d][2] *= corr[1]; o[d][3] *= corr[1];");
-  w.close();
-
-  w.line("// O += P V: two 8-key slices of P are one A fragment; each "
-         "ldmatrix.trans gives the B fragments of two 8-column slices of V");
-  w.open("KILN_UNROLL for (int kc = 0; kc < " + str(pSteps) + "; ++kc)");
-  w.line("const uint32_t pa[4] = " + packedA("st", "kc") + ";");
-  w.open("KILN_UNROLL for (int dd = 0; dd < " + str(nO / 2) + "; ++dd)");
-  w.line("uint32_t vb[4];");
-  w.line("kiln_ldmatrix_x4_trans(vb, sVs + (kc * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * " +
-         str(ldV) + " + (2 * dd + (lane >> 4)) * 8);");
-  w.line("kiln_mma_bf16(o[2 * dd], pa, vb[0], vb[1]);");
-  w.line("kiln_mma_bf16(o[2 * dd + 1], pa, vb[2], vb[3]);");
-  w.close();
-  w.close();
-  w.line("__syncthreads(); // every warp is done with this stage");
-  w.close(); // key tiles
-  w.line("kiln_cp_async_wait<0>();");
 
   w.line("// out = O / l (l summed over the row's 4 threads); rows with no "
          "kept key: out = 0, lse = -inf");

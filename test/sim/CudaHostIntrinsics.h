@@ -208,10 +208,6 @@ inline uint32_t kiln_ld_pair(const uint16_t *p) {
   memcpy(&v, p, sizeof v);
   return v;
 }
-inline void kiln_st_pair(uint16_t *p, uint16_t lo, uint16_t hi) {
-  const uint32_t v = uint32_t(lo) | uint32_t(hi) << 16;
-  memcpy(p, &v, sizeof v);
-}
 struct kiln_chunk {
   uint32_t x, y, z, w;
 };
@@ -248,7 +244,7 @@ inline void kiln_ldmatrix_x4_trans(uint32_t *r, const uint16_t *row) {
   kiln_ldmatrix_x4_impl(r, row, true);
 }
 
-// cp.async.cg (16 bytes, global to shared, the bytes past `bytes` zeroed),
+// cp.async (16 or 4 bytes, global to shared, the bytes past `bytes` zeroed),
 // commit_group and wait_group, per thread. A copy lands in shared memory
 // only when a wait_group retires its group, not when it is issued: a kernel
 // that reads a tile before waiting for it (or, after its own wait, before
@@ -258,16 +254,22 @@ inline void kiln_ldmatrix_x4_trans(uint32_t *r, const uint16_t *row) {
 struct KilnCpAsync {
   void *dst;
   const void *src;
-  int bytes;
+  int bytes, size; // bytes read, bytes written (the rest zeroed)
 };
 inline KilnCpAsync kiln_cp_async_queue[1024][64]; // per thread, in issue order
 inline int kiln_cp_async_issued[1024], kiln_cp_async_group_end[1024][8],
     kiln_cp_async_groups[1024];
-inline void kiln_cp_async16(void *dst, const void *src, int bytes) {
+inline void kiln_cp_async(void *dst, const void *src, int bytes, int size) {
   const unsigned int t = threadIdx.x;
   if (kiln_cp_async_issued[t] == 64 || kiln_cp_async_groups[t] == 8)
     abort(); // more in flight than this stand-in holds
-  kiln_cp_async_queue[t][kiln_cp_async_issued[t]++] = {dst, src, bytes};
+  kiln_cp_async_queue[t][kiln_cp_async_issued[t]++] = {dst, src, bytes, size};
+}
+inline void kiln_cp_async16(void *dst, const void *src, int bytes) {
+  kiln_cp_async(dst, src, bytes, 16);
+}
+inline void kiln_cp_async4(void *dst, const void *src, int bytes) {
+  kiln_cp_async(dst, src, bytes, 4);
 }
 inline void kiln_cp_async_commit() {
   const unsigned int t = threadIdx.x;
@@ -285,7 +287,7 @@ template <int pending> inline void kiln_cp_async_wait() {
   for (int c = 0; c < retire; ++c) {
     const KilnCpAsync &copy = kiln_cp_async_queue[t][c];
     memcpy(copy.dst, copy.src, copy.bytes);
-    memset(static_cast<char *>(copy.dst) + copy.bytes, 0, 16 - copy.bytes);
+    memset(static_cast<char *>(copy.dst) + copy.bytes, 0, copy.size - copy.bytes);
   }
   // The groups left move to the front.
   const int left = kiln_cp_async_issued[t] - retire;

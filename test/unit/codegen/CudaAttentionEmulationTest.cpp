@@ -157,9 +157,8 @@ TEST(CudaAttentionEmulated, Bf16TensorCoresHeadDim80) {
   expectAttentionMatches(80, "bf16", 3e-2);
 }
 
-// Head dim 20, not a multiple of 8: no row allows 16-byte loads, so every
-// tile is copied element by element, the transposed ones (V in the forward;
-// Q, dO and K in the backward) two rows at a time like the vector path.
+// Head dim 20, not a multiple of 8: no row allows 16-byte copies, so every
+// tile is stored element by element (at once) instead of by cp.async.
 TEST(CudaAttentionEmulated, Bf16HeadDimNotAMultipleOf8) {
   expectAttentionMatches(20, "bf16", 3e-2);
 }
@@ -175,6 +174,29 @@ TEST(CudaAttentionEmulated, Bf16HeadDim256) {
 TEST(CudaAttentionEmulated, SmallSharedMemoryPlans) {
   expectAttentionMatches(80, "f32", 5e-5, kiln::attentionSharedBudget({"sm_86"}));
   expectAttentionMatches(80, "bf16", 3e-2, kiln::attentionSharedBudget({"sm_86"}));
+}
+
+// A budget that holds the bf16 backward's tiles once but not twice (56 KiB
+// at head dim 80 with this op's capture tiles: role A needs about 57 KiB
+// with two stages and 40 with one, role B 61 and 51): each step's tiles
+// are copied, then computed, with the same results. The forward keeps two
+// stages.
+TEST(CudaAttentionEmulated, Bf16OneStageBackward) {
+  const int64_t budget = 56 * 1024;
+  auto sources = [&](bool backward) {
+    KernelRunner cuda(attentionModule(80, "bf16", backward), KernelBackend::CudaEmulated, false,
+                      budget);
+    EXPECT_TRUE(cuda.ok()) << cuda.error();
+    std::string text;
+    for (const auto &kernel : cuda.kernels())
+      text += kernel.source;
+    return text;
+  };
+  const std::string backward = sources(true), forward = sources(false);
+  EXPECT_NE(backward.find("one stage: each tile copied, then computed"), std::string::npos);
+  EXPECT_EQ(backward.find("software-pipelined over two stages"), std::string::npos);
+  EXPECT_NE(forward.find("software-pipelined over two stages"), std::string::npos);
+  expectAttentionMatches(80, "bf16", 3e-2, budget);
 }
 
 // A budget too small for any tile with shared dK/dV accumulators (32 KiB at
