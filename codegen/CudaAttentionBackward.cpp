@@ -192,8 +192,8 @@ LogicalResult BackwardEmitter::emitRowStats(int64_t rows) {
   w.line("di = kiln_warp_sum(di);");
   w.open("if ((threadIdx.x & 31) == 0)");
   w.line("sDi[r] = di;");
-  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? " + w.ptr(op.getLse()) +
-         "[row] : -INFINITY;");
+  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? " + w.ptr(op.getLse()) + "[row]" +
+         (lseBase2 ? " * " + std::string(kLog2eLiteral) : "") + " : -INFINITY;");
   w.close();
   w.close();
   return success();
@@ -230,7 +230,8 @@ LogicalResult BackwardEmitter::emitPairTerms(const std::string &sAcc,
   w.line("const float s = " + scale + " * " + sAcc + ";");
   w.line("(void)s;");
   lines(w, score.forward);
-  w.line("pv = expf(score - L);");
+  w.line(lseBase2 ? "pv = exp2f(score * " + std::string(kLog2eLiteral) + " - L);"
+                  : "pv = expf(score - L);");
   if (drop.enabled) {
     // The forward used p z: dP = z (dO . v), and dV takes p z.
     w.line("const float z = " + drop.factor("bh", "i", "j") + ";");
@@ -650,6 +651,7 @@ LogicalResult BackwardEmitter::emit(CudaLaunch &launch,
                                     const SharedLayout &layout,
                                     const MmaBackwardPlan *mma) {
   const int64_t sharedBytes = layout.size();
+  lseBase2 = mma != nullptr;
   qTiles = (n.T + p.Br - 1) / p.Br;
   kvTiles = (n.S + p.Bc - 1) / p.Bc;
   blocksA = n.B * n.KVH * kvTiles;

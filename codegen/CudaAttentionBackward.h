@@ -120,6 +120,9 @@ private:
   std::string scale;
   AttentionRegionInputs in;
   int64_t qTiles = 0, kvTiles = 0, blocksA = 0, blocksB = 0;
+  // The mma.sync roles keep lse in base 2 in sLse (lse log2 e), so that each
+  // p = exp2(score log2 e - L) is one multiply, subtract and exp2.
+  bool lseBase2 = false;
   // Floating captures: offset of each one's partial in a block's workspace
   // slice (-1 for integer captures), the sub-tensor a block keeps, and the
   // slice's total element count.

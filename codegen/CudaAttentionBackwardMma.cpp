@@ -251,8 +251,8 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
 // Role A's row statistics of the query tile in this stage, from shared
 // memory: D_i = dO_i . O_i (128 / rows threads a row, each over pairs of
 // columns, summed by shuffles; the padding columns are zeros) into sDi, and
-// the stage's lse into sLse (-inf past the queries, which skips their
-// pairs).
+// the stage's lse in base 2 (lseBase2) into sLse (-inf past the queries,
+// which skips their pairs).
 void BackwardEmitter::emitTileRowStats(int64_t rows, int64_t ld) {
   const int64_t per = kThreads / rows;
   w.line("// D_i = dO_i . O_i and lse_i of the tile's rows");
@@ -272,8 +272,8 @@ void BackwardEmitter::emitTileRowStats(int64_t rows, int64_t ld) {
     w.line("di += __shfl_xor_sync(0xffffffffu, di, " + str(offset) + ");");
   w.open("if (part == 0)");
   w.line("sDi[r] = di;");
-  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? aLse[stage * " + str(rows) +
-         " + r] : -INFINITY;");
+  w.line("sLse[r] = i0 + r < " + str(n.T) + " ? aLse[stage * " + str(rows) + " + r] * " +
+         kLog2eLiteral + " : -INFINITY;");
   w.close();
   w.close();
 }

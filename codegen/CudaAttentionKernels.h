@@ -223,6 +223,11 @@ chooseTiles(mlir::Operation *op, const Dims &n, llvm::StringRef pass,
 SharedLayout forwardLayout(const TilePlan &p);
 SharedLayout backwardLayout(const TilePlan &p);
 
+// log2(e) and ln(2) as float literals: the bf16 kernels keep scores and
+// lse in base 2, so that each probability is one exp2.
+inline constexpr const char *kLog2eLiteral = "1.44269504f";
+inline constexpr const char *kLn2Literal = "0.693147181f";
+
 // The mma.sync helpers of the bf16 kernels (kiln_mma_bf16, kiln_ld_pair,
 // ldmatrix, cp.async, 16-byte chunk loads, KILN_UNROLL), once per artifact thanks to a guard;
 // under the host emulation the device-only ones come from

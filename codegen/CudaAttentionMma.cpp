@@ -154,11 +154,7 @@ void includeMma(KernelSourceWriter &w) {
 
 int64_t paddedStride(int64_t cols) { return cols + 8; }
 
-namespace {
-// log2(e) and ln(2) as float literals: the forward keeps scores in base 2.
-constexpr const char *kLog2e = "1.44269504f";
-constexpr const char *kLn2 = "0.693147181f";
-} // namespace
+
 
 // Thread e copies chunk (r, c8) = (e / chunks, e % chunks), so 8 threads
 // write one row's 128 bytes (no bank conflict).
@@ -518,7 +514,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
     w.open("if (kept)");
     if (failed(emitScore(w, op, in, "st[c][e]")))
       return failure();
-    w.line("val = score * " + std::string(kLog2e) + ";");
+    w.line("val = score * " + std::string(kLog2eLiteral) + ";");
     w.close();
     w.close();
     w.line("st[c][e] = val;");
@@ -594,7 +590,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   w.open("for (int r = 0; r < 2; ++r)");
   w.line("if (iRow[r] >= " + str(n.T) + ") continue;");
   w.line(w.ptr(op.getLse()) + "[bh * " + str(n.T) +
-         " + iRow[r]] = l[r] > 0.0f ? m[r] * " + std::string(kLn2) +
+         " + iRow[r]] = l[r] > 0.0f ? m[r] * " + std::string(kLn2Literal) +
          " + logf(l[r]) : -INFINITY;");
   w.close();
   w.close();
