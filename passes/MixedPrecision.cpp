@@ -45,8 +45,15 @@
 //  - Stays fp32: the residual stream (what layer_norm reads and its backward
 //    keeps: it accumulates many small updates, which bf16's 8-bit mantissa
 //    would drop), layer_norm mean/rstd, the logits, the loss and metrics,
-//    every gradient (activation gradients too: they live briefly), master
+//    the gradients (activation gradients too: they live briefly), master
 //    weights and optimizer state. Reductions accumulate in fp32 or wider.
+//    One exception: an activation gradient a backward GEMM writes whose
+//    every use is pointwise arithmetic that ends rounded to bf16 (SwiGLU's
+//    and GELU's gradients, [B, T, F]: their results only feed the GEMMs of
+//    the layer below) is stored in bf16, rounded once in the GEMM's
+//    epilogue, as torch.autocast's bf16 GEMM writes it: the fp32 tensor would
+//    be the largest write and read of the block's backward for digits the
+//    next rounding drops anyway.
 //
 // Algorithm, for every function (the forward part of @step is what its
 // loss and metric results depend on; @eval is all forward; @update has no
@@ -86,15 +93,23 @@
 //     backward GEMM whose only reader is attention_grad's bf16 dout (the
 //     output projection's input gradient, [B, T, C] per layer: its fp32
 //     write, the convert kernel's read and a launch saved).
+//  8. A backward kiln.matmul (not in the forward part of a function that
+//     has one: a loss or metric result) whose f32 result
+//     reaches, through pointwise ops only, narrowing converts to bf16 and
+//     nothing else (onlyRoundedOnward) produces bf16 itself; its readers
+//     read a widening convert (fusion then loads the bf16 value in their
+//     kernel).
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/FusableOps.h"
 #include "passes/Passes.h"
 
 #include "ir/KilnOps.h"
 #include "ir/StepFunction.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -237,6 +252,7 @@ public:
     convertGemmOperands();
     eraseDeadViews();
     roundResultsReadInBf16();
+    roundGradientsOnlyRoundedOnward();
   }
 
 private:
@@ -430,6 +446,49 @@ private:
         convert.getResult().replaceAllUsesWith(result);
         convert.erase();
       }
+    }
+  }
+
+  /// Whether every value computed from `value` by pointwise ops (the ops
+  /// fusion puts into one loop) ends in a narrowing convert to bf16 and in
+  /// nothing else: no other op, no function result.
+  static bool onlyRoundedOnward(Value value) {
+    SmallVector<Value> work{value};
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (!seen.insert(user).second)
+          continue;
+        if (auto convert = dyn_cast<ConvertOp>(user)) {
+          if (getElementTypeOrSelf(convert.getResult()).isBF16())
+            continue;
+          return false;
+        }
+        if (!fusion::isPointwise(user) || user->getNumResults() != 1 ||
+            !isF32Tensor(user->getResult(0)))
+          return false;
+        work.push_back(user->getResult(0));
+      }
+    }
+    return true;
+  }
+
+  /// Step 8.
+  void roundGradientsOnlyRoundedOnward() {
+    if (forward.empty()) // no loss, no gradients
+      return;
+    SmallVector<MatmulOp> gemms;
+    func.walk([&](MatmulOp matmul) {
+      if (!forward.contains(matmul) && isF32Tensor(matmul.getResult()) &&
+          !matmul.getResult().use_empty() && onlyRoundedOnward(matmul.getResult()))
+        gemms.push_back(matmul);
+    });
+    for (MatmulOp matmul : gemms) {
+      Value result = matmul.getResult();
+      auto type = cast<RankedTensorType>(result.getType());
+      result.setType(type.clone(BFloat16Type::get(result.getContext())));
+      readWidened(result, result, nullptr);
     }
   }
 

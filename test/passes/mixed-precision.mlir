@@ -415,3 +415,55 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16
     return %loss, %db : tensor<f32>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// Tests step 8: the backward GEMM writing the gradient of a SwiGLU product
+// (silu(a) * b) writes it in bf16 when everything computed from it ends
+// rounded to bf16 (da and db, read by GEMMs only); its pointwise readers read
+// a widening convert. @sum_of_product: the same gradient also feeds a
+// reduce_sum (a bias gradient), so it stays f32. (A function without a loss
+// or metric result has no gradients: @step above keeps its GEMMs f32.)
+// CHECK-LABEL: func.func @swiglu_gradient
+// CHECK: %[[G:.*]] = kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+// CHECK: %[[GW:.*]] = kiln.convert %[[G]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: kiln.mul %[[GW]], %{{.*}} : tensor<4x16xf32>
+// CHECK: kiln.mul %[[GW]], %{{.*}} : tensor<4x16xf32>
+// CHECK-LABEL: func.func @sum_of_product
+// CHECK: %[[G:.*]] = kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xf32>
+// CHECK-NOT: kiln.convert %[[G]]
+// CHECK: kiln.mul %[[G]], %{{.*}} : tensor<4x16xf32>
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @swiglu_gradient(%a: tensor<4x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"},
+                             %b: tensor<4x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "b"},
+                             %dy: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "dy"},
+                             %w2: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"},
+                             %w1: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "x"}) {
+    %loss = kiln.reduce_sum %a dims = [0, 1] : tensor<4x16xf32> -> tensor<f32>
+    %g = kiln.matmul %dy, %w2 {transpose_rhs = true} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+    %s = kiln.silu %a : tensor<4x16xf32>
+    %gb = kiln.mul %g, %b : tensor<4x16xf32>
+    %da = kiln.elementwise_grad %a, %gb {op = "kiln.silu"} : tensor<4x16xf32>
+    %db = kiln.mul %g, %s : tensor<4x16xf32>
+    %dxa = kiln.matmul %da, %w1 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    %dxb = kiln.matmul %db, %w1 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    %dx = kiln.add %dxa, %dxb : tensor<4x8xf32>
+    return %loss, %dx : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @sum_of_product(%a: tensor<4x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"},
+                            %dy: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "dy"},
+                            %w2: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"},
+                            %w1: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w1"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "x"},
+          tensor<16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "bias"}) {
+    %loss = kiln.reduce_sum %a dims = [0, 1] : tensor<4x16xf32> -> tensor<f32>
+    %g = kiln.matmul %dy, %w2 {transpose_rhs = true} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+    %ga = kiln.mul %g, %a : tensor<4x16xf32>
+    %dx = kiln.matmul %ga, %w1 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    %dbias = kiln.reduce_sum %ga dims = [0] : tensor<4x16xf32> -> tensor<16xf32>
+    return %loss, %dx, %dbias : tensor<f32>, tensor<4x8xf32>, tensor<16xf32>
+  }
+}
