@@ -64,7 +64,7 @@ void emitProductsInto(KernelSourceWriter &w, const std::string &acc,
                       const std::string &bTile, int64_t depth, int64_t ld) {
   w.open("KILN_UNROLL for (int kc = 0; kc < " + str(depth / 16) + "; ++kc)");
   w.line("uint32_t a[4];");
-  emitFragmentA(w, "a", aTile, "warp * 16 + g", "kc * 16", ld);
+  emitFragmentA(w, "a", aTile, "warp * 16", "kc * 16", ld);
   w.open("KILN_UNROLL for (int cc = 0; cc < " + str(tiles / 2) + "; ++cc)");
   emitMmaBPair(w, acc + "[2 * cc]", acc + "[2 * cc + 1]", "a", bTile, "cc * 16", "kc * 16", ld);
   w.close();

@@ -257,7 +257,8 @@ void emitLoadTile16(KernelSourceWriter &w, const std::string &dst, const std::st
                     const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
                     int64_t colsPadded);
 // Sets `uint32_t dst[4]` to the A fragment (16x16, row major) whose element
-// (m, k) is tile[(row + m) * ld + col + k].
+// (m, k) is tile[(row + m) * ld + col + k], by one ldmatrix (`row` and `col`
+// the same for the whole warp, multiples of 8; rows 16-byte aligned).
 void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
                    const std::string &tile, const std::string &row,
                    const std::string &col, int64_t ld);

@@ -217,13 +217,11 @@ void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
 void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
                    const std::string &tile, const std::string &row,
                    const std::string &col, int64_t ld) {
-  w.open("");
-  w.line("const uint16_t* ap = " + tile + " + (" + row + ") * " + str(ld) +
-         " + " + col + " + 2 * t;");
-  w.line(dst + "[0] = kiln_ld_pair(ap); " + dst + "[1] = kiln_ld_pair(ap + " +
-         str(8 * ld) + "); " + dst + "[2] = kiln_ld_pair(ap + 8); " + dst +
-         "[3] = kiln_ld_pair(ap + " + str(8 * ld + 8) + ");");
-  w.close();
+  // Matrices 0..3 of the ldmatrix: rows 0-7 / 8-15 of columns 0-7, then of
+  // columns 8-15: registers a0..a3 of the A layout.
+  w.line("kiln_ldmatrix_x4(" + dst + ", " + tile + " + ((" + row +
+         ") + ((lane >> 3) & 1) * 8 + (lane & 7)) * " + str(ld) + " + " + col +
+         " + (lane >> 4) * 8);");
 }
 
 std::string packedA(const std::string &acc, const std::string &kc) {
@@ -456,7 +454,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
   if (qInRegisters) {
     w.line("uint32_t qa[" + str(kSteps) + "][4];");
     w.open("KILN_UNROLL for (int kc = 0; kc < " + str(kSteps) + "; ++kc)");
-    emitFragmentA(w, "qa[kc]", "sQ", "warp * 16 + g", "kc * 16", ldQ);
+    emitFragmentA(w, "qa[kc]", "sQ", "warp * 16", "kc * 16", ldQ);
     w.close();
   }
   lines(w, {
@@ -485,7 +483,7 @@ LogicalResult emitForwardMma(Operation *operation, KernelSourceWriter &w,
     std::string qFrag = "qa[kc]";
     if (!qInRegisters) {
       w.line("uint32_t qf[4];");
-      emitFragmentA(w, "qf", "sQ", "warp * 16 + g", "kc * 16", ldQ);
+      emitFragmentA(w, "qf", "sQ", "warp * 16", "kc * 16", ldQ);
       qFrag = "qf";
     }
     w.open("KILN_UNROLL for (int cc = 0; cc < " + str(nS / 2) + "; ++cc)");
