@@ -154,56 +154,79 @@ void includeMma(KernelSourceWriter &w) {
 
 int64_t paddedStride(int64_t cols) { return cols + 8; }
 
+namespace {
 
-
-// Thread e copies chunk (r, c8) = (e / chunks, e % chunks), so 8 threads
-// write one row's 128 bytes (no bank conflict).
-void emitLoadTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
-                    const std::string &base, int64_t rowStride, const std::string &row0,
-                    const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
-                    int64_t colsPadded) {
-  const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded);
-  w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " + str(kThreads) + ")");
-  w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) + ") * 8;");
-  w.line("const int64_t row = " + row0 + " + r;");
-  w.line("const uint16_t* from = " + src + " + " + base + " + row * " + str(rowStride) + " + c8;");
-  w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " + str(cols) + ")");
-  w.line("const kiln_chunk chunk = kiln_load_chunk(from);");
-  w.line("kiln_store_chunk(" + dst + " + r * " + str(ld) + " + c8, chunk);");
-  w.close();
-  w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
-  w.line("const uint16_t x = row < " + str(limit) + " && c8 + q < " + str(cols) +
-         " ? from[q] : (uint16_t)0;");
-  w.line(dst + "[r * " + str(ld) + " + c8 + q] = x;");
-  w.close();
-  w.close();
-}
-
-// A row-major tile copied with cp.async (16 bytes a thread and step, no
-// registers; it lands at kiln_cp_async_wait): thread e copies chunk
-// (r, c8) = (e / chunks, e % chunks), rows past `limit` zero-filled by the
-// copy itself. Where `vec` is false (a source not 16-byte aligned, or
-// columns not a multiple of 8) and in the padding columns the chunk is
-// stored element by element at once instead.
-void emitAsyncTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
-                     const std::string &base, int64_t rowStride, const std::string &row0,
-                     const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
-                     int64_t colsPadded) {
+// emitLoadTile16 (at once) or emitAsyncTile16 (by cp.async): thread e
+// copies chunk (r, c8) = (e / chunks, e % chunks), so 8 threads write one
+// row's 128 bytes (no bank conflict). A chunk that is not a whole 16 bytes
+// of an aligned source (or, copied at once, lies past `limit`) is stored
+// element by element, zero outside the matrix.
+void emitTileCopy(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                  const std::string &base, int64_t rowStride, const std::string &row0,
+                  const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
+                  int64_t colsPadded, bool async) {
   const int64_t chunks = colsPadded / 8, ld = paddedStride(colsPadded);
   w.open("for (int e = threadIdx.x; e < " + str(rows * chunks) + "; e += " + str(kThreads) + ")");
   w.line("const int r = e / " + str(chunks) + ", c8 = (e % " + str(chunks) + ") * 8;");
   w.line("const int64_t row = " + row0 + " + r;");
   w.line("const uint16_t* from = " + src + " + " + base + " + row * " + str(rowStride) + " + c8;");
   w.line("uint16_t* to = " + dst + " + r * " + str(ld) + " + c8;");
-  w.open("if (" + vec + " && c8 + 8 <= " + str(cols) + ")");
-  w.line("const bool inside = row < " + str(limit) + ";");
-  w.line("kiln_cp_async16(to, inside ? from : " + src + ", inside ? 16 : 0);");
+  if (async) {
+    // Rows past `limit` are zero-filled by the copy itself.
+    w.open("if (" + vec + " && c8 + 8 <= " + str(cols) + ")");
+    w.line("const bool inside = row < " + str(limit) + ";");
+    w.line("kiln_cp_async16(to, inside ? from : " + src + ", inside ? 16 : 0);");
+  } else {
+    w.open("if (" + vec + " && row < " + str(limit) + " && c8 + 8 <= " + str(cols) + ")");
+    w.line("kiln_store_chunk(to, kiln_load_chunk(from));");
+  }
   w.close();
   w.open("else KILN_UNROLL for (int q = 0; q < 8; ++q)");
   w.line("to[q] = row < " + str(limit) + " && c8 + q < " + str(cols) +
          " ? from[q] : (uint16_t)0;");
   w.close();
   w.close();
+}
+
+// The address of the row lane l gives an ldmatrix.x4 reading the 16 x 16
+// block at (row, col) of a row-major tile: row l % 8 of matrix l / 8, the
+// matrices ordered by rows first (0: rows 0-7, 1: rows 8-15, of columns
+// 0-7, then of 8-15) or, with `columnsFirst`, by columns first.
+std::string ldmatrixRow(const std::string &tile, const std::string &row, const std::string &col,
+                        int64_t ld, bool columnsFirst) {
+  const std::string rowBit = columnsFirst ? "(lane >> 4)" : "((lane >> 3) & 1)",
+                    colBit = columnsFirst ? "((lane >> 3) & 1)" : "(lane >> 4)";
+  return tile + " + ((" + row + ") + " + rowBit + " * 8 + (lane & 7)) * " + str(ld) + " + " +
+         col + " + " + colBit + " * 8";
+}
+
+// acc0, acc1 += a times the two B fragments one ldmatrix (`instruction`)
+// reads at `address`.
+void emitMmaPairFrom(KernelSourceWriter &w, const std::string &acc0, const std::string &acc1,
+                     const std::string &a, const std::string &instruction,
+                     const std::string &address) {
+  w.open("");
+  w.line("uint32_t bf[4];");
+  w.line(instruction + "(bf, " + address + ");");
+  w.line("kiln_mma_bf16(" + acc0 + ", " + a + ", bf[0], bf[1]);");
+  w.line("kiln_mma_bf16(" + acc1 + ", " + a + ", bf[2], bf[3]);");
+  w.close();
+}
+
+} // namespace
+
+void emitLoadTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                    const std::string &base, int64_t rowStride, const std::string &row0,
+                    const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
+                    int64_t colsPadded) {
+  emitTileCopy(w, dst, src, base, rowStride, row0, vec, limit, rows, cols, colsPadded, false);
+}
+
+void emitAsyncTile16(KernelSourceWriter &w, const std::string &dst, const std::string &src,
+                     const std::string &base, int64_t rowStride, const std::string &row0,
+                     const std::string &vec, int64_t limit, int64_t rows, int64_t cols,
+                     int64_t colsPadded) {
+  emitTileCopy(w, dst, src, base, rowStride, row0, vec, limit, rows, cols, colsPadded, true);
 }
 
 void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
@@ -217,11 +240,9 @@ void emitVectorFlag(KernelSourceWriter &w, const std::string &name,
 void emitFragmentA(KernelSourceWriter &w, const std::string &dst,
                    const std::string &tile, const std::string &row,
                    const std::string &col, int64_t ld) {
-  // Matrices 0..3 of the ldmatrix: rows 0-7 / 8-15 of columns 0-7, then of
-  // columns 8-15: registers a0..a3 of the A layout.
-  w.line("kiln_ldmatrix_x4(" + dst + ", " + tile + " + ((" + row +
-         ") + ((lane >> 3) & 1) * 8 + (lane & 7)) * " + str(ld) + " + " + col +
-         " + (lane >> 4) * 8);");
+  // Matrices 0..3: rows 0-7 / 8-15 of columns 0-7, then of columns 8-15:
+  // registers a0..a3 of the A layout.
+  w.line("kiln_ldmatrix_x4(" + dst + ", " + ldmatrixRow(tile, row, col, ld, false) + ");");
 }
 
 std::string packedA(const std::string &acc, const std::string &kc) {
@@ -237,27 +258,19 @@ std::string packedA(const std::string &acc, const std::string &kc) {
 void emitMmaBPair(KernelSourceWriter &w, const std::string &acc0, const std::string &acc1,
                   const std::string &a, const std::string &tile, const std::string &row,
                   const std::string &col, int64_t ld) {
-  w.open("");
-  w.line("uint32_t bf[4];");
-  w.line("kiln_ldmatrix_x4(bf, " + tile + " + ((" + row + ") + (lane >> 4) * 8 + (lane & 7)) * " +
-         str(ld) + " + " + col + " + ((lane >> 3) & 1) * 8);");
-  w.line("kiln_mma_bf16(" + acc0 + ", " + a + ", bf[0], bf[1]);");
-  w.line("kiln_mma_bf16(" + acc1 + ", " + a + ", bf[2], bf[3]);");
-  w.close();
+  // Matrices: rows 0-7 of columns 0-7 and 8-15 (b0, b1 of acc0), then rows
+  // 8-15 (acc1's).
+  emitMmaPairFrom(w, acc0, acc1, a, "kiln_ldmatrix_x4", ldmatrixRow(tile, row, col, ld, true));
 }
 
 void emitMmaBPairTransposed(KernelSourceWriter &w, const std::string &acc0,
                             const std::string &acc1, const std::string &a,
                             const std::string &tile, const std::string &row,
                             const std::string &col, int64_t ld) {
-  w.open("");
-  w.line("uint32_t bf[4];");
-  w.line("kiln_ldmatrix_x4_trans(bf, " + tile + " + ((" + row +
-         ") + ((lane >> 3) & 1) * 8 + (lane & 7)) * " + str(ld) + " + " + col +
-         " + (lane >> 4) * 8);");
-  w.line("kiln_mma_bf16(" + acc0 + ", " + a + ", bf[0], bf[1]);");
-  w.line("kiln_mma_bf16(" + acc1 + ", " + a + ", bf[2], bf[3]);");
-  w.close();
+  // Matrices: rows 0-7 and 8-15 of columns 0-7 (b0, b1 of acc0, transposed),
+  // then of columns 8-15 (acc1's).
+  emitMmaPairFrom(w, acc0, acc1, a, "kiln_ldmatrix_x4_trans",
+                  ldmatrixRow(tile, row, col, ld, false));
 }
 
 void emitAsyncFloats(KernelSourceWriter &w, const std::string &dst, const std::string &src,
@@ -289,52 +302,46 @@ LogicalResult emitNextKeptTile(KernelSourceWriter &w, Operation *op, Region &mas
 }
 
 LogicalResult emitTilePipeline(KernelSourceWriter &w, const TilePipeline &pl) {
-  const std::string c = pl.corner, next = c + "Next", limit = str(pl.limit),
-                    step = str(pl.step);
-  const bool all = !pl.allKept.empty();
-  w.line("// " + std::string(pl.stages == 2
-                                 ? "tiles software-pipelined over two stages: the next kept "
-                                   "tile is copied while this one is computed"
-                                 : "one stage: each tile copied, then computed"));
+  const std::string c = pl.corner, next = c + "Next", limit = str(pl.limit);
+  const bool twoStages = pl.stages == 2, all = !pl.allKept.empty();
+  auto findNext = [&] { return pl.findKept(next, all ? "nextAllKept" : ""); };
+  w.line(twoStages ? "// tiles software-pipelined over two stages: the next kept tile is "
+                     "copied while this one is computed"
+                   : "// one stage: each tile copied, then computed");
   w.line("int64_t " + next + " = 0;");
   if (all)
     w.line("int nextAllKept = 1;");
-  if (failed(pl.findKept(next, all ? "nextAllKept" : "")))
+  if (failed(findNext()))
     return failure();
-  if (pl.stages == 2) {
+  if (twoStages) {
     w.open("if (" + next + " < " + limit + ")");
     pl.issue(next, "0");
     w.close();
     w.line("kiln_cp_async_commit();");
-    w.line("int stage = 0;");
-    w.open("for (int64_t " + c + " = " + next + "; " + c + " < " + limit + "; " + c + " = " +
-           next + ", stage ^= 1)");
-  } else {
-    w.line("const int stage = 0;");
-    w.open("for (int64_t " + c + " = " + next + "; " + c + " < " + limit + "; " + c + " = " +
-           next + ")");
   }
+  w.line(twoStages ? "int stage = 0;" : "const int stage = 0;");
+  w.open("for (int64_t " + c + " = " + next + "; " + c + " < " + limit + "; " + c + " = " + next +
+         (twoStages ? ", stage ^= 1)" : ")"));
   if (all)
     w.line("const int " + pl.allKept + " = nextAllKept;");
-  w.line(next + " = " + c + " + " + step + ";");
-  if (pl.stages == 2) {
-    if (failed(pl.findKept(next, all ? "nextAllKept" : "")))
+  w.line(next + " = " + c + " + " + str(pl.step) + ";");
+  if (twoStages) {
+    if (failed(findNext()))
       return failure();
     w.open("if (" + next + " < " + limit + ")");
     pl.issue(next, "(stage ^ 1)");
     w.close();
-    w.line("kiln_cp_async_commit();");
-    w.line("kiln_cp_async_wait<1>(); // this tile's copies have landed");
   } else {
     pl.issue(c, "0");
-    w.line("kiln_cp_async_commit();");
-    w.line("kiln_cp_async_wait<0>();");
   }
+  w.line("kiln_cp_async_commit();");
+  w.line(twoStages ? "kiln_cp_async_wait<1>(); // this tile's copies have landed"
+                   : "kiln_cp_async_wait<0>();");
   w.line("__syncthreads(); // ... every thread's");
   if (failed(pl.body()))
     return failure();
   w.line("__syncthreads(); // every warp is done with this stage");
-  if (pl.stages == 1 && failed(pl.findKept(next, all ? "nextAllKept" : "")))
+  if (!twoStages && failed(findNext()))
     return failure();
   w.close();
   w.line("kiln_cp_async_wait<0>();");

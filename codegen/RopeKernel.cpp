@@ -19,8 +19,6 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-mlir::Type elementOf(mlir::Value v) { return mlir::getElementTypeOrSelf(v.getType()); }
-
 // `{f0, f1, ...}`: the frequency table as float literals.
 std::string frequencyTable(mlir::kiln::RopeOp rope) {
   std::string list;
@@ -123,7 +121,7 @@ constexpr int64_t kRopeRun = 8;
 // element types 2 or 4 bytes.
 bool ropeRuns(mlir::kiln::RopeOp rope) {
   auto laneable = [](mlir::Value v) {
-    unsigned bits = elementOf(v).getIntOrFloatBitWidth();
+    unsigned bits = mlir::getElementTypeOrSelf(v).getIntOrFloatBitWidth();
     return bits == 16 || bits == 32;
   };
   return (rope.getRotatedShape().back() / 2) % kRopeRun == 0 && laneable(rope.getInput()) &&
@@ -145,10 +143,10 @@ void writeRun(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef fr
   w.line("const float t = (float)(" + at.position + ");");
   w.open("KILN_UNROLL for (int j = 0; j < " + str(kRopeRun) + "; ++j)");
   writeAngle(rope, w, /*cuda=*/true, "t * " + freq.str() + "[f + j]");
-  w.line("const float x0 = " + loadElement(elementOf(x), "xa.v[j]") +
-         ", x1 = " + loadElement(elementOf(x), "xb.v[j]") + ";");
-  w.line(storeElement(elementOf(y), "ya.v[j]", "x0 * c - x1 * s"));
-  w.line(storeElement(elementOf(y), "yb.v[j]", "x1 * c + x0 * s"));
+  w.line("const float x0 = " + loadElement(mlir::getElementTypeOrSelf(x), "xa.v[j]") +
+         ", x1 = " + loadElement(mlir::getElementTypeOrSelf(x), "xb.v[j]") + ";");
+  w.line(storeElement(mlir::getElementTypeOrSelf(y), "ya.v[j]", "x0 * c - x1 * s"));
+  w.line(storeElement(mlir::getElementTypeOrSelf(y), "yb.v[j]", "x1 * c + x0 * s"));
   w.close();
   w.line("kiln_store_lanes8(" + yp + " + " + at.out + ", ya);");
   w.line("kiln_store_lanes8(" + yp + " + " + at.out + partner + ", yb);");
