@@ -354,6 +354,8 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
   Value logits = op->getOperand(0), targets = op->getOperand(1);
   Value loss = op->getResult(0);
   auto [n, v] = rowsAndColumns(logits);
+  // Logit c of row x: bf16 logits (mixed precision) widened as read.
+  auto x = [&](const std::string &c) { return loadElement(logits, "x[" + c + "]"); };
   std::string vs = str(v), ns = str(n), cs = str(validClasses(op, v));
   w.line("// mean cross entropy of [" + ns + ", " + vs + "] logits, classes < " +
          cs);
@@ -361,14 +363,14 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w) {
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
-  w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
+  w.line("const " + w.cType(logits) + "* x = " + w.ptr(logits) + " + n * " + vs + ";");
   w.line("float mx = -INFINITY;");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = " + x("c") + " > mx ? " + x("c") + " : mx;");
   w.line("double sum = 0;");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(" + x("c") + " - mx);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
   w.line("rowLoss[n] = (t < 0 || t >= " + cs +
-         ") ? 0.0 : log(sum) + (double)mx - (double)x[t];");
+         ") ? 0.0 : log(sum) + (double)mx - (double)" + x("t") + ";");
   w.close();
   w.line("double total = 0;");
   w.line("for (int64_t n = 0; n < " + ns + "; ++n) total += rowLoss[n];");
@@ -384,6 +386,8 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
         grad = op->getOperand(2);
   Value out = op->getResult(0);
   auto [n, v] = rowsAndColumns(logits);
+  // Logit c of row x: bf16 logits (mixed precision) widened as read.
+  auto x = [&](const std::string &c) { return loadElement(logits, "x[" + c + "]"); };
   std::string vs = str(v), ns = str(n), cs = str(validClasses(op, v));
   w.line("// cross entropy backward of [" + ns + ", " + vs +
          "] logits, classes < " + cs);
@@ -396,7 +400,7 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.parallelFor(n * v);
   w.open("for (int64_t n = 0; n < " + ns + "; ++n)");
   w.beginRow("n", v);
-  w.line("const float* x = " + w.ptr(logits) + " + n * " + vs + ";");
+  w.line("const " + w.cType(logits) + "* x = " + w.ptr(logits) + " + n * " + vs + ";");
   // dx is f32, or bf16 (each element rounded once) where mixed precision
   // made the gradient its GEMMs' bf16 operand.
   Type dxType = cast<RankedTensorType>(out.getType()).getElementType();
@@ -406,14 +410,14 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.line(w.cType(out) + "* dx = " + w.ptr(out) + " + n * " + vs + ";");
   w.line("for (int64_t c = " + cs + "; c < " + vs + "; ++c) " + store("0.0f"));
   w.line("float mx = -INFINITY;");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = x[c] > mx ? x[c] : mx;");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) mx = " + x("c") + " > mx ? " + x("c") + " : mx;");
   w.line("double sum = 0;");
-  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(x[c] - mx);");
+  w.line("for (int64_t c = 0; c < " + cs + "; ++c) sum += expf(" + x("c") + " - mx);");
   w.line("const float inv = (float)(1.0 / sum);");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[n];");
   if (loss)
     w.line("rowLoss[n] = (t < 0 || t >= " + cs +
-           ") ? 0.0 : log(sum) + (double)mx - (double)x[t];");
+           ") ? 0.0 : log(sum) + (double)mx - (double)" + x("t") + ";");
   // A target outside [0, C) contributes a constant 0 to the forward loss,
   // so its row's gradient is 0 too.
   w.open("if (t < 0 || t >= " + cs + ")");
@@ -421,7 +425,7 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w) {
   w.close();
   w.open("else");
   w.open("for (int64_t c = 0; c < " + cs + "; ++c)");
-  w.line("const float p = expf(x[c] - mx) * inv;");
+  w.line("const float p = expf(" + x("c") + " - mx) * inv;");
   w.line(store("(p - (c == t ? 1.0f : 0.0f)) * scale"));
   w.close();
   w.close();

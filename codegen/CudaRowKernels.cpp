@@ -9,8 +9,9 @@
 //     by kiln_block_sum / kiln_block_max (cross entropy's max and sum of
 //     exponentials in one pass: kiln_online_add, then kiln_block_max_sum);
 //     rows wider than 8192 (logits) get up to 1024 threads;
-//   - cross entropy reads its f32 rows in runs of 8 columns (32-byte loads)
-//     and writes a bf16 gradient 16 bytes at a time where C % 8 == 0;
+//   - cross entropy reads its rows in runs of 8 columns (32-byte loads of
+//     f32 logits, 16-byte of bf16 ones) and writes a bf16 gradient 16 bytes
+//     at a time where C % 8 == 0;
 //   - the mean loss: block partials in a __device__ scratch array, combined
 //     in block order by the last block (kiln_last_block).
 // Fused row kernels: the emitters call beginRow/endRow (CudaBespokeKernels.h)
@@ -79,20 +80,33 @@ void openColumnRunLoop(KernelSourceWriter &w, int64_t columns) {
   w.line("const int64_t c0 = c8 * 8;");
 }
 
+// `const T* x = <logits> + r * columns;`: a row of f32 logits, or of bf16
+// ones (mixed precision), widened where they are read (loadElement).
+void emitLogitsRow(KernelSourceWriter &w, Value logits, int64_t columns) {
+  w.line("const " + w.cType(logits) + "* x = " + w.ptr(logits) + " + r * " +
+         str(columns) + ";");
+}
+// The run of 8 logits at column c0 (32 bytes of f32, 16 of bf16).
+void emitLogitsRun(KernelSourceWriter &w, Value logits) {
+  w.line("const kiln_lanes8<" + w.cType(logits) + "> xs = kiln_load_lanes8(x + c0);");
+}
+
 // The online max and sum of row `x`'s first `valid` of `columns` elements
 // into the thread's `mx` and `sum` (declared here), in runs of 8 where
 // columnRuns allows, one element per thread otherwise.
-void emitOnlineMaxSum(KernelSourceWriter &w, int64_t columns, int64_t valid) {
+void emitOnlineMaxSum(KernelSourceWriter &w, Value logits, int64_t columns,
+                      int64_t valid) {
   w.line("float mx = -INFINITY, sum = 0.0f;");
   if (!columnRuns(columns)) {
-    w.line(columnLoop(valid) + " kiln_online_add(x[c], mx, sum);");
+    w.line(columnLoop(valid) + " kiln_online_add(" + loadElement(logits, "x[c]") +
+           ", mx, sum);");
     return;
   }
   openColumnRunLoop(w, columns);
-  w.line("const kiln_lanes8<float> xs = kiln_load_lanes8(x + c0);");
+  emitLogitsRun(w, logits);
   w.line("KILN_UNROLL for (int j = 0; j < 8; ++j) " +
          std::string(valid < columns ? "if (c0 + j < " + str(valid) + ") " : "") +
-         "kiln_online_add(xs.v[j], mx, sum);");
+         "kiln_online_add(" + loadElement(logits, "xs.v[j]") + ", mx, sum);");
   w.close();
 }
 
@@ -184,15 +198,15 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   openRowLoop(w, n, v, launch);
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
-  w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
+  emitLogitsRow(w, logits, v);
   // One pass: the online max and sum (kiln_online_add).
-  emitOnlineMaxSum(w, v, valid);
+  emitOnlineMaxSum(w, logits, v, valid);
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");
   w.line("sum = stats.sum;");
   w.line("const int64_t t = (int64_t)" + w.ptr(targets) + "[r];");
   w.line("blockLoss += (t < 0 || t >= " + cs +
-         ") ? 0.0f : logf(sum) + mx - x[t];");
+         ") ? 0.0f : logf(sum) + mx - " + loadElement(logits, "x[t]") + ";");
   if (failed(endRow(w, rows, "r", v)))
     return failure();
   w.close();
@@ -222,7 +236,7 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   openRowLoop(w, n, v, launch);
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
-  w.line("const float* x = " + w.ptr(logits) + " + r * " + vs + ";");
+  emitLogitsRow(w, logits, v);
   // dx is f32, or bf16 (each element rounded once) where mixed precision
   // made the gradient its GEMMs' bf16 operand.
   Type dxType = cast<RankedTensorType>(out.getType()).getElementType();
@@ -237,12 +251,12 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   // Uniform across the block (one target per row): no barrier is skipped.
   w.open("else");
   // Two passes over the row: the online max and sum, then the gradient.
-  emitOnlineMaxSum(w, v, valid);
+  emitOnlineMaxSum(w, logits, v, valid);
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");
   w.line("const float inv = 1.0f / stats.sum;");
   if (loss)
-    w.line("blockLoss += logf(stats.sum) + mx - x[t];");
+    w.line("blockLoss += logf(stats.sum) + mx - " + loadElement(logits, "x[t]") + ";");
   auto gradient = [&](const std::string &c, const std::string &logit) {
     return (valid < v ? c + " < " + cs + " ? " : std::string()) + "(expf(" + logit +
            " - mx) * inv - (" + c + " == t ? 1.0f : 0.0f)) * scale" +
@@ -250,14 +264,15 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   };
   if (columnRuns(v)) {
     openColumnRunLoop(w, v);
-    w.line("const kiln_lanes8<float> xs = kiln_load_lanes8(x + c0);");
+    emitLogitsRun(w, logits);
     w.line("kiln_lanes8<" + w.cType(out) + "> ds;");
     w.line("KILN_UNROLL for (int j = 0; j < 8; ++j) " +
-           storeElement(dxType, "ds.v[j]", gradient("c0 + j", "xs.v[j]")));
+           storeElement(dxType, "ds.v[j]",
+                        gradient("c0 + j", loadElement(logits, "xs.v[j]"))));
     w.line("kiln_store_lanes8(dx + c0, ds);");
     w.close();
   } else {
-    w.line(columnLoop(v) + " " + store(gradient("c", "x[c]")));
+    w.line(columnLoop(v) + " " + store(gradient("c", loadElement(logits, "x[c]"))));
   }
   w.close();
   if (failed(endRow(w, rows, "r", v)))

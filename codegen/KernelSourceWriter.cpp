@@ -122,6 +122,10 @@ std::string loadElement(Type elementType, StringRef element) {
   return element.str();
 }
 
+std::string loadElement(Value v, StringRef element) {
+  return loadElement(elementTypeOf(v), element);
+}
+
 std::string storeElement(Type elementType, StringRef element,
                          StringRef value) {
   if (elementType.isBF16())

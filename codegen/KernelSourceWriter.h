@@ -64,6 +64,8 @@ std::string cElementType(mlir::Type elementType);
 // The expression reading `element` ("in0[i]") of a buffer of `elementType`,
 // widened to float when the buffer is bf16.
 std::string loadElement(mlir::Type elementType, llvm::StringRef element);
+// The same for an element of tensor `v`'s type ("x[c]" of a logits row).
+std::string loadElement(mlir::Value v, llvm::StringRef element);
 // The statement `element = value;` storing a float (or integer) `value` into
 // a buffer of `elementType`, rounded to bf16 when the buffer is bf16.
 std::string storeElement(mlir::Type elementType, llvm::StringRef element,

@@ -27,13 +27,15 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
   // The attention kernels (CPU and CUDA) read and write bf16 q/k/v/out
   // themselves, and so does kiln.rope (through KernelSourceWriter::load /
   // store, after --kiln-fuse-rope folds the casts around it), and
-  // kiln.cross_entropy_grad writes a bf16 gradient of f32 logits (step 7 of
+  // kiln.cross_entropy and kiln.cross_entropy_grad read f32 or bf16 logits
+  // (loadElement) and the gradient writes f32 or bf16 (step 7 of
   // --kiln-mixed-precision) through storeElement. A transpose,
   // slice, pad or concat only moves elements (`out[i] = in[j]`,
   // DataMovement.h), so a bf16 one copies the bits.
   for (Operation *op : group.ops) {
     if (PointwiseBody::isPointwise(op) ||
-        isa<k::AttentionOp, k::AttentionGradOp, k::RopeOp>(op))
+        isa<k::AttentionOp, k::AttentionGradOp, k::RopeOp, k::CrossEntropyOp,
+            k::CrossEntropyGradOp>(op))
       continue;
     if (isDataMovement(op) &&
         getElementTypeOrSelf(op->getOperand(0).getType()) ==
@@ -43,9 +45,6 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
       auto tensor = dyn_cast<RankedTensorType>(t);
       return tensor && tensor.getElementType().isBF16();
     };
-    if (auto grad = dyn_cast<k::CrossEntropyGradOp>(op);
-        grad && !isBf16(grad.getLogits().getType()))
-      continue;
     if (llvm::any_of(op->getOperandTypes(), isBf16) ||
         llvm::any_of(op->getResultTypes(), isBf16))
       return op->emitError()

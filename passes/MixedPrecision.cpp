@@ -15,10 +15,17 @@
 //
 // What is bf16 and what stays fp32 (the decisions, and why):
 //  - GEMM operands: bf16 (tensor-core inputs), fp32 accumulation.
-//  - Forward GEMM results: bf16 (fp32 accumulate, rounded output), except
-//    the logits that cross_entropy reads: the loss is a log-sum-exp over the
-//    vocabulary, which bf16 logits would shift by ~1e-2, and the fused
-//    softmax + cross-entropy never stores probabilities anyway.
+//  - Forward GEMM results: bf16 (fp32 accumulate, rounded output), the
+//    logits included, as torch.autocast's head GEMM (and Liger's and llm.c's
+//    fused classifiers) make them: cross_entropy and its gradient read the
+//    bf16 logits and widen each as they load it, so the log-sum-exp, the
+//    loss and the softmax are fp32 sums of rounded logits. The logits are
+//    the widest tensor of a step ([N, V], 2^17 classes for Llama-3): fp32
+//    ones were 4 more bytes an element written by the GEMM and 4 more read
+//    (twice: the max-and-sum pass, then the gradient pass) by the kernel.
+//    A GEMM that makes logits again in the backward (a classifier chunk
+//    whose gradient runs apart from its loss) rounds them too, so the loss
+//    and its gradient see the same values.
 //  - Bias adds (a forward GEMM's result plus a broadcast), softmax outputs
 //    and unary activations with a derivative formula applied to a forward
 //    GEMM result (SwiGLU's silu(x w1)): stored in bf16, as torch.autocast
@@ -44,7 +51,7 @@
 //    optimizer like every parameter gradient.
 //  - Stays fp32: the residual stream (what layer_norm reads and its backward
 //    keeps: it accumulates many small updates, which bf16's 8-bit mantissa
-//    would drop), layer_norm mean/rstd, the logits, the loss and metrics,
+//    would drop), layer_norm mean/rstd, the loss and metrics,
 //    the gradients (activation gradients too: they live briefly), master
 //    weights and optimizer state. Reductions accumulate in fp32 or wider.
 //    One exception: an activation gradient a backward GEMM writes whose
@@ -61,11 +68,12 @@
 //  1. Read `precision` from kiln.train: absent, "fp32" or "tf32" (TF32 is a
 //     GEMM setting codegen reads): nothing to do; "bf16": continue; anything
 //     else: error.
-//  2. Forward GEMM results (f32, not logits) become bf16; their readers
-//     read a widening kiln.convert.
+//  2. Forward GEMM results (f32), and backward ones that are logits, become
+//     bf16; cross-entropy reads them as they are (isLogits), every other
+//     non-GEMM reader reads a widening kiln.convert.
 //  3. Bias adds, softmax results and unary activations of GEMM results
 //     (isActivationOfGemm) of the forward part, unless an fp32
-//     reader needs them (residual stream, logits, func.return): stored as
+//     reader needs them (residual stream, func.return): stored as
 //     their bf16 convert; every other reader reads its widening convert.
 //  4. For every f32 kiln.matmul, for each operand: a value widened from
 //     bf16 is read as that bf16 value; a reshape of a value reads the
@@ -166,8 +174,8 @@ void forEachReader(Value value, function_ref<void(OpOperand &)> fn) {
 }
 
 /// Readers that need the fp32 value itself: a norm's input (the residual
-/// stream, also kept for its backward), the logits of a loss,
-/// and the function's results (losses and metrics are f32).
+/// stream, also kept for its backward) and the function's results (losses
+/// and metrics are f32).
 bool needsFp32(OpOperand &use) {
   Operation *user = use.getOwner();
   unsigned i = use.getOperandNumber();
@@ -177,8 +185,6 @@ bool needsFp32(OpOperand &use) {
     return i == 0 || i == 2 || i == 3;
   if (isa<RmsNormGradOp>(user))
     return i == 0 || i == 2;
-  if (isa<CrossEntropyOp, CrossEntropyGradOp>(user))
-    return i == 0;
   if (isa<MatmulAccumulateOp>(user)) // the fp32 sum the GEMM adds into
     return i == 0;
   return isa<func::ReturnOp>(user);
@@ -190,6 +196,13 @@ bool isGemmOperand(OpOperand &use) {
   Operation *user = use.getOwner();
   return isa<MatmulOp>(user) ||
          (isa<MatmulAccumulateOp>(user) && use.getOperandNumber() != 0);
+}
+
+/// The logits a cross-entropy kernel reads: bf16 ones are widened as they
+/// are loaded, so they are read as they are (no f32 copy of [N, V]).
+bool isLogits(OpOperand &use) {
+  return isa<CrossEntropyOp, CrossEntropyGradOp>(use.getOwner()) &&
+         use.getOperandNumber() == 0;
 }
 
 bool anyReaderNeedsFp32(Value value) {
@@ -224,7 +237,7 @@ void readWidened(Value value, Value bits, Operation *keep) {
   for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
     if (use.getOwner() == keep)
       continue;
-    if (isGemmOperand(use)) { // a GEMM reads the bf16 value
+    if (isGemmOperand(use) || isLogits(use)) { // read as the bf16 value
       use.set(bits);
       continue;
     }
@@ -260,14 +273,15 @@ private:
   void roundForwardGemmResults() {
     func.walk([&](MatmulOp matmul) {
       Value result = matmul.getResult();
-      if (!forward.contains(matmul) || !isF32Tensor(result) ||
-          !isF32Tensor(matmul.getLhs()) || !isF32Tensor(matmul.getRhs()))
+      if (!isF32Tensor(result) || !isF32Tensor(matmul.getLhs()) ||
+          !isF32Tensor(matmul.getRhs()))
         return;
+      // Logits are rounded wherever they are made: a backward GEMM that
+      // makes them again (a classifier chunk whose gradient could not run
+      // with its loss) rounds them as the loss's forward GEMM did.
       bool logits = false;
-      forEachReader(result, [&](OpOperand &use) {
-        logits |= isa<CrossEntropyOp, CrossEntropyGradOp>(use.getOwner());
-      });
-      if (logits)
+      forEachReader(result, [&](OpOperand &use) { logits |= isLogits(use); });
+      if (!forward.contains(matmul) && !logits)
         return;
       auto type = cast<RankedTensorType>(result.getType());
       OpBuilder b(matmul->getContext());

@@ -92,18 +92,21 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16
 // -----
 
 // Tests that a forward GEMM (one the loss depends on) writes bf16 and its
-// readers read a widening convert placed right before the first of them,
-// while the logits GEMM that cross_entropy reads and the backward GEMM of the
-// gradient keep f32 results. The logits' gradient, read by that GEMM only,
-// is produced in bf16 by cross_entropy_grad itself (step 7): no f32 copy,
-// no convert.
+// readers read a widening convert placed right before the first of them;
+// the logits GEMM writes bf16 too, and cross_entropy and its gradient read
+// those bf16 logits as they are (their kernels widen each element as they
+// load it: no f32 copy of the logits, no convert), while the backward GEMM
+// of the gradient keeps an f32 result. The logits' gradient, read by that
+// GEMM only, is produced in bf16 by cross_entropy_grad itself (step 7).
 // CHECK-LABEL: func.func @forward_results
 // CHECK: %[[H:.*]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[HW:.*]] = kiln.convert %[[H]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK-NEXT: kiln.tanh %[[HW]] : tensor<4x8xf32>
-// CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
-// CHECK: kiln.cross_entropy
-// CHECK: %[[D:.*]] = kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<4xi32> -> tensor<4x16xbf16>
+// CHECK: %[[L:.*]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+// CHECK-NOT: kiln.convert %[[L]]
+// CHECK: kiln.cross_entropy %[[L]], %{{.*}} : tensor<4x16xbf16>, tensor<4xi32>
+// CHECK-NOT: kiln.convert
+// CHECK: %[[D:.*]] = kiln.cross_entropy_grad %[[L]], %{{.*}}, %{{.*}} : tensor<4x16xbf16>, tensor<4xi32>
 // CHECK-NOT: kiln.convert
 // CHECK: kiln.matmul %[[D]], %{{.*}} {transpose_rhs = true} : tensor<4x16xbf16>, tensor<8x16xbf16> -> tensor<4x8xf32>
 module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
@@ -154,10 +157,10 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16
 // -----
 
 // Tests that a logits gradient with an f32 reader besides its GEMM (here
-// returned as is) stays f32 and the GEMM reads its bf16 convert.
+// returned as is) stays f32 (of bf16 logits) and the GEMM reads its bf16
+// convert.
 // CHECK-LABEL: func.func @logits_grad_read_in_f32
-// CHECK: %[[D:.*]] = kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<4xi32>
-// CHECK-NOT: -> tensor<4x16xbf16>
+// CHECK: %[[D:.*]] = kiln.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x16xbf16>, tensor<4xi32> -> tensor<4x16xf32>
 // CHECK: kiln.convert %[[D]] : tensor<4x16xf32> -> tensor<4x16xbf16>
 // CHECK: return %{{.*}}, %{{.*}}, %[[D]]
 module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
@@ -172,6 +175,31 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16
     %dlogits = kiln.cross_entropy_grad %logits, %t, %one : tensor<4x16xf32>, tensor<4xi32>
     %da = kiln.matmul %dlogits, %w2 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
     return %loss, %da, %dlogits : tensor<f32>, tensor<4x8xf32>, tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// Tests that logits made again by a backward GEMM (a classifier chunk whose
+// gradient runs apart from its loss recomputes them) are rounded to bf16 as
+// the forward's are, so the gradient is that of the loss's very logits.
+// CHECK-LABEL: func.func @logits_remade_in_backward
+// CHECK: %[[L:.*]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+// CHECK: kiln.cross_entropy %[[L]]
+// CHECK: %[[R:.*]] = kiln.matmul %{{.*}}, %{{.*}} {kiln.remade} : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT: kiln.cross_entropy_grad %[[R]], %{{.*}}, %{{.*}} : tensor<4x16xbf16>, tensor<4xi32>
+module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, precision = bf16>} {
+  func.func @logits_remade_in_backward(%w2: tensor<8x16xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"},
+                                       %a: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "a"},
+                                       %t: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "t"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "a"}) {
+    %logits = kiln.matmul %a, %w2 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %loss = kiln.cross_entropy %logits, %t : tensor<4x16xf32>, tensor<4xi32>
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    %again = kiln.matmul %a, %w2 {kiln.remade} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %dlogits = kiln.cross_entropy_grad %again, %t, %one : tensor<4x16xf32>, tensor<4xi32>
+    %da = kiln.matmul %dlogits, %w2 {transpose_rhs = true} : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    return %loss, %da : tensor<f32>, tensor<4x8xf32>
   }
 }
 // -----

@@ -67,8 +67,9 @@ def round_bf16(t):
 class Bf16Matmul(torch.autograd.Function):
     """a @ b as precision = bf16 computes it: both operands rounded to bf16, the
     products summed exactly enough (float64 here, fp32 in kiln), and with --bf16
-    the result rounded to bf16 too (kiln's forward GEMMs write bf16; the logits
-    stay fp32). The backward GEMMs read the bf16 operands and the bf16-rounded
+    the result rounded to bf16 too (kiln's forward GEMMs write bf16, the
+    logits included, as torch.autocast's head GEMM does; the cross-entropy
+    widens them). The backward GEMMs read the bf16 operands and the bf16-rounded
     incoming gradient, as the mixed-precision pass makes kiln's backward GEMMs
     do (not torch.autocast's rule, which rounds the result instead), and write
     fp32 gradients; the result's rounding passes the gradient through."""
@@ -146,14 +147,14 @@ def bias(b, like):
 # How the model's GEMMs, stored activations and softmax compute: torch's
 # (float64), --bf16-gemm (bf16 GEMM operands only) or --bf16 (everything
 # precision = bf16 does: also bf16 forward GEMM results, bias adds and
-# softmax outputs; GEMMs with a bias epilogue round once, see linear_bias). `logits` marks the head GEMM, whose result stays fp32.
+# softmax outputs; GEMMs with a bias epilogue round once, see linear_bias).
 BF16_GEMM, BF16_ACT = False, False
 
 
-def mm(a, b, logits=False):
+def mm(a, b):
     if not BF16_GEMM:
         return torch.matmul(a, b)
-    return Bf16Matmul.apply(a, b, BF16_ACT and not logits)
+    return Bf16Matmul.apply(a, b, BF16_ACT)
 
 
 def stored(x):
@@ -229,7 +230,7 @@ def forward(P, tokens, targets, metrics=None):
             metrics[f"Block.{l}.attn_rms"] = attn.detach().pow(2).mean().sqrt().item()
             metrics[f"Block.{l}.resid_rms"] = x.detach().pow(2).mean().sqrt().item()
     x = F.layer_norm(x, (DIM,), P["lnf_w"], P["lnf_b"], EPS)
-    logits = mm(x, P["wte"].T, logits=True)
+    logits = mm(x, P["wte"].T)
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1).long())
 
 
