@@ -86,6 +86,8 @@ std::vector<MetricField> stepMetricFields(const StepMetrics &m) {
     fields.push_back(MetricField{name, name, metric.value, K::kReal});
   }
   add("step_ms", "perf/step_ms", m.stepMs);
+  if (m.deviceMs)
+    add("device_ms", "perf/device_ms", *m.deviceMs);
   add("tokens", "perf/tokens_per_step", double(m.tokensPerStep), K::kInteger);
   add("tokens_per_s", "perf/tokens_per_s", m.tokensPerSecond);
   if (m.mfu)

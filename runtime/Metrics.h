@@ -64,6 +64,9 @@ struct StepMetrics {
   std::optional<double> paramNorm;  // L2 norm of the parameters
   std::vector<NamedScalar> modelMetrics; // the model's `metric` lines
   double stepMs = 0;                     // wall time of the step
+  // The device's time for it (Backend::lastStepDeviceSeconds): stepMs less
+  // this is what the host added (batch, launch, synchronization, scalars).
+  std::optional<double> deviceMs;
   int64_t tokensPerStep = 0;             // batch * seq (* accumulation)
   double tokensPerSecond = 0;
   std::optional<double> mfu; // model FLOPs utilization in [0, 1]

@@ -514,6 +514,8 @@ Status TrainingRun::report(int64_t step, double seconds, bool skipped) {
   for (auto &[name, value] : session_->metrics())
     m.modelMetrics.push_back({name, value});
   m.stepMs = seconds * 1e3;
+  if (std::optional<double> device = session_->backend().lastStepDeviceSeconds())
+    m.deviceMs = *device * 1e3;
   m.tokensPerStep = artifact.batch() * artifact.seq() * artifact.gradAccum() *
                     artifact.dataRanks();
   m.tokensPerSecond = seconds > 0 ? double(m.tokensPerStep) / seconds : 0;

@@ -55,6 +55,9 @@ CudaBackend::Impl::~Impl() {
   releaseStepGraph();
   if (stepGraph.pinned)
     driver->cuMemFreeHost(stepGraph.pinned);
+  for (CUevent e : {stepGraph.start, stepGraph.end})
+    if (e)
+      driver->cuEventDestroy(e);
   for (const std::vector<CUevent> *group : {&events, &forkEvents})
     for (CUevent e : *group)
       driver->cuEventDestroy(e);
@@ -660,6 +663,10 @@ int64_t CudaBackend::collectiveBytesPerStep() const {
 
 std::optional<int64_t> CudaBackend::devicePeakBytes() const {
   return impl_->allocatedBytes;
+}
+
+std::optional<double> CudaBackend::lastStepDeviceSeconds() const {
+  return impl_->stepGraph.lastSeconds;
 }
 
 } // namespace kiln::rt::cuda

@@ -54,6 +54,7 @@ public:
   const KernelLoad &kernelLoad() const override;
   std::string deviceName() const override;
   std::optional<int64_t> devicePeakBytes() const override;
+  std::optional<double> lastStepDeviceSeconds() const override;
   int64_t collectiveBytesPerStep() const override;
   // --profile: each program runs launch by launch with an event after each
   // entry (no synchronization between them), timed when it completes.

@@ -128,6 +128,10 @@ struct StepGraph {
   CUgraphExec exec = nullptr;
   uint8_t *pinned = nullptr;
   size_t pinnedBytes = 0;
+  // Recorded on the stream around each replay: the device's time for the
+  // step (lastSeconds), apart from the host's before and after it.
+  CUevent start = nullptr, end = nullptr;
+  std::optional<double> lastSeconds;
 };
 
 struct CudaBackend::Impl {

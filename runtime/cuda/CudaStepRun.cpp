@@ -247,6 +247,7 @@ Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
   // Launch by launch where a graph is not wanted (KILN_CUDA_EAGER, per-entry
   // timing) or not yet possible (an attention call is decided at its
   // program's first run).
+  m.stepGraph.lastSeconds.reset();
   if (m.eager || m.timed() || !step.present || !update.present || step.undecided ||
       update.undecided)
     return Backend::runTrainingStep(plan);
@@ -274,13 +275,25 @@ Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
   for (const std::vector<BufferWrite> &batch : plan.microBatches)
     stage(batch);
   stage(plan.updateWrites);
+  const CudaDriver &d = *m.driver;
+  for (CUevent *e : {&m.stepGraph.start, &m.stepGraph.end})
+    if (!*e)
+      KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate"));
   nvtx::ScopedRange range("step and update (one CUDA graph)");
-  KILN_RETURN_IF_ERROR(m.driver->check(m.driver->cuGraphLaunch(m.stepGraph.exec, m.stream),
-                                       "cuGraphLaunch", " for the training step"));
-  KILN_RETURN_IF_ERROR(m.driver->check(
-      m.driver->cuStreamSynchronize(m.stream), "running the CUDA graph of",
+  KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(m.stepGraph.start, m.stream), "cuEventRecord",
+                               " before the training step"));
+  KILN_RETURN_IF_ERROR(d.check(d.cuGraphLaunch(m.stepGraph.exec, m.stream), "cuGraphLaunch",
+                               " for the training step"));
+  KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(m.stepGraph.end, m.stream), "cuEventRecord",
+                               " after the training step"));
+  KILN_RETURN_IF_ERROR(d.check(
+      d.cuStreamSynchronize(m.stream), "running the CUDA graph of",
       " the training step (rerun with KILN_CUDA_EAGER=1 to name the failing kernel "
       "and its model line)"));
+  float ms = 0;
+  KILN_RETURN_IF_ERROR(d.check(d.cuEventElapsedTime(&ms, m.stepGraph.start, m.stepGraph.end),
+                               "cuEventElapsedTime", " for the training step"));
+  m.stepGraph.lastSeconds = ms * 1e-3;
   return m.readScalars();
 }
 

@@ -39,7 +39,9 @@ attention_shape() {
 }
 
 # median_step METRICS.jsonl WARMUP: kiln-run's median step_ms over the steps
-# after the first WARMUP, the tokens/s it gives and the last step's loss.
+# after the first WARMUP, the tokens/s it gives and the last step's loss; on
+# a GPU also the median device_ms (the step's CUDA graph, timed by events on
+# its stream) and what the host adds to it.
 median_step() {
   python3 - "$1" "$2" <<'PY'
 import json, statistics, sys
@@ -48,6 +50,12 @@ timed = [r for r in rows if "step_ms" in r][int(sys.argv[2]):]
 ms = statistics.median(r["step_ms"] for r in timed)
 print(f"timed: median step {ms:.2f} ms over {len(timed)} steps after {sys.argv[2]} warm-up steps, "
       f"{timed[-1]['tokens'] / (ms * 1e-3):.0f} tokens/s, loss {timed[-1]['loss']:.4f}")
+device = [r["device_ms"] for r in timed if "device_ms" in r]
+if device:
+    dms = statistics.median(device)
+    host = statistics.median(r["step_ms"] - r["device_ms"] for r in timed if "device_ms" in r)
+    print(f"device: median {dms:.2f} ms of the step on the GPU over {len(device)} steps, "
+          f"the host's median share {host:.2f} ms (batch, launch, synchronization, scalars)")
 PY
 }
 
