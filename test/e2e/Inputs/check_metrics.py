@@ -43,7 +43,7 @@ def main():
         sys.exit(0 if abs(first - value) <= tolerance else 1)
     if what == "identical":
         other = load(sys.argv[3])
-        timing = {"step_ms", "tokens_per_s", "mfu", "peak_memory_bytes"}
+        timing = {"step_ms", "device_ms", "tokens_per_s", "mfu", "peak_memory_bytes"}
         a = [{k: v for k, v in r.items() if k not in timing} for r in rows]
         b = [{k: v for k, v in r.items() if k not in timing} for r in other]
         print("identical" if a == b else f"differ: {a[:3]} vs {b[:3]}")

@@ -10,7 +10,7 @@ JSON keys the records hold (the table in runtime/Metrics.h), and every tag has a
 event at exactly the steps whose record has the key, with the record's value
 rounded to float32 (TensorBoard's simple_value). Values kiln-run holds as float32
 (loss, norms, the model's metrics, lr, counts) must match exactly; those it computes in
-double (update_ratio, step_ms, tokens_per_s, mfu, val_loss) may differ by one
+double (update_ratio, step_ms, device_ms, tokens_per_s, mfu, val_loss) may differ by one
 float32 ulp, since the JSON's 9 significant digits can round across a float32
 midpoint. Prints the tags, one a line, then "tensorboard: PASS".
 """
@@ -32,6 +32,7 @@ TAGS = {
     "param_norm": "train/param_norm",
     "update_ratio": "train/update_ratio",
     "step_ms": "perf/step_ms",
+    "device_ms": "perf/device_ms",
     "tokens": "perf/tokens_per_step",
     "tokens_per_s": "perf/tokens_per_s",
     "mfu": "perf/mfu",
@@ -39,7 +40,7 @@ TAGS = {
     "skipped": "train/skipped",
     "val_loss": "val/loss",
 }
-COMPUTED_IN_DOUBLE = {"update_ratio", "step_ms", "tokens_per_s", "mfu", "val_loss"}
+COMPUTED_IN_DOUBLE = {"update_ratio", "step_ms", "device_ms", "tokens_per_s", "mfu", "val_loss"}
 
 
 def tag_of(key):
