@@ -19,11 +19,11 @@
 // epilogue reads it from a register, and it is stored only when the kernel
 // writes it (RowOpInterface::hasElementEpilogue: only its epilogue reads
 // it, the fp32 row never reaches memory).
-// Backward: one launch, the first blocks the rows (dx), the others the
-// column sums of the weight and bias gradients (32-column tiles over chunks
-// of rows, the chunks' partials added in order by the last block), which
-// recompute a fused prologue instead of reading what the row blocks store
-// in the same launch.
+// Backward: one launch in chunks of rows, each chunk's row blocks (dx) then
+// its column blocks, which sum the weight and bias gradients over the
+// chunk's rows in 32-column tiles while those rows are still in L2 (the
+// chunks' partials added in order by the last block), and recompute a fused
+// prologue instead of reading what the row blocks store in the same launch.
 // Numerics: float accumulation, every sum in a fixed order, so a kernel
 // gives the same bits on every run.
 //
@@ -381,40 +381,64 @@ LogicalResult emitColumnNorm(Operation *op, KernelSourceWriter &w, CudaLaunch &l
   return success();
 }
 
-// Per-column sums over the rows of an [R, C] tensor, in blocks of a launch
-// from block `first` on: a block sums a tile of 32 columns over a chunk of
-// rows (a warp reads 32 adjacent columns of one row; the block's warps take
-// every blockDim/32-th row of the chunk, then add up in warp order), stores
-// the chunk's partial sums, and the last block to finish adds the chunks in
-// order. Enough chunks that the launch fills the GPU; the same bits on every
-// run.
+// The backward's launch, in chunks of rows: for each chunk, one block per
+// row (dx), then the blocks of its column sums: a block sums a tile of 32
+// columns over the chunk's rows (a warp reads 32 adjacent columns of one
+// row; the block's warps take every blockDim/32-th row, then add up in warp
+// order) and stores the chunk's partial sums; the last block of each tile
+// to finish adds the tile's chunks in order (the same bits on every run).
+//
+// Why chunks, and their size: the column sums read x and the gradient
+// again, which the row blocks have just read. Blocks start in about the
+// order of their index, so a chunk's column blocks run right after its row
+// blocks, while those rows' bytes are still in L2 -- when a chunk's x and
+// gradient (kChunkBytes) are a small part of it (50 MB on an H100 or H200):
+// they then cost L2 reads, not a second pass over memory. (With every
+// column block after every row block, the sums reread all of x and the
+// gradient from memory: Llama-3's RMS norm backward, 1,152 MiB a call read
+// or written once, then read 512 MiB more.) And at least 4 chunks where the
+// rows allow, so that column sums run beside later rows' blocks rather than
+// all after the last row.
 struct ColumnSumPlan {
   int64_t rows = 0, columns = 0, tiles = 0, chunks = 0, chunkRows = 0;
-  uint32_t blocks = 0;
+  // The blocks of one chunk: chunkRows row blocks, then `tiles` column ones.
+  int64_t blocksPerChunk() const { return chunkRows + tiles; }
+  uint32_t launchBlocks() const { return static_cast<uint32_t>(chunks * blocksPerChunk()); }
 };
 
-ColumnSumPlan planColumnSums(int64_t rows, int64_t columns, uint32_t threads) {
-  constexpr int64_t kTargetBlocks = 1024; // a few waves on 132 SMs
+// `readBytesPerRow`: what one row of x and the gradient take.
+ColumnSumPlan planColumnSums(int64_t rows, int64_t columns, uint32_t threads,
+                             int64_t readBytesPerRow) {
+  constexpr int64_t kChunkBytes = 4ll << 20;
   ColumnSumPlan p;
   p.rows = rows;
   p.columns = columns;
   p.tiles = (columns + 31) / 32;
   int64_t warps = threads / 32;
-  // A chunk gives each warp at least 4 rows.
-  int64_t maxChunks = std::max<int64_t>(1, rows / (4 * warps));
-  p.chunks = std::clamp<int64_t>((kTargetBlocks + p.tiles - 1) / p.tiles, 1,
-                                 maxChunks);
-  p.chunkRows = (rows + p.chunks - 1) / p.chunks;
+  constexpr int64_t kMinChunks = 4;
+  // A chunk's bytes under kChunkBytes and at least kMinChunks chunks, but
+  // each warp at least 4 rows of a chunk.
+  int64_t byBytes = kChunkBytes / std::max<int64_t>(1, readBytesPerRow);
+  p.chunkRows = std::clamp<int64_t>(std::min(byBytes, (rows + kMinChunks - 1) / kMinChunks),
+                                    std::min<int64_t>(rows, 4 * warps), rows);
   p.chunks = (rows + p.chunkRows - 1) / p.chunkRows;
-  p.blocks = static_cast<uint32_t>(p.tiles * p.chunks);
   return p;
 }
 
-// `body` emits the lines that add row r's term of column c (element i = r *
-// C + c) to each accumulator it is given; the sums go to `outputs` (one per
+// `const int64_t chunk = ...; const int64_t local = ...;`: block b's chunk
+// and its place in it (a row block below chunkRows, a column block after).
+void emitChunkOfBlock(KernelSourceWriter &w, const ColumnSumPlan &p) {
+  std::string per = str(p.blocksPerChunk());
+  w.line("const int64_t chunk = (int64_t)blockIdx.x / " + per + ";");
+  w.line("const int64_t local = (int64_t)blockIdx.x % " + per + ";");
+}
+
+// A column block (emitChunkOfBlock's chunk and local >= chunkRows). `body`
+// emits the lines that add row r's term of column c (element i = r * C + c)
+// to each accumulator it is given; the sums go to `outputs` (one per
 // accumulator, float pointers of C elements).
 LogicalResult emitColumnSums(
-    KernelSourceWriter &w, const ColumnSumPlan &p, StringRef first,
+    KernelSourceWriter &w, const ColumnSumPlan &p,
     ArrayRef<std::string> outputs,
     function_ref<LogicalResult(ArrayRef<std::string>)> body) {
   std::string cs = str(p.columns), k = str(outputs.size());
@@ -423,12 +447,11 @@ LogicalResult emitColumnSums(
   w.global("__device__ float " + partial + "[" +
            str(p.chunks * p.columns * static_cast<int64_t>(outputs.size())) +
            "];");
-  w.global("__device__ unsigned int " + done + " = 0u;");
+  w.global("__device__ unsigned int " + done + "[" + str(p.tiles) + "];");
   w.line("// column sums: " + str(p.tiles) + " tiles of 32 columns x " +
          str(p.chunks) + " chunks of " + str(p.chunkRows) + " rows");
-  w.line("const int64_t b = (int64_t)blockIdx.x - " + first.str() + ";");
-  w.line("const int64_t chunk = b / " + str(p.tiles) + ";");
-  w.line("const int64_t c = (b % " + str(p.tiles) + ") * 32 + (threadIdx.x & 31);");
+  w.line("const int64_t tile = local - " + str(p.chunkRows) + ";");
+  w.line("const int64_t c = tile * 32 + (threadIdx.x & 31);");
   w.line("const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;");
   w.line("const int64_t r0 = chunk * " + str(p.chunkRows) + ";");
   w.line("const int64_t r1 = r0 + " + str(p.chunkRows) + " < " + str(p.rows) +
@@ -457,8 +480,11 @@ LogicalResult emitColumnSums(
   w.line(partial + "[(chunk * " + k + " + a) * " + cs + " + c] = s;");
   w.close();
   w.close();
-  w.line("if (!kiln_last_of(&" + done + ", " + str(p.blocks) + "u)) return;");
-  w.open(columnLoop(p.columns));
+  // The tile's last block adds its chunks' partials in chunk order: a
+  // counter per tile, so the tiles finish apart and the last one has 32
+  // columns to add, not all of them.
+  w.line("if (!kiln_last_of(&" + done + "[tile], " + str(p.chunks) + "u)) return;");
+  w.open("if (warp == 0 && c < " + cs + ")");
   for (size_t a = 0; a < outputs.size(); ++a) {
     w.line("float t" + str(a) + " = 0.0f;");
     w.line("for (int64_t q = 0; q < " + str(p.chunks) + "; ++q) t" + str(a) +
@@ -529,9 +555,9 @@ LogicalResult emitNormCudaKernel(Operation *op, KernelSourceWriter &w, CudaLaunc
 // weight, per row:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 // (RMS norm: without the mean(dxhat) term), and per column: dweight =
-// sum_rows(grad * xhat), dbias = sum_rows(grad) (layer norm). One launch:
-// the first `rowBlocks` blocks do the rows, the others the column sums
-// (emitColumnSums; both only read the inputs).
+// sum_rows(grad * xhat), dbias = sum_rows(grad) (layer norm). One launch in
+// chunks of rows (ColumnSumPlan): each chunk's row blocks, then its column
+// blocks (emitColumnSums; both only read the inputs).
 LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
                                      CudaLaunch &launch, CudaRowFusion *rows) {
   NormValues n = normValues(op);
@@ -540,18 +566,23 @@ LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
   std::string cs = str(c), rs = str(r);
   bool registers = registerRow(op, rows, c);
   uint32_t threads = registers ? registerRowThreads(c) : cudaRowThreads(c);
-  uint32_t rowBlocks = cudaGridFor(r, 1, kCudaMaxRowGrid);
-  ColumnSumPlan columns = planColumnSums(r, c, threads);
-  uint32_t columnBlocks = columns.blocks;
-  launch = {rowBlocks + columnBlocks, threads, 0};
-  std::string rb = str(rowBlocks);
+  auto bytesOf = [](Value v) {
+    return static_cast<int64_t>(elementOf(v).getIntOrFloatBitWidth() / 8);
+  };
+  ColumnSumPlan columns = planColumnSums(r, c, threads, c * (bytesOf(x) + bytesOf(grad)));
+  launch = {columns.launchBlocks(), threads, 0};
+  std::string cr = str(columns.chunkRows);
   std::string rowMean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0f");
   w.line(std::string("// ") + (n.centered ? "layer" : "RMS") +
-         " norm backward over rows of [" + rs + ", " + cs + "]: " + rb +
-         " row blocks" + (registers ? " (8 columns a thread in registers)" : "") +
-         ", then " + str(columnBlocks) + " column blocks");
-  w.open("if (blockIdx.x < " + rb + ")");
-  std::string rowLoop = "for (int64_t r = blockIdx.x; r < " + rs + "; r += " + rb + ")";
+         " norm backward over rows of [" + rs + ", " + cs + "]: " +
+         str(columns.chunks) + " chunks of " + cr + " row blocks" +
+         (registers ? " (8 columns a thread in registers)" : "") + " and " +
+         str(columns.tiles) + " column blocks");
+  emitChunkOfBlock(w, columns);
+  w.open("if (local < " + cr + ")");
+  // One row: the block's, when the last chunk has it.
+  std::string rowLoop = "for (int64_t r = chunk * " + cr + " + local; r < " + rs + "; r += " +
+                        rs + ")";
   if (failed(registers ? emitRegisterNormGradRows(op, w, threads, rowLoop, rows)
                        : emitColumnNormGradRows(op, w, rowLoop, rows)))
     return failure();
@@ -563,7 +594,7 @@ LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
   if (n.centered)
     outputs.push_back(w.ptr(n.dbias));
   return emitColumnSums(
-      w, columns, rb, outputs, [&](ArrayRef<std::string> acc) -> LogicalResult {
+      w, columns, outputs, [&](ArrayRef<std::string> acc) -> LogicalResult {
         PointwiseStatements prologue;
         if (rows && !rows->parts.prologue.empty()) {
           if (failed(emitPointwiseStatements(

@@ -203,21 +203,22 @@ TEST(CudaKernelsEmulated, LayerNormAndGrad) {
                      HostTensor::floats(randomFloats(480, 12))});
 }
 
-// Enough rows that the weight gradients' column sums split into chunks (the
-// last one shorter) added by the last block, and a last tile of 32 columns
-// only partly used: RMS norm, [300, 40].
+// The launch in chunks of rows (at least 4: ceil(301 / 4) = 76 rows, the
+// last chunk 73), each chunk's row blocks then its column blocks, whose
+// partials the last block of each 32-column tile adds in chunk order; the
+// last tile only partly used: RMS norm, [301, 40].
 TEST(CudaKernelsEmulated, NormGradColumnChunks) {
   expectSameResults(R"mlir(
-    func.func @step(%x: tensor<300x40xf32>, %w: tensor<40xf32>, %dy: tensor<300x40xf32>) -> (tensor<300x40xf32>, tensor<300xf32>, tensor<300x40xf32>, tensor<40xf32>) {
-      %y, %rstd = kiln.rms_norm %x, %w : (tensor<300x40xf32>, tensor<40xf32>) -> (tensor<300x40xf32>, tensor<300xf32>)
+    func.func @step(%x: tensor<301x40xf32>, %w: tensor<40xf32>, %dy: tensor<301x40xf32>) -> (tensor<301x40xf32>, tensor<301xf32>, tensor<301x40xf32>, tensor<40xf32>) {
+      %y, %rstd = kiln.rms_norm %x, %w : (tensor<301x40xf32>, tensor<40xf32>) -> (tensor<301x40xf32>, tensor<301xf32>)
       %dx, %dw = kiln.rms_norm_grad %x, %w, %rstd, %dy
-          : (tensor<300x40xf32>, tensor<40xf32>, tensor<300xf32>, tensor<300x40xf32>)
-          -> (tensor<300x40xf32>, tensor<40xf32>)
-      return %y, %rstd, %dx, %dw : tensor<300x40xf32>, tensor<300xf32>, tensor<300x40xf32>, tensor<40xf32>
+          : (tensor<301x40xf32>, tensor<40xf32>, tensor<301xf32>, tensor<301x40xf32>)
+          -> (tensor<301x40xf32>, tensor<40xf32>)
+      return %y, %rstd, %dx, %dw : tensor<301x40xf32>, tensor<301xf32>, tensor<301x40xf32>, tensor<40xf32>
     })mlir",
-                    {HostTensor::floats(randomFloats(12000, 30, -1, 3)),
+                    {HostTensor::floats(randomFloats(301 * 40, 30, -1, 3)),
                      HostTensor::floats(randomFloats(40, 31)),
-                     HostTensor::floats(randomFloats(12000, 32))});
+                     HostTensor::floats(randomFloats(301 * 40, 32))});
 }
 
 // A causally masked softmax (the first row has one unmasked entry) and a
