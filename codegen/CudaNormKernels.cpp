@@ -21,8 +21,8 @@
 // it, the fp32 row never reaches memory).
 // Backward: one launch in chunks of rows, each chunk's row blocks (dx) then
 // its column blocks, which sum the weight and bias gradients over the
-// chunk's rows in 32-column tiles while those rows are still in L2 (the
-// chunks' partials added in order by the last block), and recompute a fused
+// chunk's rows in 32-column tiles while those rows are still in L2 (each
+// tile's chunk partials added in order by its last block), and recompute a fused
 // prologue instead of reading what the row blocks store in the same launch.
 // Numerics: float accumulation, every sum in a fixed order, so a kernel
 // gives the same bits on every run.
@@ -406,10 +406,15 @@ struct ColumnSumPlan {
   uint32_t launchBlocks() const { return static_cast<uint32_t>(chunks * blocksPerChunk()); }
 };
 
-// `readBytesPerRow`: what one row of x and the gradient take.
+// `readBytesPerRow`: what one row of x and the gradient take; `sums`: the
+// column sums (1 or 2).
 ColumnSumPlan planColumnSums(int64_t rows, int64_t columns, uint32_t threads,
-                             int64_t readBytesPerRow) {
+                             int64_t readBytesPerRow, int64_t sums) {
   constexpr int64_t kChunkBytes = 4ll << 20;
+  // The chunks' partial sums are a __device__ array of the kernel's module,
+  // outside the memory plan: at most kScratchBytes (longer chunks past that;
+  // Llama-3's [16, 2048] needs 1 MiB).
+  constexpr int64_t kScratchBytes = 2ll << 20;
   ColumnSumPlan p;
   p.rows = rows;
   p.columns = columns;
@@ -417,10 +422,14 @@ ColumnSumPlan planColumnSums(int64_t rows, int64_t columns, uint32_t threads,
   int64_t warps = threads / 32;
   constexpr int64_t kMinChunks = 4;
   // A chunk's bytes under kChunkBytes and at least kMinChunks chunks, but
-  // each warp at least 4 rows of a chunk.
+  // the partial sums at most kScratchBytes and each warp at least 4 rows of
+  // a chunk.
   int64_t byBytes = kChunkBytes / std::max<int64_t>(1, readBytesPerRow);
-  p.chunkRows = std::clamp<int64_t>(std::min(byBytes, (rows + kMinChunks - 1) / kMinChunks),
-                                    std::min<int64_t>(rows, 4 * warps), rows);
+  int64_t maxChunks = std::max<int64_t>(1, kScratchBytes / (columns * sums * 4));
+  int64_t byScratch = (rows + maxChunks - 1) / maxChunks;
+  p.chunkRows = std::clamp<int64_t>(
+      std::max(byScratch, std::min(byBytes, (rows + kMinChunks - 1) / kMinChunks)),
+      std::min<int64_t>(rows, 4 * warps), rows);
   p.chunks = (rows + p.chunkRows - 1) / p.chunkRows;
   return p;
 }
@@ -569,7 +578,8 @@ LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
   auto bytesOf = [](Value v) {
     return static_cast<int64_t>(elementOf(v).getIntOrFloatBitWidth() / 8);
   };
-  ColumnSumPlan columns = planColumnSums(r, c, threads, c * (bytesOf(x) + bytesOf(grad)));
+  ColumnSumPlan columns =
+      planColumnSums(r, c, threads, c * (bytesOf(x) + bytesOf(grad)), n.centered ? 2 : 1);
   launch = {columns.launchBlocks(), threads, 0};
   std::string cr = str(columns.chunkRows);
   std::string rowMean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0f");

@@ -67,10 +67,11 @@ std::string columnLoop(int64_t columns) {
 
 namespace {
 
-// A row of `columns` f32 read (or bf16 written) in runs of 8 columns per
-// thread (kiln_lanes8): 32- and 16-byte accesses instead of 4 and 2, so a
+// A row of `columns` f32 or bf16 read (or bf16 written) in runs of 8 columns
+// per thread (kiln_lanes8): 32- and 16-byte accesses instead of 4 and 2, so a
 // vocabulary-wide row keeps enough bytes in flight. Needs whole runs: every
-// row then starts 32-byte aligned.
+// row then starts 32-byte aligned (16-byte for bf16 logits, what their runs
+// need).
 bool columnRuns(int64_t columns) { return columns % 8 == 0; }
 // `for (int64_t c8 = threadIdx.x; c8 < C / 8; c8 += blockDim.x)`, with
 // `const int64_t c0 = c8 * 8;` the run's first column.

@@ -258,8 +258,11 @@ def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
     - every f32 `kiln.matmul` reads bf16 copies of its operands
       (`kiln.convert`, one per value, shared by every GEMM that reads it, also
       through reshapes) with fp32 accumulation;
-    - forward GEMMs (those the loss and metrics depend on) write bf16, except
-      the logits cross_entropy reads; their readers read a widening convert;
+    - forward GEMMs (those the loss and metrics depend on) write bf16, the
+      logits included (as torch.autocast's head GEMM), and so does a backward
+      GEMM that makes logits again; cross_entropy and its gradient read bf16
+      logits as they are (their kernels widen each element), every other
+      reader reads a widening convert;
     - bias adds of forward GEMMs and softmax outputs are stored in bf16 and
       read (forward and backward) through a widening convert;
     - `kiln.attention` reads bf16 q, k, v (the GEMM operands' shared
@@ -267,8 +270,7 @@ def KilnMixedPrecision : Pass<"kiln-mixed-precision", "::mlir::ModuleOp"> {
       reads them and a bf16 copy of dout and writes bf16 dq, dk, dv (f32
       readers read a widening convert; capture gradients stay f32);
     - the residual stream (layer_norm inputs), layer_norm mean/rstd, the
-      logits, the loss, metrics, gradients, master weights and optimizer state
-      stay f32.
+      loss, metrics, gradients, master weights and optimizer state stay f32.
 
     `precision = "fp32"`, `"tf32"` (a GEMM setting codegen reads) or no
     setting: nothing changes.

@@ -19,6 +19,7 @@
 //   update_ratio        train/update_ratio     when both norms are measured
 //   metric/<name>       metric/<name>          one per `metric` line of the model
 //   step_ms             perf/step_ms           always
+//   device_ms           perf/device_ms         CUDA, a step run as one graph
 //   tokens              perf/tokens_per_step   always
 //   tokens_per_s        perf/tokens_per_s      always
 //   mfu                 perf/mfu               when a peak FLOP/s is known
@@ -64,8 +65,9 @@ struct StepMetrics {
   std::optional<double> paramNorm;  // L2 norm of the parameters
   std::vector<NamedScalar> modelMetrics; // the model's `metric` lines
   double stepMs = 0;                     // wall time of the step
-  // The device's time for it (Backend::lastStepDeviceSeconds): stepMs less
-  // this is what the host added (batch, launch, synchronization, scalars).
+  // The device's time for it (Backend::lastStepDeviceSeconds, the graph's
+  // launch included): stepMs less this is what the host added before and
+  // after it (batch, staging, synchronization, scalars).
   std::optional<double> deviceMs;
   int64_t tokensPerStep = 0;             // batch * seq (* accumulation)
   double tokensPerSecond = 0;

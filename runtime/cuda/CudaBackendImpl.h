@@ -129,7 +129,8 @@ struct StepGraph {
   uint8_t *pinned = nullptr;
   size_t pinnedBytes = 0;
   // Recorded on the stream around each replay: the device's time for the
-  // step (lastSeconds), apart from the host's before and after it.
+  // step (lastSeconds: the graph's run and its launch's submission), apart
+  // from the host's before and after it.
   CUevent start = nullptr, end = nullptr;
   std::optional<double> lastSeconds;
 };

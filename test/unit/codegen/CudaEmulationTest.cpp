@@ -270,6 +270,31 @@ TEST(CudaKernelsEmulated, CrossEntropyPaddedClassesInRuns) {
                      HostTensor::floats({0.5f})});
 }
 
+// bf16 logits (precision = bf16 rounds the head GEMM's result): both kernels
+// widen each logit as they load it, one at a time where a row is not whole
+// runs of 8 (33 columns), 16 bytes at a time where it is (64, with padded
+// classes); the gradient written in bf16 too.
+TEST(CudaKernelsEmulated, CrossEntropyBf16Logits) {
+  expectSameResults(R"mlir(
+    func.func @step(%a: tensor<3x33xf32>, %ta: tensor<3xi32>, %b: tensor<3x64xf32>, %tb: tensor<3xi32>, %g: tensor<f32>)
+        -> (tensor<f32>, tensor<3x33xf32>, tensor<f32>, tensor<f32>, tensor<3x64xf32>) {
+      %ah = kiln.convert %a : tensor<3x33xf32> -> tensor<3x33xbf16>
+      %la = kiln.cross_entropy %ah, %ta : tensor<3x33xbf16>, tensor<3xi32>
+      %da = kiln.cross_entropy_grad %ah, %ta, %g : tensor<3x33xbf16>, tensor<3xi32> -> tensor<3x33xf32>
+      %bh = kiln.convert %b : tensor<3x64xf32> -> tensor<3x64xbf16>
+      %lb = kiln.cross_entropy %bh, %tb {valid_classes = 50 : i64} : tensor<3x64xbf16>, tensor<3xi32>
+      %db, %lb2 = kiln.cross_entropy_grad %bh, %tb, %g with loss tensor<f32> {valid_classes = 50 : i64}
+          : tensor<3x64xbf16>, tensor<3xi32>
+      %dbw = kiln.convert %db : tensor<3x64xbf16> -> tensor<3x64xf32>
+      return %la, %da, %lb, %lb2, %dbw : tensor<f32>, tensor<3x33xf32>, tensor<f32>, tensor<f32>, tensor<3x64xf32>
+    })mlir",
+                    {HostTensor::floats(randomFloats(99, 40, -5, 5)),
+                     HostTensor::ints({0, 32, 17}),
+                     HostTensor::floats(randomFloats(192, 41, -5, 5)),
+                     HostTensor::ints({49, 3, 55}),
+                     HostTensor::floats({0.5f})});
+}
+
 // cross_entropy_grad `with loss` (the fused classifier's chunks): the
 // gradient as without it, and the loss of cross_entropy's kernel with its
 // bits on either backend (same row statistics and sums), also with an
