@@ -16,7 +16,7 @@
 #       (PASS, FAIL, TIMEOUT or SKIP with the reason) and its raw output to
 #       $OUT/steps.log, so what matters most comes back even if the call is
 #       cut short. $OUT defaults to DIR/results. At most 6 files come back
-#       (summary.txt, steps.log, sanitizer.txt, remat.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
+#       (summary.txt, steps.log, sanitizer.txt, racecheck.txt, remat.txt, gpt2.txt, llama.txt). KILN_GPU_CHECK_SIM=1
 #       (set by CI, with KILN_CUDA_LIB_DIR at the simulator) skips the steps
 #       that need a real GPU and its tools. CHECK_STEPS="gpt2 profile" runs
 #       only the steps named (the others are SKIPped), for a second call.
@@ -38,7 +38,8 @@
 # under remat = full against no recompute, bit for bit); attention-fp32,
 # attention-bf16, tsp (against the CPU references); nccl (data parallelism
 # over one rank through NCCL, bit for bit the model without a mesh); sanitizer
-# (compute-sanitizer memcheck on one eager step); attention (the generated
+# (compute-sanitizer memcheck on one eager step of tiny_gpt bf16, racecheck on
+# one of the bf16 attention case with the generated kernels); attention (the generated
 # flash kernels' step time on causal, ALiBi and TSP-bias attention against
 # PyTorch's FlexAttention and cuDNN SDPA at the same shapes,
 # tools/bench/attention_bench.sh and torch_attention.py); memory (kilnc's planned peak
@@ -373,6 +374,16 @@ sanitizer() {
   LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_CUDA_EAGER=1 \
     "$tool" --tool memcheck --error-exitcode 3 --log-file "$out/sanitizer.txt" \
     "$dir/bin/kiln-run.real" "$dir/artifacts/tiny-bf16.kart" $run_args --quiet
+  # Shared-memory races in the generated attention kernels (cp.async stages,
+  # ldmatrix reads, the barriers between them), which the CPU emulation of
+  # the kernels cannot see: racecheck on one step of the bf16 attention case
+  # with --attention=kiln (cuDNN would take the plain causal calls).
+  run_args=$(grep "^attention-bf16|" "$dir/cases.txt" | cut -d'|' -f3 | sed 's/--steps [0-9]*/--steps 1/')
+  # shellcheck disable=SC2086
+  LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" KILN_CUDA_EAGER=1 \
+    "$tool" --tool racecheck --error-exitcode 3 \
+    --log-file "$out/racecheck.txt" \
+    "$dir/bin/kiln-run.real" "$dir/artifacts/attention-bf16.kart" $run_args --attention=kiln --quiet
 }
 
 # kilnc's planned peak for GPT-2 bf16 against the most device memory
@@ -498,7 +509,7 @@ run_checks() {
   else
     step attention 150 env OUT="$out" "${flex_shapes[@]}" TORCH_ATTENTION_ARGS="$flex_torch" \
       "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" attention
-    step sanitizer 90 sanitizer
+    step sanitizer 150 sanitizer
     step memory 60 memory
     # gpu_bundle.sh writes $OUT/BENCH.txt with its command, date and GPU.
     # PyTorch's side also prints one profiled step's costliest kernels
