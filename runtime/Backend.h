@@ -118,14 +118,12 @@ public:
   // launch tables and library workspaces); nullopt on the CPU, whose peak
   // is the process's resident memory.
   virtual std::optional<int64_t> devicePeakBytes() const { return std::nullopt; }
-  // The device's time for the last runTrainingStep, from events recorded on
-  // its stream just before and after the step's graph launch: the graph's run
-  // and the launch's submission (the stream is idle when the first event
-  // is recorded, so the device waits for the launch inside this time). The
-  // host's share of a step -- reading the batch, staging it, synchronizing,
-  // reading the scalars -- is the wall time less this. nullopt on the CPU
-  // and where the step ran launch by launch (profiled, traced, eager, or
-  // decided at its first run).
+  // The device's time for the last runTrainingStep: from the first node of
+  // the step's CUDA graph to its last (event record nodes of the graph). The
+  // host's share of a step -- reading the batch, staging it, launching,
+  // synchronizing, reading the scalars -- is the wall time less this.
+  // nullopt on the CPU and where the step ran launch by launch (profiled,
+  // traced, eager, or decided at its first run).
   virtual std::optional<double> lastStepDeviceSeconds() const { return std::nullopt; }
   // Bytes this rank all-reduces per training step through a library of the
   // backend's own (NCCL); 0 where the communicator runs the collectives.

@@ -65,9 +65,9 @@ struct StepMetrics {
   std::optional<double> paramNorm;  // L2 norm of the parameters
   std::vector<NamedScalar> modelMetrics; // the model's `metric` lines
   double stepMs = 0;                     // wall time of the step
-  // The device's time for it (Backend::lastStepDeviceSeconds, the graph's
-  // launch included): stepMs less this is what the host added before and
-  // after it (batch, staging, synchronization, scalars).
+  // The device's time for it (Backend::lastStepDeviceSeconds, the step's
+  // graph from its first node to its last): stepMs less this is what the
+  // host added (batch, staging, launch, synchronization, scalars).
   std::optional<double> deviceMs;
   int64_t tokensPerStep = 0;             // batch * seq (* accumulation)
   double tokensPerSecond = 0;

@@ -128,9 +128,9 @@ struct StepGraph {
   CUgraphExec exec = nullptr;
   uint8_t *pinned = nullptr;
   size_t pinnedBytes = 0;
-  // Recorded on the stream around each replay: the device's time for the
-  // step (lastSeconds: the graph's run and its launch's submission), apart
-  // from the host's before and after it.
+  // Stamped by the graph's first and last nodes (event record nodes) at each
+  // replay: the device's time for the step (lastSeconds), apart from the
+  // host's before and after it and from the launch itself.
   CUevent start = nullptr, end = nullptr;
   std::optional<double> lastSeconds;
 };

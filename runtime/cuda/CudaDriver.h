@@ -76,6 +76,7 @@ struct CudaDriver {
   X(cuEventCreate)                                                             \
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
+  X(cuEventRecordWithFlags)                                                    \
   X(cuStreamWaitEvent)                                                         \
   X(cuEventElapsedTime)
 

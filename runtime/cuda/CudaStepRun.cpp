@@ -123,10 +123,20 @@ Status CudaBackend::Impl::captureStep(const TrainingStepPlan &plan,
     stepGraph.pinnedBytes = total;
   }
 
+  for (CUevent *e : {&stepGraph.start, &stepGraph.end})
+    if (!*e)
+      KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate"));
   KILN_RETURN_IF_ERROR(d.check(
       d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
       "cuStreamBeginCapture", " for the training step"));
+  // The graph's first and last nodes stamp stepGraph.start and .end at
+  // every replay: the device's time for the step, its launch left out.
+  auto stamp = [&](CUevent e) {
+    return d.check(d.cuEventRecordWithFlags(e, stream, CU_EVENT_RECORD_EXTERNAL),
+                   "cuEventRecordWithFlags", " in the training step's graph");
+  };
   auto record = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(stamp(stepGraph.start));
     for (uint32_t b : plan.zeroed)
       KILN_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(devicePointer(b), 0, bytes(b), stream),
                                    "cuMemsetD8Async", " for " + artifact.describeBuffer(b)));
@@ -147,7 +157,8 @@ Status CudaBackend::Impl::captureStep(const TrainingStepPlan &plan,
       KILN_RETURN_IF_ERROR(runProgram(ProgramKind::kStep));
     }
     KILN_RETURN_IF_ERROR(copy(plan.updateWrites));
-    return runProgram(ProgramKind::kUpdate);
+    KILN_RETURN_IF_ERROR(runProgram(ProgramKind::kUpdate));
+    return stamp(stepGraph.end);
   };
   Status recorded = record();
   // End the capture on every path, or the stream stays unusable.
@@ -276,16 +287,9 @@ Status CudaBackend::runTrainingStep(const TrainingStepPlan &plan) {
     stage(batch);
   stage(plan.updateWrites);
   const CudaDriver &d = *m.driver;
-  for (CUevent *e : {&m.stepGraph.start, &m.stepGraph.end})
-    if (!*e)
-      KILN_RETURN_IF_ERROR(d.check(d.cuEventCreate(e, CU_EVENT_DEFAULT), "cuEventCreate"));
   nvtx::ScopedRange range("step and update (one CUDA graph)");
-  KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(m.stepGraph.start, m.stream), "cuEventRecord",
-                               " before the training step"));
   KILN_RETURN_IF_ERROR(d.check(d.cuGraphLaunch(m.stepGraph.exec, m.stream), "cuGraphLaunch",
                                " for the training step"));
-  KILN_RETURN_IF_ERROR(d.check(d.cuEventRecord(m.stepGraph.end, m.stream), "cuEventRecord",
-                               " after the training step"));
   KILN_RETURN_IF_ERROR(d.check(
       d.cuStreamSynchronize(m.stream), "running the CUDA graph of",
       " the training step (rerun with KILN_CUDA_EAGER=1 to name the failing kernel "

@@ -740,6 +740,32 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
                                 "cuEventRecord"});
 }
 
+// CU_EVENT_RECORD_EXTERNAL in a capture: an event record node, which stamps
+// the event each time the graph runs (the runtime times its step graph by
+// two of them); otherwise a plain record, as CUDA does.
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS)
+    return r;
+  if (flags & ~unsigned(CU_EVENT_RECORD_EXTERNAL))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st *s = resolveStream(hStream);
+  if (!s)
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUstream_st *origin = s->joinedTo && s->joinedTo->capturing ? s->joinedTo : s;
+  if (!(flags & CU_EVENT_RECORD_EXTERNAL) || !origin->capturing)
+    return cuEventRecord(hEvent, hStream);
+  if (!device().events.count(hEvent))
+    return CUDA_ERROR_INVALID_HANDLE;
+  CUevent e = hEvent;
+  e->completed = false;
+  e->capturedIn = nullptr; // a record of the graph's runs, not a fork point
+  return enqueueOn(s, Operation{[e] {
+                                  e->at = std::chrono::steady_clock::now();
+                                  e->completed = true;
+                                },
+                                "cuEventRecord (event record node)"});
+}
+
 // Cross-stream order. The simulator runs one stream's work at a time, so a
 // wait on an event recorded in a capture joins the waiting stream to that
 // capture (its work is recorded there, after everything issued so far: a

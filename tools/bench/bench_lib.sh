@@ -40,8 +40,8 @@ attention_shape() {
 
 # median_step METRICS.jsonl WARMUP: kiln-run's median step_ms over the steps
 # after the first WARMUP, the tokens/s it gives and the last step's loss; on
-# a GPU also the median device_ms (the step's CUDA graph and its launch,
-# timed by events on its stream) and what the host adds before and after.
+# a GPU also the median device_ms (the step's CUDA graph from its first
+# node to its last, by event record nodes) and what the host adds to it.
 median_step() {
   python3 - "$1" "$2" <<'PY'
 import json, statistics, sys
@@ -55,8 +55,7 @@ if device:
     dms = statistics.median(device)
     host = statistics.median(r["step_ms"] - r["device_ms"] for r in timed if "device_ms" in r)
     print(f"device: median {dms:.2f} ms of the step on the GPU over {len(device)} steps, "
-          f"the host's median share {host:.2f} ms (batch, staging, synchronization, scalars; "
-          f"the graph's launch is in the device time)")
+          f"the host's median share {host:.2f} ms (batch, staging, launch, synchronization, scalars)")
 PY
 }
 

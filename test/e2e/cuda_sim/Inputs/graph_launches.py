@@ -1,8 +1,8 @@
 """Summarizes a device simulator trace (KILN_SIM_TRACE=1) of training steps.
 
 Prints how many graphs were launched, how many operations (copies, memsets,
-kernels; event records are markers, not counted) ran on their own between
-the first and the last launch, and the shape of each launch's nodes:
+kernels; event records, in a graph or not, are markers and not counted) ran
+on their own between the first and the last launch, and the shape of each launch's nodes:
 memsets (M), host-to-device copies (C) and everything else (K: kernels,
 GEMMs), consecutive ones of a kind counted once. A training step with
 grad_accum = G captured whole reads M C K (C K) x G: the accumulators
@@ -32,11 +32,13 @@ for line in open(sys.argv[1]):
                 shape += kind
         shapes.append(shape)
         nodes = []
+    elif what.startswith("cuEventRecord"):
+        # Event records (device_ms's nodes, first and last in each graph) mark
+        # the timeline; they are no work of their own.
+        continue
     elif in_graph:
         nodes.append(what)
-    elif not what.startswith("cuEventRecord"):
-        # Event records (device_ms's, around each launch) mark the stream's
-        # timeline; they are no work of their own.
+    else:
         pending_outside += 1
 
 print(f"graph launches: {launches}")
