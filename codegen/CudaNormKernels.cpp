@@ -37,6 +37,8 @@
 #include "codegen/RowGroup.h"
 #include "codegen/ScalarExprEmitter.h"
 
+#include "ir/OpCost.h"
+
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
@@ -575,11 +577,9 @@ LogicalResult emitNormGradCudaKernel(Operation *op, KernelSourceWriter &w,
   std::string cs = str(c), rs = str(r);
   bool registers = registerRow(op, rows, c);
   uint32_t threads = registers ? registerRowThreads(c) : cudaRowThreads(c);
-  auto bytesOf = [](Value v) {
-    return static_cast<int64_t>(elementOf(v).getIntOrFloatBitWidth() / 8);
-  };
   ColumnSumPlan columns =
-      planColumnSums(r, c, threads, c * (bytesOf(x) + bytesOf(grad)), n.centered ? 2 : 1);
+      planColumnSums(r, c, threads, (mlir::kiln::tensorBytes(x) + mlir::kiln::tensorBytes(grad)) / r,
+                     n.centered ? 2 : 1);
   launch = {columns.launchBlocks(), threads, 0};
   std::string cr = str(columns.chunkRows);
   std::string rowMean = n.centered ? w.ptr(n.mean) + "[r]" : std::string("0.0f");

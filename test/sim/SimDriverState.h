@@ -3,7 +3,7 @@
 // Test-only, internal to libcuda.so.1 of the device simulator: the handle
 // types, the one device's state and the stream helpers SimDriver.cpp
 // (context, memory, streams, graphs) defines and SimModules.cpp (modules,
-// functions, launches) uses. See SimDriver.cpp's banner for what is simulated.
+// functions, launches) and SimEvents.cpp (events) use. See SimDriver.cpp's banner for what is simulated.
 //
 //===----------------------------------------------------------------------===//
 
