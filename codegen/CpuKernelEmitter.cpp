@@ -279,12 +279,13 @@ static inline float kiln_tanh(float x) {
 }
 
 // bf16 as raw bits: the top half of the float's bits, rounded to nearest
-// even; NaN stays a (quiet) NaN instead of rounding into infinity.
+// even; any NaN becomes the canonical NaN 0x7fff instead of rounding into
+// infinity (the GPU's cvt.rn.bf16.f32 rule).
 static inline uint16_t kiln_f32_to_bf16(float x) {
   uint32_t bits;
   memcpy(&bits, &x, sizeof bits);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)0x7fffu;
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return (uint16_t)(bits >> 16);
 }

@@ -487,14 +487,24 @@ typedef unsigned long long uint64_t;
 #endif
 
 // GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.
-// bf16 as raw bits (uint16_t), as on the CPU: round to nearest even, NaN
-// kept a quiet NaN; bf16 -> f32 is exact.
+// bf16 as raw bits (uint16_t), as on the CPU: f32 -> bf16 rounds to
+// nearest even and makes any NaN the canonical NaN 0x7fff, the rule of
+// sm_80's cvt.rn.bf16.f32. That is one instruction where the bit arithmetic
+// below (older GPUs, the host emulation) takes a dozen, and a bf16 kernel
+// that rounds a few values an element is bound by those integer ops rather
+// than by memory (SwiGLU's backward rounds three). bf16 -> f32 is exact.
 __device__ __forceinline__ uint16_t kiln_f32_to_bf16(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+#else
   unsigned int bits = __float_as_uint(x);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)0x7fffu;
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return (uint16_t)(bits >> 16);
+#endif
 }
 
 __device__ __forceinline__ float kiln_bf16_to_f32(uint16_t h) {

@@ -137,9 +137,12 @@ class Kiln_FormulaUnaryOp<string mnemonic, string what, string formula,
 def Kiln_SigmoidOp : Kiln_FormulaUnaryOp<"sigmoid", "logistic sigmoid",
     "(1.0f / (1.0f + expf(-($0))))",
     "(($1) * (1.0f / (1.0f + expf(-($0)))) * (1.0f - 1.0f / (1.0f + expf(-($0)))))">;
-// silu(x) = x sigmoid(x) (SwiGLU's gate); d = g s (1 + x (1 - s)).
+// silu(x) = x sigmoid(x) (SwiGLU's gate); d = g s (1 + x (1 - s)). The
+// value is spelled with the derivative's s = 1 / (1 + e^-x), so a kernel
+// holding both (SwiGLU's backward remakes silu(a)) computes s once: one
+// reciprocal an element instead of a reciprocal and a division.
 def Kiln_SiluOp : Kiln_FormulaUnaryOp<"silu", "SiLU (x * sigmoid(x))",
-    "(($0) / (1.0f + expf(-($0))))",
+    "(($0) * (1.0f / (1.0f + expf(-($0)))))",
     "(($1) * (1.0f / (1.0f + expf(-($0)))) * (1.0f + ($0) * (1.0f - 1.0f / (1.0f + expf(-($0))))))">;
 // relu(x) = max(x, 0), NaN kept; d = g where x > 0, else 0.
 def Kiln_ReluOp : Kiln_FormulaUnaryOp<"relu", "ReLU (max(x, 0))",

@@ -27,16 +27,16 @@ void widenBf16(const uint16_t *bits, float *out, size_t n) {
   }
 }
 
-// float -> bf16 bits, rounded to nearest even; NaN stays a quiet NaN
-// (rounding could carry it into infinity). The same rule as the kernels'
-// kiln_f32_to_bf16, so a GEMM's bf16 result equals an fp32 result narrowed
-// by a kiln.convert kernel.
+// float -> bf16 bits, rounded to nearest even; any NaN becomes the canonical
+// NaN 0x7fff (rounding could carry it into infinity). The same rule as the
+// kernels' kiln_f32_to_bf16 (and the GPU's cvt.rn.bf16.f32), so a GEMM's
+// bf16 result equals an fp32 result narrowed by a kiln.convert kernel.
 void narrowToBf16(const float *in, uint16_t *bits, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t word;
     std::memcpy(&word, &in[i], sizeof word);
     if ((word & 0x7fffffffu) > 0x7f800000u) {
-      bits[i] = static_cast<uint16_t>((word >> 16) | 0x40u);
+      bits[i] = 0x7fffu;
       continue;
     }
     word += 0x7fffu + ((word >> 16) & 1u);

@@ -19,7 +19,7 @@ __device__ __forceinline__ void kiln_fb_store(float *p, long long i, float x) { 
 __device__ __forceinline__ void kiln_fb_store(unsigned short *p, long long i, float x) {
   unsigned int bits = __float_as_uint(x);
   if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    p[i] = (unsigned short)((bits >> 16) | 0x40u); // a quiet NaN
+    p[i] = (unsigned short)0x7fffu; // the canonical NaN, as cvt.rn.bf16.f32
     return;
   }
   bits += 0x7fffu + ((bits >> 16) & 1u);

@@ -68,14 +68,15 @@ float load(const void *base, uint32_t type, int64_t index) {
   return f;
 }
 
-// A bf16 store rounds to nearest even; a NaN stays a quiet NaN of its sign.
+// A bf16 store rounds to nearest even; any NaN becomes the canonical NaN
+// 0x7fff (the device's cvt.rn.bf16.f32).
 void store(void *base, uint32_t type, int64_t index, float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, 4);
   if (type != CUDA_R_16BF)
     static_cast<uint32_t *>(base)[index] = bits;
   else if ((bits & 0x7fffffffu) > 0x7f800000u)
-    static_cast<uint16_t *>(base)[index] = uint16_t((bits >> 16) | 0x40u);
+    static_cast<uint16_t *>(base)[index] = uint16_t(0x7fffu);
   else
     static_cast<uint16_t *>(base)[index] =
         uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
