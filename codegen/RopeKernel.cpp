@@ -84,17 +84,17 @@ PairPlace writePairPlace(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::S
 // negated for the inverse rotation): on CUDA one sincosf (one range
 // reduction for both). A pair (x0, x1) becomes (x0 c - x1 s, x1 c + x0 s).
 void writeAngle(mlir::kiln::RopeOp rope, KernelSourceWriter &w, bool cuda,
-                llvm::StringRef angle) {
+                llvm::StringRef angle, llvm::StringRef c = "c", llvm::StringRef s = "s") {
   const std::string minus = rope.getInverse() ? "-" : "";
   w.line("const float a = " + angle.str() + ";");
   if (!cuda) {
-    w.line("const float c = cosf(a), s = " + minus + "sinf(a);");
+    w.line("const float " + c.str() + " = cosf(a), " + s.str() + " = " + minus + "sinf(a);");
     return;
   }
-  w.line("float c, s;");
-  w.line("sincosf(a, &s, &c);");
+  w.line("float " + c.str() + ", " + s.str() + ";");
+  w.line("sincosf(a, &" + s.str() + ", &" + c.str() + ");");
   if (!minus.empty())
-    w.line("s = -s;");
+    w.line(s.str() + " = -" + s.str() + ";");
 }
 
 // The statements for pair `p` of `rope`, reading the table `freq`.
@@ -128,28 +128,64 @@ bool ropeRuns(mlir::kiln::RopeOp rope) {
          laneable(rope.getResult());
 }
 
-// The statements for run `r` (pairs 8r .. 8r + 7) of `rope`.
+// Rows a CUDA thread rotates with one set of angles: the angle of a pair
+// depends on its position t and feature f only, so the rows of one t (heads
+// and batch rows: the dims before T) share it. One sincosf then serves
+// kRopeRows runs instead of one: sincosf's range reduction and polynomials
+// are some 40 instructions a pair, which made the kernel as bound by issue
+// as by memory. The thread loads its rows' runs before it rotates any (4 x
+// 32 bytes in flight, not 32).
+int64_t ropeRowsPerThread(mlir::kiln::RopeOp rope) {
+  llvm::SmallVector<int64_t> shape = rope.getRotatedShape();
+  const int64_t outer = numElements(shape) / (shape.back() * shape[shape.size() - 2]);
+  for (int64_t rows : {4, 2})
+    if (outer % rows == 0)
+      return rows;
+  return 1;
+}
+
+// The statements for item `r` of `rope`: run `r % R` (pairs 8 (r % R) ..
+// 8 (r % R) + 7 of a row, R runs a row) at position t = r / R % T, in rows
+// (r / R / T) * G .. + G - 1 of the dims before T, G = ropeRowsPerThread.
 void writeRun(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq,
               llvm::StringRef index) {
-  w.line("const " + index.str() + " p = r * " + str(kRopeRun) + ";");
-  PairPlace at = writePairPlace(rope, w, index);
-  const std::string partner = " + " + str(rope.getRotatedShape().back() / 2);
+  llvm::SmallVector<int64_t> shape = rope.getRotatedShape();
+  const int64_t half = shape.back() / 2, t = shape[shape.size() - 2];
+  const int64_t runsPerRow = half / kRopeRun, rows = ropeRowsPerThread(rope);
+  const std::string ix = index.str(), partner = " + " + str(half);
   mlir::Value x = rope.getInput(), y = rope.getResult();
   const std::string xt = w.cType(x), yt = w.cType(y);
   const std::string xp = w.ptr(x), yp = w.ptr(y);
-  w.line("const kiln_lanes8<" + xt + "> xa = kiln_load_lanes8(" + xp + " + " + at.in +
-         "), xb = kiln_load_lanes8(" + xp + " + " + at.in + partner + ");");
-  w.line("kiln_lanes8<" + yt + "> ya, yb;");
-  w.line("const float t = (float)(" + at.position + ");");
-  w.open("KILN_UNROLL for (int j = 0; j < " + str(kRopeRun) + "; ++j)");
-  writeAngle(rope, w, /*cuda=*/true, "t * " + freq.str() + "[f + j]");
-  w.line("const float x0 = " + loadElement(mlir::getElementTypeOrSelf(x), "xa.v[j]") +
-         ", x1 = " + loadElement(mlir::getElementTypeOrSelf(x), "xb.v[j]") + ";");
-  w.line(storeElement(mlir::getElementTypeOrSelf(y), "ya.v[j]", "x0 * c - x1 * s"));
-  w.line(storeElement(mlir::getElementTypeOrSelf(y), "yb.v[j]", "x1 * c + x0 * s"));
+  w.line("const " + ix + " run = r % " + str(runsPerRow) + ", pos = r / " + str(runsPerRow) +
+         " % " + str(t) + ", row0 = r / " + str(runsPerRow * t) + " * " + str(rows) + ";");
+  w.line("kiln_lanes8<" + xt + "> xa[" + str(rows) + "], xb[" + str(rows) + "];");
+  w.line(ix + " at[" + str(rows) + "];");
+  w.open("KILN_UNROLL for (int g = 0; g < " + str(rows) + "; ++g)");
+  w.line("const " + ix + " p = ((row0 + g) * " + str(t) + " + pos) * " + str(half) +
+         " + run * " + str(kRopeRun) + ";");
+  PairPlace place = writePairPlace(rope, w, index);
+  w.line("xa[g] = kiln_load_lanes8(" + xp + " + " + place.in + ");");
+  w.line("xb[g] = kiln_load_lanes8(" + xp + " + " + place.in + partner + ");");
+  w.line("at[g] = " + place.out + ";");
   w.close();
-  w.line("kiln_store_lanes8(" + yp + " + " + at.out + ", ya);");
-  w.line("kiln_store_lanes8(" + yp + " + " + at.out + partner + ", yb);");
+  w.line("float c[" + str(kRopeRun) + "], s[" + str(kRopeRun) + "];");
+  w.open("KILN_UNROLL for (int j = 0; j < " + str(kRopeRun) + "; ++j)");
+  writeAngle(rope, w, /*cuda=*/true,
+             "(float)pos * " + freq.str() + "[run * " + str(kRopeRun) + " + j]", "cj", "sj");
+  w.line("c[j] = cj;");
+  w.line("s[j] = sj;");
+  w.close();
+  w.open("KILN_UNROLL for (int g = 0; g < " + str(rows) + "; ++g)");
+  w.line("kiln_lanes8<" + yt + "> ya, yb;");
+  w.open("KILN_UNROLL for (int j = 0; j < " + str(kRopeRun) + "; ++j)");
+  w.line("const float x0 = " + loadElement(mlir::getElementTypeOrSelf(x), "xa[g].v[j]") +
+         ", x1 = " + loadElement(mlir::getElementTypeOrSelf(x), "xb[g].v[j]") + ";");
+  w.line(storeElement(mlir::getElementTypeOrSelf(y), "ya.v[j]", "x0 * c[j] - x1 * s[j]"));
+  w.line(storeElement(mlir::getElementTypeOrSelf(y), "yb.v[j]", "x1 * c[j] + x0 * s[j]"));
+  w.close();
+  w.line("kiln_store_lanes8(" + yp + " + at[g], ya);");
+  w.line("kiln_store_lanes8(" + yp + " + at[g]" + partner + ", yb);");
+  w.close();
 }
 
 std::string describe(mlir::kiln::RopeOp rope) {
@@ -191,15 +227,16 @@ mlir::LogicalResult emitRopeCuda(mlir::Operation *op, KernelSourceWriter &w,
   const bool index32 = 2 * pairs < (int64_t(1) << 30) && indexFitsInt32(KernelGroup::forOp(op));
   const std::string index = index32 ? "int" : "int64_t";
   const bool runs = ropeRuns(rope);
-  launch = {cudaGridFor(runs ? pairs / kRopeRun : pairs, kCudaBlock), kCudaBlock, 0};
+  const int64_t items = runs ? pairs / kRopeRun / ropeRowsPerThread(rope) : pairs;
+  launch = {cudaGridFor(items, kCudaBlock), kCudaBlock, 0};
   if (runs) {
     // Runs of 8 pairs where both buffers are 16-byte aligned (a view may
     // start anywhere), one pair per step otherwise.
     w.line("// runs of " + str(kRopeRun) + " pairs per thread where both buffers are 16-byte "
-           "aligned");
+           "aligned, in " + str(ropeRowsPerThread(rope)) + " rows of one position");
     w.open("if (((unsigned long long)" + w.ptr(rope.getInput()) +
            " & 15) == 0 && ((unsigned long long)" + w.ptr(rope.getResult()) + " & 15) == 0)");
-    openGridStrideLoop(w, pairs / kRopeRun, "r", index32);
+    openGridStrideLoop(w, items, "r", index32);
     writeRun(rope, w, freq, index);
     w.close();
     w.close();

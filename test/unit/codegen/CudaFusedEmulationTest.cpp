@@ -427,11 +427,14 @@ std::vector<HostTensor> adamWArgs(float gradNorm) {
 // GEMM layout; backward widen -> inverse rope -> round -> transpose is one
 // kernel writing it. (The outer converts make the bf16 values f32 results
 // the test can read.) Unfused: 10 kernels; fused: the 2 ropes and the 3
-// converts around them. q is [2, 6, 3, D] in the GEMM's layout, with D / 2
-// frequencies `invFreq`.
+// converts around them. q is [2, 6, heads, D] in the GEMM's layout, with
+// D / 2 frequencies `invFreq`.
 void expectRopeFusionMatches(int64_t d, const std::string &invFreq,
-                             std::function<void(const std::string &)> cudaSource = nullptr) {
-  const std::string bthd = "2x6x3x" + std::to_string(d), bhtd = "2x3x6x" + std::to_string(d);
+                             std::function<void(const std::string &)> cudaSource = nullptr,
+                             int64_t heads = 3) {
+  const std::string h = std::to_string(heads);
+  const std::string bthd = "2x6x" + h + "x" + std::to_string(d),
+                    bhtd = "2x" + h + "x6x" + std::to_string(d);
   std::string module = R"mlir(
     func.func @step(%p: tensor<BTHDxf32>, %g: tensor<BHTDxf32>)
         -> (tensor<BHTDxf32>, tensor<BTHDxf32>) {
@@ -451,7 +454,7 @@ void expectRopeFusionMatches(int64_t d, const std::string &invFreq,
                             {"FREQ", invFreq}})
     for (size_t at = module.find(key); at != std::string::npos; at = module.find(key, at))
       module.replace(at, key.size(), value);
-  const int n = static_cast<int>(2 * 6 * 3 * d);
+  const int n = static_cast<int>(2 * 6 * heads * d);
   expectFusedMatchesUnfused(module,
                             {HostTensor::floats(randomFloats(n, 40, -2, 2)),
                              HostTensor::floats(randomFloats(n, 41, -2, 2))},
@@ -467,14 +470,30 @@ TEST(CudaFusedKernelsEmulated, RopeWithItsTransposesAndCasts) {
 
 // D = 32: sixteen pairs a row, runs of 8 pairs per CUDA thread (16-byte
 // loads of the bf16 input and stores of the bf16 result, the offsets once a
-// run), each run's first feature at 0 or 8 of its row.
-TEST(CudaFusedKernelsEmulated, RopeInRunsOfEightPairs) {
+// run), each run's first feature at 0 or 8 of its row. A thread rotates the
+// runs of G rows of one position with one set of angles (G = 4, 2 or 1, the
+// largest dividing the rows before T): 2 x 3 heads give G = 2, 2 x 4 give 4.
+std::string ropeFrequencies() {
   std::string freq;
   for (int f = 0; f < 16; ++f)
     freq += (f ? ", " : "") + std::to_string(std::pow(0.6, f));
-  expectRopeFusionMatches(32, freq, [](const std::string &cuda) {
+  return freq;
+}
+
+TEST(CudaFusedKernelsEmulated, RopeInRunsOfEightPairs) {
+  expectRopeFusionMatches(32, ropeFrequencies(), [](const std::string &cuda) {
     EXPECT_EQ(occurrences(cuda, "runs of 8 pairs per thread"), 2u);
+    EXPECT_EQ(occurrences(cuda, "in 2 rows of one position"), 2u);
   });
+}
+
+TEST(CudaFusedKernelsEmulated, RopeRunsInFourRowsOfOnePosition) {
+  expectRopeFusionMatches(
+      32, ropeFrequencies(),
+      [](const std::string &cuda) {
+        EXPECT_EQ(occurrences(cuda, "in 4 rows of one position"), 2u);
+      },
+      /*heads=*/4);
 }
 
 TEST(CudaFusedKernelsEmulated, MultiTensorAdamW) {
