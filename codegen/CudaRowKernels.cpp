@@ -103,11 +103,15 @@ void emitOnlineMaxSum(KernelSourceWriter &w, Value logits, int64_t columns,
            ", mx, sum);");
     return;
   }
+  // A run at once (kiln_online_add8); padded classes are -INFINITY there.
   openColumnRunLoop(w, columns);
   emitLogitsRun(w, logits);
-  w.line("KILN_UNROLL for (int j = 0; j < 8; ++j) " +
-         std::string(valid < columns ? "if (c0 + j < " + str(valid) + ") " : "") +
-         "kiln_online_add(" + loadElement(logits, "xs.v[j]") + ", mx, sum);");
+  w.line("float xr[8];");
+  std::string value = loadElement(logits, "xs.v[j]");
+  if (valid < columns)
+    value = "c0 + j < " + str(valid) + " ? " + value + " : -INFINITY";
+  w.line("KILN_UNROLL for (int j = 0; j < 8; ++j) xr[j] = " + value + ";");
+  w.line("kiln_online_add8(xr, mx, sum);");
   w.close();
 }
 

@@ -270,6 +270,29 @@ TEST(CudaKernelsEmulated, CrossEntropyPaddedClassesInRuns) {
                      HostTensor::floats({0.5f})});
 }
 
+// -inf logits (a masked class) and a thread's runs of 8 (rows of 4096: 256
+// threads, each thread's runs at columns 8 k and 2048 + 8 k): in row 0 the
+// first thread's first run is all -inf, so its max stays -inf until its
+// second run; in row 1 -inf sits among finite values and a large logit in
+// thread 0's second run rescales the sum it kept from its first.
+TEST(CudaKernelsEmulated, CrossEntropyRunsWithInfiniteLogits) {
+  const int columns = 4096;
+  std::vector<float> logits = randomFloats(2 * columns, 35, -4, 4);
+  for (int c = 0; c < 8; ++c)
+    logits[c] = -INFINITY;
+  for (int c = columns; c < 2 * columns; c += 3)
+    logits[c] = -INFINITY;
+  logits[columns + 2048 + 5] = 30.0f;
+  expectSameResults(R"mlir(
+    func.func @step(%logits: tensor<2x4096xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4096xf32>) {
+      %0 = kiln.cross_entropy %logits, %t : tensor<2x4096xf32>, tensor<2xi32>
+      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4096xf32>, tensor<2xi32>
+      return %0, %1 : tensor<f32>, tensor<2x4096xf32>
+    })mlir",
+                    {HostTensor::floats(logits), HostTensor::ints({9, 2048 + 5}),
+                     HostTensor::floats({1.0f})});
+}
+
 // bf16 logits (precision = bf16 rounds the head GEMM's result): both kernels
 // widen each logit as they load it, one at a time where a row is not whole
 // runs of 8 (33 columns), 16 bytes at a time where it is (64, with padded
