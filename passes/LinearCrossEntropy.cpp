@@ -18,7 +18,7 @@
 //     are flattened to [N, D] and [N] and the pair becomes
 //     kiln.linear_cross_entropy (valid_classes kept).
 //  2. Chunk rows: the `rows` option, or Liger's rule ceil(N / ceil(V / D))
-//     (a logits chunk about the size of x) but at least 2048 rows (or N):
+//     (a logits chunk about the size of x) but at least 4096 rows (or N):
 //     the chunk's rows are the K of the dw GEMM, which adds its product into
 //     the fp32 [V, D] sum, reading and writing 8·V·D bytes a chunk for
 //     2·V·D·K FLOPs: K/4 FLOPs a byte, under an H100's ~295 (989 TFLOP/s
@@ -30,10 +30,14 @@
 //     1024 rows 634.3 ms (tools/bench/RESULTS.md, 2026-11-26 H100). The
 //     H200 profile of 512-row chunks put each Llama dw GEMM at 0.81 ms for
 //     0.27 TFLOP, what its math (0.34 ms) and its 2 GiB of sum traffic
-//     (0.45 ms) add up to. At 2048 rows the traffic is a third of the call
-//     on an H100 instead of a half (Llama-3 [16, 2048]: +768 MiB planned,
-//     48 GiB less GEMM traffic a step, about 10 ms less by that model; not
-//     yet timed on a GPU).
+//     (0.45 ms) add up to. The H200 then timed Llama-3 [16, 2048] bf16 at
+//     1024 rows against 2048: 512.68 against 502.59 ms a step (2026-11-28,
+//     session 20; each 2048-row dw call 1.86 ms for 1.1 TFLOP of math,
+//     ~1.47 ms of it). At 4096 rows that sum traffic is a sixth of the math
+//     on an H200 (K/4 = 1024 FLOPs a byte against its ~206) instead of a
+//     third: Llama-3 [16, 2048] +1 GiB planned (the bf16 logits chunk),
+//     24 GiB less GEMM traffic and 24 fewer kernels a step, about 4 ms less
+//     by that model; not yet timed.
 //     With `rows` = 0 only logits larger than 64 MiB in fp32 are fused
 //     (small models keep the plain ops, whose single kernel is faster at
 //     that size).
@@ -82,7 +86,7 @@ using namespace mlir::kiln;
 namespace {
 
 constexpr int64_t kAutoFuseLogitsBytes = int64_t(64) << 20;
-constexpr int64_t kMinAutoChunkRows = 2048;
+constexpr int64_t kMinAutoChunkRows = 4096;
 constexpr llvm::StringLiteral kNotFusedLinearAttrName =
     "kiln.not_fused_linear";
 

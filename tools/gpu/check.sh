@@ -49,8 +49,9 @@
 # torch.compile, tools/bench/llama_bench.sh, likewise); profile (kiln-run
 # --profile on GPT-2 and Llama bf16: time per kernel and per model line from
 # CUDA events, in steps.log); chunks (Llama-3 1.2B bf16 [16, 2048] with the
-# fused classifier's old 1,024-row chunks, to read against the llama step's
-# 2,048: the dw GEMM's fp32 sum traffic, RESULTS.md 2026-11-27 session 15);
+# fused classifier's old 2,048-row chunks, to read against the llama step's
+# 4,096: the dw GEMM's fp32 sum traffic; 1,024 rows were 10 ms slower than
+# 2,048 on the H200, RESULTS.md 2026-11-28 session 20);
 # gemm-algos (GPT-2 and Llama-3 bf16 with kiln-run --gemm-algos=timed: the
 # GEMMs whose timed algorithm beats cuBLASLt's heuristic, and the median step
 # to read against the gpt2 and llama steps'; tiny_gpt bf16 on the simulator);
@@ -163,8 +164,8 @@ pack() {
     "$kilnc" "$root/models/gpt2.kiln" --target=cuda -D precision=bf16 -D batch=16 -D seq=1024 \
       -o /dev/null > "$dir/plans/gpt2-bf16.txt"
     "$kilnc" "$root/models/llama3_1b.kiln" --target=cuda -D precision=bf16 -D batch=16 \
-      -D seq=2048 --cross-entropy-chunk-rows=1024 -o "$dir/artifacts/llama-chunks1024.kart" \
-      > "$dir/plans/llama-chunks1024.txt"
+      -D seq=2048 --cross-entropy-chunk-rows=2048 -o "$dir/artifacts/llama-chunks2048.kart" \
+      > "$dir/plans/llama-chunks2048.txt"
   fi
   "$root/tools/bench/pack_kiln_run.sh" "$kiln_run" "$dir"
   # The device tool carries the bundle with the repository's tracked files:
@@ -402,14 +403,14 @@ memory() {
   echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
 }
 
-# Llama-3's step with the classifier in 1,024-row chunks (the llama step
-# runs the default, 2,048): the median of 4 steps after 2.
+# Llama-3's step with the classifier in 2,048-row chunks (the llama step
+# runs the default, 4,096): the median of 4 steps after 2.
 chunks() {
-  grep -i -m1 "peak" "$dir/plans/llama-chunks1024.txt"
-  "$kiln_run" "$dir/artifacts/llama-chunks1024.kart" --quiet --steps 6 \
+  grep -i -m1 "peak" "$dir/plans/llama-chunks2048.txt"
+  "$kiln_run" "$dir/artifacts/llama-chunks2048.kart" --quiet --steps 6 \
     --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" \
     --metrics "$out_tmp/chunks.jsonl"
-  median_step "$out_tmp/chunks.jsonl" "1024-row chunks"
+  median_step "$out_tmp/chunks.jsonl" "2048-row chunks"
 }
 
 # The median step_ms of a --metrics file after its first 2 steps.
