@@ -141,7 +141,7 @@ def KilnFuseLinearCrossEntropy
     chunk of `chunk_rows` rows at a time (see
     --kiln-expand-linear-cross-entropy). `rows` = 0 fuses when the logits
     would take more than 64 MiB in fp32, with Liger-Kernel's chunk size
-    ceil(N / ceil(V / D)) rows (a logits chunk the size of x), at least 2048
+    ceil(N / ceil(V / D)) rows (a logits chunk the size of x), at least 4096
     (the dw GEMM's K: fewer rows and its fp32 sum's traffic rivals its math); `rows` > 0 fuses always, with that many rows per
     chunk (at most N).
     A cross_entropy that does not match gets `kiln.not_fused_linear` with

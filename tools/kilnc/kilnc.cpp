@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
   static cl::opt<int64_t> crossEntropyChunkRows(
       "cross-entropy-chunk-rows",
       cl::desc("Fuse cross_entropy(x @ transpose(w)) with this many rows of logits per chunk "
-               "(default: fused with ceil(N / ceil(V / D)) rows, at least 2048, when the logits exceed 64 MiB)"),
+               "(default: fused with ceil(N / ceil(V / D)) rows, at least 4096, when the logits exceed 64 MiB)"),
       cl::value_desc("N"), cl::init(0), cl::cat(kilnCategory));
   static cl::opt<std::string> memoryBudget(
       "memory-budget",
