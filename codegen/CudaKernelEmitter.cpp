@@ -486,7 +486,6 @@ typedef unsigned long long uint64_t;
 #define NAN __int_as_float(0x7fffffff)
 #endif
 
-// GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.
 // bf16 as raw bits (uint16_t), as on the CPU: f32 -> bf16 rounds to
 // nearest even and makes any NaN the canonical NaN 0x7fff, the rule of
 // sm_80's cvt.rn.bf16.f32. That is one instruction where the bit arithmetic
@@ -553,6 +552,7 @@ __device__ __forceinline__ void kiln_store_lanes8(T* p, const kiln_lanes8<T>& x)
 }
 #endif
 
+// GPT-2's GELU: 0.5 x (1 + tanh(s (x + c x^3))), s = sqrt(2/pi), c = 0.044715.
 __device__ __forceinline__ float kiln_gelu(float x) {
   const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
   return 0.5f * x * (1.0f + t);
@@ -642,9 +642,10 @@ __device__ __forceinline__ void kiln_online_add(float x, float &m, float &s) {
 // rescaled at most once and each value costs a max, a subtraction, an exp
 // and an add; kiln_online_add's compare and branch per value made the
 // cross-entropy kernels bound by issue rather than by their 2 bytes a bf16
-// logit. A NaN still makes the sum NaN (fmaxf drops it from the max, the
-// sum adds its exp); -INFINITY values add exp(-inf) = 0, and a run of them
-// while m is still -INFINITY adds nothing.
+// logit. -INFINITY values add exp(-inf) = 0. A NaN still makes the sum NaN:
+// fmaxf leaves it out of the max, the sum adds its exp; m stays -INFINITY
+// only while every value seen is -inf or NaN, and those are taken from 0
+// then (exp 0 and NaN), not from -inf (NaN for every -inf).
 __device__ __forceinline__ void kiln_online_add8(const float (&x)[8], float &m, float &s) {
   float r = x[0];
   KILN_UNROLL for (int j = 1; j < 8; ++j)
@@ -653,14 +654,15 @@ __device__ __forceinline__ void kiln_online_add8(const float (&x)[8], float &m, 
     s = s * expf(m - r);
     m = r;
   }
-  if (m == -INFINITY)
-    return;
+  const float from = m == -INFINITY ? 0.0f : m;
   KILN_UNROLL for (int j = 0; j < 8; ++j)
-    s += expf(x[j] - m);
+    s += expf(x[j] - from);
 }
+// A thread whose max is -INFINITY has summed only -inf (0) or a NaN (NaN):
+// its sum goes in as it is, so the NaN is not lost.
 __device__ __forceinline__ KilnMaxSum kiln_block_max_sum(float m, float s) {
   const float M = kiln_block_max(m);
-  const float scaled = m == -INFINITY ? 0.0f : s * expf(m - M);
+  const float scaled = m == -INFINITY ? s : s * expf(m - M);
   return {M, kiln_block_sum(scaled)};
 }
 

@@ -7,7 +7,8 @@
 // Shapes of parallelism:
 //   - one block per row, rows strided by the grid; the row's sums and maxima
 //     by kiln_block_sum / kiln_block_max (cross entropy's max and sum of
-//     exponentials in one pass: kiln_online_add, then kiln_block_max_sum);
+//     exponentials in one pass: kiln_online_add8 a run of 8 columns, or
+//     kiln_online_add a column, then kiln_block_max_sum);
 //     rows wider than 8192 (logits) get up to 1024 threads;
 //   - cross entropy reads its rows in runs of 8 columns (32-byte loads of
 //     f32 logits, 16-byte of bf16 ones) and writes a bf16 gradient 16 bytes
@@ -204,7 +205,7 @@ LogicalResult emitCrossEntropy(Operation *op, KernelSourceWriter &w,
   if (failed(beginRow(w, rows, "r", v, RowLanes::Block)))
     return failure();
   emitLogitsRow(w, logits, v);
-  // One pass: the online max and sum (kiln_online_add).
+  // One pass: the online max and sum (kiln_online_add8 / kiln_online_add).
   emitOnlineMaxSum(w, logits, v, valid);
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");

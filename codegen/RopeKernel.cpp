@@ -131,7 +131,7 @@ bool ropeRuns(mlir::kiln::RopeOp rope) {
 // Rows a CUDA thread rotates with one set of angles: the angle of a pair
 // depends on its position t and feature f only, so the rows of one t (heads
 // and batch rows: the dims before T) share it. One sincosf then serves
-// kRopeRows runs instead of one: sincosf's range reduction and polynomials
+// ropeRowsPerThread runs instead of one: sincosf's range reduction and polynomials
 // are some 40 instructions a pair, which made the kernel as bound by issue
 // as by memory. The thread loads its rows' runs before it rotates any (4 x
 // 32 bytes in flight, not 32).

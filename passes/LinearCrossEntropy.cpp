@@ -33,9 +33,9 @@
 //     (0.45 ms) add up to. The H200 then timed Llama-3 [16, 2048] bf16 at
 //     1024 rows against 2048: 512.68 against 502.59 ms a step (2026-11-28,
 //     session 20; each 2048-row dw call 1.86 ms for 1.1 TFLOP of math,
-//     ~1.47 ms of it). At 4096 rows that sum traffic is a sixth of the math
-//     on an H200 (K/4 = 1024 FLOPs a byte against its ~206) instead of a
-//     third: Llama-3 [16, 2048] +1 GiB planned (the bf16 logits chunk),
+//     ~1.47 ms of it). At 4096 rows that sum traffic is a fifth of the math
+//     on an H200 (K/4 = 1024 FLOPs a byte against its ~206) instead of two
+//     fifths: Llama-3 [16, 2048] +1 GiB planned (the bf16 logits chunk),
 //     24 GiB less GEMM traffic and 24 fewer kernels a step, about 4 ms less
 //     by that model; not yet timed.
 //     With `rows` = 0 only logits larger than 64 MiB in fp32 are fused

@@ -10,7 +10,11 @@ with nvdisasm and prints, for every loop (a backward branch), its size in
 instructions and its commonest opcodes. A bandwidth-bound kernel moving B bytes
 an element can issue about 8 instructions a byte on an H100 or H200 (132 SMs x
 4 schedulers x 32 lanes at ~1.9 GHz against ~4 TB/s): a loop over 8 elements
-far above 64 B instructions is bound by issue, not by memory.
+far above 64 B instructions is bound by issue, not by memory. A loop's size
+is the address range from its label to its backward branch: it includes the
+loops nested in it and any cold code placed inside (sincosf's slow-path range
+reduction, say), so it is an upper bound on the instructions an iteration
+issues.
 
 nvdisasm is not in the CUDA toolkit Debian's CI installs; PyPI has it:
 `pip install nvidia-cuda-nvdisasm` (set $NVDISASM to the binary if it is not on

@@ -293,6 +293,26 @@ TEST(CudaKernelsEmulated, CrossEntropyRunsWithInfiniteLogits) {
                      HostTensor::floats({1.0f})});
 }
 
+// A NaN logit makes its row's loss and gradient NaN, as on the CPU, even
+// where the thread holding it has seen nothing but -inf and NaN: row 0's
+// first run all NaN, then finite runs; row 1's first run a NaN and seven -inf.
+TEST(CudaKernelsEmulated, CrossEntropyRunsKeepNaN) {
+  const int columns = 4096;
+  std::vector<float> logits = randomFloats(2 * columns, 36, -4, 4);
+  for (int c = 0; c < 8; ++c) {
+    logits[c] = NAN;
+    logits[columns + c] = c == 0 ? NAN : -INFINITY;
+  }
+  expectSameResults(R"mlir(
+    func.func @step(%logits: tensor<2x4096xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4096xf32>) {
+      %0 = kiln.cross_entropy %logits, %t : tensor<2x4096xf32>, tensor<2xi32>
+      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4096xf32>, tensor<2xi32>
+      return %0, %1 : tensor<f32>, tensor<2x4096xf32>
+    })mlir",
+                    {HostTensor::floats(logits), HostTensor::ints({100, 2000}),
+                     HostTensor::floats({1.0f})});
+}
+
 // bf16 logits (precision = bf16 rounds the head GEMM's result): both kernels
 // widen each logit as they load it, one at a time where a row is not whole
 // runs of 8 (33 columns), 16 bytes at a time where it is (64, with padded
