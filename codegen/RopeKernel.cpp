@@ -233,7 +233,8 @@ mlir::LogicalResult emitRopeCuda(mlir::Operation *op, KernelSourceWriter &w,
     // Runs of 8 pairs where both buffers are 16-byte aligned (a view may
     // start anywhere), one pair per step otherwise.
     w.line("// runs of " + str(kRopeRun) + " pairs per thread where both buffers are 16-byte "
-           "aligned, in " + str(ropeRowsPerThread(rope)) + " rows of one position");
+           "aligned, in " + str(ropeRowsPerThread(rope)) +
+           (ropeRowsPerThread(rope) == 1 ? " row" : " rows") + " of one position");
     w.open("if (((unsigned long long)" + w.ptr(rope.getInput()) +
            " & 15) == 0 && ((unsigned long long)" + w.ptr(rope.getResult()) + " & 15) == 0)");
     openGridStrideLoop(w, items, "r", index32);

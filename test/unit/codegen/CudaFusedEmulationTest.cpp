@@ -427,14 +427,14 @@ std::vector<HostTensor> adamWArgs(float gradNorm) {
 // GEMM layout; backward widen -> inverse rope -> round -> transpose is one
 // kernel writing it. (The outer converts make the bf16 values f32 results
 // the test can read.) Unfused: 10 kernels; fused: the 2 ropes and the 3
-// converts around them. q is [2, 6, heads, D] in the GEMM's layout, with
+// converts around them. q is [batch, 6, heads, D] in the GEMM's layout, with
 // D / 2 frequencies `invFreq`.
 void expectRopeFusionMatches(int64_t d, const std::string &invFreq,
                              std::function<void(const std::string &)> cudaSource = nullptr,
-                             int64_t heads = 3) {
-  const std::string h = std::to_string(heads);
-  const std::string bthd = "2x6x" + h + "x" + std::to_string(d),
-                    bhtd = "2x" + h + "x6x" + std::to_string(d);
+                             int64_t heads = 3, int64_t batch = 2) {
+  const std::string b = std::to_string(batch), h = std::to_string(heads);
+  const std::string bthd = b + "x6x" + h + "x" + std::to_string(d),
+                    bhtd = b + "x" + h + "x6x" + std::to_string(d);
   std::string module = R"mlir(
     func.func @step(%p: tensor<BTHDxf32>, %g: tensor<BHTDxf32>)
         -> (tensor<BHTDxf32>, tensor<BTHDxf32>) {
@@ -454,7 +454,7 @@ void expectRopeFusionMatches(int64_t d, const std::string &invFreq,
                             {"FREQ", invFreq}})
     for (size_t at = module.find(key); at != std::string::npos; at = module.find(key, at))
       module.replace(at, key.size(), value);
-  const int n = static_cast<int>(2 * 6 * heads * d);
+  const int n = static_cast<int>(batch * 6 * heads * d);
   expectFusedMatchesUnfused(module,
                             {HostTensor::floats(randomFloats(n, 40, -2, 2)),
                              HostTensor::floats(randomFloats(n, 41, -2, 2))},
@@ -472,7 +472,8 @@ TEST(CudaFusedKernelsEmulated, RopeWithItsTransposesAndCasts) {
 // loads of the bf16 input and stores of the bf16 result, the offsets once a
 // run), each run's first feature at 0 or 8 of its row. A thread rotates the
 // runs of G rows of one position with one set of angles (G = 4, 2 or 1, the
-// largest dividing the rows before T): 2 x 3 heads give G = 2, 2 x 4 give 4.
+// largest dividing the rows before T): 2 x 3 heads give G = 2, 2 x 4 give 4,
+// 1 x 3 give 1.
 std::string ropeFrequencies() {
   std::string freq;
   for (int f = 0; f < 16; ++f)
@@ -494,6 +495,15 @@ TEST(CudaFusedKernelsEmulated, RopeRunsInFourRowsOfOnePosition) {
         EXPECT_EQ(occurrences(cuda, "in 4 rows of one position"), 2u);
       },
       /*heads=*/4);
+}
+
+TEST(CudaFusedKernelsEmulated, RopeRunsInOneRowWhenNoneShareAPosition) {
+  expectRopeFusionMatches(
+      32, ropeFrequencies(),
+      [](const std::string &cuda) {
+        EXPECT_EQ(occurrences(cuda, "in 1 row of one position"), 2u);
+      },
+      /*heads=*/3, /*batch=*/1);
 }
 
 TEST(CudaFusedKernelsEmulated, MultiTensorAdamW) {
