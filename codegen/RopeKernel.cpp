@@ -146,12 +146,13 @@ int64_t ropeRowsPerThread(mlir::kiln::RopeOp rope) {
 
 // The statements for item `r` of `rope`: run `r % R` (pairs 8 (r % R) ..
 // 8 (r % R) + 7 of a row, R runs a row) at position t = r / R % T, in rows
-// (r / R / T) * G .. + G - 1 of the dims before T, G = ropeRowsPerThread.
+// (r / R / T) * G .. + G - 1 of the dims before T, G = `rows`
+// (ropeRowsPerThread).
 void writeRun(mlir::kiln::RopeOp rope, KernelSourceWriter &w, llvm::StringRef freq,
-              llvm::StringRef index) {
+              llvm::StringRef index, int64_t rows) {
   llvm::SmallVector<int64_t> shape = rope.getRotatedShape();
   const int64_t half = shape.back() / 2, t = shape[shape.size() - 2];
-  const int64_t runsPerRow = half / kRopeRun, rows = ropeRowsPerThread(rope);
+  const int64_t runsPerRow = half / kRopeRun;
   const std::string ix = index.str(), partner = " + " + str(half);
   mlir::Value x = rope.getInput(), y = rope.getResult();
   const std::string xt = w.cType(x), yt = w.cType(y);
@@ -227,18 +228,19 @@ mlir::LogicalResult emitRopeCuda(mlir::Operation *op, KernelSourceWriter &w,
   const bool index32 = 2 * pairs < (int64_t(1) << 30) && indexFitsInt32(KernelGroup::forOp(op));
   const std::string index = index32 ? "int" : "int64_t";
   const bool runs = ropeRuns(rope);
-  const int64_t items = runs ? pairs / kRopeRun / ropeRowsPerThread(rope) : pairs;
+  const int64_t rows = runs ? ropeRowsPerThread(rope) : 1;
+  const int64_t items = runs ? pairs / kRopeRun / rows : pairs;
   launch = {cudaGridFor(items, kCudaBlock), kCudaBlock, 0};
   if (runs) {
     // Runs of 8 pairs where both buffers are 16-byte aligned (a view may
     // start anywhere), one pair per step otherwise.
     w.line("// runs of " + str(kRopeRun) + " pairs per thread where both buffers are 16-byte "
-           "aligned, in " + str(ropeRowsPerThread(rope)) +
-           (ropeRowsPerThread(rope) == 1 ? " row" : " rows") + " of one position");
+           "aligned, in " + str(rows) + (rows == 1 ? " row" : " rows") +
+           " of one position");
     w.open("if (((unsigned long long)" + w.ptr(rope.getInput()) +
            " & 15) == 0 && ((unsigned long long)" + w.ptr(rope.getResult()) + " & 15) == 0)");
     openGridStrideLoop(w, items, "r", index32);
-    writeRun(rope, w, freq, index);
+    writeRun(rope, w, freq, index, rows);
     w.close();
     w.close();
     w.open("else");

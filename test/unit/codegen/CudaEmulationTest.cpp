@@ -270,6 +270,15 @@ TEST(CudaKernelsEmulated, CrossEntropyPaddedClassesInRuns) {
                      HostTensor::floats({0.5f})});
 }
 
+// The loss and gradient of [2, 4096] logits: 256 threads a row, two runs of
+// 8 columns each.
+const char *kCrossEntropy2x4096 = R"mlir(
+  func.func @step(%logits: tensor<2x4096xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4096xf32>) {
+    %0 = kiln.cross_entropy %logits, %t : tensor<2x4096xf32>, tensor<2xi32>
+    %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4096xf32>, tensor<2xi32>
+    return %0, %1 : tensor<f32>, tensor<2x4096xf32>
+  })mlir";
+
 // -inf logits (a masked class) and a thread's runs of 8 (rows of 4096: 256
 // threads, each thread's runs at columns 8 k and 2048 + 8 k): in row 0 the
 // first thread's first run is all -inf, so its max stays -inf until its
@@ -283,12 +292,7 @@ TEST(CudaKernelsEmulated, CrossEntropyRunsWithInfiniteLogits) {
   for (int c = columns; c < 2 * columns; c += 3)
     logits[c] = -INFINITY;
   logits[columns + 2048 + 5] = 30.0f;
-  expectSameResults(R"mlir(
-    func.func @step(%logits: tensor<2x4096xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4096xf32>) {
-      %0 = kiln.cross_entropy %logits, %t : tensor<2x4096xf32>, tensor<2xi32>
-      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4096xf32>, tensor<2xi32>
-      return %0, %1 : tensor<f32>, tensor<2x4096xf32>
-    })mlir",
+  expectSameResults(kCrossEntropy2x4096,
                     {HostTensor::floats(logits), HostTensor::ints({9, 2048 + 5}),
                      HostTensor::floats({1.0f})});
 }
@@ -303,12 +307,7 @@ TEST(CudaKernelsEmulated, CrossEntropyRunsKeepNaN) {
     logits[c] = NAN;
     logits[columns + c] = c == 0 ? NAN : -INFINITY;
   }
-  expectSameResults(R"mlir(
-    func.func @step(%logits: tensor<2x4096xf32>, %t: tensor<2xi32>, %g: tensor<f32>) -> (tensor<f32>, tensor<2x4096xf32>) {
-      %0 = kiln.cross_entropy %logits, %t : tensor<2x4096xf32>, tensor<2xi32>
-      %1 = kiln.cross_entropy_grad %logits, %t, %g : tensor<2x4096xf32>, tensor<2xi32>
-      return %0, %1 : tensor<f32>, tensor<2x4096xf32>
-    })mlir",
+  expectSameResults(kCrossEntropy2x4096,
                     {HostTensor::floats(logits), HostTensor::ints({100, 2000}),
                      HostTensor::floats({1.0f})});
 }
