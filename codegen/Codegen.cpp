@@ -57,7 +57,8 @@ mlir::FailureOr<CompiledArtifact> compileArtifact(mlir::ModuleOp module,
     return mlir::failure();
   auto &[program, bytes] = *lowered;
   return CompiledArtifact{std::move(bytes), formatMemorySummary(program),
-                          formatMemoryPlan(program), std::move(program.kernels)};
+                          program.memory.breakdown.peak, formatMemoryPlan(program),
+                          std::move(program.kernels)};
 }
 
 mlir::FailureOr<std::string> emitArtifact(mlir::ModuleOp module,

@@ -46,6 +46,7 @@ mlir::FailureOr<StepProgram> lowerToStepProgram(mlir::ModuleOp module,
 struct CompiledArtifact {
   std::string bytes;         // the .kart file
   std::string memorySummary; // peak, breakdown, largest tensors at the peak
+  int64_t peakBytes = 0;     // the arena: the memory plan's peak
   std::string memoryPlan;    // every buffer: offset, bytes, live range
   std::vector<EmittedKernel> kernels; // each once
 };

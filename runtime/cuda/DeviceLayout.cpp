@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/DeviceLayout.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kiln::rt::cuda {
@@ -48,7 +49,9 @@ Status checkDeviceFits(const DeviceLayout &layout, int64_t extraBytes,
       mib(layout.activationBytes), ", inputs/constants/scalars ",
       mib(layout.otherBytes), ", cuBLASLt workspace and launch tables ",
       mib(extraBytes), " (a smaller batch, grad_accum or a memory budget "
-      "shrinks activations)");
+      "shrinks activations; kilnc --largest-batch=",
+      std::max<int64_t>(freeBytes - extraBytes, 0) >> 20,
+      "MiB compiles the model at the largest batch whose arena fits here)");
 }
 
 } // namespace kiln::rt::cuda

@@ -157,6 +157,12 @@ TEST(DeviceLayoutTest, TooBigSaysWhatDoesNotFit) {
   EXPECT_THAT(status.message(), HasSubstr("NVIDIA H100 has 0.0 MiB free"));
   EXPECT_THAT(status.message(), HasSubstr("parameters 0.0 MiB"));
   EXPECT_THAT(status.message(), HasSubstr("cuBLASLt workspace and launch tables"));
+  // The size to give kilnc is what is free less what lies beside the arena.
+  Status big = checkDeviceFits(layout, int64_t(3) << 20, int64_t(10) << 30, "GPU");
+  ASSERT_TRUE(big.ok());
+  layout.arenaBytes = int64_t(11) << 30;
+  Status over = checkDeviceFits(layout, int64_t(3) << 20, int64_t(10) << 30, "GPU");
+  EXPECT_THAT(over.message(), HasSubstr("kilnc --largest-batch=10237MiB"));
 }
 
 // On a machine without the NVIDIA driver a CUDA artifact is a one-line

@@ -49,7 +49,9 @@
 # chunks (Llama-3 1.2B bf16 [16, 2048] with the fused classifier's old
 # 2,048-row chunks, to read against the llama step's 4,096: the dw GEMM's
 # fp32 sum traffic; 1,024 rows were 10 ms slower than 2,048 on the H200,
-# RESULTS.md 2026-11-28 session 20); profile (kiln-run --profile on GPT-2 and
+# RESULTS.md 2026-11-28 session 20); fit (Llama-3 1.2B bf16 at the largest
+# batch kilnc --largest-batch plans for this GPU's memory: that it runs, its
+# measured memory and step); profile (kiln-run --profile on GPT-2 and
 # Llama bf16: time per kernel and per model line from CUDA events, in
 # steps.log); sanitizer (compute-sanitizer memcheck on one eager step of
 # tiny_gpt bf16, racecheck on one of the bf16 attention case with the
@@ -85,6 +87,9 @@ cudnn_shapes=(KINDS=causal "SEQS=512 1024 2048" HEAD_DIMS=64)
 # run (cuDNN takes plain causal under --attention=auto).
 flex_shapes=(KINDS="causal alibi tsp" "SEQS=1024 2048" HEAD_DIMS=64 STEPS=5 WARMUP=2)
 flex_torch="--kinds causal,alibi,tsp --seqs 1024,2048 --head-dims 64 --backends flex,cudnn --reps 5 --warmup 2"
+# The GPUs the fit step has an artifact for: nvidia-smi's memory.total (MiB)
+# of an 80 GB H100 and of an H200.
+fit_totals="81559 143771"
 
 cases() {
   local tiny="-D n_layer=2 -D batch=4 -D seq=64" tsp="-D batch=16" att="-D batch=2"
@@ -168,6 +173,14 @@ pack() {
     "$kilnc" "$root/models/llama3_1b.kiln" --target=cuda -D precision=bf16 -D batch=16 \
       -D seq=2048 --cross-entropy-chunk-rows=2048 -o "$dir/artifacts/llama-chunks2048.kart" \
       > "$dir/plans/llama-chunks2048.txt"
+    # Llama-3 at the largest batch whose arena fits each GPU the tool lends
+    # (nvidia-smi's memory.total in MiB), less 1,280 MiB for the CUDA context,
+    # cuBLASLt's workspace and the launch tables beside the arena.
+    local total
+    for total in $fit_totals; do
+      "$kilnc" "$root/models/llama3_1b.kiln" --target=cuda --largest-batch=$(( total - 1280 ))MiB \
+        -o "$dir/artifacts/llama-fit-$total.kart" > "$dir/plans/llama-fit-$total.txt"
+    done
   fi
   "$root/tools/bench/pack_kiln_run.sh" "$kiln_run" "$dir"
   # The device tool carries the bundle with the repository's tracked files:
@@ -389,6 +402,18 @@ sanitizer() {
     "$dir/bin/kiln-run.real" "$dir/artifacts/attention-bf16.kart" $run_args --attention=kiln --quiet
 }
 
+# measured_memory COMMAND...: runs COMMAND while nvidia-smi samples the
+# device memory in use every 200 ms; prints the first sample and the most.
+measured_memory() {
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out_tmp/mem.txt" &
+  local sampler=$! status=0
+  "$@" || status=$?
+  kill $sampler
+  echo "baseline before the run: $(head -1 "$out_tmp/mem.txt") MiB"
+  echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
+  return $status
+}
+
 # kilnc's planned peak for GPT-2 bf16 against the most device memory
 # nvidia-smi saw in use while kiln-run trained it (the arena, cuBLASLt's
 # workspace, the launch tables and the CUDA context itself).
@@ -397,12 +422,26 @@ memory() {
   art=$(ls "$dir"/artifacts/gpt2-cuda-bf16-*.kart | head -1)
   shard=$(ls "$dir"/artifacts/random_tokens_*.bin | head -1)
   grep -i "peak" "$dir/plans/gpt2-bf16.txt" | head -3
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out_tmp/mem.txt" &
-  local sampler=$!
-  "$kiln_run" "$art" --data "$shard" --steps 8 --quiet
-  kill $sampler
-  echo "baseline before the run: $(head -1 "$out_tmp/mem.txt") MiB"
-  echo "measured peak while training: $(sort -n "$out_tmp/mem.txt" | tail -1) MiB"
+  measured_memory "$kiln_run" "$art" --data "$shard" --steps 8 --quiet
+}
+
+# Llama-3 1.2B bf16 at the largest batch kilnc --largest-batch planned for
+# this GPU's memory (fused cross-entropy, no recompute): that it runs, the
+# memory it takes and its median step of 3 after 2.
+fit() {
+  local total mine="" t
+  total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  for t in $fit_totals; do [ "$total" -ge "$t" ] && mine=$t; done
+  if [ -z "$mine" ]; then
+    echo "fit: no artifact planned for a GPU of $total MiB (planned for: $fit_totals)"
+    return 1
+  fi
+  echo "GPU memory.total $total MiB: the artifact planned for $mine MiB"
+  head -3 "$dir/plans/llama-fit-$mine.txt"
+  measured_memory "$kiln_run" "$dir/artifacts/llama-fit-$mine.kart" --quiet --steps 5 \
+    --data "$(ls "$dir"/artifacts/random_tokens_llama3_*.bin | head -1)" \
+    --metrics "$out_tmp/fit.jsonl"
+  median_step "$out_tmp/fit.jsonl" "largest batch"
 }
 
 # Llama-3's step with the classifier in 2,048-row chunks (the llama step
@@ -491,9 +530,9 @@ run_checks() {
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 || true)
   [ -n "$cap" ] && arch="sm_${cap/./}" && [ "$arch" = sm_90 ] && arch=sm_90a
   echo "gpu check: $dir ($size shapes) -> $out, arch $arch" | tee -a "$summary"
-  export dir out out_tmp kiln_run arch root
-  export -f probe warm_up parity graph_eager remat_bits sanitizer memory profile chunks nccl nccl_from_torch \
-    median_step gemm_algos
+  export dir out out_tmp kiln_run arch root fit_totals
+  export -f probe warm_up parity graph_eager remat_bits sanitizer memory measured_memory fit profile \
+    chunks nccl nccl_from_torch median_step gemm_algos
 
   step probe 30 probe
   if [ "$sim" = 1 ]; then skip warm-up "simulator: no ptxas report"; else step warm-up 150 warm_up; fi
@@ -511,7 +550,7 @@ run_checks() {
   # torch.compile, recompute under a budget, the classifier's chunks), then
   # the diagnostics: a budget that runs out skips the latter.
   if [ "$sim" = 1 ]; then
-    for s in memory gpt2 llama remat chunks; do skip $s "simulator: needs a GPU"; done
+    for s in memory gpt2 llama remat chunks fit; do skip $s "simulator: needs a GPU"; done
   else
     step memory 60 memory
     # gpu_bundle.sh writes $OUT/BENCH.txt with its command, date and GPU.
@@ -527,6 +566,7 @@ run_checks() {
     step remat 220 env OUT="$out" CASES="16:40GiB 64:78GiB 64:full" TORCH_MODES= \
       "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" remat
     step chunks 90 chunks
+    step fit 100 fit
   fi
   step profile 120 profile
   if [ "$sim" = 1 ]; then skip sanitizer "simulator: needs a GPU"; else step sanitizer 150 sanitizer; fi

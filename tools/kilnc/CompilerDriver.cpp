@@ -246,7 +246,12 @@ std::string compileToPhaseNames() {
   return names + kArtifactPhase;
 }
 
-int runCompiler(const DriverOptions &options) {
+namespace {
+
+/// The compilation of one model file (runCompiler without --largest-batch).
+/// With `plannedPeak`, a probe: the artifact is planned but neither written
+/// nor reported (no dumps, no timing), and its peak stored there.
+int compileModel(const DriverOptions &options, int64_t *plannedPeak) {
   CodegenOptions codegen;
   codegen.target = options.target;
   if (options.target == "cuda")
@@ -288,7 +293,8 @@ int runCompiler(const DriverOptions &options) {
   context.printOpOnDiagnostic(false);
 
   DefaultTimingManager timing;
-  applyDefaultTimingManagerCLOptions(timing);
+  if (!plannedPeak)
+    applyDefaultTimingManagerCLOptions(timing);
   TimingScope rootTimer = timing.getRootScope();
 
   // --memory-budget and --remat are spellings of their -D settings.
@@ -504,6 +510,10 @@ int runCompiler(const DriverOptions &options) {
   FailureOr<CompiledArtifact> artifact = compileArtifact(*module, codegen);
   if (failed(artifact))
     return kUserError;
+  if (plannedPeak) {
+    *plannedPeak = artifact->peakBytes;
+    return kSuccess;
+  }
   if (!options.dumpPhasesTo.empty() &&
       failed(dumpKernels(artifact->kernels, options.dumpPhasesTo, codegen)))
     return kUserError;
@@ -528,6 +538,102 @@ int runCompiler(const DriverOptions &options) {
   llvm::outs() << mlir::kiln::rematSweepTable(*module);
   llvm::outs() << mlir::kiln::collectiveSummary(*module);
   return kSuccess;
+}
+
+std::string mibText(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", static_cast<double>(bytes) / (1 << 20)).str();
+}
+
+/// --largest-batch=SIZE: the largest batch whose planned peak is at most
+/// SIZE, found by planning the step at batches 1, 2, 4, ... until one does
+/// not fit and bisecting between the last two; then the ordinary
+/// compilation at that batch (artifact, dumps and report as without the
+/// flag). The plan is the artifact's own (the arena kiln-run allocates), so
+/// the answer is exact for that arena; the CUDA context and library
+/// workspaces beside it are the caller's to leave room for.
+int compileLargestBatch(const DriverOptions &options) {
+  std::optional<int64_t> size = parseByteSize(options.largestBatch);
+  if (!size || *size <= 0) {
+    llvm::errs() << "kilnc: error: --largest-batch=" << options.largestBatch
+                 << ": not a byte size (a whole number of bytes, or a number with a unit: "
+                 << byteUnitList() << "; e.g. 80GB)\n";
+    return kUsageError;
+  }
+  if (options.overrides.count("batch")) {
+    llvm::errs() << "kilnc: error: both -D batch and --largest-batch given (the search sets the batch)\n";
+    return kUsageError;
+  }
+  if (!options.memoryBudget.empty() || options.overrides.count("memory_budget")) {
+    llvm::errs() << "kilnc: error: --largest-batch plans without a memory budget; recompute "
+                    "comes from --remat=selective|full or the model's per-block remat\n";
+    return kUsageError;
+  }
+  if (!options.compileFrom.empty() || options.compileTo != kArtifactPhase ||
+      options.memoryBudgetSweep) {
+    llvm::errs() << "kilnc: error: --largest-batch plans whole artifacts from a model file: "
+                    "not with --compile-from, --compile-to or --memory-budget-sweep\n";
+    return kUsageError;
+  }
+  // Bounds the doubling for a model whose plan does not grow with the batch.
+  constexpr int64_t kMostBatch = int64_t(1) << 20;
+  std::map<int64_t, int64_t> peaks; // batch -> planned peak bytes
+  auto plan = [&](int64_t batch) -> std::optional<int64_t> {
+    DriverOptions probe = options;
+    probe.largestBatch.clear();
+    probe.dumpPhasesTo.clear();
+    probe.overrides["batch"] = std::to_string(batch);
+    int64_t peak = 0;
+    if (compileModel(probe, &peak) != kSuccess) {
+      llvm::errs() << "kilnc: error: --largest-batch: the model does not compile at batch "
+                   << batch << " (above)\n";
+      return std::nullopt;
+    }
+    peaks[batch] = peak;
+    return peak;
+  };
+  std::optional<int64_t> first = plan(1);
+  if (!first)
+    return kUserError;
+  if (*first > *size) {
+    llvm::errs() << "kilnc: error: --largest-batch=" << options.largestBatch << " (" << mibText(*size)
+                 << "): batch 1 already plans " << mibText(*first)
+                 << " (kilnc at batch 1 prints what the plan holds)\n";
+    return kUserError;
+  }
+  int64_t fits = 1, tooBig = 0;
+  while (!tooBig && fits < kMostBatch) {
+    std::optional<int64_t> peak = plan(fits * 2);
+    if (!peak)
+      return kUserError;
+    if (*peak > *size)
+      tooBig = fits * 2;
+    else
+      fits *= 2;
+  }
+  while (tooBig && tooBig - fits > 1) {
+    int64_t mid = fits + (tooBig - fits) / 2;
+    std::optional<int64_t> peak = plan(mid);
+    if (!peak)
+      return kUserError;
+    (*peak > *size ? tooBig : fits) = mid;
+  }
+  llvm::outs() << "largest batch: " << fits << " (planned peak " << mibText(peaks[fits]) << " of "
+               << mibText(*size);
+  if (tooBig)
+    llvm::outs() << "; batch " << tooBig << " plans " << mibText(peaks[tooBig]) << ")\n";
+  else
+    llvm::outs() << "; the search stops at " << kMostBatch << ")\n";
+  DriverOptions chosen = options;
+  chosen.largestBatch.clear();
+  chosen.overrides["batch"] = std::to_string(fits);
+  return compileModel(chosen, nullptr);
+}
+
+} // namespace
+
+int runCompiler(const DriverOptions &options) {
+  return options.largestBatch.empty() ? compileModel(options, nullptr)
+                                      : compileLargestBatch(options);
 }
 
 } // namespace kiln

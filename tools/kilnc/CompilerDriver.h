@@ -30,6 +30,7 @@ struct DriverOptions {
   std::string memoryBudget;                     // --memory-budget=60GiB: -D memory_budget, or ""
   std::string remat;                            // --remat=MODE: -D remat, or ""
   bool memoryBudgetSweep = false;               // print every remat plan's peak (--memory-budget-sweep)
+  std::string largestBatch;                     // --largest-batch=80GB: compile at the largest batch that fits, or ""
   int64_t bucketBytes = int64_t(25) << 20;      // data parallelism: all-reduce bucket (--bucket-mib)
 };
 

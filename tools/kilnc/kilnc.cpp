@@ -4,7 +4,8 @@
 //         [--cuda-arch=sm_80,sm_90a] [--dump-phases-to=DIR] [--compile-to=PHASE]
 //         [--no-fusion] [--no-pad-dims] [--no-attention-match]
 //         [--no-fused-cross-entropy] [--cross-entropy-chunk-rows=N]
-//         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--bucket-mib=N] [--mlir-timing] ...
+//         [--memory-budget=SIZE] [--remat=MODE] [--memory-budget-sweep] [--largest-batch=SIZE]
+//         [--bucket-mib=N] [--mlir-timing] ...
 //   kilnc --compile-from=PHASE DIR/NN-PHASE.mlir -o OUT.kart   (a phase dump, maybe edited)
 //
 // Parses flags (MLIR's --mlir-print-ir-* and --mlir-timing families included)
@@ -85,6 +86,12 @@ int main(int argc, char **argv) {
       cl::value_desc("N"), cl::init(25), cl::cat(kilnCategory));
   static cl::opt<bool> memoryBudgetSweep(
       "memory-budget-sweep", cl::desc("Print the planned peak and recompute of every remat plan"), cl::init(false), cl::cat(kilnCategory));
+  static cl::opt<std::string> largestBatch(
+      "largest-batch",
+      cl::desc("Compile at the largest batch whose planned peak is at most this size (e.g. 80GB, "
+               "139GiB): the memory plan searched over batches, the batch and its neighbour's "
+               "peak printed"),
+      cl::value_desc("size"), cl::cat(kilnCategory));
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -132,6 +139,7 @@ int main(int argc, char **argv) {
   options.memoryBudget = memoryBudget;
   options.remat = remat;
   options.memoryBudgetSweep = memoryBudgetSweep;
+  options.largestBatch = largestBatch;
   for (const std::string &define : defines) {
     size_t eq = define.find('=');
     if (eq == std::string::npos || eq == 0) {
