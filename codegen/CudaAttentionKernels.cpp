@@ -285,6 +285,8 @@ LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
     // stays, as the pair-by-pair test's __syncthreads_or was one: a kernel
     // whose every tile is skipped reads, after its loop, shared memory that
     // other threads wrote before it (the fp32 backward's zeroed dK and dV).
+    // The two-stage pipelines count on it too (TilePipeline::findKeptSyncs):
+    // it orders a tile's reads of a stage before the next issue into it.
     w.line("// skip the tile when the mask keeps none of its pairs, decided "
            "at the tile's corners (a conjunction of tests linear in i, j)");
     w.line("int anyKept = 1, allKept = 1;");

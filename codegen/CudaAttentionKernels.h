@@ -313,6 +313,10 @@ struct TilePipeline {
   // Advances the int64_t named by its first argument to a kept tile
   // (emitNextKeptTile), setting the int named by the second when not empty.
   std::function<mlir::LogicalResult(const std::string &, const std::string &)> findKept;
+  // Whether findKept's loop meets a block barrier at every tile it tries (a
+  // block-skip test over a mask): then, with two stages, that barrier already
+  // orders this tile's reads of a stage before the next issue into it.
+  bool findKeptSyncs = false;
   // Issues the copies of the tile at the corner expression into the stage
   // expression (no commit).
   std::function<void(const std::string &, const std::string &)> issue;

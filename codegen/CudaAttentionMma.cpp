@@ -340,7 +340,12 @@ LogicalResult emitTilePipeline(KernelSourceWriter &w, const TilePipeline &pl) {
   w.line("__syncthreads(); // ... every thread's");
   if (failed(pl.body()))
     return failure();
-  w.line("__syncthreads(); // every warp is done with this stage");
+  // The next iteration's issue writes the stage this one read: a barrier
+  // between, here or (two stages) the one findKept meets before the issue.
+  if (twoStages && pl.findKeptSyncs)
+    w.line("// every warp is done with this stage at the next tile's block-skip barrier");
+  else
+    w.line("__syncthreads(); // every warp is done with this stage");
   if (!twoStages && failed(findNext()))
     return failure();
   w.close();
@@ -364,6 +369,7 @@ TilePipeline keyTilePipeline(KernelSourceWriter &w, Operation *op, Region &mask,
                                                    const std::string &allVar) {
     return emitNextKeptTile(w, op, mask, in, n, rows, cols, var, "j0", n.S, allVar);
   };
+  pl.findKeptSyncs = !mask.empty();
   const int64_t stageK = cols * paddedStride(Dp), stageV = cols * paddedStride(Dvp);
   pl.issue = [=, &w](const std::string &j, const std::string &stage) {
     emitAsyncTile16(w, kTile + " + " + stage + " * " + str(stageK), k,

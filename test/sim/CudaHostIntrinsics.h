@@ -264,6 +264,14 @@ inline void kiln_cp_async(void *dst, const void *src, int bytes, int size) {
   if (kiln_cp_async_issued[t] == 64 || kiln_cp_async_groups[t] == 8)
     abort(); // more in flight than this stand-in holds
   kiln_cp_async_queue[t][kiln_cp_async_issued[t]++] = {dst, src, bytes, size};
+#ifdef KILN_RACECHECK
+  // The race check (tools/gpu/emulated_racecheck.py, ThreadSanitizer) also
+  // writes the bytes here, the earliest the GPU may land them: a thread still
+  // reading the old bytes of the destination unordered with this issue is a
+  // race, as one reading them unordered with the wait is.
+  memcpy(dst, src, bytes);
+  memset(static_cast<char *>(dst) + bytes, 0, size - bytes);
+#endif
 }
 inline void kiln_cp_async16(void *dst, const void *src, int bytes) {
   kiln_cp_async(dst, src, bytes, 16);

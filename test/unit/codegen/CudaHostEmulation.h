@@ -69,28 +69,33 @@ inline void kiln_warp_sync(unsigned int warp) { kiln_warp_barriers[warp].wait();
 // run one at a time. 256 KiB is more than any GPU gives a block.
 alignas(32) inline unsigned char kiln_emulated_dynamic_shared[256 * 1024];
 
-// Runs kernel<<<grid, block>>>(buffers): blocks in order, each with `block`
-// host threads.
-extern "C" void kiln_emulate_launch(void (*kernel)(void *const *), void *const *buffers,
-                                    unsigned int grid, unsigned int block) {
+// Runs block `b` of kernel<<<grid, block>>>(buffers) with `block` host
+// threads.
+inline void kiln_emulate_block(void (*kernel)(void *const *), void *const *buffers,
+                               unsigned int grid, unsigned int block, unsigned int b) {
   gridDim.x = grid;
   blockDim.x = block;
-  for (unsigned int b = 0; b < grid; ++b) {
-    kiln_block_barrier.reset(static_cast<int>(block));
-    for (unsigned int w = 0; w * 32 < block; ++w)
-      kiln_warp_barriers[w].reset(static_cast<int>(std::min(32u, block - 32 * w)));
-    std::vector<std::thread> threads;
-    for (unsigned int t = 0; t < block; ++t)
-      threads.emplace_back([=] {
-        threadIdx.x = t;
-        blockIdx.x = b;
-        kernel(buffers);
-        kiln_warp_barriers[t / 32].leave();
-        kiln_block_barrier.leave();
-      });
-    for (std::thread &thread : threads)
-      thread.join();
-  }
+  kiln_block_barrier.reset(static_cast<int>(block));
+  for (unsigned int w = 0; w * 32 < block; ++w)
+    kiln_warp_barriers[w].reset(static_cast<int>(std::min(32u, block - 32 * w)));
+  std::vector<std::thread> threads;
+  for (unsigned int t = 0; t < block; ++t)
+    threads.emplace_back([=] {
+      threadIdx.x = t;
+      blockIdx.x = b;
+      kernel(buffers);
+      kiln_warp_barriers[t / 32].leave();
+      kiln_block_barrier.leave();
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+// Runs kernel<<<grid, block>>>(buffers): blocks in order.
+extern "C" void kiln_emulate_launch(void (*kernel)(void *const *), void *const *buffers,
+                                    unsigned int grid, unsigned int block) {
+  for (unsigned int b = 0; b < grid; ++b)
+    kiln_emulate_block(kernel, buffers, grid, block, b);
 }
 
 #endif // KILN_TEST_UNIT_CODEGEN_CUDAHOSTEMULATION_H
