@@ -120,8 +120,12 @@ inline float kiln_wmma_to_float(__nv_bfloat16 v) {
   return f;
 }
 
+// Each lane holds a whole fragment here, and lane 0 alone stores one. The
+// *_sync operations wait for every lane of the warp first, as on the GPU (a
+// lane's load of a tile that lane 0 then stores over is ordered before it).
 template <class Use, class T, class Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm) {
+  kiln_warp_sync(threadIdx.x / 32);
   constexpr bool colMajor = std::is_same<Layout, col_major>::value;
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
@@ -129,6 +133,7 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsig
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                              unsigned ldm, layout_t layout) {
+  kiln_warp_sync(threadIdx.x / 32);
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
       f.x[r * 16 + c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
@@ -143,6 +148,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
               const fragment<matrix_a, 16, 16, 16, T, LayoutA> &a,
               const fragment<matrix_b, 16, 16, 16, T, LayoutB> &b,
               const fragment<accumulator, 16, 16, 16, float> &c) {
+  kiln_warp_sync(threadIdx.x / 32);
   float out[256];
   for (int m = 0; m < 16; ++m)
     for (int n = 0; n < 16; ++n) {
@@ -155,6 +161,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
 }
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
                               unsigned ldm, layout_t layout) {
+  kiln_warp_sync(threadIdx.x / 32);
   if (threadIdx.x % 32 != 0)
     return;
   for (int r = 0; r < 16; ++r)
