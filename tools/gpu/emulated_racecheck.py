@@ -61,7 +61,7 @@ def parse_kernel(path):
     zeroed as the arena is: counters start at 0)."""
     text = open(path).read()
     launch = re.search(r"^// launch: grid (\d+), block (\d+), shared bytes (\d+)$", text, re.M)
-    entry = re.search(r'extern "C" __global__ void (\w+)\(void\* const\* __restrict__ buffers\)', text)
+    entry = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(void\* const\* __restrict__ buffers\)', text)
     if not launch or not entry:
         sys.exit(f"{path}: not a kernel kilnc --target=cuda --dump-phases-to wrote "
                  "(no '// launch:' line or entry point)")
