@@ -23,6 +23,7 @@
 #include <atomic>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
@@ -47,6 +48,22 @@ struct KilnDim3 {
 #endif
 inline KILN_HOST_THREAD_LOCAL KilnDim3 threadIdx, blockIdx;
 inline KilnDim3 blockDim, gridDim;
+
+// The GPU faults on a vector access (16-byte loads and stores, ldmatrix
+// rows, cp.async) at an address that is not a multiple of its alignment; the
+// host does not. The memory check (tools/gpu/emulated_sanitizer.py --tool
+// memcheck, KILN_MEMCHECK) stops there and says where.
+inline void kiln_expect_aligned(const void *p, unsigned long alignment, const char *what) {
+#ifdef KILN_MEMCHECK
+  if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+    fprintf(stderr, "kiln memcheck: misaligned %s at %p (needs %lu-byte alignment), thread %u of block %u\n",
+            what, p, alignment, threadIdx.x, blockIdx.x);
+    abort();
+  }
+#else
+  (void)p, (void)alignment, (void)what;
+#endif
+}
 
 // Defined by the scheduler that includes this header (see the banner).
 inline void kiln_block_sync();
@@ -211,6 +228,7 @@ inline void kiln_mma_bf16(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
   kiln_warp_sync(warp);
 }
 inline uint32_t kiln_ld_pair(const uint16_t *p) {
+  kiln_expect_aligned(p, 4, "bf16 pair load");
   uint32_t v;
   memcpy(&v, p, sizeof v);
   return v;
@@ -219,11 +237,15 @@ struct kiln_chunk {
   uint32_t x, y, z, w;
 };
 inline kiln_chunk kiln_load_chunk(const uint16_t *p) {
+  kiln_expect_aligned(p, 16, "16-byte load");
   kiln_chunk c;
   memcpy(&c, p, sizeof c);
   return c;
 }
-inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) { memcpy(p, &c, sizeof c); }
+inline void kiln_store_chunk(uint16_t *p, kiln_chunk c) {
+  kiln_expect_aligned(p, 16, "16-byte store");
+  memcpy(p, &c, sizeof c);
+}
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, warp-wide: lane l gives
 // the address of row l % 8 of 8x8 matrix l / 8 (8 consecutive bf16), the
 // warp meets, and lane 4 g + t receives in register m the elements (g, 2t)
@@ -234,6 +256,7 @@ inline const uint16_t *kiln_ldmatrix_rows[1024];
 inline void kiln_ldmatrix_x4_impl(uint32_t *r, const uint16_t *row, bool trans) {
   const unsigned int t = threadIdx.x, warp = t / 32, lane = t % 32, first = warp * 32;
   const unsigned int g = lane / 4, q = lane % 4;
+  kiln_expect_aligned(row, 16, "ldmatrix row");
   kiln_ldmatrix_rows[t] = row;
   kiln_warp_sync(warp);
   for (unsigned int m = 0; m < 4; ++m) {
@@ -270,9 +293,11 @@ inline void kiln_cp_async(void *dst, const void *src, int bytes, int size) {
   const unsigned int t = threadIdx.x;
   if (kiln_cp_async_issued[t] == 64 || kiln_cp_async_groups[t] == 8)
     abort(); // more in flight than this stand-in holds
+  kiln_expect_aligned(dst, size, "cp.async destination");
+  kiln_expect_aligned(src, size, "cp.async source");
   kiln_cp_async_queue[t][kiln_cp_async_issued[t]++] = {dst, src, bytes, size};
 #ifdef KILN_RACECHECK
-  // The race check (tools/gpu/emulated_racecheck.py, ThreadSanitizer) also
+  // The race check (tools/gpu/emulated_sanitizer.py --tool racecheck, ThreadSanitizer) also
   // writes the bytes here, the earliest the GPU may land them: a thread still
   // reading the old bytes of the destination unordered with this issue is a
   // race, as one reading them unordered with the wait is.
@@ -329,16 +354,22 @@ inline float kiln_no_contract(float v) {
 }
 
 // The prelude's kiln_copy16 (a uint4 load and store on the GPU).
-inline void kiln_copy16(void *dst, const void *src) { memcpy(dst, src, 16); }
+inline void kiln_copy16(void *dst, const void *src) {
+  kiln_expect_aligned(src, 16, "16-byte load");
+  kiln_expect_aligned(dst, 16, "16-byte store");
+  memcpy(dst, src, 16);
+}
 // The prelude's kiln_load_lanes8 / kiln_store_lanes8 (vector loads and
 // stores of a kiln_lanes8 on the GPU; the struct is the prelude's).
 template <typename T> struct kiln_lanes8;
 template <typename T> inline kiln_lanes8<T> kiln_load_lanes8(const T *p) {
+  kiln_expect_aligned(p, 16, "kiln_lanes8 load");
   kiln_lanes8<T> x;
   memcpy(&x, p, sizeof x);
   return x;
 }
 template <typename T> inline void kiln_store_lanes8(T *p, const kiln_lanes8<T> &x) {
+  kiln_expect_aligned(p, 16, "kiln_lanes8 store");
   memcpy(p, &x, sizeof x);
 }
 

@@ -66,8 +66,14 @@ inline void kiln_block_sync() { kiln_block_barrier.wait(); }
 inline void kiln_warp_sync(unsigned int warp) { kiln_warp_barriers[warp].wait(); }
 
 // Dynamic shared memory (`extern __shared__`): one static buffer, as blocks
-// run one at a time. 256 KiB is more than any GPU gives a block.
+// run one at a time. 256 KiB is more than any GPU gives a block. The memory
+// check (KILN_MEMCHECK) points it at a heap block of exactly the launch's
+// shared bytes instead, so that an access past them is an overflow.
+#ifdef KILN_MEMCHECK
+inline unsigned char *kiln_emulated_dynamic_shared = nullptr;
+#else
 alignas(32) inline unsigned char kiln_emulated_dynamic_shared[256 * 1024];
+#endif
 
 // Runs block `b` of kernel<<<grid, block>>>(buffers) with `block` host
 // threads.

@@ -1,30 +1,43 @@
 #!/usr/bin/env python3
-"""Shared- and global-memory races in dumped CUDA kernels, found without a GPU.
+"""compute-sanitizer's racecheck and memcheck for dumped CUDA kernels, without a GPU.
 
-    tools/gpu/emulated_racecheck.py [--blocks 0,1,-1] DIR/kernels/k_NAME.cu...
+    tools/gpu/emulated_sanitizer.py [--tool racecheck|memcheck] [--blocks 0,1,-1]
+                                    DIR/kernels/k_NAME.cu...
 
-compute-sanitizer's racecheck needs a GPU. This runs a kernel that
-`kilnc --target=cuda --dump-phases-to=DIR` wrote on the host instead: the CUDA
-threads of a block as host threads (test/unit/codegen/CudaHostEmulation.h,
-the emulation the kernel unit tests use), built with ThreadSanitizer. Every
-__syncthreads and __syncwarp is a barrier of those threads, so two accesses
-of one shared (or global) address by different threads with no barrier
-between them, one of them a write, are a data race ThreadSanitizer reports,
-whichever order they happened to run in. The emulated cp.async writes its
-bytes both when issued and when its group is waited for (KILN_RACECHECK),
-the earliest and the latest the GPU may land them, so a tile read while its
-copy may still land, or overwritten while others still read it, is reported.
-Races between blocks, and the GPU's weaker memory order, are not modelled.
+compute-sanitizer needs a GPU. This runs kernels that `kilnc --target=cuda
+--dump-phases-to=DIR` wrote on the host instead: the CUDA threads of a block
+as host threads (test/unit/codegen/CudaHostEmulation.h, the emulation the
+kernel unit tests use; __syncthreads and __syncwarp are barriers of those
+threads, the WMMA operations and the mma.sync / ldmatrix stand-ins wait for
+the warp), built with a sanitizer:
 
+  racecheck (default): ThreadSanitizer. Two accesses of one shared or global
+    address by different threads with no barrier between them, one of them a
+    write, are a data race, whichever order they happened to run in. The
+    emulated cp.async writes its bytes both when issued and when its group is
+    waited for (KILN_RACECHECK), the earliest and the latest the GPU may land
+    them: a tile read while its copy may still land, or overwritten while
+    others still read it, is a race.
+  memcheck: AddressSanitizer and UndefinedBehaviorSanitizer. Every buffer is a
+    heap block of exactly its bytes (256-byte aligned, as the arena places
+    it) and the dynamic shared memory exactly the launch's shared bytes
+    (KILN_MEMCHECK), so a read or write past either is reported; so is a vector
+    access (16-byte loads and stores, ldmatrix rows, cp.async) at an address
+    the GPU would fault on, and undefined integer arithmetic (a 32-bit index
+    that overflows, an out-of-range shift).
+
+Races between blocks and the GPU's weaker memory order are not modelled.
 Each kernel is compiled with its prelude (DIR/kernels/prelude.cuh), its
-buffers are sized from the kernel's pointer declarations (floats and bf16
-normal random values, every integer --int-value, default 1, scratch zero) and the listed blocks run one after
-another (negative numbers count from the grid's end): blocks of each role a
-kernel gives its grid (the attention backward's dK/dV and dQ blocks, a norm
-backward's rows and column sums) are worth listing. Prints one line per
-kernel and exits 1 if any has a race (its report follows) or fails to run.
+buffers are sized from its `in:` / `out:` comments and pointer declarations
+(floats and bf16 normal random values, every integer --int-value, default 1,
+kilnc's scratch zero), and the listed blocks run one after another (negative
+numbers count from the grid's end): blocks of each role a kernel gives its
+grid (the attention backward's dK/dV and dQ blocks, a norm backward's rows and
+column sums) are worth listing. Prints one line per kernel and exits 1 if any
+has a finding (the sanitizer's report follows) or fails to run.
 
-Needs the host C++ compiler ($CXX, default c++) with -fsanitize=thread.
+Needs the host C++ compiler ($CXX, default c++) with -fsanitize=thread,
+address and undefined (GCC's libtsan, libasan and libubsan).
 """
 import argparse
 import os
@@ -52,7 +65,8 @@ def elements(shape):
 
 
 def parse_kernel(path):
-    """(entry, grid, block, [(bytes an element, elements, fill)], source without its prelude include).
+    """(entry, grid, block, shared bytes, [(bytes an element, elements, fill)], source
+    without its prelude include).
 
     Buffers come from the kernel's `in:` / `out:` comments, in order, and its
     declarations of its pointers
@@ -84,14 +98,21 @@ def parse_kernel(path):
         sys.exit(f"{path}: cannot size every buffer the kernel reads "
                  f"(declared {sorted(found)}, read {sorted(used)})")
     source = text.replace('#include "prelude.cuh"\n', "")
-    return entry.group(1), int(launch.group(1)), int(launch.group(2)), \
-        [found[i] for i in range(len(found))], source
+    return (entry.group(1), int(launch.group(1)), int(launch.group(2)), int(launch.group(3)),
+            [found[i] for i in range(len(found))], source)
 
 
-def harness(path, prelude, blocks, int_value=1):
-    entry, grid, block, buffers, source = parse_kernel(path)
+# What each tool defines before the emulation, and compiles with.
+TOOLS = {
+    "racecheck": ("KILN_RACECHECK", ["-fsanitize=thread"]),
+    "memcheck": ("KILN_MEMCHECK", ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]),
+}
+
+
+def harness(path, prelude, blocks, int_value=1, tool="racecheck"):
+    entry, grid, block, shared, buffers, source = parse_kernel(path)
     chosen = sorted({b % grid for b in blocks})
-    lines = ["#define KILN_RACECHECK 1", f'#include "{EMULATION}"']
+    lines = [f"#define {TOOLS[tool][0]} 1", f'#include "{EMULATION}"']
     # The host has <stdint.h>: the prelude's NVRTC-only typedefs go, as in
     # test/unit/codegen/KernelRunner.cpp.
     lines += [l for l in prelude.splitlines() if not l.startswith("typedef ")]
@@ -99,20 +120,22 @@ def harness(path, prelude, blocks, int_value=1):
     sizes = ", ".join(f"{{{size}ull, {n}ull, '{fill}'}}" for size, n, fill in buffers)
     lines.append(f"""
 #include <cstdio>
+#include <cstdlib>
 #include <random>
-struct KilnRaceBuffer {{ unsigned long long bytes, count; char fill; }};
+struct KilnBufferSpec {{ unsigned long long bytes, count; char fill; }};
 int main() {{
-  const KilnRaceBuffer spec[] = {{{sizes}}};
+  const KilnBufferSpec spec[] = {{{sizes}}};
   const int n = sizeof spec / sizeof spec[0];
-  std::vector<std::vector<unsigned char>> store(n);
   std::vector<void *> pointers(n);
   std::mt19937 random(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int i = 0; i < n; ++i) {{
-    // 256-byte aligned, as the arena places every buffer.
-    store[i].assign(spec[i].bytes * spec[i].count + 256, 0);
-    unsigned char *p = store[i].data();
-    p += (256 - reinterpret_cast<unsigned long long>(p) % 256) % 256;
+    // Exactly the buffer's bytes, 256-byte aligned as the arena places it.
+    unsigned char *p = nullptr;
+    const unsigned long long bytes = spec[i].bytes * spec[i].count;
+    if (posix_memalign(reinterpret_cast<void **>(&p), 256, bytes ? bytes : 1) != 0)
+      return 2;
+    memset(p, 0, bytes);
     pointers[i] = p;
     for (unsigned long long e = 0; e < spec[i].count; ++e) {{
       if (spec[i].fill == 'f') {{
@@ -130,48 +153,60 @@ int main() {{
       }}
     }}
   }}
+#ifdef KILN_MEMCHECK
+  kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(malloc({shared})) : nullptr;
+#endif
   const unsigned int blocks[] = {{{", ".join(f"{b}u" for b in chosen)}}};
   for (unsigned int b : blocks)
     kiln_emulate_block({entry}, pointers.data(), {grid}u, {block}u, b);
   std::printf("ran blocks {", ".join(map(str, chosen))} of {grid}\\n");
+  for (void *p : pointers)
+    free(p);
   return 0;
 }}
 """)
     return entry, "\n".join(lines) + "\n", sum(size * n for size, n, _ in buffers)
 
 
-def check(path, blocks, int_value, timeout, cxx):
-    """(one verdict line and what follows it, whether the kernel failed)."""
+def check(path, tool, blocks, int_value, timeout, cxx):
+    """(one verdict line and what follows it, whether the kernel has a finding or failed)."""
     prelude_path = os.path.join(os.path.dirname(path), "prelude.cuh")
     if not os.path.exists(prelude_path):
         sys.exit(f"{path}: no prelude.cuh beside it (a --dump-phases-to kernels directory)")
-    entry, program, buffer_bytes = harness(path, open(prelude_path).read(), blocks, int_value)
+    entry, program, buffer_bytes = harness(path, open(prelude_path).read(), blocks, int_value, tool)
     if buffer_bytes > 4 << 30:
         sys.exit(f"{path}: {buffer_bytes >> 20} MiB of buffers; dump the model at smaller shapes")
     with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "race.cpp"), os.path.join(tmp, "race")
+        src, exe = os.path.join(tmp, "kernel.cpp"), os.path.join(tmp, "kernel")
         open(src, "w").write(program)
-        # -O0: at -O1, GCC 12's instrumented build missed a race the check
+        # -O0: at -O1, GCC 12's ThreadSanitizer build missed a race the check
         # must find (racecheck_emulated.test's backward without its barriers).
-        built = subprocess.run([cxx, "-std=c++17", "-O0", "-g", "-fsanitize=thread", "-pthread",
-                                "-w", src, "-o", exe], capture_output=True, text=True)
+        built = subprocess.run([cxx, "-std=c++17", "-O0", "-g", *TOOLS[tool][1], "-pthread", "-w",
+                                src, "-o", exe], capture_output=True, text=True)
         if built.returncode != 0:
             return f"{entry}: FAIL (does not compile)\n{built.stderr[-4000:]}", True
-        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1")
+        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66",
+                   ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=1")
         try:
             run = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
             return f"{entry}: FAIL (over {timeout} s)", True
+    report = run.stderr[:6000]  # the report's head: the accesses and where
     if "WARNING: ThreadSanitizer" in run.stderr:
-        return f"{entry}: RACE\n{run.stderr[:6000]}", True  # the report's head: both accesses
+        return f"{entry}: RACE\n{report}", True
+    if any(m in run.stderr for m in ("ERROR: AddressSanitizer", "runtime error:", "kiln memcheck:")):
+        return f"{entry}: MEMORY ERROR\n{report}", True
     if run.returncode != 0:
         return f"{entry}: FAIL (exit {run.returncode})\n{run.stderr[-4000:]}", True
-    return f"{entry}: no race ({run.stdout.strip()})", False
+    return f"{entry}: clean ({run.stdout.strip()})", False
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kernels", nargs="+", help="DIR/kernels/k_NAME.cu files kilnc dumped")
+    ap.add_argument("--tool", choices=sorted(TOOLS), default="racecheck",
+                    help="racecheck (ThreadSanitizer, the default) or memcheck (AddressSanitizer "
+                         "and UndefinedBehaviorSanitizer)")
     ap.add_argument("--blocks", default="0,-1",
                     help="blocks to run, comma-separated; negative counts from the end (default 0,-1)")
     ap.add_argument("--int-value", type=int, default=1,
@@ -182,10 +217,10 @@ def main():
     cxx = os.environ.get("CXX", "c++")
     failed = 0
     for path in a.kernels:
-        verdict, bad = check(path, blocks, a.int_value, a.timeout, cxx)
+        verdict, bad = check(path, a.tool, blocks, a.int_value, a.timeout, cxx)
         print(verdict, flush=True)
         failed += bad
-    print(f"{len(a.kernels) - failed} kernels without a race, {failed} with a race or failing")
+    print(f"{a.tool}: {len(a.kernels) - failed} kernels clean, {failed} with a finding or failing")
     return 1 if failed else 0
 
 
