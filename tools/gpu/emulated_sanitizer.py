@@ -77,26 +77,32 @@ def parse_kernel(path):
     launch = re.search(r"^// launch: grid (\d+), block (\d+), shared bytes (\d+)$", text, re.M)
     entry = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(void\* const\* __restrict__ buffers\)', text)
     if not launch or not entry:
-        sys.exit(f"{path}: not a kernel kilnc --target=cuda --dump-phases-to wrote "
-                 "(no '// launch:' line or entry point)")
+        raise ValueError("not a kernel kilnc --target=cuda --dump-phases-to wrote "
+                         "(no '// launch:' line or entry point)")
     found = {}
     # The `in:` / `out:` comments list the buffers in order (a multi-tensor
     # kernel picks its pointers from a segment table, declaring none).
     for index, (shape, element) in enumerate(
             re.findall(r"^//   (?:in|out): +tensor<((?:\d+x)*)(\w+)>$", text, re.M)):
         if element not in ELEMENTS:
-            sys.exit(f"{path}: buffers[{index}] holds {element}, which this check does not fill")
+            raise ValueError(f"buffers[{index}] holds {element}, which this check does not fill")
         size, fill = ELEMENTS[element]
         found[index] = (size, elements(shape), fill)
+    # A copy between buffers (a DMA-like step): source and destination alike.
+    copy = re.search(r"^// copy of \[([\d, ]*)\] ([a-z_0-9 ]+)$", text, re.M)
+    if copy and copy.group(2) in C_TYPES:
+        count = elements(copy.group(1).replace(", ", "x"))
+        size, fill = C_TYPES[copy.group(2)]
+        found = {0: (size, count, fill), 1: (size, count, fill)}
     for ctype, index, shape, scratch in DECLARATION.findall(text):
         if ctype not in C_TYPES:
-            sys.exit(f"{path}: buffers[{index}] is a {ctype}*, which this check does not fill")
+            raise ValueError(f"buffers[{index}] is a {ctype}*, which this check does not fill")
         size, fill = C_TYPES[ctype]
         found[int(index)] = (size, int(scratch), "z") if scratch else (size, elements(shape), fill)
     used = {int(i) for i in re.findall(r"buffers\[(\d+)\]", text)}
     if sorted(found) != list(range(len(found))) or not used <= set(found) or not found:
-        sys.exit(f"{path}: cannot size every buffer the kernel reads "
-                 f"(declared {sorted(found)}, read {sorted(used)})")
+        raise ValueError(f"cannot size every buffer the kernel reads "
+                         f"(declared {sorted(found)}, read {sorted(used)})")
     source = text.replace('#include "prelude.cuh"\n', "")
     return (entry.group(1), int(launch.group(1)), int(launch.group(2)), int(launch.group(3)),
             [found[i] for i in range(len(found))], source)
@@ -109,96 +115,181 @@ TOOLS = {
 }
 
 
-def harness(path, prelude, blocks, int_value=1, tool="racecheck"):
+def runner(index, path, blocks, int_value):
+    """The kernel's source and a C++ function kiln_run_<index>() running it, with its entry."""
     entry, grid, block, shared, buffers, source = parse_kernel(path)
+    if sum(size * n for size, n, _ in buffers) > 4 << 30:
+        raise ValueError("over 4 GiB of buffers; dump the model at smaller shapes")
     chosen = sorted({b % grid for b in blocks})
-    lines = [f"#define {TOOLS[tool][0]} 1", f'#include "{EMULATION}"']
-    # The host has <stdint.h>: the prelude's NVRTC-only typedefs go, as in
-    # test/unit/codegen/KernelRunner.cpp.
-    lines += [l for l in prelude.splitlines() if not l.startswith("typedef ")]
-    lines.append(source)
     sizes = ", ".join(f"{{{size}ull, {n}ull, '{fill}'}}" for size, n, fill in buffers)
-    lines.append(f"""
+    return entry, source + f"""
+static void kiln_run_{index}() {{
+  const KilnBufferSpec spec[] = {{{sizes}}};
+  std::vector<void *> pointers = kiln_buffers(spec, sizeof spec / sizeof spec[0], {int_value}, {index});
+#ifdef KILN_MEMCHECK
+  kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(malloc({shared})) : nullptr;
+#endif
+  for (unsigned int b : {{{", ".join(f"{b}u" for b in chosen)}}})
+    kiln_emulate_block({entry}, pointers.data(), {grid}u, {block}u, b);
+#ifdef KILN_MEMCHECK
+  free(kiln_emulated_dynamic_shared);
+#endif
+  for (void *p : pointers)
+    free(p);
+  std::printf("ran blocks {", ".join(map(str, chosen))} of {grid}\\n");
+}}
+"""
+
+
+# main() of a program running kernels kiln_run_0 .. kiln_run_{n-1}, from the
+# one its argument names: each announced on stderr first, so that a report
+# (the sanitizer stops the program at its first) names its kernel.
+MAIN = """
+int main(int argc, char **argv) {
+  void (*const runs[])() = {%s};
+  for (int i = argc > 1 ? atoi(argv[1]) : 0; i < (int)(sizeof runs / sizeof runs[0]); ++i) {
+    std::fprintf(stderr, "kiln-sanitizer: kernel %%d\\n", i);
+    std::printf("kiln-sanitizer: kernel %%d: ", i);
+    std::fflush(stdout);
+    runs[i]();
+    std::fflush(stdout);
+  }
+  return 0;
+}
+"""
+
+# Buffers of exactly their bytes (256-byte aligned, as the arena places
+# them), filled: 'f' float and 'b' bf16 normal random values, 'i' integers
+# the given value, 'z' zeros (kilnc's scratch).
+BUFFERS = """
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-struct KilnBufferSpec {{ unsigned long long bytes, count; char fill; }};
-int main() {{
-  const KilnBufferSpec spec[] = {{{sizes}}};
-  const int n = sizeof spec / sizeof spec[0];
+#include <vector>
+struct KilnBufferSpec { unsigned long long bytes, count; char fill; };
+static std::vector<void *> kiln_buffers(const KilnBufferSpec *spec, int n, long long intValue,
+                                        unsigned seed) {
   std::vector<void *> pointers(n);
-  std::mt19937 random(7);
+  std::mt19937 random(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int i = 0; i < n; ++i) {{
-    // Exactly the buffer's bytes, 256-byte aligned as the arena places it.
+  for (int i = 0; i < n; ++i) {
     unsigned char *p = nullptr;
     const unsigned long long bytes = spec[i].bytes * spec[i].count;
     if (posix_memalign(reinterpret_cast<void **>(&p), 256, bytes ? bytes : 1) != 0)
-      return 2;
+      std::abort();
     memset(p, 0, bytes);
     pointers[i] = p;
-    for (unsigned long long e = 0; e < spec[i].count; ++e) {{
-      if (spec[i].fill == 'f') {{
+    for (unsigned long long e = 0; e < spec[i].count; ++e) {
+      if (spec[i].fill == 'f') {
         float v = normal(random);
         memcpy(p + 4 * e, &v, 4);
-      }} else if (spec[i].fill == 'i') {{
-        const long long v = {int_value};
-        memcpy(p + spec[i].bytes * e, &v, spec[i].bytes); // little-endian: the low bytes
-      }} else if (spec[i].fill == 'b') {{
+      } else if (spec[i].fill == 'i') {
+        memcpy(p + spec[i].bytes * e, &intValue, spec[i].bytes); // little-endian: the low bytes
+      } else if (spec[i].fill == 'b') {
         float v = normal(random);
         unsigned int bits;
         memcpy(&bits, &v, 4);
         unsigned short h = static_cast<unsigned short>(bits >> 16);
         memcpy(p + 2 * e, &h, 2);
-      }}
-    }}
-  }}
-#ifdef KILN_MEMCHECK
-  kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(malloc({shared})) : nullptr;
-#endif
-  const unsigned int blocks[] = {{{", ".join(f"{b}u" for b in chosen)}}};
-  for (unsigned int b : blocks)
-    kiln_emulate_block({entry}, pointers.data(), {grid}u, {block}u, b);
-  std::printf("ran blocks {", ".join(map(str, chosen))} of {grid}\\n");
-  for (void *p : pointers)
-    free(p);
-  return 0;
-}}
-""")
-    return entry, "\n".join(lines) + "\n", sum(size * n for size, n, _ in buffers)
+      }
+    }
+  }
+  return pointers;
+}
+"""
 
 
-def check(path, tool, blocks, int_value, timeout, cxx):
-    """(one verdict line and what follows it, whether the kernel has a finding or failed)."""
-    prelude_path = os.path.join(os.path.dirname(path), "prelude.cuh")
+def programs(paths):
+    """The kernels in groups that can share one program: one directory (one
+    prelude), each entry once."""
+    groups = []
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path))
+        entry = os.path.basename(path)
+        for g in groups:
+            if g["dir"] == directory and entry not in g["names"]:
+                g["paths"].append(path)
+                g["names"].add(entry)
+                break
+        else:
+            groups.append({"dir": directory, "paths": [path], "names": {entry}})
+    return groups
+
+
+def check_group(group, tool, blocks, int_value, timeout, cxx):
+    """[(verdict line and what follows it, whether the kernel has a finding or failed)],
+    in the group's order: one program for the group, run from its first kernel and,
+    after a finding stops it, from the kernel after."""
+    prelude_path = os.path.join(group["dir"], "prelude.cuh")
     if not os.path.exists(prelude_path):
-        sys.exit(f"{path}: no prelude.cuh beside it (a --dump-phases-to kernels directory)")
-    entry, program, buffer_bytes = harness(path, open(prelude_path).read(), blocks, int_value, tool)
-    if buffer_bytes > 4 << 30:
-        sys.exit(f"{path}: {buffer_bytes >> 20} MiB of buffers; dump the model at smaller shapes")
+        return [(f"{p}: FAIL (no prelude.cuh beside it: a --dump-phases-to kernels directory)",
+                 True) for p in group["paths"]]
+    results, parts, runnable = {}, [], []
+    for path in group["paths"]:
+        try:
+            entry, part = runner(len(runnable), path, blocks, int_value)
+            parts.append(part)
+            runnable.append((path, entry))
+        except ValueError as e:
+            results[path] = (f"{os.path.basename(path)}: FAIL ({e})", True)
+    if runnable:
+        prelude = [l for l in open(prelude_path).read().splitlines() if not l.startswith("typedef ")]
+        # The host has <stdint.h>: the prelude's NVRTC-only typedefs go, as
+        # in test/unit/codegen/KernelRunner.cpp.
+        program = "\n".join([f"#define {TOOLS[tool][0]} 1", f'#include "{EMULATION}"', *prelude,
+                              BUFFERS, *parts,
+                              MAIN % ", ".join(f"kiln_run_{i}" for i in range(len(runnable)))])
+        results.update(run_program(program, runnable, tool, timeout, cxx))
+    return [results[p] for p in group["paths"]]
+
+
+def run_program(program, runnable, tool, timeout, cxx):
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "kernel.cpp"), os.path.join(tmp, "kernel")
+        src, exe = os.path.join(tmp, "kernels.cpp"), os.path.join(tmp, "kernels")
         open(src, "w").write(program)
         # -O0: at -O1, GCC 12's ThreadSanitizer build missed a race the check
         # must find (racecheck_emulated.test's backward without its barriers).
         built = subprocess.run([cxx, "-std=c++17", "-O0", "-g", *TOOLS[tool][1], "-pthread", "-w",
                                 src, "-o", exe], capture_output=True, text=True)
         if built.returncode != 0:
-            return f"{entry}: FAIL (does not compile)\n{built.stderr[-4000:]}", True
+            return {path: (f"{entry}: FAIL (does not compile)\n{built.stderr[-4000:]}", True)
+                    for path, entry in runnable}
         env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66",
                    ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=1")
-        try:
-            run = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return f"{entry}: FAIL (over {timeout} s)", True
-    report = run.stderr[:6000]  # the report's head: the accesses and where
-    if "WARNING: ThreadSanitizer" in run.stderr:
-        return f"{entry}: RACE\n{report}", True
-    if any(m in run.stderr for m in ("ERROR: AddressSanitizer", "runtime error:", "kiln memcheck:")):
-        return f"{entry}: MEMORY ERROR\n{report}", True
-    if run.returncode != 0:
-        return f"{entry}: FAIL (exit {run.returncode})\n{run.stderr[-4000:]}", True
-    return f"{entry}: clean ({run.stdout.strip()})", False
+        first = 0
+        while first < len(runnable):
+            try:
+                run = subprocess.run([exe, str(first)], capture_output=True, text=True, env=env,
+                                     timeout=timeout * (len(runnable) - first))
+                stdout, stderr, code = run.stdout, run.stderr, run.returncode
+            except subprocess.TimeoutExpired as e:
+                stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+                code = None
+            for line in stdout.splitlines():
+                m = re.match(r"kiln-sanitizer: kernel (\d+): (ran .*)$", line)
+                if m:
+                    path, entry = runnable[int(m.group(1))]
+                    results[path] = (f"{entry}: clean ({m.group(2)})", False)
+            announced = [int(i) for i in re.findall(r"^kiln-sanitizer: kernel (\d+)$", stderr, re.M)]
+            if code == 0 and len(results) == len(runnable):
+                break
+            # The kernel running when the program stopped, and its report.
+            last = announced[-1] if announced else first
+            path, entry = runnable[last]
+            report = stderr[stderr.rfind(f"kiln-sanitizer: kernel {last}\n"):]
+            report = report[report.find("\n") + 1:][:6000]  # the report's head: the accesses
+            if code is None:
+                results[path] = (f"{entry}: FAIL (over {timeout} s a kernel)", True)
+            elif "WARNING: ThreadSanitizer" in report:
+                results[path] = (f"{entry}: RACE\n{report}", True)
+            elif any(m in report for m in ("ERROR: AddressSanitizer", "runtime error:", "kiln memcheck:")):
+                results[path] = (f"{entry}: MEMORY ERROR\n{report}", True)
+            else:
+                results[path] = (f"{entry}: FAIL (exit {code})\n{report[-4000:]}", True)
+            first = last + 1
+    return results
 
 
 def main():
@@ -216,10 +307,10 @@ def main():
     blocks = [int(b) for b in a.blocks.split(",")]
     cxx = os.environ.get("CXX", "c++")
     failed = 0
-    for path in a.kernels:
-        verdict, bad = check(path, a.tool, blocks, a.int_value, a.timeout, cxx)
-        print(verdict, flush=True)
-        failed += bad
+    for group in programs(a.kernels):
+        for verdict, bad in check_group(group, a.tool, blocks, a.int_value, a.timeout, cxx):
+            print(verdict, flush=True)
+            failed += bad
     print(f"{a.tool}: {len(a.kernels) - failed} kernels clean, {failed} with a finding or failing")
     return 1 if failed else 0
 
