@@ -2,7 +2,7 @@
 """Differential fuzzing of kilnc and kiln-run against PyTorch in float64.
 
   kiln_fuzz.py [--seeds 0:200] [--targets cpu,cuda] [--work DIR] [--keep]
-               [--same-bits remat,resume,zero,overlap,graph]
+               [--same-bits remat,resume,zero,overlap,graph] [--sanitize racecheck,memcheck]
                [--kilnc build/bin/kilnc] [--kiln-run build/bin/kiln-run] [--show SEED]
 
 Each seed draws a random model in Kiln's language -- unary math, broadcasting
@@ -62,7 +62,7 @@ from tiny_gpt_oracle import read_safetensors  # noqa: E402  (the tree's one read
 sys.path.insert(0, HERE)
 from generator import PRELUDE, Program  # noqa: E402
 import same_bits  # noqa: E402
-from runs import compile_model, run, snapshot_tools, train  # noqa: E402
+from runs import compile_model, run, sanitize, snapshot_tools, train  # noqa: E402
 
 
 def micro_batches(prog, grads, saved):
@@ -276,7 +276,7 @@ def program(seed, targets, precision="fp32", mesh=None, grad_accum=1, bits_check
 
 
 def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32", mesh=None,
-             grad_accum=1, bits_checks=()):
+             grad_accum=1, bits_checks=(), sanitizers=()):
     prog = program(seed, targets, precision, mesh, grad_accum, bits_checks)
     try:
         prog.generate()
@@ -312,6 +312,8 @@ def run_seed(seed, targets, tools, work, keep, roundtrip=False, precision="fp32"
             continue
         if roundtrip:
             failures += roundtrip_phases(prog, target, tools, env, d, art)
+        for tool in sanitizers if target == "cuda" else ():
+            failures += sanitize(tools, env, d, prog.flags, tool)
         files = {k: os.path.join(d, f"{target}.{k}")
                  for k in ("init", "grads", "jsonl", "batches")}
         accumulates_tokens = prog.tokens and prog.grad_accum > 1
@@ -362,7 +364,17 @@ def main():
                     help="comma-separated checks against the model itself (same_bits.py): "
                     + ", ".join(same_bits.CHECKS) + "; attention may then drop (those models "
                     "are checked only so)")
+    ap.add_argument("--sanitize", default="",
+                    help="comma-separated: racecheck, memcheck -- the CUDA target's kernels "
+                    "also run under tools/gpu/emulated_sanitizer.py (ThreadSanitizer, or "
+                    "AddressSanitizer and UndefinedBehaviorSanitizer)")
     a = ap.parse_args()
+    sanitizers = tuple(filter(None, a.sanitize.split(",")))
+    for name in sanitizers:
+        if name not in ("racecheck", "memcheck"):
+            ap.error(f"--sanitize: unknown tool '{name}' (racecheck, memcheck)")
+    if sanitizers and "cuda" not in a.targets.split(","):
+        ap.error("--sanitize checks the CUDA target's kernels: give --targets cuda")
     if ":" in a.seeds:
         lo, hi = map(int, a.seeds.split(":"))
         seeds = range(lo, hi)
@@ -401,7 +413,8 @@ def main():
     failed, refused_seeds, start = [], [], time.time()
     for seed in seeds:
         failures, n, refused = run_seed(seed, targets, tools, a.work, a.keep, a.roundtrip,
-                                        a.precision, mesh, a.grad_accum, bits_checks)
+                                        a.precision, mesh, a.grad_accum, bits_checks,
+                                        sanitizers)
         status = "FAIL" if failures else "refused" if refused else "ok"
         print(f"seed {seed}: {n} statements, {status}", flush=True)
         for f in refused:

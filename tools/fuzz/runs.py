@@ -34,6 +34,29 @@ def train(prog, launch, tools, art, env, d, tag, steps, extra=()):
                env, os.path.join(d, f"{tag}.run.log"))
 
 
+def sanitize(tools, env, d, flags, tool):
+    """The CUDA kernels of D/model.kiln (FLAGS) under the emulated sanitizer
+    TOOL (tools/gpu/emulated_sanitizer.py: racecheck or memcheck), each on its
+    first two and last two blocks: [] or one failure naming the kernels with a
+    finding (the tool's report in D/cuda.TOOL.log)."""
+    dump = os.path.join(d, "cuda-dump")
+    if not os.path.isdir(os.path.join(dump, "kernels")):
+        log = os.path.join(d, "cuda-dump.kilnc.log")
+        if run([tools["kilnc"], os.path.join(d, "model.kiln"), "--target=cuda",
+                "--dump-phases-to", dump, "-o", os.devnull] + list(flags), env, log) != 0:
+            return [f"cuda: {tool}: kilnc --dump-phases-to exited non-zero (see {log})"]
+    kernels = sorted(os.path.join(dump, "kernels", k)
+                     for k in os.listdir(os.path.join(dump, "kernels")) if k.endswith(".cu"))
+    log = os.path.join(d, f"cuda.{tool}.log")
+    sanitizer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu",
+                             "emulated_sanitizer.py")
+    if run(["python3", sanitizer, "--tool", tool, "--blocks", "0,1,-2,-1", "--timeout", "300"]
+           + kernels, env, log) == 0:
+        return []
+    found = [line.strip() for line in open(log) if line.startswith("k_") and ": clean" not in line]
+    return [f"cuda: {tool}: " + ("; ".join(found) or f"failed (see {log})") + f" (see {log})"]
+
+
 def training_metrics(path):
     """Every step's --metrics record, less the wall-clock fields."""
     return [{k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK}
