@@ -198,7 +198,7 @@ LogicalResult BackwardEmitter::emitRoleAMma(const MmaBackwardPlan &m) {
   pipeline.findKept = [&](const std::string &var, const std::string &allVar) {
     return emitNextKeptTile(w, op, op.getMask(), in, n, m.inner, kRows, var, "i0", n.T, allVar);
   };
-  pipeline.findKeptSyncs = !op.getMask().empty();
+  pipeline.findKeptSyncs = blockSkipSyncs(op.getMask());
   pipeline.issue = [&](const std::string &i, const std::string &stage) {
     emitAsyncTile16(w, "aQ + " + stage + " * " + str(stageQ), q,
                     n.headOffset(false, "b", "h", n.D), n.rowStride(false, n.D), i, "vecQ", n.T,

@@ -277,7 +277,7 @@ LogicalResult emitBlockSkip(KernelSourceWriter &w, Operation *op,
                             const Dims &n, int64_t rows, int64_t cols,
                             const std::string &onSkip,
                             const std::string &tileAllKept) {
-  if (mask.empty())
+  if (!blockSkipSyncs(mask))
     return success();
   const bool all = !tileAllKept.empty();
   if (std::optional<SmallVector<LinearMaskTest>> tests = linearMaskTests(mask)) {

@@ -195,6 +195,9 @@ mlir::LogicalResult emitBlockSkip(KernelSourceWriter &w, mlir::Operation *op,
                                   const Dims &n, int64_t rows, int64_t cols,
                                   const std::string &onSkip,
                                   const std::string &tileAllKept = "");
+// Whether emitBlockSkip over `mask` meets a block barrier (every mask but
+// none: the corner test's __syncthreads, the pair test's __syncthreads_or).
+inline bool blockSkipSyncs(mlir::Region &mask) { return !mask.empty(); }
 
 std::string str(int64_t v);
 void lines(KernelSourceWriter &w, llvm::ArrayRef<std::string> text);

@@ -369,7 +369,7 @@ TilePipeline keyTilePipeline(KernelSourceWriter &w, Operation *op, Region &mask,
                                                    const std::string &allVar) {
     return emitNextKeptTile(w, op, mask, in, n, rows, cols, var, "j0", n.S, allVar);
   };
-  pl.findKeptSyncs = !mask.empty();
+  pl.findKeptSyncs = blockSkipSyncs(mask);
   const int64_t stageK = cols * paddedStride(Dp), stageV = cols * paddedStride(Dvp);
   pl.issue = [=, &w](const std::string &j, const std::string &stage) {
     emitAsyncTile16(w, kTile + " + " + stage + " * " + str(stageK), k,

@@ -2,7 +2,6 @@
 
 #include "runtime/cuda/DeviceLayout.h"
 
-#include <algorithm>
 #include <cstdio>
 
 namespace kiln::rt::cuda {
@@ -49,9 +48,12 @@ Status checkDeviceFits(const DeviceLayout &layout, int64_t extraBytes,
       mib(layout.activationBytes), ", inputs/constants/scalars ",
       mib(layout.otherBytes), ", cuBLASLt workspace and launch tables ",
       mib(extraBytes), " (a smaller batch, grad_accum or a memory budget "
-      "shrinks activations; kilnc --largest-batch=",
-      std::max<int64_t>(freeBytes - extraBytes, 0) >> 20,
-      "MiB compiles the model at the largest batch whose arena fits here)");
+      "shrinks activations",
+      freeBytes - extraBytes >= (int64_t(1) << 20)
+          ? detail::concat("; kilnc --largest-batch=", (freeBytes - extraBytes) >> 20,
+                           "MiB compiles the model at the largest batch whose arena fits here")
+          : std::string(),
+      ")");
 }
 
 } // namespace kiln::rt::cuda

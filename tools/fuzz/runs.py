@@ -3,17 +3,23 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 TEXT = "/usr/share/common-licenses/GPL-3"  # the token inputs' bytes (Debian's base-files)
 # --metrics fields that measure the run, not the training (check_metrics.py's).
 WALL_CLOCK = {"step_ms", "device_ms", "tokens_per_s", "mfu", "peak_memory_bytes"}
 
 
-def run(cmd, env, log):
-    """CMD's exit status; its stdout and stderr in the file LOG."""
+def run(cmd, env, log, timeout=600):
+    """CMD's exit status (124 past TIMEOUT seconds, as timeout(1)); its stdout
+    and stderr in the file LOG."""
     with open(log, "w") as f:
-        p = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=600)
-    return p.returncode
+        try:
+            return subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            f.write(f"\n(killed after {timeout} s)\n")
+            return 124
 
 
 def compile_model(tools, env, d, target, art, flags):
@@ -50,11 +56,11 @@ def sanitize(tools, env, d, flags, tool):
     log = os.path.join(d, f"cuda.{tool}.log")
     sanitizer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu",
                              "emulated_sanitizer.py")
-    if run(["python3", sanitizer, "--tool", tool, "--blocks", "0,1,-2,-1", "--timeout", "300"]
-           + kernels, env, log) == 0:
+    if run([sys.executable, sanitizer, "--tool", tool, "--blocks", "0,1,-2,-1", "--timeout", "300"]
+           + kernels, env, log, timeout=3600) == 0:
         return []
     found = [line.strip() for line in open(log) if line.startswith("k_") and ": clean" not in line]
-    return [f"cuda: {tool}: " + ("; ".join(found) or f"failed (see {log})") + f" (see {log})"]
+    return [f"cuda: {tool}: " + ("; ".join(found) or "failed") + f" (see {log})"]
 
 
 def training_metrics(path):

@@ -145,13 +145,23 @@ static void kiln_run_{index}() {{
 # one its argument names: each announced on stderr first, so that a report
 # (the sanitizer stops the program at its first) names its kernel.
 MAIN = """
+#include <csignal>
+#include <unistd.h>
+static void kiln_timed_out(int) {
+  const char message[] = "kiln-sanitizer: over the time a kernel may take\\n";
+  (void)!write(2, message, sizeof message - 1);
+  _exit(67);
+}
 int main(int argc, char **argv) {
   void (*const runs[])() = {%s};
+  std::signal(SIGALRM, kiln_timed_out);
   for (int i = argc > 1 ? atoi(argv[1]) : 0; i < (int)(sizeof runs / sizeof runs[0]); ++i) {
     std::fprintf(stderr, "kiln-sanitizer: kernel %%d\\n", i);
     std::printf("kiln-sanitizer: kernel %%d: ", i);
     std::fflush(stdout);
+    alarm(%d); // each kernel its own limit
     runs[i]();
+    alarm(0);
     std::fflush(stdout);
   }
   return 0;
@@ -160,7 +170,7 @@ int main(int argc, char **argv) {
 
 # Buffers of exactly their bytes (256-byte aligned, as the arena places
 # them), filled: 'f' float and 'b' bf16 normal random values, 'i' integers
-# the given value, 'z' zeros (kilnc's scratch).
+# the given value (bools: whether it is non-zero), 'z' zeros (kilnc's scratch).
 BUFFERS = """
 #include <cstdio>
 #include <cstdlib>
@@ -184,7 +194,9 @@ static std::vector<void *> kiln_buffers(const KilnBufferSpec *spec, int n, long 
         float v = normal(random);
         memcpy(p + 4 * e, &v, 4);
       } else if (spec[i].fill == 'i') {
-        memcpy(p + spec[i].bytes * e, &intValue, spec[i].bytes); // little-endian: the low bytes
+        // little-endian: the low bytes; a one-byte buffer holds bools (0 or 1)
+        const long long v = spec[i].bytes == 1 ? intValue != 0 : intValue;
+        memcpy(p + spec[i].bytes * e, &v, spec[i].bytes);
       } else if (spec[i].fill == 'b') {
         float v = normal(random);
         unsigned int bits;
@@ -201,7 +213,7 @@ static std::vector<void *> kiln_buffers(const KilnBufferSpec *spec, int n, long 
 
 def programs(paths):
     """The kernels in groups that can share one program: one directory (one
-    prelude), each entry once."""
+    prelude), no file name (so no entry point) twice."""
     groups = []
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path))
@@ -238,12 +250,27 @@ def check_group(group, tool, blocks, int_value, timeout, cxx):
         # in test/unit/codegen/KernelRunner.cpp.
         program = "\n".join([f"#define {TOOLS[tool][0]} 1", f'#include "{EMULATION}"', *prelude,
                               BUFFERS, *parts,
-                              MAIN % ", ".join(f"kiln_run_{i}" for i in range(len(runnable)))])
-        results.update(run_program(program, runnable, tool, timeout, cxx))
+                              MAIN % (", ".join(f"kiln_run_{i}" for i in range(len(runnable))),
+                                      timeout)])
+        built = run_program(program, runnable, tool, timeout, cxx)
+        if built is None and len(runnable) > 1:
+            # One kernel that does not build fails the program: each alone.
+            for path, _ in runnable:
+                [results[path]] = check_group({"dir": group["dir"], "paths": [path]}, tool,
+                                              blocks, int_value, timeout, cxx)
+        elif built is None:
+            path, entry = runnable[0]
+            results[path] = (f"{entry}: FAIL (does not compile)\n{last_build_error[0]}", True)
+        else:
+            results.update(built)
     return [results[p] for p in group["paths"]]
 
 
+last_build_error = [""]  # the compiler's message when run_program returns None
+
+
 def run_program(program, runnable, tool, timeout, cxx):
+    """{path: verdict} of the kernels `program` runs, or None if it does not build."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = os.path.join(tmp, "kernels.cpp"), os.path.join(tmp, "kernels")
@@ -253,15 +280,20 @@ def run_program(program, runnable, tool, timeout, cxx):
         built = subprocess.run([cxx, "-std=c++17", "-O0", "-g", *TOOLS[tool][1], "-pthread", "-w",
                                 src, "-o", exe], capture_output=True, text=True)
         if built.returncode != 0:
-            return {path: (f"{entry}: FAIL (does not compile)\n{built.stderr[-4000:]}", True)
-                    for path, entry in runnable}
-        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66",
-                   ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=1")
+            last_build_error[0] = built.stderr[-4000:]
+            return None
+        # Ours first: a user's own options (a suppressions file, say) follow.
+        env = dict(os.environ)
+        for name, ours in (("TSAN_OPTIONS", "halt_on_error=1 exitcode=66"),
+                           ("ASAN_OPTIONS", "detect_leaks=0"),
+                           ("UBSAN_OPTIONS", "print_stacktrace=1")):
+            env[name] = (ours + " " + env.get(name, "")).strip()
         first = 0
         while first < len(runnable):
             try:
+                # Each kernel has its own alarm (MAIN); this only backs it up.
                 run = subprocess.run([exe, str(first)], capture_output=True, text=True, env=env,
-                                     timeout=timeout * (len(runnable) - first))
+                                     timeout=(timeout + 30) * (len(runnable) - first))
                 stdout, stderr, code = run.stdout, run.stderr, run.returncode
             except subprocess.TimeoutExpired as e:
                 stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -278,10 +310,11 @@ def run_program(program, runnable, tool, timeout, cxx):
             # The kernel running when the program stopped, and its report.
             last = announced[-1] if announced else first
             path, entry = runnable[last]
-            report = stderr[stderr.rfind(f"kiln-sanitizer: kernel {last}\n"):]
-            report = report[report.find("\n") + 1:][:6000]  # the report's head: the accesses
-            if code is None:
-                results[path] = (f"{entry}: FAIL (over {timeout} s a kernel)", True)
+            marker = stderr.rfind(f"kiln-sanitizer: kernel {last}\n")
+            # The report's head (the accesses); all of stderr if it came before any kernel.
+            report = (stderr[stderr.find("\n", marker) + 1:] if marker >= 0 else stderr)[:6000]
+            if code is None or code == 67 and "kiln-sanitizer: over the time" in report:
+                results[path] = (f"{entry}: FAIL (over {timeout} s)", True)
             elif "WARNING: ThreadSanitizer" in report:
                 results[path] = (f"{entry}: RACE\n{report}", True)
             elif any(m in report for m in ("ERROR: AddressSanitizer", "runtime error:", "kiln memcheck:")):

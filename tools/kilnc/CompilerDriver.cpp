@@ -248,10 +248,16 @@ std::string compileToPhaseNames() {
 
 namespace {
 
+/// What a probe of compileLargestBatch learns: the planned peak, and the
+/// memory budget the remat phase planned to (0: none).
+struct Probe {
+  int64_t peak = 0, budget = 0;
+};
+
 /// The compilation of one model file (runCompiler without --largest-batch).
-/// With `plannedPeak`, a probe: the artifact is planned but neither written
-/// nor reported (no dumps, no timing), and its peak stored there.
-int compileModel(const DriverOptions &options, int64_t *plannedPeak) {
+/// With `probe`, the artifact is planned but neither written nor reported
+/// (no dumps, no timing, no IR printing), and what it learns stored there.
+int compileModel(const DriverOptions &options, Probe *probe) {
   CodegenOptions codegen;
   codegen.target = options.target;
   if (options.target == "cuda")
@@ -293,7 +299,7 @@ int compileModel(const DriverOptions &options, int64_t *plannedPeak) {
   context.printOpOnDiagnostic(false);
 
   DefaultTimingManager timing;
-  if (!plannedPeak)
+  if (!probe)
     applyDefaultTimingManagerCLOptions(timing);
   TimingScope rootTimer = timing.getRootScope();
 
@@ -457,7 +463,7 @@ int compileModel(const DriverOptions &options, int64_t *plannedPeak) {
       continue;
     }
     PassManager pm(&context);
-    if (failed(applyPassManagerCLOptions(pm)))
+    if (!probe && failed(applyPassManagerCLOptions(pm)))
       return kUsageError;
     TimingScope phaseTimer = rootTimer.nest(phase.name);
     pm.enableTiming(phaseTimer);
@@ -510,8 +516,11 @@ int compileModel(const DriverOptions &options, int64_t *plannedPeak) {
   FailureOr<CompiledArtifact> artifact = compileArtifact(*module, codegen);
   if (failed(artifact))
     return kUserError;
-  if (plannedPeak) {
-    *plannedPeak = artifact->peakBytes;
+  if (probe) {
+    probe->peak = artifact->peakBytes;
+    if (auto remat = (*module)->getAttrOfType<DictionaryAttr>(mlir::kiln::kRematAttrName))
+      if (auto budget = remat.getAs<IntegerAttr>("budget"))
+        probe->budget = budget.getInt();
     return kSuccess;
   }
   if (!options.dumpPhasesTo.empty() &&
@@ -574,26 +583,43 @@ int compileLargestBatch(const DriverOptions &options) {
                     "not with --compile-from, --compile-to or --memory-budget-sweep\n";
     return kUsageError;
   }
+  if (options.outputPath == "-") {
+    llvm::errs() << "kilnc: error: refusing to write a binary artifact to stdout; use -o FILE.kart\n";
+    return kUsageError;
+  }
   // Bounds the doubling for a model whose plan does not grow with the batch.
   constexpr int64_t kMostBatch = int64_t(1) << 20;
   std::map<int64_t, int64_t> peaks; // batch -> planned peak bytes
+  int failedWith = kSuccess;        // compileModel's exit code when a probe fails
+  int64_t budgetOfFirst = -1;       // the memory budget batch 1 was planned to
   auto plan = [&](int64_t batch) -> std::optional<int64_t> {
-    DriverOptions probe = options;
-    probe.largestBatch.clear();
-    probe.dumpPhasesTo.clear();
-    probe.overrides["batch"] = std::to_string(batch);
-    int64_t peak = 0;
-    if (compileModel(probe, &peak) != kSuccess) {
-      llvm::errs() << "kilnc: error: --largest-batch: the model does not compile at batch "
-                   << batch << " (above)\n";
+    DriverOptions probeOptions = options;
+    probeOptions.largestBatch.clear();
+    probeOptions.dumpPhasesTo.clear();
+    probeOptions.overrides["batch"] = std::to_string(batch);
+    Probe probe;
+    failedWith = compileModel(probeOptions, &probe);
+    if (failedWith != kSuccess) {
+      if (failedWith == kUserError)
+        llvm::errs() << "kilnc: error: --largest-batch: the model does not compile at batch "
+                     << batch << " (above)\n";
       return std::nullopt;
     }
-    peaks[batch] = peak;
-    return peak;
+    peaks[batch] = probe.peak;
+    if (budgetOfFirst < 0)
+      budgetOfFirst = probe.budget;
+    return probe.peak;
   };
   std::optional<int64_t> first = plan(1);
   if (!first)
-    return kUserError;
+    return failedWith;
+  // A budget the train section sets shows only in a plan: the first one's.
+  if (budgetOfFirst > 0) {
+    llvm::errs() << "kilnc: error: --largest-batch plans without a memory budget, and the "
+                    "model's train section sets one: remove it, or give -D batch=N with the "
+                    "budget instead\n";
+    return kUsageError;
+  }
   if (*first > *size) {
     llvm::errs() << "kilnc: error: --largest-batch=" << options.largestBatch << " (" << mibText(*size)
                  << "): batch 1 already plans " << mibText(*first)
@@ -604,7 +630,7 @@ int compileLargestBatch(const DriverOptions &options) {
   while (!tooBig && fits < kMostBatch) {
     std::optional<int64_t> peak = plan(fits * 2);
     if (!peak)
-      return kUserError;
+      return failedWith;
     if (*peak > *size)
       tooBig = fits * 2;
     else
@@ -614,7 +640,7 @@ int compileLargestBatch(const DriverOptions &options) {
     int64_t mid = fits + (tooBig - fits) / 2;
     std::optional<int64_t> peak = plan(mid);
     if (!peak)
-      return kUserError;
+      return failedWith;
     (*peak > *size ? tooBig : fits) = mid;
   }
   llvm::outs() << "largest batch: " << fits << " (planned peak " << mibText(peaks[fits]) << " of "
