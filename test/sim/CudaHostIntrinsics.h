@@ -50,8 +50,8 @@ inline KILN_HOST_THREAD_LOCAL KilnDim3 threadIdx, blockIdx;
 inline KilnDim3 blockDim, gridDim;
 
 // The GPU faults on a vector access (16-byte loads and stores, ldmatrix
-// rows, cp.async) at an address that is not a multiple of its alignment; the
-// host does not. The memory check (tools/gpu/emulated_sanitizer.py --tool
+// rows, cp.async; WMMA loads and stores need 32 bytes) at an address that is
+// not a multiple of its alignment; the host does not. The memory check (tools/gpu/emulated_sanitizer.py --tool
 // memcheck, KILN_MEMCHECK) stops there and says where.
 inline void kiln_expect_aligned(const void *p, unsigned long alignment, const char *what) {
 #ifdef KILN_MEMCHECK
@@ -143,6 +143,7 @@ inline float kiln_wmma_to_float(__nv_bfloat16 v) {
 template <class Use, class T, class Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm) {
   kiln_warp_sync(threadIdx.x / 32);
+  kiln_expect_aligned(p, 32, "WMMA load");
   constexpr bool colMajor = std::is_same<Layout, col_major>::value;
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
@@ -151,6 +152,7 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsig
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                              unsigned ldm, layout_t layout) {
   kiln_warp_sync(threadIdx.x / 32);
+  kiln_expect_aligned(p, 32, "WMMA load");
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
       f.x[r * 16 + c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
@@ -179,6 +181,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
                               unsigned ldm, layout_t layout) {
   kiln_warp_sync(threadIdx.x / 32);
+  kiln_expect_aligned(p, 32, "WMMA store");
   if (threadIdx.x % 32 != 0)
     return;
   for (int r = 0; r < 16; ++r)

@@ -22,8 +22,8 @@ the warp), built with a sanitizer:
     heap block of exactly its bytes (256-byte aligned, as the arena places
     it) and the dynamic shared memory exactly the launch's shared bytes
     (KILN_MEMCHECK), so a read or write past either is reported; so is a vector
-    access (16-byte loads and stores, ldmatrix rows, cp.async) at an address
-    the GPU would fault on, and undefined integer arithmetic (a 32-bit index
+    access (16-byte loads and stores, ldmatrix rows, cp.async, 32-byte WMMA
+    loads and stores) at an address the GPU would fault on, and undefined integer arithmetic (a 32-bit index
     that overflows, an out-of-range shift).
 
 Races between blocks and the GPU's weaker memory order are not modelled.
@@ -127,7 +127,7 @@ static void kiln_run_{index}() {{
   const KilnBufferSpec spec[] = {{{sizes}}};
   std::vector<void *> pointers = kiln_buffers(spec, sizeof spec / sizeof spec[0], {int_value}, {index});
 #ifdef KILN_MEMCHECK
-  kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(malloc({shared})) : nullptr;
+  kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(aligned_alloc(256, {shared})) : nullptr;
 #endif
   for (unsigned int b : {{{", ".join(f"{b}u" for b in chosen)}}})
     kiln_emulate_block({entry}, pointers.data(), {grid}u, {block}u, b);
