@@ -23,8 +23,8 @@ the warp), built with a sanitizer:
     it) and the dynamic shared memory exactly the launch's shared bytes
     (KILN_MEMCHECK), so a read or write past either is reported; so is a vector
     access (16-byte loads and stores, ldmatrix rows, cp.async, 32-byte WMMA
-    loads and stores) at an address the GPU would fault on, and undefined integer arithmetic (a 32-bit index
-    that overflows, an out-of-range shift).
+    loads and stores) at an address the GPU would fault on, and undefined
+    integer arithmetic (a 32-bit index that overflows, an out-of-range shift).
 
 Races between blocks and the GPU's weaker memory order are not modelled.
 Each kernel is compiled with its prelude (DIR/kernels/prelude.cuh), its
@@ -33,7 +33,9 @@ buffers are sized from its `in:` / `out:` comments and pointer declarations
 kilnc's scratch zero), and the listed blocks run one after another (negative
 numbers count from the grid's end): blocks of each role a kernel gives its
 grid (the attention backward's dK/dV and dQ blocks, a norm backward's rows and
-column sums) are worth listing. Prints one line per kernel and exits 1 if any
+column sums) are worth listing. The kernels of one directory build as one
+program, which runs again from the next kernel after a finding stops it; each
+kernel has --timeout seconds. Prints one line per kernel and exits 1 if any
 has a finding (the sanitizer's report follows) or fails to run.
 
 Needs the host C++ compiler ($CXX, default c++) with -fsanitize=thread,
