@@ -549,10 +549,6 @@ int compileModel(const DriverOptions &options, Probe *probe) {
   return kSuccess;
 }
 
-std::string mibText(int64_t bytes) {
-  return llvm::formatv("{0:F2} MiB", static_cast<double>(bytes) / (1 << 20)).str();
-}
-
 /// --largest-batch=SIZE: the largest batch whose planned peak is at most
 /// SIZE, found by planning the step at batches 1, 2, 4, ... until one does
 /// not fit and bisecting between the last two; then the ordinary
@@ -621,8 +617,8 @@ int compileLargestBatch(const DriverOptions &options) {
     return kUsageError;
   }
   if (*first > *size) {
-    llvm::errs() << "kilnc: error: --largest-batch=" << options.largestBatch << " (" << mibText(*size)
-                 << "): batch 1 already plans " << mibText(*first)
+    llvm::errs() << "kilnc: error: --largest-batch=" << options.largestBatch << " (" << mlir::kiln::formatMiB(*size)
+                 << "): batch 1 already plans " << mlir::kiln::formatMiB(*first)
                  << " (kilnc at batch 1 prints what the plan holds)\n";
     return kUserError;
   }
@@ -643,10 +639,10 @@ int compileLargestBatch(const DriverOptions &options) {
       return failedWith;
     (*peak > *size ? tooBig : fits) = mid;
   }
-  llvm::outs() << "largest batch: " << fits << " (planned peak " << mibText(peaks[fits]) << " of "
-               << mibText(*size);
+  llvm::outs() << "largest batch: " << fits << " (planned peak " << mlir::kiln::formatMiB(peaks[fits]) << " of "
+               << mlir::kiln::formatMiB(*size);
   if (tooBig)
-    llvm::outs() << "; batch " << tooBig << " plans " << mibText(peaks[tooBig]) << ")\n";
+    llvm::outs() << "; batch " << tooBig << " plans " << mlir::kiln::formatMiB(peaks[tooBig]) << ")\n";
   else
     llvm::outs() << "; the search stops at " << kMostBatch << ")\n";
   DriverOptions chosen = options;
