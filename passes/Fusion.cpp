@@ -215,16 +215,26 @@ private:
 
   // 1c. Copies read only arguments, so moving them to the start keeps the
   // function's meaning; they go there bucketed by element count, so each
-  // group is contiguous and its kernel runs before any reader.
+  // group is contiguous and its kernel runs before any reader. A copy remat
+  // recomputes in the backward stays there (at the start it would live
+  // through the whole step again): those recomputed for one reader (the op
+  // they precede, past the other recomputed clones) share a kernel per
+  // element count, at the first of them.
   void groupArgumentCopies() {
     llvm::MapVector<int64_t, SmallVector<Operation *>> byElements;
-    for (Operation &op : block.without_terminator())
-      if (isArgumentCopy(&op, block))
+    SmallVector<Operation *> recomputed;
+    for (Operation &op : block.without_terminator()) {
+      if (!isArgumentCopy(&op, block))
+        continue;
+      if (op.hasAttr(kRecomputeAttrName))
+        recomputed.push_back(&op);
+      else
         byElements[elementsOf(op.getResult(0))].push_back(&op);
+    }
     // The anchor is no copy, so it never moves; each copy goes right
     // before it, after the ones placed earlier.
     Operation *anchor = &block.front();
-    while (isArgumentCopy(anchor, block))
+    while (isArgumentCopy(anchor, block) && !anchor->hasAttr(kRecomputeAttrName))
       anchor = anchor->getNextNode();
     for (auto &[elements, copies] : byElements) {
       Group *group = nullptr;
@@ -235,6 +245,20 @@ private:
           add(group, op);
         else
           group = newGroup(GroupKind::ArgumentCopies, op, elements);
+      }
+    }
+    llvm::DenseMap<std::pair<Operation *, int64_t>, Group *> byReader;
+    for (Operation *op : recomputed) {
+      Operation *reader = op->getNextNode();
+      while (reader->hasAttr(kRecomputeAttrName))
+        reader = reader->getNextNode(); // the terminator has none
+      int64_t elements = elementsOf(op->getResult(0));
+      Group *&group = byReader[{reader, elements}];
+      if (group && group->ops.size() < maxOptimizerTensors) {
+        moveAfterKeepingOrder(op, group->ops.back());
+        add(group, op);
+      } else {
+        group = newGroup(GroupKind::ArgumentCopies, op, elements);
       }
     }
   }

@@ -420,6 +420,46 @@ func.func @step(%w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %b: tensor<16xf32>
 
 // -----
 
+// Tests that the copies remat recomputes in the backward (kiln.recompute)
+// stay there, not moved to the start with the forward's: those in front of
+// one reader share a kernel per element count, at the first of them (the
+// [8, 16] and [16, 8] weights), and a copy in front of another reader (%w3r)
+// gets its own.
+// CHECK-LABEL: func.func @step
+// CHECK-NEXT: kiln.fusion pointwise (%arg0, %arg1)
+// CHECK: kiln.convert %arg2 :
+// CHECK-NEXT: kiln.matmul
+// CHECK-NEXT: kiln.matmul
+// CHECK-NEXT: %[[S:.*]] = kiln.matmul
+// CHECK-NEXT: %[[R:.*]]:2 = kiln.fusion pointwise (%arg1, %arg0)
+// CHECK: kiln.convert {{.*}} {kiln.recompute}
+// CHECK: kiln.convert {{.*}} {kiln.recompute}
+// CHECK: kiln.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: kiln.matmul %[[S]], %[[R]]#0 {transpose_rhs = true}
+// CHECK-NEXT: kiln.matmul %{{.*}}, %[[R]]#1 {transpose_rhs = true}
+// CHECK-NEXT: %[[W3R:.*]] = kiln.convert %arg2 {kiln.recompute}
+// CHECK-NEXT: kiln.matmul %{{.*}}, %[[W3R]] {transpose_rhs = true}
+func.func @step(%w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %w3: tensor<8x8xf32>,
+                %x: tensor<4x8xbf16>)
+    -> (tensor<4x8xbf16>) {
+  %w1b = kiln.convert %w1 : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %h = kiln.matmul %x, %w1b : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xbf16>
+  %w2b = kiln.convert %w2 : tensor<16x8xf32> -> tensor<16x8xbf16>
+  %y = kiln.matmul %h, %w2b : tensor<4x16xbf16>, tensor<16x8xbf16> -> tensor<4x8xbf16>
+  %w3b = kiln.convert %w3 : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %z = kiln.matmul %y, %w3b : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  %w2r = kiln.convert %w2 {kiln.recompute} : tensor<16x8xf32> -> tensor<16x8xbf16>
+  %w1r = kiln.convert %w1 {kiln.recompute} : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %dh = kiln.matmul %z, %w2r {transpose_rhs = true} : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+  %dx = kiln.matmul %dh, %w1r {transpose_rhs = true} : tensor<4x16xbf16>, tensor<8x16xbf16> -> tensor<4x8xbf16>
+  %w3r = kiln.convert %w3 {kiln.recompute} : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %d3 = kiln.matmul %dx, %w3r {transpose_rhs = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  return %d3 : tensor<4x8xbf16>
+}
+
+// -----
+
 // Tests that a whole-tensor sum takes in the pointwise ops computing its
 // input ("sum"): the global norm's g * g is summed as it is computed and
 // yields no tensor, only the total; a value also read outside (the add,

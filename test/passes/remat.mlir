@@ -120,3 +120,47 @@ module attributes {kiln.model = "budget-needs-kilnc", kiln.train = #kiln.train<
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Tests that a bf16 copy of an argument (mixed precision rounds each
+// parameter once, at the top of @step) belongs to the block instance whose
+// forward alone reads it: every tier but none recomputes it in front of its
+// backward reader, so the forward's copy dies in the forward (its bytes are
+// not live through the step). A copy two instances read (%vb) stays.
+#c0 = loc(callsite("m.kiln":3:7 at "Block.0"("m.kiln":9:5)))
+#c1 = loc(callsite("m.kiln":3:7 at "Block.1"("m.kiln":9:5)))
+module {
+  func.func @step(%x: tensor<4x8xbf16> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %v: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "v"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xbf16> {kiln.role = #kiln.role<grad>, kiln.name = "x"}) {
+    %wb = kiln.convert %w : tensor<8x8xf32> -> tensor<8x8xbf16> loc("m.kiln":1:1)
+    %vb = kiln.convert %v : tensor<8x8xf32> -> tensor<8x8xbf16> loc("m.kiln":2:1)
+    %a = kiln.matmul %x, %wb : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16> loc(#c0)
+    %h0 = kiln.matmul %a, %vb : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16> loc(#c0)
+    %h1 = kiln.matmul %h0, %vb : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16> loc(#c1)
+    %f = kiln.convert %h1 : tensor<4x8xbf16> -> tensor<4x8xf32>
+    %l = kiln.reduce_sum %f dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xbf16>
+    %d1 = kiln.matmul %seed, %vb {transpose_rhs = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+    %dx = kiln.matmul %d1, %wb {transpose_rhs = true} : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+    return %l, %dx : tensor<f32>, tensor<4x8xbf16>
+  }
+}
+
+// NONE-LABEL: plan = "Block.0-1 none"
+// NONE-NOT: kiln.recompute
+// SELECTIVE-LABEL: plan = "Block.0-1 selective"
+// SELECTIVE: %[[WB:.*]] = kiln.convert %arg1 :
+// SELECTIVE-NEXT: %[[VB:.*]] = kiln.convert %arg2 :
+// SELECTIVE: %[[SEED:.*]] = kiln.constant
+// SELECTIVE-NEXT: %[[D1:.*]] = kiln.matmul %[[SEED]], %[[VB]] {transpose_rhs = true}
+// SELECTIVE-NEXT: %[[WB2:.*]] = kiln.convert %arg1 {kiln.recompute} :
+// SELECTIVE-NEXT: kiln.matmul %[[D1]], %[[WB2]] {transpose_rhs = true}
+// FULL-LABEL: plan = "Block.0-1 full"
+// FULL: %[[D1:.*]] = kiln.matmul %{{.*}}, %[[VB:.*]] {transpose_rhs = true}
+// FULL-NEXT: %[[WB2:.*]] = kiln.convert %arg1 {kiln.recompute} :
+// FULL-NEXT: kiln.matmul %[[D1]], %[[WB2]] {transpose_rhs = true}
+// AUTO-LABEL: plan = "Block.0-1 none"
