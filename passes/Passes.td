@@ -604,6 +604,37 @@ def KilnAccumulateGemms : Pass<"kiln-accumulate-gemms", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def KilnSinkGemms : Pass<"kiln-sink-gemms", "::mlir::ModuleOp"> {
+  let summary = "Backward GEMMs of @step moved down to their first reader";
+  let description = [{
+    A backward kiln.matmul of @step whose product nothing reads until much
+    later (autodiff emits an op's input and weight gradients together:
+    SwiGLU's dh = dy @ w2^T before h^T @ dy; under recompute, before the
+    block is recomputed) moves right before its first reader, when the
+    product is more bytes than the operands whose live ranges the move
+    lengthens (those not read at or after that reader; arguments cost
+    nothing). A product the function returns stays. The ops and their
+    values are unchanged, only the order (the schedule) and with it the
+    memory plan. Runs last in the fusion phase.
+
+    Before:
+    ```mlir
+    %dh = kiln.matmul %dy, %w2 {transpose_rhs = true} : tensor<8x4xbf16>, tensor<16x4xbf16> -> tensor<8x16xbf16>
+    %dw2 = kiln.matmul %h, %dy {transpose_lhs = true} : tensor<8x16xbf16>, tensor<8x4xbf16> -> tensor<16x4xf32>
+    %da = kiln.mul %dh, %b : tensor<8x16xbf16>
+    ```
+
+    After:
+    ```mlir
+    %dw2 = kiln.matmul %h, %dy {transpose_lhs = true} : tensor<8x16xbf16>, tensor<8x4xbf16> -> tensor<16x4xf32>
+    %dh = kiln.matmul %dy, %w2 {transpose_rhs = true} : tensor<8x4xbf16>, tensor<16x4xbf16> -> tensor<8x16xbf16>
+    %da = kiln.mul %dh, %b : tensor<8x16xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def KilnFuseGemmEpilogue : Pass<"kiln-fuse-gemm-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds bias, GELU and bias-gradient epilogues into their GEMMs";
   let description = [{

@@ -153,6 +153,9 @@ void buildFusionPhase(OpPassManager &pm) {
   // Group pointwise chains, row ops with their prologue/epilogue and the
   // optimizer updates into kiln.fusion kernels (kilnc --no-fusion skips it).
   pm.addPass(createKilnFusion());
+  // Backward GEMMs run where their products are first read, not where
+  // autodiff emitted them, so the products are not live in between.
+  pm.addPass(createKilnSinkGemms());
 }
 
 /// A phase builder that has no options.
@@ -205,7 +208,8 @@ llvm::ArrayRef<CompilerPhase> getCompilerPhases() {
                  "the GEMMs, GEMM epilogues and ops grouped into kiln.fusion "
                  "kernels (--kiln-attention-layout, --kiln-fuse-rope, "
                  "--kiln-accumulate-gemms, --kiln-fuse-gemm-epilogue, "
-                 "--kiln-fusion)",
+                 "--kiln-fusion); backward GEMMs moved to their first "
+                 "reader (--kiln-sink-gemms)",
        ignoringOptions(buildFusionPhase)},
   };
   return phases;

@@ -10,14 +10,18 @@
 //      inside the arena;
 //   3. liveness: a touch of a view is a touch of its storage; an Activation
 //      or Workspace touched by exactly one program lives from its first to
-//      its last entry there; every other buffer (WorkspaceCounter included)
-//      is persistent (lives always). A Workspace buffer is a kernel's
+//      its last entry there; a gradient that schema::livesStepToUpdate
+//      (grad_accum 1, touched by step and update alone, by no collective)
+//      lives from its first entry in step to update's last entry; every
+//      other buffer (WorkspaceCounter included) is persistent (lives
+//      always). A Workspace buffer is a kernel's
 //      scratch: it must be touched by exactly one schedule entry, a kernel
 //      call (its contents are undefined on entry, so nothing else may read
 //      it);
 //   4. overlaps: any two storage buffers sharing a byte must never be live
-//      at once (programs run one after another, so different programs never
-//      conflict), except the in-place case: identical byte ranges, one
+//      at once (programs run one after another on one timeline, step, update,
+//      then eval: schema::timelineRank; so an activation never conflicts
+//      with another program's), except the in-place case: identical byte ranges, one
 //      buffer's last entry is the other's first, and that entry calls an
 //      elementwise kernel with both (Kernel.elementwise). The message names
 //      both buffers, their bytes and their live ranges.
@@ -25,6 +29,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/MemoryPlanCheck.h"
+
+#include "runtime/schema/Liveness.h"
 
 #include <algorithm>
 #include <numeric>
@@ -38,12 +44,23 @@ namespace {
 constexpr int64_t kMaxArenaBytes = int64_t(1) << 44;
 
 // A storage buffer's live range: entries [first, last] of `program`, or
-// persistent (program < 0).
+// from `first` of `program` to `last` of `untilProgram` (a gradient living
+// from step to update), or persistent.
 struct Range {
   int32_t program = -1;
   int64_t first = -1, last = -1;
-  int programs = 0; // how many programs touch it
+  int32_t untilProgram = -1;
+  int programs = 0;      // how many programs touch it
+  uint32_t mask = 0;     // which
+  int64_t firstInStep = -1;
+  bool collective = false; // a collective touches it
   bool persistent = true;
+  // Where it starts and ends on the timeline (times of the programs' entries
+  // 0 in `base`).
+  int64_t start(const std::vector<int64_t> &base) const { return base[program] + first; }
+  int64_t end(const std::vector<int64_t> &base) const {
+    return base[untilProgram >= 0 ? untilProgram : program] + last;
+  }
 };
 
 // Calls `visit(buffer)` for every buffer one schedule entry touches.
@@ -148,6 +165,11 @@ Status checkOffsets(const schema::Artifact &artifact,
 std::string rangeText(const Range &r, const schema::Artifact &artifact) {
   if (r.persistent)
     return "persistent";
+  if (r.untilProgram >= 0)
+    return detail::concat(artifact.programs()->Get(r.program)->name()->str(), "[",
+                          r.first, "]..",
+                          artifact.programs()->Get(r.untilProgram)->name()->str(),
+                          "[", r.last, "]");
   return detail::concat(
       artifact.programs()->Get(r.program)->name()->str(), "[", r.first, "..",
       r.last, "]");
@@ -164,21 +186,69 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
   const uint32_t n = infos.size();
   const auto *programs = artifact.programs();
   std::vector<Range> ranges(n);
-  for (uint32_t p = 0; programs && p < programs->size(); ++p) {
+  const uint32_t programCount = programs ? programs->size() : 0;
+  if (programCount > 32)
+    return invalidArgument("memory plan: ", programCount, " programs (at most 32)");
+  int32_t stepProgram = -1, updateProgram = -1;
+  // The timeline: each program's entry 0, after the programs before it.
+  std::vector<int64_t> base(programCount, 0);
+  {
+    std::vector<uint32_t> order(programCount);
+    std::iota(order.begin(), order.end(), 0);
+    auto rank = [&](uint32_t p) {
+      return schema::timelineRank(programs->Get(p)->name()->string_view());
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return rank(a) < rank(b); });
+    int64_t time = 0;
+    for (uint32_t p : order) {
+      base[p] = time;
+      const auto *schedule = programs->Get(p)->schedule();
+      time += schedule ? schedule->size() : 0;
+    }
+  }
+  for (uint32_t p = 0; p < programCount; ++p) {
+    std::string_view name = programs->Get(p)->name()->string_view();
+    if (name == "step")
+      stepProgram = static_cast<int32_t>(p);
+    else if (name == "update")
+      updateProgram = static_cast<int32_t>(p);
     const auto *schedule = programs->Get(p)->schedule();
-    for (uint32_t e = 0; schedule && e < schedule->size(); ++e)
+    for (uint32_t e = 0; schedule && e < schedule->size(); ++e) {
+      bool collective = schedule->Get(e)->op_as_CollectiveCall() != nullptr;
       forEachTouched(*schedule->Get(e), [&](uint32_t b) {
         Range &r = ranges[infos[b].storage];
+        r.collective |= collective;
         if (r.program != static_cast<int32_t>(p)) {
           ++r.programs;
+          r.mask |= 1u << p;
           r.program = static_cast<int32_t>(p);
           r.first = e;
+          if (static_cast<int32_t>(p) == stepProgram)
+            r.firstInStep = e;
         }
         r.last = e;
       });
+    }
   }
+  uint32_t stepAndUpdate = stepProgram >= 0 && updateProgram >= 0
+                               ? (1u << stepProgram) | (1u << updateProgram)
+                               : 0;
+  // The schema's default when absent (the verifier requires a train config).
+  const int64_t gradAccum = artifact.train() ? artifact.train()->grad_accum() : 1;
   for (uint32_t i = 0; i < n; ++i) {
     schema::BufferRole role = artifact.buffers()->Get(i)->role();
+    Range &r = ranges[i];
+    if (schema::livesStepToUpdate(role, gradAccum,
+                                  stepAndUpdate && r.mask == stepAndUpdate,
+                                  r.collective)) {
+      r.persistent = false;
+      r.program = stepProgram;
+      r.first = r.firstInStep;
+      r.untilProgram = updateProgram;
+      r.last = static_cast<int64_t>(programs->Get(updateProgram)->schedule()->size()) - 1;
+      continue;
+    }
     ranges[i].persistent = (role != schema::BufferRole_Activation &&
                             role != schema::BufferRole_Workspace) ||
                            ranges[i].programs != 1;
@@ -206,7 +276,8 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
   // The one legal overlap of two live buffers: the in-place hand-over.
   auto inPlace = [&](uint32_t a, uint32_t b) {
     const Range &ra = ranges[a], &rb = ranges[b];
-    if (infos[a].offset != infos[b].offset || infos[a].bytes != infos[b].bytes)
+    if (infos[a].offset != infos[b].offset || infos[a].bytes != infos[b].bytes ||
+        ra.untilProgram >= 0 || rb.untilProgram >= 0 || ra.program != rb.program)
       return false;
     int64_t e;
     if (ra.last == rb.first)
@@ -245,8 +316,7 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
       uint32_t b = order[y];
       const Range &ra = ranges[a], &rb = ranges[b];
       bool bothLive = ra.persistent || rb.persistent ||
-                      (ra.program == rb.program && ra.first <= rb.last &&
-                       rb.first <= ra.last);
+                      (ra.start(base) <= rb.end(base) && rb.start(base) <= ra.end(base));
       if (!bothLive || (!ra.persistent && !rb.persistent && inPlace(a, b)))
         continue;
       auto describe = [&](uint32_t i) {

@@ -4,24 +4,29 @@
 // steps 1-3 on its own and rejects any overlap they do not allow):
 //  1. Storage: views (alias_of) share their storage buffer; a touch of a view
 //     is a touch of its storage, so views extend their storage's live range.
-//  2. Liveness: the programs (step, update, eval) run one after another and
-//     an Activation lives only inside its program, so an activation's live
-//     range is [first schedule entry touching it, last one] of that program.
-//     A Workspace buffer (a kernel's scratch) is touched by its one call, so
-//     its range is that entry. Every other buffer (parameters, gradients,
-//     optimizer state, inputs, loss, metrics, norms, lr, step, constants,
-//     completion counters) is persistent, and so is an activation or
-//     workspace touched by no program or by more than one.
+//  2. Liveness: the programs run one after another, on one timeline (step,
+//     then update, then eval: schema::timelineRank), and an Activation lives
+//     only inside its program, so an activation's live range is [first
+//     schedule entry touching it, last one] of that program. A Workspace
+//     buffer (a kernel's scratch) is touched by its one call, so its range
+//     is that entry. A gradient that schema::livesStepToUpdate (one
+//     micro-batch a step, touched by step and update alone, by no
+//     collective) lives from its first entry in step to update's last
+//     entry. Every other buffer (parameters, other gradients, optimizer
+//     state, inputs, loss, metrics, norms, lr, step, constants, completion
+//     counters) is persistent, and so is an activation or workspace touched
+//     by no program or by more than one.
 //  3. In-place reuse: an output of an elementwise kernel (Kernel.elementwise:
 //     element i of each output reads only element i of each input) takes the
 //     storage of an input of the same byte size whose last use is that call.
 //     The two become one slot living from the input's first use to the
-//     output's last; chains (x -> y -> z) form one slot.
+//     output's last; chains (x -> y -> z) form one slot. Gradients living
+//     from step to update take part in none.
 //  4. Persistent region first, at offset 0, in buffer order, never reused.
 //  5. Activation region after it: slots sorted by size (largest first) are
 //     placed by best fit: among the gaps left by already placed slots whose
-//     live ranges intersect this one (same program, overlapping entries),
-//     the smallest gap that holds it, else above the highest of them.
+//     live ranges intersect this one on the timeline, the smallest gap that
+//     holds it, else above the highest of them.
 //  6. Every size and offset is a multiple of kArenaAlignment (256 bytes);
 //     empty buffers still take one unit so every pointer is distinct.
 //  7. Workspace region after the activation region: every call's Workspace
@@ -32,9 +37,10 @@
 //     exactly, and the checker's generic overlap rule still holds (two
 //     calls' scratch never live at once).
 //  8. Peak = persistent region + activation region + workspace region (the
-//     arena's size). The report names the moment the live activations are
-//     largest and the tensors live then, and the call that sizes the
-//     workspace region.
+//     arena's size). The report names the moment the live activations (and
+//     gradients living from step to update) are largest and the tensors live
+//     then, and the call that sizes the workspace region; the activation
+//     region's bytes count as gradients up to the bytes of those live then.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,11 +48,13 @@
 #include "codegen/program/StepProgram.h"
 
 #include "runtime/schema/ArtifactVersion.h"
+#include "runtime/schema/Liveness.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <numeric>
+#include <tuple>
 
 namespace kiln {
 
@@ -58,12 +66,45 @@ int64_t alignedSize(int64_t bytes) {
          unit;
 }
 
-// A storage buffer or a chain of in-place buffers sharing one offset.
+// A storage buffer or a chain of in-place buffers sharing one offset, live
+// over [first, last] of the timeline (Timeline::at).
 struct Slot {
   uint32_t root;
-  int32_t program;
   int64_t first, last, size;
   int64_t offset = -1;
+};
+
+// Step 2's timeline: each program's entries after those of the programs
+// before it (schema::timelineRank).
+struct Timeline {
+  std::vector<int64_t> base; // per program: the time of its entry 0
+  int64_t length = 0;
+
+  explicit Timeline(const std::vector<PlannedProgram> &programs)
+      : base(programs.size(), 0) {
+    std::vector<size_t> order(programs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return schema::timelineRank(programs[a].name) <
+             schema::timelineRank(programs[b].name);
+    });
+    for (size_t p : order) {
+      base[p] = length;
+      length += static_cast<int64_t>(programs[p].schedule.size());
+    }
+  }
+  int64_t first(const LiveRange &r) const { return base[r.program] + r.first; }
+  int64_t last(const LiveRange &r) const {
+    return base[r.spansPrograms() ? r.untilProgram : r.program] + r.last;
+  }
+  // The program and entry at time `t`.
+  std::pair<int32_t, int64_t> at(int64_t t,
+                                 const std::vector<PlannedProgram> &programs) const {
+    for (size_t p = 0; p < base.size(); ++p)
+      if (t >= base[p] && t < base[p] + static_cast<int64_t>(programs[p].schedule.size()))
+        return {static_cast<int32_t>(p), t - base[p]};
+    return {-1, -1};
+  }
 };
 
 std::string mib(int64_t bytes) {
@@ -104,30 +145,54 @@ MemoryPlan planArena(const StepProgram &program) {
   }
 
   // 2. Live ranges: the programs each storage appears in and, per program,
-  //    its first and last entry.
+  //    its first and last entry; whether a collective touches it.
   std::vector<int> programCount(n, 0);
+  std::vector<uint32_t> programMask(n, 0);
+  std::vector<int64_t> firstInStep(n, -1);
+  std::vector<bool> collective(n, false);
+  int32_t stepProgram = -1, updateProgram = -1;
   for (size_t p = 0; p < programs.size(); ++p) {
+    if (programs[p].name == "step")
+      stepProgram = static_cast<int32_t>(p);
+    else if (programs[p].name == "update")
+      updateProgram = static_cast<int32_t>(p);
     std::vector<bool> seen(n, false);
     for (size_t e = 0; e < programs[p].schedule.size(); ++e)
       for (uint32_t b : access[p][e].buffers) {
         uint32_t s = storage[b];
         if (plan.locations[b].empty())
           plan.locations[b] = programs[p].schedule[e].location;
+        if (programs[p].schedule[e].collective)
+          collective[s] = true;
         if (!seen[s]) {
           seen[s] = true;
           ++programCount[s];
+          programMask[s] |= 1u << p;
+          if (static_cast<int32_t>(p) == stepProgram)
+            firstInStep[s] = static_cast<int64_t>(e);
           plan.ranges[s] = {static_cast<int32_t>(p), static_cast<int64_t>(e),
                             static_cast<int64_t>(e)};
         }
         plan.ranges[s].last = static_cast<int64_t>(e);
       }
   }
+  uint32_t stepAndUpdate = stepProgram >= 0 && updateProgram >= 0
+                               ? (1u << stepProgram) | (1u << updateProgram)
+                               : 0;
+  int64_t gradAccum = stepProgram >= 0 ? programs[stepProgram].runsPerStep : 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (storage[i] != i)
       continue;
-    if (!StepProgram::isTransient(buffers[i].role) || programCount[i] != 1)
+    if (schema::livesStepToUpdate(buffers[i].role, gradAccum,
+                                  stepAndUpdate && programMask[i] == stepAndUpdate,
+                                  collective[i]))
+      plan.ranges[i] = {stepProgram, firstInStep[i],
+                        static_cast<int64_t>(programs[updateProgram].schedule.size()) - 1,
+                        updateProgram};
+    else if (!StepProgram::isTransient(buffers[i].role) || programCount[i] != 1)
       plan.ranges[i] = LiveRange{};
   }
+  const Timeline timeline(programs);
 
   // 3. In-place reuse inside elementwise kernels.
   std::vector<uint32_t> slotOf(n);
@@ -141,14 +206,14 @@ MemoryPlan planArena(const StepProgram &program) {
       for (size_t j = call.numInputs; j < call.buffers.size(); ++j) {
         uint32_t out = storage[call.buffers[j]];
         const LiveRange &outRange = plan.ranges[out];
-        if (outRange.persistent() || outRange.first != static_cast<int64_t>(e) ||
-            plan.sharesWith[out] >= 0)
+        if (outRange.persistent() || outRange.spansPrograms() ||
+            outRange.first != static_cast<int64_t>(e) || plan.sharesWith[out] >= 0)
           continue;
         for (size_t i = 0; i < call.numInputs && i < call.buffers.size(); ++i) {
           uint32_t in = storage[call.buffers[i]];
           const LiveRange &inRange = plan.ranges[in];
           if (in == out || donated[in] || inRange.persistent() ||
-              inRange.last != static_cast<int64_t>(e) ||
+              inRange.spansPrograms() || inRange.last != static_cast<int64_t>(e) ||
               bytes[in] != bytes[out])
             continue;
           donated[in] = true;
@@ -204,12 +269,12 @@ MemoryPlan planArena(const StepProgram &program) {
     uint32_t root = slotOf[i];
     if (slotIndex[root] < 0) {
       slotIndex[root] = static_cast<int32_t>(slots.size());
-      slots.push_back({root, r.program, r.first, r.last,
+      slots.push_back({root, timeline.first(r), timeline.last(r),
                        alignedSize(bytes[i])});
     }
     Slot &slot = slots[slotIndex[root]];
-    slot.first = std::min(slot.first, r.first);
-    slot.last = std::max(slot.last, r.last);
+    slot.first = std::min(slot.first, timeline.first(r));
+    slot.last = std::max(slot.last, timeline.last(r));
   }
   std::vector<size_t> order(slots.size());
   std::iota(order.begin(), order.end(), 0);
@@ -225,8 +290,7 @@ MemoryPlan planArena(const StepProgram &program) {
     Slot &slot = slots[s];
     int64_t end = 0, best = -1, bestGap = INT64_MAX;
     for (const Slot *other : placed) {
-      if (other->program != slot.program || other->first > slot.last ||
-          slot.first > other->last)
+      if (other->first > slot.last || slot.first > other->last)
         continue;
       int64_t gap = other->offset - end;
       if (gap >= slot.size && gap < bestGap) {
@@ -246,8 +310,6 @@ MemoryPlan planArena(const StepProgram &program) {
   for (uint32_t i = 0; i < n; ++i)
     if (storage[i] == i && slotIndex[slotOf[i]] >= 0)
       plan.offsets[i] = plan.persistentBytes + slots[slotIndex[slotOf[i]]].offset;
-
-  bd.activations += regionBytes;
 
   // 7. The workspace region: each call's scratch packed from its start.
   int64_t workspaceBase = plan.persistentBytes + regionBytes;
@@ -271,49 +333,51 @@ MemoryPlan planArena(const StepProgram &program) {
       }
     }
   bd.workspace += plan.workspaceRegionBytes;
-  bd.peak = bd.parameters + bd.gradients + bd.optimizerState + bd.activations +
-            bd.workspace + bd.other;
-  plan.arenaBytes = bd.peak;
 
-  // 8. The moment the live activations are largest: sweep each program.
-  for (size_t p = 0; p < programs.size(); ++p) {
-    size_t entries = programs[p].schedule.size();
-    std::vector<int64_t> delta(entries + 1, 0);
-    for (const Slot &slot : slots)
-      if (slot.program == static_cast<int32_t>(p)) {
-        delta[slot.first] += slot.size;
-        delta[slot.last + 1] -= slot.size;
-      }
-    int64_t live = 0;
-    for (size_t e = 0; e < entries; ++e) {
-      live += delta[e];
-      if (live > plan.peakLiveBytes) {
-        plan.peakLiveBytes = live;
-        plan.peakProgram = static_cast<int32_t>(p);
-        plan.peakEntry = static_cast<int64_t>(e);
-      }
+  // 8. The moment the live slots are largest: a sweep of the timeline.
+  std::vector<int64_t> delta(timeline.length + 1, 0);
+  for (const Slot &slot : slots) {
+    delta[slot.first] += slot.size;
+    delta[slot.last + 1] -= slot.size;
+  }
+  int64_t live = 0, peakTime = -1;
+  for (int64_t t = 0; t < timeline.length; ++t) {
+    live += delta[t];
+    if (live > plan.peakLiveBytes) {
+      plan.peakLiveBytes = live;
+      peakTime = t;
     }
   }
-  if (plan.peakProgram >= 0) {
-    // One tensor per live slot: the member of the chain alive at that entry
-    // (the later one at the hand-over entry, the one just written).
+  int64_t gradientsAtPeak = 0;
+  if (peakTime >= 0) {
+    std::tie(plan.peakProgram, plan.peakEntry) = timeline.at(peakTime, programs);
+    // One tensor per live slot: the member of the chain alive then (the
+    // later one at the hand-over entry, the one just written).
     std::vector<int32_t> liveMember(slots.size(), -1);
     for (uint32_t i = 0; i < n; ++i) {
       if (storage[i] != i || plan.ranges[i].persistent())
         continue;
       const LiveRange &r = plan.ranges[i];
-      if (slotIndex[slotOf[i]] >= 0 && r.program == plan.peakProgram &&
-          r.first <= plan.peakEntry && plan.peakEntry <= r.last)
+      if (slotIndex[slotOf[i]] >= 0 && timeline.first(r) <= peakTime &&
+          peakTime <= timeline.last(r))
         liveMember[slotIndex[slotOf[i]]] = static_cast<int32_t>(i);
     }
     for (int32_t member : liveMember)
-      if (member >= 0)
+      if (member >= 0) {
         plan.peakTensors.push_back(static_cast<uint32_t>(member));
+        if (plan.ranges[member].spansPrograms())
+          gradientsAtPeak += alignedSize(bytes[member]);
+      }
     std::stable_sort(plan.peakTensors.begin(), plan.peakTensors.end(),
                      [&](uint32_t a, uint32_t b) {
                        return bytes[a] > bytes[b];
                      });
   }
+  bd.gradients += gradientsAtPeak;
+  bd.activations += regionBytes - gradientsAtPeak;
+  bd.peak = bd.parameters + bd.gradients + bd.optimizerState + bd.activations +
+            bd.workspace + bd.other;
+  plan.arenaBytes = bd.peak;
   return plan;
 }
 
@@ -335,6 +399,9 @@ std::string rangeText(const LiveRange &r,
                       const std::vector<PlannedProgram> &programs) {
   if (r.persistent())
     return "persistent";
+  if (r.spansPrograms())
+    return programs[r.program].name + "[" + std::to_string(r.first) + "].." +
+           programs[r.untilProgram].name + "[" + std::to_string(r.last) + "]";
   return programs[r.program].name + "[" + std::to_string(r.first) + ".." +
          std::to_string(r.last) + "]";
 }

@@ -25,11 +25,16 @@ namespace kiln {
 struct StepProgram;
 
 // Where one buffer's storage lives in time: entries [first, last] of program
-// `program` (both -1 for buffers that live through every program).
+// `program` (both -1 for buffers that live through every program). A
+// gradient living from "step" to the end of "update"
+// (schema::livesStepToUpdate) starts at `first` of `program` and ends at
+// `last` of `untilProgram`.
 struct LiveRange {
   int32_t program = -1;
   int64_t first = -1, last = -1;
+  int32_t untilProgram = -1; // the program of `last` when not `program`
   bool persistent() const { return program < 0; }
+  bool spansPrograms() const { return untilProgram >= 0; }
 };
 
 // Bytes of the arena by what they hold; they add up to `peak`.
@@ -48,8 +53,9 @@ struct MemoryPlan {
   int64_t arenaBytes = 0;
   int64_t persistentBytes = 0; // the persistent region [0, persistentBytes)
   MemoryBreakdown breakdown;
-  // The moment the live activations are largest: program, schedule entry,
-  // their bytes, and those activations (storage buffers), largest first.
+  // The moment the live activations (with the gradients living from step
+  // to update) are largest: program, schedule entry, their bytes, and those
+  // buffers (storage), largest first.
   int32_t peakProgram = -1;
   int64_t peakEntry = -1;
   int64_t peakLiveBytes = 0;

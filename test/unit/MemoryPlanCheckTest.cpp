@@ -269,6 +269,86 @@ TEST(MemoryPlanCheckTest, ViewsExtendTheirStorageLiveRange) {
   EXPECT_THAT(status.message(), HasSubstr("live step[0..3]"));
 }
 
+// ThreeStep with a gradient g ([64] f32, buffer 4) that "step" writes at
+// entry 3, after a and b died, and "update" reads: u = f(g), loss = sum(u)
+// (u: buffer 5; buffer 6 is the parameter g). With one micro-batch a step g lives from step[3] to the end
+// of update (schema::livesStepToUpdate), so it may take a's bytes; the
+// offsets are set by each test.
+ArtifactSpec withGradient() {
+  ThreeStep t(/*elementwise=*/false);
+  BufferSpec g;
+  g.name = "g";
+  g.role = schema::BufferRole_Gradient;
+  g.shape = {64};
+  t.spec.buffers.push_back(g); // 4
+  BufferSpec u;
+  u.name = "u";
+  u.shape = {64};
+  t.spec.buffers.push_back(u); // 5
+  StepSpec fillG, f, sum;
+  fillG.kernel = 1;
+  fillG.buffers = {4};
+  t.spec.schedule.push_back(fillG);
+  f.kernel = 2;
+  f.buffers = {4, 5};
+  sum.kernel = 3;
+  sum.buffers = {5, 0};
+  t.spec.update = {f, sum};
+  BufferSpec w;
+  w.name = "g"; // the parameter g is the gradient of
+  w.role = schema::BufferRole_Parameter;
+  w.shape = {64};
+  w.init = schema::InitKind_Zeros;
+  w.offset = 5 * kAlign;
+  t.spec.buffers.push_back(w); // 6
+  t.spec.buffers[4].offset = kAlign; // a's bytes
+  t.spec.buffers[5].offset = 4 * kAlign;
+  t.spec.arenaBytes = 6 * kAlign;
+  return t.spec;
+}
+
+TEST(MemoryPlanCheckTest, GradientLivesFromItsWriteInStepToTheEndOfUpdate) {
+  ArtifactSpec spec = withGradient();
+  Status status = load(spec);
+  EXPECT_TRUE(status.ok()) << status.message();
+
+  // An eval activation may use g's bytes too: eval runs between steps.
+  BufferSpec e;
+  e.name = "e";
+  e.shape = {64};
+  e.offset = kAlign;
+  spec.buffers.push_back(e); // 7
+  StepSpec fillE, sumE;
+  fillE.kernel = 1;
+  fillE.buffers = {7};
+  sumE.kernel = 3;
+  sumE.buffers = {7, 0};
+  spec.eval = std::vector<StepSpec>{fillE, sumE};
+  status = load(spec);
+  EXPECT_TRUE(status.ok()) << status.message();
+
+  // An update activation may not: g is live until update's last entry.
+  spec = withGradient();
+  spec.buffers[5].offset = kAlign;
+  status = load(spec);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("buffer 4 ('g', bytes [256, 512), live "
+                              "step[3]..update[1])"),
+                    HasSubstr("buffer 5 ('u'")));
+}
+
+TEST(MemoryPlanCheckTest, GradientIsPersistentWithSeveralMicroBatches) {
+  // With grad_accum 2, "step" runs twice and adds into g: it lives through
+  // every program, so a's bytes are not free for it.
+  ArtifactSpec spec = withGradient();
+  spec.gradAccum = 2;
+  Status status = load(spec);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("buffer 4 ('g'"), HasSubstr("live persistent")));
+}
+
 TEST(MemoryPlanCheckTest, RejectsSummaryThatDoesNotAddUp) {
   ThreeStep t(/*elementwise=*/false);
   t.spec.arenaBytes = 8 * kAlign; // the summary says "other" = arena, fine

@@ -83,6 +83,71 @@ TEST(MemoryPlanTest, PersistentRegionComesFirstInBufferOrder) {
   EXPECT_EQ(plan.breakdown.peak, plan.arenaBytes);
 }
 
+// step: a = f(w); loss = g(a); gw = h(w) (a gradient); update: u = k(gw);
+// w = m(u); eval: e = f(w); loss = g(e). Sizes: a, gw and e 4 units, u 1.
+StepProgram withGradient(int64_t gradAccum, bool reduced) {
+  std::vector<PlannedBuffer> buffers = {
+      buffer("w", schema::BufferRole_Parameter, kAlign),
+      activation("a", 4 * kAlign),
+      buffer("w", schema::BufferRole_Gradient, 4 * kAlign),
+      activation("u", kAlign),
+      activation("e", 4 * kAlign),
+      buffer("loss", schema::BufferRole_Loss, 4)};
+  std::vector<PlannedStep> step = {call({0, 1}, 1), call({1, 5}, 1),
+                                   call({0, 2}, 1)};
+  if (reduced) {
+    PlannedStep allReduce;
+    allReduce.collective = PlannedCollective{};
+    allReduce.buffers = {2};
+    allReduce.numInputs = 1;
+    step.push_back(allReduce);
+  }
+  std::vector<PlannedProgram> programs = {
+      {"step", step, 0.0, gradAccum},
+      {"update", {call({2, 3}, 1), call({3, 0}, 1)}, 0.0, 1},
+      {"eval", {call({0, 4}, 1), call({4, 5}, 1)}, 0.0, 0}};
+  return planned(buffers, programs);
+}
+
+TEST(MemoryPlanTest, GradientLivesFromStepToUpdateWithOneMicroBatch) {
+  StepProgram program = withGradient(/*gradAccum=*/1, /*reduced=*/false);
+  const MemoryPlan &plan = program.memory;
+  // Timeline: step 0-2, update 3-4, eval 5-6. gw [2, 4] shares a's bytes
+  // (a [0, 1]) and e's ([5, 6]); u [3, 4] goes above it.
+  EXPECT_TRUE(plan.ranges[2].spansPrograms());
+  EXPECT_EQ(plan.ranges[2].first, 2);
+  EXPECT_EQ(plan.ranges[2].untilProgram, 1);
+  EXPECT_EQ(plan.ranges[2].last, 1);
+  EXPECT_EQ(plan.persistentBytes, 2 * kAlign); // w and the loss
+  EXPECT_EQ(plan.offsets[1], plan.persistentBytes);
+  EXPECT_EQ(plan.offsets[2], plan.persistentBytes);
+  EXPECT_EQ(plan.offsets[4], plan.persistentBytes);
+  EXPECT_EQ(plan.offsets[3], plan.persistentBytes + 4 * kAlign);
+  EXPECT_EQ(plan.arenaBytes, 7 * kAlign);
+  // The peak: update's first entry, gw and u live; gw counts as gradients.
+  EXPECT_EQ(plan.peakProgram, 1);
+  EXPECT_EQ(plan.peakEntry, 0);
+  EXPECT_EQ(plan.peakTensors, (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(plan.breakdown.gradients, 4 * kAlign);
+  EXPECT_EQ(plan.breakdown.activations, kAlign);
+  EXPECT_EQ(plan.breakdown.peak, plan.arenaBytes);
+  EXPECT_NE(formatMemoryPlan(program).find("step[2]..update[1] Gradient"),
+            std::string::npos)
+      << formatMemoryPlan(program);
+}
+
+TEST(MemoryPlanTest, GradientIsPersistentWhenAccumulatedOrReduced) {
+  // grad_accum 2 ("step" adds into it twice) or an all-reduce touching it
+  // (data parallelism's overlapped collectives): through every program.
+  for (auto [gradAccum, reduced] : {std::pair{int64_t(2), false}, {int64_t(1), true}}) {
+    StepProgram program = withGradient(gradAccum, reduced);
+    const MemoryPlan &plan = program.memory;
+    EXPECT_TRUE(plan.ranges[2].persistent()) << gradAccum << " " << reduced;
+    EXPECT_LT(plan.offsets[2], plan.persistentBytes);
+    EXPECT_EQ(plan.breakdown.gradients, 4 * kAlign);
+  }
+}
+
 TEST(MemoryPlanTest, DisjointLivesShareAndBestFitTakesTheSmallestGap) {
   // Live ranges: a [0..1] 4 units, b [0..3] 1 unit, c [1..2] 2 units,
   // d [2..3] 1 unit, e [3..3] 2 units. Placed largest first: a, c, e, b, d.
