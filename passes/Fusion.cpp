@@ -400,7 +400,8 @@ private:
       if (group->kind == GroupKind::ArgumentCopies) {
         refuse(producer, op,
                "the bf16 copies of arguments fuse only with each other (one "
-               "kernel at the function's start)");
+               "kernel per element count at the function's start, or in front "
+               "of the backward op remat recomputes them for)");
         continue;
       }
       if (group->elements != n) {

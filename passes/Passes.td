@@ -613,7 +613,10 @@ def KilnSinkGemms : Pass<"kiln-sink-gemms", "::mlir::ModuleOp"> {
     block is recomputed) moves right before its first reader, when the
     product is more bytes than the operands whose live ranges the move
     lengthens (those not read at or after that reader; arguments cost
-    nothing). A product the function returns stays. The ops and their
+    nothing). A product the function returns stays, and so does a GEMM
+    whose operand an op before the reader updates in place (accumulate,
+    optimizer updates, embedding_grad with acc, matmul_accumulate,
+    all_reduce: codegen gives the result that operand's buffer). The ops and their
     values are unchanged, only the order (the schedule) and with it the
     memory plan. Runs last in the fusion phase.
 

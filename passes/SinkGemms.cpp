@@ -18,7 +18,11 @@
 //  2. The move makes every operand not read at or after F (other than by
 //     the GEMM) live until F: an argument costs nothing, anything else its
 //     bytes. Move when the product's bytes exceed those.
-//  3. The GEMM goes right before F.
+//  3. Stay when an op between the GEMM and F updates an operand in place
+//     (codegen gives an accumulate, an optimizer update, an embedding_grad
+//     with acc, a matmul_accumulate or an all-reduce its operand's buffer):
+//     the GEMM would read the updated bytes.
+//  4. The GEMM goes right before F.
 // The memory plan (codegen) and the remat pass's peaks see the new order;
 // the remat pass asks for peaks after the fusion phase, which ends here.
 //
@@ -55,6 +59,41 @@ Operation *firstReader(Operation *gemm, Block &block) {
   return first == gemm->getNextNode() ? nullptr : first;
 }
 
+/// Whether `op` (or an op of its regions: a kiln.fusion's members) may
+/// write the buffer of one of its operands (step 3).
+bool updatesInPlace(Operation *op) {
+  bool found = false;
+  op->walk([&](Operation *nested) {
+    found |= isa<AccumulateOp, AdamOp, SgdOp, SgdMomentumOp, MatmulAccumulateOp,
+                 AllReduceOp>(nested) ||
+             (isa<EmbeddingGradOp>(nested) && cast<EmbeddingGradOp>(nested).getAcc());
+  });
+  return found;
+}
+
+/// Step 3: whether an op between `gemm` and `first` updates in place a value
+/// the GEMM reads (or a reshape view of one: views share the buffer).
+bool operandUpdatedBefore(Operation *gemm, Operation *first) {
+  llvm::SmallPtrSet<Value, 8> read;
+  SmallVector<Value> pending(gemm->getOperands());
+  while (!pending.empty()) {
+    Value v = pending.pop_back_val();
+    if (!read.insert(v).second)
+      continue;
+    if (auto view = v.getDefiningOp<ReshapeOp>())
+      pending.push_back(view.getInput());
+    for (Operation *user : v.getUsers())
+      if (auto view = dyn_cast<ReshapeOp>(user))
+        pending.push_back(view.getResult());
+  }
+  for (Operation *op = gemm->getNextNode(); op != first; op = op->getNextNode())
+    if (updatesInPlace(op) && llvm::any_of(op->getOperands(), [&](Value v) {
+          return read.contains(v);
+        }))
+      return true;
+  return false;
+}
+
 /// Step 2: the bytes whose live ranges the move to `first` lengthens.
 int64_t lengthenedBytes(Operation *gemm, Operation *first, Block &block) {
   int64_t bytes = 0;
@@ -85,7 +124,8 @@ struct SinkGemmsPass : public mlir::kiln::impl::KilnSinkGemmsBase<SinkGemmsPass>
         gemms.push_back(gemm);
     for (MatmulOp gemm : llvm::reverse(gemms)) {
       Operation *first = firstReader(gemm, block);
-      if (!first || tensorBytes(gemm.getResult()) <= lengthenedBytes(gemm, first, block))
+      if (!first || tensorBytes(gemm.getResult()) <= lengthenedBytes(gemm, first, block) ||
+          operandUpdatedBefore(gemm, first))
         continue;
       // Not Operation::moveBefore: a splice renumbers the whole block at the
       // next isBeforeInBlock; removed and inserted, only the GEMM needs a

@@ -38,7 +38,11 @@ namespace kiln::schema {
 // 11: Buffer.shard_dim (tensor parallelism: a block of one dimension)
 // 12: CudnnAttention.tokens_major (attention in layout bthd: an older
 //     runtime would give cuDNN contiguous [B, H, T, D] strides).
-constexpr uint32_t kArtifactVersion = 12;
+// 13: a Gradient's Buffer.offset may lie outside the persistent region:
+//     with grad_accum 1 a gradient no collective touches lives from its
+//     first entry in "step" to the end of "update" (schema/Liveness.h), and
+//     an older runtime's checker would call its sharing an overlap.
+constexpr uint32_t kArtifactVersion = 13;
 
 // Alignment of every Buffer.offset (and of the arena itself): a multiple of
 // the 64-byte cache line and AVX-512 vector, and of what CUDA's allocator

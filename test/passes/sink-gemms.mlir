@@ -54,3 +54,26 @@ func.func @step(%x: tensor<8x64xbf16> {kiln.role = #kiln.role<input>, kiln.name 
   %s = kiln.add %p, %r : tensor<8x4xbf16>
   return %l, %s : tensor<f32>, tensor<8x4xbf16>
 }
+
+// -----
+
+// Tests that a backward GEMM stays when an op between it and its reader
+// updates one of its operands in place (codegen gives kiln.accumulate's
+// result its accumulator's buffer): moved past it, the GEMM would read the
+// updated bytes.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[DH:.*]] = kiln.matmul %[[ACC:.*]], %arg1 {transpose_rhs = true}
+// CHECK-NEXT: kiln.accumulate %[[ACC]]
+func.func @step(%h: tensor<8x16xf32> {kiln.role = #kiln.role<input>, kiln.name = "h"},
+                %w2: tensor<16x4xf32> {kiln.role = #kiln.role<param>, kiln.name = "w2"})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+        tensor<8x4xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w2"},
+        tensor<8x16xf32> {kiln.role = #kiln.role<grad>, kiln.name = "h"}) {
+  %l = kiln.reduce_sum %h dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
+  %seed = kiln.constant dense<1.000000e+00> : tensor<8x4xf32>
+  %dy = kiln.exp %seed : tensor<8x4xf32>
+  %dh = kiln.matmul %dy, %w2 {transpose_rhs = true} : tensor<8x4xf32>, tensor<16x4xf32> -> tensor<8x16xf32>
+  %acc = kiln.accumulate %dy, %seed {scale = 1.000000e+00 : f32} : tensor<8x4xf32>
+  %da = kiln.mul %dh, %h : tensor<8x16xf32>
+  return %l, %acc, %da : tensor<f32>, tensor<8x4xf32>, tensor<8x16xf32>
+}
