@@ -241,7 +241,7 @@ bool Sema::evaluateTrain() {
   graph_.train.zero = zero.intValue;
   if (!evaluateNameSetting("precision", {"fp32", "tf32", "bf16"},
                            graph_.train.precision) ||
-      !evaluateNameSetting("remat", {"auto", "none", "selective", "full"},
+      !evaluateNameSetting("remat", {"auto", "none", "pointwise", "selective", "full"},
                            graph_.train.remat))
     return false;
 

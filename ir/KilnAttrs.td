@@ -146,11 +146,12 @@ def Kiln_OptimizerKind : I32EnumAttr<"OptimizerKind",
 }
 
 def Kiln_RematMode : I32EnumAttr<"RematMode",
-    "kiln.train remat (auto, none, selective or full)", [
+    "kiln.train remat (auto, none, pointwise, selective or full)", [
       I32EnumAttrCase<"Auto", 0, "auto">,
       I32EnumAttrCase<"None", 1, "none">,
       I32EnumAttrCase<"Selective", 2, "selective">,
-      I32EnumAttrCase<"Full", 3, "full">]> {
+      I32EnumAttrCase<"Full", 3, "full">,
+      I32EnumAttrCase<"Pointwise", 4, "pointwise">]> {
   let cppNamespace = "::mlir::kiln";
   let genSpecializedAttr = 0;
 }
@@ -168,7 +169,7 @@ def Kiln_TrainConfigAttr : Kiln_Attr<"TrainConfig", "train"> {
     - `precision`: `fp32` (default), `tf32` or `bf16`;
     - `memory_budget`: the peak bytes the step may use (0: none);
     - `zero`: the ZeRO stage over the data axis, 0 to 3 (default 0);
-    - `remat`: `auto` (default), `none`, `selective` or `full`;
+    - `remat`: `auto` (default), `none`, `pointwise`, `selective` or `full`;
     - `optimizer`: `adamw` (default), `adam` or `sgd`; adamw and adam take
       `beta1`, `beta2` and `epsilon`; sgd takes `momentum`, `dampening`
       (absent: 0) and `nesterov` (absent: false); none takes another's

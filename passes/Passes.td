@@ -444,7 +444,7 @@ def KilnRemat : Pass<"kiln-remat", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"\"",
-           "none, selective, full or auto (default: kiln.train's remat)">,
+           "none, pointwise, selective, full or auto (default: kiln.train's remat)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"-1",
            "Peak bytes the step may use (default: kiln.train's "
            "memory_budget; 0: none)">,

@@ -28,7 +28,7 @@
 //     in the forward.
 //  4. Plans are ordered by recompute: plan c (0 <= c <= 3·B for B blocks)
 //     gives every block tier c / B and the first c % B blocks one tier
-//     more. `none` is plan 0, `selective` 2·B, `full` 3·B. `auto` with a
+//     more. `none` is plan 0, `pointwise` B, `selective` 2·B, `full` 3·B. `auto` with a
 //     budget binary-searches the least c whose planned peak (the injected
 //     StepProgramFn: fusion and codegen's lowering on a copy of the module,
 //     so the very plan the artifact will carry) is at most the budget; the peak falls as c grows.
@@ -370,10 +370,10 @@ void KilnRemat::runOnOperation() {
   int64_t budget = memoryBudget;
   if (budget < 0)
     budget = train ? train.getMemoryBudget() : 0;
-  if (chosenMode != "auto" && chosenMode != "none" &&
+  if (chosenMode != "auto" && chosenMode != "none" && chosenMode != "pointwise" &&
       chosenMode != "selective" && chosenMode != "full") {
     module.emitError() << "--kiln-remat: unknown mode '" << chosenMode
-                       << "'; expected auto, none, selective or full";
+                       << "'; expected auto, none, pointwise, selective or full";
     return signalPassFailure();
   }
 
@@ -431,7 +431,9 @@ void KilnRemat::runOnOperation() {
   }
 
   int plan = 0;
-  if (chosenMode == "selective")
+  if (chosenMode == "pointwise")
+    plan = (int)Tier::Pointwise * graph->numFree;
+  else if (chosenMode == "selective")
     plan = (int)Tier::Selective * graph->numFree;
   else if (chosenMode == "full")
     plan = last;

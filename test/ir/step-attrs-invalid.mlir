@@ -70,7 +70,7 @@ module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, optimizer = lion
 // -----
 
 // Tests that an unknown remat mode is refused.
-// expected-error@+2 {{invalid kiln.train remat (auto, none, selective or full) specification: half}}
+// expected-error@+2 {{invalid kiln.train remat (auto, none, pointwise, selective or full) specification: half}}
 // expected-error@+1 {{failed to parse Kiln_TrainConfigAttr parameter 'remat'}}
 module attributes {kiln.train = #kiln.train<batch = 1, seq = 1, remat = half>} {
 }

@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s --split-input-file --kiln-remat="mode=none memory-budget=0" | FileCheck %s --check-prefix=NONE
 // RUN: kiln-opt %s --split-input-file --kiln-remat="mode=selective memory-budget=0" | FileCheck %s --check-prefix=SELECTIVE
+// RUN: kiln-opt %s --split-input-file --kiln-remat="mode=pointwise memory-budget=0" | FileCheck %s --check-prefix=POINTWISE
 // RUN: kiln-opt %s --split-input-file --kiln-remat="mode=full memory-budget=0" | FileCheck %s --check-prefix=FULL
 // RUN: kiln-opt %s --split-input-file --kiln-remat --verify-diagnostics | FileCheck %s --check-prefix=AUTO
 
@@ -45,6 +46,13 @@ module {
 // SELECTIVE-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
 // SELECTIVE-NEXT: kiln.matmul %[[H]], %[[SEED]] {transpose_lhs = true}
 // SELECTIVE-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
+
+// Pointwise keeps the GEMM output and recomputes the gelu (as selective:
+// the block has no attention).
+// POINTWISE: kiln.remat = {{{.*}}mode = "pointwise", plan = "Block.0 pointwise"
+// POINTWISE: %[[SEED:.*]] = kiln.constant
+// POINTWISE-NEXT: %[[G2:.*]] = kiln.gelu %[[H:.*]] {kiln.recompute} :
+// POINTWISE-NEXT: kiln.matmul %[[G2]], %[[SEED]] {transpose_lhs = true}
 
 // FULL: kiln.remat = {{{.*}}mode = "full", plan = "Block.0 full"
 // FULL: %[[H:.*]] = kiln.matmul %arg0, %arg1 :

@@ -12,7 +12,7 @@
 #   tools/bench/remat_bench.sh                   # GPU
 #   ARTIFACTS=DIR COMPILE_ONLY=1 tools/bench/remat_bench.sh   # pack (bench_lib.sh)
 #
-# CASES: BATCH:REMAT pairs; REMAT is none, selective or full (--remat) or a
+# CASES: BATCH:REMAT pairs; REMAT is none, pointwise, selective or full (--remat) or a
 # byte budget such as 78GiB (--memory-budget, remat auto).
 # Default: [16, 2048] with none, full and a 40 GiB budget; [64, 2048] with
 # full and the 78 GiB budget that fits an 80 GB H100.
@@ -33,7 +33,7 @@ random_token_shard "$shard" "$VOCAB" $(( (STEPS + WARMUP + 1) * max_batch * SEQ 
 for c in $CASES; do
   batch=${c%%:*} remat=${c#*:}
   case $remat in
-    none|selective|full) flag=--remat=$remat ;;
+    none|pointwise|selective|full) flag=--remat=$remat ;;
     *) flag=--memory-budget=$remat ;;
   esac
   name="llama3_1b-remat-b$batch-t$SEQ-$remat"

@@ -318,9 +318,9 @@ int compileModel(const DriverOptions &options, Probe *probe) {
     return kUsageError;
   }
   if (!options.remat.empty() &&
-      !llvm::is_contained({"auto", "none", "selective", "full"}, options.remat)) {
+      !llvm::is_contained({"auto", "none", "pointwise", "selective", "full"}, options.remat)) {
     llvm::errs() << "kilnc: error: --remat=" << options.remat
-                 << ": unknown mode (expected auto, none, selective or full)\n";
+                 << ": unknown mode (expected auto, none, pointwise, selective or full)\n";
     return kUsageError;
   }
   for (const Spelling &s : {Spelling{"memory_budget", "--memory-budget", options.memoryBudget},
@@ -570,7 +570,7 @@ int compileLargestBatch(const DriverOptions &options) {
   }
   if (!options.memoryBudget.empty() || options.overrides.count("memory_budget")) {
     llvm::errs() << "kilnc: error: --largest-batch plans without a memory budget; recompute "
-                    "comes from --remat=selective|full or the model's per-block remat\n";
+                    "comes from --remat=pointwise|selective|full or the model's per-block remat\n";
     return kUsageError;
   }
   if (!options.compileFrom.empty() || options.compileTo != kArtifactPhase ||

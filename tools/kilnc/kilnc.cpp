@@ -76,8 +76,9 @@ int main(int argc, char **argv) {
                "in the backward as little as it allows (-D memory_budget=...)"),
       cl::value_desc("size"), cl::cat(kilnCategory));
   static cl::opt<std::string> remat("remat",
-                                    cl::desc("Activation recompute: auto (to the budget), none, selective "
-                                             "(pointwise ops and attention) or full (every block) (-D remat=...)"),
+                                    cl::desc("Activation recompute: auto (to the budget), none, pointwise "
+                                             "(norms, RoPE, SwiGLU products, bf16 weight copies), selective "
+                                             "(those and attention) or full (every block) (-D remat=...)"),
                                     cl::value_desc("mode"), cl::cat(kilnCategory));
   static cl::opt<int64_t> bucketMiB(
       "bucket-mib",
