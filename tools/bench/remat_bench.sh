@@ -14,11 +14,11 @@
 #
 # CASES: BATCH:REMAT pairs; REMAT is none, pointwise, selective or full (--remat) or a
 # byte budget such as 78GiB (--memory-budget, remat auto).
-# Default: [16, 2048] with none, full and a 40 GiB budget; [64, 2048] with
+# Default: [16, 2048] with none, pointwise, full and a 40 GiB budget; [64, 2048] with
 # full and the 78 GiB budget that fits an 80 GB H100.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${CASES:=16:none 16:full 16:40GiB 64:78GiB 64:full}" "${SEQ:=2048}" "${STEPS:=3}"
+: "${CASES:=16:none 16:pointwise 16:full 16:40GiB 64:78GiB 64:full}" "${SEQ:=2048}" "${STEPS:=3}"
 : "${WARMUP:=1}" "${VOCAB:=131072}" "${LLAMA_DEFINES:=}" "${TORCH_BATCHES:=16}"
 : "${TORCH_MODES=plain checkpoint}" "${TORCH_ARGS:=}" "${PYTHON:=python3}"
 work=$(mktemp -d)

@@ -44,8 +44,9 @@
 # against torch.compile, tools/bench/gpt2_bench.sh, with PyTorch's costliest
 # kernels of one step); llama (Llama-3 1.2B bf16 [16, 2048] against
 # torch.compile, tools/bench/llama_bench.sh, likewise); remat (Llama-3 1.2B
-# step time and memory under recompute: a 40 GiB budget at [16, 2048], a 78
-# GiB budget and full recompute at [64, 2048], tools/bench/remat_bench.sh);
+# step time and memory under recompute: remat = pointwise and a 40 GiB budget
+# at [16, 2048], a 78 GiB budget and full recompute at [64, 2048],
+# tools/bench/remat_bench.sh);
 # chunks (Llama-3 1.2B bf16 [16, 2048] with the fused classifier's old
 # 2,048-row chunks, to read against the llama step's 4,096: the dw GEMM's
 # fp32 sum traffic; 1,024 rows were 10 ms slower than 2,048 on the H200,
@@ -563,7 +564,9 @@ run_checks() {
     # The cases the llama step and earlier sessions do not give (no
     # recompute at [16, 2048] is the llama step's; PyTorch's checkpointing
     # was measured on 2026-11-26): five cases and torch overran 240 s twice.
-    step remat 220 env OUT="$out" CASES="16:40GiB 64:78GiB 64:full" TORCH_MODES= \
+    # remat = pointwise first: its ~4% step time is a prediction from its
+    # memory traffic (session 25), never measured.
+    step remat 220 env OUT="$out" CASES="16:pointwise 16:40GiB 64:78GiB 64:full" TORCH_MODES= \
       "$root/tools/bench/gpu_bundle.sh" run "$dir" "$out" remat
     step chunks 90 chunks
     step fit 100 fit
