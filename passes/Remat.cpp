@@ -40,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/FusableOps.h"
 #include "passes/Passes.h"
 #include "passes/RematReport.h"
 
@@ -137,26 +138,26 @@ struct StepGraph {
       graph.instanceOf[&op] = it->second;
     }
     // A parameter's bf16 copy (mixed precision converts it once, at the top
-    // of @step) belongs to the instance whose forward alone reads it.
+    // of @step; fusion's argument copies) belongs to the instance whose
+    // forward alone reads it.
     for (Operation &op : body) {
-      auto convert = dyn_cast<ConvertOp>(&op);
-      if (!convert || !graph.forward.count(&op) || graph.instanceOf.count(&op) ||
-          !isa<BlockArgument>(convert.getInput()))
+      if (!graph.forward.count(&op) || graph.instanceOf.count(&op) ||
+          !fusion::isArgumentCopy(&op, body))
         continue;
-      std::optional<unsigned> reader;
-      bool one = true;
-      for (Operation *user : convert->getUsers()) {
+      llvm::SmallDenseSet<unsigned, 2> readers;
+      bool unblocked = false;
+      for (Operation *user : op.getUsers()) {
         Operation *top = body.findAncestorOpInBlock(*user);
         if (!top || !graph.forward.count(top))
           continue;
         auto userIt = graph.instanceOf.find(top);
-        if (userIt == graph.instanceOf.end() || (reader && *reader != userIt->second))
-          one = false;
+        if (userIt == graph.instanceOf.end())
+          unblocked = true;
         else
-          reader = userIt->second;
+          readers.insert(userIt->second);
       }
-      if (one && reader)
-        graph.instanceOf[&op] = *reader;
+      if (!unblocked && readers.size() == 1)
+        graph.instanceOf[&op] = *readers.begin();
     }
     auto overrides = module->getAttrOfType<DictionaryAttr>(kRematOverridesAttrName);
     for (const std::string &instance : graph.instances) {
