@@ -69,7 +69,7 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   CpuKernel kernel = w.finish();
   // Broadcasts, iota and causal masks compute other indices than i; without
   // them every load and store of the loop above is element i.
-  kernel.elementwise = isElementwiseGroup(group);
+  kernel.inPlace = isElementwiseGroup(group);
   return kernel;
 }
 
@@ -213,6 +213,17 @@ bool isElementwiseGroup(const KernelGroup &group) {
          llvm::all_of(group.outputs, sameSize);
 }
 
+bool writesInPlace(const KernelGroup &group) {
+  if (isElementwiseGroup(group))
+    return true;
+  if (group.ops.size() != 1 || !isa<k::CrossEntropyGradOp>(group.ops.front()))
+    return false;
+  // One class: the targets [N] and the gradient [N, 1] have as many
+  // elements, and a target's row is not behind a barrier.
+  ArrayRef<int64_t> logits = shapeOf(group.ops.front()->getOperand(0));
+  return !logits.empty() && logits.back() > 1;
+}
+
 bool CpuKernelEmitter::isPointwise(Operation *op) {
   return PointwiseBody::isPointwise(op);
 }
@@ -240,7 +251,9 @@ FailureOr<CpuKernel> CpuKernelEmitter::emit(const KernelGroup &group) {
   if (failed(w.declareBuffers()) ||
       failed(emitBespokeCpuKernel(group.ops.front(), w)))
     return failure();
-  return w.finish();
+  CpuKernel kernel = w.finish();
+  kernel.inPlace = writesInPlace(group); // the cross-entropy gradient
+  return kernel;
 }
 
 FailureOr<CpuKernel> CpuKernelEmitter::emitCopy(RankedTensorType type) {

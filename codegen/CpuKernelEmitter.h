@@ -49,10 +49,10 @@ struct CpuKernel {
   std::string entry;  // k_<op names>_<hash of the source>
   std::string source; // the kernel's C++ source (compiled after the prelude)
   std::string ops;    // the kiln ops it implements, comma separated
-  // Every buffer has the same element count and output element i reads only
-  // element i of each input (Kernel.elementwise: the memory plan may then
-  // give an output the storage of an input that dies here).
-  bool elementwise = false;
+  // Output element i is written after the last read of element i of each
+  // input with as many elements (Kernel.in_place: the memory plan may then
+  // give an output the storage of such an input that dies here).
+  bool inPlace = false;
   // Scratch buffers the kernel takes after its outputs (KernelSourceWriter::
   // scratch); the artifact writer gives each call planned buffers for them.
   std::vector<KernelScratch> scratch;
@@ -61,10 +61,21 @@ struct CpuKernel {
 // True for a pointwise group whose every load and store is element i of
 // buffers of the output's element count (no broadcast, iota or causal mask):
 // an output may then share storage with an input whose last use is this call
-// (Kernel.elementwise, the memory plan's in-place reuse). Both the CPU loop
+// (Kernel.in_place, the memory plan's in-place reuse). Both the CPU loop
 // and the CUDA grid-stride loop read every input of element i before writing
 // it.
 bool isElementwiseGroup(const KernelGroup &group);
+
+// True when both targets' kernels of `group` write element i of each output
+// only after their last read of element i of every input with as many
+// elements (Kernel.in_place): an elementwise group, or a lone
+// kiln.cross_entropy_grad of more than one class. That kernel reads a row's
+// logits (and the target's logit, for the loss) before the barrier of its
+// row statistics and then writes each gradient element where it read the
+// logit, in the same thread; its loss is written after every block's reads.
+// Then the logits' gradient may take the logits' bytes: at Llama-3's
+// [4096, 2^17] bf16 classifier chunk, 1 GiB.
+bool writesInPlace(const KernelGroup &group);
 
 class CpuKernelEmitter {
 public:

@@ -256,13 +256,19 @@ LogicalResult emitCrossEntropyGrad(Operation *op, KernelSourceWriter &w,
   w.close();
   // Uniform across the block (one target per row): no barrier is skipped.
   w.open("else");
+  // The target's logit is read before the row statistics' barrier, which
+  // every thread's gradient stores follow: dx may be the logits' own bytes
+  // (writesInPlace), and each store then replaces a logit its thread has
+  // just read.
+  if (loss)
+    w.line("const float xt = " + loadElement(logits, "x[t]") + ";");
   // Two passes over the row: the online max and sum, then the gradient.
   emitOnlineMaxSum(w, logits, v, valid);
   w.line("const KilnMaxSum stats = kiln_block_max_sum(mx, sum);");
   w.line("mx = stats.max;");
   w.line("const float inv = 1.0f / stats.sum;");
   if (loss)
-    w.line("blockLoss += logf(stats.sum) + mx - " + loadElement(logits, "x[t]") + ";");
+    w.line("blockLoss += logf(stats.sum) + mx - xt;");
   auto gradient = [&](const std::string &c, const std::string &logit) {
     return (valid < v ? c + " < " + cs + " ? " : std::string()) + "(expf(" + logit +
            " - mx) * inv - (" + c + " == t ? 1.0f : 0.0f)) * scale" +

@@ -63,7 +63,7 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
                          k->source,
                          "",
                          k->ops,
-                         isElementwiseGroup(group),
+                         writesInPlace(group),
                          k->launch.grid,
                          k->launch.block,
                          k->launch.sharedBytes,
@@ -76,7 +76,7 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
   FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
   if (failed(k))
     return failure();
-  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->elementwise};
+  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->inPlace};
   kernel.scratch = k->scratch;
   return kernel;
 }

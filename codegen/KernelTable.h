@@ -2,7 +2,7 @@
 //
 // The kernel-emission stage of the lowering: a group of kiln ops (or a copy
 // of a tensor) becomes one kernel from the target's emitter (CPU C++ or
-// CUDA), with its launch, scratch and elementwise flag; a kernel whose
+// CUDA), with its launch, scratch and in-place flag; a kernel whose
 // entry (named after a hash of its source) is already in the table is
 // reused, so identical ops share one kernel.
 //

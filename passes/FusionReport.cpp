@@ -46,52 +46,25 @@ std::string gib(int64_t bytes) {
   return llvm::formatv("{0:F2} GiB", double(bytes) / double(1ull << 30)).str();
 }
 
-/// The bytes each kernel and GEMM call of `func` moves, counting every buffer
-/// it reads once and every result it writes once (a kernel that rereads a
-/// buffer moves more; an accumulating GEMM reads and writes its sum), and the
-/// largest by model line: what the step costs in memory traffic before it
-/// runs. GEMMs are apart: their time follows their FLOPs.
+/// fusion.txt's traffic line of `func` and its largest kernels by model
+/// line.
 void printTraffic(func::FuncOp func, llvm::raw_ostream &os) {
-  int64_t kernelBytes = 0, gemmBytes = 0;
-  double gemmFlops = 0;
-  unsigned kernels = 0, gemms = 0;
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, unsigned>>
       byLine; // (model line, kind) -> bytes, kernels
-  for (Operation &op : func.getBody().getOps()) {
-    bool gemm = isGemmCall(&op);
-    if (!gemm && !isKernel(&op))
-      continue;
-    int64_t bytes = 0;
-    for (Value v : llvm::SetVector<Value>(op.operand_begin(), op.operand_end()))
-      bytes += tensorBytes(v);
-    for (Value v : op.getResults())
-      bytes += tensorBytes(v);
-    if (gemm) {
-      gemmBytes += bytes;
-      ++gemms;
-      if (auto fusion = dyn_cast<FusionOp>(op))
-        fusion.getBody().walk([&](Operation *member) {
-          gemmFlops += isa<MatmulOp>(member) ? estimateFlops(member) : 0;
-        });
-      else
-        gemmFlops += estimateFlops(&op);
-      continue;
-    }
-    kernelBytes += bytes;
-    ++kernels;
-    std::string kind = op.getName().getStringRef().str();
+  Traffic traffic = measureTraffic(func, [&](Operation *op, int64_t bytes) {
+    std::string kind = op->getName().getStringRef().str();
     if (auto fusion = dyn_cast<FusionOp>(op))
       kind = ("kiln.fusion " + stringifyFusionKind(fusion.getKind())).str();
-    auto &entry = byLine[{modelLocation(op.getLoc()), kind}];
+    auto &entry = byLine[{modelLocation(op->getLoc()), kind}];
     entry.first += bytes;
     ++entry.second;
-  }
+  });
   os << "@" << func.getName()
      << " memory traffic (each buffer a kernel reads and each result it "
         "writes counted once): "
-     << kernels << " kernels " << gib(kernelBytes) << ", " << gemms
-     << " GEMM calls " << gib(gemmBytes) << " ("
-     << llvm::formatv("{0:F1}", gemmFlops / 1e12) << " TFLOP)\n";
+     << traffic.kernels << " kernels " << gib(traffic.kernelBytes) << ", "
+     << traffic.gemms << " GEMM calls " << gib(traffic.gemmBytes) << " ("
+     << llvm::formatv("{0:F1}", traffic.gemmFlops / 1e12) << " TFLOP)\n";
   std::vector<std::pair<std::pair<std::string, std::string>,
                         std::pair<int64_t, unsigned>>>
       lines(byLine.begin(), byLine.end());
@@ -104,6 +77,37 @@ void printTraffic(func::FuncOp func, llvm::raw_ostream &os) {
 }
 
 } // namespace
+
+Traffic measureTraffic(func::FuncOp func,
+                       llvm::function_ref<void(Operation *, int64_t)> eachKernel) {
+  Traffic traffic;
+  for (Operation &op : func.getBody().getOps()) {
+    bool gemm = isGemmCall(&op);
+    if (!gemm && !isKernel(&op))
+      continue;
+    int64_t bytes = 0;
+    for (Value v : llvm::SetVector<Value>(op.operand_begin(), op.operand_end()))
+      bytes += tensorBytes(v);
+    for (Value v : op.getResults())
+      bytes += tensorBytes(v);
+    if (gemm) {
+      traffic.gemmBytes += bytes;
+      ++traffic.gemms;
+      if (auto fusion = dyn_cast<FusionOp>(op))
+        fusion.getBody().walk([&](Operation *member) {
+          traffic.gemmFlops += isa<MatmulOp>(member) ? estimateFlops(member) : 0;
+        });
+      else
+        traffic.gemmFlops += estimateFlops(&op);
+      continue;
+    }
+    traffic.kernelBytes += bytes;
+    ++traffic.kernels;
+    if (eachKernel)
+      eachKernel(&op, bytes);
+  }
+  return traffic;
+}
 
 std::string modelLocation(Location loc) {
   if (auto file = dyn_cast<FileLineColLoc>(loc))

@@ -34,6 +34,11 @@
 //     so the very plan the artifact will carry) is at most the budget; the peak falls as c grows.
 //  5. The chosen plan is applied to the module and described in the module
 //     attribute kiln.remat (mode, budget, plan, peak, extra and step FLOPs).
+//     With the StepProgramFn, a plan that recomputes anything also records
+//     the memory traffic of @step's kernels (FusionReport's measureTraffic,
+//     on the copy the StepProgramFn fused) with nothing recomputed, the
+//     model's own overrides included (kNoRecompute), and what the plan adds
+//     to it: recomputing pointwise ops costs bandwidth, not FLOPs.
 //  6. Instances the model file sets (kiln.remat_overrides: `Block(x, remat =
 //     full)`) keep their tier in every plan; plans, modes and the budget
 //     range over the others (B counts those only).
@@ -41,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FusableOps.h"
+#include "passes/FusionReport.h"
 #include "passes/Passes.h"
 #include "passes/RematReport.h"
 
@@ -172,8 +178,22 @@ struct StepGraph {
 
   int numPlans() const { return (kTiers - 1) * numFree; }
 
+  /// A plan outside steps 4 and 6: every instance, pinned ones included,
+  /// tier none (the baseline of the traffic a plan adds, step 5).
+  static constexpr int kNoRecompute = -1;
+
+  /// Whether plan `plan` recomputes any instance.
+  bool recomputes(int plan) const {
+    for (unsigned i = 0; i < instances.size(); ++i)
+      if (tierOf(plan, i) != Tier::None)
+        return true;
+    return false;
+  }
+
   /// Plan `plan`'s tier for instance `i` (see steps 4 and 6).
   Tier tierOf(int plan, unsigned i) const {
+    if (plan == kNoRecompute)
+      return Tier::None;
     if (pinned[i])
       return *pinned[i];
     if (numFree == 0)
@@ -335,12 +355,13 @@ struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
 
   void runOnOperation() override;
 
-  /// Plan `plan` applied to a copy of the module: its planned peak and the
-  /// FLOPs it recomputes.
+  /// Plan `plan` applied to a copy of the module: its planned peak, the
+  /// FLOPs it recomputes and its @step kernels' memory traffic.
   struct Evaluation {
     int64_t peak = 0;       // the arena's bytes
     std::string liveAtPeak; // the memory plan's summary
     double extraFlops = 0;
+    int64_t kernelBytes = 0; // measureTraffic's, after the copy's fusion
   };
   FailureOr<Evaluation> evaluate(int plan) {
     OwningOpRef<ModuleOp> copy = cloneKeepingUseOrder(getOperation());
@@ -354,6 +375,8 @@ struct KilnRemat : mlir::kiln::impl::KilnRematBase<KilnRemat> {
       return failure();
     evaluation.peak = program->memory.arenaBytes;
     evaluation.liveAtPeak = ::kiln::formatMemorySummary(*program);
+    evaluation.kernelBytes =
+        measureTraffic(copy->lookupSymbol<func::FuncOp>(kStepFunctionName)).kernelBytes;
     return evaluation;
   }
 
@@ -426,7 +449,9 @@ void KilnRemat::runOnOperation() {
           {b.getNamedAttr("plan", b.getStringAttr(graph->describe(plan))),
            b.getNamedAttr("peak", b.getI64IntegerAttr(*peak)),
            b.getNamedAttr("extra_flops",
-                          b.getF64FloatAttr(evaluations[plan].extraFlops))}));
+                          b.getF64FloatAttr(evaluations[plan].extraFlops)),
+           b.getNamedAttr("kernel_bytes",
+                          b.getI64IntegerAttr(evaluations[plan].kernelBytes))}));
     }
     module->setAttr(kRematSweepAttrName, b.getArrayAttr(rows));
   }
@@ -494,6 +519,16 @@ void KilnRemat::runOnOperation() {
     }
   }
 
+  // The traffic the plan adds to none at all (step 5): a pointwise tier's
+  // whole cost, which its FLOPs do not show.
+  std::optional<std::pair<int64_t, int64_t>> traffic; // step's, plan's extra
+  if (lowerToStepProgram && (sweep || graph->recomputes(plan))) {
+    if (failed(peakOfPlan(StepGraph::kNoRecompute)) || failed(peakOfPlan(plan)))
+      return signalPassFailure();
+    int64_t none = evaluations[StepGraph::kNoRecompute].kernelBytes;
+    traffic = {none, evaluations[plan].kernelBytes - none};
+  }
+
   double total = stepFlops(graph->step);
   double extra = applyPlan(*graph, plan);
   NamedAttrList summary;
@@ -504,6 +539,10 @@ void KilnRemat::runOnOperation() {
     summary.append("peak", b.getI64IntegerAttr(evaluations[plan].peak));
   summary.append("extra_flops", b.getF64FloatAttr(extra));
   summary.append("step_flops", b.getF64FloatAttr(total));
+  if (traffic) {
+    summary.append("step_kernel_bytes", b.getI64IntegerAttr(traffic->first));
+    summary.append("extra_kernel_bytes", b.getI64IntegerAttr(traffic->second));
+  }
   module->setAttr(kRematAttrName, summary.getDictionary(module.getContext()));
 }
 

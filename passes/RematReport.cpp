@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <map>
 
 namespace mlir::kiln {
@@ -35,6 +36,29 @@ std::string overhead(DictionaryAttr remat) {
   return llvm::formatv("+{0:F1}%", share).str();
 }
 
+/// "+52.44 GiB", "-3.10 MiB": traffic a plan adds, in GiB from 1 GiB.
+std::string signedBytes(int64_t bytes) {
+  double magnitude = std::abs(double(bytes));
+  bool gib = magnitude >= double(1ull << 30);
+  return llvm::formatv("{0}{1:F2} {2}", bytes < 0 ? "-" : "+",
+                       magnitude / double(gib ? 1ull << 30 : 1ull << 20),
+                       gib ? "GiB" : "MiB")
+      .str();
+}
+
+/// ", +52.44 GiB (+29.4%) of its kernels' memory traffic" when kiln.remat
+/// records the traffic (a plan other than none, compiled by kilnc).
+std::string trafficOverhead(DictionaryAttr remat) {
+  auto extra = remat.getAs<IntegerAttr>("extra_kernel_bytes");
+  auto total = remat.getAs<IntegerAttr>("step_kernel_bytes");
+  if (!extra || !total || total.getInt() <= 0)
+    return "";
+  double share = 100.0 * double(extra.getInt()) / double(total.getInt());
+  return llvm::formatv(", {0} ({1}{2:F1}%) of its kernels' memory traffic",
+                       signedBytes(extra.getInt()), share < 0 ? "" : "+", share)
+      .str();
+}
+
 struct LineCost {
   int64_t kept = 0, recomputed = 0;
   double extraFlops = 0;
@@ -53,7 +77,8 @@ std::string rematSummary(ModuleOp module) {
   std::string text = "remat: " +
                      remat.getAs<StringAttr>("mode").getValue().str() + ", " +
                      remat.getAs<StringAttr>("plan").getValue().str() +
-                     "; recompute " + overhead(remat) + " of the step's FLOPs";
+                     "; recompute " + overhead(remat) + " of the step's FLOPs" +
+                     trafficOverhead(remat);
   if (auto budget = remat.getAs<IntegerAttr>("budget"); budget && budget.getInt() > 0)
     text += "; budget " + formatMiB(budget.getInt());
   return text + "\n";
@@ -66,13 +91,19 @@ std::string rematSweepTable(ModuleOp module) {
     return "";
   double total = remat.getAs<FloatAttr>("step_flops").getValueAsDouble();
   std::string text = "memory budget sweep (planned peak, recompute as a "
-                     "share of the step's FLOPs, plan):\n";
+                     "share of the step's FLOPs, the kernels' memory traffic "
+                     "it adds, plan):\n";
+  // The traffic with nothing recomputed (overrides too) is what rows add to.
+  auto noneAttr = remat.getAs<IntegerAttr>("step_kernel_bytes");
+  int64_t none = noneAttr ? noneAttr.getInt() : 0;
   for (Attribute row : rows) {
     auto dict = cast<DictionaryAttr>(row);
     double extra = dict.getAs<FloatAttr>("extra_flops").getValueAsDouble();
-    text += llvm::formatv("  {0,12}  +{1,5:F1}%  {2}\n",
+    int64_t traffic = dict.getAs<IntegerAttr>("kernel_bytes").getInt() - none;
+    text += llvm::formatv("  {0,12}  +{1,5:F1}%  {2,12}  {3}\n",
                           formatMiB(dict.getAs<IntegerAttr>("peak").getInt()),
                           total > 0 ? 100.0 * extra / total : 0.0,
+                          signedBytes(traffic),
                           dict.getAs<StringAttr>("plan").getValue())
                 .str();
   }

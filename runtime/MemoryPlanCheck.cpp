@@ -21,9 +21,9 @@
 //   4. overlaps: any two storage buffers sharing a byte must never be live
 //      at once (programs run one after another on one timeline, step, update,
 //      then eval: schema::timelineRank; so an activation never conflicts
-//      with another program's), except the in-place case: identical byte ranges, one
-//      buffer's last entry is the other's first, and that entry calls an
-//      elementwise kernel with both (Kernel.elementwise). The message names
+//      with another program's), except the in-place case: identical byte ranges and element
+//      counts, one buffer's last entry is the other's first, and that entry
+//      calls a kernel that writes in place (Kernel.in_place) with both. The message names
 //      both buffers, their bytes and their live ranges.
 //
 //===----------------------------------------------------------------------===//
@@ -277,6 +277,7 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
   auto inPlace = [&](uint32_t a, uint32_t b) {
     const Range &ra = ranges[a], &rb = ranges[b];
     if (infos[a].offset != infos[b].offset || infos[a].bytes != infos[b].bytes ||
+        infos[a].elements != infos[b].elements ||
         ra.untilProgram >= 0 || rb.untilProgram >= 0 || ra.program != rb.program)
       return false;
     int64_t e;
@@ -289,7 +290,7 @@ Status checkMemoryPlan(const schema::Artifact &artifact,
     const schema::Step &step =
         *programs->Get(ra.program)->schedule()->Get(static_cast<uint32_t>(e));
     const schema::KernelCall *call = step.op_as_KernelCall();
-    if (!call || !artifact.kernels()->Get(call->kernel())->elementwise())
+    if (!call || !artifact.kernels()->Get(call->kernel())->in_place())
       return false;
     bool hasA = false, hasB = false;
     forEachTouched(step, [&](uint32_t x) {

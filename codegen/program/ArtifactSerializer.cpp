@@ -43,7 +43,7 @@ std::string serializeArtifact(const StepProgram &program,
     kernelOffsets.push_back(schema::CreateKernelDirect(
         fbb, kernel.entry.c_str(), kernel.source.c_str(),
         kernel.location.c_str(), kernel.ops.c_str(), &kernelArgs[i],
-        kernel.elementwise, kernel.grid ? &launch : nullptr));
+        kernel.inPlace, kernel.grid ? &launch : nullptr));
   }
 
   std::vector<flatbuffers::Offset<schema::Buffer>> bufferOffsets;

@@ -16,9 +16,11 @@
 //     state, inputs, loss, metrics, norms, lr, step, constants, completion
 //     counters) is persistent, and so is an activation or workspace touched
 //     by no program or by more than one.
-//  3. In-place reuse: an output of an elementwise kernel (Kernel.elementwise:
-//     element i of each output reads only element i of each input) takes the
-//     storage of an input of the same byte size whose last use is that call.
+//  3. In-place reuse: an output of a kernel that writes in place
+//     (Kernel.in_place: element i of each output is written after the last
+//     read of element i of each input with as many elements; elementwise
+//     kernels, the cross-entropy gradient) takes the storage of an input of
+//     the same element count and byte size whose last use is that call.
 //     The two become one slot living from the input's first use to the
 //     output's last; chains (x -> y -> z) form one slot. Gradients living
 //     from step to update take part in none.
@@ -194,14 +196,14 @@ MemoryPlan planArena(const StepProgram &program) {
   }
   const Timeline timeline(programs);
 
-  // 3. In-place reuse inside elementwise kernels.
+  // 3. In-place reuse inside kernels that write in place.
   std::vector<uint32_t> slotOf(n);
   std::iota(slotOf.begin(), slotOf.end(), 0);
   std::vector<bool> donated(n, false);
   for (size_t p = 0; p < programs.size(); ++p)
     for (size_t e = 0; e < programs[p].schedule.size(); ++e) {
       const StepAccess &call = access[p][e];
-      if (!call.elementwise)
+      if (!call.inPlace)
         continue;
       for (size_t j = call.numInputs; j < call.buffers.size(); ++j) {
         uint32_t out = storage[call.buffers[j]];
@@ -214,7 +216,8 @@ MemoryPlan planArena(const StepProgram &program) {
           const LiveRange &inRange = plan.ranges[in];
           if (in == out || donated[in] || inRange.persistent() ||
               inRange.spansPrograms() || inRange.last != static_cast<int64_t>(e) ||
-              bytes[in] != bytes[out])
+              bytes[in] != bytes[out] ||
+              program.elementsOf(in) != program.elementsOf(out))
             continue;
           donated[in] = true;
           plan.sharesWith[out] = static_cast<int32_t>(in);

@@ -23,12 +23,15 @@ uint32_t StepProgram::storageOf(uint32_t index) const {
   return index;
 }
 
+int64_t StepProgram::elementsOf(uint32_t index) const {
+  int64_t elements = 1;
+  for (int64_t d : buffers[index].shape)
+    elements *= d;
+  return elements;
+}
+
 int64_t StepProgram::bytesOf(uint32_t index) const {
-  const PlannedBuffer &buffer = buffers[index];
-  int64_t bytes = schema::dtypeBytes(buffer.dtype);
-  for (int64_t d : buffer.shape)
-    bytes *= d;
-  return bytes;
+  return schema::dtypeBytes(buffers[index].dtype) * elementsOf(index);
 }
 
 bool StepProgram::isTransient(schema::BufferRole role) {
@@ -63,7 +66,7 @@ StepAccess StepProgram::accessOf(const PlannedStep &step) const {
   if (step.cudnnAttention && step.cudnnAttention->workspace >= 0)
     access.buffers.push_back(
         static_cast<uint32_t>(step.cudnnAttention->workspace));
-  access.elementwise = !step.collective && kernels[step.kernel].elementwise;
+  access.inPlace = !step.collective && kernels[step.kernel].inPlace;
   return access;
 }
 

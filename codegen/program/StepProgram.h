@@ -53,7 +53,7 @@ struct EmittedKernel {
   std::string source;   // C++ or CUDA source, compiled after the prelude
   std::string location; // "file:line:col" of the first op it implements
   std::string ops;      // the kiln ops it implements ("kiln.gelu")
-  bool elementwise = false; // Kernel.elementwise (see isElementwiseGroup)
+  bool inPlace = false; // Kernel.in_place (see writesInPlace)
   // CUDA only (Kernel.launch; grid 0 on the CPU): blocks, threads per
   // block, dynamic shared bytes of every call.
   uint32_t grid = 0, block = 0, sharedBytes = 0;
@@ -156,7 +156,8 @@ struct PlannedProgram {
 struct StepAccess {
   std::vector<uint32_t> buffers;
   size_t numInputs = 0;
-  bool elementwise = false; // a kernel whose output i reads only input i
+  bool inPlace = false; // a kernel that writes output element i after reading
+                        // element i of its inputs (Kernel.in_place)
 };
 
 struct StepProgram {
@@ -167,7 +168,8 @@ struct StepProgram {
 
   // The buffer that owns `index`'s storage (follows alias_of).
   uint32_t storageOf(uint32_t index) const;
-  // Bytes of a buffer's tensor.
+  // Elements and bytes of a buffer's tensor.
+  int64_t elementsOf(uint32_t index) const;
   int64_t bytesOf(uint32_t index) const;
   // Whether a buffer's storage lives only while one program runs
   // (activations and kernel scratch) rather than through every program.

@@ -20,7 +20,7 @@ namespace kiln::schema {
 // 3: programs ("step" run grad_accum times, "update", "eval") instead of one
 //    schedule; optimizer/metric roles; TrainConfig grad_accum, clip, settings.
 // 4: the static memory plan (Buffer.offset, Artifact.arena_bytes and
-//    memory_plan, Kernel.elementwise), GemmCall.tf32 and bf16 GEMM operands,
+//    memory_plan, Kernel.elementwise, since renamed in_place), GemmCall.tf32 and bf16 GEMM operands,
 //    Buffer.logical_shape (padded dims), CUDA kernels (Kernel.launch,
 //    Artifact.archs).
 // 5: GemmCall.epilogue, bias, aux (a GEMM may read a bias / gelu input and

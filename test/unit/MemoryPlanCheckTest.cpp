@@ -2,7 +2,7 @@
 //
 // Hand-built plans (explicit Buffer.offset values) against the checker of
 // runtime/MemoryPlanCheck.cpp: overlapping live buffers are rejected with
-// both names, the in-place hand-over of an elementwise kernel is accepted
+// both names, the in-place hand-over of a kernel that writes in place is accepted
 // and nothing looser is, offsets out of bounds or misaligned are rejected,
 // and the arena places every buffer at its offset.
 //
@@ -24,12 +24,12 @@ using ::testing::HasSubstr;
 constexpr int64_t kAlign = schema::kArenaAlignment;
 
 // "step": a = fill(); b = f(a); loss = sum(b), with three activations of
-// 64 f32 (256 bytes) and `f` elementwise or not. Every buffer gets an
+// 64 f32 (256 bytes) and `f` writing in place or not. Every buffer gets an
 // explicit offset: loss at 0, activations from 256 on (one each unless a
 // test moves them). "update" is empty.
 struct ThreeStep {
   ArtifactSpec spec;
-  ThreeStep(bool elementwise) {
+  ThreeStep(bool inPlace) {
     spec = minimalArtifact(); // buffer 0: loss, kernel 0 writes it
     spec.buffers[0].offset = 0;
     for (int i = 0; i < 3; ++i) {
@@ -41,7 +41,7 @@ struct ThreeStep {
     }
     spec.kernels.push_back({"k_fill", "x", "t.kiln:1:1", "kiln.iota"});
     spec.kernels.push_back({"k_f", "x", "t.kiln:2:1", "kiln.exp"});
-    spec.kernels.back().elementwise = elementwise;
+    spec.kernels.back().inPlace = inPlace;
     spec.kernels.push_back({"k_sum", "x", "t.kiln:3:1", "kiln.sum"});
     StepSpec fill, f, sum;
     fill.kernel = 1;
@@ -61,14 +61,14 @@ Status load(const ArtifactSpec &spec) {
 }
 
 TEST(MemoryPlanCheckTest, AcceptsDisjointBuffers) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   Status status = load(t.spec);
   EXPECT_TRUE(status.ok()) << status.message();
 }
 
 TEST(MemoryPlanCheckTest, RejectsOverlappingLiveBuffersNamingBoth) {
-  // b = f(a) with f not elementwise: a and b are both live at entry 1.
-  ThreeStep t(/*elementwise=*/false);
+  // b = f(a) with f not writing in place: a and b are both live at entry 1.
+  ThreeStep t(/*inPlace=*/false);
   t.spec.buffers[2].offset = kAlign; // b on top of a
   Status status = load(t.spec);
   ASSERT_FALSE(status.ok());
@@ -82,7 +82,7 @@ TEST(MemoryPlanCheckTest, RejectsOverlappingLiveBuffersNamingBoth) {
 
 TEST(MemoryPlanCheckTest, RejectsPartialOverlap) {
   // Half of b on top of a: 128 bytes shared.
-  ThreeStep t(/*elementwise=*/true);
+  ThreeStep t(/*inPlace=*/true);
   t.spec.buffers[2].shape = {96}; // 384 bytes
   t.spec.kernels[2].args = std::vector<schema::KernelArg>{
       {schema::DType_F32, 64}, {schema::DType_F32, 96}};
@@ -95,17 +95,30 @@ TEST(MemoryPlanCheckTest, RejectsPartialOverlap) {
   EXPECT_THAT(status.message(), HasSubstr("share arena bytes"));
 }
 
-TEST(MemoryPlanCheckTest, AcceptsInPlaceInElementwiseKernel) {
-  // b = f(a), f elementwise, a's last use is that call: b may take a's bytes.
-  ThreeStep t(/*elementwise=*/true);
+TEST(MemoryPlanCheckTest, AcceptsInPlaceInKernelThatWritesInPlace) {
+  // b = f(a), f writing in place, a's last use is that call: b may take a's bytes.
+  ThreeStep t(/*inPlace=*/true);
   t.spec.buffers[2].offset = kAlign;
   Status status = load(t.spec);
   EXPECT_TRUE(status.ok()) << status.message();
 }
 
+TEST(MemoryPlanCheckTest, RejectsInPlaceBetweenDifferentElementCounts) {
+  // b as 128 bf16: a's 256 bytes, but element i of b is not where element i
+  // of a was, so no kernel's in-place promise covers the sharing.
+  ThreeStep t(/*inPlace=*/true);
+  t.spec.buffers[2].offset = kAlign;
+  t.spec.buffers[2].dtype = schema::DType_BF16;
+  t.spec.buffers[2].shape = {128};
+  Status status = load(t.spec);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("buffer 1 ('a'"), HasSubstr("buffer 2 ('b'")));
+}
+
 TEST(MemoryPlanCheckTest, RejectsInPlaceWhenTheInputIsReadLater) {
   // The same sharing, but a is read again after f: f destroyed it.
-  ThreeStep t(/*elementwise=*/true);
+  ThreeStep t(/*inPlace=*/true);
   t.spec.buffers[2].offset = kAlign;
   StepSpec reread;
   reread.kernel = 3;
@@ -121,14 +134,14 @@ TEST(MemoryPlanCheckTest, RejectsInPlaceWhenTheInputIsReadLater) {
 TEST(MemoryPlanCheckTest, RejectsOverlapWithPersistentBuffer) {
   // c is never touched, so it is persistent: no activation may use its
   // bytes, though nothing reads c while a is live.
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   t.spec.buffers[3].offset = kAlign; // c on top of a
   Status status = load(t.spec);
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("buffer 3 ('c'"), HasSubstr("live persistent")));
   // The loss is persistent too, although its one write comes after a dies.
-  ThreeStep u(/*elementwise=*/false);
+  ThreeStep u(/*inPlace=*/false);
   u.spec.buffers[0].offset = kAlign; // the loss inside a's bytes
   status = load(u.spec);
   ASSERT_FALSE(status.ok());
@@ -137,7 +150,7 @@ TEST(MemoryPlanCheckTest, RejectsOverlapWithPersistentBuffer) {
 
 TEST(MemoryPlanCheckTest, AcceptsReuseAcrossDisjointLiveRanges) {
   // c is written at entry 3 after a died at entry 1: it may reuse a's bytes.
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   StepSpec fillC;
   fillC.kernel = 1;
   fillC.buffers = {3};
@@ -164,7 +177,7 @@ TEST(MemoryPlanCheckTest, AcceptsReuseAcrossDisjointLiveRanges) {
 // bytes, as the planner's workspace region puts them: entry 3 uses x, entry
 // 4 uses y; `twice` makes entry 4 use x too.
 ArtifactSpec withWorkspaces(bool twice) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   for (const char *name : {"x", "y"}) {
     BufferSpec b;
     b.name = name;
@@ -210,7 +223,7 @@ TEST(MemoryPlanCheckTest, RejectsWorkspaceOverlappingALiveActivation) {
 }
 
 TEST(MemoryPlanCheckTest, RejectsOffsetOutOfBounds) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   t.spec.buffers[3].offset = 4 * kAlign; // ends at 5 * 256 > arena
   Status status = load(t.spec);
   ASSERT_FALSE(status.ok());
@@ -220,7 +233,7 @@ TEST(MemoryPlanCheckTest, RejectsOffsetOutOfBounds) {
 }
 
 TEST(MemoryPlanCheckTest, RejectsMisalignedAndNegativeOffsets) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   t.spec.buffers[1].offset = kAlign + 4;
   Status status = load(t.spec);
   ASSERT_FALSE(status.ok());
@@ -234,7 +247,7 @@ TEST(MemoryPlanCheckTest, RejectsMisalignedAndNegativeOffsets) {
 }
 
 TEST(MemoryPlanCheckTest, RejectsViewWithItsOwnOffset) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   BufferSpec view;
   view.name = "a_view";
   view.shape = {8, 8};
@@ -251,7 +264,7 @@ TEST(MemoryPlanCheckTest, RejectsViewWithItsOwnOffset) {
 TEST(MemoryPlanCheckTest, ViewsExtendTheirStorageLiveRange) {
   // a is read through a view at entry 2, after b took a's bytes in place at
   // entry 1: a is still live, so the sharing is rejected.
-  ThreeStep t(/*elementwise=*/true);
+  ThreeStep t(/*inPlace=*/true);
   BufferSpec view;
   view.name = "a_view";
   view.shape = {8, 8};
@@ -275,7 +288,7 @@ TEST(MemoryPlanCheckTest, ViewsExtendTheirStorageLiveRange) {
 // of update (schema::livesStepToUpdate), so it may take a's bytes; the
 // offsets are set by each test.
 ArtifactSpec withGradient() {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   BufferSpec g;
   g.name = "g";
   g.role = schema::BufferRole_Gradient;
@@ -350,7 +363,7 @@ TEST(MemoryPlanCheckTest, GradientIsPersistentWithSeveralMicroBatches) {
 }
 
 TEST(MemoryPlanCheckTest, RejectsSummaryThatDoesNotAddUp) {
-  ThreeStep t(/*elementwise=*/false);
+  ThreeStep t(/*inPlace=*/false);
   t.spec.arenaBytes = 8 * kAlign; // the summary says "other" = arena, fine
   EXPECT_TRUE(load(t.spec).ok());
   t.spec.arenaBytes = -1;

@@ -99,7 +99,7 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec) {
     const KernelSpec &k = spec.kernels[i];
     kernels.push_back(schema::CreateKernelDirect(
         fbb, k.entry.c_str(), k.source.c_str(), k.location.c_str(),
-        k.ops.c_str(), &args[i], k.elementwise,
+        k.ops.c_str(), &args[i], k.inPlace,
         k.launch ? &*k.launch : nullptr));
   }
   auto buildStep = [&](const StepSpec &s) {

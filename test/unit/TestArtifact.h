@@ -40,7 +40,7 @@ struct KernelSpec {
   std::string ops;
   // The buffer signature; unset: taken from the kernel's first call.
   std::optional<std::vector<schema::KernelArg>> args;
-  bool elementwise = false; // Kernel.elementwise
+  bool inPlace = false; // Kernel.in_place
   // CUDA kernels: grid, block, shared bytes (unset: no launch field).
   std::optional<schema::KernelLaunch> launch;
 };

@@ -26,6 +26,11 @@ the warp), built with a sanitizer:
     loads and stores) at an address the GPU would fault on, and undefined
     integer arithmetic (a 32-bit index that overflows, an out-of-range shift).
 
+A kernel kilnc marked `// in place` (Kernel.in_place) gets each output on the
+bytes of the first input with as many elements and bytes, as the memory plan
+may place them, so a thread that overwrites an element another still reads is
+reported too.
+
 Races between blocks and the GPU's weaker memory order are not modelled.
 Each kernel is compiled with its prelude (DIR/kernels/prelude.cuh), its
 buffers are sized from its `in:` / `out:` comments and pointer declarations
@@ -68,7 +73,7 @@ def elements(shape):
 
 def parse_kernel(path):
     """(entry, grid, block, shared bytes, [(bytes an element, elements, fill)], source
-    without its prelude include).
+    without its prelude include, {output: the input it is placed over}).
 
     Buffers come from the kernel's `in:` / `out:` comments, in order, and its
     declarations of its pointers
@@ -81,15 +86,17 @@ def parse_kernel(path):
     if not launch or not entry:
         raise ValueError("not a kernel kilnc --target=cuda --dump-phases-to wrote "
                          "(no '// launch:' line or entry point)")
-    found = {}
+    found, inputs = {}, set()
     # The `in:` / `out:` comments list the buffers in order (a multi-tensor
     # kernel picks its pointers from a segment table, declaring none).
-    for index, (shape, element) in enumerate(
-            re.findall(r"^//   (?:in|out): +tensor<((?:\d+x)*)(\w+)>$", text, re.M)):
+    for index, (kind, shape, element) in enumerate(
+            re.findall(r"^//   (in|out): +tensor<((?:\d+x)*)(\w+)>$", text, re.M)):
         if element not in ELEMENTS:
             raise ValueError(f"buffers[{index}] holds {element}, which this check does not fill")
         size, fill = ELEMENTS[element]
         found[index] = (size, elements(shape), fill)
+        if kind == "in":
+            inputs.add(index)
     # A copy between buffers (a DMA-like step): source and destination alike.
     copy = re.search(r"^// copy of \[([\d, ]*)\] ([a-z_0-9 ]+)$", text, re.M)
     if copy and copy.group(2) in C_TYPES:
@@ -105,9 +112,19 @@ def parse_kernel(path):
     if sorted(found) != list(range(len(found))) or not used <= set(found) or not found:
         raise ValueError(f"cannot size every buffer the kernel reads "
                          f"(declared {sorted(found)}, read {sorted(used)})")
+    # In place: each output over the first input (not yet taken) of its
+    # element count and element bytes, as codegen/program/MemoryPlan.cpp's
+    # step 3 picks when that input dies at the call.
+    over = {}
+    if re.search(r"^// in place: ", text, re.M):
+        for out in sorted(set(found) - inputs):
+            for i in sorted(inputs - set(over.values())):
+                if found[i][:2] == found[out][:2]:
+                    over[out] = i
+                    break
     source = text.replace('#include "prelude.cuh"\n', "")
     return (entry.group(1), int(launch.group(1)), int(launch.group(2)), int(launch.group(3)),
-            [found[i] for i in range(len(found))], source)
+            [found[i] for i in range(len(found))], source, over)
 
 
 # What each tool defines before the emulation, and compiles with.
@@ -119,16 +136,19 @@ TOOLS = {
 
 def runner(index, path, blocks, int_value):
     """The kernel's source and a C++ function kiln_run_<index>() running it, with its entry."""
-    entry, grid, block, shared, buffers, source = parse_kernel(path)
+    entry, grid, block, shared, buffers, source, over = parse_kernel(path)
     if sum(size * n for size, n, _ in buffers) > 4 << 30:
         raise ValueError("over 4 GiB of buffers; dump the model at smaller shapes")
     chosen = sorted({b % grid for b in blocks})
     sizes = ", ".join(f"{{{size}ull, {n}ull, '{fill}'}}" for size, n, fill in buffers)
+    in_place = "".join(f"  free(pointers[{o}]);\n  pointers[{o}] = pointers[{i}]; // in place\n"
+                       for o, i in over.items())
+    owned = ", ".join(str(i) for i in range(len(buffers)) if i not in over)
     return entry, source + f"""
 static void kiln_run_{index}() {{
   const KilnBufferSpec spec[] = {{{sizes}}};
   std::vector<void *> pointers = kiln_buffers(spec, sizeof spec / sizeof spec[0], {int_value}, {index});
-#ifdef KILN_MEMCHECK
+{in_place}#ifdef KILN_MEMCHECK
   kiln_emulated_dynamic_shared = {shared} ? static_cast<unsigned char *>(aligned_alloc(256, {shared})) : nullptr;
 #endif
   for (unsigned int b : {{{", ".join(f"{b}u" for b in chosen)}}})
@@ -136,8 +156,8 @@ static void kiln_run_{index}() {{
 #ifdef KILN_MEMCHECK
   free(kiln_emulated_dynamic_shared);
 #endif
-  for (void *p : pointers)
-    free(p);
+  for (int i : {{{owned}}})
+    free(pointers[i]);
   std::printf("ran blocks {", ".join(map(str, chosen))} of {grid}\\n");
 }}
 """

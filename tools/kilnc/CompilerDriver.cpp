@@ -227,6 +227,8 @@ LogicalResult dumpKernels(const std::vector<EmittedKernel> &kernels, StringRef d
       text += llvm::formatv("// launch: grid {0}, block {1}, shared bytes {2}\n", kernel.grid, kernel.block,
                             kernel.sharedBytes)
                   .str();
+    if (kernel.inPlace)
+      text += "// in place: an output may take the bytes of an input with as many elements and bytes\n";
     if (!kernel.note.empty())
       text += "// " + kernel.note + "\n";
     text += "#include \"" + prelude + "\"\n";

@@ -2,7 +2,7 @@
 //
 // codegen/program (MemoryPlan.cpp, StepProgram.cpp) on hand-written step
 // programs: the persistent region first and never shared, best fit over
-// live ranges, in-place reuse only when the kernel is elementwise, the sizes
+// live ranges, in-place reuse only when the kernel writes in place, the sizes
 // match and the input dies at that call, views extending their storage's
 // range, the peak and its tensors; what a GEMM entry reads and writes; which
 // collectives may overlap the entries after them.
@@ -37,11 +37,11 @@ PlannedBuffer activation(const std::string &name, int64_t bytes) {
   return buffer(name, schema::BufferRole_Activation, bytes);
 }
 
-// A kernel call of an elementwise kernel (kernels[1]) or not (kernels[0]).
+// A kernel call of a kernel that writes in place (kernels[1]) or not (kernels[0]).
 PlannedStep call(std::vector<uint32_t> buffers, size_t numInputs,
-                 bool elementwise = false) {
+                 bool inPlace = false) {
   PlannedStep step;
-  step.kernel = elementwise ? 1 : 0;
+  step.kernel = inPlace ? 1 : 0;
   step.buffers = std::move(buffers);
   step.numInputs = numInputs;
   step.location = "m.kiln:1:1";
@@ -55,7 +55,7 @@ StepProgram planned(std::vector<PlannedBuffer> buffers,
   program.buffers = std::move(buffers);
   program.programs = std::move(programs);
   program.kernels.resize(2);
-  program.kernels[1].elementwise = true;
+  program.kernels[1].inPlace = true;
   program.planMemory();
   return program;
 }
@@ -179,8 +179,8 @@ TEST(MemoryPlanTest, DisjointLivesShareAndBestFitTakesTheSmallestGap) {
   EXPECT_EQ(plan.peakTensors, (std::vector<uint32_t>{0, 2, 1}));
 }
 
-TEST(MemoryPlanTest, InPlaceOnlyInElementwiseKernelsWhenTheInputDies) {
-  // x = f(); y = g(x) elementwise; z = h(y) not elementwise; w = k(z) with
+TEST(MemoryPlanTest, InPlaceOnlyInKernelsThatWriteInPlaceWhenTheInputDies) {
+  // x = f(); y = g(x) in place; z = h(y) not in place; w = k(z) with
   // z read again later.
   std::vector<PlannedBuffer> buffers = {
       activation("x", 1024), activation("y", 1024), activation("z", 1024),
@@ -193,7 +193,7 @@ TEST(MemoryPlanTest, InPlaceOnlyInElementwiseKernelsWhenTheInputDies) {
   const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.sharesWith[1], 0); // y over x
   EXPECT_EQ(plan.offsets[1], plan.offsets[0]);
-  EXPECT_EQ(plan.sharesWith[2], -1); // h is not elementwise
+  EXPECT_EQ(plan.sharesWith[2], -1); // h does not write in place
   EXPECT_NE(plan.offsets[2], plan.offsets[1]);
   EXPECT_EQ(plan.sharesWith[3], -1); // z is read after k
   EXPECT_NE(plan.offsets[3], plan.offsets[2]);
@@ -209,6 +209,28 @@ TEST(MemoryPlanTest, InPlaceNeedsTheSameByteSize) {
   const MemoryPlan &plan = program.memory;
   EXPECT_EQ(plan.sharesWith[1], -1);
   EXPECT_NE(plan.offsets[1], plan.offsets[0]);
+}
+
+TEST(MemoryPlanTest, InPlaceNeedsTheSameElementCount) {
+  // y [256] f32 and x [512] bf16: 1024 bytes each, but element i of y is
+  // not where element i of x was (a cross-entropy gradient's targets and its
+  // one-class gradient would be such a pair).
+  std::vector<PlannedBuffer> buffers = {activation("x", 1024), activation("y", 1024),
+                                        buffer("loss", schema::BufferRole_Loss, 4, -1)};
+  buffers[0].dtype = schema::DType_BF16;
+  buffers[0].shape = {512};
+  buffers[1].dtype = schema::DType_F32;
+  buffers[1].shape = {256};
+  std::vector<PlannedProgram> programs = {
+      {"step", {call({0}, 0), call({0, 1}, 1, true), call({1, 2}, 1)}}};
+  StepProgram program = planned(buffers, programs);
+  EXPECT_EQ(program.memory.sharesWith[1], -1);
+  EXPECT_NE(program.memory.offsets[1], program.memory.offsets[0]);
+  // With as many elements (bf16 both), y takes x's bytes.
+  buffers[1].dtype = schema::DType_BF16;
+  buffers[1].shape = {512};
+  program = planned(buffers, programs);
+  EXPECT_EQ(program.memory.sharesWith[1], 0);
 }
 
 TEST(MemoryPlanTest, ViewsExtendTheirStorageAndPersistentIsNeverShared) {
@@ -303,7 +325,7 @@ TEST(StepProgramTest, GemmEntryReadsItsOperandsAndWritesItsEpilogueOutputs) {
   StepAccess access = program.accessOf(gemm);
   EXPECT_EQ(access.buffers, (std::vector<uint32_t>{0, 1, 3, 2, 4}));
   EXPECT_EQ(access.numInputs, 3u);
-  EXPECT_FALSE(access.elementwise);
+  EXPECT_FALSE(access.inPlace);
   g.accumulate = true, g.aux = -1, g.bias = -1;
   access = program.accessOf(gemm);
   EXPECT_EQ(access.buffers, (std::vector<uint32_t>{0, 1, 2, 2}));
