@@ -287,6 +287,16 @@ private:
                     StringAttr::get(matmul->getContext(), text));
   }
 
+  // The first op of `ops` in block order (null for none): of several gelus
+  // of one sum, the forward's, not a copy remat put in the backward.
+  static Operation *firstOf(ArrayRef<Operation *> ops) {
+    Operation *first = ops.empty() ? nullptr : ops.front();
+    for (Operation *op : ops)
+      if (op->isBeforeInBlock(first))
+        first = op;
+    return first;
+  }
+
   // The last op of `ops` in block order.
   static Operation *lastOf(ArrayRef<Operation *> ops) {
     Operation *last = ops.front();
@@ -363,10 +373,9 @@ private:
       group.epilogue = {other.getDefiningOp(), add};
       // + gelu of the sum, when the sum is needed by nothing earlier.
       Value s = add.getResult();
-      auto geluUsers = llvm::make_filter_range(
-          s.getUsers(), [](Operation *u) { return isa<GeluOp>(u); });
-      if (!geluUsers.empty()) {
-        Operation *g = *geluUsers.begin();
+      SmallVector<Operation *> geluUsers(llvm::make_filter_range(
+          s.getUsers(), [](Operation *u) { return isa<GeluOp>(u); }));
+      if (Operation *g = firstOf(geluUsers)) {
         SmallVector<Operation *> trial{matmul, other.getDefiningOp(), add, g};
         bool needsAux = llvm::any_of(
             s.getUsers(), [&](Operation *u) { return u != g; });
@@ -486,18 +495,19 @@ private:
     ConvertOp geluIn;
     GeluOp gelu;
     ConvertOp geluOut;
-    for (Operation *user : store.getResult().getUsers()) {
-      auto g = dyn_cast<ConvertOp>(user);
-      if (!g || !isF32(g.getResult()))
-        continue;
-      for (Operation *u : g.getResult().getUsers())
-        if (auto candidate = dyn_cast<GeluOp>(u)) {
-          geluIn = g;
-          gelu = candidate;
-          break;
-        }
-      if (gelu)
-        break;
+    // The forward's widening and gelu, the first of each in block order.
+    SmallVector<Operation *> widenings, gelus;
+    for (Operation *user : store.getResult().getUsers())
+      if (auto g = dyn_cast<ConvertOp>(user);
+          g && isF32(g.getResult()) &&
+          llvm::any_of(g.getResult().getUsers(), llvm::IsaPred<GeluOp>))
+        widenings.push_back(g);
+    if (Operation *g = firstOf(widenings)) {
+      geluIn = cast<ConvertOp>(g);
+      for (Operation *u : g->getUsers())
+        if (isa<GeluOp>(u))
+          gelus.push_back(u);
+      gelu = cast<GeluOp>(firstOf(gelus));
     }
     if (gelu) {
       geluOut = soleConvert(gelu.getResult(), /*toF32=*/false);

@@ -19,7 +19,12 @@
 //     keep it: pointwise keeps GEMM and attention outputs, selective keeps
 //     GEMM outputs, full keeps nothing; every tier keeps the values other
 //     instances or unblocked ops read (the residual stream between blocks),
-//     so recompute never crosses a block boundary.
+//     so recompute never crosses a block boundary. Pointwise and selective
+//     also keep a value whose recompute would read kept values that nothing
+//     else reads (its chain's own GEMM outputs: a projection before its bias
+//     add or RoPE) when those are at least its bytes: keeping it lets them
+//     die in the forward, so recomputing it would save no byte and cost a
+//     pass over both (and, for a bias add, the GEMM's epilogue).
 //  3. Applying a plan: walk the backward ops in order; each operand that is
 //     a recomputed value is replaced by a clone of its producer inserted
 //     just before the first backward op that reads it, the producer's own
@@ -233,7 +238,53 @@ struct StepGraph {
 double applyPlan(const StepGraph &graph, int plan) {
   // Decided once per value, from the forward uses only (clones add uses).
   llvm::DenseMap<Value, bool> decided;
-  auto decide = [&](Value value) {
+  std::function<bool(Value)> decide;
+  auto isRecomputed = [&](Value value) {
+    auto [it, fresh] = decided.try_emplace(value, false);
+    if (fresh) {
+      bool recompute = decide(value);
+      decided[value] = recompute; // `it` may have moved meanwhile
+      return recompute;
+    }
+    return it->second;
+  };
+  Block &body = graph.step.getBody().front();
+  // Step 2's exception: whether the kept values `value`'s recompute would
+  // read and nothing else reads hold at least its bytes. Its chain is the
+  // ops recomputed to make it; every chain value must be read by the chain
+  // (or `value`'s op) alone, else keeping `value` frees nothing.
+  auto cheaperToKeep = [&](Value value) {
+    Operation *root = value.getDefiningOp();
+    llvm::SetVector<Operation *> chain;
+    llvm::SetVector<Value> leaves;
+    SmallVector<Operation *> work = {root};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+      getUsedValuesDefinedAbove(op->getRegions(), used);
+      for (Value operand : used) {
+        if (!isRecomputed(operand))
+          leaves.insert(operand);
+        else if (chain.insert(operand.getDefiningOp()))
+          work.push_back(operand.getDefiningOp());
+      }
+    }
+    auto readOnlyByChain = [&](Value v) {
+      return llvm::all_of(v.getUsers(), [&](Operation *user) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        return top == root || chain.contains(top);
+      });
+    };
+    for (Operation *op : chain)
+      if (!llvm::all_of(op->getResults(), readOnlyByChain))
+        return false;
+    int64_t freed = 0;
+    for (Value leaf : leaves)
+      if (leaf.getDefiningOp() && readOnlyByChain(leaf))
+        freed += tensorBytes(leaf);
+    return freed > 0 && freed >= tensorBytes(value);
+  };
+  decide = [&](Value value) -> bool {
     Operation *def = value.getDefiningOp();
     auto it = def ? graph.instanceOf.find(def) : graph.instanceOf.end();
     if (it == graph.instanceOf.end())
@@ -245,7 +296,7 @@ double applyPlan(const StepGraph &graph, int plan) {
     // Block outputs stay: values other instances or unblocked forward ops
     // read.
     for (Operation *user : value.getUsers()) {
-      Operation *top = graph.step.getBody().front().findAncestorOpInBlock(*user);
+      Operation *top = body.findAncestorOpInBlock(*user);
       if (!top || !graph.forward.count(top))
         continue;
       auto userIt = graph.instanceOf.find(top);
@@ -256,13 +307,7 @@ double applyPlan(const StepGraph &graph, int plan) {
       return false;
     if (tier == Tier::Selective && isa<MatmulOp>(def))
       return false;
-    return true;
-  };
-  auto isRecomputed = [&](Value value) {
-    auto [it, fresh] = decided.try_emplace(value, false);
-    if (fresh)
-      it->second = decide(value);
-    return it->second;
+    return tier == Tier::Full || !cheaperToKeep(value);
   };
 
   double extraFlops = 0;

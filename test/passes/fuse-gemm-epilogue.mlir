@@ -25,6 +25,32 @@ func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
 
 // -----
 
+// Tests that the forward's gelu joins the GEMM when remat recomputed another
+// gelu of the same sum in the backward (parsed last, it is the sum's first
+// user): the fused gelu is the one that runs first, and the copy reads the
+// kernel's aux output like gelu_grad.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm (%arg0, %arg1, %arg2)
+// CHECK: %[[S:.*]] = kiln.add
+// CHECK-NEXT: %[[G:.*]] = kiln.gelu %[[S]]
+// CHECK-NEXT: kiln.yield %[[S]], %[[G]]
+// CHECK: %[[D:.*]] = kiln.gelu_grad %[[F]]#0, %arg3
+// CHECK-NEXT: %[[G2:.*]] = kiln.gelu %[[F]]#0 {kiln.recompute}
+// CHECK-NEXT: kiln.mul %[[G2]], %[[D]]
+func.func @step(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
+                %dy: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %bb = kiln.broadcast %b dims = [2] : tensor<16xf32> -> tensor<2x4x16xf32>
+  %s = kiln.add %p, %bb : tensor<2x4x16xf32>
+  %g = kiln.gelu %s : tensor<2x4x16xf32>
+  %d = kiln.gelu_grad %s, %dy : tensor<2x4x16xf32>
+  %g2 = kiln.gelu %s {kiln.recompute} : tensor<2x4x16xf32>
+  %m = kiln.mul %g2, %d : tensor<2x4x16xf32>
+  return %g, %m : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
 // Tests that the bias may be the add's first operand, and that without a
 // gelu the kernel is matmul + bias only, yielding just the sum.
 // CHECK-LABEL: func.func @step
@@ -185,6 +211,37 @@ func.func @step(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32
   %gb = kiln.convert %g : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
   %d = kiln.gelu_grad %gi, %dy : tensor<2x4x16xf32>
   return %gb, %d : tensor<2x4x16xbf16>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests the same in bf16: remat's copy of the widening and the gelu (parsed
+// last: the rounded sum's and the widening's first users) stays outside, and
+// the forward's join the GEMM.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm
+// CHECK: %[[G:.*]] = kiln.gelu
+// CHECK: kiln.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[GI:.*]] = kiln.convert %[[F]]#0 : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+// CHECK: kiln.gelu_grad %[[GI]], %arg3
+// CHECK-NEXT: %[[GI2:.*]] = kiln.convert %[[F]]#0 {kiln.recompute}
+// CHECK-NEXT: kiln.gelu %[[GI2]] {kiln.recompute}
+func.func @step(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>,
+                %dy: tensor<2x4x16xf32>) -> (tensor<2x4x16xbf16>, tensor<2x4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<2x4x8xbf16>, tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+  %bb = kiln.broadcast %b dims = [2] : tensor<16xf32> -> tensor<2x4x16xf32>
+  %pw = kiln.convert %p : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %s = kiln.add %pw, %bb : tensor<2x4x16xf32>
+  %sb = kiln.convert %s : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %gi = kiln.convert %sb : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %g = kiln.gelu %gi : tensor<2x4x16xf32>
+  %gb = kiln.convert %g : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %d = kiln.gelu_grad %gi, %dy : tensor<2x4x16xf32>
+  %gi2 = kiln.convert %sb {kiln.recompute} : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %g2 = kiln.gelu %gi2 {kiln.recompute} : tensor<2x4x16xf32>
+  %m = kiln.mul %g2, %d : tensor<2x4x16xf32>
+  return %gb, %m : tensor<2x4x16xbf16>, tensor<2x4x16xf32>
 }
 
 // -----

@@ -172,3 +172,56 @@ module {
 // FULL-NEXT: %[[WB2:.*]] = kiln.convert %arg1 {kiln.recompute} :
 // FULL-NEXT: kiln.matmul %[[D1]], %[[WB2]] {transpose_rhs = true}
 // AUTO-LABEL: plan = "Block.0-1 none"
+
+// -----
+
+// Tests that pointwise and selective keep a value whose recompute would read
+// kept values nothing else reads, when those hold at least its bytes: %q's
+// GEMM output %p (a projection before its bias add or RoPE) dies in the
+// forward once %q is kept, so recomputing %q would save no byte and cost a
+// pass over both. %wide, the f32 copy of a bf16 GEMM output, is recomputed:
+// the bf16 product kept for it is half its bytes. Full recomputes both from
+// the block's inputs.
+#e0 = loc(callsite("m.kiln":3:7 at "Proj.0"("m.kiln":9:5)))
+module {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %xb: tensor<4x8xbf16> {kiln.role = #kiln.role<input>, kiln.name = "xb"},
+                  %w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"},
+                  %v: tensor<8x8xbf16> {kiln.role = #kiln.role<param>, kiln.name = "v"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<8x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
+    %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc(#e0)
+    %q = kiln.exp %p : tensor<4x8xf32> loc(#e0)
+    %r = kiln.matmul %xb, %v : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16> loc(#e0)
+    %wide = kiln.convert %r : tensor<4x8xbf16> -> tensor<4x8xf32> loc(#e0)
+    %o = kiln.add %q, %wide : tensor<4x8xf32> loc(#e0)
+    %l = kiln.reduce_sum %o dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %d1 = kiln.mul %wide, %seed : tensor<4x8xf32>
+    %d2 = kiln.matmul %q, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %d3 = kiln.matmul %d1, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %dw = kiln.add %d2, %d3 : tensor<8x8xf32>
+    return %l, %dw : tensor<f32>, tensor<8x8xf32>
+  }
+}
+
+// POINTWISE-LABEL: plan = "Proj.0 pointwise"
+// POINTWISE: %[[P:.*]] = kiln.matmul %arg0, %arg2 :
+// POINTWISE-NEXT: %[[Q:.*]] = kiln.exp %[[P]] :
+// POINTWISE-NEXT: %[[R:.*]] = kiln.matmul %arg1, %arg3 :
+// POINTWISE: %[[SEED:.*]] = kiln.constant
+// POINTWISE-NEXT: %[[WIDE:.*]] = kiln.convert %[[R]] {kiln.recompute} :
+// POINTWISE-NEXT: %[[D1:.*]] = kiln.mul %[[WIDE]], %[[SEED]]
+// POINTWISE-NEXT: kiln.matmul %[[Q]], %[[SEED]] {transpose_lhs = true}
+// POINTWISE-NOT: kiln.exp {{.*}}kiln.recompute
+// SELECTIVE-LABEL: plan = "Proj.0 selective"
+// SELECTIVE: %[[SEED:.*]] = kiln.constant
+// SELECTIVE-NEXT: kiln.convert %{{.*}} {kiln.recompute} :
+// SELECTIVE-NOT: kiln.exp {{.*}}kiln.recompute
+// FULL-LABEL: plan = "Proj.0 full"
+// FULL: %[[SEED:.*]] = kiln.constant
+// FULL-NEXT: %[[R2:.*]] = kiln.matmul %arg1, %arg3 {kiln.recompute} :
+// FULL-NEXT: kiln.convert %[[R2]] {kiln.recompute} :
+// FULL: %[[P2:.*]] = kiln.matmul %arg0, %arg2 {kiln.recompute} :
+// FULL-NEXT: kiln.exp %[[P2]] {kiln.recompute} :
+// AUTO-LABEL: plan = "Proj.0 none"
