@@ -334,14 +334,17 @@ private:
     AddOp add;
     GeluOp gelu;
     GeluGradOp geluGrad;
+    SmallVector<Operation *> gelus; // the forward's first (firstOf)
     for (Operation *user : p.getUsers()) {
       if (auto a = dyn_cast<AddOp>(user); a && !add)
         add = a;
-      if (auto g = dyn_cast<GeluOp>(user); g && !gelu)
-        gelu = g;
+      if (isa<GeluOp>(user))
+        gelus.push_back(user);
       if (auto g = dyn_cast<GeluGradOp>(user); g && !geluGrad && g.getGrad() == p)
         geluGrad = g;
     }
+    if (Operation *g = firstOf(gelus))
+      gelu = cast<GeluOp>(g);
     Operation *consumer = add      ? add.getOperation()
                           : gelu   ? gelu.getOperation()
                                    : geluGrad.getOperation();

@@ -236,7 +236,8 @@ struct StepGraph {
 /// Applies plan `plan` to the @step of `graph` (step 3); returns the FLOPs
 /// of the recomputed ops.
 double applyPlan(const StepGraph &graph, int plan) {
-  // Decided once per value, from the forward uses only (clones add uses).
+  // Decided once per value, when the backward walk (or a clone's operands)
+  // first asks; the answer does not change as clones add uses.
   llvm::DenseMap<Value, bool> decided;
   std::function<bool(Value)> decide;
   auto isRecomputed = [&](Value value) {
@@ -252,9 +253,14 @@ double applyPlan(const StepGraph &graph, int plan) {
   // Step 2's exception: whether the kept values `value`'s recompute would
   // read and nothing else reads hold at least its bytes. Its chain is the
   // ops recomputed to make it; every chain value must be read by the chain
-  // (or `value`'s op) alone, else keeping `value` frees nothing.
+  // (or `value`'s op) alone, else keeping `value` frees nothing. Only
+  // activations count as freed: constants are stored once (splats not at
+  // all), arguments always. An op of several results is left to step 2:
+  // each result would count the same leaves.
   auto cheaperToKeep = [&](Value value) {
     Operation *root = value.getDefiningOp();
+    if (root->getNumResults() != 1)
+      return false;
     llvm::SetVector<Operation *> chain;
     llvm::SetVector<Value> leaves;
     SmallVector<Operation *> work = {root};
@@ -279,9 +285,11 @@ double applyPlan(const StepGraph &graph, int plan) {
       if (!llvm::all_of(op->getResults(), readOnlyByChain))
         return false;
     int64_t freed = 0;
-    for (Value leaf : leaves)
-      if (leaf.getDefiningOp() && readOnlyByChain(leaf))
+    for (Value leaf : leaves) {
+      Operation *def = leaf.getDefiningOp();
+      if (def && !def->hasTrait<OpTrait::ConstantLike>() && readOnlyByChain(leaf))
         freed += tensorBytes(leaf);
+    }
     return freed > 0 && freed >= tensorBytes(value);
   };
   decide = [&](Value value) -> bool {

@@ -89,6 +89,25 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %dy: tensor<4x16xf32>
 
 // -----
 
+// Tests the same with remat's copy of the gelu in the backward (parsed last:
+// the product's first user): the forward's gelu is the epilogue.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]]:2 = kiln.fusion gemm (%arg0, %arg1)
+// CHECK: kiln.yield
+// CHECK: %[[D:.*]] = kiln.gelu_grad %[[F]]#0
+// CHECK-NEXT: kiln.gelu %[[F]]#0 {kiln.recompute}
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %dy: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %p = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %g = kiln.gelu %p : tensor<4x16xf32>
+  %d = kiln.gelu_grad %p, %dy : tensor<4x16xf32>
+  %g2 = kiln.gelu %p {kiln.recompute} : tensor<4x16xf32>
+  %m = kiln.mul %g2, %d : tensor<4x16xf32>
+  return %g, %m : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
 // Tests the backward of a linear layer with GELU: the GEMM producing the
 // incoming gradient takes gelu_grad (DGELU, the forward's gelu input read as
 // the aux input) and the bias gradient, the sum of the result over the rows

@@ -225,3 +225,37 @@ module {
 // FULL: %[[P2:.*]] = kiln.matmul %arg0, %arg2 {kiln.recompute} :
 // FULL-NEXT: kiln.exp %[[P2]] {kiln.recompute} :
 // AUTO-LABEL: plan = "Proj.0 none"
+
+// -----
+
+// Tests that a constant is not a kept value recomputing would keep alive:
+// %v = exp(%h) * 2 reads the constant and %h, which the backward reads
+// itself, so keeping %v frees nothing and pointwise recomputes it (a splat
+// is a literal in its kernel; other constants are stored once).
+#f0 = loc(callsite("m.kiln":3:7 at "Scale.0"("m.kiln":9:5)))
+module {
+  func.func @step(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "x"},
+                  %w: tensor<8x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "w"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<8x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "w"}) {
+    %h = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc(#f0)
+    %e = kiln.exp %h : tensor<4x8xf32> loc(#f0)
+    %c = kiln.constant dense<2.000000e+00> : tensor<4x8xf32> loc(#f0)
+    %v = kiln.mul %e, %c : tensor<4x8xf32> loc(#f0)
+    %o = kiln.add %v, %x : tensor<4x8xf32> loc(#f0)
+    %l = kiln.reduce_sum %o dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %d1 = kiln.matmul %v, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %d2 = kiln.matmul %h, %seed {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+    %dw = kiln.add %d1, %d2 : tensor<8x8xf32>
+    return %l, %dw : tensor<f32>, tensor<8x8xf32>
+  }
+}
+
+// POINTWISE-LABEL: plan = "Scale.0 pointwise"
+// POINTWISE: %[[H:.*]] = kiln.matmul %arg0, %arg1 :
+// POINTWISE: %[[SEED:.*]] = kiln.constant dense<1.000000e+00>
+// POINTWISE-NEXT: %[[E2:.*]] = kiln.exp %[[H]] {kiln.recompute}
+// POINTWISE-NEXT: %[[V2:.*]] = kiln.mul %[[E2]], %{{.*}} {kiln.recompute}
+// POINTWISE-NEXT: kiln.matmul %[[V2]], %[[SEED]] {transpose_lhs = true}
+// SELECTIVE-LABEL: plan = "Scale.0 selective"

@@ -113,7 +113,8 @@ TEST(MemoryPlanCheckTest, RejectsInPlaceBetweenDifferentElementCounts) {
   Status status = load(t.spec);
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.message(),
-              AllOf(HasSubstr("buffer 1 ('a'"), HasSubstr("buffer 2 ('b'")));
+              AllOf(HasSubstr("buffer 1 ('a'"), HasSubstr("buffer 2 ('b'"),
+                    HasSubstr("share arena bytes while both are live")));
 }
 
 TEST(MemoryPlanCheckTest, RejectsInPlaceWhenTheInputIsReadLater) {

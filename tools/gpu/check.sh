@@ -36,8 +36,9 @@
 # model's --check-grads); tiny-fp32, tiny-tf32, tiny-bf16 (tiny_gpt against
 # the CPU references: initial bytes, losses, gradient norms, validation
 # loss); graph-eager (graph replay against eager launches, bit for bit, and
-# two runs bit for bit); remat-bits (tiny_gpt fp32 under remat = full against
-# no recompute, bit for bit); attention-fp32, attention-bf16, tsp (against
+# two runs bit for bit); remat-bits (tiny_gpt fp32 under remat = full and
+# pointwise against no recompute, bit for bit: pointwise recomputes the gelu
+# the forward computed in cuBLASLt's GEMM epilogue with Kiln's own kernel); attention-fp32, attention-bf16, tsp (against
 # the CPU references); nccl (data parallelism over one rank through NCCL, bit
 # for bit the model without a mesh); memory (kilnc's planned peak against the
 # device memory measured while training); gpt2 (GPT-2 124M bf16 tokens/s
@@ -151,12 +152,16 @@ pack() {
     "$kilnc" "$(model_of tiny-bf16)" $tiny_defines -D 'mesh=[data = 1]' -D zero=$zero \
       --target=cuda -o "$dir/artifacts/nccl-zero$zero.kart" > "$dir/plans/nccl-zero$zero.txt"
   done
-  # The tiny fp32 model recomputing every block (the step remat-bits).
+  # The tiny fp32 model recomputing every block, and its pointwise ops only
+  # (the step remat-bits).
   local fp32_defines
   fp32_defines=$(grep "^tiny-fp32|" "$dir/cases.txt" | cut -d'|' -f2)
   # shellcheck disable=SC2086  # a list of flags
   "$kilnc" "$(model_of tiny-fp32)" $fp32_defines --remat=full --target=cuda \
     -o "$dir/artifacts/tiny-fp32-remat.kart" > "$dir/plans/tiny-fp32-remat.txt"
+  # shellcheck disable=SC2086
+  "$kilnc" "$(model_of tiny-fp32)" $fp32_defines --remat=pointwise --target=cuda \
+    -o "$dir/artifacts/tiny-fp32-pointwise.kart" > "$dir/plans/tiny-fp32-pointwise.txt"
   cp "$here/compare_metrics.py" "$dir/"
   if [ "$size" = gpu ]; then
     (cd "$root" && COMPILE_ONLY=1 ARTIFACTS="$dir/artifacts" KILNC="$kilnc" \
@@ -378,6 +383,12 @@ remat_bits() {
   python3 "$dir/compare_metrics.py" "$out_tmp/none.jsonl" "$out_tmp/full.jsonl" \
     loss=0 grad_norm=0 update_norm=0
   echo "remat = full: bit-identical to no recompute"
+  # shellcheck disable=SC2086
+  "$kiln_run" "$dir/artifacts/tiny-fp32-pointwise.kart" $run_args \
+    --metrics "$out_tmp/pointwise.jsonl" --quiet
+  python3 "$dir/compare_metrics.py" "$out_tmp/none.jsonl" "$out_tmp/pointwise.jsonl" \
+    loss=0 grad_norm=0 update_norm=0
+  echo "remat = pointwise: bit-identical to no recompute"
 }
 
 sanitizer() {
