@@ -66,11 +66,10 @@ FailureOr<CpuKernel> emitPointwiseGroup(const KernelGroup &group) {
   for (const std::string &store : body->stores)
     w.line(store);
   w.close();
-  CpuKernel kernel = w.finish();
   // Broadcasts, iota and causal masks compute other indices than i; without
-  // them every load and store of the loop above is element i.
-  kernel.inPlace = isElementwiseGroup(group);
-  return kernel;
+  // them every load and store of the loop above is element i
+  // (isElementwiseGroup).
+  return w.finish();
 }
 
 // A row op with pointwise ops before it (prologue: computed per row at the
@@ -251,9 +250,7 @@ FailureOr<CpuKernel> CpuKernelEmitter::emit(const KernelGroup &group) {
   if (failed(w.declareBuffers()) ||
       failed(emitBespokeCpuKernel(group.ops.front(), w)))
     return failure();
-  CpuKernel kernel = w.finish();
-  kernel.inPlace = writesInPlace(group); // the cross-entropy gradient
-  return kernel;
+  return w.finish();
 }
 
 FailureOr<CpuKernel> CpuKernelEmitter::emitCopy(RankedTensorType type) {

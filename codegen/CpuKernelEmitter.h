@@ -49,10 +49,6 @@ struct CpuKernel {
   std::string entry;  // k_<op names>_<hash of the source>
   std::string source; // the kernel's C++ source (compiled after the prelude)
   std::string ops;    // the kiln ops it implements, comma separated
-  // Output element i is written after the last read of element i of each
-  // input with as many elements (Kernel.in_place: the memory plan may then
-  // give an output the storage of such an input that dies here).
-  bool inPlace = false;
   // Scratch buffers the kernel takes after its outputs (KernelSourceWriter::
   // scratch); the artifact writer gives each call planned buffers for them.
   std::vector<KernelScratch> scratch;
@@ -66,7 +62,8 @@ struct CpuKernel {
 // it.
 bool isElementwiseGroup(const KernelGroup &group);
 
-// True when both targets' kernels of `group` write element i of each output
+// True when both targets' kernels of `group` (KernelTable asks once, for
+// either target) write element i of each output
 // only after their last read of element i of every input with as many
 // elements (Kernel.in_place): an elementwise group, or a lone
 // kiln.cross_entropy_grad of more than one class. That kernel reads a row's

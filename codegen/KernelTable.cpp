@@ -76,7 +76,7 @@ FailureOr<EmittedKernel> KernelTable::emitGroup(const KernelGroup &group) const 
   FailureOr<CpuKernel> k = CpuKernelEmitter::emit(group);
   if (failed(k))
     return failure();
-  EmittedKernel kernel{k->entry, k->source, "", k->ops, k->inPlace};
+  EmittedKernel kernel{k->entry, k->source, "", k->ops, writesInPlace(group)};
   kernel.scratch = k->scratch;
   return kernel;
 }

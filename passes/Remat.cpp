@@ -236,6 +236,12 @@ struct StepGraph {
 /// Applies plan `plan` to the @step of `graph` (step 3); returns the FLOPs
 /// of the recomputed ops.
 double applyPlan(const StepGraph &graph, int plan) {
+  // The values `op` reads: its operands and those its regions use.
+  auto readValues = [](Operation *op) {
+    llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), used);
+    return used;
+  };
   // Decided once per value, when the backward walk (or a clone's operands)
   // first asks; the answer does not change as clones add uses.
   llvm::DenseMap<Value, bool> decided;
@@ -266,9 +272,7 @@ double applyPlan(const StepGraph &graph, int plan) {
     SmallVector<Operation *> work = {root};
     while (!work.empty()) {
       Operation *op = work.pop_back_val();
-      llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
-      getUsedValuesDefinedAbove(op->getRegions(), used);
-      for (Value operand : used) {
+      for (Value operand : readValues(op)) {
         if (!isRecomputed(operand))
           leaves.insert(operand);
         else if (chain.insert(operand.getDefiningOp()))
@@ -327,10 +331,8 @@ double applyPlan(const StepGraph &graph, int plan) {
     if (Value copy = recomputed.lookup(value))
       return copy;
     Operation *def = value.getDefiningOp();
-    llvm::SetVector<Value> used(def->operand_begin(), def->operand_end());
-    getUsedValuesDefinedAbove(def->getRegions(), used);
     IRMapping mapping;
-    for (Value operand : used)
+    for (Value operand : readValues(def))
       if (isRecomputed(operand))
         mapping.map(operand, materialize(operand, before));
     builder.setInsertionPoint(before);
