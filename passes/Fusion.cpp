@@ -65,7 +65,11 @@
 //     and G's outputs are no more bytes than the inputs G was the last to
 //     read (which now die at E: the memory live in between does not grow).
 //     SwiGLU's backward: dh * silu(a) and dh * b * silu'(a), two GEMMs
-//     apart, read dh and a once.
+//     apart, read dh and a once. A joint group tries the groups before E in
+//     turn: with remat, the recomputed product silu(a) * b (the weight
+//     gradient's GEMM reads it) joins both halves, which alone are the last
+//     to read a and b (their forward readers come before), so a and b are
+//     read once in the backward.
 //  2f. Whole-tensor sums of arguments only (the global norm's sum of each
 //     gradient's squares) share multi-tensor kernels.
 //  3. Each refused candidate gets `kiln.not_fused = "into <op> at <loc>:
@@ -614,9 +618,12 @@ private:
                   !kernelOf(def)->isBeforeInBlock(place)))
         return false;
       shared = shared || inputs.contains(v);
+      // Read by no op after the joint kernel (the forward's readers of a
+      // value the backward reads again come before it).
       bool lastReader = llvm::all_of(v.getUsers(), [&](Operation *user) {
         Operation *top = block.findAncestorOpInBlock(*user);
-        return later.members.contains(top) || earlier.members.contains(top);
+        return later.members.contains(top) || earlier.members.contains(top) ||
+               top->isBeforeInBlock(place);
       });
       if (lastReader && !isa<BlockArgument>(v))
         diesEarlier += tensorBytes(v);
@@ -668,7 +675,11 @@ private:
             }
           }
         merge(earlier, later);
-        break;
+        // The joint group may join a sibling earlier still: SwiGLU's two
+        // backward halves together, not either alone, are the last to read
+        // a and b, which remat's recomputed product silu(a) * b reads too.
+        later = earlier;
+        laterInputs = inputsOf(*later);
       }
     }
   }

@@ -214,6 +214,44 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %u: tensor<8x8xf32>)
 
 // -----
 
+// Tests that a group step 2e has joined tries the groups before it in turn,
+// as in remat's SwiGLU backward: the recomputed product a * b (read by the
+// weight gradient's GEMM), dp * a and, a GEMM later, dp * b + a become one
+// kernel at the product. dp * a alone cannot join the product (dp and a are
+// read after it), the two halves together can: they are the last to read
+// a and b (their forward reader comes before) and write fewer bytes.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[A:.*]] = kiln.matmul %arg0, %arg1
+// CHECK: %[[B:.*]] = kiln.matmul %arg0, %arg2
+// CHECK: %[[P:.*]] = kiln.mul %[[A]], %[[B]]
+// CHECK: %[[DP:.*]] = kiln.matmul %arg4, %arg3
+// CHECK: %[[F:.*]]:3 = kiln.fusion pointwise (%[[A]], %[[B]], %[[DP]])
+// CHECK-COUNT-3: kiln.mul
+// CHECK: kiln.add
+// CHECK: kiln.yield
+// CHECK: kiln.matmul %[[F]]#0, %arg4
+// CHECK: kiln.matmul %[[F]]#1, %arg2
+// CHECK-NOT: kiln.mul
+// CHECK: return
+func.func @step(%x: tensor<4x8xf32>, %w1: tensor<8x8xf32>, %w3: tensor<8x8xf32>,
+                %w2: tensor<8x8xf32>, %g: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %b = kiln.matmul %x, %w3 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %p = kiln.mul %a, %b : tensor<4x8xf32>
+  %y = kiln.matmul %p, %w2 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %dp = kiln.matmul %g, %w2 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %pr = kiln.mul %a, %b : tensor<4x8xf32>
+  %dw2 = kiln.matmul %pr, %g {transpose_lhs = true} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  %db = kiln.mul %dp, %a : tensor<4x8xf32>
+  %dx = kiln.matmul %db, %w3 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %t = kiln.mul %dp, %b : tensor<4x8xf32>
+  %da = kiln.add %t, %a : tensor<4x8xf32>
+  return %y, %dw2, %dx, %da : tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that step 2e leaves a sibling alone when a buffer it reads is made
 // by a kernel placed after the first sibling's: k1 * k1 and its add with m
 // form one kernel at the add, so a + k1 cannot move up to a * a.
