@@ -1,7 +1,8 @@
 //===- Fusion.cpp - Groups of kiln ops that become one kernel -------------===//
 //
-// Steps 1 and 1d (recompute in the reader) are in FusionRecompute.cpp; the
-// predicates saying what can be fused are in FusableOps.h.
+// Steps 1 and 1d (recompute in the reader) are in FusionRecompute.cpp, step
+// 4 in FusionMaterialize.cpp; the predicates saying what can be fused are in
+// FusableOps.h.
 //
 // Algorithm, for each of @step, @update and @eval (single-block bodies):
 //  1. Cheap producers (splat constants, iota, broadcasts) read by several
@@ -88,6 +89,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FusableOps.h"
+#include "passes/FusionMaterialize.h"
 #include "passes/FusionRecompute.h"
 #include "passes/FusionReport.h"
 #include "passes/Passes.h"
@@ -188,7 +190,8 @@ public:
     gatherArgumentSums();
     for (auto &group : groups)
       if (group->ops.size() >= 2)
-        materialize(*group);
+        materializeFusion(group->ops, group->members, group->rowOp,
+                          kindOf(group->kind));
     eraseDeadSplats();
   }
 
@@ -709,85 +712,6 @@ private:
         dead.push_back(&op);
     for (Operation *op : dead)
       op->erase();
-  }
-
-  // 4. The group as a kiln.fusion at its last member. A splat constant the
-  // group reads from outside is cloned in front of its first reader inside
-  // (a literal in the kernel) instead of becoming a buffer operand.
-  // Only element-wise readers take one (a broadcast or row op reads
-  // buffers; optimizer kernels hold updates only).
-  void materialize(Group &group) {
-    for (size_t i = 0; i < group.ops.size(); ++i) {
-      Operation *op = group.ops[i];
-      if (group.kind == GroupKind::Optimizer || op == group.rowOp ||
-          !isPointwise(op) || isa<BroadcastOp>(op))
-        continue;
-      for (OpOperand &use : op->getOpOperands()) {
-        Operation *def = use.get().getDefiningOp();
-        if (!def || group.members.contains(def) || !isSplatConstant(def))
-          continue;
-        OpBuilder builder(op);
-        Operation *literal = builder.clone(*def);
-        use.set(literal->getResult(0));
-        group.ops.insert(group.ops.begin() + i, literal);
-        group.members.insert(literal);
-        ++i; // `op` moved one slot on
-      }
-    }
-    llvm::SetVector<Value> inputs;
-    SmallVector<Value> outputs;
-    SmallVector<Location> locs;
-    for (Operation *op : group.ops) {
-      locs.push_back(op->getLoc());
-      for (Value v : op->getOperands()) {
-        Operation *def = v.getDefiningOp();
-        if (!def || !group.members.contains(def))
-          inputs.insert(v);
-      }
-    }
-    for (Operation *op : group.ops)
-      for (Value r : op->getResults()) {
-        bool readOutside = llvm::any_of(r.getUsers(), [&](Operation *user) {
-          return !group.members.contains(user);
-        });
-        // A row op's results are written, except a norm's row output that
-        // only its epilogue reads: the kernels apply the epilogue to each
-        // element in a register (RowOpInterface::hasElementEpilogue), so a
-        // block's fp32 y or dx never reaches memory.
-        bool elementOnly = op == group.rowOp && r == op->getResult(0) &&
-                           hasElementEpilogue(op);
-        bool writtenByKernel =
-            (!isPointwise(op) && !elementOnly) ||
-            (group.rowOp && llvm::is_contained(group.rowOp->getOperands(), r));
-        if (readOutside || writtenByKernel)
-          outputs.push_back(r);
-      }
-
-    MLIRContext *ctx = block.getParentOp()->getContext();
-    OpBuilder builder(ctx);
-    builder.setInsertionPointAfter(group.ops.back());
-    SmallVector<Type> resultTypes;
-    for (Value v : outputs)
-      resultTypes.push_back(v.getType());
-    auto fusion = builder.create<FusionOp>(
-        FusedLoc::get(ctx, locs), resultTypes, inputs.getArrayRef(),
-        kindOf(group.kind));
-    Block *body = new Block();
-    fusion.getBody().push_back(body);
-    for (Value v : inputs)
-      body->addArgument(v.getType(), v.getLoc());
-    for (Operation *op : group.ops)
-      op->moveBefore(body, body->end());
-    for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
-      Value(input).replaceUsesWithIf(arg, [&](OpOperand &use) {
-        return fusion->isProperAncestor(use.getOwner());
-      });
-    builder.setInsertionPointToEnd(body);
-    builder.create<YieldOp>(fusion.getLoc(), outputs);
-    for (auto [v, result] : llvm::zip(outputs, fusion.getResults()))
-      v.replaceUsesWithIf(result, [&](OpOperand &use) {
-        return !fusion->isProperAncestor(use.getOwner());
-      });
   }
 
   func::FuncOp func;
