@@ -9,11 +9,16 @@
 //     depend on; every other op is backward. A forward op belongs to the
 //     block instance named by the outermost NameLoc call site of its
 //     location ("Block.3"); instances are numbered in program order. A
-//     bf16 copy of an argument (mixed precision rounds each parameter once,
-//     at the top of @step, at the parameter's own location) belongs to the
-//     instance whose forward alone reads it: recomputing it costs a pass over
-//     the parameter, and keeping it holds the copy from the step's start to
-//     the block's backward (Llama-3 1.2B: 1.8 GiB of them at the peak).
+//     value made from arguments alone by gathers and pointwise ops outside
+//     blocks belongs to the instance whose forward alone reads it (directly
+//     or through such values): a bf16 copy of a parameter (mixed precision
+//     rounds each once, at the top of @step, at the parameter's own
+//     location: recomputing it costs a pass over the parameter, keeping it
+//     holds the copy from the step's start to the block's backward; Llama-3
+//     1.2B: 1.8 GiB of them at the peak), and the token (and position)
+//     embedding that is the first block's input (a gather from the
+//     parameters and token ids, kept otherwise from the step's start to its
+//     end: 256 MiB of fp32 for Llama-3 1.2B at [16, 2048]).
 //  2. A plan gives each instance a tier (none < pointwise < selective <
 //     full). A forward value is recomputed when its instance's tier does not
 //     keep it: pointwise keeps GEMM and attention outputs, selective keeps
@@ -148,16 +153,27 @@ struct StepGraph {
         graph.instances.push_back(instance.str());
       graph.instanceOf[&op] = it->second;
     }
-    // A parameter's bf16 copy (mixed precision converts it once, at the top
-    // of @step; fusion's argument copies) belongs to the instance whose
-    // forward alone reads it.
+    // Values made from arguments alone by unblocked gathers and pointwise
+    // ops (a parameter's bf16 copy, which mixed precision rounds once at the
+    // top of @step; the token and position embeddings that are the first
+    // block's input) belong to the instance whose forward alone reads them,
+    // directly or through such values. Decided last reader first.
+    llvm::SetVector<Operation *> fromArguments;
     for (Operation &op : body) {
       if (!graph.forward.count(&op) || graph.instanceOf.count(&op) ||
-          !fusion::isArgumentCopy(&op, body))
+          op.getNumRegions() != 0 || op.getNumResults() != 1 ||
+          !(isa<EmbeddingOp>(op) || fusion::isPointwise(&op)))
         continue;
+      if (llvm::all_of(op.getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return def ? fromArguments.contains(def) : v.getParentBlock() == &body;
+          }))
+        fromArguments.insert(&op);
+    }
+    for (Operation *op : llvm::reverse(fromArguments)) {
       llvm::SmallDenseSet<unsigned, 2> readers;
       bool unblocked = false;
-      for (Operation *user : op.getUsers()) {
+      for (Operation *user : op->getUsers()) {
         Operation *top = body.findAncestorOpInBlock(*user);
         if (!top || !graph.forward.count(top))
           continue;
@@ -168,7 +184,7 @@ struct StepGraph {
           readers.insert(userIt->second);
       }
       if (!unblocked && readers.size() == 1)
-        graph.instanceOf[&op] = *readers.begin();
+        graph.instanceOf[op] = *readers.begin();
     }
     auto overrides = module->getAttrOfType<DictionaryAttr>(kRematOverridesAttrName);
     for (const std::string &instance : graph.instances) {

@@ -73,8 +73,9 @@ module {
 
 // Tests that plans go block by block in program order: with two instances of
 // a block, selective is the same tier for both, and a value the next block
-// reads (the residual %o0) stays although its block is recomputed; values
-// outside blocks (%e) are never recomputed.
+// reads (the residual %o0) stays although its block is recomputed; a value
+// outside blocks that an op outside blocks reads too (%e) is never
+// recomputed.
 #b0_a = loc(callsite("m.kiln":3:7 at "Block.0"("m.kiln":9:5)))
 #b0_b = loc(callsite("m.kiln":4:7 at "Block.0"("m.kiln":9:5)))
 #b1_a = loc(callsite("m.kiln":3:7 at "Block.1"("m.kiln":9:5)))
@@ -88,7 +89,8 @@ module {
     %o0 = kiln.add %a0, %e : tensor<4x8xf32> loc(#b0_b)
     %a1 = kiln.gelu %o0 : tensor<4x8xf32> loc(#b1_a)
     %o1 = kiln.add %a1, %o0 : tensor<4x8xf32> loc(#b1_b)
-    %l = kiln.reduce_sum %o1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %s = kiln.add %o1, %e : tensor<4x8xf32>
+    %l = kiln.reduce_sum %s dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
     %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
     %d1 = kiln.mul %a1, %seed : tensor<4x8xf32>
     %d0 = kiln.mul %a0, %d1 : tensor<4x8xf32>
@@ -104,7 +106,8 @@ module {
 // SELECTIVE-NEXT: %[[O0:.*]] = kiln.add %[[A0]], %[[E]] :
 // SELECTIVE-NEXT: %[[A1:.*]] = kiln.gelu %[[O0]] :
 // SELECTIVE-NEXT: %[[O1:.*]] = kiln.add %[[A1]], %[[O0]] :
-// SELECTIVE-NEXT: kiln.reduce_sum %[[O1]]
+// SELECTIVE-NEXT: %[[S:.*]] = kiln.add %[[O1]], %[[E]] :
+// SELECTIVE-NEXT: kiln.reduce_sum %[[S]]
 // SELECTIVE-NEXT: %[[SEED:.*]] = kiln.constant
 // SELECTIVE-NEXT: %[[A1R:.*]] = kiln.gelu %[[O0]] {kiln.recompute}
 // SELECTIVE-NEXT: %[[D1:.*]] = kiln.mul %[[A1R]], %[[SEED]]
@@ -113,6 +116,45 @@ module {
 // SELECTIVE-NEXT: kiln.mul %[[D0]], %[[E]]
 // FULL-LABEL: plan = "Block.0-1 full"
 // AUTO-LABEL: plan = "Block.0-1 none"
+
+// -----
+
+// Tests that the first block's input, made outside blocks from arguments
+// alone (the token and position embeddings' sum), belongs to the block that
+// alone reads it: pointwise and full recompute it from the table and the
+// token ids in front of the block's backward, instead of keeping it from
+// the step's start to its end; none keeps it.
+#e_tok = loc("m.kiln":20:5)
+#e_sum = loc("m.kiln":20:9)
+#blk_a = loc(callsite("m.kiln":3:7 at "Layer.0"("m.kiln":21:5)))
+#blk_b = loc(callsite("m.kiln":4:7 at "Layer.0"("m.kiln":21:5)))
+module {
+  func.func @step(%wte: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte"},
+                  %wpe: tensor<4x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wpe"},
+                  %tok: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "wpe"}) {
+    %t = kiln.embedding %wte, %tok : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32> loc(#e_tok)
+    %x = kiln.add %t, %wpe : tensor<4x8xf32> loc(#e_sum)
+    %a = kiln.gelu %x : tensor<4x8xf32> loc(#blk_a)
+    %o = kiln.add %a, %x : tensor<4x8xf32> loc(#blk_b)
+    %l = kiln.reduce_sum %o dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %g = kiln.gelu_grad %x, %seed : tensor<4x8xf32>
+    return %l, %g : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// NONE-LABEL: plan = "Layer.0 none"
+// NONE-NOT: kiln.recompute
+// NONE: return
+// POINTWISE-LABEL: plan = "Layer.0 pointwise"
+// POINTWISE: kiln.constant
+// POINTWISE-NEXT: %[[T:.*]] = kiln.embedding %arg0, %arg2 {kiln.recompute}
+// POINTWISE-NEXT: %[[X:.*]] = kiln.add %[[T]], %arg1 {kiln.recompute}
+// POINTWISE-NEXT: kiln.gelu_grad %[[X]],
+// FULL-LABEL: plan = "Layer.0 full"
+// FULL: kiln.embedding %arg0, %arg2 {kiln.recompute}
 
 // -----
 

@@ -57,7 +57,7 @@ def _variants(prog, launch, tools, env, d, target, art, variants):
     return failures
 
 
-REMAT_MODES = ("none", "full", "selective")
+REMAT_MODES = ("none", "pointwise", "selective", "full")
 
 
 def remat(prog, launch, tools, env, d, target, art):
