@@ -49,8 +49,8 @@
 // read of O per query tile.
 //
 // Scratch is in the memory plan, not in __device__ arrays: the slices are a
-// Workspace argument after the outputs (live during this call only: the
-// arena's workspace region) and the counter a WorkspaceCounter argument
+// Workspace argument after the outputs (live during this call only, on
+// bytes the plan has free then) and the counter a WorkspaceCounter argument
 // (persistent, 4 bytes). The counter is zeroed by the plan, not the kernel:
 // the runtime zeroes the arena once when it allocates it, and
 // kiln_last_block's last block resets the counter to 0 before it returns,
@@ -101,7 +101,7 @@ SharedLayout backwardLayout(const TilePlan &p) {
 namespace {
 
 // Capture-gradient workspaces larger than this are refused (a [blocks,
-// capture elements] array of doubles in the plan's workspace region).
+// capture elements] array of doubles, planned scratch of the call).
 constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 30;
 
 std::string toFloat(const TilePlan &p, const std::string &e) {

@@ -60,11 +60,12 @@ struct MemoryPlan {
   int64_t peakEntry = -1;
   int64_t peakLiveBytes = 0;
   std::vector<uint32_t> peakTensors;
-  // The workspace region (the arena's end): its bytes and the schedule
-  // entry whose Workspace buffers fill it (-1: no workspace).
-  int64_t workspaceRegionBytes = 0;
-  int32_t workspaceProgram = -1;
-  int64_t workspaceEntry = -1;
+  // The call whose Workspace buffers (its scratch, placed among the
+  // activations) add up to the most bytes: those bytes, its program and
+  // schedule entry (-1: no scratch).
+  int64_t largestScratchBytes = 0;
+  int32_t scratchProgram = -1;
+  int64_t scratchEntry = -1;
 };
 
 // The arena of `program`'s buffers over its schedules (the entries'

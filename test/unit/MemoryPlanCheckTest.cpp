@@ -175,7 +175,7 @@ TEST(MemoryPlanCheckTest, AcceptsReuseAcrossDisjointLiveRanges) {
 }
 
 // Two kernel calls' scratch (role Workspace, a [64] f32 each) at the same
-// bytes, as the planner's workspace region puts them: entry 3 uses x, entry
+// bytes, as the planner may place them: entry 3 uses x, entry
 // 4 uses y; `twice` makes entry 4 use x too.
 ArtifactSpec withWorkspaces(bool twice) {
   ThreeStep t(/*inPlace=*/false);

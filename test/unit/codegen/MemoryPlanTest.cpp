@@ -269,17 +269,20 @@ TEST(MemoryPlanTest, ProgramsShareTheActivationRegion) {
   EXPECT_LT(plan.offsets[2], plan.persistentBytes);
 }
 
-TEST(MemoryPlanTest, WorkspacesShareOneRegionSizedByTheLargestCall) {
+TEST(MemoryPlanTest, ScratchTakesBytesFreeDuringItsCall) {
   // a is written at 0 and read at 2; call 1 has scratch w1 (3 units) and w2
-  // (1 unit), call 2 has w3 (2 units); c is a completion counter.
+  // (1 unit), call 2 has w3 (2 units); c is a completion counter; b (8
+  // units) lives at entry 3 alone, the peak.
   std::vector<PlannedBuffer> buffers = {
       activation("a", 2 * kAlign),
       buffer("w1", schema::BufferRole_Workspace, 3 * kAlign - 5, -1),
       buffer("w2", schema::BufferRole_Workspace, 10, -1),
       buffer("w3", schema::BufferRole_Workspace, 2 * kAlign, -1),
-      buffer("c", schema::BufferRole_WorkspaceCounter, 4, -1)};
+      buffer("c", schema::BufferRole_WorkspaceCounter, 4, -1),
+      activation("b", 8 * kAlign)};
   std::vector<PlannedProgram> programs = {
-      {"step", {call({0}, 0), call({0, 1, 2, 4}, 1), call({0, 3}, 1)}}};
+      {"step",
+       {call({0}, 0), call({0, 1, 2, 4}, 1), call({0, 3}, 1), call({5}, 0)}}};
   StepProgram program = planned(buffers, programs);
   const MemoryPlan &plan = program.memory;
   // The counter is persistent (its zero must survive between launches).
@@ -289,29 +292,52 @@ TEST(MemoryPlanTest, WorkspacesShareOneRegionSizedByTheLargestCall) {
   // Scratch lives at its one call.
   EXPECT_EQ(plan.ranges[1].first, 1);
   EXPECT_EQ(plan.ranges[1].last, 1);
-  // The region after the activations: each call's scratch packed from its
-  // start, so w3 reuses w1's bytes.
-  int64_t region = plan.persistentBytes + 2 * kAlign;
-  EXPECT_EQ(plan.offsets[0], plan.persistentBytes);
-  EXPECT_EQ(plan.offsets[1], region);
-  EXPECT_EQ(plan.offsets[2], region + 3 * kAlign);
-  EXPECT_EQ(plan.offsets[3], region);
-  EXPECT_EQ(plan.workspaceRegionBytes, 4 * kAlign);
-  EXPECT_EQ(plan.workspaceProgram, 0);
-  EXPECT_EQ(plan.workspaceEntry, 1);
-  EXPECT_EQ(plan.breakdown.workspace, 4 * kAlign + kAlign);
-  EXPECT_EQ(plan.breakdown.activations, 2 * kAlign);
-  EXPECT_EQ(plan.arenaBytes, kAlign + 2 * kAlign + 4 * kAlign);
+  // Scratch is placed among the activations: never on a (live at its
+  // call), w3 on w1's bytes (other calls), all inside b's bytes (b lives
+  // later), so the arena is the persistent region and b: no region of its
+  // own on top (that was 4 more units).
+  auto overlaps = [&](uint32_t x, uint32_t y) {
+    return plan.offsets[x] < plan.offsets[y] + program.bytesOf(y) &&
+           plan.offsets[y] < plan.offsets[x] + program.bytesOf(x);
+  };
+  EXPECT_FALSE(overlaps(1, 0));
+  EXPECT_FALSE(overlaps(2, 0));
+  EXPECT_FALSE(overlaps(1, 2));
+  EXPECT_FALSE(overlaps(3, 0));
+  EXPECT_EQ(plan.offsets[3], plan.offsets[1]);
+  EXPECT_EQ(plan.arenaBytes, kAlign + 8 * kAlign);
   EXPECT_EQ(plan.breakdown.peak, plan.arenaBytes);
-  // Scratch is not an activation of the peak.
-  for (uint32_t t : plan.peakTensors)
-    EXPECT_EQ(t, 0u);
+  // No scratch is live at the peak: the workspace line is the counter.
+  EXPECT_EQ(plan.breakdown.workspace, kAlign);
+  EXPECT_EQ(plan.breakdown.activations, 8 * kAlign);
+  ASSERT_EQ(plan.peakTensors.size(), 1u);
+  EXPECT_EQ(plan.peakTensors[0], 5u);
+  // The report names the call with the most scratch.
+  EXPECT_EQ(plan.largestScratchBytes, 4 * kAlign);
+  EXPECT_EQ(plan.scratchProgram, 0);
+  EXPECT_EQ(plan.scratchEntry, 1);
   std::string summary = formatMemorySummary(program);
-  EXPECT_NE(summary.find("workspace region 0.00 MiB (1024 bytes), sized by "
+  EXPECT_NE(summary.find("largest kernel scratch 0.00 MiB (1024 bytes), "
                          "'step' entry 1, m.kiln:1:1:"),
             std::string::npos)
       << summary;
   EXPECT_NE(summary.find("w1 (763 bytes)"), std::string::npos) << summary;
+}
+
+TEST(MemoryPlanTest, ScratchLiveAtThePeakCountsAsWorkspace) {
+  // a (2 units) lives across call 1, whose scratch w (3 units) makes the
+  // peak: 5 units, 3 of them workspace.
+  std::vector<PlannedBuffer> buffers = {
+      activation("a", 2 * kAlign),
+      buffer("w", schema::BufferRole_Workspace, 3 * kAlign, -1)};
+  std::vector<PlannedProgram> programs = {
+      {"step", {call({0}, 0), call({0, 1}, 1), call({0}, 1)}}};
+  StepProgram program = planned(buffers, programs);
+  const MemoryPlan &plan = program.memory;
+  EXPECT_EQ(plan.arenaBytes, 5 * kAlign);
+  EXPECT_EQ(plan.breakdown.workspace, 3 * kAlign);
+  EXPECT_EQ(plan.breakdown.activations, 2 * kAlign);
+  EXPECT_EQ(plan.peakEntry, 1);
 }
 
 TEST(StepProgramTest, GemmEntryReadsItsOperandsAndWritesItsEpilogueOutputs) {
