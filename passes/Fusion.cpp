@@ -621,12 +621,13 @@ private:
                   !kernelOf(def)->isBeforeInBlock(place)))
         return false;
       shared = shared || inputs.contains(v);
-      // Read by no op after the joint kernel (the forward's readers of a
-      // value the backward reads again come before it).
+      // Read by no kernel after the joint one (the forward's readers of a
+      // value the backward reads again run before it; a reader in a group
+      // runs where the group's kernel is).
       bool lastReader = llvm::all_of(v.getUsers(), [&](Operation *user) {
         Operation *top = block.findAncestorOpInBlock(*user);
         return later.members.contains(top) || earlier.members.contains(top) ||
-               top->isBeforeInBlock(place);
+               kernelOf(top)->isBeforeInBlock(place);
       });
       if (lastReader && !isa<BlockArgument>(v))
         diesEarlier += tensorBytes(v);

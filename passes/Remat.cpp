@@ -158,11 +158,22 @@ struct StepGraph {
     // top of @step; the token and position embeddings that are the first
     // block's input) belong to the instance whose forward alone reads them,
     // directly or through such values. Decided last reader first.
+    // Under ZeRO-3 a gather from a parameter stays in the forward: recomputed,
+    // it would need the whole table gathered again in the backward
+    // (--kiln-gather-params), or kept whole through it.
+    bool slicedParams = readZeroSharding(module).stage >= 3;
+    auto gathersSlicedParam = [&](Operation &op) {
+      auto gather = dyn_cast<EmbeddingOp>(op);
+      auto table = gather ? dyn_cast<BlockArgument>(gather->getOperand(0)) : nullptr;
+      return slicedParams && table && table.getOwner() == &body &&
+             getArgumentRole(graph.step, table.getArgNumber()) == Role::Param;
+    };
     llvm::SetVector<Operation *> fromArguments;
     for (Operation &op : body) {
       if (!graph.forward.count(&op) || graph.instanceOf.count(&op) ||
           op.getNumRegions() != 0 || op.getNumResults() != 1 ||
-          !(isa<EmbeddingOp>(op) || fusion::isPointwise(&op)))
+          !(isa<EmbeddingOp>(op) || fusion::isPointwise(&op)) ||
+          gathersSlicedParam(op))
         continue;
       if (llvm::all_of(op.getOperands(), [&](Value v) {
             Operation *def = v.getDefiningOp();

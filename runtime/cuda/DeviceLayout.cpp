@@ -45,7 +45,7 @@ Status checkDeviceFits(const DeviceLayout &layout, int64_t extraBytes,
       mib(freeBytes), " free (", mib(total - freeBytes), " short): parameters ",
       mib(layout.parameterBytes), ", gradients ", mib(layout.gradientBytes),
       ", optimizer state ", mib(layout.optimizerBytes), ", activations ",
-      mib(layout.activationBytes), ", inputs/constants/scalars ",
+      mib(layout.activationBytes), ", kernel scratch/inputs/constants/scalars ",
       mib(layout.otherBytes), ", cuBLASLt workspace and launch tables ",
       mib(extraBytes), " (a smaller batch, grad_accum or a memory budget "
       "shrinks activations",

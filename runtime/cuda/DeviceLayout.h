@@ -30,7 +30,8 @@ struct DeviceLayout {
   int64_t arenaBytes = 0;       // end of the last storage owner, aligned
   // arenaBytes by what the buffers hold, so an error says what to shrink.
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0,
-          activationBytes = 0, otherBytes = 0; // other: inputs, constants, scalars
+          activationBytes = 0, otherBytes = 0; // other: kernel scratch live at the
+                                               // peak, inputs, constants, scalars
 };
 
 DeviceLayout deviceLayout(const Artifact &artifact);

@@ -252,6 +252,37 @@ func.func @step(%x: tensor<4x8xf32>, %w1: tensor<8x8xf32>, %w3: tensor<8x8xf32>,
 
 // -----
 
+// Tests that step 2e counts a buffer as dying at the joint kernel only when
+// every other reader's kernel runs before it: v is read by k1, which sits
+// before the first sibling (e = a * a) but is the prologue of a softmax whose
+// kernel runs later. So g1 = a - v and g2 = g1 * v, which write two buffers
+// and would free only a, stay a kernel of their own after the softmax's.
+// CHECK-LABEL: func.func @step
+// CHECK: %[[A:.*]] = kiln.matmul %arg0, %arg1
+// CHECK: %[[V:.*]] = kiln.matmul %arg0, %arg2
+// CHECK: %[[E:.*]] = kiln.mul %[[A]], %[[A]]
+// CHECK: kiln.fusion row
+// CHECK: kiln.softmax
+// CHECK: kiln.fusion pointwise (%[[A]], %[[V]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.sub
+// CHECK-NEXT: kiln.mul
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %u: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = kiln.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %v = kiln.matmul %x, %u : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %k1 = kiln.mul %v, %v : tensor<4x8xf32>
+  %e = kiln.mul %a, %a : tensor<4x8xf32>
+  %q = kiln.matmul %e, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %k2 = kiln.add %k1, %q : tensor<4x8xf32>
+  %r = kiln.softmax %k2 : tensor<4x8xf32>
+  %g1 = kiln.sub %a, %v : tensor<4x8xf32>
+  %g2 = kiln.mul %g1, %v : tensor<4x8xf32>
+  return %r, %g1, %g2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that step 2e leaves a sibling alone when a buffer it reads is made
 // by a kernel placed after the first sibling's: k1 * k1 and its add with m
 // form one kernel at the add, so a + k1 cannot move up to a * a.

@@ -158,6 +158,35 @@ module {
 
 // -----
 
+// Tests that under ZeRO-3 the gather from a parameter stays in the forward:
+// recomputed, it would need the table gathered whole again in the backward
+// (--kiln-gather-params runs after remat), for a 256 MiB input of Llama-3's
+// first block against a 1 GiB table.
+#z_tok = loc("m.kiln":30:5)
+#z_a = loc(callsite("m.kiln":3:7 at "Sharded.0"("m.kiln":31:5)))
+#z_b = loc(callsite("m.kiln":4:7 at "Sharded.0"("m.kiln":31:5)))
+module attributes {kiln.mesh = {data = 2 : i64}, kiln.train = #kiln.train<
+    batch = 1, seq = 1, zero = 3>} {
+  func.func @step(%wte: tensor<16x8xf32> {kiln.role = #kiln.role<param>, kiln.name = "wte"},
+                  %tok: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+          tensor<4x8xf32> {kiln.role = #kiln.role<grad>, kiln.name = "x"}) {
+    %x = kiln.embedding %wte, %tok : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32> loc(#z_tok)
+    %a = kiln.gelu %x : tensor<4x8xf32> loc(#z_a)
+    %o = kiln.add %a, %x : tensor<4x8xf32> loc(#z_b)
+    %l = kiln.reduce_sum %o dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %seed = kiln.constant dense<1.000000e+00> : tensor<4x8xf32>
+    %g = kiln.gelu_grad %x, %seed : tensor<4x8xf32>
+    return %l, %g : tensor<f32>, tensor<4x8xf32>
+  }
+}
+
+// FULL-LABEL: plan = "Sharded.0 full"
+// FULL-NOT: kiln.embedding {{.*}}kiln.recompute
+// FULL: kiln.gelu_grad %0,
+
+// -----
+
 // Tests that planning to kiln.train's budget needs the artifact's planner,
 // which only kilnc hands the pass (the modes above read kiln.train when not
 // given; without it, auto and no budget).
