@@ -18,7 +18,8 @@
 //     1.2B: 1.8 GiB of them at the peak), and the token (and position)
 //     embedding that is the first block's input (a gather from the
 //     parameters and token ids, kept otherwise from the step's start to its
-//     end: 256 MiB of fp32 for Llama-3 1.2B at [16, 2048]).
+//     end: 256 MiB of fp32 for Llama-3 1.2B at [16, 2048]; not under ZeRO-3,
+//     where recomputing it would gather the sliced table again).
 //  2. A plan gives each instance a tier (none < pointwise < selective <
 //     full). A forward value is recomputed when its instance's tier does not
 //     keep it: pointwise keeps GEMM and attention outputs, selective keeps
