@@ -62,9 +62,11 @@
 //     to E and joins it (the buffer is read once): when G reads nothing of
 //     E, every other buffer G reads exists before E's kernel (G's ops after
 //     it move up to it; G's outputs are read after G's last op, so after
-//     the joint kernel), the union reads at most max-kernel-inputs buffers,
-//     and G's outputs are no more bytes than the inputs G was the last to
-//     read (which now die at E: the memory live in between does not grow).
+//     the joint kernel), the union reads at most max-kernel-inputs buffers
+//     and holds at most kMaxKernelOps ops, and G's outputs are no more bytes
+//     than the inputs G was the last to read, no other reader's kernel
+//     running after E's (they now die at E: the memory live in between does
+//     not grow).
 //     SwiGLU's backward: dh * silu(a) and dh * b * silu'(a), two GEMMs
 //     apart, read dh and a once. A joint group tries the groups before E in
 //     turn: with remat, the recomputed product silu(a) * b (the weight
@@ -633,7 +635,8 @@ private:
         diesEarlier += tensorBytes(v);
       inputs.insert(v);
     }
-    if (!shared || inputs.size() > maxKernelInputs)
+    if (!shared || inputs.size() > maxKernelInputs ||
+        earlier.ops.size() + later.ops.size() > kMaxKernelOps)
       return false;
     int64_t written = 0;
     for (Operation *op : later.ops)
