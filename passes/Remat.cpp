@@ -162,12 +162,13 @@ struct StepGraph {
     // Under ZeRO-3 a gather from a parameter stays in the forward: recomputed,
     // it would need the whole table gathered again in the backward
     // (--kiln-gather-params), or kept whole through it.
-    bool slicedParams = readZeroSharding(module).stage >= 3;
+    ZeroSharding zero = readZeroSharding(module);
     auto gathersSlicedParam = [&](Operation &op) {
       auto gather = dyn_cast<EmbeddingOp>(op);
       auto table = gather ? dyn_cast<BlockArgument>(gather->getOperand(0)) : nullptr;
-      return slicedParams && table && table.getOwner() == &body &&
-             getArgumentRole(graph.step, table.getArgNumber()) == Role::Param;
+      return zero.stage >= 3 && table && table.getOwner() == &body &&
+             getArgumentRole(graph.step, table.getArgNumber()) == Role::Param &&
+             zero.shardType(cast<RankedTensorType>(table.getType()));
     };
     llvm::SetVector<Operation *> fromArguments;
     for (Operation &op : body) {
