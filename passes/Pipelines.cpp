@@ -128,6 +128,10 @@ void buildRematPhase(OpPassManager &pm, const PhaseOptions &options) {
   KilnRematOptions remat;
   remat.sweep = options.rematSweep;
   pm.addPass(createKilnRemat(remat, options.lowerToStepProgram));
+  buildRematFollowers(pm);
+}
+
+void buildRematFollowers(OpPassManager &pm) {
   // ZeRO-3: parameters are slices, gathered again where the forward and
   // the backward (its recomputes included) read them -- remat by
   // communication.

@@ -70,6 +70,11 @@ void buildOptimizerPhase(OpPassManager &pm);
 constexpr llvm::StringLiteral kRematPhaseName = "remat";
 void buildRematPhase(OpPassManager &pm, const PhaseOptions &options = {});
 /// "fusion": kiln.fusion kernels chosen (--kiln-fusion).
+/// The remat phase's passes after --kiln-remat (ZeRO-3's parameter gathers,
+/// sequence parallelism's activation regathers): also run on the copy the
+/// remat pass plans a peak on, so that copy is the artifact's module.
+void buildRematFollowers(OpPassManager &pm);
+
 void buildFusionPhase(OpPassManager &pm);
 
 /// Every phase, in pipeline order: "kiln", "autodiff", "optimizer".

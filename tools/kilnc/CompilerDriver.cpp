@@ -444,10 +444,13 @@ int compileModel(const DriverOptions &options, Probe *probe) {
   phaseOptions.rematSweep = options.memoryBudgetSweep;
   phaseOptions.bucketBytes = options.bucketBytes;
   // The remat phase plans against the artifact's own peak: the rest of the
-  // pipeline (fusion, unless --no-fusion) and codegen's lowering to the step
-  // program, run on the copy of the module it is given.
+  // pipeline (the remat phase's later passes, fusion unless --no-fusion) and
+  // codegen's lowering to the step program, run on the copy of the module
+  // it is given. Without the later passes, ZeRO-3's @step would still read
+  // whole parameters that @update already keeps as slices.
   phaseOptions.lowerToStepProgram = [&](ModuleOp copy) -> FailureOr<StepProgram> {
     PassManager pm(&context);
+    mlir::kiln::buildRematFollowers(pm);
     if (!options.noFusion)
       mlir::kiln::buildFusionPhase(pm);
     if (failed(pm.run(copy)))
